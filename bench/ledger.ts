@@ -1,0 +1,74 @@
+// bench:ledger — durable authorizations/s through the ledger beside raw better-sqlite3
+// one-row BEGIN IMMEDIATE … COMMIT transactions/s (synchronous=FULL, WAL) on the same disk.
+
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createBursar } from "../src/index.js";
+
+const seconds = Number(process.env.BENCH_SECONDS ?? 3);
+
+async function ledgerRate(dir: string): Promise<{ rate: number; count: number }> {
+  const bursar = await createBursar({ db: join(dir, "ledger.db") });
+  const agent = await bursar.operator.createAgent({ name: "bench" });
+  await bursar.operator.createBlock({
+    agent_id: agent.agent_id,
+    currency: "INR",
+    reserved: 1_000_000_000_000,
+    per_call_cap: 1_000_000,
+    approval_threshold: 1_000_000,
+    velocity: { max_calls: 1_000_000, window_seconds: 1 },
+  });
+  let count = 0;
+  const start = performance.now();
+  const deadline = start + seconds * 1000;
+  while (performance.now() < deadline) {
+    const result = await bursar.ledger.authorize({
+      agent_id: agent.agent_id,
+      tool: "create_order",
+      args: { amount: 1000, currency: "INR", idempotency_key: `b-${count}` },
+    });
+    if (result.verdict.effect !== "ALLOW") throw new Error(`unexpected ${result.verdict.rule}`);
+    count++;
+  }
+  const rate = count / ((performance.now() - start) / 1000);
+  await bursar.close();
+  return { rate, count };
+}
+
+function rawRate(dir: string): { rate: number; count: number } {
+  const db = new Database(join(dir, "raw.db"));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)");
+  const insert = db.prepare("INSERT INTO t (v) VALUES (?)");
+  let count = 0;
+  const start = performance.now();
+  const deadline = start + seconds * 1000;
+  while (performance.now() < deadline) {
+    db.exec("BEGIN IMMEDIATE");
+    insert.run(count);
+    db.exec("COMMIT");
+    count++;
+  }
+  const rate = count / ((performance.now() - start) / 1000);
+  db.close();
+  return { rate, count };
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-bench-ledger-"));
+  try {
+    const raw = rawRate(dir);
+    const ledger = await ledgerRate(dir);
+    console.log(`bench:ledger (${seconds} s each, file-backed SQLite, WAL, synchronous=FULL)`);
+    console.log(`  raw one-row BEGIN IMMEDIATE…COMMIT : ${raw.rate.toFixed(0).padStart(8)} tx/s   (${raw.count})`);
+    console.log(`  ledger authorize (durable)         : ${ledger.rate.toFixed(0).padStart(8)} decisions/s (${ledger.count})`);
+    console.log(`  ratio ledger / raw                 : ${(ledger.rate / raw.rate).toFixed(3)}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

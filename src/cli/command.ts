@@ -1,0 +1,34 @@
+// What every `bursar <command>` module exports, and small helpers they share.
+
+export interface CliIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  env: NodeJS.ProcessEnv;
+  /** True when stdout is a terminal and not under CI: colour and progress bars only then. */
+  interactive: boolean;
+}
+
+export interface CommandModule {
+  /** Full `--help` text: usage, every option, the environment variables it reads. */
+  help: string;
+  /** Returns the exit code. Throw `UsageError` for bad arguments. */
+  run(argv: string[], io: CliIo): Promise<number>;
+}
+
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** Runs an argument parse (node:util parseArgs) and turns its errors into UsageError, so
+ *  the message names the option and the command exits 2. */
+export function parsing<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+export function println(stream: NodeJS.WritableStream, line = ""): void {
+  stream.write(`${line}\n`);
+}

@@ -1,0 +1,47 @@
+// bursar serve: the gate, operator API and evidence log over HTTP until SIGINT/SIGTERM.
+
+import { environment_help, loadConfig } from "../../config.js";
+import { closeOnSignals } from "../../server/app.js";
+import { startServer } from "../../server/start.js";
+import { parsing, println, type CliIo } from "../command.js";
+import { parseArgs } from "node:util";
+
+export const help = `usage: bursar serve [--host HOST] [--port PORT]
+
+Runs Bursar over HTTP: GET /healthz, the MCP gate at /mcp, the operator API under /api/v1,
+the evidence log routes and (with BURSAR_PROVIDER=simulator, the default) the Razorpay
+simulator under /simulator. Stops gracefully on SIGINT/SIGTERM.
+
+On a fresh data directory it generates the operator token, stores only its hash
+(mode 0600) and prints the token once, with the next commands to run.
+
+Options:
+  --host HOST   listen address (overrides BURSAR_HOST)
+  --port PORT   listen port (overrides BURSAR_PORT; 0 picks a free port)
+
+${environment_help}`;
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parsing(() =>
+    parseArgs({ args: argv, options: { host: { type: "string" }, port: { type: "string" } }, strict: true }),
+  );
+  const env = { ...io.env };
+  if (values.host) env.BURSAR_HOST = values.host;
+  if (values.port) env.BURSAR_PORT = values.port;
+  const config = loadConfig(env);
+  const started = await startServer(config);
+  println(io.stdout, `bursar listening on ${started.url}`);
+  if (started.generated_token) {
+    println(io.stdout, "");
+    println(io.stdout, "Operator token (shown once; only its hash is stored in the data directory):");
+    println(io.stdout, `  ${started.generated_token}`);
+    println(io.stdout, "");
+    println(io.stdout, "Next:");
+    println(io.stdout, `  export BURSAR_URL=${started.url} BURSAR_ADMIN_TOKEN=<the token above>`);
+    println(io.stdout, '  bursar agent create --name buyer-1');
+    println(io.stdout, "  bursar block create --agent <agent_id> --currency INR --reserved 1000000");
+  }
+  closeOnSignals(started.app);
+  await new Promise<void>((resolve) => started.app.addHook("onClose", async () => resolve()));
+  return 0;
+}

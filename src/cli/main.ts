@@ -1,0 +1,83 @@
+// `bursar <command>`: a thin dispatcher; each command lives in ./commands/<name>.ts.
+
+import type { CliIo, CommandModule } from "./command.js";
+import { UsageError } from "./command.js";
+
+export const commands: ReadonlyArray<{ name: string; summary: string }> = [
+  { name: "serve", summary: "run the gate, operator API, evidence log and (by default) the mounted simulator" },
+  { name: "demo", summary: "one-command tour: simulator + gate + scripted buyer on a temporary database" },
+  { name: "buyer", summary: "an MCP buyer: --scripted [--overspend] or --llm" },
+  { name: "simulator", summary: "run the Razorpay-compatible simulator standalone" },
+  { name: "mcp-stdio", summary: "bridge stdio MCP to a running gate's /mcp with BURSAR_AGENT_TOKEN" },
+  { name: "agent", summary: "agent create --name NAME: issue an agent token" },
+  { name: "block", summary: "block create --agent ID ...: issue a spending block" },
+  { name: "admin", summary: "admin rotate: issue a new operator token" },
+  { name: "key", summary: "print the evidence log's public verifier key" },
+  { name: "migrate", summary: "apply database migrations and exit" },
+  { name: "send-decisions", summary: "sign and post a .jsonl file of decision records to a source" },
+  { name: "export", summary: "export the evidence log as JSONL (with checkpoints and receipts)" },
+  { name: "verify", summary: "verify an exported log offline against a checkpoint and verifier key" },
+  { name: "eval", summary: "run the labelled adversarial cases and write eval/report.md" },
+  { name: "mutate", summary: "remove each guard in turn and show which cases catch it" },
+  { name: "bench", summary: "run the benchmarks" },
+];
+
+function usage(): string {
+  const width = Math.max(...commands.map((command) => command.name.length));
+  const lines = commands.map((command) => `  ${command.name.padEnd(width)}  ${command.summary}`);
+  return [
+    "usage: bursar <command> [options]",
+    "",
+    "commands:",
+    ...lines,
+    "",
+    "Run `bursar <command> --help` for a command's options and environment variables.",
+    "Configuration is read from BURSAR_* environment variables; see docs/configuration.md.",
+  ].join("\n");
+}
+
+async function load(name: string): Promise<CommandModule | undefined> {
+  if (!commands.some((command) => command.name === name)) return undefined;
+  try {
+    return (await import(`./commands/${name}.js`)) as CommandModule;
+  } catch (error) {
+    if ((error as { code?: string }).code === "ERR_MODULE_NOT_FOUND" && String(error).includes(`commands/${name}.js`)) {
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+export async function main(argv: string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === "--help" || name === "-h" || name === "help") {
+    io.stdout.write(`${usage()}\n`);
+    return name ? 0 : 2;
+  }
+  if (name === "--version") {
+    io.stdout.write("bursar 0.1.0\n");
+    return 0;
+  }
+  const command = await load(name);
+  if (!command) {
+    io.stderr.write(`bursar: unknown or unavailable command '${name}'\n\n${usage()}\n`);
+    return 2;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    io.stdout.write(`${command.help.trim()}\n`);
+    return 0;
+  }
+  try {
+    return await command.run(rest, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`bursar ${name}: ${error.message}\n(see bursar ${name} --help)\n`);
+      return 2;
+    }
+    if (error instanceof Error && error.name === "ConfigError") {
+      io.stderr.write(`bursar ${name}: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,130 @@
+// Configuration from the environment, validated at start: a bad value stops the start with
+// one line naming the variable and what it accepts.
+
+import { join, resolve } from "node:path";
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+export interface Config {
+  data_dir: string;
+  db: string;
+  host: string;
+  port: number;
+  admin_token: string | undefined;
+  provider: "simulator" | "razorpay";
+  razorpay: {
+    key_id: string | undefined;
+    key_secret: string | undefined;
+    base_url: string;
+    webhook_secret: string | undefined;
+  };
+  allow_live: boolean;
+  signing_key_path: string | undefined;
+  master_key: string | undefined;
+  log_origin: string;
+  checkpoint_every: number;
+  checkpoint_seconds: number;
+}
+
+type Env = NodeJS.ProcessEnv;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected one of ${allowed.join(", ")}`);
+  }
+  return raw as T;
+}
+
+function url(env: Env, name: string, fallback: string): string {
+  const raw = env[name] || fallback;
+  try {
+    const parsed = new URL(raw);
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error("scheme");
+  } catch {
+    throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected an http(s) URL`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+function flag(env: Env, name: string): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "" || raw === "0") return false;
+  if (raw === "1" || raw === "true") return true;
+  throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected 1 or 0`);
+}
+
+function razorpayChecks(config: Config): void {
+  if (config.provider !== "razorpay") return;
+  const { key_id, key_secret, webhook_secret } = config.razorpay;
+  if (!key_id) throw new ConfigError("RAZORPAY_KEY_ID is required when BURSAR_PROVIDER=razorpay");
+  if (!/^rzp_(test|live)_[A-Za-z0-9]+$/.test(key_id)) {
+    throw new ConfigError("RAZORPAY_KEY_ID: expected a key id starting rzp_test_ (or rzp_live_)");
+  }
+  if (key_id.startsWith("rzp_live_") && !config.allow_live) {
+    throw new ConfigError("RAZORPAY_KEY_ID is a live key (rzp_live_): refused unless BURSAR_ALLOW_LIVE=1");
+  }
+  if (!key_secret) throw new ConfigError("RAZORPAY_KEY_SECRET is required when BURSAR_PROVIDER=razorpay");
+  if (!webhook_secret) throw new ConfigError("RAZORPAY_WEBHOOK_SECRET is required when BURSAR_PROVIDER=razorpay");
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const data_dir = resolve(env.BURSAR_DATA_DIR || "./.bursar");
+  const host = env.BURSAR_HOST || "127.0.0.1";
+  const config: Config = {
+    data_dir,
+    db: env.BURSAR_DB || join(data_dir, "bursar.db"),
+    host,
+    port: integer(env, "BURSAR_PORT", 8787, 0, 65_535),
+    admin_token: env.BURSAR_ADMIN_TOKEN || undefined,
+    provider: oneOf(env, "BURSAR_PROVIDER", ["simulator", "razorpay"] as const, "simulator"),
+    razorpay: {
+      key_id: env.RAZORPAY_KEY_ID || undefined,
+      key_secret: env.RAZORPAY_KEY_SECRET || undefined,
+      base_url: url(env, "RAZORPAY_BASE_URL", "https://api.razorpay.com"),
+      webhook_secret: env.RAZORPAY_WEBHOOK_SECRET || undefined,
+    },
+    allow_live: flag(env, "BURSAR_ALLOW_LIVE"),
+    signing_key_path: env.BURSAR_SIGNING_KEY || undefined,
+    master_key: env.BURSAR_MASTER_KEY || undefined,
+    log_origin: env.BURSAR_LOG_ORIGIN || "bursar.local/log",
+    checkpoint_every: integer(env, "BURSAR_CHECKPOINT_EVERY", 1000, 1, 1_000_000),
+    checkpoint_seconds: integer(env, "BURSAR_CHECKPOINT_SECONDS", 10, 1, 86_400),
+  };
+  if (config.admin_token !== undefined && config.admin_token.length < 16) {
+    throw new ConfigError("BURSAR_ADMIN_TOKEN: expected at least 16 characters");
+  }
+  if (/\s|\n/.test(config.log_origin)) throw new ConfigError("BURSAR_LOG_ORIGIN: expected one line without spaces");
+  razorpayChecks(config);
+  return config;
+}
+
+/** The documented variables, for `--help` texts. */
+export const environment_help = `Environment:
+  BURSAR_DATA_DIR            data directory (default ./.bursar): database, signing key, master key, operator token hash
+  BURSAR_DB                  SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
+  BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
+  BURSAR_ADMIN_TOKEN         operator token; unset: generated on a fresh data directory and printed once
+  BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay
+  RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com)
+  RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
+  BURSAR_ALLOW_LIVE          1 to accept rzp_live_ keys (refused by default)
+  BURSAR_SIGNING_KEY         Ed25519 private key PEM file (default: generated into the data directory)
+  BURSAR_MASTER_KEY          key for encrypting stored source secrets (default: generated into the data directory)
+  BURSAR_LOG_ORIGIN          checkpoint origin line (default bursar.local/log)
+  BURSAR_CHECKPOINT_EVERY    entries between checkpoints (default 1000)
+  BURSAR_CHECKPOINT_SECONDS  seconds between checkpoints while entries are pending (default 10)
+  BURSAR_LOG_LEVEL           pino log level (default info)`;

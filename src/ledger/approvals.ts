@@ -1,0 +1,87 @@
+// Human approval of a HOLD: single-use and atomic (one conditional update moves it from
+// pending to forwarding before the provider is called), re-checking expiry, revocation,
+// freeze and the call's own hold; deny and expiry release the hold.
+
+import { HttpError } from "../errors.js";
+import { record, type LedgerContext } from "./context.js";
+import type { SqlTx } from "./driver.js";
+import type { ApprovalRow, ReservationRow } from "./rows.js";
+import { getApproval, getReservation, lockBlock } from "./statements.js";
+import { releaseHold } from "./settle.js";
+import { expireApproval } from "./sweep.js";
+
+export interface ApprovalGrant {
+  approval: ApprovalRow;
+  reservation: ReservationRow;
+  args: unknown;
+}
+
+async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow> {
+  const approval = await getApproval(tx, approval_id);
+  if (!approval) throw new HttpError(404, "not_found", `no approval ${approval_id}`);
+  await lockBlock(tx, approval.block_id);
+  if (approval.state === "pending" && approval.expires_at_ms <= context.clock().getTime()) {
+    await expireApproval(tx, context, approval);
+    throw new HttpError(409, "approval_expired", `approval ${approval_id} expired before it was decided`);
+  }
+  if (approval.state !== "pending") {
+    throw new HttpError(409, "approval_decided", `approval ${approval_id} is already ${approval.state}`);
+  }
+  return approval;
+}
+
+async function refuseGrant(tx: SqlTx, context: LedgerContext, approval: ApprovalRow, reservation: ReservationRow | undefined, reason: string) {
+  const now_ms = context.clock().getTime();
+  await tx.run("UPDATE approvals SET state = 'denied', decided_at_ms = ?, result_json = ? WHERE approval_id = ?", [
+    now_ms,
+    JSON.stringify({ effect: "BLOCK", reason }),
+    approval.approval_id,
+  ]);
+  if (reservation) await releaseHold(tx, context, reservation, `approval re-check failed: ${reason}`);
+  await record(tx, context, "gate.operator", { action: "approval.recheck_failed", approval_id: approval.approval_id, reason });
+}
+
+/** Moves a pending approval to forwarding after re-checking R2, R4 and its own hold. */
+export async function beginApproval(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalGrant | { refused: string }> {
+  const approval = await loadPending(tx, context, approval_id);
+  const now_ms = context.clock().getTime();
+  const block = await lockBlock(tx, approval.block_id);
+  const reservation = await getReservation(tx, approval.reservation_id);
+  let problem: string | undefined;
+  if (!block || block.revoked_at_ms !== null) problem = "R4: the spending block is revoked";
+  else if (block.frozen_at_ms !== null) problem = "R4: the spending block is frozen";
+  else if (now_ms >= block.expires_at_ms) problem = "R2: the spending block has expired";
+  else if (!reservation || reservation.status !== "held") problem = "the call's hold is no longer there";
+  if (problem) {
+    await refuseGrant(tx, context, approval, reservation, problem);
+    return { refused: problem };
+  }
+  const moved = await tx.run(
+    "UPDATE approvals SET state = 'forwarding', decided_at_ms = ? WHERE approval_id = ? AND state = 'pending'",
+    [now_ms, approval_id],
+  );
+  if (moved.changes !== 1) throw new HttpError(409, "approval_decided", `approval ${approval_id} was decided concurrently`);
+  await record(tx, context, "gate.operator", { action: "approval.approve", approval_id, reservation_id: approval.reservation_id });
+  return { approval: { ...approval, state: "forwarding" }, reservation: reservation as ReservationRow, args: JSON.parse(approval.args_json) };
+}
+
+export async function denyApproval(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow> {
+  const approval = await loadPending(tx, context, approval_id);
+  const now_ms = context.clock().getTime();
+  await tx.run("UPDATE approvals SET state = 'denied', decided_at_ms = ? WHERE approval_id = ? AND state = 'pending'", [
+    now_ms,
+    approval_id,
+  ]);
+  const reservation = await getReservation(tx, approval.reservation_id);
+  if (reservation) await releaseHold(tx, context, reservation, "approval denied");
+  await record(tx, context, "gate.operator", { action: "approval.deny", approval_id, reservation_id: approval.reservation_id });
+  return { ...approval, state: "denied", decided_at_ms: now_ms };
+}
+
+/** Records the forwarded call's result on the approval (state approved). */
+export async function finishApproval(tx: SqlTx, approval_id: string, result: unknown): Promise<void> {
+  await tx.run("UPDATE approvals SET state = 'approved', result_json = ? WHERE approval_id = ? AND state = 'forwarding'", [
+    JSON.stringify(result),
+    approval_id,
+  ]);
+}

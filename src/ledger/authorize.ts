@@ -1,0 +1,262 @@
+// authorize: in one transaction, read the caller's snapshot, decide, and write the hold (or
+// the velocity count of a refusal) together with the decision's evidence entry.
+
+import { decide, type IdempotencyState, type PaymentState, type PolicyState, type Verdict } from "../policy/index.js";
+import { record, type EvidenceRef, type LedgerContext } from "./context.js";
+import type { SqlTx } from "./driver.js";
+import { callKey, type CallKey } from "./keys.js";
+import { blockState, reservationState, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
+import {
+  adjustBlock,
+  agentBlockId,
+  approvalByReservation,
+  countCalls,
+  getIdempotency,
+  getReservation,
+  insertReservation,
+  lockBlock,
+  putIdempotency,
+  reservationByOrder,
+} from "./statements.js";
+import { expireApprovals, expireLeases } from "./sweep.js";
+
+/** money_calls rows older than this are pruned; no velocity window may be longer. */
+export const velocity_window_max_seconds = 86_400;
+
+export interface AuthorizeInput {
+  agent_id: string | null;
+  tool: string;
+  args: unknown;
+  /** For capture_payment: what the provider reported for args.payment_id, fetched first. */
+  payment?: PaymentState;
+}
+
+export interface AuthorizeResult {
+  verdict: Verdict;
+  key: CallKey | null;
+  block: BlockRow | null;
+  reservation?: ReservationRow;
+  approval?: ApprovalRow;
+  /** The stored record a replay returns. */
+  stored?: IdempotencyRow;
+  evidence?: EvidenceRef;
+}
+
+interface Snapshot {
+  block: BlockRow | null;
+  reservation: ReservationRow | null;
+  key: CallKey | null;
+  stored: IdempotencyRow | undefined;
+  state: PolicyState;
+}
+
+/** Whether a stored key still replays: explicit keys always; derived ones for 5 minutes, or
+ *  while their reservation waits for approval or has an unknown outcome. */
+async function stillReplays(tx: SqlTx, context: LedgerContext, row: IdempotencyRow, now_ms: number): Promise<boolean> {
+  if (!row.derived || row.status === "in_flight") return true;
+  if (now_ms < row.first_at_ms + context.derived_key_lifetime_ms) return true;
+  const reservation = row.reservation_id ? await getReservation(tx, row.reservation_id) : undefined;
+  if (!reservation || reservation.status !== "held") return false;
+  if (reservation.outcome_unknown) return true;
+  const approval = await approvalByReservation(tx, reservation.reservation_id);
+  return approval?.state === "pending" || approval?.state === "forwarding";
+}
+
+function idempotencyState(row: IdempotencyRow | undefined): IdempotencyState {
+  if (!row) return { status: "none" };
+  if (row.status === "in_flight") return { status: "in_flight", params_hash: row.params_hash };
+  return { status: "stored", params_hash: row.params_hash, effect: row.effect ?? "ALLOW" };
+}
+
+async function findBlockId(tx: SqlTx, input: AuthorizeInput, reservation: ReservationRow | null, now_ms: number) {
+  if (!input.agent_id) return undefined;
+  if (reservation && reservation.agent_id === input.agent_id) return reservation.block_id;
+  return agentBlockId(tx, input.agent_id, now_ms);
+}
+
+async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput, now_ms: number): Promise<Snapshot> {
+  const payment = input.payment?.fetched ? input.payment : undefined;
+  const candidate = payment ? ((await reservationByOrder(tx, payment.order_id)) ?? null) : null;
+  const block_id = await findBlockId(tx, input, candidate, now_ms);
+  let block = block_id ? ((await lockBlock(tx, block_id)) ?? null) : null;
+  if (block && input.agent_id) {
+    const expired = (await expireLeases(tx, context, input.agent_id)) + (await expireApprovals(tx, context, block.block_id));
+    if (expired > 0) block = (await lockBlock(tx, block.block_id)) ?? null;
+  }
+  const reservation = candidate ? ((await getReservation(tx, candidate.reservation_id)) ?? null) : null;
+  const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args) : null;
+  let stored = key && input.agent_id ? await getIdempotency(tx, input.agent_id, key.key) : undefined;
+  if (stored && !(await stillReplays(tx, context, stored, now_ms))) stored = undefined;
+  const calls_in_window =
+    block && input.agent_id ? await countCalls(tx, input.agent_id, now_ms, block.velocity_window_seconds) : 0;
+  const state: PolicyState = {
+    block: block ? blockState(block) : null,
+    calls_in_window,
+    idempotency: idempotencyState(stored),
+  };
+  if (input.tool === "capture_payment") {
+    state.capture = {
+      payment: input.payment ?? { fetched: false, reason: "the payment was not fetched" },
+      reservation: reservation ? reservationState(reservation) : null,
+    };
+  }
+  return { block, reservation, key, stored, state };
+}
+
+async function holdMoney(
+  tx: SqlTx,
+  context: LedgerContext,
+  input: AuthorizeInput,
+  snap: Snapshot,
+  verdict: Verdict,
+  now_ms: number,
+): Promise<Pick<AuthorizeResult, "reservation" | "approval">> {
+  const block = snap.block as BlockRow;
+  const key = snap.key as CallKey;
+  const args = input.args as { amount: number; currency: string };
+  const reservation: ReservationRow = {
+    reservation_id: context.ids("res"),
+    block_id: block.block_id,
+    agent_id: block.agent_id,
+    amount: args.amount,
+    currency: block.currency,
+    status: "held",
+    outcome_unknown: 0,
+    unknown_reason: null,
+    order_id: null,
+    payment_id: null,
+    captured_amount: null,
+    release_reason: null,
+    created_at_ms: now_ms,
+    updated_at_ms: now_ms,
+  };
+  await insertReservation(tx, reservation);
+  await adjustBlock(tx, block.block_id, { held: args.amount });
+  const base: IdempotencyRow = {
+    agent_id: block.agent_id,
+    key: key.key,
+    derived: key.derived ? 1 : 0,
+    tool: input.tool,
+    params_hash: key.params_hash,
+    status: "in_flight",
+    effect: "ALLOW",
+    reservation_id: reservation.reservation_id,
+    approval_id: null,
+    result_json: null,
+    first_at_ms: now_ms,
+    lease_expires_at_ms: now_ms + context.lease_ms,
+  };
+  if (verdict.effect === "ALLOW") {
+    await putIdempotency(tx, base);
+    return { reservation };
+  }
+  const approval: ApprovalRow = {
+    approval_id: context.ids("apr"),
+    reservation_id: reservation.reservation_id,
+    agent_id: block.agent_id,
+    block_id: block.block_id,
+    idempotency_key: key.key,
+    tool: input.tool,
+    args_json: JSON.stringify(input.args),
+    state: "pending",
+    created_at_ms: now_ms,
+    expires_at_ms: now_ms + context.approval_lifetime_ms,
+    decided_at_ms: null,
+    result_json: null,
+  };
+  await tx.run(
+    `INSERT INTO approvals (approval_id, reservation_id, agent_id, block_id, idempotency_key, tool, args_json, state,
+       created_at_ms, expires_at_ms, decided_at_ms, result_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      approval.approval_id, approval.reservation_id, approval.agent_id, approval.block_id, approval.idempotency_key,
+      approval.tool, approval.args_json, approval.state, approval.created_at_ms, approval.expires_at_ms, null, null,
+    ],
+  );
+  await putIdempotency(tx, { ...base, status: "stored", effect: "HOLD", approval_id: approval.approval_id, lease_expires_at_ms: null });
+  return { reservation, approval };
+}
+
+/** A capture binds its payment to the reservation now, so no second payment can claim it. */
+async function bindCapture(
+  tx: SqlTx,
+  context: LedgerContext,
+  input: AuthorizeInput,
+  snap: Snapshot,
+  now_ms: number,
+): Promise<Written> {
+  const reservation = snap.reservation as ReservationRow;
+  const payment = input.payment as Extract<PaymentState, { fetched: true }>;
+  const key = snap.key as CallKey;
+  await tx.run("UPDATE reservations SET payment_id = ?, updated_at_ms = ? WHERE reservation_id = ?", [
+    payment.id,
+    now_ms,
+    reservation.reservation_id,
+  ]);
+  await putIdempotency(tx, {
+    agent_id: reservation.agent_id,
+    key: key.key,
+    derived: key.derived ? 1 : 0,
+    tool: input.tool,
+    params_hash: key.params_hash,
+    status: "in_flight",
+    effect: "ALLOW",
+    reservation_id: reservation.reservation_id,
+    approval_id: null,
+    result_json: null,
+    first_at_ms: now_ms,
+    lease_expires_at_ms: now_ms + context.lease_ms,
+  });
+  return { reservation: { ...reservation, payment_id: payment.id } };
+}
+
+type Written = Pick<AuthorizeResult, "reservation" | "approval">;
+
+async function writeDecision(
+  tx: SqlTx,
+  context: LedgerContext,
+  input: AuthorizeInput,
+  snap: Snapshot,
+  verdict: Verdict,
+  now_ms: number,
+): Promise<Written> {
+  if (verdict.replay) return {};
+  if (input.agent_id) await tx.run("INSERT INTO money_calls (agent_id, at_ms) VALUES (?, ?)", [input.agent_id, now_ms]);
+  if (verdict.effect === "BLOCK") return {};
+  if (input.tool === "create_order") return holdMoney(tx, context, input, snap, verdict, now_ms);
+  return bindCapture(tx, context, input, snap, now_ms);
+}
+
+export async function authorize(tx: SqlTx, context: LedgerContext, input: AuthorizeInput): Promise<AuthorizeResult> {
+  const now = context.clock();
+  const now_ms = now.getTime();
+  const snap = await snapshot(tx, context, input, now_ms);
+  const verdict = decide(
+    { tool: input.tool, args: input.args, agent_id: input.agent_id, params_hash: snap.key?.params_hash ?? "" },
+    snap.state,
+    now,
+    context.guards,
+  );
+  const written = await writeDecision(tx, context, input, snap, verdict, now_ms);
+  if (input.agent_id) {
+    await tx.run("DELETE FROM money_calls WHERE agent_id = ? AND at_ms <= ?", [input.agent_id, now_ms - velocity_window_max_seconds * 1000]);
+  }
+  const block = snap.block ? ((await lockBlock(tx, snap.block.block_id)) ?? null) : null;
+  const reservation = written.reservation ?? (verdict.replay && snap.stored?.reservation_id ? await getReservation(tx, snap.stored.reservation_id) : undefined);
+  const evidence = await record(tx, context, "gate.decision", {
+    agent_id: input.agent_id,
+    block_id: block?.block_id ?? null,
+    tool: input.tool,
+    args: (input.args ?? null) as unknown,
+    key: snap.key ? { derived: snap.key.derived, params_hash: snap.key.params_hash } : null,
+    verdict,
+    reservation_id: reservation?.reservation_id ?? null,
+    approval_id: written.approval?.approval_id ?? snap.stored?.approval_id ?? null,
+    payment: input.payment ?? null,
+  });
+  const result: AuthorizeResult = { verdict, key: snap.key, block };
+  if (reservation) result.reservation = reservation;
+  if (written.approval) result.approval = written.approval;
+  if (verdict.replay && snap.stored) result.stored = snap.stored;
+  if (evidence) result.evidence = evidence;
+  return result;
+}

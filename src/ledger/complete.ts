@@ -1,0 +1,123 @@
+// The second atomic phase of a money call: the provider's answer and its evidence commit
+// together. A proven refusal of an order releases; an unknown outcome keeps the hold.
+
+import { record, type EvidenceRef, type LedgerContext } from "./context.js";
+import type { SqlTx } from "./driver.js";
+import type { ReservationRow } from "./rows.js";
+import { finishApproval } from "./approvals.js";
+import { dropIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
+import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
+
+/** The provider's answer as the ledger needs it (the provider port's outcome has this shape). */
+export type ForwardOutcome<T> =
+  | { kind: "ok"; value: T }
+  | { kind: "refused"; status: number; error: { code: string; description: string } }
+  | { kind: "unknown"; reason: string };
+
+export interface OrderRecord {
+  id: string;
+  amount: number;
+  currency: string;
+  status: string;
+  [field: string]: unknown;
+}
+
+export interface CallRef {
+  agent_id: string;
+  key: string;
+  reservation_id: string;
+  /** Set when the call was forwarded after an operator approved its HOLD. */
+  approval_id?: string;
+}
+
+export interface Completion {
+  reservation: ReservationRow;
+  result: Record<string, unknown>;
+  evidence?: EvidenceRef;
+}
+
+async function loadLocked(tx: SqlTx, reservation_id: string): Promise<ReservationRow> {
+  const reservation = await getReservation(tx, reservation_id);
+  if (!reservation) throw new Error(`reservation ${reservation_id} not found`);
+  await lockBlock(tx, reservation.block_id);
+  return (await getReservation(tx, reservation_id)) as ReservationRow;
+}
+
+async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unknown>, keep: boolean): Promise<void> {
+  if (call.approval_id) return finishApproval(tx, call.approval_id, result);
+  if (keep) return storeResult(tx, call.agent_id, call.key, result);
+  // A refusal is not stored: the same call is simply decided again.
+  return dropIdempotency(tx, call.agent_id, call.key);
+}
+
+export async function completeOrder(
+  tx: SqlTx,
+  context: LedgerContext,
+  call: CallRef,
+  outcome: ForwardOutcome<OrderRecord>,
+): Promise<Completion> {
+  const reservation = await loadLocked(tx, call.reservation_id);
+  const now_ms = context.clock().getTime();
+  let result: Record<string, unknown>;
+  if (outcome.kind === "ok") {
+    await tx.run("UPDATE reservations SET order_id = ?, updated_at_ms = ? WHERE reservation_id = ?", [
+      outcome.value.id,
+      now_ms,
+      reservation.reservation_id,
+    ]);
+    result = { order: outcome.value, reservation_id: reservation.reservation_id };
+  } else if (outcome.kind === "refused") {
+    await releaseHold(tx, context, reservation, `provider refused the order: ${outcome.error.description}`);
+    result = { provider: "refused", status: outcome.status, error: outcome.error, reservation_id: reservation.reservation_id };
+  } else {
+    await markUnknown(tx, context, reservation, outcome.reason);
+    result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason };
+  }
+  await storeOutcome(tx, call, result, outcome.kind !== "refused");
+  const evidence = await record(tx, context, "gate.settlement", {
+    action: `order.${outcome.kind}`,
+    agent_id: call.agent_id,
+    approval_id: call.approval_id ?? null,
+    ...result,
+  });
+  const completion: Completion = { reservation: await loadLocked(tx, reservation.reservation_id), result };
+  if (evidence) completion.evidence = evidence;
+  return completion;
+}
+
+/** The capture call got a captured payment back: settle through the same path as a webhook. */
+export async function completeCapture(
+  tx: SqlTx,
+  context: LedgerContext,
+  call: CallRef,
+  payment: CapturedPayment,
+): Promise<SettleOutcome & { result: Record<string, unknown> }> {
+  const settled = await settleCapture(tx, context, payment, "capture");
+  const result = { payment, reservation_id: call.reservation_id };
+  // If the webhook won the race it already completed this key; storing again is harmless.
+  await storeResult(tx, call.agent_id, call.key, result);
+  return { ...settled, result };
+}
+
+/** The capture failed but the payment is still only authorized: nothing moved, so the key is
+ *  dropped and the payment unbound, and the agent may try again. */
+export async function abandonCapture(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<EvidenceRef | undefined> {
+  const reservation = await loadLocked(tx, call.reservation_id);
+  if (reservation.status === "held") {
+    await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [
+      context.clock().getTime(),
+      reservation.reservation_id,
+    ]);
+  }
+  await dropIdempotency(tx, call.agent_id, call.key);
+  return record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason });
+}
+
+/** The capture's outcome is unknown (provider and re-fetch both failed): money stays held. */
+export async function captureUnknown(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<Record<string, unknown>> {
+  const reservation = await loadLocked(tx, call.reservation_id);
+  await markUnknown(tx, context, reservation, reason);
+  const result = { provider: "unknown", reservation_id: reservation.reservation_id, reason };
+  await storeResult(tx, call.agent_id, call.key, result);
+  return result;
+}

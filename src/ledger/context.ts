@@ -1,0 +1,51 @@
+// What every ledger operation needs besides its transaction: time, ids, the guard table,
+// the evidence writer and the lifetimes of leases, approvals and derived keys.
+
+import type { Clock } from "../clock.js";
+import type { IdSource } from "../ids.js";
+import type { Guard } from "../policy/index.js";
+import type { SqlTx } from "./driver.js";
+
+export interface EvidenceRef {
+  seq: number;
+  leaf_hash: string;
+  receipt: unknown;
+}
+
+export interface EvidenceInput {
+  kind: string;
+  source: string;
+  body: Record<string, unknown>;
+  occurred_at?: string;
+}
+
+/** The evidence log as the ledger sees it: an append inside the caller's transaction. */
+export interface EvidenceWriter {
+  append(tx: SqlTx, input: EvidenceInput): Promise<EvidenceRef>;
+}
+
+export interface LedgerContext {
+  clock: Clock;
+  ids: IdSource;
+  guards: readonly Guard[];
+  evidence: EvidenceWriter | null;
+  /** An in-flight key's lease: twice the provider timeout. */
+  lease_ms: number;
+  approval_lifetime_ms: number;
+  derived_key_lifetime_ms: number;
+}
+
+export const ledger_defaults = Object.freeze({
+  lease_ms: 20_000,
+  approval_lifetime_ms: 15 * 60_000,
+  derived_key_lifetime_ms: 300_000,
+});
+
+export async function record(
+  tx: SqlTx,
+  context: LedgerContext,
+  kind: string,
+  body: Record<string, unknown>,
+): Promise<EvidenceRef | undefined> {
+  return context.evidence ? context.evidence.append(tx, { kind, source: "gate", body }) : undefined;
+}

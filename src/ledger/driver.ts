@@ -1,0 +1,44 @@
+// The storage port under the ledger and the evidence log: one small SQL interface
+// with a SQLite and (later) a PostgreSQL implementation, so the money logic is written once.
+
+/** A parameter bound into a statement. Booleans are stored as 0/1. */
+export type SqlValue = string | number | bigint | null | Uint8Array;
+
+export interface RunResult {
+  changes: number;
+}
+
+/** Statements inside one open transaction. SQL uses `?` placeholders in both dialects. */
+export interface SqlTx {
+  readonly dialect: Dialect;
+  get<Row>(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined>;
+  all<Row>(sql: string, params?: readonly SqlValue[]): Promise<Row[]>;
+  run(sql: string, params?: readonly SqlValue[]): Promise<RunResult>;
+  /** `FOR UPDATE` where the dialect has row locks; empty on SQLite (its writer lock is the whole file). */
+  readonly forUpdate: string;
+}
+
+export type Dialect = "sqlite" | "postgres";
+
+export interface SqlDriver {
+  readonly dialect: Dialect;
+  /**
+   * Runs `work` in one write transaction: committed when it resolves, rolled back when it
+   * throws. Transient contention (SQLITE_BUSY, serialization failures) is retried a bounded
+   * number of times, so `work` must not have effects outside the transaction.
+   */
+  transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T>;
+  /** A read-only snapshot; never blocks writers for long. */
+  read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T>;
+  /** Applies the migrations not yet recorded in `schema_migrations`, in version order. */
+  migrate(migrations: readonly Migration[]): Promise<number[]>;
+  close(): Promise<void>;
+}
+
+/** A schema step, written once per dialect with the same meaning. */
+export interface Migration {
+  version: number;
+  name: string;
+  sqlite: string;
+  postgres: string;
+}

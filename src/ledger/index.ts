@@ -1,0 +1,12 @@
+// The ledger: the storage port, its SQLite implementation, migrations, and the Ledger itself.
+
+export * from "./driver.js";
+export { SqliteDriver } from "./sqlite.js";
+export { migrations } from "./migrations/index.js";
+export { Ledger, type Agent, type Inbox } from "./ledger.js";
+export { ledger_defaults, type EvidenceRef, type EvidenceWriter, type LedgerContext } from "./context.js";
+export { block_defaults, type CreateBlockInput } from "./blocks.js";
+export type { AuthorizeInput, AuthorizeResult } from "./authorize.js";
+export type { CallRef, Completion, ForwardOutcome, OrderRecord } from "./complete.js";
+export type { CapturedPayment, SettleOutcome, SettleVia } from "./settle.js";
+export * from "./rows.js";

@@ -1,0 +1,44 @@
+// Idempotency keys: explicit ones bind every argument and never expire; derived ones bind
+// only the stable money fields, so a model rewording receipt or notes on retry still replays.
+
+import canonicalize from "canonicalize";
+import { sha256Hex } from "../ids.js";
+import { isPlainObject } from "../policy/index.js";
+
+export interface CallKey {
+  key: string;
+  derived: boolean;
+  params_hash: string;
+}
+
+/** JSON text that is the same for equal values whatever the key order (RFC 8785). */
+export function canonicalText(value: unknown): string {
+  const text = canonicalize(value as Parameters<typeof canonicalize>[0]);
+  if (text === undefined) throw new Error("value has no canonical JSON form");
+  return text;
+}
+
+function stableFields(tool: string, args: unknown): unknown {
+  if (!isPlainObject(args)) return { tool, args };
+  const currency = typeof args.currency === "string" ? args.currency.toUpperCase() : args.currency;
+  return {
+    tool,
+    amount: args.amount ?? null,
+    currency: currency ?? null,
+    payment_id: args.payment_id ?? null,
+    order_id: args.order_id ?? null,
+  };
+}
+
+/**
+ * The key a call is stored under. An explicit key is the caller's string; a derived key
+ * hashes (agent, tool, amount, upper-cased currency, order/payment id).
+ */
+export function callKey(agent_id: string, tool: string, args: unknown): CallKey {
+  const explicit = isPlainObject(args) && typeof args.idempotency_key === "string" ? args.idempotency_key : undefined;
+  if (explicit !== undefined && explicit.length > 0) {
+    return { key: `k:${explicit}`, derived: false, params_hash: sha256Hex(canonicalText({ tool, args })) };
+  }
+  const stable = canonicalText(stableFields(tool, args));
+  return { key: `d:${sha256Hex(`${agent_id}\n${stable}`)}`, derived: true, params_hash: sha256Hex(stable) };
+}

@@ -1,0 +1,244 @@
+// The Ledger: the authority over agents, blocks and held money. Each method is one atomic
+// phase in one transaction, with its evidence entry written in the same transaction.
+
+import { HttpError } from "../errors.js";
+import { newToken, sha256Hex } from "../ids.js";
+import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
+import { beginApproval, denyApproval, type ApprovalGrant } from "./approvals.js";
+import { newBlockRow, type CreateBlockInput } from "./blocks.js";
+import {
+  abandonCapture,
+  captureUnknown,
+  completeCapture,
+  completeOrder,
+  type CallRef,
+  type Completion,
+  type ForwardOutcome,
+  type OrderRecord,
+} from "./complete.js";
+import { record, type EvidenceRef, type LedgerContext } from "./context.js";
+import type { SqlDriver, SqlTx } from "./driver.js";
+import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
+import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
+import { agentBlockId, freezeBlock, getApproval, getReservation, lockBlock } from "./statements.js";
+import { expireApprovals, expireLeases } from "./sweep.js";
+
+export interface Agent {
+  agent_id: string;
+  name: string;
+}
+
+export interface Inbox {
+  pending_approvals: ApprovalRow[];
+  unknown_outcomes: ReservationRow[];
+  frozen_blocks: Array<{ block: BlockView; reservations: ReservationRow[] }>;
+}
+
+export const agent_name_length_max = 128;
+export const inbox_reservations_per_block = 20;
+
+export class Ledger {
+  constructor(
+    readonly driver: SqlDriver,
+    readonly context: LedgerContext,
+  ) {}
+
+  private tx<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    return this.driver.transaction(work);
+  }
+
+  private now_ms(): number {
+    return this.context.clock().getTime();
+  }
+
+  async createAgent(input: { name: string }): Promise<Agent & { token: string }> {
+    if (typeof input.name !== "string" || input.name.trim() === "" || input.name.length > agent_name_length_max) {
+      throw new HttpError(422, "validation_failed", `name: must be a non-empty string of at most ${agent_name_length_max} characters`, { field: "name" });
+    }
+    const agent_id = this.context.ids("agt");
+    const token = newToken("bsr_agent");
+    await this.tx(async (tx) => {
+      await tx.run("INSERT INTO agents (agent_id, name, token_sha256, created_at_ms) VALUES (?, ?, ?, ?)", [
+        agent_id,
+        input.name,
+        sha256Hex(token),
+        this.now_ms(),
+      ]);
+      await record(tx, this.context, "gate.operator", { action: "agent.create", agent_id, name: input.name });
+    });
+    return { agent_id, name: input.name, token };
+  }
+
+  /** Finds the agent a bearer token belongs to. Tokens are stored as SHA-256 only; the lookup
+   *  is by hash, so timing reveals nothing about the token. */
+  async authenticateAgent(token: string | undefined): Promise<Agent | null> {
+    if (!token) return null;
+    const row = await this.driver.read((tx) =>
+      tx.get<Agent>("SELECT agent_id, name FROM agents WHERE token_sha256 = ?", [sha256Hex(token)]),
+    );
+    return row ?? null;
+  }
+
+  async createBlock(input: CreateBlockInput): Promise<BlockView> {
+    return this.tx(async (tx) => {
+      const now_ms = this.now_ms();
+      const agent = await tx.get<Agent>("SELECT agent_id, name FROM agents WHERE agent_id = ?", [input.agent_id]);
+      if (!agent) throw new HttpError(404, "not_found", `agent_id: no agent ${String(input.agent_id)}`);
+      const row = newBlockRow(input, this.context.ids("blk"), now_ms);
+      const current = await agentBlockId(tx, input.agent_id, now_ms);
+      const active = current ? await lockBlock(tx, current) : undefined;
+      if (active && active.revoked_at_ms === null && active.expires_at_ms > now_ms) {
+        throw new HttpError(409, "active_block_exists", `agent ${input.agent_id} already has an active block ${active.block_id}`);
+      }
+      await tx.run(
+        `INSERT INTO blocks (block_id, agent_id, currency, reserved, spent, held, unreconciled, per_call_cap, approval_threshold,
+           velocity_max_calls, velocity_window_seconds, created_at_ms, expires_at_ms, revoked_at_ms, frozen_at_ms, freeze_reason)
+         VALUES (?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)`,
+        [
+          row.block_id, row.agent_id, row.currency, row.reserved, row.per_call_cap, row.approval_threshold,
+          row.velocity_max_calls, row.velocity_window_seconds, row.created_at_ms, row.expires_at_ms,
+        ],
+      );
+      const view = blockView(row);
+      await record(tx, this.context, "gate.operator", { action: "block.create", block: view });
+      return view;
+    });
+  }
+
+  async getBlock(block_id: string): Promise<BlockView> {
+    const row = await this.driver.read((tx) => tx.get<BlockRow>("SELECT * FROM blocks WHERE block_id = ?", [block_id]));
+    if (!row) throw new HttpError(404, "not_found", `no block ${block_id}`);
+    return blockView(row);
+  }
+
+  /** The agent's own block (active, else latest), or null when none was issued. */
+  async agentBlock(agent_id: string): Promise<BlockView | null> {
+    return this.driver.read(async (tx) => {
+      const block_id = await agentBlockId(tx, agent_id, this.now_ms());
+      const row = block_id ? await tx.get<BlockRow>("SELECT * FROM blocks WHERE block_id = ?", [block_id]) : undefined;
+      return row ? blockView(row) : null;
+    });
+  }
+
+  /** Revokes a block: every later money call is refused, and its pending approvals are denied. */
+  async revoke(block_id: string): Promise<BlockView> {
+    return this.tx(async (tx) => {
+      const block = await lockBlock(tx, block_id);
+      if (!block) throw new HttpError(404, "not_found", `no block ${block_id}`);
+      if (block.revoked_at_ms === null) {
+        await tx.run("UPDATE blocks SET revoked_at_ms = ? WHERE block_id = ?", [this.now_ms(), block_id]);
+        const pending = await tx.all<{ approval_id: string }>(
+          "SELECT approval_id FROM approvals WHERE block_id = ? AND state = 'pending'",
+          [block_id],
+        );
+        for (const approval of pending) await denyApproval(tx, this.context, approval.approval_id);
+        await record(tx, this.context, "gate.operator", { action: "block.revoke", block_id, denied_approvals: pending.length });
+      }
+      return blockView((await lockBlock(tx, block_id)) as BlockRow);
+    });
+  }
+
+  async freeze(block_id: string, reason: string): Promise<BlockView> {
+    return this.tx(async (tx) => {
+      const block = await lockBlock(tx, block_id);
+      if (!block) throw new HttpError(404, "not_found", `no block ${block_id}`);
+      await freezeBlock(tx, block_id, reason, this.now_ms());
+      await record(tx, this.context, "gate.operator", { action: "block.freeze", block_id, reason });
+      return blockView((await lockBlock(tx, block_id)) as BlockRow);
+    });
+  }
+
+  /** Lifts a freeze. Unreconciled money stays recorded: the ledger never forgets money that moved. */
+  async unfreeze(block_id: string): Promise<BlockView> {
+    return this.tx(async (tx) => {
+      const block = await lockBlock(tx, block_id);
+      if (!block) throw new HttpError(404, "not_found", `no block ${block_id}`);
+      await tx.run("UPDATE blocks SET frozen_at_ms = NULL, freeze_reason = NULL WHERE block_id = ?", [block_id]);
+      await record(tx, this.context, "gate.operator", { action: "block.unfreeze", block_id, unreconciled: block.unreconciled });
+      return blockView((await lockBlock(tx, block_id)) as BlockRow);
+    });
+  }
+
+  authorize(input: AuthorizeInput): Promise<AuthorizeResult> {
+    return this.tx((tx) => authorize(tx, this.context, input));
+  }
+
+  completeOrder(call: CallRef, outcome: ForwardOutcome<OrderRecord>): Promise<Completion> {
+    return this.tx((tx) => completeOrder(tx, this.context, call, outcome));
+  }
+
+  completeCapture(call: CallRef, payment: CapturedPayment) {
+    return this.tx((tx) => completeCapture(tx, this.context, call, payment));
+  }
+
+  abandonCapture(call: CallRef, reason: string): Promise<EvidenceRef | undefined> {
+    return this.tx((tx) => abandonCapture(tx, this.context, call, reason));
+  }
+
+  captureUnknown(call: CallRef, reason: string): Promise<Record<string, unknown>> {
+    return this.tx((tx) => captureUnknown(tx, this.context, call, reason));
+  }
+
+  /** Settles a capture the provider proved, outside any tool call (operator check). */
+  settle(payment: CapturedPayment, via: SettleVia): Promise<SettleOutcome> {
+    return this.tx((tx) => settleCapture(tx, this.context, payment, via));
+  }
+
+  /** Runs `work` in a ledger transaction: for callers (webhooks) that combine steps atomically. */
+  transaction<T>(work: (tx: SqlTx, context: LedgerContext) => Promise<T>): Promise<T> {
+    return this.tx((tx) => work(tx, this.context));
+  }
+
+  beginApproval(approval_id: string): Promise<ApprovalGrant | { refused: string }> {
+    return this.tx((tx) => beginApproval(tx, this.context, approval_id));
+  }
+
+  deny(approval_id: string): Promise<ApprovalRow> {
+    return this.tx((tx) => denyApproval(tx, this.context, approval_id));
+  }
+
+  async approval(approval_id: string): Promise<ApprovalRow | undefined> {
+    return this.driver.read((tx) => getApproval(tx, approval_id));
+  }
+
+  async approvals(state?: string): Promise<ApprovalRow[]> {
+    return this.driver.read((tx) =>
+      state
+        ? tx.all<ApprovalRow>("SELECT * FROM approvals WHERE state = ? ORDER BY created_at_ms LIMIT 500", [state])
+        : tx.all<ApprovalRow>("SELECT * FROM approvals ORDER BY created_at_ms DESC LIMIT 500"),
+    );
+  }
+
+  async reservation(reservation_id: string): Promise<ReservationRow | undefined> {
+    return this.driver.read((tx) => getReservation(tx, reservation_id));
+  }
+
+  /** Time-driven transitions for everyone: expired leases and approvals (bounded per call). */
+  async sweep(): Promise<{ leases: number; approvals: number }> {
+    return this.tx(async (tx) => ({
+      leases: await expireLeases(tx, this.context),
+      approvals: await expireApprovals(tx, this.context),
+    }));
+  }
+
+  async inbox(): Promise<Inbox> {
+    return this.driver.read(async (tx) => {
+      const pending_approvals = await tx.all<ApprovalRow>(
+        "SELECT * FROM approvals WHERE state = 'pending' ORDER BY created_at_ms LIMIT 500",
+      );
+      const unknown_outcomes = await tx.all<ReservationRow>(
+        "SELECT * FROM reservations WHERE outcome_unknown = 1 AND status = 'held' ORDER BY created_at_ms LIMIT 500",
+      );
+      const frozen = await tx.all<BlockRow>("SELECT * FROM blocks WHERE frozen_at_ms IS NOT NULL ORDER BY frozen_at_ms LIMIT 100");
+      const frozen_blocks = [];
+      for (const block of frozen) {
+        const reservations = await tx.all<ReservationRow>(
+          `SELECT * FROM reservations WHERE block_id = ? ORDER BY created_at_ms DESC LIMIT ${inbox_reservations_per_block}`,
+          [block.block_id],
+        );
+        frozen_blocks.push({ block: blockView(block), reservations });
+      }
+      return { pending_approvals, unknown_outcomes, frozen_blocks };
+    });
+  }
+}

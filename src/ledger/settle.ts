@@ -1,0 +1,176 @@
+// Moving held money: commit on a proven capture (exactly once per reservation), release on a
+// proven refusal, mark outcome-unknown otherwise. Conflicts freeze the block and keep the money.
+
+import { record, type EvidenceRef, type LedgerContext } from "./context.js";
+import type { SqlTx } from "./driver.js";
+import type { ReservationRow } from "./rows.js";
+import {
+  adjustBlock,
+  freezeBlock,
+  getReservation,
+  lockBlock,
+  reservationByOrder,
+  reservationByPayment,
+  storeResult,
+} from "./statements.js";
+
+export interface CapturedPayment {
+  id: string;
+  order_id: string;
+  amount: number;
+  currency: string;
+  status: string;
+}
+
+export type SettleVia = "capture" | "webhook" | "check";
+
+export interface SettleOutcome {
+  outcome: "applied" | "noop" | "rejected";
+  reason: string;
+  reservation_id?: string;
+  block_id?: string;
+  evidence?: EvidenceRef;
+}
+
+export async function releaseHold(
+  tx: SqlTx,
+  context: LedgerContext,
+  reservation: ReservationRow,
+  reason: string,
+): Promise<boolean> {
+  const now_ms = context.clock().getTime();
+  const result = await tx.run(
+    "UPDATE reservations SET status = 'released', release_reason = ?, updated_at_ms = ? WHERE reservation_id = ? AND status = 'held'",
+    [reason, now_ms, reservation.reservation_id],
+  );
+  if (result.changes !== 1) return false;
+  await adjustBlock(tx, reservation.block_id, { held: -reservation.amount });
+  await record(tx, context, "gate.settlement", {
+    action: "release",
+    reservation_id: reservation.reservation_id,
+    block_id: reservation.block_id,
+    amount: reservation.amount,
+    currency: reservation.currency,
+    reason,
+  });
+  return true;
+}
+
+export async function markUnknown(
+  tx: SqlTx,
+  context: LedgerContext,
+  reservation: ReservationRow,
+  reason: string,
+): Promise<void> {
+  await tx.run(
+    "UPDATE reservations SET outcome_unknown = 1, unknown_reason = ?, updated_at_ms = ? WHERE reservation_id = ?",
+    [reason, context.clock().getTime(), reservation.reservation_id],
+  );
+  await record(tx, context, "gate.settlement", {
+    action: "outcome_unknown",
+    reservation_id: reservation.reservation_id,
+    block_id: reservation.block_id,
+    amount: reservation.amount,
+    currency: reservation.currency,
+    reason,
+  });
+}
+
+async function reject(
+  tx: SqlTx,
+  context: LedgerContext,
+  reservation: ReservationRow,
+  payment: CapturedPayment,
+  via: SettleVia,
+  reason: string,
+  unreconciled: number,
+): Promise<SettleOutcome> {
+  await lockBlock(tx, reservation.block_id);
+  await freezeBlock(tx, reservation.block_id, reason, context.clock().getTime());
+  if (unreconciled > 0) await adjustBlock(tx, reservation.block_id, { unreconciled });
+  const evidence = await record(tx, context, "gate.settlement", {
+    action: "reject",
+    via,
+    reservation_id: reservation.reservation_id,
+    block_id: reservation.block_id,
+    payment,
+    unreconciled,
+    reason,
+  });
+  return { outcome: "rejected", reason, reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };
+}
+
+/** Finishes a capture call's in-flight key, whichever path (tool result or webhook) settles first. */
+async function completeCaptureKey(tx: SqlTx, reservation_id: string, payment: CapturedPayment): Promise<void> {
+  const rows = await tx.all<{ agent_id: string; key: string }>(
+    "SELECT agent_id, key FROM idempotency_keys WHERE reservation_id = ? AND tool = 'capture_payment' AND status = 'in_flight'",
+    [reservation_id],
+  );
+  for (const row of rows) await storeResult(tx, row.agent_id, row.key, { payment, reservation_id });
+}
+
+async function commit(
+  tx: SqlTx,
+  context: LedgerContext,
+  reservation: ReservationRow,
+  payment: CapturedPayment,
+  via: SettleVia,
+): Promise<SettleOutcome> {
+  const now_ms = context.clock().getTime();
+  await lockBlock(tx, reservation.block_id);
+  const result = await tx.run(
+    `UPDATE reservations SET status = 'committed', payment_id = ?, captured_amount = ?, updated_at_ms = ?, outcome_unknown = 0
+     WHERE reservation_id = ? AND status = 'held'`,
+    [payment.id, payment.amount, now_ms, reservation.reservation_id],
+  );
+  if (result.changes !== 1) throw new Error(`reservation ${reservation.reservation_id} changed under its block lock`);
+  await adjustBlock(tx, reservation.block_id, { held: -reservation.amount, spent: payment.amount });
+  await completeCaptureKey(tx, reservation.reservation_id, payment);
+  const evidence = await record(tx, context, "gate.settlement", {
+    action: "commit",
+    via,
+    reservation_id: reservation.reservation_id,
+    block_id: reservation.block_id,
+    payment,
+    released_remainder: reservation.amount - payment.amount,
+  });
+  return { outcome: "applied", reason: "captured", reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };
+}
+
+/**
+ * Applies a capture the provider proved (by a signed webhook, the capture call's answer, or an
+ * operator check). Idempotent on the payment id: the same payment on the same reservation is a
+ * no-op whatever path or event id brings it.
+ */
+export async function settleCapture(
+  tx: SqlTx,
+  context: LedgerContext,
+  payment: CapturedPayment,
+  via: SettleVia,
+): Promise<SettleOutcome> {
+  const found = await reservationByOrder(tx, payment.order_id);
+  if (!found) return { outcome: "noop", reason: "no reservation for this order" };
+  await lockBlock(tx, found.block_id);
+  const reservation = (await getReservation(tx, found.reservation_id)) as ReservationRow;
+  if (payment.status !== "captured") {
+    return reject(tx, context, reservation, payment, via, `payment status ${payment.status} conflicts with a capture`, 0);
+  }
+  const elsewhere = await reservationByPayment(tx, payment.id);
+  if (elsewhere && elsewhere.reservation_id !== reservation.reservation_id) {
+    return reject(tx, context, reservation, payment, via, "payment reused across reservations", 0);
+  }
+  if (reservation.status === "committed") {
+    if (reservation.payment_id === payment.id) return { outcome: "noop", reason: "already settled", reservation_id: reservation.reservation_id, block_id: reservation.block_id };
+    return reject(tx, context, reservation, payment, via, "a second payment captured on one reservation", payment.amount);
+  }
+  if (reservation.status === "released") {
+    return reject(tx, context, reservation, payment, via, "late capture on a released reservation", payment.amount);
+  }
+  if (reservation.payment_id && reservation.payment_id !== payment.id) {
+    return reject(tx, context, reservation, payment, via, "captured payment differs from the bound payment", payment.amount);
+  }
+  if (payment.currency !== reservation.currency || payment.amount > reservation.amount) {
+    return reject(tx, context, reservation, payment, via, "captured amount or currency conflicts with the reservation", payment.amount);
+  }
+  return commit(tx, context, reservation, payment, via);
+}

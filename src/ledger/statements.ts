@@ -1,0 +1,111 @@
+// Small typed SQL steps shared by the ledger operations; each runs inside the caller's transaction.
+
+import type { SqlTx } from "./driver.js";
+import type { ApprovalRow, BlockRow, IdempotencyRow, ReservationRow } from "./rows.js";
+
+/** Locks the block row for the rest of the transaction (row lock on PostgreSQL). */
+export function lockBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undefined> {
+  return tx.get<BlockRow>(`SELECT * FROM blocks WHERE block_id = ? ${tx.forUpdate}`, [block_id]);
+}
+
+/** The agent's active block if it has one, else its most recent block. */
+export async function agentBlockId(tx: SqlTx, agent_id: string, now_ms: number): Promise<string | undefined> {
+  const row = await tx.get<{ block_id: string }>(
+    `SELECT block_id FROM blocks WHERE agent_id = ?
+     ORDER BY CASE WHEN revoked_at_ms IS NULL AND expires_at_ms > ? THEN 0 ELSE 1 END, created_at_ms DESC, block_id DESC
+     LIMIT 1`,
+    [agent_id, now_ms],
+  );
+  return row?.block_id;
+}
+
+export interface BlockDelta {
+  spent?: number;
+  held?: number;
+  unreconciled?: number;
+}
+
+export async function adjustBlock(tx: SqlTx, block_id: string, delta: BlockDelta): Promise<void> {
+  const result = await tx.run(
+    "UPDATE blocks SET spent = spent + ?, held = held + ?, unreconciled = unreconciled + ? WHERE block_id = ?",
+    [delta.spent ?? 0, delta.held ?? 0, delta.unreconciled ?? 0, block_id],
+  );
+  if (result.changes !== 1) throw new Error(`block ${block_id} vanished while adjusting it`);
+}
+
+export async function freezeBlock(tx: SqlTx, block_id: string, reason: string, now_ms: number): Promise<void> {
+  await tx.run(
+    "UPDATE blocks SET frozen_at_ms = COALESCE(frozen_at_ms, ?), freeze_reason = COALESCE(freeze_reason, ?) WHERE block_id = ?",
+    [now_ms, reason, block_id],
+  );
+}
+
+export function getReservation(tx: SqlTx, reservation_id: string): Promise<ReservationRow | undefined> {
+  return tx.get<ReservationRow>("SELECT * FROM reservations WHERE reservation_id = ?", [reservation_id]);
+}
+
+export function reservationByOrder(tx: SqlTx, order_id: string): Promise<ReservationRow | undefined> {
+  return tx.get<ReservationRow>("SELECT * FROM reservations WHERE order_id = ?", [order_id]);
+}
+
+export function reservationByPayment(tx: SqlTx, payment_id: string): Promise<ReservationRow | undefined> {
+  return tx.get<ReservationRow>("SELECT * FROM reservations WHERE payment_id = ?", [payment_id]);
+}
+
+export async function insertReservation(tx: SqlTx, row: ReservationRow): Promise<void> {
+  await tx.run(
+    `INSERT INTO reservations (reservation_id, block_id, agent_id, amount, currency, status, outcome_unknown,
+       unknown_reason, order_id, payment_id, captured_amount, release_reason, created_at_ms, updated_at_ms)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      row.reservation_id, row.block_id, row.agent_id, row.amount, row.currency, row.status, row.outcome_unknown,
+      row.unknown_reason, row.order_id, row.payment_id, row.captured_amount, row.release_reason,
+      row.created_at_ms, row.updated_at_ms,
+    ],
+  );
+}
+
+export function getIdempotency(tx: SqlTx, agent_id: string, key: string): Promise<IdempotencyRow | undefined> {
+  return tx.get<IdempotencyRow>("SELECT * FROM idempotency_keys WHERE agent_id = ? AND key = ?", [agent_id, key]);
+}
+
+/** Writes a key's row, replacing one that no longer replays (an expired derived key). */
+export async function putIdempotency(tx: SqlTx, row: IdempotencyRow): Promise<void> {
+  await tx.run("DELETE FROM idempotency_keys WHERE agent_id = ? AND key = ?", [row.agent_id, row.key]);
+  await tx.run(
+    `INSERT INTO idempotency_keys (agent_id, key, derived, tool, params_hash, status, effect, reservation_id,
+       approval_id, result_json, first_at_ms, lease_expires_at_ms)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [
+      row.agent_id, row.key, row.derived, row.tool, row.params_hash, row.status, row.effect, row.reservation_id,
+      row.approval_id, row.result_json, row.first_at_ms, row.lease_expires_at_ms,
+    ],
+  );
+}
+
+export async function storeResult(tx: SqlTx, agent_id: string, key: string, result: unknown): Promise<void> {
+  await tx.run(
+    "UPDATE idempotency_keys SET status = 'stored', effect = COALESCE(effect, 'ALLOW'), result_json = ?, lease_expires_at_ms = NULL WHERE agent_id = ? AND key = ?",
+    [JSON.stringify(result), agent_id, key],
+  );
+}
+
+export async function dropIdempotency(tx: SqlTx, agent_id: string, key: string): Promise<void> {
+  await tx.run("DELETE FROM idempotency_keys WHERE agent_id = ? AND key = ?", [agent_id, key]);
+}
+
+export function getApproval(tx: SqlTx, approval_id: string): Promise<ApprovalRow | undefined> {
+  return tx.get<ApprovalRow>("SELECT * FROM approvals WHERE approval_id = ?", [approval_id]);
+}
+
+export function approvalByReservation(tx: SqlTx, reservation_id: string): Promise<ApprovalRow | undefined> {
+  return tx.get<ApprovalRow>("SELECT * FROM approvals WHERE reservation_id = ?", [reservation_id]);
+}
+
+export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, window_seconds: number): Promise<number> {
+  const row = await tx.get<{ calls: number | string }>(
+    "SELECT COUNT(*) AS calls FROM money_calls WHERE agent_id = ? AND at_ms > ? AND at_ms <= ?",
+    [agent_id, now_ms - window_seconds * 1000, now_ms],
+  );
+  return Number(row?.calls ?? 0);
+}

@@ -1,0 +1,7 @@
+// The pure policy: rules and guards as one table, and decide(call, state, now) -> Verdict.
+
+export { decide, withoutGuard, allow_verdict } from "./decide.js";
+export { guard_table, assertReadableBlock } from "./guards.js";
+export { argumentProblem, checkAmount, checkCurrency, isPlainObject } from "./arguments.js";
+export * from "./limits.js";
+export * from "./types.js";

@@ -1,0 +1,26 @@
+// Named limits the rules enforce; shared with the ledger so creation and decision agree.
+
+export const amount_min_minor = 100;
+export const amount_max_minor = 1_000_000_000;
+export const reserved_max_minor = 1_000_000_000_000;
+export const block_lifetime_max_seconds = 90 * 24 * 3600;
+export const receipt_length_max = 256;
+export const notes_keys_max = 14;
+export const note_value_length_max = 256;
+export const note_key_length_max = 64;
+export const idempotency_key_length_max = 255;
+
+export const order_id_pattern = /^order_[A-Za-z0-9]{1,40}$/;
+export const payment_id_pattern = /^pay_[A-Za-z0-9]{1,40}$/;
+export const currency_pattern = /^[A-Za-z]{3}$/;
+
+/** The arguments each money tool declares; anything else is refused under R0. */
+export const declared_arguments: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  create_order: Object.freeze(["amount", "currency", "receipt", "notes", "idempotency_key"]),
+  capture_payment: Object.freeze(["payment_id", "amount", "currency", "idempotency_key"]),
+});
+
+export const required_arguments: Readonly<Record<string, readonly string[]>> = Object.freeze({
+  create_order: Object.freeze(["amount", "currency"]),
+  capture_payment: Object.freeze(["payment_id", "amount", "currency"]),
+});

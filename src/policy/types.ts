@@ -1,0 +1,102 @@
+// The policy's vocabulary: a call, the ledger snapshot it is decided against, and the verdict.
+
+export const money_tools = ["create_order", "capture_payment"] as const;
+export type MoneyTool = (typeof money_tools)[number];
+
+export type Effect = "ALLOW" | "HOLD" | "BLOCK";
+
+export type RuleId =
+  | "ALLOW"
+  | "HOLD"
+  | "R0"
+  | "R1"
+  | "R2"
+  | "R3"
+  | "R4"
+  | "R5"
+  | "R6"
+  | "R7"
+  | "ALLOWLIST"
+  | "CALLER"
+  | "IN_FLIGHT"
+  | "FAIL_CLOSED";
+
+export interface Verdict {
+  effect: Effect;
+  rule: RuleId;
+  reason: string;
+  /** Set when the verdict replays a result stored under the call's idempotency key. */
+  replay?: true;
+}
+
+/** A money call as the agent made it: any argument shape may arrive here. */
+export interface PolicyCall {
+  tool: string;
+  args: unknown;
+  /** The authenticated caller; never taken from a request field. */
+  agent_id: string | null;
+  /** Hash of the arguments the idempotency key binds (all of them for an explicit key). */
+  params_hash: string;
+}
+
+export interface BlockState {
+  block_id: string;
+  agent_id: string;
+  currency: string;
+  reserved: number;
+  spent: number;
+  held: number;
+  /** Money the provider reported as moved in a conflict; never cleared by unfreeze. */
+  unreconciled: number;
+  expires_at_ms: number;
+  per_call_cap: number;
+  approval_threshold: number;
+  velocity: { max_calls: number; window_seconds: number };
+  revoked: boolean;
+  frozen: boolean;
+}
+
+export type IdempotencyState =
+  | { status: "none" }
+  | { status: "in_flight"; params_hash: string }
+  | { status: "stored"; params_hash: string; effect: "ALLOW" | "HOLD" };
+
+/** What the provider reported for the payment a capture names (fetched before the decision). */
+export type PaymentState =
+  | { fetched: false; reason: string }
+  | { fetched: true; id: string; order_id: string; amount: number; currency: string; status: string };
+
+export interface ReservationState {
+  reservation_id: string;
+  agent_id: string;
+  amount: number;
+  currency: string;
+  status: "held" | "committed" | "released";
+  payment_id: string | null;
+}
+
+export interface CaptureState {
+  payment: PaymentState;
+  /** The gate's reservation for the payment's order, whoever holds it; null when the gate has none. */
+  reservation: ReservationState | null;
+}
+
+export interface PolicyState {
+  /** The caller's block: the active one, else the latest; for a capture, its reservation's block. */
+  block: BlockState | null;
+  /** The caller's money calls with timestamp in (now − window, now]. */
+  calls_in_window: number;
+  idempotency: IdempotencyState;
+  capture?: CaptureState;
+}
+
+/** A guard's own name; REPLAY is the step that returns a stored result under rule R7. */
+export type GuardId = Exclude<RuleId, "ALLOW"> | "REPLAY";
+
+export interface Guard {
+  id: GuardId;
+  rule: Exclude<RuleId, "ALLOW">;
+  description: string;
+  /** Returns a verdict to stop at this guard, or undefined to pass the call on. */
+  check(call: PolicyCall, state: PolicyState, now_ms: number): Verdict | undefined;
+}

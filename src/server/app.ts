@@ -1,0 +1,96 @@
+// Fastify assembly: logging without secrets, body limits, the error mapping and graceful
+// shutdown. Routes come from plugins registered by the features; no business logic here.
+
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import { HttpError, errorBody } from "./errors.js";
+
+/** Default body limit for JSON routes; routes that take more (ingest) set their own. */
+export const body_limit_default_bytes = 1_048_576;
+
+export type RoutePlugin = (app: FastifyInstance) => void | Promise<void>;
+
+export interface ServerOptions {
+  logger?: FastifyServerOptions["logger"] | false;
+  plugins?: readonly RoutePlugin[];
+  /** Called once on close, after the listener stops accepting. */
+  onClose?: () => Promise<void>;
+}
+
+/** Paths whose segments carry a secret are written to access logs with that segment redacted. */
+export function redactUrl(url: string): string {
+  return url.replace(/^(\/observe\/)[^/?]+/, "$1[redacted]");
+}
+
+export const log_redact_paths = [
+  "req.headers.authorization",
+  "req.headers.cookie",
+  'req.headers["x-bursar-observer-token"]',
+  'req.headers["x-razorpay-signature"]',
+  'req.headers["bursar-signature"]',
+];
+
+export function loggerOptions(level = process.env.BURSAR_LOG_LEVEL ?? "info"): FastifyServerOptions["logger"] {
+  return {
+    level,
+    redact: { paths: log_redact_paths, censor: "[redacted]" },
+    serializers: {
+      req(request: { method: string; url: string; ip?: string }) {
+        return { method: request.method, url: redactUrl(request.url), remoteAddress: request.ip };
+      },
+    },
+  };
+}
+
+export async function buildServer(options: ServerOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger === undefined ? loggerOptions() : options.logger,
+    bodyLimit: body_limit_default_bytes,
+    return503OnClosing: true,
+  });
+
+  app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
+    if (error instanceof HttpError) {
+      return reply.status(error.status).send(errorBody(error.code, error.message, error.details));
+    }
+    const status = error.statusCode ?? 500;
+    if (status >= 500) {
+      request.log.error({ err: { message: error.message, code: error.code } }, "request failed");
+      return reply.status(500).send(errorBody("internal", "internal error"));
+    }
+    const code =
+      status === 413 ? "body_too_large" : status === 415 ? "unsupported_media_type" : status === 400 ? "malformed" : "error";
+    return reply.status(status).send(errorBody(code, error.message));
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    reply.status(404).send(errorBody("not_found", `no route ${request.method} ${redactUrl(request.url)}`)),
+  );
+
+  app.get("/healthz", async () => ({ ok: true }));
+
+  for (const plugin of options.plugins ?? []) await plugin(app);
+
+  if (options.onClose) {
+    const onClose = options.onClose;
+    app.addHook("onClose", async () => onClose());
+  }
+  return app;
+}
+
+/** Closes the server on SIGINT/SIGTERM: stop accepting, finish in-flight requests, then exit. */
+export function closeOnSignals(app: FastifyInstance, grace_ms = 10_000): void {
+  let closing = false;
+  const close = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, "shutting down");
+    const timer = setTimeout(() => process.exit(1), grace_ms);
+    timer.unref();
+    app.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once("SIGINT", () => close("SIGINT"));
+  process.once("SIGTERM", () => close("SIGTERM"));
+}

@@ -1,0 +1,85 @@
+// The server skeleton: healthz, JSON errors, body limits, first-run token, configuration
+// errors naming the variable, and graceful shutdown of a real `bursar serve` process.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.js";
+import { startServer } from "../../src/server/start.js";
+import { bursar_bin, ensureBuilt } from "../support/build.js";
+
+describe("bursar serve", () => {
+  let dir: string;
+  beforeAll(() => {
+    ensureBuilt();
+    dir = mkdtempSync(join(tmpdir(), "bursar-serve-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("answers /healthz, maps errors to JSON and stores only the operator token hash", async () => {
+    const config = loadConfig({ BURSAR_DATA_DIR: join(dir, "a"), BURSAR_PORT: "0" });
+    const started = await startServer(config, { logger: false });
+    try {
+      expect(started.generated_token).toMatch(/^bsr_op_/);
+      expect(statSync(join(dir, "a", "operator-token.sha256")).mode & 0o777).toBe(0o600);
+      expect(await (await fetch(`${started.url}/healthz`)).json()).toEqual({ ok: true });
+      const missing = await fetch(`${started.url}/nope`);
+      expect(missing.status).toBe(404);
+      expect(await missing.json()).toMatchObject({ error: { code: "not_found" } });
+    } finally {
+      await started.app.close();
+    }
+    const again = await startServer(config, { logger: false });
+    expect(again.generated_token).toBeUndefined();
+    expect(again.operator.configured).toBe(true);
+    await again.app.close();
+  });
+
+  it("stops the start with one line naming a bad variable", () => {
+    expect(() => loadConfig({ BURSAR_PORT: "eighty" })).toThrow(/BURSAR_PORT="eighty": expected an integer/);
+    expect(() => loadConfig({ BURSAR_PROVIDER: "stripe" })).toThrow(/BURSAR_PROVIDER="stripe": expected one of simulator, razorpay/);
+    expect(() =>
+      loadConfig({ BURSAR_PROVIDER: "razorpay", RAZORPAY_KEY_ID: "rzp_live_abc", RAZORPAY_KEY_SECRET: "s", RAZORPAY_WEBHOOK_SECRET: "w" }),
+    ).toThrow(/BURSAR_ALLOW_LIVE/);
+  });
+
+  it("shuts down gracefully on SIGTERM and exits 0", async () => {
+    const child = spawn(process.execPath, [bursar_bin, "serve", "--port", "0"], {
+      env: { ...process.env, BURSAR_DATA_DIR: join(dir, "b"), BURSAR_LOG_LEVEL: "warn" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no listen line: ${output}`)), 15_000);
+      child.stdout.on("data", () => {
+        if (output.includes("listening on")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    const url = /listening on (\S+)/.exec(output)?.[1] as string;
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    expect(output).toContain("bursar agent create");
+    const code = await new Promise<number | null>((resolve) => {
+      child.on("exit", (exit) => resolve(exit));
+      child.kill("SIGTERM");
+    });
+    expect(code).toBe(0);
+  });
+
+  it("a bad variable makes the CLI exit 2 with the variable named", async () => {
+    const child = spawn(process.execPath, [bursar_bin, "serve"], {
+      env: { ...process.env, BURSAR_DATA_DIR: join(dir, "c"), BURSAR_CHECKPOINT_EVERY: "-1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let errors = "";
+    child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(code).toBe(2);
+    expect(errors.trim().split("\n")[0]).toMatch(/BURSAR_CHECKPOINT_EVERY/);
+  });
+});

@@ -1,0 +1,46 @@
+// A real in-memory Bursar (SQLite :memory:) with a manual clock, and small call helpers.
+
+import { createBursar, type Bursar } from "../../src/index.js";
+import { sequentialIds } from "../../src/ids.js";
+import type { AuthorizeResult } from "../../src/ledger/index.js";
+import type { Guard } from "../../src/policy/index.js";
+import { manualClock, type ManualClock } from "./clock.js";
+
+export interface TestLedger {
+  bursar: Bursar;
+  clock: ManualClock;
+  agent_id: string;
+  block_id: string;
+  order(args: Record<string, unknown>, agent_id?: string): Promise<AuthorizeResult>;
+}
+
+export async function testLedger(
+  block: Record<string, unknown> = {},
+  options: { guards?: readonly Guard[]; db?: string } = {},
+): Promise<TestLedger> {
+  const clock = manualClock();
+  const bursar = await createBursar({ db: options.db ?? ":memory:", clock, ids: sequentialIds(), guards: options.guards });
+  const agent = await bursar.operator.createAgent({ name: "buyer" });
+  const created = await bursar.operator.createBlock({
+    agent_id: agent.agent_id,
+    currency: "INR",
+    reserved: 1_000_000,
+    ttl_seconds: 86_400,
+    velocity: { max_calls: 1000, window_seconds: 60 },
+    ...block,
+  });
+  return {
+    bursar,
+    clock,
+    agent_id: agent.agent_id,
+    block_id: created.block_id,
+    order: (args, agent_id = agent.agent_id) => bursar.ledger.authorize({ agent_id, tool: "create_order", args }),
+  };
+}
+
+let counter = 0;
+/** Arguments with a fresh explicit key, so calls never replay one another. */
+export function fresh(args: Record<string, unknown>): Record<string, unknown> {
+  counter++;
+  return { idempotency_key: `test-${counter}`, ...args };
+}
