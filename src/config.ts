@@ -26,6 +26,8 @@ export interface Config {
   log_origin: string;
   checkpoint_every: number;
   checkpoint_seconds: number;
+  /** Provider request timeout; an in-flight key's lease is twice this. */
+  provider_timeout_ms: number;
 }
 
 type Env = NodeJS.ProcessEnv;
@@ -103,11 +105,14 @@ export function loadConfig(env: Env = process.env): Config {
     log_origin: env.BURSAR_LOG_ORIGIN || "bursar.local/log",
     checkpoint_every: integer(env, "BURSAR_CHECKPOINT_EVERY", 1000, 1, 1_000_000),
     checkpoint_seconds: integer(env, "BURSAR_CHECKPOINT_SECONDS", 10, 1, 86_400),
+    provider_timeout_ms: integer(env, "BURSAR_PROVIDER_TIMEOUT_MS", 10_000, 100, 120_000),
   };
   if (config.admin_token !== undefined && config.admin_token.length < 16) {
     throw new ConfigError("BURSAR_ADMIN_TOKEN: expected at least 16 characters");
   }
-  if (/\s|\n/.test(config.log_origin)) throw new ConfigError("BURSAR_LOG_ORIGIN: expected one line without spaces");
+  if (/[\s+]/.test(config.log_origin)) {
+    throw new ConfigError("BURSAR_LOG_ORIGIN: expected one line without spaces or '+' (it is also the key name)");
+  }
   razorpayChecks(config);
   return config;
 }
@@ -127,4 +132,5 @@ export const environment_help = `Environment:
   BURSAR_LOG_ORIGIN          checkpoint origin line (default bursar.local/log)
   BURSAR_CHECKPOINT_EVERY    entries between checkpoints (default 1000)
   BURSAR_CHECKPOINT_SECONDS  seconds between checkpoints while entries are pending (default 10)
+  BURSAR_PROVIDER_TIMEOUT_MS provider request timeout (default 10000); an in-flight call's lease is twice this
   BURSAR_LOG_LEVEL           pino log level (default info)`;

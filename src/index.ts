@@ -1,28 +1,51 @@
 // createBursar(): the library entry point. The server, the CLI, the tests and the eval
 // harness all wire the same objects through it, so none of them needs HTTP to use Bursar.
 
+import type { KeyObject } from "node:crypto";
+import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
-import { randomIds, type IdSource } from "./ids.js";
+import { createLogSigner, EvidenceLog } from "./evidence/index.js";
+import { Gate } from "./gate/gate.js";
+import type { GateObserver } from "./gate/observer.js";
+import { randomBase62, randomIds, type IdSource } from "./ids.js";
 import { Ledger, ledger_defaults, migrations, SqliteDriver, type SqlDriver } from "./ledger/index.js";
-import type { EvidenceWriter } from "./ledger/index.js";
 import { guard_table, type Guard } from "./policy/index.js";
+import { embeddedSimulator, type EmbeddedSimulator } from "./provider/embedded.js";
+import type { Provider } from "./provider/port.js";
+
+export const version = "0.1.0";
 
 export interface BursarOptions {
-  /** ":memory:", a SQLite file path, or (later) a postgres:// URL. */
+  /** ":memory:", a SQLite file path, or a postgres:// URL. */
   db: string;
+  /** "simulator" (default): the Razorpay-compatible simulator in-process, reached through the
+   *  real Razorpay client. Or any Provider, e.g. createRazorpayProvider(...). */
+  provider?: "simulator" | Provider;
   clock?: Clock;
+  /** Id source; a deterministic one (sequentialIds()) also makes the simulator's ids deterministic. */
   ids?: IdSource;
-  /** The guard table; production always uses the full frozen table. Only the mutation
-   *  harness passes another, per instance. */
+  /** Ed25519 private key (KeyObject or PEM text) for the evidence log; default: a fresh key. */
+  signingKey?: KeyObject | string;
+  origin?: string;
+  checkpoint_every?: number;
+  checkpoint_seconds?: number;
+  /** The guard table; production always uses the full frozen table. Only the mutation harness
+   *  passes another, per instance. */
   guards?: readonly Guard[];
-  evidence?: EvidenceWriter;
+  /** Receives decisions, provider timings and webhook outcomes (the server's /metrics). */
+  observer?: GateObserver;
   lease_ms?: number;
   approval_lifetime_ms?: number;
 }
 
 export interface Bursar {
   ledger: Ledger;
+  gate: Gate;
+  log: EvidenceLog;
+  provider: Provider;
   driver: SqlDriver;
+  /** The in-process simulator when `provider` is "simulator". */
+  simulator?: EmbeddedSimulator;
   operator: Pick<Ledger, "createAgent" | "createBlock" | "revoke" | "unfreeze" | "freeze" | "getBlock" | "inbox">;
   close(): Promise<void>;
 }
@@ -32,18 +55,47 @@ export function openDriver(db: string): SqlDriver {
   return new SqliteDriver({ path: db });
 }
 
+function signingKeyOf(option: KeyObject | string | undefined): KeyObject {
+  if (option === undefined) return generateKeyPairSync("ed25519").privateKey;
+  return typeof option === "string" ? createPrivateKey(option) : option;
+}
+
+function counterSuffixes(): () => string {
+  let next = 0;
+  return () => `S${String(++next).padStart(8, "0")}`;
+}
+
 export async function createBursar(options: BursarOptions): Promise<Bursar> {
+  const clock = options.clock ?? systemClock;
   const driver = openDriver(options.db);
   await driver.migrate(migrations);
+  const origin = options.origin ?? "bursar.local/log";
+  const log = await EvidenceLog.open(driver, {
+    signer: createLogSigner(signingKeyOf(options.signingKey), origin),
+    origin,
+    clock,
+    version,
+    ...(options.checkpoint_every ? { checkpoint_every: options.checkpoint_every } : {}),
+    ...(options.checkpoint_seconds ? { checkpoint_seconds: options.checkpoint_seconds } : {}),
+  });
   const ledger = new Ledger(driver, {
-    clock: options.clock ?? systemClock,
+    clock,
     ids: options.ids ?? randomIds,
     guards: options.guards ?? guard_table,
-    evidence: options.evidence ?? null,
+    evidence: log,
     lease_ms: options.lease_ms ?? ledger_defaults.lease_ms,
     approval_lifetime_ms: options.approval_lifetime_ms ?? ledger_defaults.approval_lifetime_ms,
     derived_key_lifetime_ms: ledger_defaults.derived_key_lifetime_ms,
   });
+  let simulator: EmbeddedSimulator | undefined;
+  let provider: Provider;
+  if (options.provider === undefined || options.provider === "simulator") {
+    simulator = await embeddedSimulator({ clock, ids: options.ids ? counterSuffixes() : () => randomBase62(14), ledger });
+    provider = simulator.provider;
+  } else {
+    provider = options.provider;
+  }
+  const gate = new Gate(ledger, provider, options.observer);
   const operator = {
     createAgent: ledger.createAgent.bind(ledger),
     createBlock: ledger.createBlock.bind(ledger),
@@ -53,9 +105,24 @@ export async function createBursar(options: BursarOptions): Promise<Bursar> {
     getBlock: ledger.getBlock.bind(ledger),
     inbox: ledger.inbox.bind(ledger),
   };
-  return { ledger, driver, operator, close: () => driver.close() };
+  const bursar: Bursar = {
+    ledger,
+    gate,
+    log,
+    provider,
+    driver,
+    operator,
+    close: async () => {
+      await simulator?.close();
+      await driver.close();
+    },
+  };
+  if (simulator) bursar.simulator = simulator;
+  return bursar;
 }
 
 export { decide, guard_table, withoutGuard } from "./policy/index.js";
+export { sequentialIds } from "./ids.js";
 export type { Verdict, Guard, PolicyCall, PolicyState } from "./policy/index.js";
 export type { Clock } from "./clock.js";
+export type { ToolResult } from "./gate/results.js";

@@ -1,5 +1,7 @@
 // What every `bursar <command>` module exports, and small helpers they share.
 
+import { parseArgs, type ParseArgsConfig } from "node:util";
+
 export interface CliIo {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
@@ -27,6 +29,14 @@ export function parsing<T>(parse: () => T): T {
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+}
+
+type OptionsConfig = NonNullable<ParseArgsConfig["options"]>;
+type Parsed<T extends OptionsConfig> = ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: true; strict: true }>>;
+
+/** parseArgs in strict mode with errors turned into UsageError. */
+export function parseOptions<const T extends OptionsConfig>(argv: string[], options: T): Parsed<T> {
+  return parsing(() => parseArgs({ args: argv, options, allowPositionals: true, strict: true }));
 }
 
 export function println(stream: NodeJS.WritableStream, line = ""): void {

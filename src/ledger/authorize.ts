@@ -1,6 +1,7 @@
 // authorize: in one transaction, read the caller's snapshot, decide, and write the hold (or
 // the velocity count of a refusal) together with the decision's evidence entry.
 
+import { scrub } from "../evidence/scrub.js";
 import { decide, type IdempotencyState, type PaymentState, type PolicyState, type Verdict } from "../policy/index.js";
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
@@ -157,7 +158,8 @@ async function holdMoney(
     block_id: block.block_id,
     idempotency_key: key.key,
     tool: input.tool,
-    args_json: JSON.stringify(input.args),
+    // Stored for forwarding after approval; secret-looking values are not written down.
+    args_json: JSON.stringify(scrub(input.args)),
     state: "pending",
     created_at_ms: now_ms,
     expires_at_ms: now_ms + context.approval_lifetime_ms,

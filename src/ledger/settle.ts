@@ -84,6 +84,7 @@ async function reject(
   via: SettleVia,
   reason: string,
   unreconciled: number,
+  detail: Record<string, unknown>,
 ): Promise<SettleOutcome> {
   await lockBlock(tx, reservation.block_id);
   await freezeBlock(tx, reservation.block_id, reason, context.clock().getTime());
@@ -96,6 +97,7 @@ async function reject(
     payment,
     unreconciled,
     reason,
+    ...detail,
   });
   return { outcome: "rejected", reason, reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };
 }
@@ -115,6 +117,7 @@ async function commit(
   reservation: ReservationRow,
   payment: CapturedPayment,
   via: SettleVia,
+  detail: Record<string, unknown>,
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
@@ -133,6 +136,7 @@ async function commit(
     block_id: reservation.block_id,
     payment,
     released_remainder: reservation.amount - payment.amount,
+    ...detail,
   });
   return { outcome: "applied", reason: "captured", reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };
 }
@@ -147,30 +151,31 @@ export async function settleCapture(
   context: LedgerContext,
   payment: CapturedPayment,
   via: SettleVia,
+  detail: Record<string, unknown> = {},
 ): Promise<SettleOutcome> {
   const found = await reservationByOrder(tx, payment.order_id);
   if (!found) return { outcome: "noop", reason: "no reservation for this order" };
   await lockBlock(tx, found.block_id);
   const reservation = (await getReservation(tx, found.reservation_id)) as ReservationRow;
   if (payment.status !== "captured") {
-    return reject(tx, context, reservation, payment, via, `payment status ${payment.status} conflicts with a capture`, 0);
+    return reject(tx, context, reservation, payment, via, `payment status ${payment.status} conflicts with a capture`, 0, detail);
   }
   const elsewhere = await reservationByPayment(tx, payment.id);
   if (elsewhere && elsewhere.reservation_id !== reservation.reservation_id) {
-    return reject(tx, context, reservation, payment, via, "payment reused across reservations", 0);
+    return reject(tx, context, reservation, payment, via, "payment reused across reservations", 0, detail);
   }
   if (reservation.status === "committed") {
     if (reservation.payment_id === payment.id) return { outcome: "noop", reason: "already settled", reservation_id: reservation.reservation_id, block_id: reservation.block_id };
-    return reject(tx, context, reservation, payment, via, "a second payment captured on one reservation", payment.amount);
+    return reject(tx, context, reservation, payment, via, "a second payment captured on one reservation", payment.amount, detail);
   }
   if (reservation.status === "released") {
-    return reject(tx, context, reservation, payment, via, "late capture on a released reservation", payment.amount);
+    return reject(tx, context, reservation, payment, via, "late capture on a released reservation", payment.amount, detail);
   }
   if (reservation.payment_id && reservation.payment_id !== payment.id) {
-    return reject(tx, context, reservation, payment, via, "captured payment differs from the bound payment", payment.amount);
+    return reject(tx, context, reservation, payment, via, "captured payment differs from the bound payment", payment.amount, detail);
   }
   if (payment.currency !== reservation.currency || payment.amount > reservation.amount) {
-    return reject(tx, context, reservation, payment, via, "captured amount or currency conflicts with the reservation", payment.amount);
+    return reject(tx, context, reservation, payment, via, "captured amount or currency conflicts with the reservation", payment.amount, detail);
   }
-  return commit(tx, context, reservation, payment, via);
+  return commit(tx, context, reservation, payment, via, detail);
 }

@@ -3,11 +3,12 @@
 // totals equal the sums over reservations.
 
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateSigningKeyPem } from "../../src/evidence/index.js";
 import { createBursar } from "../../src/index.js";
 import { ensureBuilt } from "../support/build.js";
 
@@ -25,7 +26,10 @@ describe("SQLite under four processes", () => {
 
   it("keeps spent + held <= reserved with zero BUSY errors surfaced", async () => {
     const db = join(dir, "bursar.db");
-    const setup = await createBursar({ db });
+    const key_path = join(dir, "signing-key.pem");
+    writeFileSync(key_path, generateSigningKeyPem(), { mode: 0o600 });
+    const signingKey = readFileSync(key_path, "utf8");
+    const setup = await createBursar({ db, signingKey });
     const agent = await setup.operator.createAgent({ name: "hammer" });
     const block = await setup.operator.createBlock({
       agent_id: agent.agent_id,
@@ -40,14 +44,14 @@ describe("SQLite under four processes", () => {
     const script = join(import.meta.dirname, "fixtures/hammer.mjs");
     const results = await Promise.all(
       Array.from({ length: processes }, (_, worker) =>
-        run(process.execPath, [script, db, agent.agent_id, String(seconds), String(worker)], { maxBuffer: 16 << 20 }),
+        run(process.execPath, [script, db, agent.agent_id, String(seconds), String(worker), key_path], { maxBuffer: 16 << 20 }),
       ),
     );
     const stats = results.map((result) => JSON.parse(result.stdout) as { decisions: number; allowed: number; errors: string[] });
     expect(stats.flatMap((entry) => entry.errors)).toEqual([]);
     expect(stats.every((entry) => entry.decisions > 0)).toBe(true);
 
-    const check = await createBursar({ db });
+    const check = await createBursar({ db, signingKey });
     try {
       const final = await check.operator.getBlock(block.block_id);
       const sums = await check.driver.read((tx) =>

@@ -2,5 +2,7 @@
 
 import type { Migration } from "../driver.js";
 import { migration as ledger } from "./001_ledger.js";
+import { migration as evidence } from "./002_evidence.js";
+import { migration as access } from "./003_access.js";
 
-export const migrations: readonly Migration[] = Object.freeze([ledger]);
+export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access]);

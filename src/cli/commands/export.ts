@@ -1,0 +1,91 @@
+// `bursar export`: writes the evidence log as JSONL (entries, receipts, checkpoints) and
+// the signed checkpoint it ends on, for `bursar verify` to check offline.
+
+import { once } from "node:events";
+import { createWriteStream, existsSync, writeFileSync } from "node:fs";
+import type { Writable } from "node:stream";
+import { systemClock } from "../../clock.js";
+import { loadConfig, type Config } from "../../config.js";
+import { exportLog } from "../../evidence/export.js";
+import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
+import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
+import type { SqlDriver } from "../../ledger/driver.js";
+import { migration } from "../../ledger/migrations/002_evidence.js";
+import { SqliteDriver } from "../../ledger/sqlite.js";
+import { parsing, println, UsageError, type CliIo } from "../command.js";
+import { parseArgs } from "node:util";
+
+export const help = `
+usage: bursar export --out FILE [--checkpoint FILE]
+
+Writes the whole evidence log as JSONL to --out: a header line, then each entry's exact
+canonical bytes, each followed by its signed receipt, with every stored signed checkpoint
+placed after the entry that completes it. Before exporting, a checkpoint is signed for the
+current tree (when the signing key is available), so the export ends on a signed root;
+without the key, the export stops at the latest stored checkpoint.
+
+options:
+  --out FILE          where to write the JSONL export (required; overwritten)
+  --checkpoint FILE   also write the final signed checkpoint (note text) here; verify with
+                      bursar verify FILE --checkpoint CP --key "$(bursar key)"
+
+environment:
+  BURSAR_DB            database (default $BURSAR_DATA_DIR/bursar.db); postgres:// is not yet supported here
+  BURSAR_DATA_DIR      data directory (default ./.bursar)
+  BURSAR_SIGNING_KEY   Ed25519 private key PEM (default $BURSAR_DATA_DIR/signing-key.pem; never generated here)
+  BURSAR_LOG_ORIGIN    log origin (default bursar.local/log); must match the log's
+`;
+
+function openDatabase(env: Config): SqlDriver {
+  if (/^postgres(ql)?:\/\//.test(env.db)) {
+    throw new UsageError("BURSAR_DB: exporting from PostgreSQL is not supported by this build yet");
+  }
+  if (env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
+  return new SqliteDriver({ path: env.db });
+}
+
+/** Cuts a checkpoint at the current head when the key is here; else uses the latest stored one. */
+async function finalCheckpoint(driver: SqlDriver, env: Config, io: CliIo): Promise<StoredCheckpoint | undefined> {
+  let signer;
+  try {
+    const loaded = resolveSigningKey({ explicitPath: env.signing_key_path, dataDir: env.data_dir, create: false });
+    signer = createLogSigner(loaded.privateKey, env.log_origin);
+  } catch (error) {
+    println(io.stderr, `bursar export: ${(error as Error).message}; exporting up to the latest stored checkpoint`);
+    return driver.read((tx) => readLatestCheckpoint(tx));
+  }
+  const log = await EvidenceLog.open(driver, { signer, origin: env.log_origin, clock: systemClock });
+  return log.checkpoint();
+}
+
+async function writeTo(stream: Writable, text: string): Promise<void> {
+  if (!stream.write(text)) await once(stream, "drain");
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parsing(() =>
+    parseArgs({ args: argv, options: { out: { type: "string" }, checkpoint: { type: "string" } }, strict: true }),
+  );
+  if (!values.out) throw new UsageError("--out FILE is required");
+  const env = loadConfig(io.env);
+  const driver = openDatabase(env);
+  try {
+    await driver.migrate([migration]);
+    const checkpoint = await finalCheckpoint(driver, env, io);
+    if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
+    const stream = createWriteStream(values.out, { mode: 0o644 });
+    const summary = await exportLog(driver, {
+      size: checkpoint.size,
+      exported_at: systemClock().toISOString(),
+      write: (text) => writeTo(stream, text),
+    });
+    stream.end();
+    await once(stream, "finish");
+    if (values.checkpoint) writeFileSync(values.checkpoint, checkpoint.note);
+    println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${values.out} (${summary.bytes} bytes)`);
+    if (values.checkpoint) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${values.checkpoint}`);
+    return 0;
+  } finally {
+    await driver.close();
+  }
+}

@@ -1,0 +1,99 @@
+// `bursar simulator`: runs the Razorpay-compatible simulator standalone at `/` until SIGINT/SIGTERM.
+
+import { parseArgs } from "node:util";
+import { buildServer } from "../../server/app.js";
+import { createSimulator } from "../../provider/simulator/index.js";
+import { UsageError, parsing, println, type CliIo } from "../command.js";
+
+export const simulator_port_default = 8788;
+export const simulator_host_default = "127.0.0.1";
+
+export const help = `
+usage: bursar simulator [--port 8788] [--host 127.0.0.1] [--webhook-url URL] --webhook-secret SECRET
+
+Runs Bursar's Razorpay-compatible simulator standalone at / (no key, no network needed).
+Point the razorpay provider at it with RAZORPAY_BASE_URL=http://127.0.0.1:8788 and any
+RAZORPAY_KEY_ID starting with rzp_test_ plus a non-empty RAZORPAY_KEY_SECRET.
+
+options:
+  --port N              port to listen on (default ${simulator_port_default}; 0 picks a free one)
+  --host HOST           address to bind (default ${simulator_host_default})
+  --webhook-url URL     where signed webhooks are POSTed, e.g. http://127.0.0.1:8787/webhooks/razorpay
+                        (without it, events wait in the outbox: GET /sim/webhooks)
+  --webhook-secret S    signs X-Razorpay-Signature (or set RAZORPAY_WEBHOOK_SECRET)
+
+routes:
+  POST /v1/orders, GET /v1/orders?receipt=, GET /v1/orders/{id}, GET /v1/orders/{id}/payments,
+  GET /v1/payments/{id}, POST /v1/payments/{id}/capture          Razorpay API (Basic auth)
+  POST /sim/orders/{order_id}/pay {"card":"4111111111111111"}     test checkout (authorizes)
+       declining card 4000000000000002 gives a failed payment
+  GET|POST|DELETE /sim/faults                                     fault knobs (see docs/simulator.md)
+  GET /sim/webhooks, POST /sim/webhooks/deliver, POST /sim/webhooks/redeliver
+
+environment:
+  RAZORPAY_WEBHOOK_SECRET   webhook signing secret when --webhook-secret is not given
+`;
+
+function parsePort(text: string | undefined): number {
+  if (text === undefined) return simulator_port_default;
+  const port = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isInteger(port) || port > 65_535) throw new UsageError("--port must be an integer from 0 to 65535");
+  return port;
+}
+
+function parseWebhookUrl(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const url = new URL(text);
+    if (url.protocol === "http:" || url.protocol === "https:") return url.toString();
+  } catch {
+    // fall through to the usage error
+  }
+  throw new UsageError("--webhook-url must be an http(s) URL");
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parsing(() =>
+    parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        port: { type: "string" },
+        host: { type: "string" },
+        "webhook-url": { type: "string" },
+        "webhook-secret": { type: "string" },
+      },
+    }),
+  );
+  const port = parsePort(values.port);
+  const host = values.host ?? simulator_host_default;
+  const webhook_url = parseWebhookUrl(values["webhook-url"]);
+  const webhook_secret = values["webhook-secret"] ?? io.env.RAZORPAY_WEBHOOK_SECRET;
+  if (!webhook_secret) throw new UsageError("--webhook-secret (or RAZORPAY_WEBHOOK_SECRET) is required to sign webhooks");
+
+  const simulator = createSimulator({ webhook_secret, webhook_url });
+  const app = await buildServer({ plugins: [async (server) => void (await server.register(simulator.plugin))] });
+  const address = await app.listen({ port, host });
+  println(io.stdout, `bursar simulator listening on ${address}`);
+  println(io.stdout, `  Razorpay API:  ${address}/v1/orders (Basic auth: any rzp_test_ key id, non-empty secret)`);
+  println(io.stdout, `  checkout:      POST ${address}/sim/orders/{order_id}/pay {"card":"4111111111111111"}`);
+  println(io.stdout, `  webhooks:      ${webhook_url ?? "no --webhook-url: events wait in GET /sim/webhooks"}`);
+
+  return new Promise<number>((resolve) => {
+    let closing = false;
+    const stop = (signal: string) => {
+      if (closing) return;
+      closing = true;
+      println(io.stdout, `bursar simulator: ${signal}, shutting down`);
+      void simulator
+        .close()
+        .then(() => app.close())
+        .then(
+          () => resolve(0),
+          () => resolve(1),
+        );
+    };
+    process.once("SIGINT", () => stop("SIGINT"));
+    process.once("SIGTERM", () => stop("SIGTERM"));
+  });
+}

@@ -1,0 +1,136 @@
+// `bursar verify`: checks an exported log, or a proof fetched from the HTTP routes, offline
+// with only the public verifier key. Exit 0 verified, 1 not verified, 2 bad usage.
+
+import { accessSync, constants, readFileSync } from "node:fs";
+import { parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
+import { checkConsistencyDocument, checkInclusionDocument, consistencyProofSchema, inclusionProofSchema } from "../../evidence/proof.js";
+import { verifyExportFile, type VerifyReport } from "../../evidence/verify.js";
+import { parsing, println, UsageError, type CliIo } from "../command.js";
+import { parseArgs } from "node:util";
+
+export const help = `
+usage: bursar verify FILE --checkpoint CP --key KEY [--all-receipts]
+       bursar verify --inclusion PROOF --key KEY [--checkpoint CP]
+       bursar verify --consistency PROOF --key KEY [--checkpoint CP]
+
+Verifies offline; needs no secret, no network and no environment variable.
+
+With FILE (a 'bursar export' JSONL): recomputes every entry's leaf hash and the tree root,
+checks every signed checkpoint in the file and the trusted checkpoint CP against KEY, and
+each receipt against its entry. On failure it names the first bad entry (seq) where it can
+be pinpointed, else the checkpoint range [start, end) that does not match, else the root
+mismatch, and exits 1.
+
+With --inclusion / --consistency: checks a JSON proof exactly as returned by
+GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
+signed by KEY (the checkpoint embedded in the proof, or CP when given).
+
+options:
+  --checkpoint CP     trusted signed checkpoint (note text), e.g. saved from
+                      GET /api/v1/log/checkpoint or written by 'bursar export --checkpoint'
+  --key KEY           trusted verifier key <name>+<hex id>+<base64> ('bursar key',
+                      GET /.well-known/bursar/log-key)
+  --all-receipts      also verify every receipt's signature (slower; by default only receipts
+                      that disagree with their entry are checked)
+  --inclusion PROOF   verify an inclusion proof JSON file
+  --consistency PROOF verify a consistency proof JSON file
+`;
+
+function readText(path: string, what: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (error) {
+    throw new UsageError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+}
+
+function verifierOf(key: string | undefined): NoteVerifier {
+  if (!key) throw new UsageError("--key VERIFIER_KEY is required");
+  try {
+    return parseVerifierKey(key.trim());
+  } catch (error) {
+    throw new UsageError(`--key: ${(error as Error).message}`);
+  }
+}
+
+/** First line: what failed; second line: where, in a fixed shape scripts can grep. */
+function describeFailure(report: VerifyReport): string {
+  const failure = report.failure!;
+  const line = failure.line ? ` (line ${failure.line})` : "";
+  const where =
+    failure.seq !== undefined
+      ? `first bad entry: seq ${failure.seq}`
+      : failure.range
+        ? `bad range: entries [${failure.range[0]}, ${failure.range[1]})`
+        : "the checkpoint or key";
+  return `FAIL ${failure.message}${line}\n  ${where}`;
+}
+
+function verifyFile(file: string, values: { checkpoint?: string; key?: string; "all-receipts"?: boolean }, io: CliIo): number {
+  if (!values.checkpoint) throw new UsageError("--checkpoint CP is required to verify an export");
+  verifierOf(values.key);
+  const checkpoint = readText(values.checkpoint, "checkpoint");
+  try {
+    accessSync(file, constants.R_OK);
+  } catch {
+    throw new UsageError(`cannot read export ${file}`);
+  }
+  const report = verifyExportFile(file, { checkpoint, key: values.key!.trim(), allReceipts: values["all-receipts"] ?? false });
+  if (!report.ok) {
+    println(io.stderr, describeFailure(report));
+    return 1;
+  }
+  println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${report.receipts} receipts; tree size ${report.tree_size}, root ${report.root_hash}`);
+  if (report.uncovered > 0) println(io.stdout, `note: ${report.uncovered} entries after the last checkpoint are not covered by a signed root`);
+  return 0;
+}
+
+function verifyProof(kind: "inclusion" | "consistency", path: string, key: string | undefined, checkpointPath: string | undefined, io: CliIo): number {
+  const verifier = verifierOf(key);
+  let json: unknown;
+  try {
+    json = JSON.parse(readText(path, "proof"));
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`${path} is not JSON`);
+  }
+  const checkpoint = checkpointPath ? readText(checkpointPath, "checkpoint") : undefined;
+  const schema = kind === "inclusion" ? inclusionProofSchema : consistencyProofSchema;
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    println(io.stderr, `FAIL ${kind} proof: not the route's JSON shape (${parsed.error.issues[0]?.path.join(".") ?? ""}: ${parsed.error.issues[0]?.message ?? ""})`);
+    return 1;
+  }
+  const result =
+    kind === "inclusion"
+      ? checkInclusionDocument(inclusionProofSchema.parse(json), verifier, checkpoint)
+      : checkConsistencyDocument(consistencyProofSchema.parse(json), verifier, checkpoint);
+  if (!result.ok) {
+    println(io.stderr, `FAIL ${kind} proof: ${result.reason}`);
+    return 1;
+  }
+  println(io.stdout, `OK ${kind} proof verifies against a checkpoint signed by ${verifier.name}`);
+  return 0;
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parsing(() =>
+    parseArgs({
+      args: argv,
+      options: {
+        checkpoint: { type: "string" },
+        key: { type: "string" },
+        "all-receipts": { type: "boolean" },
+        inclusion: { type: "string" },
+        consistency: { type: "string" },
+      },
+      allowPositionals: true,
+      strict: true,
+    }),
+  );
+  const modes = [positionals.length > 0, values.inclusion !== undefined, values.consistency !== undefined].filter(Boolean).length;
+  if (modes !== 1 || positionals.length > 1) throw new UsageError("give exactly one of: FILE, --inclusion PROOF, --consistency PROOF");
+  if (values.inclusion) return verifyProof("inclusion", values.inclusion, values.key, values.checkpoint, io);
+  if (values.consistency) return verifyProof("consistency", values.consistency, values.key, values.checkpoint, io);
+  return verifyFile(positionals[0]!, values, io);
+}

@@ -1,0 +1,133 @@
+// One evidence log entry: its fields, the kinds writers may use, and the canonical bytes
+// and RFC 6962 leaf hash that the tree, the receipts and the export all agree on.
+
+import { canonicalJson, isHexSha256, sha256Hex } from "./canonical.js";
+import { leafHash } from "./merkle.js";
+import { scrubCounting } from "./scrub.js";
+
+export const entry_version = 1;
+/** Writers' kinds; `system.*` kinds are the log's own lifecycle (genesis, start, evidence_gap). */
+export const entry_kinds = ["gate.decision", "gate.settlement", "gate.operator", "ingest.decision", "observer.call"] as const;
+const system_kind_pattern = /^system\.[a-z][a-z0-9_]{0,62}$/;
+export const source_chars_max = 200;
+/** An ingest delivery is at most 2 MiB; one entry never needs more than twice that. */
+export const entry_bytes_max = 4_194_304;
+const rfc3339_pattern = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+
+export type EntryKind = (typeof entry_kinds)[number] | `system.${string}`;
+
+/** The logged object. Its RFC 8785 bytes are the Merkle leaf; `seq` is its 0-based leaf index. */
+export interface Entry {
+  v: 1;
+  seq: number;
+  kind: string;
+  source: string;
+  received_at: string;
+  occurred_at?: string;
+  /** Hex SHA-256 of the unscrubbed body (canonical JSON) or of the bytes as received (ingest). */
+  body_sha256: string;
+  /** The body with secrets scrubbed. */
+  body: Record<string, unknown>;
+}
+
+export interface AppendInput {
+  kind: string;
+  /** Who wrote it: "gate", "webhook:razorpay", an evidence source id, "system"… */
+  source: string;
+  body: Record<string, unknown>;
+  /** RFC 3339 time the event happened, when the writer knows it (ingest records). */
+  occurred_at?: string;
+  /** Hex SHA-256 the writer computed over the raw bytes; default: of the canonical unscrubbed body. */
+  body_sha256?: string;
+}
+
+/** A writer passed something the log cannot record: a bug in the caller, never silently fixed. */
+export class EvidenceInputError extends Error {
+  override name = "EvidenceInputError";
+}
+
+export function isEntryKind(kind: string): boolean {
+  return (entry_kinds as readonly string[]).includes(kind) || system_kind_pattern.test(kind);
+}
+
+export function isRfc3339(value: string): boolean {
+  return rfc3339_pattern.test(value) && !Number.isNaN(Date.parse(value));
+}
+
+function checkInput(input: AppendInput): void {
+  if (!isEntryKind(input.kind)) throw new EvidenceInputError(`unknown evidence kind ${JSON.stringify(input.kind)}`);
+  if (typeof input.source !== "string" || input.source.length === 0 || input.source.length > source_chars_max) {
+    throw new EvidenceInputError(`source must be 1..${source_chars_max} characters`);
+  }
+  if (input.body === null || typeof input.body !== "object" || Array.isArray(input.body)) {
+    throw new EvidenceInputError("body must be a JSON object");
+  }
+  if (input.occurred_at !== undefined && !isRfc3339(input.occurred_at)) {
+    throw new EvidenceInputError("occurred_at must be an RFC 3339 time");
+  }
+  if (input.body_sha256 !== undefined && !isHexSha256(input.body_sha256)) {
+    throw new EvidenceInputError("body_sha256 must be 64 lower-case hex digits");
+  }
+}
+
+export interface BuiltEntry {
+  entry: Entry;
+  /** The canonical bytes, stored and exported verbatim. */
+  text: string;
+  leafHash: Buffer;
+}
+
+/**
+ * The entry's RFC 8785 text, assembled around the body's canonical text so the body is
+ * serialized once. Keys in code-unit order: body, body_sha256, kind, occurred_at,
+ * received_at, seq, source, v (a test checks this equals canonicalJson(entry)).
+ */
+function entryText(entry: Entry, bodyText: string): string {
+  const occurred = entry.occurred_at === undefined ? "" : `"occurred_at":${canonicalJson(entry.occurred_at)},`;
+  return (
+    `{"body":${bodyText},"body_sha256":"${entry.body_sha256}","kind":${canonicalJson(entry.kind)},${occurred}` +
+    `"received_at":${canonicalJson(entry.received_at)},"seq":${entry.seq},"source":${canonicalJson(entry.source)},"v":${entry.v}}`
+  );
+}
+
+/** Builds the entry for `seq`: binds the unscrubbed body by hash, stores the scrubbed copy. */
+export function buildEntry(input: AppendInput, seq: number, received_at: string): BuiltEntry {
+  checkInput(input);
+  if (!Number.isSafeInteger(seq) || seq < 0) throw new EvidenceInputError("seq must be a non-negative integer");
+  const rawText = canonicalJson(input.body);
+  const scrubbed = scrubCounting(input.body);
+  const bodyText = scrubbed.redactions === 0 ? rawText : canonicalJson(scrubbed.value);
+  const entry: Entry = {
+    v: entry_version,
+    seq,
+    kind: input.kind,
+    source: input.source,
+    received_at,
+    ...(input.occurred_at === undefined ? {} : { occurred_at: input.occurred_at }),
+    body_sha256: input.body_sha256 ?? sha256Hex(rawText),
+    body: scrubbed.value,
+  };
+  const text = entryText(entry, bodyText);
+  if (Buffer.byteLength(text, "utf8") > entry_bytes_max) {
+    throw new EvidenceInputError(`entry exceeds ${entry_bytes_max} bytes`);
+  }
+  return { entry, text, leafHash: leafHash(text) };
+}
+
+const entry_keys = new Set(["v", "seq", "kind", "source", "received_at", "occurred_at", "body_sha256", "body"]);
+
+/** Checks that a parsed JSON value has exactly the entry shape; returns a reason when not. */
+export function entryShapeProblem(value: unknown): string | undefined {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return "not a JSON object";
+  const record = value as Record<string, unknown>;
+  for (const key of Object.keys(record)) if (!entry_keys.has(key)) return `unexpected field ${key}`;
+  if (record.v !== entry_version) return `unsupported version ${JSON.stringify(record.v)}`;
+  if (!Number.isSafeInteger(record.seq) || (record.seq as number) < 0) return "seq is not a non-negative integer";
+  if (typeof record.kind !== "string" || !isEntryKind(record.kind)) return "kind is not a known kind";
+  if (typeof record.source !== "string") return "source is not a string";
+  if (typeof record.received_at !== "string") return "received_at is not a string";
+  if (record.occurred_at !== undefined && typeof record.occurred_at !== "string") return "occurred_at is not a string";
+  if (!isHexSha256(record.body_sha256)) return "body_sha256 is not a hex SHA-256";
+  if (record.body === null || typeof record.body !== "object" || Array.isArray(record.body)) return "body is not an object";
+  return undefined;
+}

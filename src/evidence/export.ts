@@ -1,0 +1,82 @@
+// Writes the evidence log as JSONL: each entry line is exactly its stored canonical bytes,
+// interleaved with meta lines (header, per-entry receipts, signed checkpoints) for `verify`.
+
+import type { SqlDriver } from "../ledger/driver.js";
+import { canonicalJson } from "./canonical.js";
+import { readCheckpoints, readEntryRows, readGenesis, type EntryRow, type StoredCheckpoint } from "./store.js";
+
+export const export_format_version = 1;
+/** Rows read per snapshot while exporting; entries are immutable, so pages need not share one. */
+export const export_page_rows = 1000;
+
+/**
+ * Meta lines are one-key objects whose key is never "body"; an entry's canonical JSON always
+ * starts with `{"body":`, so the first bytes tell the two apart without parsing.
+ */
+export const entry_line_prefix = '{"body":';
+export const header_line_prefix = '{"bursar_export":';
+export const receipt_line_prefix = '{"receipt":';
+export const checkpoint_line_prefix = '{"checkpoint":';
+
+export interface ExportHeader {
+  v: number;
+  origin: string;
+  /** The verifier key recorded in system.genesis; informative only: verify trusts --key. */
+  key: string;
+  tree_size: number;
+  exported_at: string;
+}
+
+export interface ExportSummary {
+  entries: number;
+  checkpoints: number;
+  bytes: number;
+}
+
+export interface ExportOptions {
+  /** Entries [0, size) are written; pass a stored checkpoint's size so the export ends on a signed root. */
+  size: number;
+  exported_at: string;
+  /** Receives the text in pieces of at most about one page; await it for back-pressure. */
+  write: (text: string) => Promise<void>;
+}
+
+function receiptLine(row: EntryRow, key_id: string): string {
+  const receipt = { seq: row.seq, leaf_hash: row.leaf_hash, kind: row.kind, at: row.received_at, key_id, signature: row.receipt_signature };
+  return canonicalJson({ receipt });
+}
+
+export async function exportLog(driver: SqlDriver, options: ExportOptions): Promise<ExportSummary> {
+  const { genesis, checkpoints } = await driver.read(async (tx) => ({
+    genesis: await readGenesis(tx),
+    checkpoints: await readCheckpoints(tx, 0, options.size),
+  }));
+  const body = (genesis?.body ?? {}) as { origin?: string; key?: string; key_id?: string };
+  const header: ExportHeader = {
+    v: export_format_version,
+    origin: String(body.origin ?? ""),
+    key: String(body.key ?? ""),
+    tree_size: options.size,
+    exported_at: options.exported_at,
+  };
+  const key_id = String(body.key_id ?? "");
+  const bySize = new Map<number, StoredCheckpoint>(checkpoints.map((c) => [c.size, c]));
+  let bytes = 0;
+  const emit = async (text: string) => {
+    bytes += Buffer.byteLength(text, "utf8");
+    await options.write(text);
+  };
+  const checkpointLine = (size: number) => {
+    const stored = bySize.get(size);
+    return stored ? `${canonicalJson({ checkpoint: stored.note })}\n` : "";
+  };
+  await emit(`${canonicalJson({ bursar_export: header })}\n${checkpointLine(0)}`);
+  for (let start = 0; start < options.size; start += export_page_rows) {
+    const end = Math.min(options.size, start + export_page_rows);
+    const rows = await driver.read((tx) => readEntryRows(tx, start, end));
+    if (rows.length !== end - start) throw new Error(`log_entries lacks rows in ${start}..${end - 1}`);
+    const lines = rows.map((row) => `${row.entry_text}\n${receiptLine(row, key_id)}\n${checkpointLine(row.seq + 1)}`);
+    await emit(lines.join(""));
+  }
+  return { entries: options.size, checkpoints: checkpoints.length, bytes };
+}

@@ -1,0 +1,92 @@
+// The evidence log: canonical JSON, Merkle tree, signed notes and checkpoints, receipts, proofs, scrubbing, storage, export and offline verify.
+
+export { canonicalJson, canonicalSha256Hex, isHexSha256, sha256, sha256Hex, CanonicalJsonError } from "./canonical.js";
+export {
+  buildEntry,
+  entry_bytes_max,
+  entry_kinds,
+  entryShapeProblem,
+  EvidenceInputError,
+  isEntryKind,
+  type AppendInput,
+  type Entry,
+  type EntryKind,
+} from "./entry.js";
+export { exportLog, export_format_version, type ExportHeader, type ExportOptions, type ExportSummary } from "./export.js";
+export {
+  createLogSigner,
+  generateSigningKeyPem,
+  loadSigningKey,
+  resolveSigningKey,
+  signing_key_file_name,
+  SigningKeyError,
+  type LoadedSigningKey,
+  type LogSigner,
+  type SigningKeyLocation,
+} from "./keys.js";
+export {
+  CompactRange,
+  emptyRoot,
+  leafHash,
+  MerkleTree,
+  nodeHash,
+  rootFromInclusionProof,
+  verifyConsistency,
+  verifyInclusion,
+  type ProofCheck,
+} from "./merkle.js";
+export {
+  formatCheckpoint,
+  formatVerifierKey,
+  keyId,
+  openCheckpoint,
+  openNote,
+  parseCheckpoint,
+  parseNote,
+  parseSignerKey,
+  parseVerifierKey,
+  signNote,
+  NoteError,
+  type CheckpointBody,
+  type NoteSigner,
+  type NoteVerifier,
+  type OpenedNote,
+  type SignedCheckpoint,
+} from "./note.js";
+export {
+  checkConsistencyDocument,
+  checkInclusionDocument,
+  consistencyProofSchema,
+  inclusionProofSchema,
+  type ConsistencyProofDocument,
+  type InclusionProofDocument,
+} from "./proof.js";
+export {
+  records_per_delivery_max,
+  signDeliveryReceipt,
+  signReceiptFields,
+  verifyDeliveryReceipt,
+  verifyReceipt,
+  type DeliveryReceipt,
+  type DeliveryReceiptFields,
+  type DeliveryRecord,
+  type Receipt,
+  type ReceiptFields,
+} from "./receipt.js";
+export { isSecretKeyName, isSecretValue, luhnValid, redacted, scrub, scrubCounting } from "./scrub.js";
+export {
+  append_batch_max,
+  checkpoint_every_default,
+  checkpoint_seconds_default,
+  entries_page_max,
+  EvidenceIntegrityError,
+  EvidenceLog,
+  EvidenceRangeError,
+  readLatestCheckpoint,
+  readTreeSize,
+  type AppendResult,
+  type EvidenceLogOptions,
+  type StoredCheckpoint,
+  type StoredEntry,
+} from "./store.js";
+export { bufferLines, fileLines, verifyExportFile, verifyExportLines, type VerifyFailure, type VerifyOptions, type VerifyReport } from "./verify.js";

@@ -1,0 +1,103 @@
+// The log's Ed25519 signing key: loaded from a PEM file or generated into the data
+// directory (mode 0600) on first use, and the public verifier key derived from it.
+
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { formatVerifierKey, isValidKeyName, keyId, keyIdHex, rawPublicKey, type NoteSigner } from "./note.js";
+
+export const signing_key_file_name = "signing-key.pem";
+export const signing_key_file_mode = 0o600;
+export const data_dir_mode = 0o700;
+
+export class SigningKeyError extends Error {
+  // ConfigError is the name the CLI turns into a one-line message with exit code 2.
+  override name = "ConfigError";
+}
+
+/** Everything the log needs to sign: the private key, its note name, and the public halves. */
+export interface LogSigner extends NoteSigner {
+  publicKey: KeyObject;
+  publicKeyRaw: Buffer;
+  /** `<name>+<hex key id>+<base64>`: print it, publish it, give it to verifiers. */
+  verifierKey: string;
+  keyIdHex: string;
+}
+
+export function createLogSigner(privateKey: KeyObject, name: string): LogSigner {
+  if (privateKey.type !== "private" || privateKey.asymmetricKeyType !== "ed25519") {
+    throw new SigningKeyError("the signing key must be an Ed25519 private key");
+  }
+  if (!isValidKeyName(name)) throw new SigningKeyError(`invalid key name ${JSON.stringify(name)} (no spaces or '+')`);
+  const publicKey = createPublicKey(privateKey);
+  const publicKeyRaw = rawPublicKey(publicKey);
+  const id = keyId(name, publicKeyRaw);
+  return {
+    name,
+    keyId: id,
+    keyIdHex: keyIdHex(id),
+    privateKey,
+    publicKey,
+    publicKeyRaw,
+    verifierKey: formatVerifierKey(name, publicKeyRaw),
+  };
+}
+
+/** Reads an Ed25519 private key in PEM (PKCS#8). */
+export function loadSigningKey(path: string): KeyObject {
+  let pem: string;
+  try {
+    pem = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new SigningKeyError(`cannot read signing key ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey({ key: pem, format: "pem" });
+  } catch {
+    throw new SigningKeyError(`signing key ${path} is not a PEM private key`);
+  }
+  if (key.asymmetricKeyType !== "ed25519") throw new SigningKeyError(`signing key ${path} is not an Ed25519 key`);
+  return key;
+}
+
+export function generateSigningKeyPem(): string {
+  const { privateKey } = generateKeyPairSync("ed25519");
+  return privateKey.export({ format: "pem", type: "pkcs8" }).toString();
+}
+
+export interface SigningKeyLocation {
+  /** BURSAR_SIGNING_KEY: an explicit PEM path; never generated, must exist. */
+  explicitPath?: string | undefined;
+  /** BURSAR_DATA_DIR: where `signing-key.pem` is generated when no explicit path is given. */
+  dataDir: string;
+  /** Generate the data-directory key when it does not exist yet. */
+  create: boolean;
+}
+
+export interface LoadedSigningKey {
+  privateKey: KeyObject;
+  path: string;
+  created: boolean;
+}
+
+/**
+ * The signing key per the configuration: BURSAR_SIGNING_KEY if set, else the data directory's
+ * signing-key.pem, generated with mode 0600 when `create` is set and it is missing. Creation
+ * uses an exclusive open, so two processes starting at once end up sharing one key.
+ */
+export function resolveSigningKey(location: SigningKeyLocation): LoadedSigningKey {
+  if (location.explicitPath) return { privateKey: loadSigningKey(location.explicitPath), path: location.explicitPath, created: false };
+  const path = join(location.dataDir, signing_key_file_name);
+  let created = false;
+  if (location.create) {
+    mkdirSync(dirname(path), { recursive: true, mode: data_dir_mode });
+    try {
+      writeFileSync(path, generateSigningKeyPem(), { flag: "wx", mode: signing_key_file_mode });
+      created = true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+  }
+  return { privateKey: loadSigningKey(path), path, created };
+}

@@ -1,0 +1,101 @@
+// Signed receipts, issued at append time before any checkpoint: one per entry over
+// {seq, leaf_hash, kind, at}, and one per ingest delivery listing every record.
+
+import { sign, verify } from "node:crypto";
+import { canonicalJson, isHexSha256 } from "./canonical.js";
+import type { ProofCheck } from "./merkle.js";
+import { keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
+
+/** Domain-separation prefixes: a receipt signature can never be replayed as a note or the other receipt. */
+export const receipt_context = "bursar/receipt/v1\n";
+export const delivery_receipt_context = "bursar/delivery-receipt/v1\n";
+/** DESIGN: a delivery holds at most 500 records. */
+export const records_per_delivery_max = 500;
+
+export interface ReceiptFields {
+  seq: number;
+  /** Hex RFC 6962 leaf hash of the entry. */
+  leaf_hash: string;
+  kind: string;
+  /** The entry's received_at. */
+  at: string;
+}
+
+export interface Receipt extends ReceiptFields {
+  /** Hex key id of the log key that signed it. */
+  key_id: string;
+  /** Base64 Ed25519 signature over receipt_context + canonical JSON of the four fields. */
+  signature: string;
+}
+
+function receiptMessage(fields: ReceiptFields): Buffer {
+  const { seq, leaf_hash, kind, at } = fields;
+  return Buffer.from(receipt_context + canonicalJson({ seq, leaf_hash, kind, at }), "utf8");
+}
+
+export function signReceiptFields(signer: NoteSigner, fields: ReceiptFields): Receipt {
+  const signature = sign(null, receiptMessage(fields), signer.privateKey).toString("base64");
+  return { seq: fields.seq, leaf_hash: fields.leaf_hash, kind: fields.kind, at: fields.at, key_id: keyIdHex(signer.keyId), signature };
+}
+
+export function verifyReceipt(receipt: Receipt, verifier: NoteVerifier): ProofCheck {
+  if (receipt.key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${receipt.key_id}, not ${keyIdHex(verifier.keyId)}` };
+  if (!Number.isSafeInteger(receipt.seq) || !isHexSha256(receipt.leaf_hash)) return { ok: false, reason: "malformed receipt" };
+  const signature = Buffer.from(receipt.signature, "base64");
+  const good = signature.length === 64 && verify(null, receiptMessage(receipt), verifier.publicKey, signature);
+  return good ? { ok: true } : { ok: false, reason: "receipt signature does not verify" };
+}
+
+/** One ingest record as its delivery receipt lists it. */
+export interface DeliveryRecord {
+  event_id: string;
+  seq: number;
+  leaf_hash: string;
+  /** Hex SHA-256 of the record as received (its body_sha256). */
+  sha256: string;
+  occurred_at: string;
+  received_at: string;
+}
+
+export interface DeliveryReceiptFields {
+  /** The evidence source id the delivery came from. */
+  source: string;
+  received_at: string;
+  records: DeliveryRecord[];
+}
+
+export interface DeliveryReceipt extends DeliveryReceiptFields {
+  key_id: string;
+  /** Base64 Ed25519 signature over delivery_receipt_context + canonical JSON of the fields. */
+  signature: string;
+}
+
+function deliveryMessage(fields: DeliveryReceiptFields): Buffer {
+  const { source, received_at, records } = fields;
+  return Buffer.from(delivery_receipt_context + canonicalJson({ source, received_at, records }), "utf8");
+}
+
+/** One signature for the whole delivery, so ingesting 500 records costs one Ed25519 signing. */
+export function signDeliveryReceipt(signer: NoteSigner, fields: DeliveryReceiptFields): DeliveryReceipt {
+  if (fields.records.length > records_per_delivery_max) {
+    throw new RangeError(`a delivery receipt lists at most ${records_per_delivery_max} records`);
+  }
+  const records = fields.records.map((r) => ({
+    event_id: r.event_id,
+    seq: r.seq,
+    leaf_hash: r.leaf_hash,
+    sha256: r.sha256,
+    occurred_at: r.occurred_at,
+    received_at: r.received_at,
+  }));
+  const signed = { source: fields.source, received_at: fields.received_at, records };
+  const signature = sign(null, deliveryMessage(signed), signer.privateKey).toString("base64");
+  return { ...signed, key_id: keyIdHex(signer.keyId), signature };
+}
+
+export function verifyDeliveryReceipt(receipt: DeliveryReceipt, verifier: NoteVerifier): ProofCheck {
+  if (receipt.key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${receipt.key_id}, not ${keyIdHex(verifier.keyId)}` };
+  const signature = Buffer.from(receipt.signature, "base64");
+  const good = signature.length === 64 && verify(null, deliveryMessage(receipt), verifier.publicKey, signature);
+  return good ? { ok: true } : { ok: false, reason: "delivery receipt signature does not verify" };
+}

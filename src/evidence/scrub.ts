@@ -1,0 +1,125 @@
+// Secret scrubbing for evidence bodies: a deep copy in which values under secret-looking
+// keys, and values that look like credentials or card numbers, become "[redacted]".
+
+export const redacted = "[redacted]";
+/** Deeper values are replaced whole: evidence bodies come from bounded JSON, so this is a bug guard. */
+export const scrub_depth_max = 64;
+
+/** Key names are compared lower-cased with '-', '_' and '.' removed, so `X-Api-Key` is `xapikey`. */
+const secret_key_fragments = [
+  "password",
+  "passwd",
+  "passphrase",
+  "secret",
+  "token",
+  "apikey",
+  "authorization",
+  "cookie",
+  "cvv",
+  "cvc",
+  "privatekey",
+  "credential",
+  "sessionid",
+] as const;
+const secret_key_names = new Set(["auth", "pin", "otp", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
+
+const secret_value_patterns: readonly RegExp[] = [
+  /\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // Authorization header values
+  /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/, // JWTs
+  /\brzp_(?:test|live)_[A-Za-z0-9]+/, // Razorpay key ids
+  /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/, // PEM private keys
+  /\bsk-[A-Za-z0-9_-]{16,}/, // OpenAI-style API keys
+  /\bgh[pousr]_[A-Za-z0-9]{20,}/, // GitHub tokens
+  /\bxox[abprs]-[A-Za-z0-9-]{10,}/, // Slack tokens
+  /\bAKIA[0-9A-Z]{16}\b/, // AWS access key ids
+];
+
+/** One cheap test every string takes first; only strings it matches run the patterns above. */
+const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[pousr]_|xox|AKIA/i;
+
+/** Runs of 13 to 19 digits, optionally grouped by single spaces or dashes, as printed on cards. */
+const card_candidate_pattern = /(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)/g;
+const card_prefilter = /\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d/;
+
+/** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. */
+const key_verdicts = new Map<string, boolean>();
+const key_verdicts_max = 10_000;
+
+export function isSecretKeyName(key: string): boolean {
+  const known = key_verdicts.get(key);
+  if (known !== undefined) return known;
+  const normalized = key.toLowerCase().replace(/[-_.]/g, "");
+  const secret = secret_key_names.has(normalized) || secret_key_fragments.some((fragment) => normalized.includes(fragment));
+  if (key_verdicts.size < key_verdicts_max) key_verdicts.set(key, secret);
+  return secret;
+}
+
+/** Luhn checksum over a string of digits. */
+export function luhnValid(digits: string): boolean {
+  let sum = 0;
+  let double = false;
+  for (let i = digits.length - 1; i >= 0; i--) {
+    let digit = digits.charCodeAt(i) - 48;
+    if (double) {
+      digit *= 2;
+      if (digit > 9) digit -= 9;
+    }
+    sum += digit;
+    double = !double;
+  }
+  return sum % 10 === 0;
+}
+
+function containsCardNumber(text: string): boolean {
+  if (!card_prefilter.test(text)) return false;
+  for (const match of text.matchAll(card_candidate_pattern)) {
+    const digits = match[0].replace(/[ -]/g, "");
+    if (digits.length >= 13 && digits.length <= 19 && luhnValid(digits)) return true;
+  }
+  return false;
+}
+
+/** True when a string value looks like a credential, private key or card number. */
+export function isSecretValue(value: string): boolean {
+  if (secret_value_prefilter.test(value) && secret_value_patterns.some((pattern) => pattern.test(value))) return true;
+  return containsCardNumber(value);
+}
+
+interface ScrubState {
+  redactions: number;
+}
+
+function redact(state: ScrubState): string {
+  state.redactions += 1;
+  return redacted;
+}
+
+function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
+  if (depth > scrub_depth_max) return redact(state);
+  if (typeof value === "string") return isSecretValue(value) ? redact(state) : value;
+  // A card number can arrive as a JSON number; integers of 13+ digits are never amounts here.
+  if (typeof value === "number") {
+    return Number.isInteger(value) && Math.abs(value) >= 1e12 && containsCardNumber(String(value)) ? redact(state) : value;
+  }
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map((item) => scrubValue(item, depth + 1, state));
+  const source = value as { toJSON?: () => unknown };
+  if (typeof source.toJSON === "function") return scrubValue(source.toJSON(), depth + 1, state);
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    copy[key] = isSecretKeyName(key) && item !== null && item !== undefined ? redact(state) : scrubValue(item, depth + 1, state);
+  }
+  return copy;
+}
+
+/** A deep copy of `value` with secrets replaced by "[redacted]", and how many were replaced. */
+export function scrubCounting<T>(value: T): { value: T; redactions: number } {
+  const state: ScrubState = { redactions: 0 };
+  const copy = scrubValue(value, 0, state) as T;
+  return { value: copy, redactions: state.redactions };
+}
+
+/** A deep copy of `value` with secrets replaced by "[redacted]"; the input is not changed. */
+export function scrub<T>(value: T): T {
+  return scrubCounting(value).value;
+}

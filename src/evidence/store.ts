@@ -1,0 +1,444 @@
+// The evidence log over the storage port: appends inside the caller's transaction,
+// gap-free sequence numbers, receipts, signed checkpoints, pages of entries and proofs.
+
+import type { Clock } from "../clock.js";
+import type { SqlDriver, SqlTx } from "../ledger/driver.js";
+import { buildEntry, EvidenceInputError, type AppendInput, type Entry } from "./entry.js";
+import { SigningKeyError, type LogSigner } from "./keys.js";
+import { MerkleTree, verifyConsistency } from "./merkle.js";
+import { formatCheckpoint, parseCheckpoint, signNote } from "./note.js";
+import type { ConsistencyProofDocument, InclusionProofDocument } from "./proof.js";
+import { signReceiptFields, type Receipt } from "./receipt.js";
+
+export const log_format_version = 1;
+export const entries_page_max = 1000;
+export const append_batch_max = 1000;
+export const checkpoint_every_default = 1000;
+export const checkpoint_seconds_default = 10;
+export const checkpoint_every_max = 1_000_000;
+export const checkpoint_seconds_max = 86_400;
+export const config_digest_chars_max = 200;
+/** Rows per multi-row INSERT: one statement per chunk keeps Postgres round trips low. */
+const insert_rows_per_statement_max = 50;
+/** Leaf hashes read per query when the in-memory tree catches up with the table. */
+const sync_rows_per_query = 10_000;
+
+/** The stored state disagrees with itself (a lost row, a rewritten history): never signed over. */
+export class EvidenceIntegrityError extends Error {
+  override name = "EvidenceIntegrityError";
+}
+
+/** A requested index or size is outside what the log holds; `param` names the query parameter. */
+export class EvidenceRangeError extends Error {
+  override name = "EvidenceRangeError";
+  constructor(
+    readonly param: string,
+    readonly limit: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface EvidenceLogOptions {
+  signer: LogSigner;
+  /** The checkpoint origin line (BURSAR_LOG_ORIGIN). */
+  origin: string;
+  clock: Clock;
+  /** Cut a checkpoint once this many entries are pending (BURSAR_CHECKPOINT_EVERY). */
+  checkpoint_every?: number;
+  /** Cut a checkpoint when entries are pending and this long passed since the last (BURSAR_CHECKPOINT_SECONDS). */
+  checkpoint_seconds?: number;
+  /** The software version recorded in system.genesis and system.start. */
+  version?: string;
+}
+
+export interface AppendResult {
+  /** 0-based; equal to the entry's Merkle leaf index. */
+  seq: number;
+  /** Hex leaf hash. */
+  leaf_hash: string;
+  receipt: Receipt;
+  /** The entry as stored (body scrubbed). */
+  entry: Entry;
+}
+
+export interface StoredCheckpoint {
+  size: number;
+  /** Hex root hash. */
+  root_hash: string;
+  /** The signed note text (C2SP tlog-checkpoint in a signed-note). */
+  note: string;
+  created_at: string;
+}
+
+export interface StoredEntry {
+  seq: number;
+  leaf_hash: string;
+  entry: Entry;
+  receipt: Receipt;
+}
+
+/** One stored row as exported: the canonical text verbatim, its hash and receipt signature. */
+export interface EntryRow {
+  seq: number;
+  kind: string;
+  received_at: string;
+  entry_text: string;
+  leaf_hash: string;
+  receipt_signature: string;
+}
+
+interface CheckpointRow {
+  tree_size: number | string;
+  root_hash: string;
+  note: string;
+  created_at: string;
+}
+
+/** Serializes async sections within this process. */
+class Mutex {
+  private tail: Promise<void> = Promise.resolve();
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    const previous = this.tail;
+    let release!: () => void;
+    this.tail = new Promise<void>((resolve) => (release = resolve));
+    await previous;
+    try {
+      return await work();
+    } finally {
+      release();
+    }
+  }
+}
+
+/** Postgres returns BIGINT as a string; both dialects end up as a checked JavaScript integer. */
+function toIndex(value: number | string | bigint): number {
+  const number = Number(value);
+  if (!Number.isSafeInteger(number) || number < 0) throw new EvidenceIntegrityError(`bad stored integer ${String(value)}`);
+  return number;
+}
+
+export async function readTreeSize(tx: SqlTx, lock = false): Promise<number> {
+  const row = await tx.get<{ size: number | string }>(`SELECT size FROM log_head WHERE id = 1 ${lock ? tx.forUpdate : ""}`);
+  if (!row) throw new EvidenceIntegrityError("log_head row is missing: was migration 2 applied?");
+  return toIndex(row.size);
+}
+
+export async function readEntryRows(tx: SqlTx, start: number, end: number): Promise<EntryRow[]> {
+  const rows = await tx.all<EntryRow>(
+    "SELECT seq, kind, received_at, entry_text, leaf_hash, receipt_signature FROM log_entries WHERE seq >= ? AND seq < ? ORDER BY seq",
+    [start, end],
+  );
+  return rows.map((row) => ({ ...row, seq: toIndex(row.seq) }));
+}
+
+function toCheckpoint(row: CheckpointRow): StoredCheckpoint {
+  return { size: toIndex(row.tree_size), root_hash: row.root_hash, note: row.note, created_at: row.created_at };
+}
+
+export async function readLatestCheckpoint(tx: SqlTx): Promise<StoredCheckpoint | undefined> {
+  const row = await tx.get<CheckpointRow>(
+    "SELECT tree_size, root_hash, note, created_at FROM log_checkpoints ORDER BY tree_size DESC LIMIT 1",
+  );
+  return row ? toCheckpoint(row) : undefined;
+}
+
+/** Stored checkpoints with from <= size <= to, oldest first. */
+export async function readCheckpoints(tx: SqlTx, from: number, to: number): Promise<StoredCheckpoint[]> {
+  const rows = await tx.all<CheckpointRow>(
+    "SELECT tree_size, root_hash, note, created_at FROM log_checkpoints WHERE tree_size >= ? AND tree_size <= ? ORDER BY tree_size",
+    [from, to],
+  );
+  return rows.map(toCheckpoint);
+}
+
+async function readCheckpointNote(tx: SqlTx, size: number): Promise<string | null> {
+  const row = await tx.get<{ note: string }>("SELECT note FROM log_checkpoints WHERE tree_size = ?", [size]);
+  return row?.note ?? null;
+}
+
+/** The body of entry 0, which names the log's origin and key. */
+export async function readGenesis(tx: SqlTx): Promise<Entry | undefined> {
+  const row = await tx.get<{ entry_text: string }>("SELECT entry_text FROM log_entries WHERE seq = 0");
+  return row ? (JSON.parse(row.entry_text) as Entry) : undefined;
+}
+
+function insertSql(rows: number): string {
+  const values = Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?)").join(", ");
+  return `INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES ${values}`;
+}
+
+function checkPositiveInteger(name: string, value: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < 1 || value > max) throw new RangeError(`${name} must be an integer from 1 to ${max}`);
+  return value;
+}
+
+/**
+ * The one evidence log. Writers call `append`/`appendMany` inside their own transaction;
+ * the server calls `tick()` on a timer and after commits to cut checkpoints.
+ */
+export class EvidenceLog {
+  readonly origin: string;
+  readonly verifierKey: string;
+  private readonly signer: LogSigner;
+  private readonly clock: Clock;
+  private readonly checkpointEvery: number;
+  private readonly checkpointSeconds: number;
+  private readonly version: string;
+  /** Holds committed leaves only: it is filled from the table, never from an open transaction. */
+  private readonly tree = new MerkleTree();
+  private readonly treeLock = new Mutex();
+  private readonly checkpointLock = new Mutex();
+  private checkpointing = false;
+
+  private constructor(
+    private readonly driver: SqlDriver,
+    options: EvidenceLogOptions,
+  ) {
+    this.signer = options.signer;
+    this.origin = options.origin;
+    this.verifierKey = options.signer.verifierKey;
+    this.clock = options.clock;
+    this.checkpointEvery = checkPositiveInteger("checkpoint_every", options.checkpoint_every ?? checkpoint_every_default, checkpoint_every_max);
+    this.checkpointSeconds = checkPositiveInteger(
+      "checkpoint_seconds",
+      options.checkpoint_seconds ?? checkpoint_seconds_default,
+      checkpoint_seconds_max,
+    );
+    this.version = options.version ?? "0.1.0";
+  }
+
+  /**
+   * Opens the log on a migrated database: writes `system.genesis` into an empty log, refuses a
+   * log started under another origin or key, and makes sure a first checkpoint exists.
+   */
+  static async open(driver: SqlDriver, options: EvidenceLogOptions): Promise<EvidenceLog> {
+    parseCheckpoint(formatCheckpoint({ origin: options.origin, size: 0, rootHash: Buffer.alloc(32) }));
+    const log = new EvidenceLog(driver, options);
+    await log.genesisIfEmpty();
+    await log.checkIdentity();
+    if (!(await log.latestCheckpoint())) await log.checkpoint();
+    return log;
+  }
+
+  private async genesisIfEmpty(): Promise<void> {
+    await this.driver.transaction(async (tx) => {
+      if ((await readTreeSize(tx, true)) !== 0) return;
+      const body = { origin: this.origin, key: this.verifierKey, key_id: this.signer.keyIdHex, version: this.version, log_format: log_format_version };
+      await this.appendMany(tx, [{ kind: "system.genesis", source: "system", body }]);
+    });
+  }
+
+  private async checkIdentity(): Promise<void> {
+    const genesis = await this.driver.read((tx) => readGenesis(tx));
+    const body = genesis?.body as { origin?: unknown; key?: unknown } | undefined;
+    if (!genesis || genesis.kind !== "system.genesis" || !body) throw new EvidenceIntegrityError("entry 0 is not system.genesis");
+    if (body.origin !== this.origin) {
+      throw new SigningKeyError(`the log's origin is ${JSON.stringify(body.origin)}, but BURSAR_LOG_ORIGIN is ${JSON.stringify(this.origin)}`);
+    }
+    if (body.key !== this.verifierKey) {
+      throw new SigningKeyError(`the signing key (${this.verifierKey}) is not the key this log was started with (${String(body.key)})`);
+    }
+  }
+
+  /** Appends `system.start` in its own transaction: the version and a digest of the configuration. */
+  async recordStart(config_digest: string): Promise<AppendResult> {
+    if (typeof config_digest !== "string" || config_digest.length > config_digest_chars_max) {
+      throw new EvidenceInputError(`config_digest must be a string of at most ${config_digest_chars_max} characters`);
+    }
+    return this.driver.transaction((tx) =>
+      this.append(tx, { kind: "system.start", source: "system", body: { version: this.version, config_digest } }),
+    );
+  }
+
+  /** Appends one entry inside the caller's open write transaction. */
+  async append(tx: SqlTx, input: AppendInput): Promise<AppendResult> {
+    const [result] = await this.appendMany(tx, [input]);
+    return result!;
+  }
+
+  /**
+   * Appends entries in order inside the caller's open write transaction. Takes the log's
+   * sequence lock (log_head) first; a rollback of the caller's transaction takes the entries with it.
+   */
+  async appendMany(tx: SqlTx, inputs: readonly AppendInput[]): Promise<AppendResult[]> {
+    if (inputs.length === 0) return [];
+    if (inputs.length > append_batch_max) throw new EvidenceInputError(`at most ${append_batch_max} entries per append`);
+    const first = await readTreeSize(tx, true);
+    const received_at = this.clock().toISOString();
+    const built = inputs.map((input, i) => buildEntry(input, first + i, received_at));
+    const results = built.map(({ entry, leafHash }) => {
+      const leaf_hash = leafHash.toString("hex");
+      const receipt = signReceiptFields(this.signer, { seq: entry.seq, leaf_hash, kind: entry.kind, at: received_at });
+      return { seq: entry.seq, leaf_hash, receipt, entry };
+    });
+    for (let start = 0; start < built.length; start += insert_rows_per_statement_max) {
+      const chunk = built.slice(start, start + insert_rows_per_statement_max);
+      const params = chunk.flatMap(({ entry, text }, i) => {
+        const result = results[start + i]!;
+        return [entry.seq, entry.kind, entry.source, received_at, text, result.leaf_hash, result.receipt.signature];
+      });
+      await tx.run(insertSql(chunk.length), params);
+    }
+    return results;
+  }
+
+  /** The committed tree size (number of entries). */
+  async treeSize(): Promise<number> {
+    return this.driver.read((tx) => readTreeSize(tx));
+  }
+
+  async latestCheckpoint(): Promise<StoredCheckpoint | undefined> {
+    return this.driver.read((tx) => readLatestCheckpoint(tx));
+  }
+
+  /**
+   * Brings the in-memory tree up to the committed head by reading the leaf hashes it lacks.
+   * Returns the committed size it reached.
+   */
+  private async syncTree(): Promise<number> {
+    return this.treeLock.run(async () => {
+      const target = await this.treeSize();
+      while (this.tree.size < target) {
+        const from = this.tree.size;
+        const to = Math.min(target, from + sync_rows_per_query);
+        const rows = await this.driver.read((tx) =>
+          tx.all<{ seq: number | string; leaf_hash: string }>(
+            "SELECT seq, leaf_hash FROM log_entries WHERE seq >= ? AND seq < ? ORDER BY seq",
+            [from, to],
+          ),
+        );
+        if (rows.length !== to - from) throw new EvidenceIntegrityError(`log_entries lacks rows in ${from}..${to - 1}`);
+        for (const row of rows) {
+          if (toIndex(row.seq) !== this.tree.size) throw new EvidenceIntegrityError(`log_entries has a gap at ${this.tree.size}`);
+          this.tree.append(Buffer.from(row.leaf_hash, "hex"));
+        }
+      }
+      return Math.max(target, this.tree.size);
+    });
+  }
+
+  /** Cuts and stores a signed checkpoint for the committed tree now (or returns the latest if nothing is new). */
+  async checkpoint(): Promise<StoredCheckpoint> {
+    return this.checkpointLock.run(async () => {
+      const size = await this.syncTree();
+      return this.driver.transaction(async (tx) => {
+        const previous = await readLatestCheckpoint(tx);
+        if (previous && previous.size >= size) return previous;
+        const root = this.tree.root(size);
+        if (previous) this.assertExtends(previous, size, root);
+        const note = signNote(formatCheckpoint({ origin: this.origin, size, rootHash: root }), this.signer);
+        const created_at = this.clock().toISOString();
+        await tx.run(
+          "INSERT INTO log_checkpoints (tree_size, root_hash, note, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (tree_size) DO NOTHING",
+          [size, root.toString("hex"), note, created_at],
+        );
+        return (await readCheckpoints(tx, size, size))[0]!;
+      });
+    });
+  }
+
+  /** Refuses to sign a tree that is not an append-only extension of the previous checkpoint. */
+  private assertExtends(previous: StoredCheckpoint, size: number, root: Buffer): void {
+    const proof = this.tree.consistencyProof(previous.size, size);
+    const check = verifyConsistency(previous.size, size, proof, Buffer.from(previous.root_hash, "hex"), root);
+    if (!check.ok) {
+      throw new EvidenceIntegrityError(
+        `refusing to sign: tree of size ${size} is not consistent with checkpoint of size ${previous.size} (${check.reason})`,
+      );
+    }
+  }
+
+  /**
+   * Cuts a checkpoint when at least checkpoint_every entries are pending, or when any are
+   * pending and checkpoint_seconds passed since the last one. Cheap when there is nothing to do.
+   */
+  async tick(): Promise<StoredCheckpoint | undefined> {
+    if (this.checkpointing) return undefined;
+    this.checkpointing = true;
+    try {
+      const { size, latest } = await this.driver.read(async (tx) => ({
+        size: await readTreeSize(tx),
+        latest: await readLatestCheckpoint(tx),
+      }));
+      const pending = size - (latest?.size ?? 0);
+      if (latest && pending <= 0) return undefined;
+      const elapsed_ms = latest ? this.clock().getTime() - Date.parse(latest.created_at) : Infinity;
+      if (pending >= this.checkpointEvery || elapsed_ms >= this.checkpointSeconds * 1000) return await this.checkpoint();
+      return undefined;
+    } finally {
+      this.checkpointing = false;
+    }
+  }
+
+  /** Entries [start, end), at most entries_page_max; end is clamped to the committed size. */
+  async entries(start: number, end: number): Promise<StoredEntry[]> {
+    if (!Number.isSafeInteger(start) || start < 0) throw new EvidenceRangeError("start", 0, "start must be a non-negative integer");
+    if (!Number.isSafeInteger(end) || end < start || end - start > entries_page_max) {
+      throw new EvidenceRangeError("end", start + entries_page_max, `end must be from start to start + ${entries_page_max}`);
+    }
+    const rows = await this.driver.read((tx) => readEntryRows(tx, start, end));
+    return rows.map((row) => ({
+      seq: row.seq,
+      leaf_hash: row.leaf_hash,
+      entry: JSON.parse(row.entry_text) as Entry,
+      receipt: this.receiptOf(row),
+    }));
+  }
+
+  private receiptOf(row: EntryRow): Receipt {
+    return {
+      seq: row.seq,
+      leaf_hash: row.leaf_hash,
+      kind: row.kind,
+      at: row.received_at,
+      key_id: this.signer.keyIdHex,
+      signature: row.receipt_signature,
+    };
+  }
+
+  /** Inclusion proof of entry `index` in the tree of `size` (size <= committed size). */
+  async inclusionProof(index: number, size: number): Promise<InclusionProofDocument> {
+    const current = await this.syncTree();
+    if (!Number.isSafeInteger(size) || size < 1 || size > current) {
+      throw new EvidenceRangeError("size", current, `size must be from 1 to the tree size ${current}`);
+    }
+    if (!Number.isSafeInteger(index) || index < 0 || index >= size) {
+      throw new EvidenceRangeError("index", size - 1, `index must be from 0 to size - 1 (${size - 1})`);
+    }
+    const checkpoint = await this.driver.read((tx) => readCheckpointNote(tx, size));
+    return {
+      index,
+      size,
+      leaf_hash: this.tree.leaf(index).toString("hex"),
+      root_hash: this.tree.root(size).toString("hex"),
+      proof: this.tree.inclusionProof(index, size).map((hash) => hash.toString("hex")),
+      checkpoint,
+    };
+  }
+
+  /** Consistency proof between the trees of sizes `from` and `to` (1 <= from <= to <= committed size). */
+  async consistencyProof(from: number, to: number): Promise<ConsistencyProofDocument> {
+    const current = await this.syncTree();
+    if (!Number.isSafeInteger(to) || to < 1 || to > current) {
+      throw new EvidenceRangeError("to", current, `to must be from 1 to the tree size ${current}`);
+    }
+    if (!Number.isSafeInteger(from) || from < 1 || from > to) {
+      throw new EvidenceRangeError("from", to, `from must be from 1 to \`to\` (${to})`);
+    }
+    const [from_checkpoint, to_checkpoint] = await this.driver.read(async (tx) => [
+      await readCheckpointNote(tx, from),
+      await readCheckpointNote(tx, to),
+    ]);
+    return {
+      from,
+      to,
+      from_root: this.tree.root(from).toString("hex"),
+      to_root: this.tree.root(to).toString("hex"),
+      proof: this.tree.consistencyProof(from, to).map((hash) => hash.toString("hex")),
+      from_checkpoint: from_checkpoint ?? null,
+      to_checkpoint: to_checkpoint ?? null,
+    };
+  }
+}

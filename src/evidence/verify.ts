@@ -1,0 +1,360 @@
+// Offline verification of an exported log: recomputes every leaf and root, checks every
+// signed checkpoint and receipt, and names the first bad entry or checkpoint range.
+
+import { closeSync, openSync, readSync } from "node:fs";
+import { entryShapeProblem, type Entry } from "./entry.js";
+import {
+  checkpoint_line_prefix,
+  entry_line_prefix,
+  export_format_version,
+  header_line_prefix,
+  receipt_line_prefix,
+} from "./export.js";
+import { CompactRange, emptyRoot, leafHash } from "./merkle.js";
+import { openCheckpoint, parseVerifierKey, type NoteVerifier, type SignedCheckpoint } from "./note.js";
+import { verifyReceipt, type Receipt } from "./receipt.js";
+
+/** File reads happen in chunks of this size; lines may span chunks. */
+export const verify_read_chunk_bytes = 1 << 20;
+
+export interface VerifyOptions {
+  /** The trusted signed checkpoint (note text), e.g. fetched from GET /api/v1/log/checkpoint. */
+  checkpoint: string;
+  /** The trusted verifier key `<name>+<hex id>+<base64>`. */
+  key: string;
+  /** Also verify every receipt's signature (slower); by default only receipts that disagree with their entry are. */
+  allReceipts?: boolean;
+}
+
+export interface VerifyFailure {
+  /** The first entry known bad, when it can be pinpointed. */
+  seq?: number;
+  /** Half-open [start, end) entry range a signed root disagrees with, when only that is known. */
+  range?: [number, number];
+  /** 1-based line in the export file. */
+  line?: number;
+  message: string;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  /** Entry lines read and hashed. */
+  entries: number;
+  /** Signed checkpoints verified, the trusted one included. */
+  checkpoints: number;
+  receipts: number;
+  /** Size and base64 root of the trusted checkpoint. */
+  tree_size: number;
+  root_hash: string;
+  /** Entries after the trusted checkpoint's size that no verified checkpoint covers. */
+  uncovered: number;
+  failure?: VerifyFailure;
+}
+
+class VerifyStop extends Error {
+  constructor(readonly failure: VerifyFailure) {
+    super(failure.message);
+  }
+}
+
+/** The entry just read, waiting for the receipt line that normally follows it. */
+interface PendingEntry {
+  seq: number;
+  line: Buffer;
+  leaf: Buffer;
+}
+
+/** Byte-wise prefix test: cheaper than decoding the start of every line. */
+function startsWith(line: Buffer, prefix: string): boolean {
+  if (line.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (line[i] !== prefix.charCodeAt(i)) return false;
+  return true;
+}
+
+const receipt_leaf_marker = '","leaf_hash":"';
+const receipt_seq_marker = '","seq":';
+const receipt_signature_marker = ',"signature":"';
+const receipt_head = '{"receipt":{"at":"';
+
+function hasAt(line: Buffer, offset: number, text: string): boolean {
+  if (offset < 0 || offset + text.length > line.length) return false;
+  for (let i = 0; i < text.length; i++) if (line[offset + i] !== text.charCodeAt(i)) return false;
+  return true;
+}
+
+/**
+ * Reads seq and leaf_hash from a receipt line by position, when the line has the exporter's
+ * canonical layout (`…"leaf_hash":"<64 hex>","seq":<digits>,"signature":"…"}}`). Anything
+ * else returns undefined and goes through JSON.parse. A receipt is evidence about one entry,
+ * not the tree's anchor: its signature is checked whenever it disagrees with its entry.
+ */
+function quickReceipt(line: Buffer): { seq: number; leaf_hash: string } | undefined {
+  if (!hasAt(line, 0, receipt_head) || !hasAt(line, line.length - 3, '"}}')) return undefined;
+  const leaf = line.indexOf(receipt_leaf_marker);
+  const hexStart = leaf + receipt_leaf_marker.length;
+  if (leaf < 0 || !hasAt(line, hexStart + 64, receipt_seq_marker)) return undefined;
+  let cursor = hexStart + 64 + receipt_seq_marker.length;
+  let seq = 0;
+  const digitsStart = cursor;
+  while (cursor < line.length && line[cursor]! >= 48 && line[cursor]! <= 57 && cursor - digitsStart < 16) {
+    seq = seq * 10 + (line[cursor]! - 48);
+    cursor += 1;
+  }
+  if (cursor === digitsStart || (line[digitsStart] === 48 && cursor - digitsStart > 1)) return undefined;
+  if (!hasAt(line, cursor, receipt_signature_marker)) return undefined;
+  return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64) };
+}
+
+function parseJson(line: Buffer): unknown {
+  try {
+    return JSON.parse(line.toString("utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Streams one export, line by line, keeping O(log n) state. The fast path only hashes an
+ * entry and compares it with its receipt; entries are parsed only when something disagrees
+ * (to say precisely what) or when no receipt follows them (to check their seq).
+ */
+class ExportVerifier {
+  private readonly range = new CompactRange();
+  private readonly verifier: NoteVerifier;
+  private readonly trusted: SignedCheckpoint;
+  private lineNumber = 0;
+  private sawHeader = false;
+  private pending: PendingEntry | undefined;
+  /** Size of the last verified checkpoint: entries below it are covered by a signed root. */
+  private coveredSize = 0;
+  /** Root computed at the trusted size, and the last verified checkpoint size below it. */
+  private trustedRoot: Buffer | undefined;
+  private coveredBelowTrusted = 0;
+  private trustedChecked = false;
+  checkpoints = 0;
+  receipts = 0;
+
+  constructor(private readonly options: VerifyOptions) {
+    try {
+      this.verifier = parseVerifierKey(options.key);
+    } catch (error) {
+      throw new VerifyStop({ message: `--key: ${(error as Error).message}` });
+    }
+    try {
+      this.trusted = openCheckpoint(options.checkpoint, this.verifier);
+    } catch (error) {
+      throw new VerifyStop({ message: `the checkpoint is not signed by ${this.verifier.name}+${options.key.split("+")[1]}: ${(error as Error).message}` });
+    }
+    if (this.trusted.size === 0) this.trustedRoot = emptyRoot();
+  }
+
+  get size(): number {
+    return this.range.size;
+  }
+
+  private stop(failure: Omit<VerifyFailure, "line">): never {
+    throw new VerifyStop({ ...failure, line: this.lineNumber });
+  }
+
+  line(line: Buffer): void {
+    this.lineNumber += 1;
+    if (!this.sawHeader) return this.header(line);
+    if (startsWith(line, entry_line_prefix)) return this.entry(line);
+    if (startsWith(line, receipt_line_prefix)) return this.receipt(line);
+    if (startsWith(line, checkpoint_line_prefix)) return this.checkpoint(line);
+    this.settlePending();
+    this.stop({ seq: this.size, message: `seq ${this.size}: line ${this.lineNumber} is neither an entry nor a known meta line` });
+  }
+
+  private header(line: Buffer): void {
+    const parsed = startsWith(line, header_line_prefix) ? (parseJson(line) as { bursar_export?: { v?: unknown; origin?: unknown } }) : undefined;
+    const header = parsed?.bursar_export;
+    if (!header || header.v !== export_format_version) this.stop({ message: "line 1 is not a bursar export header (v 1)" });
+    if (header.origin !== this.trusted.origin) {
+      this.stop({ message: `the export is of log ${JSON.stringify(header.origin)}, the checkpoint of ${JSON.stringify(this.trusted.origin)}` });
+    }
+    this.sawHeader = true;
+  }
+
+  private entry(line: Buffer): void {
+    this.settlePending();
+    if (this.size === this.trusted.size) this.checkTrusted();
+    const leaf = leafHash(line);
+    this.pending = { seq: this.size, line, leaf };
+    this.range.append(leaf);
+    if (this.range.size === this.trusted.size) this.trustedRoot = this.range.root();
+  }
+
+  /** Parses an entry to name exactly what is wrong with it; returns it when nothing is. */
+  private inspect(pending: PendingEntry): Entry {
+    const value = parseJson(pending.line);
+    const seq = pending.seq;
+    if (value === undefined) this.stop({ seq, message: `seq ${seq}: entry line is not valid JSON` });
+    const problem = entryShapeProblem(value);
+    if (problem) this.stop({ seq, message: `seq ${seq}: not a valid entry (${problem})` });
+    const entry = value as Entry;
+    if (entry.seq !== seq) {
+      const what = entry.seq < seq ? "a duplicate or reordered entry" : "entries missing or reordered";
+      this.stop({ seq, message: `seq ${seq}: found seq ${entry.seq} instead (${what})` });
+    }
+    return entry;
+  }
+
+  /** An entry with no receipt: its seq is checked from its own bytes. */
+  private settlePending(): void {
+    const pending = this.pending;
+    if (!pending) return;
+    this.pending = undefined;
+    this.inspect(pending);
+    if (this.options.allReceipts) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: no receipt line follows the entry` });
+  }
+
+  private receipt(line: Buffer): void {
+    const pending = this.pending;
+    if (pending && !this.options.allReceipts) {
+      const quick = quickReceipt(line);
+      if (quick && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex")) {
+        this.pending = undefined;
+        this.receipts += 1;
+        return;
+      }
+    }
+    const receipt = (parseJson(line) as { receipt?: Receipt } | undefined)?.receipt;
+    if (!receipt || typeof receipt.seq !== "number") {
+      this.stop({ seq: pending?.seq ?? this.size, message: `line ${this.lineNumber}: malformed receipt line` });
+    }
+    if (!pending) this.stop({ seq: receipt.seq, message: `seq ${receipt.seq}: receipt without its entry (entry missing or reordered)` });
+    this.pending = undefined;
+    this.receipts += 1;
+    const agrees = receipt.seq === pending.seq && receipt.leaf_hash === pending.leaf.toString("hex");
+    if (agrees && !this.options.allReceipts) return;
+    const entry = agrees ? undefined : this.inspect(pending);
+    const signature = verifyReceipt(receipt, this.verifier);
+    if (!signature.ok) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: receipt does not verify (${signature.reason})` });
+    if (entry) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: entry altered: its leaf hash differs from its signed receipt` });
+  }
+
+  private checkpoint(line: Buffer): void {
+    this.settlePending();
+    const note = (parseJson(line) as { checkpoint?: unknown } | undefined)?.checkpoint;
+    const range: [number, number] = [this.coveredSize, this.size];
+    if (typeof note !== "string") this.stop({ range, message: `line ${this.lineNumber}: malformed checkpoint line` });
+    let checkpoint: SignedCheckpoint;
+    try {
+      checkpoint = openCheckpoint(note, this.verifier);
+    } catch (error) {
+      this.stop({ range, message: `checkpoint at line ${this.lineNumber}: ${(error as Error).message}` });
+    }
+    if (checkpoint.origin !== this.trusted.origin) this.stop({ range, message: `checkpoint at line ${this.lineNumber} is for origin ${checkpoint.origin}` });
+    if (checkpoint.size !== this.size) {
+      this.stop({ range, message: `checkpoint of size ${checkpoint.size} found after ${this.size} entries (entries missing, added or moved)` });
+    }
+    if (!checkpoint.rootHash.equals(this.range.root())) {
+      this.stop({ range, message: `entries ${this.coveredSize}..${this.size - 1} do not match the signed checkpoint of size ${this.size}` });
+    }
+    this.coveredSize = this.size;
+    if (this.size < this.trusted.size) this.coveredBelowTrusted = this.size;
+    this.checkpoints += 1;
+  }
+
+  finish(): void {
+    if (!this.sawHeader) this.stop({ message: "the export is empty" });
+    this.settlePending();
+    if (this.size < this.trusted.size) {
+      this.stop({
+        seq: this.size,
+        message: `the export ends after ${this.size} entries but the checkpoint covers ${this.trusted.size}: truncated from seq ${this.size}`,
+      });
+    }
+    this.checkTrusted();
+  }
+
+  /** Runs once the entries up to the trusted size, their receipts and checkpoint lines were read. */
+  private checkTrusted(): void {
+    if (this.trustedChecked) return;
+    this.trustedChecked = true;
+    if (!this.trustedRoot || !this.trustedRoot.equals(this.trusted.rootHash)) {
+      const start = this.coveredBelowTrusted;
+      this.stop({
+        range: [start, this.trusted.size],
+        message: `root mismatch: entries ${start}..${this.trusted.size - 1} do not match the given checkpoint of size ${this.trusted.size}`,
+      });
+    }
+    this.checkpoints += 1;
+  }
+
+  report(failure?: VerifyFailure): VerifyReport {
+    const covered = Math.max(this.coveredSize, this.trusted.size);
+    return {
+      ok: failure === undefined,
+      entries: this.size,
+      checkpoints: this.checkpoints,
+      receipts: this.receipts,
+      tree_size: this.trusted.size,
+      root_hash: this.trusted.rootHash.toString("base64"),
+      uncovered: Math.max(0, this.size - covered),
+      ...(failure ? { failure } : {}),
+    };
+  }
+}
+
+/** Verifies an export given as a sequence of lines (without their newline bytes). */
+export function verifyExportLines(lines: Iterable<Buffer>, options: VerifyOptions): VerifyReport {
+  let verifier: ExportVerifier;
+  try {
+    verifier = new ExportVerifier(options);
+  } catch (error) {
+    if (error instanceof VerifyStop) return emptyReport(error.failure);
+    throw error;
+  }
+  try {
+    for (const line of lines) verifier.line(line);
+    verifier.finish();
+    return verifier.report();
+  } catch (error) {
+    if (error instanceof VerifyStop) return verifier.report(error.failure);
+    throw error;
+  }
+}
+
+function emptyReport(failure: VerifyFailure): VerifyReport {
+  return { ok: false, entries: 0, checkpoints: 0, receipts: 0, tree_size: 0, root_hash: "", uncovered: 0, failure };
+}
+
+/** Splits bytes into lines on 0x0A; a final line without a newline is still a line, a final empty one is not. */
+export function* bufferLines(data: Buffer): Generator<Buffer> {
+  let start = 0;
+  for (let newline = data.indexOf(10, start); newline >= 0; newline = data.indexOf(10, start)) {
+    yield data.subarray(start, newline);
+    start = newline + 1;
+  }
+  if (start < data.length) yield data.subarray(start);
+}
+
+/** Reads a file's lines in chunks of verify_read_chunk_bytes; lines may span chunks. */
+export function* fileLines(path: string): Generator<Buffer> {
+  const fd = openSync(path, "r");
+  try {
+    let carry: Buffer = Buffer.alloc(0);
+    for (;;) {
+      // A fresh chunk per read: a line yielded earlier may still be held (awaiting its receipt).
+      const chunk = Buffer.allocUnsafe(verify_read_chunk_bytes);
+      const read = readSync(fd, chunk, 0, chunk.length, null);
+      if (read === 0) break;
+      const data = carry.length > 0 ? Buffer.concat([carry, chunk.subarray(0, read)]) : chunk.subarray(0, read);
+      let start = 0;
+      for (let newline = data.indexOf(10, start); newline >= 0; newline = data.indexOf(10, start)) {
+        yield data.subarray(start, newline);
+        start = newline + 1;
+      }
+      carry = data.subarray(start);
+    }
+    if (carry.length > 0) yield carry;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export function verifyExportFile(path: string, options: VerifyOptions): VerifyReport {
+  return verifyExportLines(fileLines(path), options);
+}

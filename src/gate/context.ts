@@ -1,0 +1,31 @@
+// What the gate's steps share: the ledger, the provider, and block summaries.
+
+import type { BlockSummary, BlockView, Ledger } from "../ledger/index.js";
+import type { Provider } from "../provider/port.js";
+import type { GateObserver } from "./observer.js";
+
+export interface GateContext {
+  ledger: Ledger;
+  provider: Provider;
+  observer?: GateObserver;
+}
+
+export function summary(view: BlockView): BlockSummary {
+  return {
+    reserved: view.reserved,
+    spent: view.spent,
+    held: view.held,
+    available: view.available,
+    currency: view.currency,
+    expires_at: view.expires_at,
+  };
+}
+
+export async function blockSummary(context: GateContext, block_id: string): Promise<BlockSummary> {
+  return summary(await context.ledger.getBlock(block_id));
+}
+
+/** The provider payment as results and evidence show it: only the fields that matter. */
+export function paymentView(payment: { id: string; order_id: string | null; amount: number; currency: string; status: string }) {
+  return { id: payment.id, order_id: payment.order_id ?? "", amount: payment.amount, currency: payment.currency, status: payment.status };
+}

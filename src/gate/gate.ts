@@ -1,0 +1,66 @@
+// The gate: one entry point for every tool call an agent makes, by token or by agent id.
+// Money tools go through the policy and the ledger; read tools only read.
+
+import type { Ledger } from "../ledger/index.js";
+import { isPlainObject } from "../policy/index.js";
+import type { Provider } from "../provider/port.js";
+import type { GateContext } from "./context.js";
+import type { GateObserver } from "./observer.js";
+import { capturePayment, createOrder } from "./money.js";
+import { fetchOrder, fetchPayment, getApproval, getBlock } from "./read-tools.js";
+import { readError, refusal, type ToolResult } from "./results.js";
+
+export const read_tools = ["fetch_order", "fetch_payment", "get_block", "get_approval"] as const;
+
+export class Gate {
+  private readonly context: GateContext;
+
+  constructor(ledger: Ledger, provider: Provider, observer?: GateObserver) {
+    this.context = observer ? { ledger, provider, observer } : { ledger, provider };
+  }
+
+  /** The ledger, provider and observer the gate's steps share (for the HTTP routes). */
+  get gateContext(): GateContext {
+    return this.context;
+  }
+
+  get provider(): Provider {
+    return this.context.provider;
+  }
+
+  /** Calls a tool as the agent holding `token`. An unknown token gets a CALLER refusal. */
+  async callTool(token: string, name: string, args: unknown): Promise<ToolResult> {
+    const agent = await this.context.ledger.authenticateAgent(token);
+    if (!agent) return refusal({ rule: "CALLER", reason: "no agent holds this token" });
+    return this.callToolAs(agent.agent_id, name, args);
+  }
+
+  /** Calls a tool as an already-authenticated agent. */
+  async callToolAs(agent_id: string, name: string, args: unknown): Promise<ToolResult> {
+    const plain = isPlainObject(args) ? args : {};
+    switch (name) {
+      case "create_order":
+        return createOrder(this.context, agent_id, args ?? {});
+      case "capture_payment":
+        return capturePayment(this.context, agent_id, args ?? {});
+      case "fetch_order":
+        return fetchOrder(this.context, agent_id, plain);
+      case "fetch_payment":
+        return fetchPayment(this.context, agent_id, plain);
+      case "get_block":
+        return getBlock(this.context, agent_id);
+      case "get_approval":
+        return getApproval(this.context, agent_id, plain);
+      default:
+        return this.unknownTool(agent_id, name, args);
+    }
+  }
+
+  /** Any other tool name reaches the policy too, so ALLOWLIST refuses it with evidence. */
+  private async unknownTool(agent_id: string, name: string, args: unknown): Promise<ToolResult> {
+    const auth = await this.context.ledger.authorize({ agent_id, tool: name, args: args ?? {} });
+    this.context.observer?.decision(name, auth.verdict);
+    if (auth.verdict.effect !== "BLOCK") return readError("internal", "an undeclared tool was not refused");
+    return refusal(auth.verdict, auth.evidence);
+  }
+}

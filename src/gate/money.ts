@@ -1,0 +1,134 @@
+// One money call end to end: decide + hold (one transaction, with evidence) → provider →
+// settle or mark unknown (one transaction, with evidence). Only a 4xx to order creation
+// releases; a capture error re-fetches the payment and acts on what the provider reports.
+
+import { scrub } from "../evidence/index.js";
+import type { AuthorizeResult, CallRef } from "../ledger/index.js";
+import type { PaymentState } from "../policy/index.js";
+import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
+import { blockSummary, paymentView, type GateContext } from "./context.js";
+import { replayResult } from "./replay.js";
+import { captureAllowed, held, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
+
+type Args = Record<string, unknown>;
+
+/**
+ * What the agent's receipt and notes become: Bursar's reservation id is the provider receipt,
+ * the agent's receipt goes into notes.buyer_receipt. Secret-looking values (bearer tokens,
+ * provider keys, card numbers, secret-named keys) are redacted first: nothing secret is
+ * written down, and notes are a classic exfiltration channel for an injected agent.
+ */
+export function providerNotes(args: Args): Record<string, string> {
+  const notes: Record<string, string> = {};
+  if (args.notes && typeof args.notes === "object") {
+    for (const [key, value] of Object.entries(args.notes as Record<string, unknown>)) notes[key] = String(value);
+  }
+  if (typeof args.receipt === "string") notes.buyer_receipt = args.receipt;
+  return scrub(notes);
+}
+
+export function orderView(order: ProviderOrder): Record<string, unknown> {
+  return {
+    id: order.id,
+    amount: order.amount,
+    currency: order.currency,
+    status: order.status,
+    receipt: order.receipt,
+    notes: order.notes,
+    created_at: order.created_at,
+  };
+}
+
+async function decided(context: GateContext, auth: AuthorizeResult, tool: string): Promise<ToolResult | undefined> {
+  context.observer?.decision(tool, auth.verdict);
+  if (auth.verdict.replay) return replayResult(context, auth);
+  if (auth.verdict.effect === "BLOCK") return refusal(auth.verdict, auth.evidence);
+  return undefined;
+}
+
+function callRef(agent_id: string, auth: AuthorizeResult): CallRef {
+  return { agent_id, key: auth.key?.key as string, reservation_id: auth.reservation?.reservation_id as string };
+}
+
+/** Forwards an allowed (or approved) order and records the provider's answer. */
+export async function forwardOrder(context: GateContext, call: CallRef, args: Args, block_id: string) {
+  const outcome = await context.provider.createOrder({
+    amount: args.amount as number,
+    currency: String(args.currency).toUpperCase(),
+    receipt: call.reservation_id,
+    notes: providerNotes(args),
+  });
+  const forwarded = outcome.kind === "ok" ? { kind: "ok" as const, value: orderView(outcome.value) as never } : outcome;
+  const completion = await context.ledger.completeOrder(call, forwarded);
+  const block = await blockSummary(context, block_id);
+  if (outcome.kind === "ok") return { result: completion.result, block, outcome };
+  return { result: completion.result, block, outcome };
+}
+
+export async function createOrder(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
+  const auth = await context.ledger.authorize({ agent_id, tool: "create_order", args });
+  const early = await decided(context, auth, "create_order");
+  if (early) return early;
+  const block_id = auth.block?.block_id as string;
+  if (auth.verdict.effect === "HOLD" && auth.approval) {
+    return held(auth.verdict, auth.approval, await blockSummary(context, block_id), auth.evidence, false);
+  }
+  const call = callRef(agent_id, auth);
+  const { block, outcome } = await forwardOrder(context, call, args as Args, block_id);
+  if (outcome.kind === "ok") return orderAllowed(orderView(outcome.value), call.reservation_id, block, auth.evidence, false);
+  if (outcome.kind === "refused") return providerRefused(call.reservation_id, outcome.error, auth.evidence, block);
+  context.observer?.unknownOutcome("create_order");
+  return outcomeUnknown(call.reservation_id, outcome.reason, auth.evidence, false);
+}
+
+/** The payment a capture names, as the provider reports it; fetched only for a well-formed id. */
+async function paymentState(context: GateContext, args: unknown): Promise<PaymentState> {
+  const payment_id = (args as Args | null)?.payment_id;
+  if (!isPaymentId(payment_id)) return { fetched: false, reason: "payment_id is not a provider payment id" };
+  const outcome = await context.provider.fetchPayment(payment_id);
+  if (outcome.kind !== "ok") return { fetched: false, reason: outcome.kind === "refused" ? outcome.error.description : outcome.reason };
+  const payment = outcome.value;
+  if (!payment.order_id) return { fetched: false, reason: "the payment has no order" };
+  return { fetched: true, id: payment.id, order_id: payment.order_id, amount: payment.amount, currency: payment.currency, status: payment.status };
+}
+
+async function settled(context: GateContext, call: CallRef, payment: ProviderPayment, auth: AuthorizeResult): Promise<ToolResult> {
+  const view = paymentView(payment);
+  await context.ledger.completeCapture(call, { ...view, order_id: payment.order_id ?? "" });
+  return captureAllowed(view, await blockSummary(context, auth.block?.block_id as string), auth.evidence, false);
+}
+
+/** A capture error never releases: ask the provider what happened to the payment. */
+async function afterCaptureError(
+  context: GateContext,
+  call: CallRef,
+  auth: AuthorizeResult,
+  error: { code: string; description: string } | undefined,
+  reason: string,
+): Promise<ToolResult> {
+  const payment_id = (auth.reservation?.payment_id ?? "") as string;
+  const check = await context.provider.fetchPayment(payment_id);
+  if (check.kind === "ok" && check.value.status === "captured") return settled(context, call, check.value, auth);
+  if (check.kind === "ok") {
+    await context.ledger.abandonCapture(call, reason);
+    const block = await blockSummary(context, auth.block?.block_id as string);
+    return providerRefused(call.reservation_id, error ?? { code: "capture_failed", description: reason }, auth.evidence, block);
+  }
+  const stored = await context.ledger.captureUnknown(call, reason);
+  context.observer?.unknownOutcome("capture_payment");
+  return outcomeUnknown(call.reservation_id, String(stored.reason), auth.evidence, false);
+}
+
+export async function capturePayment(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
+  const payment = await paymentState(context, args);
+  const auth = await context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment });
+  const early = await decided(context, auth, "capture_payment");
+  if (early) return early;
+  const call = callRef(agent_id, auth);
+  const { amount, currency } = args as { amount: number; currency: string };
+  const payment_id = (auth.reservation?.payment_id ?? "") as string;
+  const outcome = await context.provider.capturePayment(payment_id, { amount, currency: currency.toUpperCase() });
+  if (outcome.kind === "ok") return settled(context, call, outcome.value, auth);
+  const reason = outcome.kind === "refused" ? outcome.error.description : outcome.reason;
+  return afterCaptureError(context, call, auth, outcome.kind === "refused" ? outcome.error : undefined, reason);
+}

@@ -1,0 +1,17 @@
+// What the gate reports for operations (metrics), kept free of any metrics library.
+
+import type { Verdict } from "../policy/index.js";
+
+export interface GateObserver {
+  decision(tool: string, verdict: Verdict): void;
+  providerCall(operation: string, outcome: "ok" | "refused" | "unknown", seconds: number): void;
+  unknownOutcome(tool: string): void;
+  webhook(outcome: string): void;
+}
+
+export const silent_observer: GateObserver = {
+  decision: () => undefined,
+  providerCall: () => undefined,
+  unknownOutcome: () => undefined,
+  webhook: () => undefined,
+};

@@ -1,0 +1,68 @@
+// The read-only tools: an agent sees only its own block, approvals, and the orders and
+// payments it created through the gate. They move nothing, so they write no evidence.
+
+import type { ProviderOutcome } from "../provider/port.js";
+import { isOrderId, isPaymentId } from "../provider/port.js";
+import { paymentView, type GateContext } from "./context.js";
+import { orderView } from "./money.js";
+import { blockForAgent, readError, readResult, refusal, type ToolResult } from "./results.js";
+
+const not_yours = "not found among the orders this agent created through the gate";
+
+function providerProblem(outcome: Exclude<ProviderOutcome<unknown>, { kind: "ok" }>): ToolResult {
+  if (outcome.kind === "unknown") return readError("provider_unknown", `the provider did not answer: ${outcome.reason}`);
+  return readError("provider_refused", outcome.error.description);
+}
+
+async function ownsOrder(context: GateContext, agent_id: string, order_id: string): Promise<boolean> {
+  const row = await context.ledger.driver.read((tx) =>
+    tx.get<{ agent_id: string }>("SELECT agent_id FROM reservations WHERE order_id = ?", [order_id]),
+  );
+  return row?.agent_id === agent_id;
+}
+
+export async function fetchOrder(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const order_id = args.order_id;
+  if (!isOrderId(order_id)) return refusal({ rule: "R0", reason: "order_id must match ^order_[A-Za-z0-9]{1,40}$" });
+  if (!(await ownsOrder(context, agent_id, order_id))) return refusal({ rule: "CALLER", reason: `order ${order_id} ${not_yours}` });
+  const outcome = await context.provider.fetchOrder(order_id);
+  if (outcome.kind !== "ok") return providerProblem(outcome);
+  const order = orderView(outcome.value);
+  return readResult(`Order ${order.id as string}: ${String(order.amount)} ${String(order.currency)}, ${String(order.status)}.`, { order });
+}
+
+export async function fetchPayment(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const payment_id = args.payment_id;
+  if (!isPaymentId(payment_id)) return refusal({ rule: "R0", reason: "payment_id must match ^pay_[A-Za-z0-9]{1,40}$" });
+  const outcome = await context.provider.fetchPayment(payment_id);
+  if (outcome.kind !== "ok") return providerProblem(outcome);
+  const order_id = outcome.value.order_id;
+  if (!order_id || !(await ownsOrder(context, agent_id, order_id))) {
+    return refusal({ rule: "CALLER", reason: `payment ${payment_id} is not on an order this agent created through the gate` });
+  }
+  const payment = paymentView(outcome.value);
+  return readResult(`Payment ${payment.id}: ${payment.amount} ${payment.currency}, ${payment.status}.`, { payment });
+}
+
+export async function getBlock(context: GateContext, agent_id: string): Promise<ToolResult> {
+  const view = await context.ledger.agentBlock(agent_id);
+  if (!view) return readError("no_block", "this agent has no spending block");
+  const block = blockForAgent(view);
+  return readResult(
+    `Block ${view.block_id}: available ${view.available} of ${view.reserved} ${view.currency}; spent ${view.spent}, held ${view.held}${view.revoked ? "; REVOKED" : ""}${view.frozen ? "; FROZEN" : ""}.`,
+    block,
+  );
+}
+
+export async function getApproval(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const approval_id = args.approval_id;
+  const approval = typeof approval_id === "string" ? await context.ledger.approval(approval_id) : undefined;
+  if (!approval || approval.agent_id !== agent_id) {
+    return refusal({ rule: "CALLER", reason: "no such approval for this agent" });
+  }
+  // Forwarding is the instant between an operator's approval and the provider's answer.
+  const state = approval.state === "forwarding" ? "approved" : approval.state;
+  const structured: Record<string, unknown> = { approval_id: approval.approval_id, state };
+  if (approval.result_json) structured.result = JSON.parse(approval.result_json);
+  return readResult(`Approval ${approval.approval_id} is ${state}.`, structured);
+}

@@ -1,0 +1,43 @@
+// A replay returns the call's current state: the stored order or payment with today's block,
+// an unknown outcome as unknown, and a HOLD as pending, approved (with its result), denied or expired.
+
+import type { AuthorizeResult } from "../ledger/index.js";
+import { blockSummary, type GateContext } from "./context.js";
+import { approvalDecided, captureAllowed, held, orderAllowed, outcomeUnknown, providerRefused, type ToolResult } from "./results.js";
+
+type Stored = Record<string, unknown> & { reservation_id?: string; reason?: string };
+
+export function renderStored(
+  stored: Stored,
+  block: Parameters<typeof orderAllowed>[2],
+  evidence: AuthorizeResult["evidence"],
+  replayed: boolean,
+): ToolResult {
+  const reservation_id = String(stored.reservation_id ?? "");
+  if (stored.provider === "unknown") return outcomeUnknown(reservation_id, String(stored.reason ?? "unknown"), evidence, replayed);
+  if (stored.provider === "refused") {
+    return providerRefused(reservation_id, stored.error as { code: string; description: string }, evidence, block);
+  }
+  if (stored.payment) return captureAllowed(stored.payment as Record<string, unknown>, block, evidence, replayed);
+  return orderAllowed(stored.order as Record<string, unknown>, reservation_id, block, evidence, replayed);
+}
+
+export async function replayResult(context: GateContext, auth: AuthorizeResult): Promise<ToolResult> {
+  const row = auth.stored;
+  if (!row) throw new Error("replay without a stored record");
+  const block = auth.block ? await blockSummary(context, auth.block.block_id) : undefined;
+  if (!block) throw new Error("replay without a block");
+  if (row.effect === "HOLD" && row.approval_id) {
+    const approval = await context.ledger.approval(row.approval_id);
+    if (!approval) throw new Error(`approval ${row.approval_id} vanished`);
+    if (approval.state === "pending") {
+      return held({ reason: "still waiting for an operator's approval" }, approval, block, auth.evidence, true);
+    }
+    if (approval.state === "denied" || approval.state === "expired") {
+      return approvalDecided(approval.approval_id, approval.state, `the approval was ${approval.state}`, auth.evidence);
+    }
+    if (!approval.result_json) return held({ reason: "approved; the call is being forwarded" }, approval, block, auth.evidence, true);
+    return renderStored(JSON.parse(approval.result_json) as Stored, block, auth.evidence, true);
+  }
+  return renderStored(JSON.parse(row.result_json ?? "{}") as Stored, block, auth.evidence, true);
+}

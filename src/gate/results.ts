@@ -1,0 +1,156 @@
+// Tool results in DESIGN.md's shapes: structuredContent for programs, one line of text for
+// models, isError on refusals and unknown outcomes, and the evidence the result was logged as.
+
+import type { BlockSummary, BlockView, EvidenceRef } from "../ledger/index.js";
+import type { Verdict } from "../policy/index.js";
+
+export interface ToolResult {
+  [key: string]: unknown;
+  content: Array<{ type: "text"; text: string }>;
+  structuredContent: Record<string, unknown>;
+  isError?: boolean;
+}
+
+export interface EvidenceView {
+  seq: number;
+  leaf_hash: string;
+  receipt: unknown;
+}
+
+export function evidenceView(ref: EvidenceRef | undefined): EvidenceView | undefined {
+  return ref ? { seq: ref.seq, leaf_hash: ref.leaf_hash, receipt: ref.receipt } : undefined;
+}
+
+function result(text: string, structured: Record<string, unknown>, isError: boolean): ToolResult {
+  const out: ToolResult = { content: [{ type: "text", text }], structuredContent: structured };
+  if (isError) out.isError = true;
+  return out;
+}
+
+function withEvidence(structured: Record<string, unknown>, evidence: EvidenceRef | undefined): Record<string, unknown> {
+  const view = evidenceView(evidence);
+  return view ? { ...structured, evidence: view } : structured;
+}
+
+export function refusal(verdict: Pick<Verdict, "rule" | "reason">, evidence?: EvidenceRef, extra: Record<string, unknown> = {}): ToolResult {
+  const structured = withEvidence({ effect: "BLOCK", rule: verdict.rule, reason: verdict.reason, ...extra }, evidence);
+  return result(`BLOCKED by ${verdict.rule}: ${verdict.reason}. Do not retry this call unchanged.`, structured, true);
+}
+
+export function orderAllowed(
+  order: Record<string, unknown>,
+  reservation_id: string,
+  block: BlockSummary,
+  evidence: EvidenceRef | undefined,
+  replayed: boolean,
+): ToolResult {
+  const structured: Record<string, unknown> = { effect: "ALLOW", order, reservation_id, block };
+  if (replayed) structured.replayed = true;
+  return result(
+    `ALLOWED: order ${String(order.id)} for ${String(order.amount)} ${String(order.currency)} created${replayed ? " (replayed)" : ""}; available ${block.available} ${block.currency}.`,
+    withEvidence(structured, evidence),
+    false,
+  );
+}
+
+export function held(
+  verdict: Pick<Verdict, "reason">,
+  approval: { approval_id: string; expires_at_ms: number; state?: string },
+  block: BlockSummary,
+  evidence: EvidenceRef | undefined,
+  replayed: boolean,
+): ToolResult {
+  const structured: Record<string, unknown> = {
+    effect: "HOLD",
+    rule: "HOLD",
+    reason: verdict.reason,
+    approval_id: approval.approval_id,
+    approval_expires_at: new Date(approval.expires_at_ms).toISOString(),
+    block,
+  };
+  if (replayed) structured.replayed = true;
+  return result(
+    `HELD for human approval (${verdict.reason}). Check later with get_approval ${approval.approval_id}; nothing was charged.`,
+    withEvidence(structured, evidence),
+    false,
+  );
+}
+
+export function captureAllowed(
+  payment: Record<string, unknown>,
+  block: BlockSummary,
+  evidence: EvidenceRef | undefined,
+  replayed: boolean,
+): ToolResult {
+  const structured: Record<string, unknown> = { effect: "ALLOW", payment, block };
+  if (replayed) structured.replayed = true;
+  return result(
+    `ALLOWED: payment ${String(payment.id)} captured for ${String(payment.amount)} ${String(payment.currency)}; available ${block.available} ${block.currency}.`,
+    withEvidence(structured, evidence),
+    false,
+  );
+}
+
+export function outcomeUnknown(reservation_id: string, reason: string, evidence: EvidenceRef | undefined, replayed: boolean): ToolResult {
+  const structured: Record<string, unknown> = { effect: "ALLOW", provider: "unknown", reservation_id, reason };
+  if (replayed) structured.replayed = true;
+  return result(
+    `UNKNOWN: the provider did not answer (${reason}). The money stays held and an operator will reconcile it; do not assume success and do not retry with a new key.`,
+    withEvidence(structured, evidence),
+    true,
+  );
+}
+
+export function providerRefused(
+  reservation_id: string,
+  error: { code: string; description: string },
+  evidence: EvidenceRef | undefined,
+  block?: BlockSummary,
+): ToolResult {
+  const structured: Record<string, unknown> = {
+    effect: "ALLOW",
+    provider: "refused",
+    reservation_id,
+    reason: error.description,
+    error,
+  };
+  if (block) structured.block = block;
+  return result(`REFUSED by the provider: ${error.description}. Nothing was charged.`, withEvidence(structured, evidence), true);
+}
+
+export function approvalDecided(approval_id: string, state: string, reason: string, evidence: EvidenceRef | undefined): ToolResult {
+  const structured = withEvidence(
+    { effect: "BLOCK", rule: "HOLD", reason, approval_id, approval_state: state, replayed: true },
+    evidence,
+  );
+  return result(`NOT APPROVED: approval ${approval_id} was ${state}. Nothing was charged.`, structured, true);
+}
+
+/** Results of the read-only tools carry no evidence entry: they move nothing. */
+export function readResult(text: string, structured: Record<string, unknown>): ToolResult {
+  return result(text, structured, false);
+}
+
+export function readError(code: string, message: string, extra: Record<string, unknown> = {}): ToolResult {
+  return result(message, { error: { code, message }, ...extra }, true);
+}
+
+export function blockForAgent(view: BlockView): Record<string, unknown> {
+  const shown: Record<string, unknown> = {
+    block_id: view.block_id,
+    currency: view.currency,
+    reserved: view.reserved,
+    spent: view.spent,
+    held: view.held,
+    unreconciled: view.unreconciled,
+    available: view.available,
+    expires_at: view.expires_at,
+    per_call_cap: view.per_call_cap,
+    approval_threshold: view.approval_threshold,
+    velocity: view.velocity,
+    revoked: view.revoked,
+    frozen: view.frozen,
+  };
+  if (view.freeze_reason) shown.freeze_reason = view.freeze_reason;
+  return shown;
+}

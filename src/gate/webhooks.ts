@@ -1,0 +1,89 @@
+// Reconciling from signed provider webhooks: verify the signature over the raw bytes before
+// any parsing, deduplicate the event id atomically, and settle through the same transaction
+// as the capture tool. Every webhook, duplicates included, writes one evidence entry.
+
+import { HttpError } from "../errors.js";
+import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
+import { settleCapture } from "../ledger/settle.js";
+import type { ParsedWebhook, ProviderPayment } from "../provider/port.js";
+import { paymentView, type GateContext } from "./context.js";
+
+export const webhook_body_max_bytes = 1_048_576;
+export const event_id_length_max = 128;
+
+export interface WebhookAnswer {
+  outcome: "applied" | "noop" | "rejected" | "duplicate";
+  reason: string;
+}
+
+type Parsed = Exclude<ParsedWebhook, { type: "unsupported" }> | Extract<ParsedWebhook, { type: "unsupported" }>;
+
+function capturedPayment(parsed: Parsed): ProviderPayment | undefined {
+  if (parsed.type === "payment.captured" || parsed.type === "order.paid") return parsed.payment;
+  return undefined;
+}
+
+/** An order whose creation timed out is unknown by id; its receipt names the reservation. */
+async function linkByReceipt(context: GateContext, parsed: Parsed): Promise<void> {
+  const payment = "payment" in parsed ? parsed.payment : undefined;
+  if (!payment?.order_id) return;
+  const order_id = payment.order_id;
+  const known = await context.ledger.driver.read((tx) => tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id]));
+  if (known) return;
+  let receipt = parsed.type === "order.paid" ? parsed.order.receipt : null;
+  if (!receipt) {
+    const order = await context.provider.fetchOrder(order_id);
+    receipt = order.kind === "ok" ? order.value.receipt : null;
+  }
+  if (!receipt) return;
+  await context.ledger.transaction(async (tx, ledger_context) => {
+    const linked = await tx.run("UPDATE reservations SET order_id = ? WHERE reservation_id = ? AND order_id IS NULL", [order_id, receipt]);
+    if (linked.changes === 1) {
+      await record(tx, ledger_context, "gate.settlement", { action: "order.linked", reservation_id: receipt, order_id });
+    }
+  });
+}
+
+async function apply(tx: SqlTx, context: LedgerContext, event_id: string, parsed: Parsed): Promise<WebhookAnswer> {
+  const detail = { event_id, event: parsed.type === "unsupported" ? parsed.event : parsed.type };
+  const inserted = await tx.run(
+    "INSERT INTO webhook_events (event_id, event, payment_id, outcome, received_at_ms) VALUES (?, ?, ?, 'pending', ?) ON CONFLICT (event_id) DO NOTHING",
+    [event_id, detail.event, "payment" in parsed ? parsed.payment.id : null, context.clock().getTime()],
+  );
+  if (inserted.changes === 0) {
+    await record(tx, context, "gate.settlement", { action: "webhook.duplicate", ...detail });
+    return { outcome: "duplicate", reason: "event id already processed" };
+  }
+  const payment = capturedPayment(parsed);
+  let answer: WebhookAnswer;
+  if (payment && payment.order_id) {
+    const settled: SettleOutcome = await settleCapture(tx, context, { ...paymentView(payment), order_id: payment.order_id }, "webhook", detail);
+    answer = { outcome: settled.outcome, reason: settled.reason };
+    if (settled.outcome === "noop") await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: settled.reason, ...detail });
+  } else {
+    answer = { outcome: "noop", reason: parsed.type === "unsupported" ? "unsupported event" : "no money moved" };
+    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: answer.reason, ...detail, payment: "payment" in parsed ? paymentView(parsed.payment) : null });
+  }
+  await tx.run("UPDATE webhook_events SET outcome = ? WHERE event_id = ?", [answer.outcome, event_id]);
+  return answer;
+}
+
+/** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */
+export async function handleWebhook(
+  context: GateContext,
+  raw_body: Buffer,
+  headers: { signature: string | undefined; event_id: string | undefined },
+): Promise<WebhookAnswer> {
+  const check = context.provider.verifyWebhook(raw_body, headers.signature);
+  if (!check.ok) throw new HttpError(check.error.status, check.error.code, check.error.message);
+  const event_id = headers.event_id;
+  if (!event_id || event_id.length > event_id_length_max) {
+    throw new HttpError(400, "event_id_missing", `x-razorpay-event-id is required (at most ${event_id_length_max} characters)`);
+  }
+  const parsed = context.provider.parseWebhook(raw_body);
+  if ("error" in parsed) throw new HttpError(400, "malformed_event", parsed.error);
+  await linkByReceipt(context, parsed);
+  const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, parsed));
+  context.observer?.webhook(answer.outcome);
+  return answer;
+}

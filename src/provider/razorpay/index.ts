@@ -1,0 +1,161 @@
+// The `razorpay` Provider: Razorpay's REST API (or the simulator, which speaks the same wire) over
+// fetch. Checks its configuration at construction and refuses bad ids locally, before any request.
+
+import {
+  isOrderId,
+  isPaymentId,
+  type CaptureInput,
+  type CreateOrderInput,
+  type Provider,
+  type ProviderOutcome,
+} from "../port.js";
+import { provider_timeout_ms, razorpayCall, type FetchFunction, type RazorpayClientConfig } from "./client.js";
+import {
+  toProviderOrder,
+  toProviderOrders,
+  toProviderPayment,
+  toProviderPayments,
+  toWireCapture,
+  toWireOrderCreate,
+} from "./transformers.js";
+import { parseRazorpayWebhook, verifyRazorpayWebhook } from "./webhook.js";
+
+export { provider_timeout_ms } from "./client.js";
+export { signWebhookBody, verifyRazorpayWebhook, parseRazorpayWebhook } from "./webhook.js";
+
+export const razorpay_base_url_default = "https://api.razorpay.com";
+/** A timeout beyond this is a configuration mistake, not patience. */
+export const provider_timeout_max_ms = 120_000;
+/** Razorpay's own limit on `receipt`. */
+export const receipt_max_length = 40;
+
+/** Named "ConfigError" so the CLI prints its one line and exits 2. */
+export class ProviderConfigError extends Error {
+  override name = "ConfigError";
+}
+
+export interface RazorpayProviderOptions {
+  key_id: string;
+  key_secret: string;
+  base_url?: string;
+  /** Undefined makes every webhook verification fail closed with `webhook_secret_missing` (503). */
+  webhook_secret?: string;
+  allow_live?: boolean;
+  timeout_ms?: number;
+  fetch?: FetchFunction;
+}
+
+function checkKeys(options: RazorpayProviderOptions): void {
+  const key_id = options.key_id ?? "";
+  const is_test = key_id.startsWith("rzp_test_");
+  const is_live = key_id.startsWith("rzp_live_");
+  if (!is_test && !is_live) {
+    throw new ProviderConfigError("RAZORPAY_KEY_ID must be a Razorpay key id starting with rzp_test_ (or rzp_live_)");
+  }
+  if (is_live && !options.allow_live) {
+    throw new ProviderConfigError("RAZORPAY_KEY_ID is a live key (rzp_live_); live keys are refused unless BURSAR_ALLOW_LIVE=1");
+  }
+  if (!options.key_secret) throw new ProviderConfigError("RAZORPAY_KEY_SECRET must be set to the key id's secret");
+}
+
+function checkBaseUrl(base_url: string): void {
+  let url: URL;
+  try {
+    url = new URL(base_url);
+  } catch {
+    throw new ProviderConfigError("RAZORPAY_BASE_URL must be an http(s) URL, e.g. https://api.razorpay.com");
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new ProviderConfigError("RAZORPAY_BASE_URL must be an http(s) URL, e.g. https://api.razorpay.com");
+  }
+}
+
+function checkTimeout(timeout_ms: number): void {
+  if (!Number.isSafeInteger(timeout_ms) || timeout_ms <= 0 || timeout_ms > provider_timeout_max_ms) {
+    throw new ProviderConfigError(`provider timeout must be an integer from 1 to ${provider_timeout_max_ms} ms`);
+  }
+}
+
+/** A refusal decided here, without a request: the provider never saw it. */
+function refuseLocally<T>(field: string, description: string): ProviderOutcome<T> {
+  return { kind: "refused", status: 400, error: { code: "BAD_REQUEST_ERROR", description, field }, local: true };
+}
+
+function checkMoney<T>(input: { amount: number; currency: string }): ProviderOutcome<T> | undefined {
+  if (!Number.isSafeInteger(input.amount) || input.amount <= 0) {
+    return refuseLocally("amount", "amount must be a positive integer in minor units");
+  }
+  if (typeof input.currency !== "string" || !/^[A-Za-z]{3}$/.test(input.currency)) {
+    return refuseLocally("currency", "currency must be three ASCII letters");
+  }
+  return undefined;
+}
+
+export function createRazorpayProvider(options: RazorpayProviderOptions): Provider {
+  checkKeys(options);
+  const base_url = options.base_url ?? razorpay_base_url_default;
+  checkBaseUrl(base_url);
+  const timeout_ms = options.timeout_ms ?? provider_timeout_ms;
+  checkTimeout(timeout_ms);
+  const config: RazorpayClientConfig = {
+    key_id: options.key_id,
+    key_secret: options.key_secret,
+    base_url,
+    timeout_ms,
+    fetch: options.fetch ?? globalThis.fetch,
+  };
+  const webhook_secret = options.webhook_secret;
+
+  return {
+    name: "razorpay",
+
+    async createOrder(input: CreateOrderInput) {
+      const bad = checkMoney<never>(input);
+      if (bad) return bad;
+      if (typeof input.receipt !== "string" || input.receipt.length > receipt_max_length) {
+        return refuseLocally("receipt", `receipt must be a string of at most ${receipt_max_length} characters`);
+      }
+      return razorpayCall(config, { method: "POST", path: "/v1/orders", body: toWireOrderCreate(input) }, toProviderOrder);
+    },
+
+    async capturePayment(payment_id: string, input: CaptureInput) {
+      if (!isPaymentId(payment_id)) return refuseLocally("payment_id", "payment_id must match ^pay_[A-Za-z0-9]{1,40}$");
+      const bad = checkMoney<never>(input);
+      if (bad) return bad;
+      const path = `/v1/payments/${encodeURIComponent(payment_id)}/capture`;
+      return razorpayCall(config, { method: "POST", path, body: toWireCapture(input) }, toProviderPayment);
+    },
+
+    async fetchOrder(order_id: string) {
+      if (!isOrderId(order_id)) return refuseLocally("order_id", "order_id must match ^order_[A-Za-z0-9]{1,40}$");
+      return razorpayCall(config, { method: "GET", path: `/v1/orders/${encodeURIComponent(order_id)}` }, toProviderOrder);
+    },
+
+    async fetchPayment(payment_id: string) {
+      if (!isPaymentId(payment_id)) return refuseLocally("payment_id", "payment_id must match ^pay_[A-Za-z0-9]{1,40}$");
+      const path = `/v1/payments/${encodeURIComponent(payment_id)}`;
+      return razorpayCall(config, { method: "GET", path }, toProviderPayment);
+    },
+
+    async fetchOrderPayments(order_id: string) {
+      if (!isOrderId(order_id)) return refuseLocally("order_id", "order_id must match ^order_[A-Za-z0-9]{1,40}$");
+      const path = `/v1/orders/${encodeURIComponent(order_id)}/payments`;
+      return razorpayCall(config, { method: "GET", path }, toProviderPayments);
+    },
+
+    async findOrdersByReceipt(receipt: string) {
+      if (typeof receipt !== "string" || receipt.length === 0 || receipt.length > receipt_max_length) {
+        return refuseLocally("receipt", `receipt must be 1 to ${receipt_max_length} characters`);
+      }
+      return razorpayCall(config, { method: "GET", path: "/v1/orders", query: { receipt } }, toProviderOrders);
+    },
+
+    verifyWebhook(raw_body: Buffer, signature_header: string | undefined) {
+      return verifyRazorpayWebhook(webhook_secret, raw_body, signature_header);
+    },
+
+    parseWebhook(raw_body: Buffer) {
+      return parseRazorpayWebhook(raw_body);
+    },
+  };
+}

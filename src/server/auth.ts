@@ -1,0 +1,42 @@
+// Who is calling: the operator (one token, compared in constant time), an agent (token
+// looked up by SHA-256), or an auditor (read-only access to the log's entries and proofs).
+
+import type { FastifyRequest } from "fastify";
+import type { OperatorTokens } from "../datadir.js";
+import { HttpError } from "../errors.js";
+import { sha256Hex } from "../ids.js";
+import type { Ledger } from "../ledger/index.js";
+
+export function bearer(header: string | undefined): string | undefined {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? "");
+  return match?.[1];
+}
+
+export interface Access {
+  operator: OperatorTokens;
+  ledger: Ledger;
+}
+
+/** Throws 503 when no operator token is configured, 401 without a valid one, 403 for an agent's. */
+export async function requireOperator(access: Access, request: FastifyRequest): Promise<void> {
+  if (!access.operator.configured) {
+    throw new HttpError(503, "operator_not_configured", "no operator token is configured (BURSAR_ADMIN_TOKEN or bursar admin rotate)");
+  }
+  const token = bearer(request.headers.authorization);
+  if (!token) throw new HttpError(401, "unauthorized", "an operator bearer token is required");
+  if (access.operator.check(token)) return;
+  if (await access.ledger.authenticateAgent(token)) {
+    throw new HttpError(403, "forbidden", "an agent token cannot use operator routes");
+  }
+  throw new HttpError(401, "unauthorized", "the operator token is not valid");
+}
+
+export async function isReader(access: Access, header: string | undefined): Promise<boolean> {
+  const token = bearer(header);
+  if (!token) return false;
+  if (access.operator.check(token)) return true;
+  const row = await access.ledger.driver.read((tx) =>
+    tx.get("SELECT 1 AS one FROM auditor_tokens WHERE token_sha256 = ? AND revoked_at_ms IS NULL", [sha256Hex(token)]),
+  );
+  return row !== undefined;
+}

@@ -1,0 +1,63 @@
+// /metrics in Prometheus text format (prom-client): decisions by effect and rule, provider
+// latency, unknown outcomes, webhook outcomes. A registry per server, no global state.
+
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { GateObserver } from "../gate/observer.js";
+import type { Provider, ProviderOutcome } from "../provider/port.js";
+import type { RoutePlugin } from "./app.js";
+
+export interface Metrics {
+  registry: Registry;
+  observer: GateObserver;
+  /** Wraps a provider so every call's latency and outcome is measured. */
+  instrument(provider: Provider): Provider;
+  routes: RoutePlugin;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "bursar_process_" });
+  const decisions = new Counter({ name: "bursar_decisions_total", help: "Money-call decisions by tool, effect and rule", labelNames: ["tool", "effect", "rule"], registers: [registry] });
+  const provider_seconds = new Histogram({
+    name: "bursar_provider_request_seconds",
+    help: "Provider request latency by operation and outcome",
+    labelNames: ["operation", "outcome"],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  const unknown = new Counter({ name: "bursar_unknown_outcomes_total", help: "Money calls whose provider outcome is unknown (held for the operator)", labelNames: ["tool"], registers: [registry] });
+  const webhooks = new Counter({ name: "bursar_webhooks_total", help: "Provider webhooks by outcome", labelNames: ["outcome"], registers: [registry] });
+
+  const observer: GateObserver = {
+    decision: (tool, verdict) => decisions.inc({ tool: verdict.rule === "ALLOWLIST" ? "(undeclared)" : tool, effect: verdict.effect, rule: verdict.rule }),
+    providerCall: (operation, outcome, seconds) => provider_seconds.observe({ operation, outcome }, seconds),
+    unknownOutcome: (tool) => unknown.inc({ tool }),
+    webhook: (outcome) => webhooks.inc({ outcome }),
+  };
+
+  function timed<A extends unknown[], T>(operation: string, call: (...args: A) => Promise<ProviderOutcome<T>>) {
+    return async (...args: A): Promise<ProviderOutcome<T>> => {
+      const start = process.hrtime.bigint();
+      const outcome = await call(...args);
+      observer.providerCall(operation, outcome.kind, Number(process.hrtime.bigint() - start) / 1e9);
+      return outcome;
+    };
+  }
+
+  const instrument = (provider: Provider): Provider => ({
+    name: provider.name,
+    createOrder: timed("create_order", (input) => provider.createOrder(input)),
+    capturePayment: timed("capture_payment", (id, input) => provider.capturePayment(id, input)),
+    fetchOrder: timed("fetch_order", (id) => provider.fetchOrder(id)),
+    fetchPayment: timed("fetch_payment", (id) => provider.fetchPayment(id)),
+    fetchOrderPayments: timed("fetch_order_payments", (id) => provider.fetchOrderPayments(id)),
+    findOrdersByReceipt: timed("find_orders_by_receipt", (receipt) => provider.findOrdersByReceipt(receipt)),
+    verifyWebhook: (raw, signature) => provider.verifyWebhook(raw, signature),
+    parseWebhook: (raw) => provider.parseWebhook(raw),
+  });
+
+  const routes: RoutePlugin = (app) => {
+    app.get("/metrics", async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+  };
+  return { registry, observer, instrument, routes };
+}

@@ -1,0 +1,87 @@
+// HTTP routes of the evidence log: the public checkpoint and verifier key, and the
+// reader-only pages of entries and inclusion/consistency proofs.
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { entries_page_max, EvidenceRangeError, type EvidenceLog } from "../../evidence/index.js";
+import type { RoutePlugin } from "../app.js";
+import { HttpError } from "../errors.js";
+
+export interface LogRouteDeps {
+  log: EvidenceLog;
+  /** True when the Authorization header carries the operator or an auditor token. */
+  authorizeReader: (authorizationHeader: string | undefined) => Promise<boolean>;
+}
+
+/** Query integers: at most 16 decimal digits keeps them exact JavaScript numbers. */
+const query_integer_pattern = /^(0|[1-9][0-9]{0,15})$/;
+
+function queryInteger(request: FastifyRequest, name: string, fallback?: number): number {
+  const raw = (request.query as Record<string, unknown> | undefined)?.[name];
+  if (raw === undefined && fallback !== undefined) return fallback;
+  if (typeof raw !== "string" || !query_integer_pattern.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    throw new HttpError(422, "invalid_query", `${name} must be a non-negative integer`, { param: name });
+  }
+  return Number(raw);
+}
+
+async function requireReader(deps: LogRouteDeps, request: FastifyRequest): Promise<void> {
+  if (!(await deps.authorizeReader(request.headers.authorization))) {
+    throw new HttpError(401, "unauthorized", "log entries and proofs need the operator token or an auditor token");
+  }
+}
+
+/** Maps the log's range errors to 422 naming the parameter and its limit. */
+async function withRange<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof EvidenceRangeError) {
+      throw new HttpError(422, "invalid_query", error.message, { param: error.param, limit: error.limit });
+    }
+    throw error;
+  }
+}
+
+function sendText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.header("content-type", "text/plain; charset=utf-8").header("cache-control", "no-store").send(text);
+}
+
+export function logRoutes(deps: LogRouteDeps): RoutePlugin {
+  return (app: FastifyInstance) => {
+    app.get("/api/v1/log/checkpoint", async (_request, reply) => {
+      const checkpoint = await deps.log.latestCheckpoint();
+      if (!checkpoint) throw new HttpError(503, "no_checkpoint", "the log has no checkpoint yet");
+      return sendText(reply, checkpoint.note);
+    });
+
+    app.get("/.well-known/bursar/log-key", async (_request, reply) => sendText(reply, `${deps.log.verifierKey}\n`));
+
+    app.get("/api/v1/log/entries", async (request) => {
+      await requireReader(deps, request);
+      const start = queryInteger(request, "start", 0);
+      const requested = queryInteger(request, "end", start + entries_page_max);
+      if (requested < start || requested - start > entries_page_max) {
+        const message = `end must be from start to start + ${entries_page_max} (a page holds at most ${entries_page_max} entries)`;
+        throw new HttpError(422, "invalid_query", message, { param: "end", limit: start + entries_page_max });
+      }
+      const size = await deps.log.treeSize();
+      const end = Math.max(start, Math.min(requested, size));
+      const entries = end > start ? await withRange(() => deps.log.entries(start, end)) : [];
+      return { start, end, tree_size: size, entries };
+    });
+
+    app.get("/api/v1/log/proof/inclusion", async (request) => {
+      await requireReader(deps, request);
+      const index = queryInteger(request, "index");
+      const size = queryInteger(request, "size");
+      return withRange(() => deps.log.inclusionProof(index, size));
+    });
+
+    app.get("/api/v1/log/proof/consistency", async (request) => {
+      await requireReader(deps, request);
+      const from = queryInteger(request, "from");
+      const to = queryInteger(request, "to");
+      return withRange(() => deps.log.consistencyProof(from, to));
+    });
+  };
+}

@@ -1,0 +1,80 @@
+// The operator API: agents, blocks, revoke/unfreeze, approvals, the inbox, reservation checks
+// and auditor tokens. Operator token only; thin: every decision lives in the ledger and gate.
+
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { z } from "zod";
+import { approve, checkReservation } from "../../gate/operator.js";
+import type { GateContext } from "../../gate/context.js";
+import { newToken, sha256Hex } from "../../ids.js";
+import { record } from "../../ledger/index.js";
+import type { RoutePlugin } from "../app.js";
+import { requireOperator, type Access } from "../auth.js";
+import { parseBody } from "../validate.js";
+
+const money = z.number().int();
+const create_agent = z.object({ name: z.string() }).strict();
+const create_block = z
+  .object({
+    agent_id: z.string(),
+    currency: z.string(),
+    reserved: money.optional(),
+    expires_at: z.string().optional(),
+    ttl_seconds: z.number().int().optional(),
+    per_call_cap: money.optional(),
+    approval_threshold: money.optional(),
+    velocity: z.object({ max_calls: z.number().int().optional(), window_seconds: z.number().int().optional() }).strict().optional(),
+  })
+  .strict();
+const create_auditor = z.object({ name: z.string().min(1).max(128) }).strict();
+const approval_states = ["pending", "forwarding", "approved", "denied", "expired"] as const;
+
+type IdParams = { id: string };
+
+function id(request: FastifyRequest): string {
+  return (request.params as IdParams).id;
+}
+
+export function operatorRoutes(access: Access, gate: GateContext): RoutePlugin {
+  return async (root: FastifyInstance) => {
+    await root.register(async (app) => routes(app, access, gate));
+  };
+}
+
+function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
+  const ledger = gate.ledger;
+  // Encapsulated: the hook guards only the routes registered in this scope.
+  app.addHook("onRequest", async (request) => requireOperator(access, request));
+  app.post("/api/v1/agents", async (request, reply) => {
+    const agent = await ledger.createAgent(parseBody(create_agent, request.body));
+    return reply.status(201).send(agent);
+  });
+  app.post("/api/v1/blocks", async (request, reply) => reply.status(201).send(await ledger.createBlock(parseBody(create_block, request.body))));
+  app.get("/api/v1/blocks/:id", async (request) => ledger.getBlock(id(request)));
+  app.post("/api/v1/blocks/:id/revoke", async (request) => ledger.revoke(id(request)));
+  app.post("/api/v1/blocks/:id/unfreeze", async (request) => ledger.unfreeze(id(request)));
+  app.get("/api/v1/approvals", async (request) => {
+    const state = (request.query as { state?: string }).state;
+    const valid = state === undefined || (approval_states as readonly string[]).includes(state);
+    if (!valid) return parseBody(z.object({ state: z.enum(approval_states) }), { state });
+    return { approvals: await ledger.approvals(state) };
+  });
+  app.post("/api/v1/approvals/:id/approve", async (request) => approve(gate, id(request)));
+  app.post("/api/v1/approvals/:id/deny", async (request) => ledger.deny(id(request)));
+  app.get("/api/v1/inbox", async () => ledger.inbox());
+  app.post("/api/v1/reservations/:id/check", async (request) => checkReservation(gate, id(request)));
+  app.post("/api/v1/auditor-tokens", async (request, reply) => {
+    const { name } = parseBody(create_auditor, request.body);
+    const token = newToken("bsr_audit");
+    const auditor_id = ledger.context.ids("aud");
+    await ledger.transaction(async (tx, context) => {
+      await tx.run("INSERT INTO auditor_tokens (auditor_id, name, token_sha256, created_at_ms) VALUES (?, ?, ?, ?)", [
+        auditor_id,
+        name,
+        sha256Hex(token),
+        context.clock().getTime(),
+      ]);
+      await record(tx, context, "gate.operator", { action: "auditor.create", auditor_id, name });
+    });
+    return reply.status(201).send({ auditor_id, name, token });
+  });
+}

@@ -1,0 +1,25 @@
+// POST /webhooks/razorpay: the raw body (≤ 1 MiB, 413 before parsing) goes to the gate's
+// webhook handling, which checks the signature over those exact bytes first.
+
+import type { FastifyInstance } from "fastify";
+import type { GateContext } from "../../gate/context.js";
+import { handleWebhook, webhook_body_max_bytes } from "../../gate/webhooks.js";
+import type { RoutePlugin } from "../app.js";
+
+export function webhookRoutes(gate: GateContext): RoutePlugin {
+  return async (app: FastifyInstance) => {
+    await app.register(async (scope) => {
+      // Encapsulated: only this route sees bodies as raw bytes.
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: webhook_body_max_bytes }, (_request, body, done) => done(null, body));
+      scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes }, async (request) => {
+        const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+        const header = (name: string) => {
+          const value = request.headers[name];
+          return Array.isArray(value) ? value[0] : value;
+        };
+        return handleWebhook(gate, raw, { signature: header("x-razorpay-signature"), event_id: header("x-razorpay-event-id") });
+      });
+    });
+  };
+}

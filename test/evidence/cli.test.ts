@@ -1,0 +1,102 @@
+// `bursar key`, `bursar export` and `bursar verify` end to end on a file database.
+
+import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/command.js";
+import * as exportCommand from "../../src/cli/commands/export.js";
+import * as keyCommand from "../../src/cli/commands/key.js";
+import * as verifyCommand from "../../src/cli/commands/verify.js";
+import { systemClock } from "../../src/clock.js";
+import { createLogSigner, loadSigningKey } from "../../src/evidence/keys.js";
+import { EvidenceLog } from "../../src/evidence/store.js";
+import { migratedDriver, tempDir } from "./support.js";
+
+function io(env: NodeJS.ProcessEnv = {}): CliIo & { out(): string; err(): string } {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const out: string[] = [];
+  const err: string[] = [];
+  stdout.on("data", (chunk: Buffer) => out.push(chunk.toString()));
+  stderr.on("data", (chunk: Buffer) => err.push(chunk.toString()));
+  return { stdout, stderr, env, interactive: false, out: () => out.join(""), err: () => err.join("") };
+}
+
+const dir = tempDir();
+const env = () => ({ BURSAR_DATA_DIR: dir.path });
+let verifierKey = "";
+
+beforeAll(async () => {
+  const keyIo = io(env());
+  expect(await keyCommand.run([], keyIo)).toBe(0);
+  verifierKey = keyIo.out().trim();
+  const driver = await migratedDriver(join(dir.path, "bursar.db"));
+  const signer = createLogSigner(loadSigningKey(join(dir.path, "signing-key.pem")), "bursar.local/log");
+  const log = await EvidenceLog.open(driver, { signer, origin: "bursar.local/log", clock: systemClock });
+  await driver.transaction((tx) =>
+    log.appendMany(tx, Array.from({ length: 40 }, (_, n) => ({ kind: "gate.decision", source: "gate", body: { n } }))),
+  );
+  await driver.close();
+});
+afterAll(() => dir.remove());
+
+describe("bursar key", () => {
+  it("generates the signing key once with mode 0600 and prints the same verifier key after", async () => {
+    expect(statSync(join(dir.path, "signing-key.pem")).mode & 0o777).toBe(0o600);
+    expect(verifierKey).toMatch(/^bursar\.local\/log\+[0-9a-f]{8}\+[A-Za-z0-9+/]+=*$/);
+    const again = io(env());
+    await keyCommand.run([], again);
+    expect(again.out().trim()).toBe(verifierKey);
+    expect(again.err()).toBe("");
+  });
+});
+
+describe("bursar export and verify", () => {
+  const out = join(dir.path, "log.jsonl");
+  const cp = join(dir.path, "cp.txt");
+
+  it("exports, then verifies with only the file, checkpoint and key", async () => {
+    const exportIo = io(env());
+    expect(await exportCommand.run(["--out", out, "--checkpoint", cp], exportIo)).toBe(0);
+    expect(exportIo.out()).toMatch(/exported 41 entries/);
+    const verifyIo = io({});
+    expect(await verifyCommand.run([out, "--checkpoint", cp, "--key", verifierKey, "--all-receipts"], verifyIo)).toBe(0);
+    expect(verifyIo.out()).toMatch(/^OK 41 entries/);
+  });
+
+  it("exits 1 naming the seq of an altered entry", async () => {
+    const tampered = join(dir.path, "tampered.jsonl");
+    writeFileSync(tampered, readFileSync(out, "utf8").replace('{"n":17}', '{"n":71}'));
+    const verifyIo = io({});
+    expect(await verifyCommand.run([tampered, "--checkpoint", cp, "--key", verifierKey], verifyIo)).toBe(1);
+    expect(verifyIo.err()).toMatch(/^FAIL seq 18: entry altered.*\n  first bad entry: seq 18$/m);
+  });
+
+  it("refuses bad usage with UsageError (exit 2 from main)", async () => {
+    await expect(verifyCommand.run([out, "--checkpoint", cp], io({}))).rejects.toThrow(/--key/);
+    await expect(verifyCommand.run([out, "--key", verifierKey], io({}))).rejects.toThrow(/--checkpoint/);
+    await expect(exportCommand.run([], io(env()))).rejects.toThrow(/--out/);
+  });
+
+  it("verifies proof files in the routes' JSON shape", async () => {
+    const driver = await migratedDriver(join(dir.path, "bursar.db"));
+    const signer = createLogSigner(loadSigningKey(join(dir.path, "signing-key.pem")), "bursar.local/log");
+    const log = await EvidenceLog.open(driver, { signer, origin: "bursar.local/log", clock: systemClock });
+    const size = (await log.latestCheckpoint())!.size;
+    const inclusion = join(dir.path, "inclusion.json");
+    writeFileSync(inclusion, JSON.stringify(await log.inclusionProof(7, size)));
+    const consistency = join(dir.path, "consistency.json");
+    writeFileSync(consistency, JSON.stringify(await log.consistencyProof(1, size)));
+    await driver.close();
+    const ok = io({});
+    expect(await verifyCommand.run(["--inclusion", inclusion, "--key", verifierKey], ok)).toBe(0);
+    expect(await verifyCommand.run(["--consistency", consistency, "--key", verifierKey], io({}))).toBe(0);
+    const bad = JSON.parse(readFileSync(inclusion, "utf8")) as { index: number };
+    bad.index = 8;
+    writeFileSync(inclusion, JSON.stringify(bad));
+    const failed = io({});
+    expect(await verifyCommand.run(["--inclusion", inclusion, "--key", verifierKey], failed)).toBe(1);
+    expect(failed.err()).toMatch(/^FAIL inclusion proof/);
+  });
+});

@@ -1,0 +1,65 @@
+// Entries and receipts: the hand-assembled entry text is exactly RFC 8785 of the entry,
+// and entry receipts and delivery receipts verify and refuse tampering.
+
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
+import { buildEntry } from "../../src/evidence/entry.js";
+import { leafHash } from "../../src/evidence/merkle.js";
+import { parseVerifierKey } from "../../src/evidence/note.js";
+import { signDeliveryReceipt, signReceiptFields, verifyDeliveryReceipt, verifyReceipt } from "../../src/evidence/receipt.js";
+import { newSigner } from "./support.js";
+
+describe("buildEntry", () => {
+  it("produces the canonical JSON of the entry for arbitrary bodies, with and without secrets", () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.string(), fc.jsonValue()),
+        fc.option(fc.constantFrom("2026-01-01T00:00:00Z", "2026-01-01T05:30:00.123+05:30"), { nil: undefined }),
+        fc.boolean(),
+        fc.nat(),
+        (body, occurred_at, withSecret, seq) => {
+          const input = { kind: "observer.call", source: "src ✓", body: withSecret ? { ...body, api_key: "s3cret" } : body, occurred_at };
+          const built = buildEntry(input, seq, "2026-01-02T00:00:00.000Z");
+          expect(built.text).toBe(canonicalJson(JSON.parse(built.text)));
+          expect(built.text).toBe(canonicalJson(built.entry));
+          expect(built.leafHash.equals(leafHash(built.text))).toBe(true);
+          expect(built.entry.body_sha256).toBe(sha256Hex(canonicalJson(input.body)));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("receipts", () => {
+  const signer = newSigner();
+  const verifier = parseVerifierKey(signer.verifierKey);
+  const fields = { seq: 5, leaf_hash: "ab".repeat(32), kind: "gate.decision", at: "2026-01-01T00:00:00.000Z" };
+
+  it("an entry receipt verifies, and fails when any field changes or another key checks it", () => {
+    const receipt = signReceiptFields(signer, fields);
+    expect(receipt.key_id).toBe(signer.keyIdHex);
+    expect(verifyReceipt(receipt, verifier).ok).toBe(true);
+    for (const changed of [{ seq: 6 }, { leaf_hash: "cd".repeat(32) }, { kind: "gate.settlement" }, { at: "2026-01-01T00:00:01.000Z" }]) {
+      expect(verifyReceipt({ ...receipt, ...changed }, verifier).ok).toBe(false);
+    }
+    expect(verifyReceipt(receipt, parseVerifierKey(newSigner().verifierKey)).ok).toBe(false);
+  });
+
+  it("a delivery receipt carries one signature over every record", () => {
+    const records = [0, 1, 2].map((i) => ({
+      event_id: `evt_${i}`,
+      seq: 10 + i,
+      leaf_hash: leafHash(`r${i}`).toString("hex"),
+      sha256: sha256Hex(`raw ${i}`),
+      occurred_at: "2026-01-01T00:00:00Z",
+      received_at: "2026-01-01T00:00:01.000Z",
+    }));
+    const receipt = signDeliveryReceipt(signer, { source: "src_1", received_at: "2026-01-01T00:00:01.000Z", records });
+    expect(verifyDeliveryReceipt(receipt, verifier).ok).toBe(true);
+    const altered = { ...receipt, records: receipt.records.map((r, i) => (i === 1 ? { ...r, seq: 99 } : r)) };
+    expect(verifyDeliveryReceipt(altered, verifier).ok).toBe(false);
+    expect(() => signDeliveryReceipt(signer, { source: "s", received_at: "t", records: Array.from({ length: 501 }, () => records[0]!) })).toThrow(/500/);
+  });
+});

@@ -1,0 +1,185 @@
+// Export and offline verify: a clean export verifies, and every kind of tampering is
+// detected with the first bad seq, or the checkpoint range, named.
+
+import { beforeAll, describe, expect, it } from "vitest";
+import { exportLog } from "../../src/evidence/export.js";
+import { bufferLines, verifyExportLines, type VerifyReport } from "../../src/evidence/verify.js";
+import { newSigner, openTestLog, test_origin, type TestLog } from "./support.js";
+
+const entry_count = 14;
+
+interface Exported {
+  bytes: Buffer;
+  checkpoint: string;
+  key: string;
+}
+
+async function buildLog(t: TestLog, bodies: (n: number) => Record<string, unknown>, cutAt: number[]): Promise<void> {
+  for (let n = 1; n < entry_count; n++) {
+    await t.driver.transaction((tx) => t.log.append(tx, { kind: "gate.decision", source: "gate", body: bodies(n) }));
+    if (cutAt.includes(n + 1)) await t.log.checkpoint();
+  }
+}
+
+async function exportAll(t: TestLog): Promise<Exported> {
+  const final = await t.log.checkpoint();
+  const chunks: string[] = [];
+  await exportLog(t.driver, { size: final.size, exported_at: "2026-01-02T00:00:00.000Z", write: async (text) => void chunks.push(text) });
+  return { bytes: Buffer.from(chunks.join(""), "utf8"), checkpoint: final.note, key: t.log.verifierKey };
+}
+
+function verify(bytes: Buffer, exported: Exported, overrides: { checkpoint?: string; key?: string; allReceipts?: boolean } = {}): VerifyReport {
+  return verifyExportLines(bufferLines(bytes), { checkpoint: exported.checkpoint, key: exported.key, ...overrides });
+}
+
+function splitLines(bytes: Buffer): Buffer[] {
+  return [...bufferLines(bytes)].map((line) => Buffer.from(line));
+}
+
+function joinLines(lines: Buffer[]): Buffer {
+  return Buffer.concat(lines.flatMap((line) => [line, Buffer.from("\n")]));
+}
+
+/** Line indexes of entries, by seq. */
+function entryLineIndexes(lines: Buffer[]): number[] {
+  return lines.flatMap((line, i) => (line.toString("utf8").startsWith('{"body":') ? [i] : []));
+}
+
+let exported: Exported;
+let lines: Buffer[];
+let entries: number[];
+
+beforeAll(async () => {
+  const t = await openTestLog();
+  await buildLog(t, (n) => ({ n, tool: "create_order", args: { amount: 100 * n, currency: "INR", notes: { item: `chai ₹${n}` } } }), [5, 9]);
+  exported = await exportAll(t);
+  lines = splitLines(exported.bytes);
+  entries = entryLineIndexes(lines);
+});
+
+describe("a clean export", () => {
+  it("verifies every entry, receipt and checkpoint", () => {
+    const report = verify(exported.bytes, exported, { allReceipts: true });
+    expect(report.failure).toBeUndefined();
+    expect(report).toMatchObject({ ok: true, entries: entry_count, receipts: entry_count, tree_size: entry_count, uncovered: 0 });
+    // Checkpoints in the file at sizes 1 (open), 5, 9 and 14, plus the trusted one.
+    expect(report.checkpoints).toBe(5);
+  });
+
+  it("writes each entry line as exactly the stored canonical bytes, led by a header", () => {
+    expect(lines[0]!.toString()).toMatch(/^\{"bursar_export":\{/);
+    expect(entries).toHaveLength(entry_count);
+    const first = JSON.parse(lines[entries[3]!]!.toString()) as { seq: number };
+    expect(first.seq).toBe(3);
+  });
+});
+
+describe("tampering with entries is pinned to the entry", () => {
+  it("flipping any single byte of any entry names that entry's seq", () => {
+    for (const [seq, index] of entries.entries()) {
+      const line = lines[index]!;
+      for (let offset = 0; offset < line.length; offset++) {
+        const tampered = lines.map((l) => l);
+        const copy = Buffer.from(line);
+        copy[offset]! ^= 0x01;
+        tampered[index] = copy;
+        const report = verify(joinLines(tampered), exported);
+        expect(report.ok, `seq ${seq} offset ${offset}`).toBe(false);
+        expect(report.failure?.seq, `seq ${seq} offset ${offset}: ${report.failure?.message}`).toBe(seq);
+      }
+    }
+  });
+
+  it("deleting an entry (with or without its receipt) names its seq", () => {
+    const withReceipt = lines.filter((_, i) => i !== entries[6] && i !== entries[6]! + 1);
+    expect(verify(joinLines(withReceipt), exported).failure).toMatchObject({ seq: 6 });
+    const alone = lines.filter((_, i) => i !== entries[6]);
+    expect(verify(joinLines(alone), exported).failure).toMatchObject({ seq: 6 });
+  });
+
+  it("duplicating an entry names the position it took", () => {
+    const duplicated = [...lines.slice(0, entries[7]! + 2), lines[entries[7]!]!, lines[entries[7]! + 1]!, ...lines.slice(entries[7]! + 2)];
+    const failure = verify(joinLines(duplicated), exported).failure;
+    expect(failure).toMatchObject({ seq: 8 });
+    expect(failure!.message).toMatch(/duplicate/);
+  });
+
+  it("swapping two entries names the first", () => {
+    const [a, b] = [entries[10]!, entries[11]!];
+    const swapped = lines.map((l) => l);
+    [swapped[a], swapped[a + 1], swapped[b], swapped[b + 1]] = [lines[b]!, lines[b + 1]!, lines[a]!, lines[a + 1]!];
+    expect(verify(joinLines(swapped), exported).failure).toMatchObject({ seq: 10 });
+  });
+
+  it("truncating the export names the first missing seq", () => {
+    expect(verify(joinLines(lines.slice(0, entries[12]!)), exported).failure).toMatchObject({ seq: 12 });
+    expect(verify(joinLines(lines.slice(0, entries[2]!)), exported).failure).toMatchObject({ seq: 2 });
+  });
+
+  it("with receipts stripped, an altered entry is narrowed to its checkpoint range", () => {
+    const stripped = lines.filter((line) => !line.toString().startsWith('{"receipt":'));
+    expect(verify(joinLines(stripped), exported).ok).toBe(true);
+    const index = stripped.findIndex((line) => line.toString().includes('"n":7,'));
+    stripped[index] = Buffer.from(stripped[index]!.toString().replace('"n":7,', '"n":8,'));
+    const failure = verify(joinLines(stripped), exported).failure;
+    expect(failure).toMatchObject({ range: [5, 9] });
+  });
+});
+
+describe("tampering with receipts and checkpoints", () => {
+  it("a forged receipt signature is caught when every receipt is checked", () => {
+    const index = entries[4]! + 1;
+    const tampered = lines.map((l) => l);
+    tampered[index] = Buffer.from(lines[index]!.toString().replace(/"signature":"(.)/, (_, c: string) => `"signature":"${c === "A" ? "B" : "A"}`));
+    expect(verify(joinLines(tampered), exported).ok).toBe(true);
+    expect(verify(joinLines(tampered), exported, { allReceipts: true }).failure).toMatchObject({ seq: 4 });
+  });
+
+  it("a receipt whose leaf hash was altered names its seq; one merely re-laid-out still verifies", () => {
+    const index = entries[3]! + 1;
+    const tampered = lines.map((l) => l);
+    tampered[index] = Buffer.from(lines[index]!.toString().replace(/"leaf_hash":"(.)/, (_, c: string) => `"leaf_hash":"${c === "0" ? "1" : "0"}`));
+    const failure = verify(joinLines(tampered), exported).failure;
+    expect(failure).toMatchObject({ seq: 3 });
+    expect(failure!.message).toMatch(/receipt does not verify/);
+    const relaid = lines.map((l) => l);
+    const parsed = JSON.parse(lines[index]!.toString()) as { receipt: Record<string, unknown> };
+    relaid[index] = Buffer.from(JSON.stringify({ receipt: { signature: parsed.receipt.signature, ...parsed.receipt } }));
+    expect(verify(joinLines(relaid), exported).ok).toBe(true);
+  });
+
+  it("an altered intermediate checkpoint names its range", () => {
+    const index = lines.findIndex((line) => line.toString().startsWith('{"checkpoint":"test.bursar/log\\n9\\n'));
+    const tampered = lines.map((l) => l);
+    tampered[index] = Buffer.from(lines[index]!.toString().replace("\\n9\\n", "\\n8\\n"));
+    expect(verify(joinLines(tampered), exported).failure).toMatchObject({ range: [5, 9] });
+  });
+
+  it("a checkpoint signed by another key is refused", async () => {
+    const stranger = await openTestLog({ signer: newSigner(test_origin) });
+    const report = verify(exported.bytes, exported, { checkpoint: (await stranger.log.checkpoint()).note });
+    expect(report.ok).toBe(false);
+    expect(report.failure!.message).toMatch(/not signed/);
+    expect(verify(exported.bytes, exported, { key: stranger.log.verifierKey }).ok).toBe(false);
+  });
+
+  it("an older checkpoint that is a prefix verifies; one from another history names the range", async () => {
+    const forkSource = await openTestLog();
+    const t = await openTestLog({ signer: forkSource.signer });
+    await buildLog(t, (n) => ({ n, tool: "create_order", args: { amount: 100 * n, currency: "INR", notes: { item: `chai ₹${n}` } } }), [5, 9]);
+    const own = await exportAll(t);
+    const ownLines = splitLines(own.bytes);
+    const ownFive = JSON.parse(ownLines.find((line) => line.toString().includes("\\n5\\n"))!.toString()) as { checkpoint: string };
+    expect(verify(own.bytes, own, { checkpoint: ownFive.checkpoint }).ok).toBe(true);
+
+    // Same key, same origin, a different history: as if the operator rewrote the log.
+    const fork = await openTestLog({ signer: forkSource.signer });
+    await buildLog(fork, (n) => ({ n, tool: "create_order", args: { amount: 999 } }), [5]);
+    const forkFive = (await fork.driver.read((tx) => tx.get<{ note: string }>("SELECT note FROM log_checkpoints WHERE tree_size = 5")))!;
+    const report = verify(own.bytes, own, { checkpoint: forkFive.note });
+    expect(report.ok).toBe(false);
+    // Entry 0 (genesis) is identical in both; the export's own checkpoint at size 1 bounds the range.
+    expect(report.failure).toMatchObject({ range: [1, 5] });
+    expect(report.failure!.message).toMatch(/root mismatch/);
+  });
+});

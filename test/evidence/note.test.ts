@@ -1,0 +1,144 @@
+// Signed notes and checkpoints against the golang.org/x/mod/sumdb/note test vectors.
+
+import { readFileSync } from "node:fs";
+import { generateKeyPairSync } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { createLogSigner } from "../../src/evidence/keys.js";
+import {
+  formatCheckpoint,
+  keyId,
+  keyIdHex,
+  openCheckpoint,
+  openNote,
+  parseCheckpoint,
+  parseSignerKey,
+  parseVerifierKey,
+  signNote,
+} from "../../src/evidence/note.js";
+
+interface NoteVectors {
+  peter: { name: string; key_id: string; verifier_key: string; signer_key: string; signature_line: string; signature_base64: string };
+  enoch: { name: string; key_id: string; verifier_key: string; signature_line: string; signature_base64: string };
+  text: string;
+  signed_note: string;
+  bad_verifier_keys: string[];
+  errors: Record<string, string>;
+}
+
+const v = JSON.parse(readFileSync(new URL("./fixtures/note-vectors.json", import.meta.url), "utf8")) as NoteVectors;
+const peter = parseVerifierKey(v.peter.verifier_key);
+const enoch = parseVerifierKey(v.enoch.verifier_key);
+
+describe("verifier keys (Go note vectors)", () => {
+  it("parses the published keys with their key ids", () => {
+    expect(peter.name).toBe("PeterNeumann");
+    expect(keyIdHex(peter.keyId)).toBe(v.peter.key_id);
+    expect(keyIdHex(enoch.keyId)).toBe(v.enoch.key_id);
+  });
+
+  it("refuses every substring and every single-byte increment of a key", () => {
+    const key = v.peter.verifier_key;
+    const bad: string[] = [...v.bad_verifier_keys];
+    for (let i = 0; i <= key.length; i++) {
+      for (let j = i + 1; j <= key.length; j++) if (i !== 0 || j !== key.length) bad.push(key.slice(i, j));
+    }
+    for (let i = 0; i < key.length; i++) bad.push(key.slice(0, i) + String.fromCharCode(key.charCodeAt(i) + 1) + key.slice(i + 1));
+    for (const candidate of bad) expect(() => parseVerifierKey(candidate), candidate).toThrow();
+  });
+
+  it("parses the Go signer key and derives the same key id", () => {
+    const signer = parseSignerKey(v.peter.signer_key);
+    expect(signer.name).toBe(v.peter.name);
+    expect(keyIdHex(signer.keyId)).toBe(v.peter.key_id);
+    const skey = v.peter.signer_key;
+    for (let i = 0; i < skey.length; i++) {
+      const mangled = skey.slice(0, i) + String.fromCharCode(skey.charCodeAt(i) + 1) + skey.slice(i + 1);
+      expect(() => parseSignerKey(mangled), mangled).toThrow();
+    }
+  });
+});
+
+describe("signing and opening notes (Go note vectors)", () => {
+  const signer = parseSignerKey(v.peter.signer_key);
+
+  it("signs the published text to the published bytes (Ed25519 is deterministic)", () => {
+    expect(signNote(v.text, signer)).toBe(v.signed_note);
+    expect(() => signNote("abc", signer)).toThrow(v.errors.malformed);
+  });
+
+  it("opens with one key verified and the other left unverified", () => {
+    const message = `${v.text}\n${v.peter.signature_line}${v.enoch.signature_line}`;
+    const one = openNote(message, [peter]);
+    expect(one.text).toBe(v.text);
+    expect(one.verified.map((s) => s.base64)).toEqual([v.peter.signature_base64]);
+    expect(one.unverified.map((s) => s.base64)).toEqual([v.enoch.signature_base64]);
+    const both = openNote(message, [peter, enoch]);
+    expect(both.verified.map((s) => s.name)).toEqual(["PeterNeumann", "EnochRoot"]);
+    expect(() => openNote(message, [])).toThrow(v.errors.unverified);
+  });
+
+  it("refuses an ambiguous verifier list only when the ambiguous key is used", () => {
+    const other = parseVerifierKey(formatVerifierKeyWithName(v.enoch.name));
+    const ambiguous = { ...other, keyId: enoch.keyId };
+    expect(() => openNote(`${v.text}\n${v.enoch.signature_line}`, [enoch, peter, ambiguous])).toThrow(v.errors.ambiguous_enoch);
+    expect(openNote(`${v.text}\n${v.peter.signature_line}`, [enoch, peter, ambiguous]).verified).toHaveLength(1);
+  });
+
+  it("refuses too many signatures, corrupted signatures and malformed messages", () => {
+    expect(() => openNote(`${v.text}\n${v.peter.signature_line.repeat(101)}`, [peter])).toThrow(v.errors.malformed);
+    const sig = v.peter.signature_line;
+    expect(() => openNote(`${v.text}\n${sig.slice(0, 60)}ABCD${sig.slice(60)}`, [peter])).toThrow(v.errors.invalid_signature_peter);
+    const bad: (string | Buffer)[] = [
+      v.text,
+      `${v.text}\n`,
+      `${v.text}\n${sig.slice(0, -1)}`,
+      `\u0001${v.text}\n${sig}`,
+      Buffer.concat([Buffer.from([0xff]), Buffer.from(`${v.text}\n${sig}`)]),
+      `${v.text}\n\u2014 Bad Name ${v.peter.signature_base64}`,
+      `${v.text}\n${sig}Unexpected line.\n`,
+    ];
+    for (const message of bad) expect(() => openNote(message, [peter]), String(message)).toThrow(v.errors.malformed);
+  });
+
+  it("deduplicates repeated signatures and keeps a corrupted unknown one unverified", () => {
+    const esig = v.enoch.signature_line;
+    const corrupted = `${esig.slice(0, 60)}ABCD${esig.slice(60)}`;
+    const opened = openNote(`${v.text}\n${v.peter.signature_line}${v.peter.signature_line}${esig}${esig}${corrupted}`, [peter]);
+    expect(opened.verified).toHaveLength(1);
+    expect(opened.unverified).toHaveLength(2);
+  });
+});
+
+function formatVerifierKeyWithName(name: string): string {
+  const signer = createLogSigner(generateKeyPairSync("ed25519").privateKey, name);
+  return signer.verifierKey;
+}
+
+describe("checkpoints", () => {
+  const signer = createLogSigner(generateKeyPairSync("ed25519").privateKey, "example.com/log");
+  const verifier = parseVerifierKey(signer.verifierKey);
+
+  it("derives the key id from name || 0x0A || 0x01 || public key", () => {
+    expect(signer.keyId).toBe(keyId("example.com/log", signer.publicKeyRaw));
+    expect(signer.verifierKey.split("+")[1]).toBe(signer.keyIdHex);
+  });
+
+  it("round-trips origin, size and root, and refuses another key", () => {
+    const rootHash = Buffer.alloc(32, 7);
+    const note = signNote(formatCheckpoint({ origin: "example.com/log", size: 42, rootHash }), signer);
+    expect(note.split("\n").slice(0, 3)).toEqual(["example.com/log", "42", rootHash.toString("base64")]);
+    const opened = openCheckpoint(note, verifier);
+    expect(opened.size).toBe(42);
+    expect(opened.rootHash.equals(rootHash)).toBe(true);
+    const stranger = parseVerifierKey(createLogSigner(generateKeyPairSync("ed25519").privateKey, "example.com/log").verifierKey);
+    expect(() => openCheckpoint(note, stranger)).toThrow();
+  });
+
+  it("accepts extension lines and refuses malformed sizes and roots", () => {
+    const root = Buffer.alloc(32, 1).toString("base64");
+    expect(parseCheckpoint(`o\n5\n${root}\nextension\n`).size).toBe(5);
+    for (const bad of [`o\n05\n${root}\n`, `o\n-1\n${root}\n`, `o\n5\nAAAA\n`, `o\n5\n`, `o\n5\n${root}`]) {
+      expect(() => parseCheckpoint(bad), bad).toThrow();
+    }
+  });
+});

@@ -1,0 +1,90 @@
+// Nothing secret in evidence: scrub() unit cases, and a canary secret that never reaches
+// the database file or the export while body_sha256 still binds the unscrubbed body.
+
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
+import { exportLog } from "../../src/evidence/export.js";
+import { luhnValid, scrub } from "../../src/evidence/scrub.js";
+import { openTestLog, tempDir } from "./support.js";
+
+describe("scrub", () => {
+  it("redacts values under secret-looking keys, at any depth, without changing the input", () => {
+    const input = {
+      password: "p",
+      nested: { Api_Key: "k", "X-Api-Key": "k", key_secret: "s", list: [{ authorization: "a", cvv: 123 }] },
+      access_token: "t",
+      webhook_secret: "w",
+    };
+    const copy = JSON.parse(JSON.stringify(input)) as typeof input;
+    expect(scrub(input)).toEqual({
+      password: "[redacted]",
+      nested: { Api_Key: "[redacted]", "X-Api-Key": "[redacted]", key_secret: "[redacted]", list: [{ authorization: "[redacted]", cvv: "[redacted]" }] },
+      access_token: "[redacted]",
+      webhook_secret: "[redacted]",
+    });
+    expect(input).toEqual(copy);
+  });
+
+  it("redacts credential-shaped values wherever they appear", () => {
+    const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJlLWJ5dGVz";
+    const values = [
+      "Bearer abcdefgh12345678",
+      `token in text: ${jwt}`,
+      "rzp_test_1DP5mmOlF5G5ag",
+      "rzp_live_ILgsfZCZoFIKMb",
+      "-----BEGIN PRIVATE KEY-----\nMC4CAQ...\n-----END PRIVATE KEY-----",
+      "card 4111 1111 1111 1111 please",
+      "4000-0000-0000-0002",
+    ];
+    for (const value of values) expect(scrub({ note: value }).note, value).toBe("[redacted]");
+    expect(scrub({ n: 4111111111111111 }).n).toBe("[redacted]");
+  });
+
+  it("keeps ordinary evidence: amounts, ids, currencies, idempotency keys, non-Luhn digit runs", () => {
+    const body = {
+      amount: 50_000,
+      currency: "INR",
+      order_id: "order_Abc123",
+      idempotency_key: "k-1",
+      receipt: "invoice 1234567890123",
+      at_ms: 1767225600000,
+      rule: "R5",
+    };
+    expect(luhnValid("1234567890123")).toBe(false);
+    expect(scrub(body)).toEqual(body);
+  });
+});
+
+describe("canary secrets never reach stored or exported bytes", () => {
+  const dir = tempDir();
+  afterAll(() => dir.remove());
+
+  it("scrubs args, headers and provider keys, yet body_sha256 binds the unscrubbed body", async () => {
+    const canary = "CanaryZq7Wx9Kp2Lm4";
+    const path = join(dir.path, "canary.db");
+    const t = await openTestLog({ path });
+    const body = {
+      tool: "create_order",
+      args: { amount: 50_000, currency: "INR", api_key: canary, notes: { memo: `Bearer ${canary}` } },
+      headers: { authorization: `Basic ${canary}`, "x-razorpay-signature": "deadbeef" },
+      provider: { key: `rzp_test_${canary}`, key_secret: canary },
+    };
+    const result = await t.driver.transaction((tx) => t.log.append(tx, { kind: "gate.decision", source: "gate", body }));
+    expect(result.entry.body_sha256).toBe(sha256Hex(canonicalJson(body)));
+    expect(JSON.stringify(result.entry)).not.toContain(canary);
+
+    const final = await t.log.checkpoint();
+    const chunks: string[] = [];
+    await exportLog(t.driver, { size: final.size, exported_at: "2026-01-01T00:00:00Z", write: async (text) => void chunks.push(text) });
+    const exported = chunks.join("");
+    expect(exported).toContain("[redacted]");
+    expect(exported).not.toContain(canary);
+
+    await t.driver.close();
+    for (const file of [path, `${path}-wal`]) {
+      if (existsSync(file)) expect(readFileSync(file).includes(Buffer.from(canary)), file).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,53 @@
+// Shared helpers for the evidence tests: a migrated SQLite driver, a signer, a stepping clock.
+
+import { generateKeyPairSync } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Clock } from "../../src/clock.js";
+import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
+import { EvidenceLog, type EvidenceLogOptions } from "../../src/evidence/store.js";
+import { migration } from "../../src/ledger/migrations/002_evidence.js";
+import { SqliteDriver } from "../../src/ledger/sqlite.js";
+
+export const test_origin = "test.bursar/log";
+
+export function newSigner(origin = test_origin): LogSigner {
+  return createLogSigner(generateKeyPairSync("ed25519").privateKey, origin);
+}
+
+/** A clock that starts at a fixed instant and moves only when told. */
+export function steppingClock(start = Date.parse("2026-01-01T00:00:00.000Z")): Clock & { advance(ms: number): void } {
+  let now = start;
+  const clock = (() => new Date(now)) as Clock & { advance(ms: number): void };
+  clock.advance = (ms: number) => {
+    now += ms;
+  };
+  return clock;
+}
+
+export async function migratedDriver(path = ":memory:"): Promise<SqliteDriver> {
+  const driver = new SqliteDriver({ path });
+  await driver.migrate([migration]);
+  return driver;
+}
+
+export interface TestLog {
+  driver: SqliteDriver;
+  log: EvidenceLog;
+  signer: LogSigner;
+  clock: ReturnType<typeof steppingClock>;
+}
+
+export async function openTestLog(options: Partial<EvidenceLogOptions> & { path?: string } = {}): Promise<TestLog> {
+  const driver = await migratedDriver(options.path);
+  const signer = options.signer ?? newSigner(options.origin);
+  const clock = steppingClock();
+  const log = await EvidenceLog.open(driver, { signer, origin: options.origin ?? test_origin, clock, ...options });
+  return { driver, log, signer, clock };
+}
+
+export function tempDir(prefix = "bursar-evidence-"): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}

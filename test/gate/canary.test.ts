@@ -1,0 +1,84 @@
+// Nothing secret is written down: canary values in the Razorpay key secret, the webhook
+// secret, the operator token, the agent token and an Authorization header never appear in
+// the process's logs, the database file or the exported evidence log.
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureBuilt } from "../support/build.js";
+import { freePort, runBursar, startBursar, type BursarProcess } from "../support/process.js";
+
+const canary = {
+  key_secret: "CANARY-KEY-SECRET-7f3a9c",
+  webhook_secret: "CANARY-WEBHOOK-SECRET-51be02",
+  admin_token: "CANARY-OPERATOR-TOKEN-c0ffee42",
+  header: "CANARY-AUTH-HEADER-9d8e7f",
+};
+
+describe("secrets never written down", () => {
+  let dir: string;
+  let simulator: BursarProcess;
+  let gate: BursarProcess;
+  beforeAll(async () => {
+    ensureBuilt();
+    dir = mkdtempSync(join(tmpdir(), "bursar-canary-"));
+    const gate_port = await freePort();
+    simulator = await startBursar(
+      ["simulator", "--port", "0", "--webhook-url", `http://127.0.0.1:${gate_port}/webhooks/razorpay`, "--webhook-secret", canary.webhook_secret],
+      {},
+    );
+    gate = await startBursar(["serve"], {
+      BURSAR_DATA_DIR: dir,
+      BURSAR_PORT: String(gate_port),
+      BURSAR_ADMIN_TOKEN: canary.admin_token,
+      BURSAR_PROVIDER: "razorpay",
+      RAZORPAY_KEY_ID: "rzp_test_canary",
+      RAZORPAY_KEY_SECRET: canary.key_secret,
+      RAZORPAY_BASE_URL: simulator.url,
+      RAZORPAY_WEBHOOK_SECRET: canary.webhook_secret,
+      BURSAR_LOG_LEVEL: "debug",
+    });
+  });
+  afterAll(async () => {
+    await gate?.stop();
+    await simulator?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("keeps every canary out of logs, the database and the export", async () => {
+    const api = async (path: string, body: unknown, token = canary.admin_token) =>
+      (await fetch(`${gate.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) })).json() as Promise<Record<string, string>>;
+    const agent = await api("/api/v1/agents", { name: "canary" });
+    await api("/api/v1/blocks", { agent_id: agent.agent_id, currency: "INR", reserved: 100_000 });
+    await api("/api/v1/agents", { name: "x" }, canary.header);
+    await fetch(`${gate.url}/mcp`, { method: "POST", headers: { authorization: `Bearer ${canary.header}`, "content-type": "application/json" }, body: "{}" });
+
+    const client = new Client({ name: "canary", version: "1" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${gate.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.token}` } } }));
+    const created = await client.callTool({
+      name: "create_order",
+      arguments: { amount: 5_000, currency: "INR", notes: { authorization: `Bearer ${canary.header}`, api_key: canary.key_secret } },
+    });
+    const order_id = ((created.structuredContent as Record<string, unknown>).order as { id: string }).id;
+    const paid = (await (await fetch(`${simulator.url}/sim/orders/${order_id}/pay`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ card: "4111111111111111" }) })).json()) as { razorpay_payment_id: string };
+    await client.callTool({ name: "capture_payment", arguments: { payment_id: paid.razorpay_payment_id, amount: 5_000, currency: "INR" } });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await client.close();
+    await gate.stop();
+
+    const out = join(dir, "export.jsonl");
+    const exported = await runBursar(["export", "--out", out], { BURSAR_DATA_DIR: dir });
+    expect(exported.code).toBe(0);
+
+    const secrets = [...Object.values(canary), agent.token];
+    const places: Record<string, string> = { logs: gate.output() + exported.stdout + exported.stderr, export: readFileSync(out, "latin1") };
+    for (const file of readdirSync(dir).filter((name) => name.startsWith("bursar.db"))) places[file] = readFileSync(join(dir, file), "latin1");
+    expect(places.logs).toContain("\"level\"");
+    for (const [place, text] of Object.entries(places)) {
+      for (const secret of secrets) expect(text.includes(secret as string), `${secret} found in ${place}`).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,129 @@
+// Provider faults over real HTTP: unknown outcomes keep the hold and reach the operator inbox,
+// only a proven refusal releases, a capture error re-fetches, and the reservation check settles
+// only a capture the provider proves.
+
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { payOrder, testServer, type TestServer } from "../support/server.js";
+
+type Structured = Record<string, unknown>;
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await testServer({ BURSAR_PROVIDER_TIMEOUT_MS: "300" });
+});
+afterEach(() => server.started.simulator?.faults.reset());
+afterAll(async () => server.close());
+
+async function buyer(name: string) {
+  const agent = await server.agent(name);
+  return { agent, client: await server.client(agent.token) };
+}
+
+const faults = () => server.started.simulator!.faults;
+const block = async (block_id: string) => (await server.api<Record<string, number>>("GET", `/api/v1/blocks/${block_id}`)).body;
+
+describe("provider faults", () => {
+  for (const fault of ["timeout_next", "reset_next", "error_5xx_next"] as const) {
+    it(`${fault} on order creation keeps the hold as outcome-unknown and shows it in the inbox`, async () => {
+      const { agent, client } = await buyer(`f-${fault}`);
+      faults().set({ [fault]: 1, only_routes: ["POST /v1/orders"] });
+      const result = await client.callTool({ name: "create_order", arguments: { amount: 7_000, currency: "INR" } });
+      expect(result.isError).toBe(true);
+      const structured = result.structuredContent as Structured;
+      expect(structured).toMatchObject({ effect: "ALLOW", provider: "unknown" });
+      expect(await block(agent.block_id)).toMatchObject({ held: 7_000, spent: 0 });
+      const inbox = await server.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
+      expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).toContain(structured.reservation_id);
+      // The same call replays the unknown state instead of creating a second order.
+      const again = await client.callTool({ name: "create_order", arguments: { amount: 7_000, currency: "INR" } });
+      expect(again.structuredContent).toMatchObject({ provider: "unknown", replayed: true, reservation_id: structured.reservation_id });
+    });
+  }
+
+  it("a 4xx refusal of order creation releases the hold and is not stored under the key", async () => {
+    const { agent, client } = await buyer("f-4xx");
+    faults().set({ error_4xx_next: 1, only_routes: ["POST /v1/orders"] });
+    const args = { amount: 7_000, currency: "INR", idempotency_key: "refused-once" };
+    const result = await client.callTool({ name: "create_order", arguments: args });
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toMatchObject({ effect: "ALLOW", provider: "refused" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
+    const retried = await client.callTool({ name: "create_order", arguments: args });
+    expect(retried.structuredContent).toMatchObject({ effect: "ALLOW", order: { amount: 7_000 } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 7_000 });
+  });
+
+  it("a capture whose answer is lost is settled from the re-fetched payment", async () => {
+    const { agent, client } = await buyer("f-capture-reset");
+    const created = await client.callTool({ name: "create_order", arguments: { amount: 9_000, currency: "INR" } });
+    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
+    const payment_id = await payOrder(server.url, order_id);
+    faults().set({ reset_next: 1, after_processing: true, only_routes: ["POST /v1/payments/:id/capture"] });
+    const captured = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 9_000 });
+  });
+
+  it("a capture that failed before it took effect leaves the money held and the agent may retry", async () => {
+    const { agent, client } = await buyer("f-capture-5xx");
+    const created = await client.callTool({ name: "create_order", arguments: { amount: 9_000, currency: "INR" } });
+    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
+    const payment_id = await payOrder(server.url, order_id);
+    faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+    const failed = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    expect(failed.isError).toBe(true);
+    expect(failed.structuredContent).toMatchObject({ provider: "refused" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 9_000, spent: 0 });
+    const retried = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    expect(retried.structuredContent).toMatchObject({ effect: "ALLOW", payment: { status: "captured" } });
+  });
+
+  it("the reservation check finds a timed-out order by receipt and settles only a proven capture", async () => {
+    const { agent, client } = await buyer("f-check");
+    faults().set({ timeout_next: 1, after_processing: true, only_routes: ["POST /v1/orders"] });
+    const result = await client.callTool({ name: "create_order", arguments: { amount: 5_000, currency: "INR" } });
+    const reservation_id = (result.structuredContent as Structured).reservation_id as string;
+    expect(result.structuredContent).toMatchObject({ provider: "unknown" });
+    faults().reset();
+
+    // The order exists at the provider. Paid but not captured: the check must not settle.
+    const order = server.started.simulator!.state.orders().find((row) => row.receipt === reservation_id) as { id: string };
+    expect(order).toBeDefined();
+    faults().set({ webhook_drop_next: 10 });
+    const payment_id = await payOrder(server.url, order.id);
+    const first = await server.api("POST", `/api/v1/reservations/${reservation_id}/check`);
+    expect(first.body).toMatchObject({ outcome: "no_capture", order_id: order.id });
+    expect(await block(agent.block_id)).toMatchObject({ held: 5_000, spent: 0 });
+
+    // Captured out of band at the provider (its dashboard): the check settles what it proves.
+    const capture = await fetch(`${server.url}/simulator/v1/payments/${payment_id}/capture`, {
+      method: "POST",
+      headers: { authorization: `Basic ${Buffer.from("rzp_test_dash:secret").toString("base64")}`, "content-type": "application/json" },
+      body: JSON.stringify({ amount: 5_000, currency: "INR" }),
+    });
+    expect(capture.status).toBe(200);
+    const second = await server.api("POST", `/api/v1/reservations/${reservation_id}/check`);
+    expect(second.body).toMatchObject({ outcome: "applied", payment: { id: payment_id } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 5_000 });
+    const third = await server.api("POST", `/api/v1/reservations/${reservation_id}/check`);
+    expect(third.body).toMatchObject({ outcome: "noop" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 5_000 });
+  });
+
+  it("duplicate and out-of-order webhook deliveries apply once", async () => {
+    const { agent, client } = await buyer("f-webhooks");
+    const created = await client.callTool({ name: "create_order", arguments: { amount: 4_000, currency: "INR" } });
+    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
+    const payment_id = await payOrder(server.url, order_id);
+    // Capture at the provider directly, so only the webhooks can settle it.
+    faults().set({ webhook_duplicate_next: 3, webhook_out_of_order_next: 1 });
+    await fetch(`${server.url}/simulator/v1/payments/${payment_id}/capture`, {
+      method: "POST",
+      headers: { authorization: `Basic ${Buffer.from("rzp_test_dash:secret").toString("base64")}`, "content-type": "application/json" },
+      body: JSON.stringify({ amount: 4_000, currency: "INR" }),
+    });
+    await server.started.simulator!.deliverWebhooksNow();
+    await server.started.simulator!.deliverWebhooksNow();
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 4_000 });
+  });
+});

@@ -1,0 +1,215 @@
+// Every row of DESIGN.md's webhook table, each as its own test, over real loopback HTTP.
+
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createBursar } from "../../src/index.js";
+import { createRazorpayProvider, signWebhookBody } from "../../src/provider/razorpay/index.js";
+import { buildServer } from "../../src/server/app.js";
+import { webhookRoutes } from "../../src/server/routes/webhooks.js";
+import { testServer, type TestServer } from "../support/server.js";
+
+let server: TestServer;
+let secret: string;
+let event_counter = 0;
+
+beforeAll(async () => {
+  server = await testServer();
+  secret = readFileSync(join(server.dir, "webhook-secret"), "utf8").trim();
+});
+afterAll(async () => server.close());
+
+function paymentEvent(event: string, payment: Record<string, unknown>): Record<string, unknown> {
+  return {
+    entity: "event",
+    account_id: "acc_Test",
+    event,
+    contains: ["payment"],
+    payload: {
+      payment: {
+        entity: { entity: "payment", captured: payment.status === "captured", created_at: 1_790_000_000, method: "card", ...payment },
+      },
+    },
+    created_at: 1_790_000_000,
+  };
+}
+
+async function post(body: string | Uint8Array<ArrayBuffer>, headers: Record<string, string>) {
+  const response = await fetch(`${server.url}/webhooks/razorpay`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+  const text = await response.text();
+  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+async function send(event: Record<string, unknown>, event_id = `evt_T${++event_counter}`) {
+  const raw = JSON.stringify(event);
+  return post(raw, { "x-razorpay-signature": signWebhookBody(secret, raw), "x-razorpay-event-id": event_id });
+}
+
+/** An agent with one allowed order (held, not paid). */
+async function heldOrder(amount = 10_000) {
+  const agent = await server.agent(`buyer-${++event_counter}`);
+  const client = await server.client(agent.token);
+  const created = await client.callTool({ name: "create_order", arguments: { amount, currency: "INR" } });
+  const order = (created.structuredContent as { order: { id: string } }).order;
+  const reservation_id = (created.structuredContent as { reservation_id: string }).reservation_id;
+  return { agent, order_id: order.id, reservation_id };
+}
+
+const block = async (block_id: string) => (await server.api<Record<string, number | boolean | string>>("GET", `/api/v1/blocks/${block_id}`)).body;
+const log_size = async () => server.started.bursar.log.treeSize();
+
+describe("POST /webhooks/razorpay", () => {
+  it("missing signature → 401, no state change", async () => {
+    const { agent, order_id } = await heldOrder();
+    const before = await log_size();
+    const raw = JSON.stringify(paymentEvent("payment.captured", { id: "pay_Miss1", order_id, amount: 10_000, currency: "INR", status: "captured" }));
+    expect((await post(raw, { "x-razorpay-event-id": "evt_nosig" })).status).toBe(401);
+    expect(await block(agent.block_id)).toMatchObject({ held: 10_000, spent: 0 });
+    expect(await log_size()).toBe(before);
+  });
+
+  it("invalid signature → 401, body not parsed", async () => {
+    const response = await post("{not json", { "x-razorpay-signature": "0".repeat(64), "x-razorpay-event-id": "evt_bad" });
+    expect(response.status).toBe(401);
+    expect(response.body).toMatchObject({ error: { code: "signature_mismatch" } });
+  });
+
+  it("a signature over re-serialized JSON fails: only the exact bytes count", async () => {
+    const event = paymentEvent("payment.captured", { id: "pay_Reser1", order_id: "order_X1", amount: 100, currency: "INR", status: "captured" });
+    const pretty = JSON.stringify(event, null, 2);
+    const response = await post(pretty, { "x-razorpay-signature": signWebhookBody(secret, JSON.stringify(event)), "x-razorpay-event-id": "evt_reser" });
+    expect(response.status).toBe(401);
+  });
+
+  it("missing event id → 400", async () => {
+    const raw = JSON.stringify(paymentEvent("payment.authorized", { id: "pay_NoId1", order_id: "order_X2", amount: 100, currency: "INR", status: "authorized" }));
+    const response = await post(raw, { "x-razorpay-signature": signWebhookBody(secret, raw) });
+    expect(response.status).toBe(400);
+    expect(response.body).toMatchObject({ error: { code: "event_id_missing" } });
+  });
+
+  it("malformed signed JSON → 400, no state change", async () => {
+    const raw = '{"entity":"event","event":';
+    const before = await log_size();
+    const response = await post(raw, { "x-razorpay-signature": signWebhookBody(secret, raw), "x-razorpay-event-id": "evt_malformed" });
+    expect(response.status).toBe(400);
+    expect(await log_size()).toBe(before);
+  });
+
+  it("a body of 1 MiB + 1 byte → 413 before parsing or checking the signature", async () => {
+    const raw = new Uint8Array(1_048_577).fill(0x20);
+    const response = await post(raw, { "x-razorpay-signature": "0".repeat(64), "x-razorpay-event-id": "evt_big" });
+    expect(response.status).toBe(413);
+  });
+
+  it("no webhook secret on the server → 503", async () => {
+    const bursar = await createBursar({ db: ":memory:" });
+    const provider = createRazorpayProvider({ key_id: "rzp_test_x", key_secret: "s" });
+    const app = await buildServer({ logger: false, plugins: [webhookRoutes({ ledger: bursar.ledger, provider })] });
+    const response = await app.inject({ method: "POST", url: "/webhooks/razorpay", headers: { "content-type": "application/json", "x-razorpay-signature": "ab", "x-razorpay-event-id": "e" }, payload: "{}" });
+    expect(response.statusCode).toBe(503);
+    await app.close();
+    await bursar.close();
+  });
+
+  it("valid payment.captured for a held reservation → 200; held becomes spent exactly once", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const event = paymentEvent("payment.captured", { id: "pay_Ok1", order_id, amount: 10_000, currency: "INR", status: "captured" });
+    expect((await send(event)).body).toMatchObject({ outcome: "applied" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
+    // The same payment under a new event id (event ids are not signed) is a no-op.
+    expect((await send(event)).body).toMatchObject({ outcome: "noop" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
+  });
+
+  it("a duplicate event id → 200 audited no-op, one evidence entry each", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const event = paymentEvent("payment.captured", { id: "pay_Dup1", order_id, amount: 10_000, currency: "INR", status: "captured" });
+    await send(event, "evt_dup_1");
+    const before = await log_size();
+    expect(await send(event, "evt_dup_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
+    expect(await log_size()).toBe(before + 1);
+    expect(await block(agent.block_id)).toMatchObject({ spent: 10_000 });
+  });
+
+  it("an unsupported event → 200 audited no-op", async () => {
+    const before = await log_size();
+    const event = { entity: "event", account_id: "acc_Test", event: "refund.created", contains: ["refund"], payload: {}, created_at: 1_790_000_000 };
+    expect(await send(event)).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    expect(await log_size()).toBe(before + 1);
+  });
+
+  it("out of order (order.paid before payment.captured) applies once", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const payment = { entity: "payment", id: "pay_Ooo1", order_id, amount: 10_000, currency: "INR", status: "captured", captured: true, created_at: 1_790_000_000 };
+    const order = { entity: "order", id: order_id, amount: 10_000, amount_paid: 10_000, currency: "INR", receipt: null, status: "paid", notes: [], created_at: 1_790_000_000 };
+    const paid = { entity: "event", account_id: "acc_Test", event: "order.paid", contains: ["payment", "order"], payload: { payment: { entity: payment }, order: { entity: order } }, created_at: 1_790_000_000 };
+    expect((await send(paid)).body).toMatchObject({ outcome: "applied" });
+    expect((await send(paymentEvent("payment.captured", payment))).body).toMatchObject({ outcome: "noop" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
+  });
+
+  it("an unknown order → 200 audited no-op", async () => {
+    const event = paymentEvent("payment.captured", { id: "pay_Unk1", order_id: "order_Unknown1", amount: 10_000, currency: "INR", status: "captured" });
+    expect(await send(event)).toMatchObject({ status: 200, body: { outcome: "noop" } });
+  });
+
+  it("a late capture on a released reservation → 200 rejected; the block freezes and keeps the money as unreconciled", async () => {
+    const { agent, order_id, reservation_id } = await heldOrder(10_000);
+    // Release the hold the only way an operator can: revoke does not release orders, so deny
+    // is not available; simulate the provider's proven refusal path through the ledger.
+    const ledger = server.started.bursar.ledger;
+    const reservation = await ledger.reservation(reservation_id);
+    await ledger.transaction(async (tx, context) => {
+      const { releaseHold } = await import("../../src/ledger/settle.js");
+      await releaseHold(tx, context, reservation!, "test: provider refused");
+    });
+    const event = paymentEvent("payment.captured", { id: "pay_Late1", order_id, amount: 10_000, currency: "INR", status: "captured" });
+    expect((await send(event)).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, unreconciled: 10_000, held: 0, spent: 0, available: 990_000 });
+    const unfrozen = await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
+    expect(unfrozen.body).toMatchObject({ frozen: false, unreconciled: 10_000, available: 990_000 });
+  });
+
+  const conflicts: Array<[string, Record<string, unknown>]> = [
+    ["amount", { amount: 20_000 }],
+    ["currency", { currency: "USD" }],
+    ["status", { status: "authorized" }],
+  ];
+  for (const [name, change] of conflicts) {
+    it(`a ${name} conflict → 200 rejected; the block freezes`, async () => {
+      const { agent, order_id } = await heldOrder(10_000);
+      const event = paymentEvent("payment.captured", { id: `pay_C${name}1`, order_id, amount: 10_000, currency: "INR", status: "captured", ...change });
+      const answer = await send(event);
+      expect(answer.status).toBe(200);
+      expect(answer.body.outcome).toBe("rejected");
+      expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 10_000, spent: 0 });
+    });
+  }
+
+  it("a payment conflict: a second payment captured on one reservation freezes the block", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    await send(paymentEvent("payment.captured", { id: "pay_First1", order_id, amount: 10_000, currency: "INR", status: "captured" }));
+    const answer = await send(paymentEvent("payment.captured", { id: "pay_Second1", order_id, amount: 10_000, currency: "INR", status: "captured" }));
+    expect(answer.body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 10_000, unreconciled: 10_000 });
+  });
+
+  it("an unexpected database failure → generic 500 and the transaction rolls back", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const driver = server.started.bursar.driver as unknown as { db: { exec(sql: string): void } };
+    driver.db.exec("CREATE TRIGGER fail_settle BEFORE UPDATE OF spent ON blocks BEGIN SELECT RAISE(ABORT, 'disk on fire'); END");
+    try {
+      const before = await log_size();
+      const answer = await send(paymentEvent("payment.captured", { id: "pay_Fail1", order_id, amount: 10_000, currency: "INR", status: "captured" }), "evt_fail_1");
+      expect(answer.status).toBe(500);
+      expect(answer.body).toEqual({ error: { code: "internal", message: "internal error" } });
+      expect(await log_size()).toBe(before);
+    } finally {
+      driver.db.exec("DROP TRIGGER fail_settle");
+    }
+    // Nothing was kept, not even the event id: the provider's retry applies it.
+    expect((await send(paymentEvent("payment.captured", { id: "pay_Fail1", order_id, amount: 10_000, currency: "INR", status: "captured" }), "evt_fail_1")).body).toMatchObject({ outcome: "applied" });
+    expect(await block(agent.block_id)).toMatchObject({ spent: 10_000, held: 0 });
+  });
+});

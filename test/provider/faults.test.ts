@@ -1,0 +1,141 @@
+// Each fault knob turns the client's answer into `unknown` (never `refused`, never a throw), set
+// in-process and over HTTP; "after processing" faults leave the effect in place for reconciliation.
+
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { expectOk, pay, startSimulator, type RunningSimulator } from "./support.js";
+
+let sim: RunningSimulator;
+const timeout_ms = 300;
+
+beforeAll(async () => {
+  sim = await startSimulator({ auto_deliver: false });
+});
+afterEach(() => {
+  sim.simulator.faults.reset();
+});
+afterAll(async () => {
+  await sim.close();
+});
+
+const provider = () => sim.provider({ timeout_ms });
+const order = (receipt: string) => provider().createOrder({ amount: 10_000, currency: "INR", receipt });
+
+describe("request faults make the outcome unknown", () => {
+  it("next N 5xx: the Nth+1 request succeeds", async () => {
+    sim.simulator.faults.set({ error_5xx_next: 2 });
+    expect(await order("rsv_5xx_a")).toEqual({ kind: "unknown", reason: "HTTP 500 from provider" });
+    expect(await order("rsv_5xx_b")).toMatchObject({ kind: "unknown" });
+    expect(await order("rsv_5xx_c")).toMatchObject({ kind: "ok" });
+    expect(sim.simulator.faults.get().error_5xx_next).toBe(0);
+  });
+
+  it("a 5xx before processing created nothing", async () => {
+    sim.simulator.faults.set({ error_5xx_next: 1, error_5xx_status: 503 });
+    expect(await order("rsv_5xx_nothing")).toEqual({ kind: "unknown", reason: "HTTP 503 from provider" });
+    expect(expectOk(await provider().findOrdersByReceipt("rsv_5xx_nothing"))).toEqual([]);
+  });
+
+  it("a 5xx rate strikes exactly every 1/rate-th request", async () => {
+    sim.simulator.faults.set({ error_5xx_rate: 0.5 });
+    const kinds: string[] = [];
+    for (let index = 0; index < 6; index++) kinds.push((await provider().findOrdersByReceipt("rsv_rate")).kind);
+    expect(kinds).toEqual(["ok", "unknown", "ok", "unknown", "ok", "unknown"]);
+  });
+
+  it("timeout: the request hangs and the client gives up after its timeout", async () => {
+    sim.simulator.faults.set({ timeout_next: 1 });
+    const started = performance.now();
+    const outcome = await order("rsv_timeout");
+    const elapsed = performance.now() - started;
+    expect(outcome).toEqual({ kind: "unknown", reason: `no answer within ${timeout_ms} ms` });
+    expect(elapsed).toBeGreaterThanOrEqual(timeout_ms - 20);
+    expect(elapsed).toBeLessThan(timeout_ms + 1_500);
+    expect(await order("rsv_timeout_after")).toMatchObject({ kind: "ok" });
+  });
+
+  it("connection reset: the socket is destroyed and the outcome is unknown", async () => {
+    sim.simulator.faults.set({ reset_next: 1 });
+    const outcome = await order("rsv_reset");
+    expect(outcome.kind).toBe("unknown");
+    if (outcome.kind === "unknown") expect(outcome.reason).toMatch(/^connection failed/);
+    expect(await order("rsv_reset_after")).toMatchObject({ kind: "ok" });
+  });
+
+  it("latency beyond the client timeout is a timeout", async () => {
+    sim.simulator.faults.set({ latency_ms: timeout_ms + 200 });
+    expect(await order("rsv_slow")).toMatchObject({ kind: "unknown" });
+    sim.simulator.faults.set({ latency_ms: 50 });
+    expect(await order("rsv_slow_ok")).toMatchObject({ kind: "ok" });
+  });
+
+  it("close() cuts a hung request at once, so a server can shut down", async () => {
+    const own = await startSimulator();
+    try {
+      own.simulator.faults.set({ timeout_next: 1 });
+      const started = performance.now();
+      const pending = own.provider({ timeout_ms: 10_000 }).findOrdersByReceipt("rsv_hung");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await own.simulator.close();
+      expect(await pending).toMatchObject({ kind: "unknown" });
+      expect(performance.now() - started).toBeLessThan(2_000);
+    } finally {
+      await own.app.close();
+    }
+  });
+
+  it("a refused connection (nothing listening) is unknown, not refused", async () => {
+    const closed = sim.provider({ base_url: "http://127.0.0.1:1", timeout_ms });
+    expect(await closed.fetchOrder("order_Anything1")).toMatchObject({ kind: "unknown" });
+  });
+});
+
+describe("faults after processing", () => {
+  it("an order created before a timeout is found by its receipt", async () => {
+    sim.simulator.faults.set({ timeout_next: 1, after_processing: true });
+    expect(await order("rsv_lost_answer")).toMatchObject({ kind: "unknown" });
+    const found = expectOk(await provider().findOrdersByReceipt("rsv_lost_answer"));
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatchObject({ receipt: "rsv_lost_answer", amount: 10_000, status: "created" });
+  });
+
+  it("a capture whose answer is reset still captured: fetchPayment proves it", async () => {
+    const created = expectOk(await order("rsv_capture_reset"));
+    const paid = await pay(sim.base_url, created.id);
+    const payment_id = paid.body.razorpay_payment_id as string;
+    sim.simulator.faults.set({ reset_next: 1, after_processing: true, only_routes: ["POST /v1/payments/:id/capture"] });
+    // The fetch before it is not struck: only the capture route is.
+    expect(expectOk(await provider().fetchPayment(payment_id)).status).toBe("authorized");
+    expect(await provider().capturePayment(payment_id, { amount: 10_000, currency: "INR" })).toMatchObject({ kind: "unknown" });
+    expect(expectOk(await provider().fetchPayment(payment_id))).toMatchObject({ status: "captured", captured: true });
+  });
+});
+
+describe("fault knobs over HTTP", () => {
+  it("POST /sim/faults sets, GET reads, DELETE resets", async () => {
+    const set = await fetch(`${sim.base_url}/sim/faults`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ error_5xx_next: 1, only_routes: ["GET /v1/orders/:id"] }),
+    });
+    expect(set.status).toBe(200);
+    expect(await set.json()).toMatchObject({ error_5xx_next: 1, only_routes: ["GET /v1/orders/:id"] });
+    const created = expectOk(await order("rsv_http_knob"));
+    expect(await provider().fetchOrder(created.id)).toMatchObject({ kind: "unknown" });
+    expect(await provider().fetchOrder(created.id)).toMatchObject({ kind: "ok" });
+    await fetch(`${sim.base_url}/sim/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"latency_ms": 5}' });
+    const reset = await fetch(`${sim.base_url}/sim/faults`, { method: "DELETE" });
+    expect(await reset.json()).toMatchObject({ latency_ms: 0, only_routes: [] });
+  });
+
+  it("an unknown or out-of-range knob is a 400 naming it", async () => {
+    for (const body of ['{"explode": 1}', '{"error_5xx_rate": 2}', '{"timeout_next": -1}']) {
+      const response = await fetch(`${sim.base_url}/sim/faults`, { method: "POST", headers: { "content-type": "application/json" }, body });
+      expect(response.status).toBe(400);
+      expect(await response.json()).toMatchObject({ error: { code: "BAD_REQUEST_ERROR" } });
+    }
+  });
+
+  it("in-process set() validates too", () => {
+    expect(() => sim.simulator.faults.set({ error_5xx_next: 1.5 })).toThrow();
+  });
+});

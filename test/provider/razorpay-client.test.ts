@@ -1,0 +1,219 @@
+// The real razorpay client against the simulator over loopback HTTP: orders, checkout, capture,
+// Razorpay's refusals, local id refusals and configuration checks.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ProviderOrder, ProviderPayment } from "../../src/provider/port.js";
+import { isOrderId, isPaymentId } from "../../src/provider/port.js";
+import { createRazorpayProvider } from "../../src/provider/razorpay/index.js";
+import { expectOk, key_id, key_secret, pay, startSimulator, type RunningSimulator } from "./support.js";
+
+let sim: RunningSimulator;
+
+beforeAll(async () => {
+  sim = await startSimulator({ auto_deliver: false });
+});
+afterAll(async () => {
+  await sim.close();
+});
+
+async function authorizedPayment(amount = 50_000): Promise<{ order: ProviderOrder; payment_id: string }> {
+  const order = expectOk(await sim.provider().createOrder({ amount, currency: "INR", receipt: `rsv_${amount}_${Math.random().toString(36).slice(2, 8)}` }));
+  const paid = await pay(sim.base_url, order.id);
+  expect(paid.status).toBe(200);
+  return { order, payment_id: paid.body.razorpay_payment_id };
+}
+
+describe("orders", () => {
+  it("creates an order with manual capture and the receipt, and fetches it back", async () => {
+    const provider = sim.provider();
+    const order = expectOk(
+      await provider.createOrder({ amount: 50_000, currency: "inr", receipt: "rsv_create_1", notes: { buyer_receipt: "book #1" } }),
+    );
+    expect(order).toMatchObject({ amount: 50_000, amount_paid: 0, currency: "INR", receipt: "rsv_create_1", status: "created" });
+    expect(order.notes).toEqual({ buyer_receipt: "book #1" });
+    expect(isOrderId(order.id)).toBe(true);
+    expect(expectOk(await provider.fetchOrder(order.id))).toEqual(order);
+  });
+
+  it("finds orders by receipt, newest first, and an empty list for an unknown receipt", async () => {
+    const provider = sim.provider();
+    const first = expectOk(await provider.createOrder({ amount: 1_000, currency: "INR", receipt: "rsv_find_1" }));
+    const second = expectOk(await provider.createOrder({ amount: 2_000, currency: "INR", receipt: "rsv_find_1" }));
+    expect(expectOk(await provider.findOrdersByReceipt("rsv_find_1")).map((order) => order.id)).toEqual([second.id, first.id]);
+    expect(expectOk(await provider.findOrdersByReceipt("rsv_nobody"))).toEqual([]);
+  });
+
+  it("sends payment.capture manual, so a paid order only authorizes", async () => {
+    const { order, payment_id } = await authorizedPayment();
+    const payment = expectOk(await sim.provider().fetchPayment(payment_id));
+    expect(payment).toMatchObject({ order_id: order.id, amount: 50_000, currency: "INR", status: "authorized", captured: false });
+    expect(expectOk(await sim.provider().fetchOrder(order.id)).status).toBe("attempted");
+  });
+
+  it("refuses an order below the minimum amount with Razorpay's error body", async () => {
+    const outcome = await sim.provider().createOrder({ amount: 99, currency: "INR", receipt: "rsv_small" });
+    expect(outcome).toEqual({
+      kind: "refused",
+      status: 400,
+      error: { code: "BAD_REQUEST_ERROR", description: "The amount must be atleast INR 1.00", field: "amount" },
+    });
+  });
+
+  it("refuses an unknown order id as Razorpay does (400, id does not exist)", async () => {
+    const outcome = await sim.provider().fetchOrder("order_DoesNotExist1");
+    expect(outcome).toMatchObject({ kind: "refused", status: 400, error: { description: "The id provided does not exist" } });
+  });
+});
+
+describe("capture", () => {
+  it("captures the authorized amount, then refuses a second capture", async () => {
+    const { order, payment_id } = await authorizedPayment(70_000);
+    const provider = sim.provider();
+    const captured: ProviderPayment = expectOk(await provider.capturePayment(payment_id, { amount: 70_000, currency: "INR" }));
+    expect(captured).toMatchObject({ id: payment_id, status: "captured", captured: true, amount: 70_000 });
+    expect(expectOk(await provider.fetchOrder(order.id))).toMatchObject({ status: "paid", amount_paid: 70_000 });
+    const again = await provider.capturePayment(payment_id, { amount: 70_000, currency: "INR" });
+    expect(again).toMatchObject({ kind: "refused", status: 400, error: { description: "This payment has already been captured" } });
+  });
+
+  it("refuses a capture for another amount or currency, and the payment stays authorized", async () => {
+    const { payment_id } = await authorizedPayment(30_000);
+    const provider = sim.provider();
+    const wrong_amount = await provider.capturePayment(payment_id, { amount: 30_001, currency: "INR" });
+    expect(wrong_amount).toMatchObject({
+      kind: "refused",
+      status: 400,
+      error: { code: "BAD_REQUEST_ERROR", description: "Capture amount must be equal to the amount authorized", field: "amount" },
+    });
+    const wrong_currency = await provider.capturePayment(payment_id, { amount: 30_000, currency: "USD" });
+    expect(wrong_currency).toMatchObject({ kind: "refused", error: { description: "Capture request currency must be same as payment currency" } });
+    expect(expectOk(await provider.fetchPayment(payment_id)).status).toBe("authorized");
+  });
+
+  it("a declining card gives a failed payment that cannot be captured", async () => {
+    const order = expectOk(await sim.provider().createOrder({ amount: 10_000, currency: "INR", receipt: "rsv_decline" }));
+    const declined = await pay(sim.base_url, order.id, "4000000000000002");
+    expect(declined.status).toBe(400);
+    const payment_id = declined.body.error.metadata.payment_id as string;
+    expect(isPaymentId(payment_id)).toBe(true);
+    const payment = expectOk(await sim.provider().fetchPayment(payment_id));
+    expect(payment).toMatchObject({ status: "failed", captured: false, error_code: "BAD_REQUEST_ERROR" });
+    const capture = await sim.provider().capturePayment(payment_id, { amount: 10_000, currency: "INR" });
+    expect(capture).toMatchObject({
+      kind: "refused",
+      error: { description: "Only payments which have been authorized and not yet captured can be captured" },
+    });
+  });
+
+  it("the checkout refuses a number that is not a card", async () => {
+    const order = expectOk(await sim.provider().createOrder({ amount: 10_000, currency: "INR", receipt: "rsv_badcard" }));
+    const answer = await pay(sim.base_url, order.id, "4111111111111112");
+    expect(answer.status).toBe(400);
+    expect(answer.body.error.field).toBe("card");
+  });
+});
+
+describe("authentication", () => {
+  it("a key the account does not know is refused with a Razorpay 401 body", async () => {
+    const strict = await startSimulator({ accept_key: (id, secret) => id === key_id && secret === key_secret });
+    try {
+      const outcome = await strict.provider({ key_secret: "wrong" }).fetchOrder("order_Anything1");
+      expect(outcome).toMatchObject({ kind: "refused", status: 401, error: { description: "The api key provided is invalid" } });
+      expect(await strict.provider().findOrdersByReceipt("rsv_any")).toMatchObject({ kind: "ok" });
+    } finally {
+      await strict.close();
+    }
+  });
+
+  it("a request without Basic auth gets 401", async () => {
+    const response = await fetch(`${sim.base_url}/v1/orders`, { method: "GET" });
+    expect(response.status).toBe(401);
+    expect(await response.json()).toMatchObject({ error: { code: "BAD_REQUEST_ERROR" } });
+  });
+});
+
+describe("create-order validation in the simulator", () => {
+  const auth = `Basic ${Buffer.from(`${key_id}:${key_secret}`).toString("base64")}`;
+  const post = async (body: unknown) => {
+    const response = await fetch(`${sim.base_url}/v1/orders`, {
+      method: "POST",
+      headers: { authorization: auth, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as { error?: { description: string; field?: string } } };
+  };
+
+  it.each([
+    [{ amount: 1_000, currency: "INR", transfers: [{ account: "acc_x", amount: 1_000 }] }, "transfers is/are not required and should not be sent"],
+    [{ amount: 1_000, currency: "INR", partial_payment: true }, "partial_payment is/are not required and should not be sent"],
+    [{ amount: "1000", currency: "INR" }, "The amount must be an integer."],
+    [{ currency: "INR" }, "The amount field is required."],
+    [{ amount: 1_000 }, "The currency field is required."],
+    [{ amount: 1_000, currency: "ZZZ" }, "The currency is invalid."],
+    [{ amount: 1_000, currency: "INR", receipt: "r".repeat(41) }, "The receipt may not be greater than 40 characters."],
+    [{ amount: 1_000, currency: "INR", notes: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`k${i}`, "v"])) }, "Number of fields in notes should be less than or equal to 15"],
+    [{ amount: 1_000, currency: "INR", payment: { capture: "later" } }, "The selected payment.capture is invalid."],
+  ])("refuses %j", async (body, description) => {
+    const answer = await post(body);
+    expect(answer.status).toBe(400);
+    expect(answer.body.error?.description).toBe(description);
+  });
+
+  it("an automatic-capture order (not Bursar's) captures at checkout", async () => {
+    const created = await post({ amount: 1_000, currency: "INR", payment: { capture: "automatic" } });
+    const order_id = (created.body as unknown as { id: string }).id;
+    const paid = await pay(sim.base_url, order_id);
+    expect(paid.body.payment).toMatchObject({ status: "captured", captured: true });
+    expect(expectOk(await sim.provider().fetchOrder(order_id)).status).toBe("paid");
+  });
+
+  it("accepts a 40-character receipt and 15 notes (the limits themselves)", async () => {
+    const notes = Object.fromEntries(Array.from({ length: 15 }, (_, i) => [`k${i}`, "v"]));
+    const answer = await post({ amount: 1_000, currency: "INR", receipt: "r".repeat(40), notes });
+    expect(answer.status).toBe(200);
+  });
+});
+
+describe("ids from agents are refused locally", () => {
+  it.each(["pay_x/../../orders", "pay_", "pay_abc?x=1", "order_abc", "pay_" + "a".repeat(41), "pay_abc%2F"])(
+    "capture/fetch of %j sends no request",
+    async (payment_id) => {
+      const provider = sim.provider();
+      const before = sim.requests();
+      const capture = await provider.capturePayment(payment_id, { amount: 100, currency: "INR" });
+      const fetched = await provider.fetchPayment(payment_id);
+      expect(capture).toMatchObject({ kind: "refused", status: 400, local: true, error: { field: "payment_id" } });
+      expect(fetched).toMatchObject({ kind: "refused", status: 400, local: true });
+      expect(sim.requests()).toBe(before);
+    },
+  );
+
+  it("an order id with a path in it sends no request", async () => {
+    const before = sim.requests();
+    expect(await sim.provider().fetchOrder("order_x/../../payments")).toMatchObject({ kind: "refused", local: true });
+    expect(sim.requests()).toBe(before);
+  });
+});
+
+describe("configuration", () => {
+  it("refuses a live key unless allow_live", () => {
+    expect(() => createRazorpayProvider({ key_id: "rzp_live_Abc", key_secret: "s" })).toThrow(/BURSAR_ALLOW_LIVE/);
+    expect(createRazorpayProvider({ key_id: "rzp_live_Abc", key_secret: "s", allow_live: true }).name).toBe("razorpay");
+  });
+
+  it("refuses a key that is not a Razorpay key id, naming RAZORPAY_KEY_ID", () => {
+    expect(() => createRazorpayProvider({ key_id: "sk_test_123", key_secret: "s" })).toThrow(/RAZORPAY_KEY_ID/);
+    expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "" })).toThrow(/RAZORPAY_KEY_SECRET/);
+    expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", base_url: "ftp://x" })).toThrow(/RAZORPAY_BASE_URL/);
+  });
+
+  it("the error is a ConfigError and does not echo the key", () => {
+    try {
+      createRazorpayProvider({ key_id: "rzp_live_SecretLooking", key_secret: "s" });
+      expect.unreachable();
+    } catch (error) {
+      expect((error as Error).name).toBe("ConfigError");
+      expect((error as Error).message).not.toContain("SecretLooking");
+    }
+  });
+});

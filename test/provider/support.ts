@@ -1,0 +1,123 @@
+// Test helpers for the provider suite: a simulator on loopback, a webhook receiver, and polling.
+// Real servers on 127.0.0.1 port 0, no mocks; every helper returns a close function.
+
+import type { FastifyInstance } from "fastify";
+import { buildServer } from "../../src/server/app.js";
+import { createSimulator, type Simulator, type SimulatorOptions } from "../../src/provider/simulator/index.js";
+import { createRazorpayProvider, type RazorpayProviderOptions } from "../../src/provider/razorpay/index.js";
+import type { Provider } from "../../src/provider/port.js";
+
+export const webhook_secret = "whsec_test_provider_suite";
+export const key_id = "rzp_test_ProviderSuite01";
+export const key_secret = "provider-suite-secret";
+
+/** Deterministic base62 ids: 00000000000001, 00000000000002, ... */
+export function counterIds(): () => string {
+  let next = 0;
+  return () => String(++next).padStart(14, "0");
+}
+
+export interface RunningSimulator {
+  simulator: Simulator;
+  app: FastifyInstance;
+  base_url: string;
+  /** Every request that reached the server at all, any path (proves "no request was sent"). */
+  requests: () => number;
+  provider(overrides?: Partial<RazorpayProviderOptions>): Provider;
+  close(): Promise<void>;
+}
+
+export async function startSimulator(options: Partial<SimulatorOptions> = {}): Promise<RunningSimulator> {
+  const simulator = createSimulator({ webhook_secret, ids: counterIds(), ...options });
+  let requests = 0;
+  const app = await buildServer({
+    logger: false,
+    plugins: [
+      (server) => {
+        server.addHook("onRequest", async () => {
+          requests += 1;
+        });
+      },
+      async (server) => void (await server.register(simulator.plugin)),
+    ],
+  });
+  const base_url = await app.listen({ host: "127.0.0.1", port: 0 });
+  return {
+    simulator,
+    app,
+    base_url,
+    requests: () => requests,
+    provider: (overrides = {}) =>
+      createRazorpayProvider({ key_id, key_secret, base_url, webhook_secret, timeout_ms: 2_000, ...overrides }),
+    async close() {
+      await simulator.close();
+      await app.close();
+    },
+  };
+}
+
+export interface ReceivedWebhook {
+  event_id: string | undefined;
+  signature: string | undefined;
+  raw: Buffer;
+  event: string;
+}
+
+export interface WebhookReceiver {
+  url: string;
+  received: ReceivedWebhook[];
+  /** Decides the status for the n-th request (0-based); default 200. */
+  respond: (index: number) => number;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(): Promise<WebhookReceiver> {
+  const receiver: Partial<WebhookReceiver> & { received: ReceivedWebhook[] } = { received: [], respond: () => 200 };
+  const app = await buildServer({
+    logger: false,
+    plugins: [
+      (server) => {
+        // Keep the exact bytes: the signature is over them, not over re-serialized JSON.
+        server.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body, done) => done(null, body));
+        server.post("/webhooks/razorpay", async (request, reply) => {
+          const raw = request.body as Buffer;
+          const index = receiver.received.length;
+          receiver.received.push({
+            event_id: request.headers["x-razorpay-event-id"] as string | undefined,
+            signature: request.headers["x-razorpay-signature"] as string | undefined,
+            raw,
+            event: (JSON.parse(raw.toString("utf8")) as { event: string }).event,
+          });
+          return reply.status(receiver.respond!(index)).send({ ok: true });
+        });
+      },
+    ],
+  });
+  const base = await app.listen({ host: "127.0.0.1", port: 0 });
+  receiver.url = `${base}/webhooks/razorpay`;
+  receiver.close = () => app.close();
+  return receiver as WebhookReceiver;
+}
+
+export async function waitFor(predicate: () => boolean, timeout_ms = 5_000, what = "condition"): Promise<void> {
+  const deadline = performance.now() + timeout_ms;
+  while (!predicate()) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Pays an order through the simulator's test checkout. */
+export async function pay(base_url: string, order_id: string, card = "4111111111111111"): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${base_url}/sim/orders/${order_id}/pay`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ card }),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+export function expectOk<T>(outcome: { kind: string; value?: T }): T {
+  if (outcome.kind !== "ok") throw new Error(`expected ok, got ${JSON.stringify(outcome)}`);
+  return outcome.value as T;
+}
