@@ -133,4 +133,7 @@ export const environment_help = `Environment:
   BURSAR_CHECKPOINT_EVERY    entries between checkpoints (default 1000)
   BURSAR_CHECKPOINT_SECONDS  seconds between checkpoints while entries are pending (default 10)
   BURSAR_PROVIDER_TIMEOUT_MS provider request timeout (default 10000); an in-flight call's lease is twice this
-  BURSAR_LOG_LEVEL           pino log level (default info)`;
+  BURSAR_LOG_LEVEL           pino log level (default info)
+  BURSAR_URL                 the gate a client command talks to (agent, block, buyer, mcp-stdio; default http://127.0.0.1:8787)
+  BURSAR_AGENT_TOKEN         the agent token for mcp-stdio and buyer
+  BURSAR_LLM_BASE_URL, BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL   for buyer --llm (any OpenAI-compatible endpoint)`;

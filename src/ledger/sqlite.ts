@@ -18,14 +18,28 @@ export interface SqliteOptions {
  *  transaction on a shared connection must not see another request's statements. */
 class Mutex {
   private tail: Promise<void> = Promise.resolve();
+  /** Callers waiting for the lock (the holder excluded): a group commit waits for them. */
+  waiting = 0;
   async lock(): Promise<() => void> {
     let release!: () => void;
     const next = new Promise<void>((resolve) => (release = resolve));
     const previous = this.tail;
     this.tail = previous.then(() => next);
+    this.waiting++;
     await previous;
+    this.waiting--;
     return release;
   }
+}
+
+/** Group commit: transactions that queue up behind one another share one COMMIT (one fsync),
+ *  but no more than this many, and no group stays open longer than this. */
+export const group_commit_transactions_max = 64;
+export const group_commit_open_ms_max = 20;
+
+interface Waiter {
+  resolve: () => void;
+  reject: (error: unknown) => void;
 }
 
 function isBusy(error: unknown): boolean {
@@ -94,40 +108,109 @@ export class SqliteDriver implements SqlDriver {
     }
   }
 
+  /**
+   * Runs `work` as a SAVEPOINT inside the open group transaction (opening one with BEGIN
+   * IMMEDIATE when none is open). A failed `work` rolls back to its savepoint alone. The
+   * caller resolves only after the group's COMMIT, so a result is never reported before it
+   * is durable; transactions queued meanwhile share that one fsync.
+   */
   async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
-    return this.inTransaction("IMMEDIATE", work);
-  }
-
-  async read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
-    return this.inTransaction("DEFERRED", work);
-  }
-
-  private async inTransaction<T>(mode: "IMMEDIATE" | "DEFERRED", work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    this.assertHealthy();
     const release = await this.mutex.lock();
+    let durable: Promise<void> | undefined;
+    let result!: T;
     try {
-      await this.begin(mode);
-      let result: T;
+      this.assertHealthy();
+      if (!this.db.inTransaction) await this.openGroup();
+      this.db.exec("SAVEPOINT bursar_tx");
       try {
         result = await work(this.tx);
       } catch (error) {
-        if (this.db.inTransaction) this.db.exec("ROLLBACK");
+        this.undoSavepoint(error);
         throw error;
       }
-      this.commit();
-      return result;
+      this.db.exec("RELEASE bursar_tx");
+      durable = new Promise<void>((resolve, reject) => this.group.push({ resolve, reject }));
     } finally {
-      release();
+      this.leave(release);
+    }
+    await durable;
+    return result;
+  }
+
+  /** A read-only snapshot: inside the open group (seeing its pending writes, as a reader of a
+   *  group-committing database does) or in its own deferred transaction. */
+  async read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    this.assertHealthy();
+    const release = await this.mutex.lock();
+    try {
+      if (this.db.inTransaction) return await work(this.tx);
+      await this.begin("DEFERRED");
+      try {
+        return await work(this.tx);
+      } finally {
+        if (this.db.inTransaction) this.db.exec("COMMIT");
+      }
+    } finally {
+      this.leave(release);
     }
   }
 
-  private commit(): void {
-    // COMMIT can itself meet SQLITE_BUSY in WAL mode only for checkpoints; busy_timeout covers it.
+  private group: Waiter[] = [];
+  private group_opened_at = 0;
+  private failure: unknown;
+
+  private assertHealthy(): void {
+    if (this.failure !== undefined) {
+      throw new Error(`the database failed to commit earlier and refuses further work until restarted: ${String(this.failure)}`);
+    }
+  }
+
+  private async openGroup(): Promise<void> {
+    await this.begin("IMMEDIATE");
+    this.group_opened_at = performance.now();
+  }
+
+  private undoSavepoint(error: unknown): void {
+    if (this.db.inTransaction) {
+      this.db.exec("ROLLBACK TO bursar_tx");
+      this.db.exec("RELEASE bursar_tx");
+      return;
+    }
+    // SQLite rolled the whole group back (e.g. SQLITE_FULL): the group's writes are gone too,
+    // so its callers fail with this error; the database itself is consistent.
+    this.failGroup(error, false);
+  }
+
+  /** Releases the lock; the last one out (or a full or old group) commits the group. */
+  private leave(release: () => void): void {
+    const full = this.group.length >= group_commit_transactions_max;
+    const old = performance.now() - this.group_opened_at >= group_commit_open_ms_max;
+    if (this.db.inTransaction && (this.mutex.waiting === 0 || full || old)) this.commitGroup();
+    release();
+  }
+
+  private commitGroup(): void {
+    const waiters = this.group;
+    this.group = [];
     try {
       this.db.exec("COMMIT");
     } catch (error) {
       if (this.db.inTransaction) this.db.exec("ROLLBACK");
-      throw error;
+      this.group = waiters;
+      this.failGroup(error, true);
+      return;
     }
+    for (const waiter of waiters) waiter.resolve();
+  }
+
+  private failGroup(error: unknown, poison: boolean): void {
+    // A COMMIT that failed leaves the process unsure what is durable (and its caches, such
+    // as the evidence tree, may have seen the lost rows): stop taking work until restarted.
+    if (poison) this.failure = error;
+    const waiters = this.group;
+    this.group = [];
+    for (const waiter of waiters) waiter.reject(error);
   }
 
   async migrate(migrations: readonly Migration[]): Promise<number[]> {

@@ -64,6 +64,7 @@ describe("bursar serve", () => {
     const url = /listening on (\S+)/.exec(output)?.[1] as string;
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     expect(output).toContain("bursar agent create");
+    expect(output).not.toMatch(/Cannot call addHook|bursar: /);
     const code = await new Promise<number | null>((resolve) => {
       child.on("exit", (exit) => resolve(exit));
       child.kill("SIGTERM");

@@ -42,6 +42,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     println(io.stdout, "  bursar block create --agent <agent_id> --currency INR --reserved 1000000");
   }
   closeOnSignals(started.app);
-  await new Promise<void>((resolve) => started.app.addHook("onClose", async () => resolve()));
+  await new Promise<void>((resolve) => started.app.server.once("close", () => resolve()));
   return 0;
 }

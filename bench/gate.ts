@@ -1,0 +1,371 @@
+// bench:gate — create_order from the MCP SDK client through Bursar beside a bare MCP server (same
+// SDK, same fastify assembly, same simulator over loopback HTTP; no policy, ledger or log).
+// Prints added p50/p99 latency and the throughput ratio at 1 and 16 concurrent clients.
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import type { FastifyInstance } from "fastify";
+import { loadConfig } from "../src/config.js";
+import { randomSecret } from "../src/datadir.js";
+import { tool_declarations } from "../src/gate/tools.js";
+import type { Provider } from "../src/provider/port.js";
+import { createRazorpayProvider } from "../src/provider/razorpay/index.js";
+import { createSimulator } from "../src/provider/simulator/index.js";
+import { buildServer } from "../src/server/app.js";
+import { startServer } from "../src/server/start.js";
+
+const measure_seconds = Number(process.env.BENCH_SECONDS ?? 3);
+const slices_per_configuration = Number(process.env.BENCH_SLICES ?? 3);
+const warmup_calls = Number(process.env.BENCH_WARMUP_CALLS ?? 300);
+const concurrency_levels = [1, 16] as const;
+/** A slice also stops at this many calls, whatever the clock says. */
+const calls_per_slice_max = 200_000;
+const call_timeout_ms = 10_000;
+const worker_start_timeout_ms = 30_000;
+const worker_close_timeout_ms = 10_000;
+const order_amount_minor = 1_000;
+const goal_added_p50_ms = 1;
+const goal_throughput_ratio = 0.8;
+const operator_token = "bench-operator-token-0123456789";
+const interactive = Boolean(process.stdout.isTTY) && !process.env.CI;
+/** "worker" (default): each server on its own thread, like a separate process; "inline": all on one thread. */
+const placement = process.env.BENCH_SERVERS === "inline" ? "inline" : "worker";
+
+type Role = "bursar" | "bare";
+const roles: readonly Role[] = ["bare", "bursar"];
+
+interface Ready {
+  url: string;
+  /** Bearer token for /mcp (Bursar's agent token; the bare server ignores it). */
+  token: string;
+}
+
+function assert(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new Error(`bench:gate: ${message}`);
+}
+
+// ---------------------------------------------------------------- servers (a worker thread each, or inline)
+
+async function operatorCall<T>(url: string, path: string, body: unknown): Promise<T> {
+  const response = await fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${operator_token}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  assert(response.status === 201 || response.status === 200, `${path} answered ${response.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+/** A real `bursar serve` (simulator mounted at /simulator), one agent and a block nothing exceeds. */
+async function startBursar(): Promise<{ ready: Ready; close: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-bench-gate-"));
+  const config = loadConfig({ BURSAR_DATA_DIR: dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: operator_token });
+  const started = await startServer(config, { logger: false });
+  const agent = await operatorCall<{ agent_id: string; token: string }>(started.url, "/api/v1/agents", { name: "bench" });
+  await operatorCall(started.url, "/api/v1/blocks", {
+    agent_id: agent.agent_id,
+    currency: "INR",
+    reserved: 1_000_000_000_000,
+    per_call_cap: 1_000_000,
+    approval_threshold: 1_000_000,
+    velocity: { max_calls: 1_000_000, window_seconds: 1 },
+  });
+  const close = async () => {
+    await started.app.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { ready: { url: started.url, token: agent.token }, close };
+}
+
+/** The bare server's one tool: forward to the provider, answer with the order. Nothing else. */
+function bareMcpServer(provider: Provider, receipt_counter: { next: number }): Server {
+  const server = new Server({ name: "bare", version: "0.0.0" }, { capabilities: { tools: {} } });
+  const create_order = tool_declarations.find((tool) => tool.name === "create_order");
+  assert(create_order, "Bursar declares create_order");
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [create_order] }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const args = (request.params.arguments ?? {}) as { amount?: unknown; currency?: unknown };
+    const outcome = await provider.createOrder({
+      amount: Number(args.amount),
+      currency: String(args.currency).toUpperCase(),
+      receipt: `bare_${receipt_counter.next++}`,
+    });
+    if (outcome.kind !== "ok") {
+      return { isError: true, content: [{ type: "text", text: JSON.stringify(outcome) }], structuredContent: { outcome } };
+    }
+    const order = outcome.value;
+    return { content: [{ type: "text", text: `order ${order.id} created` }], structuredContent: { order } };
+  });
+  return server;
+}
+
+/** Mirrors Bursar's /mcp route (src/server/mcp.ts) minus authentication and the gate. */
+function bareMcpRoute(app: FastifyInstance, provider: () => Provider): void {
+  const receipt_counter = { next: 0 };
+  app.post("/mcp", async (request, reply) => {
+    const server = bareMcpServer(provider(), receipt_counter);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    reply.hijack();
+    reply.raw.on("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(request.raw, reply.raw, request.body);
+    return reply;
+  });
+}
+
+/** The same fastify assembly and the same simulator mount as Bursar, with a bare /mcp. */
+async function startBare(): Promise<{ ready: Ready; close: () => Promise<void> }> {
+  const webhook_secret = randomSecret();
+  const simulator = createSimulator({ webhook_secret, control_routes: false });
+  let provider: Provider | undefined;
+  const app = await buildServer({
+    logger: false,
+    plugins: [
+      (app) => bareMcpRoute(app, () => provider as Provider),
+      async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })),
+    ],
+    onClose: () => simulator.close(),
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.server.address();
+  assert(typeof address === "object" && address, "the bare server has no address");
+  const url = `http://127.0.0.1:${address.port}`;
+  provider = createRazorpayProvider({ key_id: "rzp_test_benchbare", key_secret: randomSecret(), base_url: `${url}/simulator`, webhook_secret });
+  return { ready: { url, token: "unused" }, close: () => app.close() };
+}
+
+async function serverWorker(role: Role): Promise<void> {
+  const port = parentPort;
+  assert(port, "serverWorker runs only in a worker thread");
+  const { ready, close } = role === "bursar" ? await startBursar() : await startBare();
+  port.on("message", (message: unknown) => {
+    if (message !== "close") return;
+    close().then(
+      () => port.postMessage({ closed: true }),
+      (error: unknown) => port.postMessage({ closed: false, error: String(error) }),
+    );
+  });
+  port.postMessage({ ready });
+}
+
+// ---------------------------------------------------------------- clients (main thread)
+
+interface RunningServer {
+  role: Role;
+  ready: Ready;
+  stop: () => Promise<void>;
+}
+
+function withTimeout<T>(promise: Promise<T>, timeout_ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`bench:gate: ${what} took longer than ${timeout_ms} ms`)), timeout_ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function spawnWorker(role: Role): Promise<RunningServer> {
+  const worker = new Worker(new URL(import.meta.url), { workerData: { role } });
+  const ready = new Promise<Ready>((resolve, reject) => {
+    worker.once("error", reject);
+    worker.once("exit", (code) => reject(new Error(`the ${role} server exited with ${code} before it was ready`)));
+    worker.once("message", (message: { ready: Ready }) => resolve(message.ready));
+  });
+  const stop = async () => {
+    const closed = new Promise<void>((resolve) => worker.once("message", () => resolve()));
+    worker.postMessage("close");
+    await withTimeout(closed, worker_close_timeout_ms, `closing the ${role} server`).catch(() => undefined);
+    await worker.terminate();
+  };
+  return { role, ready: await withTimeout(ready, worker_start_timeout_ms, `starting the ${role} server`), stop };
+}
+
+async function spawnServer(role: Role): Promise<RunningServer> {
+  if (placement === "worker") return spawnWorker(role);
+  const { ready, close } = role === "bursar" ? await startBursar() : await startBare();
+  return { role, ready, stop: close };
+}
+
+/** One SDK client per simulated agent: its own Client and transport (initialize handshake done). */
+async function connectClients(server: RunningServer, count: number): Promise<Client[]> {
+  const clients: Client[] = [];
+  for (let index = 0; index < count; index++) {
+    const client = new Client({ name: `bench-${server.role}-${index}`, version: "1.0.0" });
+    const transport = new StreamableHTTPClientTransport(new URL(`${server.ready.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${server.ready.token}` } },
+    });
+    await client.connect(transport);
+    clients.push(client);
+  }
+  return clients;
+}
+
+let key_counter = 0;
+
+/** One create_order with a key never used before, so nothing replays; its latency in ms. */
+async function createOrderCall(client: Client): Promise<number> {
+  const key = `bench_${process.pid}_${key_counter++}`;
+  const start = performance.now();
+  const result = await client.callTool(
+    { name: "create_order", arguments: { amount: order_amount_minor, currency: "INR", idempotency_key: key } },
+    undefined,
+    { timeout: call_timeout_ms },
+  );
+  const elapsed_ms = performance.now() - start;
+  const order = (result.structuredContent as { order?: { id?: unknown } } | undefined)?.order;
+  assert(!result.isError && typeof order?.id === "string", `create_order was not allowed: ${JSON.stringify(result.structuredContent)}`);
+  return elapsed_ms;
+}
+
+interface Slice {
+  latencies_ms: number[];
+  calls: number;
+  elapsed_ms: number;
+}
+
+/** Every client calls in a closed loop until the deadline (or the call cap); none overlaps itself. */
+async function runSlice(clients: readonly Client[], duration_ms: number, calls_max: number): Promise<Slice> {
+  const latencies_ms: number[] = [];
+  const start = performance.now();
+  const deadline = start + duration_ms;
+  let started = 0;
+  const loop = async (client: Client) => {
+    while (performance.now() < deadline && started < calls_max) {
+      started++;
+      latencies_ms.push(await createOrderCall(client));
+    }
+  };
+  await Promise.all(clients.map(loop));
+  return { latencies_ms, calls: latencies_ms.length, elapsed_ms: performance.now() - start };
+}
+
+// ---------------------------------------------------------------- measuring and reporting
+
+interface Measured {
+  role: Role;
+  concurrency: number;
+  latencies_ms: number[];
+  calls: number;
+  elapsed_ms: number;
+  slice_rates: number[];
+}
+
+function percentile(sorted: readonly number[], fraction: number): number {
+  assert(sorted.length > 0, "no samples");
+  const index = Math.min(sorted.length - 1, Math.ceil(fraction * sorted.length) - 1);
+  return sorted[Math.max(0, index)] as number;
+}
+
+function summary(measured: Measured) {
+  const sorted = [...measured.latencies_ms].sort((a, b) => a - b);
+  return {
+    p50_ms: percentile(sorted, 0.5),
+    p99_ms: percentile(sorted, 0.99),
+    calls_per_second: measured.calls / (measured.elapsed_ms / 1000),
+  };
+}
+
+function progress(text: string): void {
+  if (interactive) process.stdout.write(`\r${text.padEnd(72)}`);
+}
+
+/** Both servers at one concurrency: warm-up, then slices alternating which server goes first. */
+async function measureConcurrency(servers: readonly RunningServer[], concurrency: number): Promise<Measured[]> {
+  const clients = new Map<Role, Client[]>();
+  const results = new Map<Role, Measured>();
+  for (const server of servers) {
+    const connected = await connectClients(server, concurrency);
+    clients.set(server.role, connected);
+    progress(`warming up ${server.role}, ${concurrency} client(s)`);
+    await runSlice(connected, Number.POSITIVE_INFINITY, warmup_calls);
+    results.set(server.role, { role: server.role, concurrency, latencies_ms: [], calls: 0, elapsed_ms: 0, slice_rates: [] });
+  }
+  const slice_ms = (measure_seconds * 1000) / slices_per_configuration;
+  for (let slice = 0; slice < slices_per_configuration; slice++) {
+    const order = slice % 2 === 0 ? servers : [...servers].reverse();
+    for (const server of order) {
+      progress(`measuring ${server.role}, ${concurrency} client(s), slice ${slice + 1}/${slices_per_configuration}`);
+      const result = await runSlice(clients.get(server.role) as Client[], slice_ms, calls_per_slice_max);
+      const measured = results.get(server.role) as Measured;
+      for (const latency_ms of result.latencies_ms) measured.latencies_ms.push(latency_ms);
+      measured.calls += result.calls;
+      measured.elapsed_ms += result.elapsed_ms;
+      measured.slice_rates.push(result.calls / (result.elapsed_ms / 1000));
+    }
+  }
+  for (const list of clients.values()) for (const client of list) await client.close();
+  return roles.map((role) => results.get(role) as Measured);
+}
+
+const fixed = (value: number, digits: number, width: number) => value.toFixed(digits).padStart(width);
+const signed = (value: number, digits: number, width: number) => `${value >= 0 ? "+" : ""}${value.toFixed(digits)}`.padStart(width);
+
+function printMeasured(all: readonly Measured[]): void {
+  console.log("clients  server     calls   p50 ms   p99 ms    calls/s   slices calls/s (min-max)");
+  for (const measured of all) {
+    const { p50_ms, p99_ms, calls_per_second } = summary(measured);
+    const low = Math.min(...measured.slice_rates);
+    const high = Math.max(...measured.slice_rates);
+    console.log(
+      `${String(measured.concurrency).padStart(7)}  ${measured.role.padEnd(7)} ${String(measured.calls).padStart(8)} ` +
+        `${fixed(p50_ms, 2, 8)} ${fixed(p99_ms, 2, 8)} ${fixed(calls_per_second, 0, 10)}   ${low.toFixed(0)}-${high.toFixed(0)}`,
+    );
+  }
+}
+
+function printComparison(all: readonly Measured[]): void {
+  const verdict = (met: boolean) => (met ? "met" : "NOT met");
+  console.log("");
+  const goal_p50 = `goal < ${goal_added_p50_ms} ms`.padEnd(11);
+  console.log(`clients   added p50 ms   ${goal_p50}   added p99 ms   throughput bursar/bare   goal >= ${goal_throughput_ratio}x`);
+  for (const concurrency of concurrency_levels) {
+    const bare = summary(all.find((m) => m.role === "bare" && m.concurrency === concurrency) as Measured);
+    const bursar = summary(all.find((m) => m.role === "bursar" && m.concurrency === concurrency) as Measured);
+    const added_p50_ms = bursar.p50_ms - bare.p50_ms;
+    const ratio = bursar.calls_per_second / bare.calls_per_second;
+    console.log(
+      `${String(concurrency).padStart(7)}   ${signed(added_p50_ms, 2, 12)}   ${verdict(added_p50_ms < goal_added_p50_ms).padEnd(11)}   ` +
+        `${signed(bursar.p99_ms - bare.p99_ms, 2, 12)}   ${`${ratio.toFixed(3)}x`.padStart(22)}   ${verdict(ratio >= goal_throughput_ratio)}`,
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  assert(measure_seconds > 0 && measure_seconds <= 20, "BENCH_SECONDS must be in (0, 20]");
+  assert(Number.isSafeInteger(slices_per_configuration) && slices_per_configuration >= 1 && slices_per_configuration <= 10, "BENCH_SLICES must be 1..10");
+  assert(Number.isSafeInteger(warmup_calls) && warmup_calls >= 0 && warmup_calls <= 10_000, "BENCH_WARMUP_CALLS must be 0..10000");
+  const load_before = loadavg()[0] ?? 0;
+  const servers: RunningServer[] = [];
+  try {
+    for (const role of roles) servers.push(await spawnServer(role));
+    const all: Measured[] = [];
+    for (const concurrency of concurrency_levels) all.push(...(await measureConcurrency(servers, concurrency)));
+    if (interactive) process.stdout.write(`\r${" ".repeat(72)}\r`);
+    console.log("bench:gate — create_order via the MCP SDK client (Streamable HTTP, stateless, JSON responses), loopback");
+    console.log(`  bursar: startServer + simulator at /simulator, SQLite WAL synchronous=FULL, data dir under ${tmpdir()}`);
+    console.log("  bare:   same SDK Server per request + same fastify assembly + same simulator via the razorpay client; no policy, ledger or log");
+    console.log(
+      `  ${measure_seconds} s per configuration in ${slices_per_configuration} alternating slices after ${warmup_calls} warm-up calls; ` +
+        `${placement === "worker" ? "servers in worker threads, clients on the main thread" : "servers and clients on one thread"}; ${availableParallelism()} CPUs, load average ${load_before.toFixed(2)} at start`,
+    );
+    console.log("");
+    printMeasured(all);
+    printComparison(all);
+  } finally {
+    for (const server of servers) await server.stop();
+  }
+}
+
+if (isMainThread) await main();
+else await serverWorker((workerData as { role: Role }).role);

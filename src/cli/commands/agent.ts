@@ -1,0 +1,141 @@
+// `bursar agent create --name NAME`: issues an agent token through a running server's operator
+// API. Also home of the small operator-API client that `bursar block` shares.
+
+import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+
+export const server_url_default = "http://127.0.0.1:8787";
+/** Operator calls are single-row writes; a server that takes longer than this is not answering. */
+export const operator_request_timeout_ms = 30_000;
+/** Agent names are labels in the console and the log; the server stores them as given. */
+export const agent_name_length_max = 128;
+
+/** Options every operator-API command takes, for parseOptions and --help. */
+export const operator_options = {
+  url: { type: "string" },
+  token: { type: "string" },
+} as const;
+
+export const operator_help = `  --url URL     the server's base URL (default: BURSAR_URL, else ${server_url_default})
+  --token TOKEN the operator token (default: BURSAR_ADMIN_TOKEN); visible to other local
+                users in the process list, so prefer the variable`;
+
+export const operator_environment_help = `Environment:
+  BURSAR_URL           the server's base URL (default ${server_url_default})
+  BURSAR_ADMIN_TOKEN   the operator token printed by the first \`bursar serve\` or \`bursar admin rotate\``;
+
+export const agent_options = { name: { type: "string" }, ...operator_options } as const;
+
+export interface OperatorTarget {
+  base_url: string;
+  token: string;
+}
+
+export function operatorTarget(values: { url?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv): OperatorTarget {
+  const raw = values.url ?? (env.BURSAR_URL || server_url_default);
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
+  const token = values.token ?? env.BURSAR_ADMIN_TOKEN;
+  if (!token) throw new UsageError("no operator token: set BURSAR_ADMIN_TOKEN or pass --token");
+  return { base_url: url.href.replace(/\/+$/, ""), token };
+}
+
+/** A failed operator call, with the server's own error message when it sent one. */
+export class OperatorApiError extends Error {
+  override name = "OperatorApiError";
+}
+
+function serverError(status: number, text: string): OperatorApiError {
+  try {
+    const parsed = JSON.parse(text) as { error?: { code?: string; message?: string; details?: unknown } };
+    if (parsed.error?.message) {
+      const details = parsed.error.details === undefined ? "" : ` ${JSON.stringify(parsed.error.details)}`;
+      return new OperatorApiError(`HTTP ${status} ${parsed.error.code ?? "error"}: ${parsed.error.message}${details}`);
+    }
+  } catch {
+    // not JSON: fall through and show the raw text
+  }
+  return new OperatorApiError(`HTTP ${status}: ${text.slice(0, 500) || "(empty body)"}`);
+}
+
+/** Calls the operator API; resolves to the parsed JSON body, or throws OperatorApiError. */
+export async function operatorRequest(target: OperatorTarget, method: "GET" | "POST", path: string, body?: unknown): Promise<unknown> {
+  const url = `${target.base_url}${path}`;
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers: { authorization: `Bearer ${target.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(operator_request_timeout_ms),
+    });
+  } catch (error) {
+    const cause_of = (error as { cause?: { code?: string; message?: string } }).cause;
+    const cause = cause_of?.code ?? cause_of?.message ?? (error as Error).message;
+    throw new OperatorApiError(`cannot reach ${target.base_url} (${cause}); is \`bursar serve\` running? (set BURSAR_URL or --url)`);
+  }
+  const text = await response.text();
+  if (!response.ok) throw serverError(response.status, text);
+  return text ? (JSON.parse(text) as unknown) : {};
+}
+
+/** Runs one operator call for a command: prints the JSON result, or the server's error (exit 1). */
+export async function printOperatorCall(io: CliIo, command: string, call: () => Promise<unknown>): Promise<{ result: unknown } | undefined> {
+  try {
+    const result = await call();
+    println(io.stdout, JSON.stringify(result, null, 2));
+    return { result };
+  } catch (error) {
+    if (!(error instanceof OperatorApiError)) throw error;
+    println(io.stderr, `bursar ${command}: ${error.message}`);
+    return undefined;
+  }
+}
+
+export const help = `usage: bursar agent create --name NAME [--url URL] [--token TOKEN]
+
+Issues an agent through a running server's operator API (POST /api/v1/agents) and prints
+the JSON result {agent_id, name, token} on stdout. The token is shown once: only its hash
+is stored. On stderr it also prints an export line for BURSAR_AGENT_TOKEN and an MCP client
+configuration for \`bursar mcp-stdio\`. An agent can spend nothing until it has a block:
+\`bursar block create --agent <agent_id> --currency INR ...\`.
+
+Exit codes: 0 created; 1 the server refused (its error message is printed) or is unreachable;
+2 bad arguments or no operator token.
+
+Options:
+  --name NAME   the agent's label (1 to ${agent_name_length_max} characters)
+${operator_help}
+
+${operator_environment_help}`;
+
+function printHints(io: CliIo, base_url: string, agent: { agent_id?: unknown; token?: unknown }): void {
+  const token = String(agent.token);
+  const config = { mcpServers: { bursar: { command: "bursar", args: ["mcp-stdio"], env: { BURSAR_URL: base_url, BURSAR_AGENT_TOKEN: token } } } };
+  println(io.stderr, "");
+  println(io.stderr, "The agent token is shown once. For the agent's shell:");
+  println(io.stderr, `  export BURSAR_AGENT_TOKEN=${token}`);
+  println(io.stderr, "");
+  println(io.stderr, "MCP client configuration (e.g. Claude Desktop's claude_desktop_config.json):");
+  println(io.stderr, JSON.stringify(config, null, 2).replace(/^/gm, "  "));
+  println(io.stderr, "");
+  println(io.stderr, `Next: bursar block create --agent ${String(agent.agent_id)} --currency INR --reserved 1000000`);
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseOptions(argv, agent_options);
+  const [action, ...extra] = positionals;
+  if (action !== "create") throw new UsageError(action === undefined ? "expected: agent create --name NAME" : `unknown action ${JSON.stringify(action)} (expected create)`);
+  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
+  const name = values.name;
+  if (!name || name.length > agent_name_length_max) throw new UsageError(`--name is required (1 to ${agent_name_length_max} characters)`);
+  const target = operatorTarget(values, io.env);
+  const created = await printOperatorCall(io, "agent create", () => operatorRequest(target, "POST", "/api/v1/agents", { name }));
+  if (created === undefined) return 1;
+  printHints(io, target.base_url, created.result as { agent_id?: unknown; token?: unknown });
+  return 0;
+}

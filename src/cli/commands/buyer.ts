@@ -1,0 +1,85 @@
+// bursar buyer: an MCP buyer against any running gate — scripted (a fixed basket, or
+// --overspend to meet every rule) or driven by a real model through an OpenAI-compatible API.
+
+import { join } from "node:path";
+import { connect, type Connection } from "../../buyer/connect.js";
+import { runLlmBuyer } from "../../buyer/llm.js";
+import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
+import { Story } from "../../buyer/story.js";
+import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+
+export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
+       bursar buyer --llm [--task TEXT] [--url URL] [--token T | --stdio]
+
+An MCP buyer that spends through a running gate with an agent token.
+
+  --scripted         buy a fixed basket (three items under the approval threshold, one above it)
+  --overspend        with --scripted: then try to overspend in every way the rules name — per-call
+                     cap (R5), another currency (R0), capture without reservation (R3), a reused
+                     idempotency key (R7), the block cap (R1), a runaway loop (R6) and, when an
+                     operator token is given, revocation mid-run (R4) — and print each rule by name
+  --llm              a real model proposes the purchases through tool calls; the gate decides.
+                     Needs BURSAR_LLM_BASE_URL, BURSAR_LLM_API_KEY and BURSAR_LLM_MODEL (any
+                     OpenAI-compatible chat-completions endpoint)
+  --task TEXT        with --llm: the shopping task (default: a basket whose product page carries
+                     an injected instruction)
+  --url URL          the gate (default $BURSAR_URL or http://127.0.0.1:8787)
+  --token T          the agent token (default $BURSAR_AGENT_TOKEN)
+  --operator-token T lets --overspend revoke the block mid-run (default $BURSAR_ADMIN_TOKEN)
+  --stdio            speak MCP over stdio through 'bursar mcp-stdio' instead of HTTP
+
+Environment: BURSAR_URL, BURSAR_AGENT_TOKEN, BURSAR_ADMIN_TOKEN, BURSAR_LLM_BASE_URL,
+BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL.`;
+
+const options = {
+  scripted: { type: "boolean" },
+  overspend: { type: "boolean" },
+  llm: { type: "boolean" },
+  task: { type: "string" },
+  url: { type: "string" },
+  token: { type: "string" },
+  "operator-token": { type: "string" },
+  stdio: { type: "boolean" },
+} as const;
+
+function llmSettings(io: CliIo): { base_url: string; api_key: string; model: string } {
+  const base_url = io.env.BURSAR_LLM_BASE_URL;
+  const api_key = io.env.BURSAR_LLM_API_KEY;
+  const model = io.env.BURSAR_LLM_MODEL;
+  const missing = [!base_url && "BURSAR_LLM_BASE_URL", !api_key && "BURSAR_LLM_API_KEY", !model && "BURSAR_LLM_MODEL"].filter(Boolean);
+  if (missing.length > 0) {
+    throw new UsageError(`--llm needs ${missing.join(", ")} (an OpenAI-compatible endpoint, e.g. https://api.openai.com/v1, its key and a model name)`);
+  }
+  return { base_url: base_url as string, api_key: api_key as string, model: model as string };
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values } = parseOptions(argv, options);
+  if (values.scripted === values.llm) throw new UsageError("choose one of --scripted or --llm");
+  if (values.overspend && !values.scripted) throw new UsageError("--overspend goes with --scripted");
+  const llm = values.llm ? llmSettings(io) : undefined;
+  const token = values.token ?? io.env.BURSAR_AGENT_TOKEN;
+  if (!token) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
+  const url = values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787";
+  const bin = join(import.meta.dirname, "..", "bin.js");
+  const connection: Connection = values.stdio ? { kind: "stdio", url, token, bin } : { kind: "http", url, token };
+  const story = new Story({ out: io.stdout, interactive: io.interactive });
+  const client = await connect(connection);
+  try {
+    if (llm) {
+      const report = await runLlmBuyer(client, { ...llm, story, ...(values.task ? { task: values.task } : {}) });
+      println(io.stdout, `${report.tool_calls} tool calls, ${report.refusals.length} refused (${[...new Set(report.refusals.map((refusal) => refusal.rule))].join(", ") || "none"})`);
+      return 0;
+    }
+    const report = await buyBasket(client, { story }, emptyReport());
+    if (values.overspend) {
+      const operator_token = values["operator-token"] ?? io.env.BURSAR_ADMIN_TOKEN;
+      await overspend(client, { story, ...(operator_token ? { operator: { url, token: operator_token } } : {}) }, report);
+    }
+    const rules = distinctRules(report);
+    println(io.stdout, `${report.allowed} allowed, ${report.held.length} held, ${report.refusals.length} refused; rules: ${rules.join(", ") || "none"}`);
+    return 0;
+  } finally {
+    await client.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,225 @@
+// `bursar mcp-stdio`: a stdio↔HTTP bridge, so stdio-only MCP clients (Claude Desktop, IDEs)
+// reach a running gate's /mcp. It holds only the agent token and never opens the data directory.
+
+import type { Readable, Writable } from "node:stream";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { ConfigError } from "../../config.js";
+import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+
+export const gate_url_default = "http://127.0.0.1:8787";
+/** Longer than the gate's longest provider timeout (BURSAR_PROVIDER_TIMEOUT_MS ≤ 120 s), so the
+ *  gate's own "outcome unknown" answer arrives before the bridge gives up on a money call. */
+export const request_timeout_ms = 150_000;
+/** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
+export const in_flight_max = 64;
+/** Above the gate's 1 MiB body limit, so an oversized message is refused by the gate with its
+ *  own error rather than by the bridge's line buffer. */
+export const stdin_buffer_max_bytes = 4 * 1024 * 1024;
+/** JSON-RPC "server error" range: the gate could not be reached or refused the HTTP request. */
+export const bridge_error_code = -32_000;
+
+export const mcp_stdio_options = { url: { type: "string" } } as const;
+
+export const help = `usage: bursar mcp-stdio [--url URL]
+
+A stdio MCP server for clients that only speak stdio (Claude Desktop, IDEs). It forwards
+every JSON-RPC message unchanged to a running gate's /mcp (Streamable HTTP) with
+Authorization: Bearer $BURSAR_AGENT_TOKEN, and writes the gate's answers to stdout.
+
+It holds only the agent token: it never opens the data directory or the database.
+stdout carries nothing but MCP messages; diagnostics go to stderr. It exits 0 when stdin
+closes (after in-flight requests are answered) or on SIGINT/SIGTERM, and exits 1 when the
+gate refuses the token (401/403). An unreachable gate is answered per request with a
+JSON-RPC error (code ${bridge_error_code}) naming the URL; the bridge keeps running.
+
+Options:
+  --url URL   the gate's base URL, or its /mcp endpoint (default: BURSAR_URL, else ${gate_url_default})
+
+Environment:
+  BURSAR_AGENT_TOKEN   required: the agent token from \`bursar agent create\`
+  BURSAR_URL           the gate's base URL when --url is not given (default ${gate_url_default})
+
+Example client configuration (Claude Desktop's claude_desktop_config.json):
+  {"mcpServers": {"bursar": {"command": "bursar", "args": ["mcp-stdio"],
+    "env": {"BURSAR_URL": "${gate_url_default}", "BURSAR_AGENT_TOKEN": "bsr_agent_..."}}}}`;
+
+/** The gate's /mcp endpoint from a base URL (or the endpoint itself). */
+export function mcpEndpoint(raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
+  const path = url.pathname.replace(/\/+$/, "");
+  url.pathname = path.endsWith("/mcp") ? path : `${path}/mcp`;
+  return url;
+}
+
+function fetchWithTimeout(timeout_ms: number): FetchLike {
+  return (url, init) => {
+    const timeout = AbortSignal.timeout(timeout_ms);
+    return fetch(url, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, timeout]) : timeout });
+  };
+}
+
+/** The gate's `{"error":{code,message}}` body, when the SDK's error message carries one. */
+function gateErrorText(message: string): string | undefined {
+  const body = /\{.*\}\s*$/s.exec(message)?.[0];
+  if (!body) return undefined;
+  try {
+    const parsed = JSON.parse(body) as { error?: { code?: unknown; message?: unknown } };
+    if (typeof parsed.error?.message !== "string") return undefined;
+    return `${String(parsed.error.code)}: ${parsed.error.message}`;
+  } catch {
+    return undefined;
+  }
+}
+
+interface Failure {
+  message: string;
+  /** A refused token never heals within this process: answer, then exit. */
+  fatal: boolean;
+}
+
+export function describeFailure(error: unknown, endpoint: URL): Failure {
+  const where = `the gate at ${endpoint.href}`;
+  if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code > 0) {
+    const detail = gateErrorText(error.message) ?? error.message;
+    return { message: `${where} answered HTTP ${error.code}: ${detail}`, fatal: error.code === 401 || error.code === 403 };
+  }
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  if ((error as Error).name === "TimeoutError") return { message: `${where} did not answer within ${request_timeout_ms} ms`, fatal: false };
+  const reason = cause?.code ?? cause?.message ?? (error as Error).message;
+  return { message: `cannot reach ${where} (${reason}); is \`bursar serve\` running?`, fatal: false };
+}
+
+function errorReply(id: RequestId, message: string): JSONRPCMessage {
+  return { jsonrpc: "2.0", id, error: { code: bridge_error_code, message } };
+}
+
+interface BridgeOptions {
+  endpoint: URL;
+  token: string;
+  stdin: Readable;
+  stdout: Writable;
+  stderr: NodeJS.WritableStream;
+}
+
+/** One bridge process: stdio on one side, the gate's /mcp on the other. */
+class Bridge {
+  private readonly stdio: StdioServerTransport;
+  private readonly http: StreamableHTTPClientTransport;
+  private readonly in_flight = new Set<Promise<void>>();
+  private readonly initialize_ids = new Set<RequestId>();
+  /** Errors the SDK already passed to onerror before throwing them into forward(). */
+  private readonly reported = new WeakSet<object>();
+  private finishing = false;
+  /** A refused token fails the run even when stdin closed first (a piped client). */
+  private token_refused = false;
+  private resolve: (code: number) => void = () => undefined;
+  private readonly onSignal = () => void this.finish(0);
+
+  constructor(private readonly options: BridgeOptions) {
+    this.stdio = new StdioServerTransport(options.stdin, options.stdout, { maxBufferSize: stdin_buffer_max_bytes });
+    this.http = new StreamableHTTPClientTransport(options.endpoint, {
+      requestInit: { headers: { authorization: `Bearer ${options.token}` } },
+      fetch: fetchWithTimeout(request_timeout_ms),
+    });
+  }
+
+  /** Runs until stdin closes, a signal arrives, or the gate refuses the token. */
+  async run(): Promise<number> {
+    const done = new Promise<number>((resolve) => (this.resolve = resolve));
+    this.stdio.onmessage = (message) => this.accept(message);
+    this.stdio.onerror = (error) => this.warn(`ignoring unreadable input: ${error.message}`);
+    // The transport closes itself only on a fault (e.g. an overlong line); finish() closes it otherwise.
+    this.stdio.onclose = () => void this.finish(1);
+    this.http.onmessage = (message) => this.answer(message);
+    this.http.onerror = (error) => {
+      this.reported.add(error);
+      this.warn(describeFailure(error, this.options.endpoint).message);
+    };
+    this.options.stdin.once("end", () => void this.finish(0));
+    this.options.stdout.on("error", (error: Error) => {
+      this.warn(`stdout closed (${error.message})`);
+      void this.finish(0);
+    });
+    process.once("SIGINT", this.onSignal);
+    process.once("SIGTERM", this.onSignal);
+    await this.http.start();
+    await this.stdio.start();
+    return done;
+  }
+
+  private warn(line: string): void {
+    println(this.options.stderr, `bursar mcp-stdio: ${line}`);
+  }
+
+  private accept(message: JSONRPCMessage): void {
+    if (this.finishing) return;
+    if (this.in_flight.size >= in_flight_max) {
+      if (isJSONRPCRequest(message)) void this.stdio.send(errorReply(message.id, `more than ${in_flight_max} requests in flight`));
+      return;
+    }
+    const pending = this.forward(message).finally(() => this.in_flight.delete(pending));
+    this.in_flight.add(pending);
+  }
+
+  private async forward(message: JSONRPCMessage): Promise<void> {
+    if (isJSONRPCRequest(message) && message.method === "initialize") this.initialize_ids.add(message.id);
+    try {
+      await this.http.send(message);
+    } catch (error) {
+      const failure = describeFailure(error, this.options.endpoint);
+      if (!this.reported.has(error as object)) this.warn(failure.message);
+      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, failure.message));
+      if (failure.fatal) {
+        this.token_refused = true;
+        void this.finish(1);
+      }
+    }
+  }
+
+  private answer(message: JSONRPCMessage): void {
+    // The gate is stateless (no session id), but later requests should name the negotiated version.
+    if (isJSONRPCResultResponse(message) && this.initialize_ids.delete(message.id)) {
+      const version = (message.result as { protocolVersion?: unknown }).protocolVersion;
+      if (typeof version === "string") this.http.setProtocolVersion(version);
+    }
+    void this.stdio.send(message);
+  }
+
+  private async finish(code: number): Promise<void> {
+    if (this.finishing) return;
+    this.finishing = true;
+    process.off("SIGINT", this.onSignal);
+    process.off("SIGTERM", this.onSignal);
+    // Answer what was already sent before closing: a piped client may close stdin at once.
+    await Promise.allSettled([...this.in_flight]);
+    await this.http.close();
+    await this.stdio.close();
+    this.options.stdin.destroy();
+    this.resolve(this.token_refused ? 1 : code);
+  }
+}
+
+export function bridge(options: BridgeOptions): Promise<number> {
+  return new Bridge(options).run();
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseOptions(argv, mcp_stdio_options);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  const token = io.env.BURSAR_AGENT_TOKEN;
+  if (!token) {
+    throw new ConfigError("BURSAR_AGENT_TOKEN is not set: set it to an agent token from `bursar agent create` (the bridge holds nothing else)");
+  }
+  const endpoint = mcpEndpoint(values.url ?? (io.env.BURSAR_URL || gate_url_default));
+  // The bridge owns this process's stdin; stdout is the protocol channel and nothing else.
+  return bridge({ endpoint, token, stdin: process.stdin, stdout: io.stdout as Writable, stderr: io.stderr });
+}

@@ -1,0 +1,73 @@
+// `bursar migrate`: applies the schema migrations not yet recorded in BURSAR_DB and exits,
+// so a deploy can migrate once before starting several instances.
+
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { loadConfig } from "../../config.js";
+import { openDriver } from "../../index.js";
+import { migrations, type SqlDriver } from "../../ledger/index.js";
+import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+
+export const help = `usage: bursar migrate
+
+Opens the database (BURSAR_DB, default $BURSAR_DATA_DIR/bursar.db) and applies the migrations
+not yet recorded in its schema_migrations table, in version order, each in its own
+transaction. Prints each version applied, or "up to date". Running it again is harmless.
+\`bursar serve\` also migrates at start; this command lets a deploy do it once, up front.
+
+Options: none.
+
+Environment:
+  BURSAR_DATA_DIR   data directory (default ./.bursar); created if missing for the default database
+  BURSAR_DB         SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
+The other BURSAR_* variables are validated as for \`bursar serve\`.`;
+
+/** The database as shown to a person: a postgres URL without its credentials. */
+export function displayDb(db: string): string {
+  if (!/^postgres(ql)?:\/\//.test(db)) return db;
+  try {
+    const url = new URL(db);
+    url.username = "";
+    url.password = "";
+    return url.href;
+  } catch {
+    return "postgres://…";
+  }
+}
+
+function ensureParent(db: string): void {
+  if (db === ":memory:" || /^postgres(ql)?:\/\//.test(db)) return;
+  // The data directory also holds keys and the token hash: create it private, as `bursar serve` does.
+  mkdirSync(dirname(db), { recursive: true, mode: 0o700 });
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { positionals } = parseOptions(argv, {});
+  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  const config = loadConfig(io.env);
+  const shown = displayDb(config.db);
+  let driver: SqlDriver;
+  try {
+    ensureParent(config.db);
+    driver = openDriver(config.db);
+  } catch (error) {
+    println(io.stderr, `bursar migrate: cannot open ${shown}: ${(error as Error).message}`);
+    return 1;
+  }
+  try {
+    const applied = await driver.migrate(migrations);
+    const latest = Math.max(...migrations.map((migration) => migration.version));
+    if (applied.length === 0) {
+      println(io.stdout, `${shown}: up to date (version ${latest})`);
+      return 0;
+    }
+    for (const version of applied) {
+      const name = migrations.find((migration) => migration.version === version)?.name ?? "";
+      println(io.stdout, `applied ${String(version).padStart(3, "0")} ${name}`);
+    }
+    println(io.stdout, `${shown}: now at version ${latest}`);
+    return 0;
+  } finally {
+    await driver.close();
+  }
+}

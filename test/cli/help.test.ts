@@ -1,0 +1,33 @@
+// Every `--help` of the commands in test/cli documents each option the command parses and
+// each environment variable it reads; the compiled binary prints it on stdout with exit 0.
+
+import { beforeAll, describe, expect, it } from "vitest";
+import * as admin from "../../src/cli/commands/admin.js";
+import * as agent from "../../src/cli/commands/agent.js";
+import * as block from "../../src/cli/commands/block.js";
+import * as mcp_stdio from "../../src/cli/commands/mcp-stdio.js";
+import * as migrate from "../../src/cli/commands/migrate.js";
+import { ensureBuilt } from "../support/build.js";
+import { runBursar } from "../support/process.js";
+
+const table = [
+  { name: "mcp-stdio", module: mcp_stdio, options: Object.keys(mcp_stdio.mcp_stdio_options), env: ["BURSAR_AGENT_TOKEN", "BURSAR_URL"] },
+  { name: "agent", module: agent, options: Object.keys(agent.agent_options), env: ["BURSAR_URL", "BURSAR_ADMIN_TOKEN"] },
+  { name: "block", module: block, options: Object.keys(block.block_options), env: ["BURSAR_URL", "BURSAR_ADMIN_TOKEN"] },
+  { name: "admin", module: admin, options: [], env: ["BURSAR_DATA_DIR", "BURSAR_ADMIN_TOKEN"] },
+  { name: "migrate", module: migrate, options: [], env: ["BURSAR_DATA_DIR", "BURSAR_DB"] },
+];
+
+describe("CLI --help", () => {
+  beforeAll(() => ensureBuilt());
+
+  it.each(table)("bursar $name --help documents every option and environment variable", async ({ name, module, options, env }) => {
+    const result = await runBursar([name, "--help"], { BURSAR_AGENT_TOKEN: "", BURSAR_ADMIN_TOKEN: "" });
+    expect(result.code).toBe(0);
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toBe(`${module.help.trim()}\n`);
+    expect(result.stdout).toContain(`usage: bursar ${name}`);
+    for (const option of options) expect(result.stdout, `--${option}`).toContain(`--${option}`);
+    for (const variable of env) expect(result.stdout, variable).toContain(variable);
+  });
+});
