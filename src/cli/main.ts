@@ -70,7 +70,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   try {
     return await command.run(rest, io);
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof UsageError || (error instanceof Error && error.name === "UsageError")) {
       io.stderr.write(`bursar ${name}: ${error.message}\n(see bursar ${name} --help)\n`);
       return 2;
     }

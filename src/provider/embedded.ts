@@ -18,6 +18,8 @@ export const embedded_base_url = "http://bursar.embedded";
 export interface EmbeddedSimulator {
   provider: Provider;
   simulator: Simulator;
+  /** Signs the simulator's webhooks; tests and the eval harness sign their own with it. */
+  webhook_secret: string;
   app: FastifyInstance;
   close(): Promise<void>;
 }
@@ -56,6 +58,7 @@ export async function embeddedSimulator(options: { clock: Clock; ids: () => stri
   return {
     provider,
     simulator,
+    webhook_secret,
     app: ready,
     close: async () => {
       await simulator.close();

@@ -1,0 +1,96 @@
+// Guard-deletion mutation scoring: for each guard in the table, a gate built without that one
+// guard (instance-level, through createBursar's guard table) runs every case; a guard is
+// killed when some case notices. Plus the "gate off" figure: every guard removed.
+
+import { guard_table, withoutGuard, type Guard } from "../policy/index.js";
+import type { EvalCase } from "./cases.js";
+import { runCase, type Outcome } from "./run.js";
+import { score } from "./score.js";
+
+export interface MutantResult {
+  guard: string;
+  rule: string;
+  description: string;
+  killed_by: string[];
+}
+
+export interface GateOffRow {
+  label: string;
+  /** Money calls labelled HOLD or BLOCK that the gate let through. */
+  calls_through: number;
+  /** The sum of those calls' amounts (minor units). */
+  amount_through: number;
+  webhooks_applied_wrongly: number;
+}
+
+export interface MutationReport {
+  mutants: MutantResult[];
+  gate_off: GateOffRow[];
+}
+
+export async function runAll(cases: readonly EvalCase[], guards: readonly Guard[], onCase?: () => void): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  for (const eval_case of cases) {
+    outcomes.push(await runCase(eval_case, guards));
+    onCase?.();
+  }
+  return outcomes;
+}
+
+export function gateOffRow(label: string, cases: readonly EvalCase[], outcomes: readonly Outcome[]): GateOffRow {
+  const row: GateOffRow = { label, calls_through: 0, amount_through: 0, webhooks_applied_wrongly: 0 };
+  cases.forEach((eval_case, index) => {
+    const scored = score(eval_case, outcomes[index] as Outcome);
+    if (!scored.false_allow) return;
+    if (eval_case.webhook) row.webhooks_applied_wrongly++;
+    else {
+      row.calls_through++;
+      row.amount_through += scored.outcome.amount ?? 0;
+    }
+  });
+  return row;
+}
+
+export async function mutate(cases: readonly EvalCase[], onCase?: () => void): Promise<MutationReport> {
+  const mutants: MutantResult[] = [];
+  for (const guard of guard_table) {
+    const outcomes = await runAll(cases, withoutGuard(guard.id), onCase);
+    const killed_by = cases.filter((eval_case, index) => !score(eval_case, outcomes[index] as Outcome).correct).map((eval_case) => eval_case.id);
+    mutants.push({ guard: guard.id, rule: guard.rule, description: guard.description, killed_by });
+  }
+  const on = await runAll(cases, guard_table, onCase);
+  const off = await runAll(cases, Object.freeze([]), onCase);
+  return { mutants, gate_off: [gateOffRow("all guards on", cases, on), gateOffRow("gate off (every guard removed)", cases, off)] };
+}
+
+export function mutationMarkdown(report: MutationReport, cases: number): string {
+  const rows = report.mutants.map((mutant) => {
+    const shown = mutant.killed_by.slice(0, 4).map((id) => `\`${id}\``).join(", ");
+    const more = mutant.killed_by.length > 4 ? ` and ${mutant.killed_by.length - 4} more` : "";
+    return `| ${mutant.guard} | ${mutant.rule} | ${mutant.killed_by.length > 0 ? "killed" : "**SURVIVED**"} | ${mutant.killed_by.length} | ${shown}${more} |`;
+  });
+  const gate = report.gate_off.map((row) => `| ${row.label} | ${row.calls_through} | ${(row.amount_through / 100).toFixed(2)} | ${row.webhooks_applied_wrongly} |`);
+  const survived = report.mutants.filter((mutant) => mutant.killed_by.length === 0).length;
+  return [
+    "# Bursar guard-deletion mutation report",
+    "",
+    "Regenerate with `bursar mutate`. Each row is a gate built without that one guard (through",
+    `createBursar's guard table, per instance), re-running all ${cases} labelled cases; a guard is`,
+    "killed when at least one case's verdict changes.",
+    "",
+    `**${report.mutants.length - survived} of ${report.mutants.length} guards killed${survived > 0 ? `; ${survived} survived` : ""}.**`,
+    "",
+    "| guard | rule | result | cases that caught it | first of them |",
+    "|---|---|---|---|---|",
+    ...rows,
+    "",
+    "## The gate off",
+    "",
+    "Money calls labelled HOLD or BLOCK that got through, and how much money that asked to move:",
+    "",
+    "| gate | money calls through | amount through (major units) | webhooks wrongly applied |",
+    "|---|---|---|---|",
+    ...gate,
+    "",
+  ].join("\n");
+}
