@@ -9,6 +9,7 @@ import { Gate } from "./gate/gate.js";
 import type { GateObserver } from "./gate/observer.js";
 import { randomBase62, randomIds, type IdSource } from "./ids.js";
 import { Ledger, ledger_defaults, migrations, SqliteDriver, type SqlDriver } from "./ledger/index.js";
+import { PostgresDriver } from "./ledger/postgres.js";
 import { guard_table, type Guard } from "./policy/index.js";
 import { embeddedSimulator, type EmbeddedSimulator } from "./provider/embedded.js";
 import type { Provider } from "./provider/port.js";
@@ -50,8 +51,9 @@ export interface Bursar {
   close(): Promise<void>;
 }
 
+/** A postgres:// (or postgresql://) URL opens PostgreSQL; anything else is a SQLite path or ":memory:". */
 export function openDriver(db: string): SqlDriver {
-  if (/^postgres(ql)?:\/\//.test(db)) throw new Error("PostgreSQL is not available yet; use a SQLite path");
+  if (/^postgres(ql)?:\/\//.test(db)) return new PostgresDriver({ url: db });
   return new SqliteDriver({ path: db });
 }
 
@@ -66,9 +68,11 @@ function counterSuffixes(): () => string {
 }
 
 export async function createBursar(options: BursarOptions): Promise<Bursar> {
-  const clock = options.clock ?? systemClock;
   const driver = openDriver(options.db);
   await driver.migrate(migrations);
+  // On PostgreSQL every instance reads the database's clock (see docs/postgres.md), so velocity
+  // windows, expiries and leases agree across processes; an injected clock always wins.
+  const clock = options.clock ?? (driver instanceof PostgresDriver ? await driver.databaseClock() : systemClock);
   const origin = options.origin ?? "bursar.local/log";
   const log = await EvidenceLog.open(driver, {
     signer: createLogSigner(signingKeyOf(options.signingKey), origin),

@@ -3,6 +3,7 @@
 
 import { HttpError } from "../errors.js";
 import { record, type ReservationRow } from "../ledger/index.js";
+import { lockBlock } from "../ledger/statements.js";
 import type { ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
 import { forwardOrder } from "./money.js";
@@ -28,6 +29,8 @@ async function linkOrder(context: GateContext, reservation: ReservationRow): Pro
   if (found.kind !== "ok" || found.value.length === 0) return undefined;
   const order = found.value[0] as { id: string };
   await context.ledger.transaction(async (tx, ledger_context) => {
+    // The block lock comes before any write to its reservations (and before the log's lock).
+    await lockBlock(tx, reservation.block_id);
     const linked = await tx.run("UPDATE reservations SET order_id = ? WHERE reservation_id = ? AND order_id IS NULL", [
       order.id,
       reservation.reservation_id,

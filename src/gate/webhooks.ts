@@ -5,6 +5,7 @@
 import { HttpError } from "../errors.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
 import { settleCapture } from "../ledger/settle.js";
+import { getReservation, lockBlock } from "../ledger/statements.js";
 import type { ParsedWebhook, ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
 
@@ -37,6 +38,10 @@ async function linkByReceipt(context: GateContext, parsed: Parsed): Promise<void
   }
   if (!receipt) return;
   await context.ledger.transaction(async (tx, ledger_context) => {
+    // The block lock comes before any write to its reservations (and before the log's lock).
+    const reservation = await getReservation(tx, receipt);
+    if (!reservation) return;
+    await lockBlock(tx, reservation.block_id);
     const linked = await tx.run("UPDATE reservations SET order_id = ? WHERE reservation_id = ? AND order_id IS NULL", [order_id, receipt]);
     if (linked.changes === 1) {
       await record(tx, ledger_context, "gate.settlement", { action: "order.linked", reservation_id: receipt, order_id });

@@ -17,9 +17,12 @@ export interface ApprovalGrant {
 }
 
 async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow> {
-  const approval = await getApproval(tx, approval_id);
-  if (!approval) throw new HttpError(404, "not_found", `no approval ${approval_id}`);
-  await lockBlock(tx, approval.block_id);
+  const found = await getApproval(tx, approval_id);
+  if (!found) throw new HttpError(404, "not_found", `no approval ${approval_id}`);
+  await lockBlock(tx, found.block_id);
+  // Read again under the block lock: under READ COMMITTED the first read may predate another
+  // instance's decision on this approval.
+  const approval = (await getApproval(tx, approval_id)) as ApprovalRow;
   if (approval.state === "pending" && approval.expires_at_ms <= context.clock().getTime()) {
     await expireApproval(tx, context, approval);
     throw new HttpError(409, "approval_expired", `approval ${approval_id} expired before it was decided`);

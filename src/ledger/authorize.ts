@@ -19,7 +19,7 @@ import {
   putIdempotency,
   reservationByOrder,
 } from "./statements.js";
-import { expireApprovals, expireLeases } from "./sweep.js";
+import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 
 /** money_calls rows older than this are pruned; no velocity window may be longer. */
 export const velocity_window_max_seconds = 86_400;
@@ -81,7 +81,7 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
   const block_id = await findBlockId(tx, input, candidate, now_ms);
   let block = block_id ? ((await lockBlock(tx, block_id)) ?? null) : null;
   if (block && input.agent_id) {
-    const expired = (await expireLeases(tx, context, input.agent_id)) + (await expireApprovals(tx, context, block.block_id));
+    const expired = (await expireLeasesOfBlock(tx, context, block.block_id)) + (await expireApprovals(tx, context, block.block_id));
     if (expired > 0) block = (await lockBlock(tx, block.block_id)) ?? null;
   }
   const reservation = candidate ? ((await getReservation(tx, candidate.reservation_id)) ?? null) : null;

@@ -21,7 +21,7 @@ import type { SqlDriver, SqlTx } from "./driver.js";
 import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
 import { agentBlockId, freezeBlock, getApproval, getReservation, lockBlock } from "./statements.js";
-import { expireApprovals, expireLeases } from "./sweep.js";
+import { blocksDue, expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 
 export interface Agent {
   agent_id: string;
@@ -82,7 +82,10 @@ export class Ledger {
   async createBlock(input: CreateBlockInput): Promise<BlockView> {
     return this.tx(async (tx) => {
       const now_ms = this.now_ms();
-      const agent = await tx.get<Agent>("SELECT agent_id, name FROM agents WHERE agent_id = ?", [input.agent_id]);
+      // The agent row is locked first so two instances cannot both create "the" active block
+      // (NO KEY UPDATE: it does not block the foreign-key checks of the agent's own money calls).
+      const agent_lock = tx.dialect === "postgres" ? "FOR NO KEY UPDATE" : "";
+      const agent = await tx.get<Agent>(`SELECT agent_id, name FROM agents WHERE agent_id = ? ${agent_lock}`, [input.agent_id]);
       if (!agent) throw new HttpError(404, "not_found", `agent_id: no agent ${String(input.agent_id)}`);
       const row = newBlockRow(input, this.context.ids("blk"), now_ms);
       const current = await agentBlockId(tx, input.agent_id, now_ms);
@@ -213,12 +216,27 @@ export class Ledger {
     return this.driver.read((tx) => getReservation(tx, reservation_id));
   }
 
-  /** Time-driven transitions for everyone: expired leases and approvals (bounded per call). */
+  /**
+   * Time-driven transitions for everyone: expired leases and approvals (bounded per call). One
+   * transaction per block, each taking the block's lock first: a sweep that wrote rows of many
+   * blocks after its first evidence entry would hold the log's sequence lock while waiting for
+   * block rows, the reverse of every other writer's order (a deadlock on PostgreSQL).
+   */
   async sweep(): Promise<{ leases: number; approvals: number }> {
-    return this.tx(async (tx) => ({
-      leases: await expireLeases(tx, this.context),
-      approvals: await expireApprovals(tx, this.context),
-    }));
+    const due = await this.driver.read((tx) => blocksDue(tx, this.now_ms()));
+    const total = { leases: 0, approvals: 0 };
+    for (const block_id of due) {
+      const done = await this.tx(async (tx) => {
+        if (!(await lockBlock(tx, block_id))) return { leases: 0, approvals: 0 };
+        return {
+          leases: await expireLeasesOfBlock(tx, this.context, block_id),
+          approvals: await expireApprovals(tx, this.context, block_id),
+        };
+      });
+      total.leases += done.leases;
+      total.approvals += done.approvals;
+    }
+    return total;
   }
 
   async inbox(): Promise<Inbox> {

@@ -7,6 +7,7 @@ import type { ApprovalRow, IdempotencyRow } from "./rows.js";
 import { getReservation, storeResult } from "./statements.js";
 import { markUnknown, releaseHold } from "./settle.js";
 
+export const sweep_blocks_max = 500;
 export const lease_expired_reason = "the process handling this call stopped before the provider answered";
 
 async function expireLease(tx: SqlTx, context: LedgerContext, row: IdempotencyRow): Promise<void> {
@@ -17,22 +18,6 @@ async function expireLease(tx: SqlTx, context: LedgerContext, row: IdempotencyRo
     reservation_id: row.reservation_id,
     reason: lease_expired_reason,
   });
-}
-
-/** Expired leases of one agent (before a decision) or of everyone (at start and on a timer). */
-export async function expireLeases(tx: SqlTx, context: LedgerContext, agent_id?: string): Promise<number> {
-  const now_ms = context.clock().getTime();
-  const rows = agent_id
-    ? await tx.all<IdempotencyRow>(
-        "SELECT * FROM idempotency_keys WHERE agent_id = ? AND status = 'in_flight' AND lease_expires_at_ms <= ?",
-        [agent_id, now_ms],
-      )
-    : await tx.all<IdempotencyRow>(
-        "SELECT * FROM idempotency_keys WHERE status = 'in_flight' AND lease_expires_at_ms <= ? LIMIT 500",
-        [now_ms],
-      );
-  for (const row of rows) await expireLease(tx, context, row);
-  return rows.length;
 }
 
 export async function expireApproval(tx: SqlTx, context: LedgerContext, approval: ApprovalRow): Promise<void> {
@@ -49,6 +34,32 @@ export async function expireApproval(tx: SqlTx, context: LedgerContext, approval
     reservation_id: approval.reservation_id,
     block_id: approval.block_id,
   });
+}
+
+/** In-flight keys of one block whose lease ran out (before a decision on the block, and in the
+ *  sweep); the caller holds that block's lock, so no row of another block is written. */
+export async function expireLeasesOfBlock(tx: SqlTx, context: LedgerContext, block_id: string): Promise<number> {
+  const rows = await tx.all<IdempotencyRow>(
+    `SELECT k.* FROM idempotency_keys k JOIN reservations r ON r.reservation_id = k.reservation_id
+     WHERE r.block_id = ? AND k.status = 'in_flight' AND k.lease_expires_at_ms <= ?`,
+    [block_id, context.clock().getTime()],
+  );
+  for (const row of rows) await expireLease(tx, context, row);
+  return rows.length;
+}
+
+/** Blocks (at most sweep_blocks_max) with an expired lease or approval, for a sweep that takes
+ *  each block's lock before touching its rows. */
+export async function blocksDue(tx: SqlTx, now_ms: number): Promise<string[]> {
+  const rows = await tx.all<{ block_id: string }>(
+    `SELECT r.block_id AS block_id FROM idempotency_keys k JOIN reservations r ON r.reservation_id = k.reservation_id
+       WHERE k.status = 'in_flight' AND k.lease_expires_at_ms <= ?
+     UNION
+     SELECT block_id FROM approvals WHERE state = 'pending' AND expires_at_ms <= ?
+     ORDER BY block_id LIMIT ${sweep_blocks_max}`,
+    [now_ms, now_ms],
+  );
+  return rows.map((row) => row.block_id);
 }
 
 /** Pending approvals past their lifetime, for one block or (bounded) for all. */

@@ -1,5 +1,5 @@
-// The log over real SQLite: appends in the caller's transaction, gap-free sequence numbers,
-// append-only triggers, receipts, checkpoints on schedule and proofs that verify.
+// The log over real SQLite and PostgreSQL: appends in the caller's transaction, gap-free
+// sequence numbers, append-only triggers, receipts, checkpoints on schedule and proofs that verify.
 
 import { describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
@@ -8,168 +8,181 @@ import { openCheckpoint, parseVerifierKey } from "../../src/evidence/note.js";
 import { checkConsistencyDocument, checkInclusionDocument } from "../../src/evidence/proof.js";
 import { verifyReceipt } from "../../src/evidence/receipt.js";
 import { EvidenceIntegrityError, EvidenceLog, EvidenceRangeError } from "../../src/evidence/store.js";
-import { newSigner, openTestLog, test_origin } from "./support.js";
+import type { EvidenceLogOptions } from "../../src/evidence/store.js";
+import { backends, closeAfterTest } from "../support/backends.js";
+import { newSigner, openTestLog as openLogOn, test_origin, type TestLog } from "./support.js";
 
 const decision = (n: number) => ({ kind: "gate.decision", source: "gate", body: { n, effect: "ALLOW" } });
 
-describe("EvidenceLog.open", () => {
-  it("writes system.genesis as seq 0 and signs a first checkpoint", async () => {
-    const { log, signer } = await openTestLog();
-    const [genesis] = await log.entries(0, 1);
-    expect(genesis!.entry.kind).toBe("system.genesis");
-    expect(genesis!.entry.body).toMatchObject({ origin: test_origin, key: signer.verifierKey, key_id: signer.keyIdHex });
-    const checkpoint = await log.latestCheckpoint();
-    expect(checkpoint!.size).toBe(1);
-    expect(openCheckpoint(checkpoint!.note, parseVerifierKey(log.verifierKey)).origin).toBe(test_origin);
-  });
-
-  it("refuses to reopen a log under another key or origin", async () => {
-    const { driver, clock, signer } = await openTestLog();
-    await expect(EvidenceLog.open(driver, { signer: newSigner(), origin: test_origin, clock })).rejects.toThrow(/not the key/);
-    await expect(EvidenceLog.open(driver, { signer, origin: "other/log", clock })).rejects.toThrow(/origin/);
-    const again = await EvidenceLog.open(driver, { signer, origin: test_origin, clock });
-    expect(await again.treeSize()).toBe(1);
-  });
-});
-
-describe("append", () => {
-  it("assigns gap-free 0-based seqs; a rolled-back append leaves no entry and no hole", async () => {
-    const { driver, log } = await openTestLog();
-    const first = await driver.transaction((tx) => log.append(tx, decision(1)));
-    await expect(
-      driver.transaction(async (tx) => {
-        await log.append(tx, decision(2));
-        throw new Error("the state change failed");
-      }),
-    ).rejects.toThrow("the state change failed");
-    const second = await driver.transaction((tx) => log.append(tx, decision(3)));
-    expect([first.seq, second.seq]).toEqual([1, 2]);
-    const stored = await log.entries(0, 10);
-    expect(stored.map((e) => e.seq)).toEqual([0, 1, 2]);
-    expect(stored.map((e) => e.entry.body.n)).toEqual([undefined, 1, 3]);
-  });
-
-  it("returns a receipt that verifies and a leaf hash over the canonical entry", async () => {
-    const { driver, log } = await openTestLog();
-    const result = await driver.transaction((tx) => log.append(tx, decision(7)));
-    expect(result.leaf_hash).toBe(leafHash(canonicalJson(result.entry)).toString("hex"));
-    expect(result.receipt).toMatchObject({ seq: result.seq, leaf_hash: result.leaf_hash, kind: "gate.decision", at: result.entry.received_at });
-    const verifier = parseVerifierKey(log.verifierKey);
-    expect(verifyReceipt(result.receipt, verifier).ok).toBe(true);
-    expect(verifyReceipt({ ...result.receipt, seq: 99 }, verifier).ok).toBe(false);
-    const [page] = await log.entries(result.seq, result.seq + 1);
-    expect(page!.receipt).toEqual(result.receipt);
-  });
-
-  it("binds the unscrubbed body by hash and stores the scrubbed one; a caller's hash wins", async () => {
-    const { driver, log } = await openTestLog();
-    const body = { tool: "create_order", api_key: "canary-secret-1" };
-    const own = await driver.transaction((tx) => log.append(tx, { kind: "gate.decision", source: "gate", body }));
-    expect(own.entry.body_sha256).toBe(sha256Hex(canonicalJson(body)));
-    expect(own.entry.body.api_key).toBe("[redacted]");
-    const raw = "a".repeat(64);
-    const given = await driver.transaction((tx) =>
-      log.append(tx, { kind: "ingest.decision", source: "src_1", body, body_sha256: raw, occurred_at: "2026-01-01T00:00:00Z" }),
-    );
-    expect(given.entry).toMatchObject({ body_sha256: raw, occurred_at: "2026-01-01T00:00:00Z" });
-  });
-
-  it("refuses unknown kinds and malformed fields before touching the table", async () => {
-    const { driver, log } = await openTestLog();
-    const bad = [
-      { kind: "gate.whatever", source: "gate", body: {} },
-      { kind: "gate.decision", source: "", body: {} },
-      { kind: "gate.decision", source: "gate", body: [] as unknown as Record<string, unknown> },
-      { kind: "gate.decision", source: "gate", body: {}, occurred_at: "yesterday" },
-      { kind: "gate.decision", source: "gate", body: {}, body_sha256: "ABC" },
-    ];
-    for (const input of bad) await expect(driver.transaction((tx) => log.append(tx, input))).rejects.toThrow();
-    expect(await log.treeSize()).toBe(1);
-  });
-
-  it("appendMany writes a batch larger than one INSERT statement, in order", async () => {
-    const { driver, log } = await openTestLog();
-    const results = await driver.transaction((tx) => log.appendMany(tx, Array.from({ length: 123 }, (_, i) => decision(i))));
-    expect(results.map((r) => r.seq)).toEqual(Array.from({ length: 123 }, (_, i) => i + 1));
-    expect(await log.treeSize()).toBe(124);
-  });
-});
-
-describe("the tables defend themselves", () => {
-  it("refuses UPDATE and DELETE of entries and checkpoints, a skipped seq and a bare head bump", async () => {
-    const { driver, log } = await openTestLog();
-    await driver.transaction((tx) => log.append(tx, decision(1)));
-    const statements = [
-      "UPDATE log_entries SET source = 'x' WHERE seq = 1",
-      "DELETE FROM log_entries WHERE seq = 1",
-      "UPDATE log_checkpoints SET note = 'x'",
-      "DELETE FROM log_checkpoints",
-      "UPDATE log_head SET size = size + 1",
-      "UPDATE log_head SET size = 0",
-      "DELETE FROM log_head",
-      "INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES (5, 'k', 's', 't', '{}', '" +
-        "0".repeat(64) +
-        "', 'sig')",
-      "INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES (1, 'k', 's', 't', '{}', '" +
-        "0".repeat(64) +
-        "', 'sig')",
-    ];
-    for (const sql of statements) await expect(driver.transaction((tx) => tx.run(sql)), sql).rejects.toThrow();
-    expect(await log.treeSize()).toBe(2);
-  });
-});
-
-describe("checkpoints", () => {
-  it("tick cuts at checkpoint_every pending entries, or after checkpoint_seconds with any pending", async () => {
-    const { driver, log, clock } = await openTestLog({ checkpoint_every: 5, checkpoint_seconds: 10 });
-    expect(await log.tick()).toBeUndefined();
-    await driver.transaction((tx) => log.appendMany(tx, [decision(1), decision(2), decision(3)]));
-    expect(await log.tick()).toBeUndefined();
-    clock.advance(10_000);
-    expect((await log.tick())!.size).toBe(4);
-    await driver.transaction((tx) => log.appendMany(tx, [1, 2, 3, 4, 5].map(decision)));
-    expect((await log.tick())!.size).toBe(9);
-    clock.advance(60_000);
-    expect(await log.tick()).toBeUndefined();
-  });
-
-  it("never signs a tree inconsistent with an earlier checkpoint", async () => {
-    const { driver, log } = await openTestLog();
-    await driver.transaction((tx) => log.appendMany(tx, [decision(1), decision(2)]));
-    // A checkpoint for size 2 whose root is not this tree's: as if history had been rewritten.
-    await driver.transaction((tx) =>
-      tx.run("INSERT INTO log_checkpoints (tree_size, root_hash, note, created_at) VALUES (2, ?, 'forged', ?)", ["ab".repeat(32), "2026-01-01T00:00:00Z"]),
-    );
-    await expect(log.checkpoint()).rejects.toBeInstanceOf(EvidenceIntegrityError);
-    expect((await log.latestCheckpoint())!.size).toBe(2);
-  });
-
-  it("serves inclusion and consistency proofs that verify against signed checkpoints", async () => {
-    const { driver, log } = await openTestLog();
-    const verifier = parseVerifierKey(log.verifierKey);
-    await driver.transaction((tx) => log.appendMany(tx, Array.from({ length: 20 }, (_, i) => decision(i))));
-    const older = await log.checkpoint();
-    await driver.transaction((tx) => log.appendMany(tx, Array.from({ length: 17 }, (_, i) => decision(i))));
-    const newer = await log.checkpoint();
-    expect([older.size, newer.size]).toEqual([21, 38]);
-    for (const index of [0, 5, 20]) {
-      const proof = await log.inclusionProof(index, newer.size);
-      expect(proof.checkpoint).toBe(newer.note);
-      expect(checkInclusionDocument(proof, verifier)).toEqual({ ok: true });
-      expect(checkInclusionDocument({ ...proof, leaf_hash: "00".repeat(32) }, verifier).ok).toBe(false);
+for (const backend of backends()) {
+  describe(backend.name, () => {
+    /** A fresh log on a fresh database of this backend, closed after the test. */
+    async function openTestLog(options: Partial<EvidenceLogOptions> = {}): Promise<TestLog> {
+      const opened = await openLogOn({ ...options, path: await backend.db() });
+      closeAfterTest(opened.driver);
+      return opened;
     }
-    const consistency = await log.consistencyProof(older.size, newer.size);
-    expect(checkConsistencyDocument(consistency, verifier)).toEqual({ ok: true });
-    const unsigned = await log.inclusionProof(3, 30);
-    expect(unsigned.checkpoint).toBeNull();
-    expect(checkInclusionDocument(unsigned, verifier).ok).toBe(false);
-  });
 
-  it("rejects proof requests beyond the tree, naming the parameter", async () => {
-    const { log } = await openTestLog();
-    await expect(log.inclusionProof(0, 2)).rejects.toMatchObject({ param: "size", limit: 1 });
-    await expect(log.inclusionProof(1, 1)).rejects.toMatchObject({ param: "index" });
-    await expect(log.consistencyProof(2, 1)).rejects.toMatchObject({ param: "from" });
-    await expect(log.entries(0, 1001)).rejects.toBeInstanceOf(EvidenceRangeError);
+    describe("EvidenceLog.open", () => {
+      it("writes system.genesis as seq 0 and signs a first checkpoint", async () => {
+        const { log, signer } = await openTestLog();
+        const [genesis] = await log.entries(0, 1);
+        expect(genesis!.entry.kind).toBe("system.genesis");
+        expect(genesis!.entry.body).toMatchObject({ origin: test_origin, key: signer.verifierKey, key_id: signer.keyIdHex });
+        const checkpoint = await log.latestCheckpoint();
+        expect(checkpoint!.size).toBe(1);
+        expect(openCheckpoint(checkpoint!.note, parseVerifierKey(log.verifierKey)).origin).toBe(test_origin);
+      });
+
+      it("refuses to reopen a log under another key or origin", async () => {
+        const { driver, clock, signer } = await openTestLog();
+        await expect(EvidenceLog.open(driver, { signer: newSigner(), origin: test_origin, clock })).rejects.toThrow(/not the key/);
+        await expect(EvidenceLog.open(driver, { signer, origin: "other/log", clock })).rejects.toThrow(/origin/);
+        const again = await EvidenceLog.open(driver, { signer, origin: test_origin, clock });
+        expect(await again.treeSize()).toBe(1);
+      });
+    });
+
+    describe("append", () => {
+      it("assigns gap-free 0-based seqs; a rolled-back append leaves no entry and no hole", async () => {
+        const { driver, log } = await openTestLog();
+        const first = await driver.transaction((tx) => log.append(tx, decision(1)));
+        await expect(
+          driver.transaction(async (tx) => {
+            await log.append(tx, decision(2));
+            throw new Error("the state change failed");
+          }),
+        ).rejects.toThrow("the state change failed");
+        const second = await driver.transaction((tx) => log.append(tx, decision(3)));
+        expect([first.seq, second.seq]).toEqual([1, 2]);
+        const stored = await log.entries(0, 10);
+        expect(stored.map((e) => e.seq)).toEqual([0, 1, 2]);
+        expect(stored.map((e) => e.entry.body.n)).toEqual([undefined, 1, 3]);
+      });
+
+      it("returns a receipt that verifies and a leaf hash over the canonical entry", async () => {
+        const { driver, log } = await openTestLog();
+        const result = await driver.transaction((tx) => log.append(tx, decision(7)));
+        expect(result.leaf_hash).toBe(leafHash(canonicalJson(result.entry)).toString("hex"));
+        expect(result.receipt).toMatchObject({ seq: result.seq, leaf_hash: result.leaf_hash, kind: "gate.decision", at: result.entry.received_at });
+        const verifier = parseVerifierKey(log.verifierKey);
+        expect(verifyReceipt(result.receipt, verifier).ok).toBe(true);
+        expect(verifyReceipt({ ...result.receipt, seq: 99 }, verifier).ok).toBe(false);
+        const [page] = await log.entries(result.seq, result.seq + 1);
+        expect(page!.receipt).toEqual(result.receipt);
+      });
+
+      it("binds the unscrubbed body by hash and stores the scrubbed one; a caller's hash wins", async () => {
+        const { driver, log } = await openTestLog();
+        const body = { tool: "create_order", api_key: "canary-secret-1" };
+        const own = await driver.transaction((tx) => log.append(tx, { kind: "gate.decision", source: "gate", body }));
+        expect(own.entry.body_sha256).toBe(sha256Hex(canonicalJson(body)));
+        expect(own.entry.body.api_key).toBe("[redacted]");
+        const raw = "a".repeat(64);
+        const given = await driver.transaction((tx) =>
+          log.append(tx, { kind: "ingest.decision", source: "src_1", body, body_sha256: raw, occurred_at: "2026-01-01T00:00:00Z" }),
+        );
+        expect(given.entry).toMatchObject({ body_sha256: raw, occurred_at: "2026-01-01T00:00:00Z" });
+      });
+
+      it("refuses unknown kinds and malformed fields before touching the table", async () => {
+        const { driver, log } = await openTestLog();
+        const bad = [
+          { kind: "gate.whatever", source: "gate", body: {} },
+          { kind: "gate.decision", source: "", body: {} },
+          { kind: "gate.decision", source: "gate", body: [] as unknown as Record<string, unknown> },
+          { kind: "gate.decision", source: "gate", body: {}, occurred_at: "yesterday" },
+          { kind: "gate.decision", source: "gate", body: {}, body_sha256: "ABC" },
+        ];
+        for (const input of bad) await expect(driver.transaction((tx) => log.append(tx, input))).rejects.toThrow();
+        expect(await log.treeSize()).toBe(1);
+      });
+
+      it("appendMany writes a batch larger than one INSERT statement, in order", async () => {
+        const { driver, log } = await openTestLog();
+        const results = await driver.transaction((tx) => log.appendMany(tx, Array.from({ length: 123 }, (_, i) => decision(i))));
+        expect(results.map((r) => r.seq)).toEqual(Array.from({ length: 123 }, (_, i) => i + 1));
+        expect(await log.treeSize()).toBe(124);
+      });
+    });
+
+    describe("the tables defend themselves", () => {
+      it("refuses UPDATE and DELETE of entries and checkpoints, a skipped seq and a bare head bump", async () => {
+        const { driver, log } = await openTestLog();
+        await driver.transaction((tx) => log.append(tx, decision(1)));
+        const statements = [
+          "UPDATE log_entries SET source = 'x' WHERE seq = 1",
+          "DELETE FROM log_entries WHERE seq = 1",
+          "UPDATE log_checkpoints SET note = 'x'",
+          "DELETE FROM log_checkpoints",
+          "UPDATE log_head SET size = size + 1",
+          "UPDATE log_head SET size = 0",
+          "DELETE FROM log_head",
+          "INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES (5, 'k', 's', 't', '{}', '" +
+            "0".repeat(64) +
+            "', 'sig')",
+          "INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES (1, 'k', 's', 't', '{}', '" +
+            "0".repeat(64) +
+            "', 'sig')",
+        ];
+        for (const sql of statements) await expect(driver.transaction((tx) => tx.run(sql)), sql).rejects.toThrow();
+        expect(await log.treeSize()).toBe(2);
+      });
+    });
+
+    describe("checkpoints", () => {
+      it("tick cuts at checkpoint_every pending entries, or after checkpoint_seconds with any pending", async () => {
+        const { driver, log, clock } = await openTestLog({ checkpoint_every: 5, checkpoint_seconds: 10 });
+        expect(await log.tick()).toBeUndefined();
+        await driver.transaction((tx) => log.appendMany(tx, [decision(1), decision(2), decision(3)]));
+        expect(await log.tick()).toBeUndefined();
+        clock.advance(10_000);
+        expect((await log.tick())!.size).toBe(4);
+        await driver.transaction((tx) => log.appendMany(tx, [1, 2, 3, 4, 5].map(decision)));
+        expect((await log.tick())!.size).toBe(9);
+        clock.advance(60_000);
+        expect(await log.tick()).toBeUndefined();
+      });
+
+      it("never signs a tree inconsistent with an earlier checkpoint", async () => {
+        const { driver, log } = await openTestLog();
+        await driver.transaction((tx) => log.appendMany(tx, [decision(1), decision(2)]));
+        // A checkpoint for size 2 whose root is not this tree's: as if history had been rewritten.
+        await driver.transaction((tx) =>
+          tx.run("INSERT INTO log_checkpoints (tree_size, root_hash, note, created_at) VALUES (2, ?, 'forged', ?)", ["ab".repeat(32), "2026-01-01T00:00:00Z"]),
+        );
+        await expect(log.checkpoint()).rejects.toBeInstanceOf(EvidenceIntegrityError);
+        expect((await log.latestCheckpoint())!.size).toBe(2);
+      });
+
+      it("serves inclusion and consistency proofs that verify against signed checkpoints", async () => {
+        const { driver, log } = await openTestLog();
+        const verifier = parseVerifierKey(log.verifierKey);
+        await driver.transaction((tx) => log.appendMany(tx, Array.from({ length: 20 }, (_, i) => decision(i))));
+        const older = await log.checkpoint();
+        await driver.transaction((tx) => log.appendMany(tx, Array.from({ length: 17 }, (_, i) => decision(i))));
+        const newer = await log.checkpoint();
+        expect([older.size, newer.size]).toEqual([21, 38]);
+        for (const index of [0, 5, 20]) {
+          const proof = await log.inclusionProof(index, newer.size);
+          expect(proof.checkpoint).toBe(newer.note);
+          expect(checkInclusionDocument(proof, verifier)).toEqual({ ok: true });
+          expect(checkInclusionDocument({ ...proof, leaf_hash: "00".repeat(32) }, verifier).ok).toBe(false);
+        }
+        const consistency = await log.consistencyProof(older.size, newer.size);
+        expect(checkConsistencyDocument(consistency, verifier)).toEqual({ ok: true });
+        const unsigned = await log.inclusionProof(3, 30);
+        expect(unsigned.checkpoint).toBeNull();
+        expect(checkInclusionDocument(unsigned, verifier).ok).toBe(false);
+      });
+
+      it("rejects proof requests beyond the tree, naming the parameter", async () => {
+        const { log } = await openTestLog();
+        await expect(log.inclusionProof(0, 2)).rejects.toMatchObject({ param: "size", limit: 1 });
+        await expect(log.inclusionProof(1, 1)).rejects.toMatchObject({ param: "index" });
+        await expect(log.consistencyProof(2, 1)).rejects.toMatchObject({ param: "from" });
+        await expect(log.entries(0, 1001)).rejects.toBeInstanceOf(EvidenceRangeError);
+      });
+    });
   });
-});
+}

@@ -1,4 +1,5 @@
-// Shared helpers for the evidence tests: a migrated SQLite driver, a signer, a stepping clock.
+// Shared helpers for the evidence tests: a migrated driver (SQLite, or PostgreSQL for a
+// postgres:// URL from test/support/backends.ts), a signer, a stepping clock.
 
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -7,7 +8,9 @@ import { join } from "node:path";
 import type { Clock } from "../../src/clock.js";
 import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
 import { EvidenceLog, type EvidenceLogOptions } from "../../src/evidence/store.js";
+import type { SqlDriver } from "../../src/ledger/driver.js";
 import { migration } from "../../src/ledger/migrations/002_evidence.js";
+import { PostgresDriver } from "../../src/ledger/postgres.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
 
 export const test_origin = "test.bursar/log";
@@ -32,15 +35,23 @@ export async function migratedDriver(path = ":memory:"): Promise<SqliteDriver> {
   return driver;
 }
 
+/** A migrated driver for `db`: a postgres:// URL (a fresh schema) or a SQLite path. */
+export async function migratedDriverFor(db: string): Promise<SqlDriver> {
+  if (!/^postgres(ql)?:\/\//.test(db)) return migratedDriver(db);
+  const driver = new PostgresDriver({ url: db });
+  await driver.migrate([migration]);
+  return driver;
+}
+
 export interface TestLog {
-  driver: SqliteDriver;
+  driver: SqlDriver;
   log: EvidenceLog;
   signer: LogSigner;
   clock: ReturnType<typeof steppingClock>;
 }
 
 export async function openTestLog(options: Partial<EvidenceLogOptions> & { path?: string } = {}): Promise<TestLog> {
-  const driver = await migratedDriver(options.path);
+  const driver = await migratedDriverFor(options.path ?? ":memory:");
   const signer = options.signer ?? newSigner(options.origin);
   const clock = steppingClock();
   const log = await EvidenceLog.open(driver, { signer, origin: options.origin ?? test_origin, clock, ...options });

@@ -1,9 +1,11 @@
 // Model-based property test: random sequences of authorize / complete / settle / release /
 // revoke / deny / unknown against a simple model. Balances always match the model, the
 // invariant spent + held <= reserved always holds, and settlement applies exactly once.
+// Runs on SQLite and on PostgreSQL (each run on a fresh schema, so fewer runs there).
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { testLedger, type TestLedger } from "../support/ledger.js";
 
 interface ModelReservation {
@@ -138,40 +140,50 @@ async function expireApprovals(t: TestLedger, model: Model) {
   }
 }
 
-describe("ledger model", () => {
-  it("balances match the model and spent + held <= reserved after every step", async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), async (ops) => {
-        const t = await testLedger({
-          reserved: 1_000_000,
-          per_call_cap: 500_000,
-          approval_threshold: 300_000,
-          velocity: { max_calls: 1000, window_seconds: 60 },
-        });
-        const model: Model = { reserved: 1_000_000, spent: 0, held: 0, revoked: false, reservations: [] };
-        try {
-          for (const step of ops) {
-            const target = model.reservations.length > 0 && "pick" in step ? model.reservations[step.pick % model.reservations.length] : undefined;
-            if (step.kind === "order") await applyOrder(t, model, step.amount);
-            else if (step.kind === "complete" && target) await applyComplete(t, model, target, step.outcome);
-            else if (step.kind === "settle" && target) await applySettle(t, model, target, step.fraction, step.twice);
-            else if (step.kind === "deny" && target) await applyDeny(t, model, target);
-            else if (step.kind === "revoke") await applyRevoke(t, model);
-            else if (step.kind === "tick") t.clock.advance(step.seconds * 1000);
-            // Approvals may expire as time passes; the ledger releases them on its next decision or sweep.
-            await t.bursar.ledger.sweep();
-            await expireApprovals(t, model);
-            const block = await t.bursar.ledger.getBlock(t.block_id);
-            expect({ spent: block.spent, held: block.held }).toEqual({ spent: model.spent, held: model.held });
-            expect(block.spent + block.held).toBeLessThanOrEqual(block.reserved);
-            expect(block.spent).toBeGreaterThanOrEqual(0);
-            expect(block.held).toBeGreaterThanOrEqual(0);
+/** Runs per backend: every PostgreSQL run migrates a fresh schema (about a quarter second). */
+const runs = { sqlite: 150, postgres: 30 } as const;
+
+for (const backend of backends()) {
+  describe(`ledger model (${backend.name})`, () => {
+    it("balances match the model and spent + held <= reserved after every step", async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), async (ops) => {
+          const db = await backend.db();
+          const t = await testLedger(
+            {
+              reserved: 1_000_000,
+              per_call_cap: 500_000,
+              approval_threshold: 300_000,
+              velocity: { max_calls: 1000, window_seconds: 60 },
+            },
+            { db },
+          );
+          if (isPostgresUrl(db)) closeAfterTest(t.bursar);
+          const model: Model = { reserved: 1_000_000, spent: 0, held: 0, revoked: false, reservations: [] };
+          try {
+            for (const step of ops) {
+              const target = model.reservations.length > 0 && "pick" in step ? model.reservations[step.pick % model.reservations.length] : undefined;
+              if (step.kind === "order") await applyOrder(t, model, step.amount);
+              else if (step.kind === "complete" && target) await applyComplete(t, model, target, step.outcome);
+              else if (step.kind === "settle" && target) await applySettle(t, model, target, step.fraction, step.twice);
+              else if (step.kind === "deny" && target) await applyDeny(t, model, target);
+              else if (step.kind === "revoke") await applyRevoke(t, model);
+              else if (step.kind === "tick") t.clock.advance(step.seconds * 1000);
+              // Approvals may expire as time passes; the ledger releases them on its next decision or sweep.
+              await t.bursar.ledger.sweep();
+              await expireApprovals(t, model);
+              const block = await t.bursar.ledger.getBlock(t.block_id);
+              expect({ spent: block.spent, held: block.held }).toEqual({ spent: model.spent, held: model.held });
+              expect(block.spent + block.held).toBeLessThanOrEqual(block.reserved);
+              expect(block.spent).toBeGreaterThanOrEqual(0);
+              expect(block.held).toBeGreaterThanOrEqual(0);
+            }
+          } finally {
+            await t.bursar.close();
           }
-        } finally {
-          await t.bursar.close();
-        }
-      }),
-      { numRuns: 150 },
-    );
+        }),
+        { numRuns: runs[backend.name] },
+      );
+    });
   });
-});
+}

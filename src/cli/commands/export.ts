@@ -11,7 +11,7 @@ import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
 import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
-import { SqliteDriver } from "../../ledger/sqlite.js";
+import { openDriver } from "../../index.js";
 import { parsing, println, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
@@ -30,18 +30,16 @@ options:
                       bursar verify FILE --checkpoint CP --key "$(bursar key)"
 
 environment:
-  BURSAR_DB            database (default $BURSAR_DATA_DIR/bursar.db); postgres:// is not yet supported here
+  BURSAR_DB            database: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
   BURSAR_DATA_DIR      data directory (default ./.bursar)
   BURSAR_SIGNING_KEY   Ed25519 private key PEM (default $BURSAR_DATA_DIR/signing-key.pem; never generated here)
   BURSAR_LOG_ORIGIN    log origin (default bursar.local/log); must match the log's
 `;
 
 function openDatabase(env: Config): SqlDriver {
-  if (/^postgres(ql)?:\/\//.test(env.db)) {
-    throw new UsageError("BURSAR_DB: exporting from PostgreSQL is not supported by this build yet");
-  }
-  if (env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
-  return new SqliteDriver({ path: env.db });
+  const postgres = /^postgres(ql)?:\/\//.test(env.db);
+  if (!postgres && env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
+  return openDriver(env.db);
 }
 
 /** Cuts a checkpoint at the current head when the key is here; else uses the latest stored one. */

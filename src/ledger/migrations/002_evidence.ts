@@ -112,9 +112,12 @@ CREATE TRIGGER log_head_no_delete BEFORE DELETE ON log_head
 CREATE TRIGGER log_head_no_truncate BEFORE TRUNCATE ON log_head
   FOR EACH STATEMENT EXECUTE FUNCTION log_refuse_change();
 
+-- Only the entry trigger's own UPDATE (trigger depth 2) may move the head: a bare
+-- "UPDATE log_head" from a session is depth 1 and is refused, as SQLite refuses a head bump
+-- with no entry behind it.
 CREATE FUNCTION log_head_forward_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF NEW.id <> OLD.id OR NEW.size <> OLD.size + 1 THEN
+  IF pg_trigger_depth() < 2 OR NEW.id <> OLD.id OR NEW.size <> OLD.size + 1 THEN
     RAISE EXCEPTION 'log_head advances only by inserting the next entry';
   END IF;
   RETURN NEW;

@@ -1,0 +1,199 @@
+// bench:pg — durable decisions/s (ledger authorize, committed with synchronous_commit on) with 1,
+// 2 and 4 processes on one PostgreSQL, on one hot block and spread over 100 blocks, beside
+// SQLite single-process in the same run. The one-block figure is the serialization bound: every
+// decision on a block waits for that block's row lock and then for the log's sequence lock.
+
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { generateSigningKeyPem } from "../src/evidence/index.js";
+import { createBursar } from "../src/index.js";
+
+const seconds = Number(process.env.BENCH_SECONDS ?? 3);
+const server = process.env.BURSAR_BENCH_PG ?? process.env.BURSAR_TEST_PG ?? "postgres://postgres@127.0.0.1:5432/test";
+/** Concurrent decision loops per process (the pool holds 10 connections). */
+const loops_per_process = Number(process.env.BENCH_LOOPS ?? 16);
+const process_counts = [1, 2, 4] as const;
+const block_counts = [1, 100] as const;
+/** Workers start together at a shared instant this far after spawning (node start + createBursar). */
+const start_delay_ms = 4_000;
+
+interface Setup {
+  agents: string[];
+}
+
+async function setupBlocks(db: string, signingKey: string, blocks: number): Promise<Setup> {
+  const bursar = await createBursar({ db, signingKey });
+  const agents: string[] = [];
+  try {
+    for (let index = 0; index < blocks; index++) {
+      const agent = await bursar.operator.createAgent({ name: `bench-${index}` });
+      await bursar.operator.createBlock({
+        agent_id: agent.agent_id,
+        currency: "INR",
+        reserved: 1_000_000_000_000,
+        per_call_cap: 1_000_000,
+        approval_threshold: 1_000_000,
+        velocity: { max_calls: 1_000_000, window_seconds: 1 },
+      });
+      agents.push(agent.agent_id);
+    }
+  } finally {
+    await bursar.close();
+  }
+  return { agents };
+}
+
+/** One worker process: `loops` concurrent loops authorizing against random agents until the deadline. */
+async function worker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string): Promise<void> {
+  const bursar = await createBursar({ db, signingKey: process.env.BENCH_SIGNING_KEY as string });
+  const late_ms = Math.max(0, Date.now() - start_ms);
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, start_ms - Date.now())));
+  let count = 0;
+  let errors = 0;
+  let next = 0;
+  const loop = async () => {
+    while (Date.now() < end_ms) {
+      const agent_id = agents[Math.floor(Math.random() * agents.length)] as string;
+      try {
+        const result = await bursar.ledger.authorize({
+          agent_id,
+          tool: "create_order",
+          args: { amount: 1000, currency: "INR", idempotency_key: `${tag}-${next++}` },
+        });
+        if (result.verdict.effect !== "ALLOW") throw new Error(`unexpected ${result.verdict.rule}`);
+        if (Date.now() <= end_ms) count++;
+      } catch {
+        errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: loops_per_process }, loop));
+  await bursar.close();
+  process.stdout.write(JSON.stringify({ count, errors, late_ms }));
+}
+
+function runWorker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string, key: string) {
+  return new Promise<{ count: number; errors: number; late_ms: number }>((resolve, reject) => {
+    const child = spawn(process.execPath, [process.argv[1] as string, "--worker", db, agents.join(","), String(start_ms), String(end_ms), tag], {
+      env: { ...process.env, BENCH_SIGNING_KEY: key },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    child.once("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`worker exited ${code}`))));
+  });
+}
+
+async function withSchema<T>(work: (url: string) => Promise<T>): Promise<T> {
+  const schema = `bursar_bench_${randomBytes(5).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: server });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  try {
+    const url = `${server}${server.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+    return await work(url);
+  } finally {
+    await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+    await admin.end();
+  }
+}
+
+async function postgresRate(processes: number, blocks: number, key: string): Promise<{ rate: number; errors: number; late_ms: number }> {
+  return withSchema(async (url) => {
+    const { agents } = await setupBlocks(url, key, blocks);
+    const start_ms = Date.now() + start_delay_ms;
+    const end_ms = start_ms + seconds * 1000;
+    const results = await Promise.all(Array.from({ length: processes }, (_, index) => runWorker(url, agents, start_ms, end_ms, `p${index}`, key)));
+    const count = results.reduce((sum, result) => sum + result.count, 0);
+    return {
+      rate: count / seconds,
+      errors: results.reduce((sum, result) => sum + result.errors, 0),
+      late_ms: Math.max(...results.map((result) => result.late_ms)),
+    };
+  });
+}
+
+/** The floor under everything: one-row INSERT … COMMIT transactions/s on `connections` connections. */
+async function rawCommitRate(connections: number): Promise<number> {
+  return withSchema(async (url) => {
+    const clients = Array.from({ length: connections }, () => new pg.Client({ connectionString: url }));
+    await Promise.all(clients.map((client) => client.connect()));
+    try {
+      await clients[0]!.query("CREATE TABLE raw (id BIGSERIAL PRIMARY KEY, v INTEGER NOT NULL)");
+      let count = 0;
+      const end_ms = Date.now() + seconds * 1000;
+      await Promise.all(
+        clients.map(async (client) => {
+          while (Date.now() < end_ms) {
+            await client.query("BEGIN");
+            await client.query("INSERT INTO raw (v) VALUES (1)");
+            await client.query("COMMIT");
+            count++;
+          }
+        }),
+      );
+      return count / seconds;
+    } finally {
+      await Promise.all(clients.map((client) => client.end()));
+    }
+  });
+}
+
+/** SQLite single process, one block, one loop at a time (its writer lock admits one transaction). */
+async function sqliteRate(key: string): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-bench-pg-"));
+  try {
+    const db = join(dir, "ledger.db");
+    const { agents } = await setupBlocks(db, key, 1);
+    const bursar = await createBursar({ db, signingKey: key });
+    let count = 0;
+    const start = performance.now();
+    while (performance.now() < start + seconds * 1000) {
+      await bursar.ledger.authorize({ agent_id: agents[0] as string, tool: "create_order", args: { amount: 1000, currency: "INR", idempotency_key: `s-${count}` } });
+      count++;
+    }
+    const rate = count / ((performance.now() - start) / 1000);
+    await bursar.close();
+    return rate;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const key = generateSigningKeyPem();
+  const sqlite = await sqliteRate(key);
+  console.log(`bench:pg (${seconds} s per cell, ${loops_per_process} concurrent loops per process, durable commits)`);
+  const raw_one = await rawCommitRate(1);
+  const raw_many = await rawCommitRate(16);
+  console.log(`  raw PostgreSQL one-row commits, 1 connection   : ${raw_one.toFixed(0).padStart(7)} tx/s`);
+  console.log(`  raw PostgreSQL one-row commits, 16 connections : ${raw_many.toFixed(0).padStart(7)} tx/s (group commit)`);
+  console.log(`  SQLite, 1 process, 1 block          : ${sqlite.toFixed(0).padStart(7)} decisions/s`);
+  const rates = new Map<string, number>();
+  for (const blocks of block_counts) {
+    for (const processes of process_counts) {
+      const result = await postgresRate(processes, blocks, key);
+      rates.set(`${processes}x${blocks}`, result.rate);
+      const note = `${result.errors ? `  ERRORS ${result.errors}` : ""}${result.late_ms > 0 ? `  (a worker started ${result.late_ms} ms late)` : ""}`;
+      const label = `PostgreSQL, ${processes} process${processes > 1 ? "es" : "  "}, ${String(blocks).padStart(3)} block${blocks > 1 ? "s" : " "}`;
+      console.log(`  ${label} : ${result.rate.toFixed(0).padStart(7)} decisions/s   ${(result.rate / sqlite).toFixed(2)} × SQLite${note}`);
+    }
+  }
+  const spread = rates.get("4x100") ?? 0;
+  const hot = rates.get("4x1") ?? 0;
+  console.log(`  ratios: 4 vs 1 process over 100 blocks ${(spread / (rates.get("1x100") ?? 1)).toFixed(2)}; 100 blocks vs 1 block (4 processes) ${(spread / (hot || 1)).toFixed(2)}`);
+  console.log(`  serialization bound (one hot block, 4 processes): ${hot.toFixed(0)} decisions/s`);
+  console.log(`  ledger (4 processes, 100 blocks) / raw single-connection commits: ${(spread / raw_one).toFixed(2)}`);
+  console.log(`  goal >= 2000/s with 4 processes over 100 blocks: ${spread >= 2000 ? "met" : "NOT met"} (${spread.toFixed(0)}/s)`);
+}
+
+if (process.argv[2] === "--worker") {
+  const [db, agents, start_ms, end_ms, tag] = process.argv.slice(3) as [string, string, string, string, string];
+  await worker(db, agents.split(","), Number(start_ms), Number(end_ms), tag);
+} else {
+  await main();
+}

@@ -1,0 +1,313 @@
+// PostgreSQL implementation of the storage port: a bounded pg.Pool, READ COMMITTED write
+// transactions whose correctness comes from row locks (the block row, then log_head), bounded
+// retry of transient failures, migrations under an advisory lock, and the database's clock.
+
+import pg from "pg";
+import type { Clock } from "../clock.js";
+import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue } from "./driver.js";
+
+export const pg_pool_connections_max = 10;
+export const pg_connect_timeout_ms = 5_000;
+export const pg_statement_timeout_ms = 15_000;
+/** A session stuck inside a transaction (a wedged process) gives its row locks back after this. */
+export const pg_idle_in_transaction_timeout_ms = 30_000;
+/** Attempts per transaction for serialization failures, deadlocks and lost connections. */
+export const pg_transaction_attempts_max = 8;
+export const pg_retry_backoff_ms_max = 200;
+/** Migrations wait this long for another process's migration before giving up. */
+export const pg_migration_timeout_ms = 120_000;
+/** Round trips per clock measurement; the one with the shortest round trip wins (as NTP does). */
+export const pg_clock_samples = 5;
+export const pg_clock_resync_ms = 30_000;
+/** Translated statements kept; our SQL is a small fixed set plus multi-row inserts of 1..50 rows. */
+const translated_statements_max = 2_000;
+
+const int8_oid = 20;
+const numeric_oid = 1700;
+
+export interface PostgresOptions {
+  /** postgres://user@host:port/db; `?options=-c search_path=…` selects a schema. */
+  url: string;
+  pool_connections_max?: number;
+}
+
+/** Thrown when the connection broke while COMMIT was in flight: the transaction may or may not
+ *  have committed, so it is never retried (retrying could apply a decision twice). */
+export class CommitOutcomeUnknownError extends Error {
+  override name = "CommitOutcomeUnknownError";
+  readonly code = "commit_outcome_unknown";
+}
+
+/** BIGINT (amounts, milliseconds, COUNT) and integer NUMERIC (SUM) become exact JS numbers. */
+function parseSafeInteger(text: string): number {
+  const value = Number(text);
+  if (!/^-?\d+$/.test(text) || !Number.isSafeInteger(value)) {
+    throw new RangeError(`PostgreSQL returned ${text}, which is not a safe integer; Bursar stores only integers below 2^53`);
+  }
+  return value;
+}
+
+const types = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === int8_oid || oid === numeric_oid) return parseSafeInteger;
+    return pg.types.getTypeParser(oid, format ?? "text");
+  },
+};
+
+interface Translated {
+  text: string;
+  placeholders: number;
+}
+
+/**
+ * Rewrites `?` placeholders to `$1..$n`. Our statements never put `?` inside a string literal or
+ * quoted identifier, never use `$` or comments: each of those is refused rather than guessed at.
+ */
+export function toPositional(sql: string): Translated {
+  if (sql.includes("$")) throw new Error(`SQL for the port must not contain '$': ${sql}`);
+  if (sql.includes("--") || sql.includes("/*")) throw new Error(`SQL for the port must not contain comments: ${sql}`);
+  let text = "";
+  let placeholders = 0;
+  let quote: "'" | '"' | null = null;
+  for (const char of sql) {
+    if (quote) {
+      if (char === "?") throw new Error(`'?' inside a quoted literal or identifier is ambiguous: ${sql}`);
+      if (char === quote) quote = null; // a doubled quote closes and reopens: still correct
+      text += char;
+    } else if (char === "'" || char === '"') {
+      quote = char;
+      text += char;
+    } else if (char === "?") {
+      text += `$${++placeholders}`;
+    } else {
+      text += char;
+    }
+  }
+  if (quote) throw new Error(`unterminated quote in SQL: ${sql}`);
+  return { text, placeholders };
+}
+
+const connection_error_codes = new Set([
+  "ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENOTFOUND",
+  "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+  "08000", "08001", "08003", "08004", "08006", // connection_exception family
+  "53300", // too_many_connections
+]);
+const contention_codes = new Set(["40001", "40P01", "55P03"]); // serialization, deadlock, lock_not_available
+
+function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
+function isConnectionError(error: unknown): boolean {
+  const code = codeOf(error);
+  if (code && connection_error_codes.has(code)) return true;
+  const message = error instanceof Error ? error.message : "";
+  return /Connection terminated|connection error|timeout exceeded when trying to connect|Client was closed/i.test(message);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+type Phase = "connect" | "work" | "commit";
+
+class AttemptError extends Error {
+  constructor(
+    readonly failure: unknown,
+    readonly phase: Phase,
+  ) {
+    super(failure instanceof Error ? failure.message : String(failure));
+  }
+}
+
+function normalize(params: readonly SqlValue[] | undefined): unknown[] {
+  return (params ?? []).map((value) => (typeof value === "boolean" ? Number(value) : value));
+}
+
+export class PostgresDriver implements SqlDriver {
+  readonly dialect = "postgres" as const;
+  readonly pool: pg.Pool;
+  private readonly translated = new Map<string, Translated>();
+  private resync: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(options: PostgresOptions) {
+    this.pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.pool_connections_max ?? pg_pool_connections_max,
+      connectionTimeoutMillis: pg_connect_timeout_ms,
+      idleTimeoutMillis: 30_000,
+      statement_timeout: pg_statement_timeout_ms,
+      idle_in_transaction_session_timeout: pg_idle_in_transaction_timeout_ms,
+      application_name: "bursar",
+      types,
+    });
+    // An idle client whose server went away emits here; the pool drops it, the next checkout reconnects.
+    this.pool.on("error", () => undefined);
+  }
+
+  private translate(sql: string, params: readonly SqlValue[] | undefined): Translated {
+    let found = this.translated.get(sql);
+    if (!found) {
+      found = toPositional(sql);
+      if (this.translated.size >= translated_statements_max) this.translated.clear();
+      this.translated.set(sql, found);
+    }
+    const given = params?.length ?? 0;
+    if (found.placeholders !== given) throw new Error(`statement has ${found.placeholders} placeholders but ${given} parameters: ${sql}`);
+    return found;
+  }
+
+  private txOn(client: pg.PoolClient): SqlTx {
+    const query = async <Row>(sql: string, params?: readonly SqlValue[]) => {
+      const { text } = this.translate(sql, params);
+      return client.query<Row & pg.QueryResultRow>(text, normalize(params));
+    };
+    return {
+      dialect: "postgres",
+      forUpdate: "FOR UPDATE",
+      get: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows[0] as Row | undefined,
+      all: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows as Row[],
+      run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
+    };
+  }
+
+  /** One attempt: BEGIN, work, COMMIT on one pooled connection. Errors carry the phase they hit. */
+  private async attempt<T>(begin: string, work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw new AttemptError(error, "connect");
+    }
+    let phase: Phase = "work";
+    let broken: Error | undefined;
+    try {
+      await client.query(begin);
+      const result = await work(this.txOn(client));
+      phase = "commit";
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      if (isConnectionError(error)) broken = error as Error;
+      else if (phase === "work") {
+        await client.query("ROLLBACK").catch((rollback: Error) => (broken = rollback));
+      }
+      throw new AttemptError(error, phase);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  private async withRetry<T>(begin: string, work: (tx: SqlTx) => Promise<T>, readonly: boolean): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.attempt(begin, work);
+      } catch (error) {
+        const { failure: cause, phase } = error as AttemptError;
+        const connection = isConnectionError(cause);
+        // A lost connection during COMMIT leaves the outcome unknown: a write is never re-run then.
+        if (connection && phase === "commit" && !readonly) {
+          throw new CommitOutcomeUnknownError(`the connection broke during COMMIT; the outcome is unknown: ${String((cause as Error).message)}`);
+        }
+        const transient = connection || contention_codes.has(codeOf(cause) ?? "");
+        if (!transient || attempt >= pg_transaction_attempts_max || this.closed) throw cause;
+        const backoff = Math.min(pg_retry_backoff_ms_max, 5 * 2 ** attempt);
+        await sleep(backoff / 2 + Math.random() * (backoff / 2));
+      }
+    }
+  }
+
+  transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    return this.withRetry("BEGIN ISOLATION LEVEL READ COMMITTED", work, false);
+  }
+
+  /** One consistent snapshot for reads that span several statements (the inbox, pages of entries). */
+  read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    return this.withRetry("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", work, true);
+  }
+
+  /**
+   * Applies pending migrations in one transaction under a transaction-level advisory lock keyed
+   * by the schema, so several processes starting at once apply each migration exactly once.
+   */
+  async migrate(migrations: readonly Migration[]): Promise<number[]> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query("BEGIN");
+      await client.query(`SET LOCAL statement_timeout = ${pg_migration_timeout_ms}`);
+      const schema = await client.query<{ schema: string | null }>("SELECT current_schema() AS schema");
+      const name = schema.rows[0]?.schema;
+      if (!name) throw new Error("PostgreSQL: the search_path names no existing schema; create it first");
+      await client.query("SELECT pg_advisory_xact_lock(hashtext('bursar.migrate'), hashtext($1))", [name]);
+      await client.query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+      );
+      const applied: number[] = [];
+      for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+        const done = await client.query("SELECT 1 FROM schema_migrations WHERE version = $1", [migration.version]);
+        if (done.rowCount) continue;
+        await client.query(migration.postgres);
+        await client.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [
+          migration.version,
+          migration.name,
+          new Date().toISOString(),
+        ]);
+        applied.push(migration.version);
+      }
+      await client.query("COMMIT");
+      return applied;
+    } catch (error) {
+      await client.query("ROLLBACK").catch((rollback: Error) => (broken = rollback));
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /** The database's time minus ours, from the sample with the shortest round trip. */
+  async measureClockOffset(): Promise<{ offset_ms: number; round_trip_ms: number }> {
+    let best = { offset_ms: 0, round_trip_ms: Infinity };
+    for (let sample = 0; sample < pg_clock_samples; sample++) {
+      const sent = performance.timeOrigin + performance.now();
+      const result = await this.pool.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms");
+      const received = performance.timeOrigin + performance.now();
+      const database_ms = Number(result.rows[0]?.ms);
+      if (!Number.isFinite(database_ms)) throw new Error("PostgreSQL returned no clock reading");
+      const round_trip_ms = received - sent;
+      if (round_trip_ms < best.round_trip_ms) best = { offset_ms: database_ms - (sent + received) / 2, round_trip_ms };
+    }
+    return best;
+  }
+
+  /**
+   * A clock that reads the database's time: the offset to the database is measured now and every
+   * pg_clock_resync_ms, so every instance on this database agrees on `now` to within about half a
+   * round trip, at no cost per transaction. It never runs backwards within a process.
+   */
+  async databaseClock(): Promise<Clock> {
+    let offset_ms = (await this.measureClockOffset()).offset_ms;
+    let last_ms = 0;
+    if (this.resync) clearInterval(this.resync);
+    this.resync = setInterval(() => {
+      this.measureClockOffset()
+        .then((measured) => (offset_ms = measured.offset_ms))
+        .catch(() => undefined); // keep the last offset; the next resync tries again
+    }, pg_clock_resync_ms);
+    this.resync.unref();
+    return () => {
+      last_ms = Math.max(last_ms, Math.round(Date.now() + offset_ms));
+      return new Date(last_ms);
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.resync) clearInterval(this.resync);
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,145 @@
+// The PostgreSQL driver against a real server: placeholder translation and its refusals, exact
+// integers, the schema's constraints, migrations racing under the advisory lock, bounded retry
+// of deadlocks and lost connections, and the database clock.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { migrations } from "../../src/ledger/migrations/index.js";
+import { PostgresDriver, pg_transaction_attempts_max, toPositional } from "../../src/ledger/postgres.js";
+import { freshSchema, postgresServerUrl } from "../support/backends.js";
+
+const pg_server = postgresServerUrl();
+
+describe("toPositional", () => {
+  it("numbers ? placeholders in order and leaves the rest alone", () => {
+    expect(toPositional("SELECT * FROM t WHERE a = ? AND b IN (?, ?) AND c = 'x'")).toEqual({
+      text: "SELECT * FROM t WHERE a = $1 AND b IN ($2, $3) AND c = 'x'",
+      placeholders: 3,
+    });
+    expect(toPositional("SELECT 'it''s' AS s, ? AS p").text).toBe("SELECT 'it''s' AS s, $1 AS p");
+  });
+
+  it("refuses ? inside a literal or quoted identifier, $, comments and unterminated quotes", () => {
+    expect(() => toPositional("SELECT '?' AS q")).toThrow(/inside a quoted literal/);
+    expect(() => toPositional('SELECT 1 AS "what?"')).toThrow(/inside a quoted literal/);
+    expect(() => toPositional("SELECT $1")).toThrow(/\$/);
+    expect(() => toPositional("SELECT 1 -- ?")).toThrow(/comments/);
+    expect(() => toPositional("SELECT 'open")).toThrow(/unterminated/);
+  });
+});
+
+describe.skipIf(!pg_server)("PostgresDriver", () => {
+  let schema: Awaited<ReturnType<typeof freshSchema>>;
+  let driver: PostgresDriver;
+  beforeAll(async () => {
+    schema = await freshSchema(pg_server as string);
+    driver = new PostgresDriver({ url: schema.url, pool_connections_max: 4 });
+  });
+  afterAll(async () => {
+    await driver?.close();
+    await schema?.drop();
+  });
+
+  it("applies each migration exactly once when four processes migrate at the same moment", async () => {
+    const racers = Array.from({ length: 4 }, () => new PostgresDriver({ url: schema.url, pool_connections_max: 1 }));
+    try {
+      const applied = await Promise.all(racers.map((racer) => racer.migrate(migrations)));
+      expect(applied.flat().sort()).toEqual(migrations.map((migration) => migration.version));
+      expect(await driver.migrate(migrations)).toEqual([]);
+    } finally {
+      await Promise.all(racers.map((racer) => racer.close()));
+    }
+  });
+
+  it("returns BIGINT, COUNT and integer SUM as exact numbers and refuses unsafe integers", async () => {
+    const row = await driver.read((tx) =>
+      tx.get<{ big: number; count: number; sum: number }>(
+        "SELECT CAST(? AS BIGINT) AS big, COUNT(*) AS count, SUM(x) AS sum FROM (VALUES (CAST(1000000000000 AS BIGINT)), (CAST(1 AS BIGINT))) AS v(x)",
+        [999_999_999_999],
+      ),
+    );
+    expect(row).toEqual({ big: 999_999_999_999, count: 2, sum: 1_000_000_000_001 });
+    await expect(driver.read((tx) => tx.get("SELECT CAST(? AS BIGINT) AS big", ["9007199254740993"]))).rejects.toThrow(/safe integer/);
+    await expect(driver.read((tx) => tx.get("SELECT 1 AS one", [1]))).rejects.toThrow(/placeholders/);
+  });
+
+  it("enforces the balance CHECK, unique idempotency keys and unique webhook event ids", async () => {
+    await driver.transaction(async (tx) => {
+      await tx.run("INSERT INTO agents (agent_id, name, token_sha256, created_at_ms) VALUES ('agt_c', 'c', 'h', 0)");
+      await tx.run(
+        `INSERT INTO blocks (block_id, agent_id, currency, reserved, per_call_cap, approval_threshold, velocity_max_calls,
+           velocity_window_seconds, created_at_ms, expires_at_ms) VALUES ('blk_c', 'agt_c', 'INR', 1000, 1000, 1000, 1, 1, 0, 1)`,
+      );
+    });
+    await expect(driver.transaction((tx) => tx.run("UPDATE blocks SET held = 600, spent = 401 WHERE block_id = 'blk_c'"))).rejects.toMatchObject({
+      code: "23514",
+    });
+    await expect(driver.transaction((tx) => tx.run("UPDATE blocks SET held = -1 WHERE block_id = 'blk_c'"))).rejects.toMatchObject({ code: "23514" });
+    const key = "INSERT INTO idempotency_keys (agent_id, key, derived, tool, params_hash, status, first_at_ms) VALUES ('agt_c', 'k:1', 0, 't', 'p', 'stored', 0)";
+    await driver.transaction((tx) => tx.run(key));
+    await expect(driver.transaction((tx) => tx.run(key))).rejects.toMatchObject({ code: "23505" });
+    const event = "INSERT INTO webhook_events (event_id, event, payment_id, outcome, received_at_ms) VALUES (?, 'e', NULL, 'pending', 0) ON CONFLICT (event_id) DO NOTHING";
+    expect(await driver.transaction((tx) => tx.run(event, ["evt_1"]))).toEqual({ changes: 1 });
+    expect(await driver.transaction((tx) => tx.run(event, ["evt_1"]))).toEqual({ changes: 0 });
+  });
+
+  it("retries a deadlock: both transactions commit, one of them on a later attempt", async () => {
+    await driver.transaction(async (tx) => {
+      await tx.run("INSERT INTO settings (name, value) VALUES ('a', '0'), ('b', '0')");
+    });
+    let attempts = 0;
+    const cross = (first: string, second: string) =>
+      driver.transaction(async (tx) => {
+        attempts++;
+        await tx.run("UPDATE settings SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE name = ?", [first]);
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        await tx.run("UPDATE settings SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE name = ?", [second]);
+      });
+    await Promise.all([cross("a", "b"), cross("b", "a")]);
+    expect(attempts).toBeGreaterThan(2);
+    const values = await driver.read((tx) => tx.all<{ value: string }>("SELECT value FROM settings WHERE name IN ('a', 'b') ORDER BY name"));
+    expect(values.map((row) => row.value)).toEqual(["2", "2"]);
+  });
+
+  it("retries a transaction whose connection is killed before COMMIT, and runs its work once in effect", async () => {
+    let attempts = 0;
+    await driver.transaction(async (tx) => {
+      attempts++;
+      await tx.run("INSERT INTO settings (name, value) VALUES ('killed', ?)", [String(attempts)]);
+      if (attempts === 1) await tx.get("SELECT pg_terminate_backend(pg_backend_pid())");
+    });
+    expect(attempts).toBe(2);
+    expect(await driver.read((tx) => tx.all("SELECT value FROM settings WHERE name = 'killed'"))).toEqual([{ value: "2" }]);
+  });
+
+  it("does not retry an ordinary error and rolls the transaction back", async () => {
+    let attempts = 0;
+    await expect(
+      driver.transaction(async (tx) => {
+        attempts++;
+        await tx.run("INSERT INTO settings (name, value) VALUES ('rolled', 'x')");
+        throw new Error("the state change failed");
+      }),
+    ).rejects.toThrow("the state change failed");
+    expect(attempts).toBe(1);
+    expect(await driver.read((tx) => tx.all("SELECT 1 FROM settings WHERE name = 'rolled'"))).toEqual([]);
+  });
+
+  it("gives up on an unreachable server after a bounded number of attempts", async () => {
+    const nowhere = new PostgresDriver({ url: "postgres://postgres@127.0.0.1:1/test" });
+    const started = Date.now();
+    try {
+      await expect(nowhere.transaction((tx) => tx.get("SELECT 1 AS one"))).rejects.toMatchObject({ code: "ECONNREFUSED" });
+      expect(Date.now() - started).toBeLessThan(pg_transaction_attempts_max * 1_000);
+    } finally {
+      await nowhere.close();
+    }
+  });
+
+  it("reads the database's clock to within a few milliseconds", async () => {
+    const clock = await driver.databaseClock();
+    const row = await driver.read((tx) => tx.get<{ ms: number }>("SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT) AS ms"));
+    expect(Math.abs(clock().getTime() - (row?.ms ?? 0))).toBeLessThan(50);
+    const a = clock().getTime();
+    expect(clock().getTime()).toBeGreaterThanOrEqual(a);
+  });
+});
