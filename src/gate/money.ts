@@ -3,7 +3,7 @@
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
 import { scrub } from "../evidence/index.js";
-import type { AuthorizeResult, CallRef } from "../ledger/index.js";
+import { blockSummary as summaryOfRow, type AuthorizeResult, type CallRef } from "../ledger/index.js";
 import type { PaymentState } from "../policy/index.js";
 import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -51,7 +51,7 @@ function callRef(agent_id: string, auth: AuthorizeResult): CallRef {
 }
 
 /** Forwards an allowed (or approved) order and records the provider's answer. */
-export async function forwardOrder(context: GateContext, call: CallRef, args: Args, block_id: string) {
+export async function forwardOrder(context: GateContext, call: CallRef, args: Args) {
   const outcome = await context.provider.createOrder({
     amount: args.amount as number,
     currency: String(args.currency).toUpperCase(),
@@ -60,21 +60,18 @@ export async function forwardOrder(context: GateContext, call: CallRef, args: Ar
   });
   const forwarded = outcome.kind === "ok" ? { kind: "ok" as const, value: orderView(outcome.value) as never } : outcome;
   const completion = await context.ledger.completeOrder(call, forwarded);
-  const block = await blockSummary(context, block_id);
-  if (outcome.kind === "ok") return { result: completion.result, block, outcome };
-  return { result: completion.result, block, outcome };
+  return { result: completion.result, block: summaryOfRow(completion.block), outcome };
 }
 
 export async function createOrder(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
   const auth = await context.ledger.authorize({ agent_id, tool: "create_order", args });
   const early = await decided(context, auth, "create_order");
   if (early) return early;
-  const block_id = auth.block?.block_id as string;
-  if (auth.verdict.effect === "HOLD" && auth.approval) {
-    return held(auth.verdict, auth.approval, await blockSummary(context, block_id), auth.evidence, false);
+  if (auth.verdict.effect === "HOLD" && auth.approval && auth.block) {
+    return held(auth.verdict, auth.approval, summaryOfRow(auth.block), auth.evidence, false);
   }
   const call = callRef(agent_id, auth);
-  const { block, outcome } = await forwardOrder(context, call, args as Args, block_id);
+  const { block, outcome } = await forwardOrder(context, call, args as Args);
   if (outcome.kind === "ok") return orderAllowed(orderView(outcome.value), call.reservation_id, block, auth.evidence, false);
   if (outcome.kind === "refused") return providerRefused(call.reservation_id, outcome.error, auth.evidence, block);
   context.observer?.unknownOutcome("create_order");
@@ -94,8 +91,8 @@ async function paymentState(context: GateContext, args: unknown): Promise<Paymen
 
 async function settled(context: GateContext, call: CallRef, payment: ProviderPayment, auth: AuthorizeResult): Promise<ToolResult> {
   const view = paymentView(payment);
-  await context.ledger.completeCapture(call, { ...view, order_id: payment.order_id ?? "" });
-  return captureAllowed(view, await blockSummary(context, auth.block?.block_id as string), auth.evidence, false);
+  const completion = await context.ledger.completeCapture(call, { ...view, order_id: payment.order_id ?? "" });
+  return captureAllowed(view, summaryOfRow(completion.block), auth.evidence, false);
 }
 
 /** A capture error never releases: ask the provider what happened to the payment. */

@@ -18,7 +18,7 @@ export async function approve(context: GateContext, approval_id: string): Promis
     reservation_id: reservation.reservation_id,
     approval_id,
   };
-  const { result } = await forwardOrder(context, call, grant.args as Record<string, unknown>, approval.block_id);
+  const { result } = await forwardOrder(context, call, grant.args as Record<string, unknown>);
   return { approval_id, state: "approved", result };
 }
 

@@ -3,7 +3,7 @@
 
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import type { ReservationRow } from "./rows.js";
+import type { BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
 import { dropIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
@@ -32,6 +32,8 @@ export interface CallRef {
 
 export interface Completion {
   reservation: ReservationRow;
+  /** The block as this transaction left it, so the caller needs no second read. */
+  block: BlockRow;
   result: Record<string, unknown>;
   evidence?: EvidenceRef;
 }
@@ -80,7 +82,11 @@ export async function completeOrder(
     approval_id: call.approval_id ?? null,
     ...result,
   });
-  const completion: Completion = { reservation: await loadLocked(tx, reservation.reservation_id), result };
+  const completion: Completion = {
+    reservation: await loadLocked(tx, reservation.reservation_id),
+    block: (await lockBlock(tx, reservation.block_id)) as BlockRow,
+    result,
+  };
   if (evidence) completion.evidence = evidence;
   return completion;
 }
@@ -91,12 +97,13 @@ export async function completeCapture(
   context: LedgerContext,
   call: CallRef,
   payment: CapturedPayment,
-): Promise<SettleOutcome & { result: Record<string, unknown> }> {
+): Promise<SettleOutcome & { result: Record<string, unknown>; block: BlockRow }> {
   const settled = await settleCapture(tx, context, payment, "capture");
   const result = { payment, reservation_id: call.reservation_id };
   // If the webhook won the race it already completed this key; storing again is harmless.
   await storeResult(tx, call.agent_id, call.key, result);
-  return { ...settled, result };
+  const reservation = (await getReservation(tx, call.reservation_id)) as ReservationRow;
+  return { ...settled, result, block: (await lockBlock(tx, reservation.block_id)) as BlockRow };
 }
 
 /** The capture failed but the payment is still only authorized: nothing moved, so the key is

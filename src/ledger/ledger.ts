@@ -37,7 +37,12 @@ export interface Inbox {
 export const agent_name_length_max = 128;
 export const inbox_reservations_per_block = 20;
 
+/** Agents are never deleted or re-keyed, so a token's agent can be remembered; bounded. */
+export const agent_cache_entries_max = 10_000;
+
 export class Ledger {
+  private readonly agents = new Map<string, Agent>();
+
   constructor(
     readonly driver: SqlDriver,
     readonly context: LedgerContext,
@@ -73,10 +78,14 @@ export class Ledger {
    *  is by hash, so timing reveals nothing about the token. */
   async authenticateAgent(token: string | undefined): Promise<Agent | null> {
     if (!token) return null;
-    const row = await this.driver.read((tx) =>
-      tx.get<Agent>("SELECT agent_id, name FROM agents WHERE token_sha256 = ?", [sha256Hex(token)]),
-    );
-    return row ?? null;
+    const hash = sha256Hex(token);
+    const cached = this.agents.get(hash);
+    if (cached) return cached;
+    const row = await this.driver.read((tx) => tx.get<Agent>("SELECT agent_id, name FROM agents WHERE token_sha256 = ?", [hash]));
+    if (!row) return null;
+    if (this.agents.size >= agent_cache_entries_max) this.agents.clear();
+    this.agents.set(hash, row);
+    return row;
   }
 
   async createBlock(input: CreateBlockInput): Promise<BlockView> {
