@@ -6,14 +6,27 @@ export type IdSource = (prefix: string) => string;
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
+/** Random bytes are drawn from the CSPRNG in pages: one call per id costs more than the id. */
+const random_page_bytes = 4096;
+let random_page = Buffer.alloc(0);
+let random_offset = 0;
+
+function randomByte(): number {
+  if (random_offset >= random_page.length) {
+    random_page = randomBytes(random_page_bytes);
+    random_offset = 0;
+  }
+  return random_page[random_offset++] as number;
+}
+
+/** Unbiased base62: bytes of 248 and above (4 × 62) are skipped. */
 export function randomBase62(length: number): string {
-  const bytes = randomBytes(length * 2);
   let out = "";
-  for (let index = 0; out.length < length && index < bytes.length; index++) {
-    const byte = bytes[index] as number;
+  while (out.length < length) {
+    const byte = randomByte();
     if (byte < 248) out += base62[byte % 62];
   }
-  return out.length === length ? out : randomBase62(length);
+  return out;
 }
 
 export const randomIds: IdSource = (prefix) => `${prefix}_${randomBase62(16)}`;

@@ -23,6 +23,9 @@ import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 
 /** money_calls rows older than this are pruned; no velocity window may be longer. */
 export const velocity_window_max_seconds = 86_400;
+/** Pruning is amortized: one agent's old rows every this many decisions in a process. */
+export const money_calls_prune_every = 64;
+let decisions_since_prune = 0;
 
 export interface AuthorizeInput {
   agent_id: string | null;
@@ -48,6 +51,8 @@ interface Snapshot {
   reservation: ReservationRow | null;
   key: CallKey | null;
   stored: IdempotencyRow | undefined;
+  /** A row exists under the key (perhaps an expired derived one that no longer replays). */
+  key_row: boolean;
   state: PolicyState;
 }
 
@@ -87,6 +92,7 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
   const reservation = candidate ? ((await getReservation(tx, candidate.reservation_id)) ?? null) : null;
   const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args) : null;
   let stored = key && input.agent_id ? await getIdempotency(tx, input.agent_id, key.key) : undefined;
+  const key_row = stored !== undefined;
   if (stored && !(await stillReplays(tx, context, stored, now_ms))) stored = undefined;
   const calls_in_window =
     block && input.agent_id ? await countCalls(tx, input.agent_id, now_ms, block.velocity_window_seconds) : 0;
@@ -101,7 +107,7 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
       reservation: reservation ? reservationState(reservation) : null,
     };
   }
-  return { block, reservation, key, stored, state };
+  return { block, reservation, key, stored, key_row, state };
 }
 
 async function holdMoney(
@@ -148,7 +154,7 @@ async function holdMoney(
     lease_expires_at_ms: now_ms + context.lease_ms,
   };
   if (verdict.effect === "ALLOW") {
-    await putIdempotency(tx, base);
+    await putIdempotency(tx, base, snap.key_row);
     return { reservation };
   }
   const approval: ApprovalRow = {
@@ -174,7 +180,7 @@ async function holdMoney(
       approval.tool, approval.args_json, approval.state, approval.created_at_ms, approval.expires_at_ms, null, null,
     ],
   );
-  await putIdempotency(tx, { ...base, status: "stored", effect: "HOLD", approval_id: approval.approval_id, lease_expires_at_ms: null });
+  await putIdempotency(tx, { ...base, status: "stored", effect: "HOLD", approval_id: approval.approval_id, lease_expires_at_ms: null }, snap.key_row);
   return { reservation, approval };
 }
 
@@ -194,20 +200,24 @@ async function bindCapture(
     now_ms,
     reservation.reservation_id,
   ]);
-  await putIdempotency(tx, {
-    agent_id: reservation.agent_id,
-    key: key.key,
-    derived: key.derived ? 1 : 0,
-    tool: input.tool,
-    params_hash: key.params_hash,
-    status: "in_flight",
-    effect: "ALLOW",
-    reservation_id: reservation.reservation_id,
-    approval_id: null,
-    result_json: null,
-    first_at_ms: now_ms,
-    lease_expires_at_ms: now_ms + context.lease_ms,
-  });
+  await putIdempotency(
+    tx,
+    {
+      agent_id: reservation.agent_id,
+      key: key.key,
+      derived: key.derived ? 1 : 0,
+      tool: input.tool,
+      params_hash: key.params_hash,
+      status: "in_flight",
+      effect: "ALLOW",
+      reservation_id: reservation.reservation_id,
+      approval_id: null,
+      result_json: null,
+      first_at_ms: now_ms,
+      lease_expires_at_ms: now_ms + context.lease_ms,
+    },
+    snap.key_row,
+  );
   return { reservation: { ...reservation, payment_id: payment.id } };
 }
 
@@ -239,10 +249,13 @@ export async function authorize(tx: SqlTx, context: LedgerContext, input: Author
     context.guards,
   );
   const written = await writeDecision(tx, context, input, snap, verdict, now_ms);
-  if (input.agent_id) {
+  if (input.agent_id && ++decisions_since_prune >= money_calls_prune_every) {
+    decisions_since_prune = 0;
     await tx.run("DELETE FROM money_calls WHERE agent_id = ? AND at_ms <= ?", [input.agent_id, now_ms - velocity_window_max_seconds * 1000]);
   }
-  const block = snap.block ? ((await lockBlock(tx, snap.block.block_id)) ?? null) : null;
+  // The block as this transaction leaves it: a create_order hold is the only balance change here.
+  const held_now = written.reservation && input.tool === "create_order" && !verdict.replay ? written.reservation.amount : 0;
+  const block = snap.block ? { ...snap.block, held: snap.block.held + held_now } : null;
   const reservation = written.reservation ?? (verdict.replay && snap.stored?.reservation_id ? await getReservation(tx, snap.stored.reservation_id) : undefined);
   const evidence = await record(tx, context, "gate.decision", {
     agent_id: input.agent_id,

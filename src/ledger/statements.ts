@@ -69,9 +69,9 @@ export function getIdempotency(tx: SqlTx, agent_id: string, key: string): Promis
   return tx.get<IdempotencyRow>("SELECT * FROM idempotency_keys WHERE agent_id = ? AND key = ?", [agent_id, key]);
 }
 
-/** Writes a key's row, replacing one that no longer replays (an expired derived key). */
-export async function putIdempotency(tx: SqlTx, row: IdempotencyRow): Promise<void> {
-  await tx.run("DELETE FROM idempotency_keys WHERE agent_id = ? AND key = ?", [row.agent_id, row.key]);
+/** Writes a key's row; `replace` when a row that no longer replays (an expired derived key) is there. */
+export async function putIdempotency(tx: SqlTx, row: IdempotencyRow, replace: boolean): Promise<void> {
+  if (replace) await tx.run("DELETE FROM idempotency_keys WHERE agent_id = ? AND key = ?", [row.agent_id, row.key]);
   await tx.run(
     `INSERT INTO idempotency_keys (agent_id, key, derived, tool, params_hash, status, effect, reservation_id,
        approval_id, result_json, first_at_ms, lease_expires_at_ms)
