@@ -38,7 +38,7 @@ const secret_value_patterns: readonly RegExp[] = [
 const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[pousr]_|xox|AKIA/i;
 
 /** Runs of 13 to 19 digits, optionally grouped by single spaces or dashes, as printed on cards. */
-const card_candidate_pattern = /(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)/g;
+const card_candidate_pattern = /(?<![0-9A-Za-z])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z])/g;
 const card_prefilter = /\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d/;
 
 /** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. */

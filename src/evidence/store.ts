@@ -8,7 +8,7 @@ import { SigningKeyError, type LogSigner } from "./keys.js";
 import { MerkleTree, verifyConsistency } from "./merkle.js";
 import { formatCheckpoint, parseCheckpoint, signNote } from "./note.js";
 import type { ConsistencyProofDocument, InclusionProofDocument } from "./proof.js";
-import { signReceiptFields, type Receipt } from "./receipt.js";
+import { signDeliveryReceipt, signReceiptFields, type DeliveryReceipt, type DeliveryReceiptFields, type Receipt } from "./receipt.js";
 
 export const log_format_version = 1;
 export const entries_page_max = 1000;
@@ -282,6 +282,11 @@ export class EvidenceLog {
       await tx.run(insertSql(chunk.length), params);
     }
     return results;
+  }
+
+  /** Signs an ingest delivery's receipt with the log key: one signature lists every record. */
+  signDelivery(fields: DeliveryReceiptFields): DeliveryReceipt {
+    return signDeliveryReceipt(this.signer, fields);
   }
 
   /** The committed tree size (number of entries). */

@@ -12,6 +12,8 @@ export interface Metrics {
   /** Wraps a provider so every call's latency and outcome is measured. */
   instrument(provider: Provider): Provider;
   routes: RoutePlugin;
+  /** Counts observed calls that could not be recorded (each later reported by a system.evidence_gap entry). */
+  evidenceGap(calls: number, reason: string): void;
 }
 
 export function createMetrics(): Metrics {
@@ -27,6 +29,9 @@ export function createMetrics(): Metrics {
   });
   const unknown = new Counter({ name: "bursar_unknown_outcomes_total", help: "Money calls whose provider outcome is unknown (held for the operator)", labelNames: ["tool"], registers: [registry] });
   const webhooks = new Counter({ name: "bursar_webhooks_total", help: "Provider webhooks by outcome", labelNames: ["outcome"], registers: [registry] });
+
+  const evidence_gap = new Counter({ name: "bursar_evidence_gap_calls_total", help: "Observed calls that could not be recorded, by reason", labelNames: ["reason"], registers: [registry] });
+  const evidenceGap = (calls: number, reason: string) => evidence_gap.inc({ reason }, calls);
 
   const observer: GateObserver = {
     decision: (tool, verdict) => decisions.inc({ tool: verdict.rule === "ALLOWLIST" ? "(undeclared)" : tool, effect: verdict.effect, rule: verdict.rule }),
@@ -59,5 +64,5 @@ export function createMetrics(): Metrics {
   const routes: RoutePlugin = (app) => {
     app.get("/metrics", async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   };
-  return { registry, observer, instrument, routes };
+  return { registry, observer, instrument, routes, evidenceGap };
 }

@@ -13,11 +13,13 @@ import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
 import { createSimulator, type Simulator } from "../provider/simulator/index.js";
+import { resolveMasterKey } from "../sources/sealed.js";
 import { buildServer, loggerOptions, type RoutePlugin } from "./app.js";
 import { isReader, type Access } from "./auth.js";
 import { mcpRoutes } from "./mcp.js";
 import { createMetrics } from "./metrics.js";
 import { logRoutes } from "./routes/log.js";
+import { evidenceSources } from "./routes/evidence-sources.js";
 import { operatorRoutes } from "./routes/operator.js";
 import { webhookRoutes } from "./routes/webhooks.js";
 
@@ -121,6 +123,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     operatorRoutes(access, gate_context),
     webhookRoutes(gate_context),
     logRoutes({ log: bursar.log, authorizeReader: (header) => isReader(access, header) }),
+    ...evidenceSources({ access, bursar, master_key: resolveMasterKey(config), onUnrecorded: metrics.evidenceGap }).plugins,
   ];
   const simulator = setup.simulator;
   if (simulator) plugins.push(async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })));

@@ -40,6 +40,10 @@ describe("scrub", () => {
     ];
     for (const value of values) expect(scrub({ note: value }).note, value).toBe("[redacted]");
     expect(scrub({ n: 4111111111111111 }).n).toBe("[redacted]");
+    // A Luhn-valid digit run inside a hex digest is bounded by letters: not a card number.
+    const digest = "e8f80ce73a7bf62bf87219a985f86002ca8284352066799136ec02afef18ce0b";
+    expect(scrub({ digest }).digest).toBe(digest);
+    expect(scrub({ pan: "pan=4111-1111-1111-1111;" }).pan).toBe("[redacted]");
   });
 
   it("keeps ordinary evidence: amounts, ids, currencies, idempotency keys, non-Luhn digit runs", () => {

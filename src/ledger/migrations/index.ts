@@ -4,5 +4,6 @@ import type { Migration } from "../driver.js";
 import { migration as ledger } from "./001_ledger.js";
 import { migration as evidence } from "./002_evidence.js";
 import { migration as access } from "./003_access.js";
+import { migration as sources } from "./004_sources.js";
 
-export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access]);
+export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources]);

@@ -1,0 +1,140 @@
+// `bursar send-decisions`: what integrators copy. Reads a .jsonl file of decision records,
+// posts it to a source's webhook in deliveries of at most 500 records (and 2 MiB), each
+// signed with Bursar-Signature, and writes every delivery receipt it gets back.
+
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import { systemClock } from "../../clock.js";
+import { delivery_bytes_max, records_per_delivery_max } from "../../ingest/delivery.js";
+import { signature_header, signatureHeader } from "../../ingest/signature.js";
+import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+
+export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
+export const file_bytes_max = 1_073_741_824;
+const progress_width = 30;
+
+export const help = `
+usage: bursar send-decisions FILE --url URL --source ID [--batch N] [--receipts FILE]
+
+Signs and posts FILE (JSON Lines: one bursar.gateway-decision/1 record per line) to the
+source's webhook POST {URL}/ingest/{ID}, in deliveries of at most N records (default and
+maximum ${records_per_delivery_max}) and at most ${delivery_bytes_max} bytes. Each delivery carries
+  Bursar-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(signing key, t + "." + body)>
+Lines are sent byte for byte, so each record's hash is over the exact line you wrote.
+A repeated run is safe: records already received return their first receipt.
+Stops at the first refused delivery and prints the server's answer (with file line numbers).
+
+options:
+  --url URL          the Bursar server, e.g. http://127.0.0.1:8787
+  --source ID        the decisions source id (src_…)
+  --batch N          records per delivery, 1..${records_per_delivery_max} (default ${records_per_delivery_max})
+  --receipts FILE    write each delivery's signed receipt to FILE, one JSON per line
+
+environment:
+  ${signing_key_variable}   the source's signing key (shown once when the source was created)
+`;
+
+interface Delivery {
+  /** 1-based file line number of each record. */
+  lines: number[];
+  body: Buffer;
+}
+
+/** Non-blank lines with their 1-based numbers, each kept byte for byte (without its line ending). */
+function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
+  const data = readFileSync(path);
+  if (data.length > file_bytes_max) throw new UsageError(`${path} is larger than ${file_bytes_max} bytes; split it`);
+  const records: Array<{ line: number; bytes: Buffer }> = [];
+  let start = 0;
+  for (let line = 1; start < data.length; line++) {
+    let end = data.indexOf(0x0a, start);
+    if (end === -1) end = data.length;
+    const bytes = data.subarray(start, end > start && data[end - 1] === 0x0d ? end - 1 : end);
+    if (bytes.toString("utf8").trim() !== "") records.push({ line, bytes });
+    start = end + 1;
+  }
+  return records;
+}
+
+function deliveries(records: Array<{ line: number; bytes: Buffer }>, batch: number): Delivery[] {
+  const out: Delivery[] = [];
+  let current: { lines: number[]; parts: Buffer[]; bytes: number } = { lines: [], parts: [], bytes: 0 };
+  const flush = () => {
+    if (current.lines.length > 0) out.push({ lines: current.lines, body: Buffer.concat(current.parts) });
+    current = { lines: [], parts: [], bytes: 0 };
+  };
+  for (const record of records) {
+    const size = record.bytes.length + 1;
+    if (size > delivery_bytes_max) throw new UsageError(`line ${record.line} is larger than one delivery (${delivery_bytes_max} bytes)`);
+    if (current.lines.length >= batch || current.bytes + size > delivery_bytes_max) flush();
+    current.lines.push(record.line);
+    current.parts.push(record.bytes, Buffer.from("\n"));
+    current.bytes += size;
+  }
+  flush();
+  return out;
+}
+
+function progress(io: CliIo, done: number, total: number): void {
+  if (!io.interactive) return;
+  const filled = total === 0 ? progress_width : Math.round((done / total) * progress_width);
+  io.stderr.write(`\r[${"#".repeat(filled)}${" ".repeat(progress_width - filled)}] ${done}/${total} records`);
+  if (done === total) io.stderr.write("\n");
+}
+
+/** The server's refusal, with record indexes mapped to file line numbers. */
+function describeRefusal(status: number, text: string, delivery: Delivery): string {
+  let body: { error?: { code?: string; message?: string; details?: { problems?: Array<{ index: number; field: string; message: string }>; records?: Array<{ index: number; event_id: string }> } } };
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    return `HTTP ${status}: ${text.slice(0, 500)}`;
+  }
+  const lines = [`HTTP ${status} ${body.error?.code ?? ""}: ${body.error?.message ?? ""}`];
+  for (const problem of body.error?.details?.problems ?? []) lines.push(`  line ${delivery.lines[problem.index] ?? "?"}: ${problem.field}: ${problem.message}`);
+  for (const record of body.error?.details?.records ?? []) lines.push(`  line ${delivery.lines[record.index] ?? "?"}: event_id ${record.event_id}`);
+  return lines.join("\n");
+}
+
+export async function run(argv: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseOptions(argv, {
+    url: { type: "string" },
+    source: { type: "string" },
+    batch: { type: "string" },
+    receipts: { type: "string" },
+  });
+  const file = positionals[0];
+  if (!file || positionals.length > 1) throw new UsageError("give exactly one FILE");
+  if (!values.url || !values.source) throw new UsageError("--url URL and --source ID are required");
+  const batch = values.batch === undefined ? records_per_delivery_max : Number(values.batch);
+  if (!Number.isSafeInteger(batch) || batch < 1 || batch > records_per_delivery_max) throw new UsageError(`--batch must be an integer from 1 to ${records_per_delivery_max}`);
+  const key = io.env[signing_key_variable];
+  if (!key) throw new UsageError(`${signing_key_variable} must hold the source's signing key`);
+  const endpoint = `${values.url.replace(/\/+$/, "")}/ingest/${encodeURIComponent(values.source)}`;
+  const planned = deliveries(fileRecords(file), batch);
+  const total = planned.reduce((sum, delivery) => sum + delivery.lines.length, 0);
+  if (values.receipts) writeFileSync(values.receipts, "");
+  let sent = 0;
+  let written = 0;
+  progress(io, 0, total);
+  for (const delivery of planned) {
+    const response = await fetch(endpoint, {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
+      body: new Uint8Array(delivery.body),
+    });
+    const text = await response.text();
+    if (!response.ok) {
+      if (io.interactive) io.stderr.write("\n");
+      println(io.stderr, `bursar send-decisions: delivery of lines ${delivery.lines[0]}..${delivery.lines.at(-1)} refused; ${sent} records accepted before it`);
+      println(io.stderr, describeRefusal(response.status, text, delivery));
+      return 1;
+    }
+    const answer = JSON.parse(text) as { written: number; receipt: unknown };
+    if (values.receipts) appendFileSync(values.receipts, `${JSON.stringify(answer.receipt)}\n`);
+    sent += delivery.lines.length;
+    written += answer.written;
+    progress(io, sent, total);
+  }
+  println(io.stdout, `sent ${sent} records in ${planned.length} deliveries: ${written} new, ${sent - written} already received`);
+  return 0;
+}

@@ -1,0 +1,118 @@
+// Splitting a delivery into records as received: one JSON object, a JSON array, or NDJSON
+// (LF or CRLF, blank lines and a trailing newline ignored). Each record keeps the bytes its
+// hash binds: the exact bytes of a single object or NDJSON line (its JSON text, without the
+// line ending or surrounding whitespace), RFC 8785 for array elements.
+
+import { canonicalJson, sha256Hex } from "../evidence/index.js";
+import { records_per_delivery_max } from "../evidence/index.js";
+import { HttpError } from "../errors.js";
+
+/** DESIGN: a delivery is at most 2 MiB, refused with 413 before parsing. */
+export const delivery_bytes_max = 2_097_152;
+export { records_per_delivery_max };
+
+export type DeliveryForm = "object" | "array" | "ndjson";
+
+export interface ReceivedRecord {
+  /** 0-based position in the delivery (NDJSON: among the non-blank lines). */
+  index: number;
+  /** The parsed JSON value, or undefined when the record's bytes are not JSON. */
+  value: unknown;
+  /** Hex SHA-256 of the record as received. */
+  sha256: string;
+  /** Set when the record is not JSON. */
+  syntax_error?: string;
+}
+
+export interface SplitDelivery {
+  form: DeliveryForm;
+  records: ReceivedRecord[];
+}
+
+const json_whitespace = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
+function trimmedBounds(bytes: Buffer): [number, number] {
+  let start = 0;
+  let end = bytes.length;
+  while (start < end && json_whitespace.has(bytes[start]!)) start++;
+  while (end > start && json_whitespace.has(bytes[end - 1]!)) end--;
+  return [start, end];
+}
+
+function tooMany(count: number): HttpError {
+  return new HttpError(413, "too_many_records", `a delivery holds at most ${records_per_delivery_max} records; this one has ${count}`, {
+    limit: records_per_delivery_max,
+    records: count,
+  });
+}
+
+function parseJson(text: string): { value: unknown } | { error: string } {
+  try {
+    return { value: JSON.parse(text) as unknown };
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+}
+
+function splitArray(text: string): SplitDelivery {
+  const parsed = parseJson(text);
+  if ("error" in parsed) throw new HttpError(400, "malformed", `the delivery is not valid JSON: ${parsed.error}`);
+  const elements = parsed.value as unknown[];
+  if (elements.length > records_per_delivery_max) throw tooMany(elements.length);
+  const records = elements.map((value, index): ReceivedRecord => {
+    try {
+      return { index, value, sha256: sha256Hex(canonicalJson(value)) };
+    } catch {
+      return { index, value: undefined, sha256: "", syntax_error: "holds a number JSON cannot represent exactly (out of range)" };
+    }
+  });
+  return { form: "array", records };
+}
+
+/** Lines split on LF; the line ending (LF or CRLF) and JSON whitespace around the line's text
+ *  are not part of the record's bytes, so an object hashes the same alone or as a line. */
+function ndjsonLines(bytes: Buffer): Buffer[] {
+  const lines: Buffer[] = [];
+  let start = 0;
+  while (start <= bytes.length) {
+    let end = bytes.indexOf(0x0a, start);
+    if (end === -1) end = bytes.length;
+    const line = bytes.subarray(start, end);
+    const [from, to] = trimmedBounds(line);
+    if (to > from) {
+      lines.push(line.subarray(from, to));
+      if (lines.length > records_per_delivery_max) throw tooMany(countLines(bytes));
+    }
+    start = end + 1;
+  }
+  return lines;
+}
+
+function countLines(bytes: Buffer): number {
+  let count = 0;
+  for (const line of bytes.toString("utf8").split("\n")) if (line.trim() !== "") count++;
+  return count;
+}
+
+function splitNdjson(bytes: Buffer): SplitDelivery {
+  const records = ndjsonLines(bytes).map((line, index) => {
+    const parsed = parseJson(line.toString("utf8"));
+    const sha256 = sha256Hex(line);
+    return "error" in parsed ? { index, value: undefined, sha256, syntax_error: parsed.error } : { index, value: parsed.value, sha256 };
+  });
+  return { form: "ndjson", records };
+}
+
+/** Splits a raw delivery; 400 when it holds nothing or an array is not JSON, 413 above 500 records. */
+export function splitDelivery(raw: Buffer): SplitDelivery {
+  if (raw.length > delivery_bytes_max) throw new HttpError(413, "body_too_large", `a delivery is at most ${delivery_bytes_max} bytes`);
+  const [start, end] = trimmedBounds(raw);
+  if (start === end) throw new HttpError(400, "empty_delivery", "the delivery holds no record");
+  const body = raw.subarray(start, end);
+  if (body[0] === 0x5b /* [ */) return splitArray(body.toString("utf8"));
+  const whole = parseJson(body.toString("utf8"));
+  if (!("error" in whole) && whole.value !== null && typeof whole.value === "object" && !Array.isArray(whole.value)) {
+    return { form: "object", records: [{ index: 0, value: whole.value, sha256: sha256Hex(body) }] };
+  }
+  return splitNdjson(raw);
+}

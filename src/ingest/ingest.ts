@@ -1,0 +1,137 @@
+// One delivery, one transaction: split and validate everything first (all or nothing), then,
+// under the log's sequence lock, deduplicate by (source, event_id), append the new records,
+// sign one receipt listing every record, and remember it for retries.
+
+import type { Clock } from "../clock.js";
+import { readTreeSize, type AppendInput, type AppendResult, type DeliveryReceipt, type DeliveryRecord, type EvidenceLog } from "../evidence/index.js";
+import { HttpError } from "../errors.js";
+import { randomIds, type IdSource } from "../ids.js";
+import type { SqlDriver, SqlTx } from "../ledger/driver.js";
+import { splitDelivery } from "./delivery.js";
+import { approvalVerified, validateRecords, type ValidRecord } from "./validate.js";
+
+/** Event ids looked up per query, and rows per multi-row INSERT (well under both dialects' parameter limits). */
+const lookup_ids_per_query = 100;
+const insert_rows_per_statement = 50;
+
+export interface IngestDependencies {
+  driver: SqlDriver;
+  log: EvidenceLog;
+  clock: Clock;
+  ids?: IdSource;
+}
+
+export interface IngestAnswer {
+  source: string;
+  /** Null when every record was a retry: nothing was written. */
+  delivery_id: string | null;
+  records: number;
+  written: number;
+  duplicates: number;
+  receipt: DeliveryReceipt;
+}
+
+interface StoredRecord extends DeliveryRecord {
+  delivery_id: string;
+}
+
+/** Collapses identical repeats inside one delivery; the same event_id with other bytes is a conflict. */
+function uniqueRecords(records: readonly ValidRecord[]): ValidRecord[] {
+  const seen = new Map<string, ValidRecord>();
+  for (const record of records) {
+    const earlier = seen.get(record.value.event_id);
+    if (!earlier) seen.set(record.value.event_id, record);
+    else if (earlier.sha256 !== record.sha256) throw conflict([{ index: record.index, event_id: record.value.event_id }]);
+  }
+  return [...seen.values()];
+}
+
+function conflict(records: Array<{ index: number; event_id: string }>): HttpError {
+  return new HttpError(409, "event_id_conflict", `event_id ${JSON.stringify(records[0]!.event_id)} was already received with different bytes; nothing was stored`, { records });
+}
+
+async function storedRecords(tx: SqlTx, source_id: string, event_ids: readonly string[]): Promise<Map<string, StoredRecord>> {
+  const found = new Map<string, StoredRecord>();
+  for (let start = 0; start < event_ids.length; start += lookup_ids_per_query) {
+    const chunk = event_ids.slice(start, start + lookup_ids_per_query);
+    const rows = await tx.all<StoredRecord & { seq: number | string }>(
+      `SELECT event_id, seq, leaf_hash, sha256, occurred_at, received_at, delivery_id FROM ingest_records WHERE source_id = ? AND event_id IN (${chunk.map(() => "?").join(", ")})`,
+      [source_id, ...chunk],
+    );
+    for (const row of rows) found.set(row.event_id, { ...row, seq: Number(row.seq) });
+  }
+  return found;
+}
+
+function entryOf(source_id: string, record: ValidRecord): AppendInput {
+  const verified = approvalVerified(record.value);
+  const body: Record<string, unknown> = { record: record.value, args_hash: record.args_hash };
+  if (verified !== null) body.approval_verified = verified;
+  return { kind: "ingest.decision", source: source_id, occurred_at: record.value.occurred_at, body_sha256: record.sha256, body };
+}
+
+function receiptRecord(record: ValidRecord, result: AppendResult): DeliveryRecord {
+  return {
+    event_id: record.value.event_id,
+    seq: result.seq,
+    leaf_hash: result.leaf_hash,
+    sha256: record.sha256,
+    occurred_at: record.value.occurred_at,
+    received_at: result.entry.received_at,
+  };
+}
+
+/** A retry of exactly one earlier delivery gets that delivery's receipt back, byte for byte. */
+async function firstReceipt(tx: SqlTx, records: readonly ValidRecord[], stored: Map<string, StoredRecord>): Promise<DeliveryReceipt | undefined> {
+  const deliveries = new Set(records.map((record) => stored.get(record.value.event_id)!.delivery_id));
+  if (deliveries.size !== 1) return undefined;
+  const row = await tx.get<{ receipt_json: string }>("SELECT receipt_json FROM ingest_deliveries WHERE delivery_id = ?", [[...deliveries][0]!]);
+  const receipt = row ? (JSON.parse(row.receipt_json) as DeliveryReceipt) : undefined;
+  const same = receipt && receipt.records.length === records.length && receipt.records.every((listed, i) => listed.event_id === records[i]!.value.event_id);
+  return same ? receipt : undefined;
+}
+
+async function insertRecords(tx: SqlTx, source_id: string, delivery_id: string, listed: readonly DeliveryRecord[]): Promise<void> {
+  for (let start = 0; start < listed.length; start += insert_rows_per_statement) {
+    const chunk = listed.slice(start, start + insert_rows_per_statement);
+    await tx.run(
+      `INSERT INTO ingest_records (source_id, event_id, sha256, seq, leaf_hash, occurred_at, received_at, delivery_id) VALUES ${chunk.map(() => "(?, ?, ?, ?, ?, ?, ?, ?)").join(", ")}`,
+      chunk.flatMap((r) => [source_id, r.event_id, r.sha256, r.seq, r.leaf_hash, r.occurred_at, r.received_at, delivery_id]),
+    );
+  }
+}
+
+/** Parses, validates and stores one delivery from `source_id` (already authenticated). */
+export async function ingestDelivery(deps: IngestDependencies, source_id: string, raw: Buffer): Promise<IngestAnswer> {
+  const records = validateRecords(splitDelivery(raw).records);
+  const unique = uniqueRecords(records);
+  const ids = deps.ids ?? randomIds;
+  return deps.driver.transaction(async (tx) => {
+    // The log's sequence lock first: it serializes ingests, so the duplicate check below cannot race.
+    await readTreeSize(tx, true);
+    const stored = await storedRecords(tx, source_id, unique.map((record) => record.value.event_id));
+    const conflicts = unique.filter((record) => stored.has(record.value.event_id) && stored.get(record.value.event_id)!.sha256 !== record.sha256);
+    if (conflicts.length > 0) throw conflict(conflicts.map((record) => ({ index: record.index, event_id: record.value.event_id })));
+    const fresh = unique.filter((record) => !stored.has(record.value.event_id));
+    const results = await deps.log.appendMany(tx, fresh.map((record) => entryOf(source_id, record)));
+    const listedBy = new Map<string, DeliveryRecord>(stored);
+    fresh.forEach((record, i) => listedBy.set(record.value.event_id, receiptRecord(record, results[i]!)));
+    const listed = records.map((record) => listedBy.get(record.value.event_id)!);
+    const answer = { source: source_id, records: records.length, written: fresh.length, duplicates: records.length - fresh.length };
+    if (fresh.length === 0) {
+      const receipt = (await firstReceipt(tx, records, stored)) ?? deps.log.signDelivery({ source: source_id, received_at: deps.clock().toISOString(), records: listed });
+      return { ...answer, delivery_id: null, receipt };
+    }
+    const delivery_id = ids("dlv");
+    const receipt = deps.log.signDelivery({ source: source_id, received_at: results[0]!.entry.received_at, records: listed });
+    await tx.run("INSERT INTO ingest_deliveries (delivery_id, source_id, received_at, records, receipt_json) VALUES (?, ?, ?, ?, ?)", [
+      delivery_id,
+      source_id,
+      receipt.received_at,
+      records.length,
+      JSON.stringify(receipt),
+    ]);
+    await insertRecords(tx, source_id, delivery_id, fresh.map((record) => listedBy.get(record.value.event_id)!));
+    return { ...answer, delivery_id, receipt };
+  });
+}

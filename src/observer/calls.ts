@@ -1,0 +1,178 @@
+// Correlating `tools/call` requests with their responses by (source, MCP session id, JSON-RPC
+// id), wherever the response arrives (JSON body, the POST's SSE stream, a resumed GET stream),
+// and turning each completed call into its `observer.call` entry.
+
+import { canonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
+import type { ObserverSource } from "../sources/store.js";
+import { shadowVerdict } from "./shadow.js";
+
+export const pending_calls_max = 10_000;
+/** A call with no response after this long is recorded as `no_response`. */
+export const pending_call_ttl_ms = 15 * 60_000;
+/** Args or results whose canonical JSON is larger are kept by hash only. */
+export const stored_value_chars_max = 65_536;
+export const tool_name_chars_max = 256;
+
+type JsonRpcId = string | number;
+
+export interface PendingCall {
+  source: ObserverSource;
+  session: string;
+  id: JsonRpcId;
+  tool: string;
+  args: unknown;
+  started_at: Date;
+  started_ms: number;
+}
+
+export type Outcome =
+  | { type: "result"; is_error: boolean; result: unknown }
+  | { type: "error"; error: unknown }
+  | { type: "no_response"; reason: "timeout" | "evicted" | "http_status" | "unreadable_response"; status?: number };
+
+export interface CallEvidence {
+  input: AppendInput;
+  /** Approximate bytes held while queued. */
+  bytes: number;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+const isId = (value: unknown): value is JsonRpcId => typeof value === "string" || (typeof value === "number" && Number.isFinite(value));
+
+/** The tools/call requests among parsed JSON-RPC messages (one message or a batch). */
+export function toolCalls(parsed: unknown): Array<{ id: JsonRpcId; tool: string; args: unknown }> {
+  const messages = Array.isArray(parsed) ? parsed : [parsed];
+  const calls: Array<{ id: JsonRpcId; tool: string; args: unknown }> = [];
+  for (const message of messages) {
+    if (!isObject(message) || message.method !== "tools/call" || !isId(message.id)) continue;
+    const params = isObject(message.params) ? message.params : {};
+    const tool = typeof params.name === "string" ? params.name.slice(0, tool_name_chars_max) : "(unnamed)";
+    calls.push({ id: message.id, tool, args: params.arguments ?? {} });
+  }
+  return calls;
+}
+
+/** JSON-RPC responses (result or error with an id) among parsed messages. */
+export function responses(parsed: unknown): Array<{ id: JsonRpcId; outcome: Outcome }> {
+  const messages = Array.isArray(parsed) ? parsed : [parsed];
+  const found: Array<{ id: JsonRpcId; outcome: Outcome }> = [];
+  for (const message of messages) {
+    if (!isObject(message) || !isId(message.id) || "method" in message) continue;
+    if ("result" in message) {
+      const result = message.result;
+      found.push({ id: message.id, outcome: { type: "result", is_error: isObject(result) && result.isError === true, result } });
+    } else if ("error" in message) {
+      found.push({ id: message.id, outcome: { type: "error", error: message.error } });
+    }
+  }
+  return found;
+}
+
+export class Correlator {
+  private readonly pending = new Map<string, PendingCall>();
+
+  constructor(private readonly onExpired: (call: PendingCall, reason: "timeout" | "evicted") => void) {}
+
+  private static key(source_id: string, session: string, id: JsonRpcId): string {
+    return `${source_id}\n${session}\n${typeof id}:${String(id)}`;
+  }
+
+  get size(): number {
+    return this.pending.size;
+  }
+
+  add(call: PendingCall): void {
+    this.expire(call.started_ms);
+    const key = Correlator.key(call.source.source_id, call.session, call.id);
+    const previous = this.pending.get(key);
+    if (previous) this.onExpired(previous, "evicted");
+    this.pending.delete(key);
+    if (this.pending.size >= pending_calls_max) {
+      const [oldest_key, oldest] = this.pending.entries().next().value as [string, PendingCall];
+      this.pending.delete(oldest_key);
+      this.onExpired(oldest, "evicted");
+    }
+    this.pending.set(key, call);
+  }
+
+  /** The pending call this response answers, removed; undefined for responses to anything else. */
+  take(source_id: string, session: string, id: JsonRpcId): PendingCall | undefined {
+    const key = Correlator.key(source_id, session, id);
+    const call = this.pending.get(key);
+    if (call) this.pending.delete(key);
+    return call;
+  }
+
+  /** Map order is arrival order, so the expired calls are at the front. */
+  expire(now_ms: number): void {
+    for (const [key, call] of this.pending) {
+      if (now_ms - call.started_ms < pending_call_ttl_ms) return;
+      this.pending.delete(key);
+      this.onExpired(call, "timeout");
+    }
+  }
+
+  /** Every pending call, removed (on close). */
+  drainAll(): PendingCall[] {
+    const calls = [...this.pending.values()];
+    this.pending.clear();
+    return calls;
+  }
+}
+
+/** A value's canonical text and hash, or null when JSON cannot carry it canonically. */
+function bound(value: unknown): { text: string; sha256: string } | null {
+  try {
+    const text = canonicalJson(value);
+    return { text, sha256: sha256Hex(text) };
+  } catch {
+    return null;
+  }
+}
+
+/** Stores `value` when small; always its hash. `chars` feeds the queue's byte bound. */
+function keep(name: string, value: unknown): { fields: Record<string, unknown>; chars: number } {
+  const hashed = bound(value);
+  if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, chars: 0 };
+  if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large" }, chars: 0 };
+  return { fields: { [`${name}_hash`]: hashed.sha256, [name]: value }, chars: hashed.text.length };
+}
+
+function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; chars: number } {
+  if (outcome.type === "no_response") return { fields: { outcome: { ...outcome } }, chars: 0 };
+  const kept = keep("result", outcome.type === "result" ? outcome.result : outcome.error);
+  const summary = outcome.type === "result" ? { type: "result", is_error: outcome.is_error } : { type: "error", ...errorSummary(outcome.error) };
+  return { fields: { outcome: summary, ...kept.fields }, chars: kept.chars };
+}
+
+export const error_message_chars_max = 1024;
+
+/** Only well-formed parts of a JSON-RPC error: a finite or string code and a string message. */
+function errorSummary(error: unknown): { code: number | string | null; message: string | null } {
+  if (!isObject(error)) return { code: null, message: null };
+  const code = isId(error.code) ? error.code : null;
+  const message = typeof error.message === "string" ? error.message.slice(0, error_message_chars_max) : null;
+  return { code, message };
+}
+
+/** The `observer.call` entry for a completed (or abandoned) call. Headers are never part of it. */
+export function callEvidence(call: PendingCall, outcome: Outcome, finished_ms: number, transport: string): CallEvidence {
+  const args = keep("args", call.args);
+  const result = outcomeFields(outcome);
+  const body = {
+    tool: call.tool,
+    jsonrpc_id: call.id,
+    ...args.fields,
+    ...result.fields,
+    started_at: call.started_at.toISOString(),
+    duration_ms: Math.max(0, Math.round((finished_ms - call.started_ms) * 1000) / 1000),
+    upstream: call.source.upstream.origin,
+    transport,
+    shadow: shadowVerdict(call.source.shadow, call.tool, call.args, call.started_at),
+  };
+  const input: AppendInput = { kind: "observer.call", source: call.source.source_id, occurred_at: call.started_at.toISOString(), body };
+  return { input, bytes: 1024 + args.chars + result.chars };
+}

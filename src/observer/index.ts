@@ -1,0 +1,122 @@
+// The chained observer: agent → their gateway → Bursar observer → their MCP server. It relays
+// every byte untouched and writes each tools/call as an `observer.call` entry off the critical path.
+
+import { Agent as HttpAgent, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent as HttpsAgent } from "node:https";
+import type { Socket } from "node:net";
+import type { Clock } from "../clock.js";
+import { HttpError } from "../errors.js";
+import type { ObserverSource, SourceStore } from "../sources/store.js";
+import { callEvidence, Correlator } from "./calls.js";
+import { observer_token_header, relay, type RelayContext } from "./proxy.js";
+import { Recorder, type EvidenceSink, type GapReason } from "./recorder.js";
+
+export { logSink, type EvidenceSink, type GapReason } from "./recorder.js";
+export { observer_token_header } from "./proxy.js";
+export { shadow_settings_schema, shadowVerdict, type ShadowSettings } from "./shadow.js";
+
+export const observe_path_prefix = "/observe";
+export const upstream_sockets_max = 256;
+
+export interface ObserverOptions {
+  sources: SourceStore;
+  sink: EvidenceSink;
+  clock: Clock;
+  queue_length_max?: number;
+  retry_delay_ms?: number;
+  onUnrecorded?: (calls: number, reason: GapReason) => void;
+  onError?: (message: string) => void;
+}
+
+export interface ObserveTarget {
+  source: ObserverSource;
+  url: URL;
+}
+
+/** The upstream URL for a request path below /observe (`rest` starts with "/" or is empty). */
+export function upstreamTarget(upstream: URL, rest: string, query: string): URL {
+  const target = new URL(upstream.href);
+  if (rest !== "" && rest !== "/") target.pathname = target.pathname.replace(/\/+$/, "") + rest;
+  if (query !== "") target.search = query;
+  return target;
+}
+
+/** Splits `/observe[/{token}]/rest?query`: the header token wins; else the first segment is the token. */
+export function tokenAndRest(url: string, header_token: string | undefined): { token: string | undefined; rest: string; query: string } {
+  const query_at = url.indexOf("?");
+  const path = query_at === -1 ? url : url.slice(0, query_at);
+  const query = query_at === -1 ? "" : url.slice(query_at);
+  const below = path.slice(observe_path_prefix.length);
+  if (header_token) return { token: header_token, rest: below, query };
+  const match = /^\/([^/]+)(\/.*)?$/.exec(below);
+  return { token: match ? decodeURIComponent(match[1]!) : undefined, rest: match?.[2] ?? "", query };
+}
+
+export class Observer {
+  private readonly context: RelayContext;
+  readonly recorder: Recorder;
+  readonly correlator: Correlator;
+  private closing = false;
+
+  constructor(private readonly options: ObserverOptions) {
+    this.recorder = new Recorder(options);
+    this.correlator = new Correlator((call, reason) => {
+      const evidence = callEvidence(call, { type: "no_response", reason }, call.started_ms, "none");
+      this.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
+    });
+    this.context = {
+      clock: options.clock,
+      correlator: this.correlator,
+      recorder: this.recorder,
+      agents: { http: new HttpAgent({ keepAlive: true, maxSockets: upstream_sockets_max }), https: new HttpsAgent({ keepAlive: true, maxSockets: upstream_sockets_max }) },
+      active: new Set(),
+      sockets: new Set(),
+    };
+  }
+
+  /** The source and upstream URL for a request, or a 401 (no token, or not a valid enabled observer's). */
+  async target(url: string, header_token: string | undefined): Promise<ObserveTarget> {
+    let parts: ReturnType<typeof tokenAndRest>;
+    try {
+      parts = tokenAndRest(url, header_token);
+    } catch {
+      throw new HttpError(400, "malformed", "the observer path is not valid");
+    }
+    if (!parts.token) throw new HttpError(401, "unauthorized", `an observer token is required (${observer_token_header} or /observe/{token}/…)`);
+    const source = await this.options.sources.observerByToken(parts.token);
+    if (!source) throw new HttpError(401, "unauthorized", "the observer token is not valid");
+    return { source, url: upstreamTarget(source.upstream, parts.rest, parts.query) };
+  }
+
+  /** Called first for every observer request: remembers its connection, or cuts it when closing. */
+  track(socket: Socket): void {
+    if (this.closing) return void socket.destroy();
+    if (this.context.sockets.has(socket)) return;
+    this.context.sockets.add(socket);
+    socket.once("close", () => this.context.sockets.delete(socket));
+  }
+
+  relay(target: ObserveTarget, request: IncomingMessage, response: ServerResponse): void {
+    if (this.closing) return void response.destroy();
+    relay(this.context, target.source, request, response, target.url);
+  }
+
+  /** Cuts open streams (GET streams never end by themselves) and the connections that carried them. */
+  cutStreams(): void {
+    this.closing = true;
+    for (const destroy of [...this.context.active]) destroy();
+    for (const socket of [...this.context.sockets]) socket.destroy();
+  }
+
+  /** Stops: open streams cut, pending calls recorded as no_response, the queue drained (bounded). */
+  async close(): Promise<void> {
+    this.cutStreams();
+    for (const call of this.correlator.drainAll()) {
+      const evidence = callEvidence(call, { type: "no_response", reason: "evicted" }, call.started_ms, "none");
+      this.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
+    }
+    await this.recorder.close();
+    this.context.agents.http.destroy();
+    this.context.agents.https.destroy();
+  }
+}

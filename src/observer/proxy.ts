@@ -1,0 +1,216 @@
+// The streaming relay: request and response bodies pass through chunk by chunk, untouched,
+// with their status, MCP session and resumption headers; a tap beside the stream reads the
+// JSON-RPC messages (JSON or SSE) after each chunk is already on its way.
+
+import { request as httpRequest, type Agent, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { request as httpsRequest } from "node:https";
+import { performance } from "node:perf_hooks";
+import type { Clock } from "../clock.js";
+import type { ObserverSource } from "../sources/store.js";
+import { callEvidence, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import type { Recorder } from "./recorder.js";
+import { SseReader } from "./sse.js";
+
+export const observer_token_header = "x-bursar-observer-token";
+/** Bodies larger than this are still relayed in full, but not inspected. */
+export const observed_body_bytes_max = 4_194_304;
+
+/** Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's own; the token is Bursar's. */
+const request_headers_dropped = new Set(["host", "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", observer_token_header]);
+const response_headers_dropped = new Set(["connection", "keep-alive", "proxy-connection", "trailer", "transfer-encoding", "upgrade"]);
+
+export interface RelayContext {
+  clock: Clock;
+  correlator: Correlator;
+  recorder: Recorder;
+  agents: { http: Agent; https: Agent };
+  /** Open exchanges, destroyed when the server closes (GET streams never end by themselves). */
+  active: Set<() => void>;
+  /** Connections that carried observer traffic: cut on close, so a gateway's kept-alive socket cannot hold shutdown open. */
+  sockets: Set<Socket>;
+}
+
+/** The raw header list minus the dropped names and any the Connection header lists. */
+function keptHeaders(raw: readonly string[], dropped: ReadonlySet<string>): string[] {
+  const connection = new Set<string>();
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() === "connection") for (const name of raw[i + 1]!.split(",")) connection.add(name.trim().toLowerCase());
+  }
+  const kept: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (!dropped.has(name) && !connection.has(name)) kept.push(raw[i]!, raw[i + 1]!);
+  }
+  return kept;
+}
+
+/** Collects a body up to the inspection limit. */
+class BodyTap {
+  private chunks: Buffer[] = [];
+  private bytes = 0;
+  overflowed = false;
+
+  push(chunk: Buffer): void {
+    if (this.overflowed) return;
+    this.bytes += chunk.length;
+    if (this.bytes > observed_body_bytes_max) {
+      this.overflowed = true;
+      this.chunks = [];
+    } else this.chunks.push(chunk);
+  }
+
+  json(): unknown {
+    if (this.overflowed || this.bytes === 0) return undefined;
+    try {
+      return JSON.parse(Buffer.concat(this.chunks).toString("utf8")) as unknown;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** One proxied HTTP exchange and what the tap learned from it. */
+class Exchange {
+  readonly session: string;
+  readonly started_at: Date;
+  readonly started_ms = performance.now();
+  /** The tools/call ids this request carried (POST only). */
+  readonly calls: Array<string | number> = [];
+
+  constructor(
+    private readonly context: RelayContext,
+    readonly source: ObserverSource,
+    readonly request: IncomingMessage,
+  ) {
+    const session = request.headers["mcp-session-id"];
+    this.session = typeof session === "string" ? session : "";
+    this.started_at = context.clock();
+  }
+
+  registerCalls(tap: BodyTap | null): void {
+    if (!tap) return;
+    if (tap.overflowed) return this.context.recorder.unrecorded(1, "too_large", this.source.source_id);
+    const parsed = tap.json();
+    if (parsed === undefined) return;
+    for (const call of toolCalls(parsed)) {
+      const pending: PendingCall = { source: this.source, session: this.session, id: call.id, tool: call.tool, args: call.args, started_at: this.started_at, started_ms: this.started_ms };
+      this.context.correlator.add(pending);
+      this.calls.push(call.id);
+    }
+  }
+
+  /** Matches JSON-RPC responses to pending calls and queues their evidence. */
+  answer(parsed: unknown, transport: string): void {
+    for (const { id, outcome } of responses(parsed)) {
+      const call = this.context.correlator.take(this.source.source_id, this.session, id);
+      if (call) this.record(call, outcome, transport);
+    }
+  }
+
+  record(call: PendingCall, outcome: Outcome, transport: string): void {
+    const evidence = callEvidence(call, outcome, performance.now(), transport);
+    this.context.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
+  }
+
+  /** Calls of this request still unanswered when its non-streaming response ended. */
+  settle(outcome: Outcome, transport: string): void {
+    for (const id of this.calls) {
+      const call = this.context.correlator.take(this.source.source_id, this.session, id);
+      if (call) this.record(call, outcome, transport);
+    }
+  }
+}
+
+interface ResponseTap {
+  push(chunk: Buffer): void;
+  end(): void;
+}
+
+function sseTap(exchange: Exchange, transport: string, correlator: Correlator): ResponseTap {
+  const reader = new SseReader((data) => {
+    if (correlator.size === 0 || !data.includes('"id"')) return;
+    try {
+      exchange.answer(JSON.parse(data) as unknown, transport);
+    } catch {
+      // Not JSON: the stream carries it on untouched; there is nothing to record.
+    }
+  });
+  return { push: (chunk) => reader.push(chunk), end: () => undefined };
+}
+
+function jsonTap(exchange: Exchange, status: number): ResponseTap {
+  const tap = exchange.calls.length > 0 ? new BodyTap() : null;
+  return {
+    push: (chunk) => tap?.push(chunk),
+    end: () => {
+      if (!tap) return;
+      const parsed = tap.json();
+      if (parsed !== undefined) exchange.answer(parsed, "json");
+      exchange.settle({ type: "no_response", reason: parsed === undefined && status < 400 ? "unreadable_response" : "http_status", status }, "json");
+    },
+  };
+}
+
+function responseTap(exchange: Exchange, upstream: IncomingMessage, correlator: Correlator): ResponseTap {
+  const type = String(upstream.headers["content-type"] ?? "").toLowerCase();
+  if (type.startsWith("text/event-stream")) return sseTap(exchange, exchange.request.method === "GET" ? "sse_get" : "sse", correlator);
+  return jsonTap(exchange, upstream.statusCode ?? 0);
+}
+
+function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: ServerResponse, context: RelayContext): void {
+  const tap = responseTap(exchange, upstream, context.correlator);
+  response.writeHead(upstream.statusCode ?? 502, upstream.statusMessage, keptHeaders(upstream.rawHeaders, response_headers_dropped));
+  if (upstream.headers["content-length"] === undefined) response.flushHeaders();
+  upstream.on("data", (chunk: Buffer) => {
+    if (!response.write(chunk)) upstream.pause();
+    tap.push(chunk);
+  });
+  response.on("drain", () => upstream.resume());
+  upstream.on("end", () => {
+    response.end();
+    tap.end();
+  });
+  upstream.on("error", () => response.destroy());
+}
+
+function badGateway(response: ServerResponse): void {
+  if (response.headersSent) return void response.destroy();
+  const body = JSON.stringify({ error: { code: "upstream_unreachable", message: "the observed MCP server did not answer" } });
+  response.writeHead(502, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
+  response.end(body);
+}
+
+/** Relays one request to `target` and its response back, observing both. */
+export function relay(context: RelayContext, source: ObserverSource, request: IncomingMessage, response: ServerResponse, target: URL): void {
+  const exchange = new Exchange(context, source, request);
+  const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+  const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
+  headers.push("host", target.host);
+  const upstream = send(target, { method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
+  const tap = request.method === "POST" ? new BodyTap() : null;
+  const destroy = () => {
+    upstream.destroy();
+    response.destroy();
+  };
+  context.active.add(destroy);
+  response.on("close", () => {
+    context.active.delete(destroy);
+    if (!response.writableFinished) upstream.destroy();
+  });
+  request.on("data", (chunk: Buffer) => {
+    if (!upstream.write(chunk)) request.pause();
+    tap?.push(chunk);
+  });
+  upstream.on("drain", () => request.resume());
+  request.on("end", () => {
+    exchange.registerCalls(tap);
+    upstream.end();
+  });
+  request.on("error", () => upstream.destroy());
+  upstream.on("response", (incoming) => relayResponse(exchange, incoming, response, context));
+  upstream.on("error", () => {
+    exchange.settle({ type: "no_response", reason: "http_status", status: 502 }, "none");
+    badGateway(response);
+  });
+}

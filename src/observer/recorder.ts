@@ -1,0 +1,209 @@
+// Off the critical path: observed calls wait in a bounded queue and are appended in batches.
+// When the queue is full or the store fails, calls go unrecorded but never silently: the
+// next successful write starts with a `system.evidence_gap` entry saying how many and when.
+
+import type { Clock } from "../clock.js";
+import { CanonicalJsonError, EvidenceInputError, type AppendInput, type EvidenceLog } from "../evidence/index.js";
+import type { SqlDriver } from "../ledger/driver.js";
+
+export const queue_length_max_default = 10_000;
+/** Entries are capped (args and results over 64 KiB are kept by hash only), so this bounds memory too. */
+export const queue_bytes_max = 64 * 1_048_576;
+export const batch_entries_max = 500;
+export const retry_delay_ms_default = 1_000;
+/** Observed calls wait this long to be written together: with SQLite every commit is an fsync
+ *  on the event loop, so fewer, larger transactions keep the relay's latency flat. */
+export const flush_delay_ms_default = 100;
+export const close_drain_ms_max = 2_000;
+
+/** Where observed evidence goes: one append of several entries, atomically. */
+export interface EvidenceSink {
+  append(inputs: readonly AppendInput[]): Promise<void>;
+}
+
+export function logSink(driver: SqlDriver, log: EvidenceLog): EvidenceSink {
+  return { append: async (inputs) => void (await driver.transaction((tx) => log.appendMany(tx, inputs))) };
+}
+
+export type GapReason = "queue_full" | "store_unavailable" | "unrecordable" | "too_large";
+
+export interface RecorderOptions {
+  sink: EvidenceSink;
+  clock: Clock;
+  queue_length_max?: number;
+  retry_delay_ms?: number;
+  flush_delay_ms?: number;
+  /** Called with the number of calls that just became unrecorded (the /metrics counter). */
+  onUnrecorded?: (calls: number, reason: GapReason) => void;
+  /** Operational log line; never given a header, args or a result. */
+  onError?: (message: string) => void;
+}
+
+interface QueuedCall {
+  input: AppendInput;
+  bytes: number;
+  source_id: string;
+}
+
+class Gap {
+  calls = 0;
+  first_at = "";
+  last_at = "";
+  readonly reasons = new Set<GapReason>();
+  readonly by_source = new Map<string, number>();
+
+  add(calls: number, reason: GapReason, source_id: string, at: string): void {
+    if (this.calls === 0) this.first_at = at;
+    this.calls += calls;
+    this.last_at = at;
+    this.reasons.add(reason);
+    this.by_source.set(source_id, (this.by_source.get(source_id) ?? 0) + calls);
+  }
+
+  /** Folds a later gap into this one. */
+  merge(later: Gap): void {
+    if (later.calls === 0) return;
+    if (this.calls === 0) this.first_at = later.first_at;
+    this.calls += later.calls;
+    this.last_at = later.last_at;
+    for (const reason of later.reasons) this.reasons.add(reason);
+    for (const [source_id, calls] of later.by_source) this.by_source.set(source_id, (this.by_source.get(source_id) ?? 0) + calls);
+  }
+
+  entry(recorded_at: string): AppendInput {
+    const body = {
+      unrecorded_calls: this.calls,
+      first_missed_at: this.first_at,
+      last_missed_at: this.last_at,
+      reasons: [...this.reasons].sort(),
+      by_source: Object.fromEntries(this.by_source),
+      written_at: recorded_at,
+    };
+    return { kind: "system.evidence_gap", source: "observer", body };
+  }
+}
+
+export class Recorder {
+  private readonly queue: QueuedCall[] = [];
+  private queued_bytes = 0;
+  private gap = new Gap();
+  private flushing: Promise<void> | null = null;
+  private closed = false;
+  private retry_timer: NodeJS.Timeout | null = null;
+  private readonly queue_length_max: number;
+  private readonly retry_delay_ms: number;
+  private readonly flush_delay_ms: number;
+
+  constructor(private readonly options: RecorderOptions) {
+    this.queue_length_max = options.queue_length_max ?? queue_length_max_default;
+    this.retry_delay_ms = options.retry_delay_ms ?? retry_delay_ms_default;
+    this.flush_delay_ms = options.flush_delay_ms ?? flush_delay_ms_default;
+  }
+
+  /** Never throws and never waits: the proxied call has already been answered. */
+  enqueue(input: AppendInput, bytes: number, source_id: string): void {
+    const full = this.queue.length >= this.queue_length_max || this.queued_bytes + bytes > queue_bytes_max;
+    if (this.closed || full) return this.unrecorded(1, "queue_full", source_id);
+    this.queue.push({ input, bytes, source_id });
+    this.queued_bytes += bytes;
+    this.schedule();
+  }
+
+  /** Counts calls that could not even be queued (e.g. a body too large to inspect). */
+  unrecorded(calls: number, reason: GapReason, source_id: string): void {
+    this.gap.add(calls, reason, source_id, this.options.clock().toISOString());
+    this.options.onUnrecorded?.(calls, reason);
+    this.schedule();
+  }
+
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  get unrecorded_pending(): number {
+    return this.gap.calls;
+  }
+
+  private schedule(): void {
+    if (this.flushing || this.retry_timer || this.closed) return;
+    this.flushing = this.flush().finally(() => {
+      this.flushing = null;
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.queue.length < batch_entries_max) await sleep(this.flush_delay_ms);
+    while (!this.closed && (this.queue.length > 0 || this.gap.calls > 0)) {
+      const written = await this.writeBatch();
+      if (!written) return this.retryLater();
+    }
+  }
+
+  /** One transaction: the gap entry (if any) first, then up to a batch of calls. */
+  private async writeBatch(): Promise<boolean> {
+    const gap = this.gap.calls > 0 ? this.gap : null;
+    const batch = this.queue.slice(0, batch_entries_max - (gap ? 1 : 0));
+    const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...batch.map((call) => call.input)];
+    if (gap) this.gap = new Gap();
+    try {
+      await this.options.sink.append(inputs);
+      this.dequeue(batch.length);
+      return true;
+    } catch (error) {
+      if (gap) {
+        gap.merge(this.gap);
+        this.gap = gap;
+      }
+      return this.failed(error, batch);
+    }
+  }
+
+  private dequeue(count: number): void {
+    for (const call of this.queue.splice(0, count)) this.queued_bytes -= call.bytes;
+  }
+
+  /** A batch that can never be written (a bug) is dropped and counted; a store failure is retried. */
+  private failed(error: unknown, batch: readonly QueuedCall[]): boolean {
+    const message = error instanceof Error ? error.message : String(error);
+    if (error instanceof EvidenceInputError || error instanceof CanonicalJsonError) {
+      this.options.onError?.(`observer evidence dropped (${batch.length} calls): ${message}`);
+      this.dequeue(batch.length);
+      for (const call of batch) this.unrecorded(1, "unrecordable", call.source_id);
+      return true;
+    }
+    this.options.onError?.(`observer evidence store unavailable, retrying: ${message}`);
+    return false;
+  }
+
+  private retryLater(): void {
+    if (this.closed) return;
+    this.retry_timer = setTimeout(() => {
+      this.retry_timer = null;
+      this.schedule();
+    }, this.retry_delay_ms);
+    this.retry_timer.unref();
+  }
+
+  /** Waits until the queue is empty and nothing is unrecorded-but-unreported, or `timeout_ms` passes. */
+  async drain(timeout_ms = close_drain_ms_max): Promise<boolean> {
+    const deadline = Date.now() + timeout_ms;
+    while (this.queue.length > 0 || this.gap.calls > 0 || this.flushing) {
+      if (Date.now() >= deadline) return false;
+      if (this.flushing) await Promise.race([this.flushing, sleep(10)]);
+      else await sleep(10);
+    }
+    return true;
+  }
+
+  /** Stops accepting; gives the queue a bounded moment to drain; what remains is reported. */
+  async close(): Promise<void> {
+    const drained = await this.drain(close_drain_ms_max);
+    this.closed = true;
+    if (this.retry_timer) clearTimeout(this.retry_timer);
+    if (!drained) this.options.onError?.(`observer closing with ${this.queue.length} calls unwritten and ${this.gap.calls} unrecorded`);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

@@ -1,0 +1,56 @@
+// Wiring for evidence sources: the source store (secrets sealed under the master key), the
+// operator routes, decision-record ingestion and the chained observer, as route plugins.
+
+import type { Bursar } from "../../index.js";
+import { logSink, Observer, type EvidenceSink, type GapReason } from "../../observer/index.js";
+import { SecretSealer } from "../../sources/sealed.js";
+import { SourceStore } from "../../sources/store.js";
+import type { Clock } from "../../clock.js";
+import { systemClock } from "../../clock.js";
+import type { RoutePlugin } from "../app.js";
+import type { Access } from "../auth.js";
+import { ingestRoutes } from "./ingest.js";
+import { observeRoutes } from "./observe.js";
+import { sourceRoutes } from "./sources.js";
+
+export interface EvidenceSourceOptions {
+  access: Access;
+  bursar: Pick<Bursar, "driver" | "log">;
+  master_key: string;
+  clock?: Clock;
+  /** Where observed calls are written; default: the evidence log in its own transactions. */
+  sink?: EvidenceSink;
+  queue_length_max?: number;
+  retry_delay_ms?: number;
+  /** Counts calls the observer could not record (bursar_evidence_gap_calls_total). */
+  onUnrecorded?: (calls: number, reason: GapReason) => void;
+  /** Operational messages from the observer's writer (never headers, args or results); default stderr. */
+  onError?: (message: string) => void;
+}
+
+export interface EvidenceSources {
+  sources: SourceStore;
+  observer: Observer;
+  plugins: RoutePlugin[];
+}
+
+export function evidenceSources(options: EvidenceSourceOptions): EvidenceSources {
+  const clock = options.clock ?? systemClock;
+  const { driver, log } = options.bursar;
+  const sources = new SourceStore({ driver, log, sealer: new SecretSealer(options.master_key), clock });
+  const observer = new Observer({
+    sources,
+    sink: options.sink ?? logSink(driver, log),
+    clock,
+    ...(options.queue_length_max === undefined ? {} : { queue_length_max: options.queue_length_max }),
+    ...(options.retry_delay_ms === undefined ? {} : { retry_delay_ms: options.retry_delay_ms }),
+    ...(options.onUnrecorded ? { onUnrecorded: options.onUnrecorded } : {}),
+    onError: options.onError ?? ((message) => process.stderr.write(`bursar observer: ${message}\n`)),
+  });
+  const plugins = [
+    sourceRoutes(options.access, sources),
+    ingestRoutes({ access: options.access, sources, ingest: { driver, log, clock }, clock }),
+    observeRoutes(observer),
+  ];
+  return { sources, observer, plugins };
+}

@@ -1,0 +1,267 @@
+// Evidence sources: creation with secrets shown once, listing, rotation with a grace period,
+// disabling, and the lookups the ingest routes and the observer make per request.
+
+import { HttpError } from "../errors.js";
+import type { Clock } from "../clock.js";
+import type { EvidenceLog } from "../evidence/index.js";
+import { newToken, randomIds, sha256Hex, type IdSource } from "../ids.js";
+import type { SqlDriver, SqlTx } from "../ledger/driver.js";
+import type { ShadowSettings } from "../observer/shadow.js";
+import type { SecretSealer } from "./sealed.js";
+
+export const source_kinds = ["decisions", "observer"] as const;
+export type SourceKind = (typeof source_kinds)[number];
+export const source_name_chars_max = 128;
+export const upstream_url_chars_max = 2048;
+export const rotation_grace_seconds_default = 86_400;
+export const rotation_grace_seconds_max = 30 * 86_400;
+/** Observer token lookups are cached this long: disabling or rotating elsewhere takes effect within it. */
+export const observer_cache_ttl_ms = 5_000;
+export const observer_cache_entries_max = 1_000;
+
+type Purpose = "signing_key" | "api_key" | "observer_token";
+const purposes_of: Readonly<Record<SourceKind, readonly Purpose[]>> = {
+  decisions: ["signing_key", "api_key"],
+  observer: ["observer_token"],
+};
+
+export interface SourceRow {
+  source_id: string;
+  kind: SourceKind;
+  name: string;
+  upstream_url: string | null;
+  shadow_json: string | null;
+  created_at_ms: number | string;
+  disabled_at_ms: number | string | null;
+}
+
+export interface SourceView {
+  id: string;
+  kind: SourceKind;
+  name: string;
+  origin?: string;
+  shadow?: ShadowSettings | null;
+  created_at: string;
+  disabled_at: string | null;
+  secrets: Array<{ purpose: Purpose; created_at: string; expires_at: string | null }>;
+}
+
+/** The secrets of a source, returned once at creation or rotation. */
+export type SourceSecrets = { signing_key: string; api_key: string } | { observer_token: string };
+
+export interface ObserverSource {
+  source_id: string;
+  upstream: URL;
+  shadow: ShadowSettings | null;
+}
+
+export function upstreamOrigin(upstream_url: string): string {
+  return new URL(upstream_url).origin;
+}
+
+const iso = (ms: number | string | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
+
+export interface SourceStoreOptions {
+  driver: SqlDriver;
+  log: EvidenceLog;
+  sealer: SecretSealer;
+  clock: Clock;
+  ids?: IdSource;
+}
+
+export class SourceStore {
+  private readonly driver: SqlDriver;
+  private readonly log: EvidenceLog;
+  private readonly sealer: SecretSealer;
+  private readonly clock: Clock;
+  private readonly ids: IdSource;
+  private readonly observerCache = new Map<string, { at_ms: number; source: ObserverSource | null }>();
+
+  constructor(options: SourceStoreOptions) {
+    this.driver = options.driver;
+    this.log = options.log;
+    this.sealer = options.sealer;
+    this.clock = options.clock;
+    this.ids = options.ids ?? randomIds;
+  }
+
+  private now_ms(): number {
+    return this.clock().getTime();
+  }
+
+  async create(input: { kind: SourceKind; name: string; upstream_url?: string; shadow?: ShadowSettings }): Promise<{ source: SourceView; secrets: SourceSecrets }> {
+    const source_id = this.ids("src");
+    const now_ms = this.now_ms();
+    const upstream_url = input.kind === "observer" ? (input.upstream_url ?? null) : null;
+    const shadow_json = input.kind === "observer" && input.shadow ? JSON.stringify(input.shadow) : null;
+    const secrets = await this.driver.transaction(async (tx) => {
+      await tx.run(
+        "INSERT INTO evidence_sources (source_id, kind, name, upstream_url, shadow_json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+        [source_id, input.kind, input.name, upstream_url, shadow_json, now_ms],
+      );
+      const issued = await this.issueSecrets(tx, source_id, input.kind, now_ms);
+      const origin = upstream_url ? { upstream_origin: upstreamOrigin(upstream_url) } : {};
+      await this.record(tx, { action: "source.create", source_id, kind: input.kind, name: input.name, ...origin });
+      return issued;
+    });
+    return { source: await this.view(source_id), secrets };
+  }
+
+  private async issueSecrets(tx: SqlTx, source_id: string, kind: SourceKind, now_ms: number): Promise<SourceSecrets> {
+    const issued: Record<string, string> = {};
+    for (const purpose of purposes_of[kind]) {
+      const secret_id = this.ids("sec");
+      const value = newToken(purpose === "signing_key" ? "bsr_whsec" : purpose === "api_key" ? "bsr_srckey" : "bsr_obs");
+      const sealed = purpose === "signing_key" ? this.sealer.seal(value, secret_id) : null;
+      const hash = purpose === "signing_key" ? null : sha256Hex(value);
+      await tx.run(
+        "INSERT INTO evidence_source_secrets (secret_id, source_id, purpose, token_sha256, ciphertext, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+        [secret_id, source_id, purpose, hash, sealed, now_ms],
+      );
+      issued[purpose] = value;
+    }
+    return issued as SourceSecrets;
+  }
+
+  private async record(tx: SqlTx, body: Record<string, unknown>): Promise<void> {
+    await this.log.append(tx, { kind: "gate.operator", source: "gate", body });
+  }
+
+  private async row(tx: SqlTx, source_id: string): Promise<SourceRow> {
+    const row = await tx.get<SourceRow>(
+      "SELECT source_id, kind, name, upstream_url, shadow_json, created_at_ms, disabled_at_ms FROM evidence_sources WHERE source_id = ?",
+      [source_id],
+    );
+    if (!row) throw new HttpError(404, "not_found", "no such evidence source");
+    return row;
+  }
+
+  /** The source as the operator sees it: no secret, only the upstream's origin. */
+  async view(source_id: string): Promise<SourceView> {
+    return this.driver.read(async (tx) => {
+      const row = await this.row(tx, source_id);
+      const secrets = await tx.all<{ purpose: Purpose; created_at_ms: number; expires_at_ms: number | null }>(
+        "SELECT purpose, created_at_ms, expires_at_ms FROM evidence_source_secrets WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?) ORDER BY created_at_ms, secret_id",
+        [source_id, this.now_ms()],
+      );
+      return toView(row, secrets);
+    });
+  }
+
+  async list(): Promise<SourceView[]> {
+    const ids = await this.driver.read((tx) => tx.all<{ source_id: string }>("SELECT source_id FROM evidence_sources ORDER BY created_at_ms, source_id"));
+    const views: SourceView[] = [];
+    for (const { source_id } of ids) views.push(await this.view(source_id));
+    return views;
+  }
+
+  /** New secrets now; the current ones stay valid for `grace_seconds` (0 ends them at once). */
+  async rotate(source_id: string, grace_seconds: number): Promise<{ source: SourceView; secrets: SourceSecrets; previous_valid_until: string }> {
+    const now_ms = this.now_ms();
+    const until_ms = now_ms + grace_seconds * 1000;
+    const secrets = await this.driver.transaction(async (tx) => {
+      const row = await this.row(tx, source_id);
+      if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source cannot be rotated");
+      await tx.run(
+        "UPDATE evidence_source_secrets SET expires_at_ms = ? WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+        [until_ms, source_id, until_ms],
+      );
+      const issued = await this.issueSecrets(tx, source_id, row.kind, now_ms);
+      await this.record(tx, { action: "source.rotate", source_id, grace_seconds });
+      return issued;
+    });
+    this.observerCache.clear();
+    return { source: await this.view(source_id), secrets, previous_valid_until: new Date(until_ms).toISOString() };
+  }
+
+  async disable(source_id: string): Promise<SourceView> {
+    await this.driver.transaction(async (tx) => {
+      const row = await this.row(tx, source_id);
+      if (row.disabled_at_ms !== null) return;
+      await tx.run("UPDATE evidence_sources SET disabled_at_ms = ? WHERE source_id = ?", [this.now_ms(), source_id]);
+      await this.record(tx, { action: "source.disable", source_id });
+    });
+    this.observerCache.clear();
+    return this.view(source_id);
+  }
+
+  async setShadow(source_id: string, shadow: ShadowSettings | null): Promise<SourceView> {
+    await this.driver.transaction(async (tx) => {
+      const row = await this.row(tx, source_id);
+      if (row.kind !== "observer") throw new HttpError(409, "not_an_observer", "shadow settings apply to observer sources only");
+      await tx.run("UPDATE evidence_sources SET shadow_json = ? WHERE source_id = ?", [shadow ? JSON.stringify(shadow) : null, source_id]);
+      await this.record(tx, { action: "source.shadow", source_id, shadow });
+    });
+    this.observerCache.clear();
+    return this.view(source_id);
+  }
+
+  /** An enabled decisions source, or a typed 404/403. */
+  async decisionsSource(source_id: string): Promise<SourceRow> {
+    const row = await this.driver.read((tx) => this.row(tx, source_id));
+    if (row.kind !== "decisions") throw new HttpError(404, "not_found", "no such decisions source");
+    if (row.disabled_at_ms !== null) throw new HttpError(403, "source_disabled", "this evidence source is disabled");
+    return row;
+  }
+
+  /** The signing keys valid now (the current one and any still in their grace period). */
+  async signingKeys(source_id: string): Promise<string[]> {
+    const rows = await this.driver.read((tx) =>
+      tx.all<{ secret_id: string; ciphertext: string }>(
+        "SELECT secret_id, ciphertext FROM evidence_source_secrets WHERE source_id = ? AND purpose = 'signing_key' AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+        [source_id, this.now_ms()],
+      ),
+    );
+    return rows.map((row) => this.sealer.open(row.ciphertext, row.secret_id));
+  }
+
+  /** True when `token` is a valid API key of this source (looked up by hash). */
+  async apiKeyValid(source_id: string, token: string): Promise<boolean> {
+    const row = await this.driver.read((tx) =>
+      tx.get(
+        "SELECT 1 AS one FROM evidence_source_secrets WHERE token_sha256 = ? AND source_id = ? AND purpose = 'api_key' AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+        [sha256Hex(token), source_id, this.now_ms()],
+      ),
+    );
+    return row !== undefined;
+  }
+
+  /** The enabled observer a token opens, or null. Cached briefly: this runs on every proxied request. */
+  async observerByToken(token: string): Promise<ObserverSource | null> {
+    const hash = sha256Hex(token);
+    const now_ms = this.now_ms();
+    const cached = this.observerCache.get(hash);
+    if (cached && now_ms - cached.at_ms < observer_cache_ttl_ms) return cached.source;
+    const row = await this.driver.read((tx) =>
+      tx.get<SourceRow & { expires_at_ms: number | null }>(
+        `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms FROM evidence_source_secrets k
+         JOIN evidence_sources s ON s.source_id = k.source_id
+         WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
+        [hash, now_ms],
+      ),
+    );
+    const source =
+      row && row.disabled_at_ms === null && row.upstream_url
+        ? { source_id: row.source_id, upstream: new URL(row.upstream_url), shadow: row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null }
+        : null;
+    if (this.observerCache.size >= observer_cache_entries_max) this.observerCache.clear();
+    this.observerCache.set(hash, { at_ms: now_ms, source });
+    return source;
+  }
+}
+
+function toView(row: SourceRow, secrets: Array<{ purpose: Purpose; created_at_ms: number; expires_at_ms: number | null }>): SourceView {
+  const view: SourceView = {
+    id: row.source_id,
+    kind: row.kind,
+    name: row.name,
+    created_at: iso(row.created_at_ms)!,
+    disabled_at: iso(row.disabled_at_ms),
+    secrets: secrets.map((secret) => ({ purpose: secret.purpose, created_at: iso(secret.created_at_ms)!, expires_at: iso(secret.expires_at_ms) })),
+  };
+  if (row.upstream_url) {
+    view.origin = upstreamOrigin(row.upstream_url);
+    view.shadow = row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null;
+  }
+  return view;
+}

@@ -1,0 +1,233 @@
+// Deliveries as received: every form, both limits on both sides, all-or-nothing validation
+// naming each bad record and field, idempotency per event_id, approval verification, and
+// args bound by hash while the stored copy is scrubbed.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { canonicalJson, canonicalSha256Hex, sha256Hex } from "../../src/evidence/index.js";
+import { delivery_bytes_max, records_per_delivery_max } from "../../src/ingest/delivery.js";
+import { decisionsSource, deliver, harness, ndjson, record, type DecisionsSource, type Harness } from "./support.js";
+
+let h: Harness;
+let source: DecisionsSource;
+
+beforeAll(async () => {
+  h = await harness();
+  source = await decisionsSource(h);
+});
+afterAll(async () => h.close());
+
+async function entryFor(event_id: string) {
+  const found = (await h.entries("ingest.decision")).filter((stored) => (stored.entry.body.record as { event_id: string }).event_id === event_id);
+  expect(found).toHaveLength(1);
+  return found[0]!.entry;
+}
+
+async function stores(body: string, count: number) {
+  const before = await h.treeSize();
+  const answer = await deliver(h, source, body);
+  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  expect(answer.body.written).toBe(count);
+  expect(answer.body.receipt.records).toHaveLength(count);
+  expect(await h.treeSize()).toBe(before + count);
+  return answer.body;
+}
+
+async function refused(body: string | Buffer, status: number) {
+  const before = await h.treeSize();
+  const answer = await deliver(h, source, body);
+  expect(answer.status, JSON.stringify(answer.body).slice(0, 500)).toBe(status);
+  expect(await h.treeSize()).toBe(before);
+  return answer.body.error as { code: string; details: any };
+}
+
+describe("delivery forms and hashing as received", () => {
+  it("hashes a single object over its exact bytes, whitespace and key order included", async () => {
+    const text = ' {"tool":"a/b", "schema":"bursar.gateway-decision/1","event_id":"evt_obj","occurred_at":"2026-10-09T14:03:11Z","decision":"deny","args_hash":"' + "0".repeat(64) + '"} ';
+    await stores(text, 1);
+    const entry = await entryFor("evt_obj");
+    expect(entry.body_sha256).toBe(sha256Hex(text.trim()));
+    expect(entry.occurred_at).toBe("2026-10-09T14:03:11Z");
+    expect(entry.source).toBe(source.id);
+  });
+
+  it("hashes each NDJSON line over its bytes, with LF, CRLF, blank lines and a trailing newline", async () => {
+    const lines = [record("evt_nd_1"), record("evt_nd_2"), record("evt_nd_3")].map((value) => JSON.stringify(value, null, 0).replace(':"deny"', ': "deny"'));
+    await stores(`${lines[0]}\r\n\r\n${lines[1]}\r\n${lines[2]}\n`, 3);
+    for (const [i, line] of lines.entries()) expect((await entryFor(`evt_nd_${i + 1}`)).body_sha256).toBe(sha256Hex(line));
+    await stores(ndjson([record("evt_nd_lf")]), 1);
+    await stores(ndjson([record("evt_nd_nonl")]).trimEnd(), 1);
+  });
+
+  it("hashes array elements over their RFC 8785 canonical JSON", async () => {
+    const elements = [record("evt_arr_1", { tool: "z" }), record("evt_arr_2")];
+    await stores(JSON.stringify(elements, null, 2), 2);
+    expect((await entryFor("evt_arr_1")).body_sha256).toBe(sha256Hex(canonicalJson(elements[0])));
+  });
+
+  it("accepts interlok.gateway-decision/1 records unchanged", async () => {
+    await stores(ndjson([record("evt_interlok", { schema: "interlok.gateway-decision/1" })]), 1);
+  });
+});
+
+describe("limits", () => {
+  const many = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => record(`${prefix}_${i}`));
+
+  it(`takes ${records_per_delivery_max} records in one delivery and refuses ${records_per_delivery_max + 1} with 413`, async () => {
+    await stores(ndjson(many("evt_500", records_per_delivery_max)), records_per_delivery_max);
+    const error = await refused(ndjson(many("evt_501", records_per_delivery_max + 1)), 413);
+    expect(error.code).toBe("too_many_records");
+    expect((await refused(JSON.stringify(many("evt_501a", records_per_delivery_max + 1)), 413)).code).toBe("too_many_records");
+  });
+
+  it(`reads a body of exactly ${delivery_bytes_max} bytes and refuses one byte more with 413 before parsing`, async () => {
+    const line = ndjson([record("evt_2mb", { reason: "" })]);
+    const padding = delivery_bytes_max - Buffer.byteLength(line);
+    const exact = line.replace('"reason":""', `"reason":"${"r".repeat(0)}"`) + " ".repeat(padding);
+    expect(Buffer.byteLength(exact)).toBe(delivery_bytes_max);
+    await stores(exact, 1);
+    const over = Buffer.alloc(delivery_bytes_max + 1, 0x7b); // "{{{{…": not JSON, so only a size check can answer 413
+    expect((await refused(over, 413)).code).toBe("body_too_large");
+  });
+});
+
+describe("validation is all or nothing", () => {
+  it("names an unknown field at the top level and nested (agent.idd), and stores nothing", async () => {
+    const body = ndjson([record("evt_ok_1"), record("evt_bad_1", { extra: 1 }), record("evt_bad_2", { agent: { idd: "x", type: "agent" } })]);
+    const error = await refused(body, 422);
+    expect(error.code).toBe("invalid_records");
+    expect(error.details.problems).toEqual(
+      expect.arrayContaining([
+        { index: 1, field: "extra", message: "unknown field" },
+        { index: 2, field: "agent.idd", message: "unknown field" },
+      ]),
+    );
+    expect(error.details.invalid_records).toBe(2);
+  });
+
+  it("refuses args and args_hash together, and neither", async () => {
+    const both = record("evt_both", { args_hash: "a".repeat(64) });
+    const { args: _args, ...neither } = record("evt_neither");
+    const error = await refused(ndjson([both, neither]), 422);
+    expect(error.details.problems.map((p: { index: number }) => p.index).sort()).toEqual([0, 1]);
+    expect(error.details.problems.every((p: { message: string }) => p.message.includes("exactly one of args or args_hash"))).toBe(true);
+  });
+
+  it("lists every bad record by index, including lines that are not JSON", async () => {
+    const body = `${JSON.stringify(record("evt_v1"))}\n{not json\n${JSON.stringify(record("evt_v2", { decision: "maybe", occurred_at: "yesterday" }))}\n`;
+    const error = await refused(body, 422);
+    const fields = error.details.problems.map((p: { index: number; field: string }) => `${p.index}:${p.field}`);
+    expect(fields).toEqual(expect.arrayContaining(["1:(record)", "2:decision", "2:occurred_at"]));
+  });
+
+  it("allows any shape inside args (free-form) but not outside", async () => {
+    await stores(ndjson([record("evt_args_free", { args: { nested: { anything: [1, { goes: true }] }, idd: 1 } })]), 1);
+  });
+});
+
+describe("idempotency per (source, event_id)", () => {
+  it("returns the first receipt for the same bytes and writes one log entry", async () => {
+    const body = ndjson([record("evt_dup_1"), record("evt_dup_2")]);
+    const first = await stores(body, 2);
+    const before = await h.treeSize();
+    const again = await deliver(h, source, body);
+    expect(again.status).toBe(200);
+    expect(again.body.written).toBe(0);
+    expect(again.body.duplicates).toBe(2);
+    expect(again.body.receipt).toEqual(first.receipt);
+    expect(await h.treeSize()).toBe(before);
+  });
+
+  it("answers 409 event_id_conflict for the same event_id with different bytes, storing nothing", async () => {
+    await stores(ndjson([record("evt_conflict")]), 1);
+    const error = await refused(ndjson([record("evt_new_beside"), record("evt_conflict", { decision: "deny" })]), 409);
+    expect(error.code).toBe("event_id_conflict");
+    expect(error.details.records).toEqual([{ index: 1, event_id: "evt_conflict" }]);
+  });
+
+  it("writes only the new records of a delivery that mixes retries and new ones, listing all", async () => {
+    const old = record("evt_mix_old");
+    await stores(ndjson([old]), 1);
+    const answer = await deliver(h, source, ndjson([old, record("evt_mix_new")]));
+    expect(answer.body.written).toBe(1);
+    expect(answer.body.receipt.records.map((r: { event_id: string }) => r.event_id)).toEqual(["evt_mix_old", "evt_mix_new"]);
+  });
+});
+
+describe("approval verification and scrubbing", () => {
+  const approve = (event_id: string, approver: Record<string, unknown>) =>
+    record(event_id, { decision: "approve", agent: { id: "agent-release-bot", email: "bot@acme.com", type: "agent" }, approver });
+
+  it("marks an approve verified only for a human approver who is not the agent", async () => {
+    await stores(
+      ndjson([
+        approve("evt_ap_human", { email: "lead@acme.com", type: "human" }),
+        approve("evt_ap_self", { id: "agent-release-bot", type: "human" }),
+        approve("evt_ap_self_mail", { email: "BOT@acme.com", type: "human" }),
+        approve("evt_ap_agent", { id: "other-bot", type: "agent" }),
+        approve("evt_ap_noname", { name: "Someone", type: "human" }),
+        record("evt_ap_allow"),
+      ]),
+      6,
+    );
+    expect((await entryFor("evt_ap_human")).body.approval_verified).toBe(true);
+    expect((await entryFor("evt_ap_self")).body.approval_verified).toBe(false);
+    expect((await entryFor("evt_ap_self_mail")).body.approval_verified).toBe(false);
+    expect((await entryFor("evt_ap_agent")).body.approval_verified).toBe(false);
+    expect((await entryFor("evt_ap_noname")).body.approval_verified).toBe(false);
+    expect((await entryFor("evt_ap_allow")).body.approval_verified).toBeUndefined();
+  });
+
+  it("scrubs secrets in args while args_hash and body_sha256 still bind the original", async () => {
+    const args = { card: "4111 1111 1111 1111", cvv: "123", password: "hunter2", auth_header: "Bearer abcdefghijklmnop", note: "ok" };
+    const line = JSON.stringify(record("evt_secret", { args }));
+    await stores(`${line}\n`, 1);
+    const entry = await entryFor("evt_secret");
+    const stored = (entry.body.record as { args: Record<string, unknown> }).args;
+    expect(stored).toEqual({ card: "[redacted]", cvv: "[redacted]", password: "[redacted]", auth_header: "[redacted]", note: "ok" });
+    expect(entry.body.args_hash).toBe(canonicalSha256Hex(args));
+    expect(entry.body_sha256).toBe(sha256Hex(line));
+    const raw = JSON.stringify(await h.entries());
+    for (const secret of ["4111 1111 1111 1111", "hunter2", "abcdefghijklmnop"]) expect(raw).not.toContain(secret);
+  });
+});
+
+describe("hashes are not card numbers", () => {
+  // A Luhn-valid run of digits inside a hex digest is bounded by hex letters, not by
+  // separators, so scrub() does not take it for a card number.
+  it("keeps an args_hash whose hex digits contain a Luhn-valid run", async () => {
+    const digest = "e8f80ce73a7bf62bf87219a985f86002ca8284352066799136ec02afef18ce0b";
+    await stores(ndjson([record("evt_digest", { args: undefined, args_hash: digest })]), 1);
+    expect((await entryFor("evt_digest")).body.args_hash).toBe(digest);
+  });
+});
+
+describe("other routes into the same path", () => {
+  it("takes an API push with the source's API key and refuses other tokens", async () => {
+    const post = (token: string, body: string) =>
+      fetch(`${h.url}/api/v1/evidence-sources/${source.id}/events`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body });
+    expect((await post(source.api_key, ndjson([record("evt_push")]))).status).toBe(200);
+    expect((await post("bsr_srckey_wrong", ndjson([record("evt_push_2")]))).status).toBe(401);
+    expect((await fetch(`${h.url}/api/v1/evidence-sources/${source.id}/events`, { method: "POST", body: "{}" })).status).toBe(401);
+  });
+
+  it("takes a .jsonl upload with the operator token only", async () => {
+    const upload = (token: string) =>
+      fetch(`${h.url}/api/v1/evidence-sources/${source.id}/upload`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/jsonl" }, body: ndjson([record("evt_upload")]) });
+    expect((await upload(source.api_key)).status).toBe(401);
+    const response = await upload("ingest-operator-token-0123456789");
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { written: number }).written).toBe(1);
+  });
+
+  it("publishes the schema as JSON Schema with strict objects and the args rule", async () => {
+    const response = await fetch(`${h.url}/schemas/gateway-decision-1.json`);
+    expect(response.status).toBe(200);
+    const schema = (await response.json()) as Record<string, any>;
+    expect(schema.additionalProperties).toBe(false);
+    expect(schema.properties.agent.additionalProperties).toBe(false);
+    expect(schema.properties.args.type).toBe("object");
+    expect(schema.properties.schema.enum).toEqual(["bursar.gateway-decision/1", "interlok.gateway-decision/1"]);
+    expect(schema.oneOf).toEqual([{ required: ["args"] }, { required: ["args_hash"] }]);
+    expect(schema.required).toEqual(expect.arrayContaining(["schema", "event_id", "occurred_at", "decision", "tool"]));
+  });
+});

@@ -1,0 +1,139 @@
+// A real Bursar HTTP server for the ingestion and observer tests: SQLite file database, the
+// evidence-source plugins wired exactly as `bursar serve` wires them, a hand-moved clock.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { FastifyInstance } from "fastify";
+import { OperatorTokens } from "../../src/datadir.js";
+import { createBursar, type Bursar } from "../../src/index.js";
+import { signatureHeader } from "../../src/ingest/signature.js";
+import { buildServer } from "../../src/server/app.js";
+import { createMetrics, type Metrics } from "../../src/server/metrics.js";
+import { evidenceSources, type EvidenceSourceOptions, type EvidenceSources } from "../../src/server/routes/evidence-sources.js";
+import { logRoutes } from "../../src/server/routes/log.js";
+import { manualClock, type ManualClock } from "../support/clock.js";
+
+export const operator_token = "ingest-operator-token-0123456789";
+export const master_key = "test-master-key-0123456789abcdef";
+
+export interface Harness {
+  url: string;
+  dir: string;
+  db: string;
+  bursar: Bursar;
+  clock: ManualClock;
+  metrics: Metrics;
+  evidence: EvidenceSources;
+  app: FastifyInstance;
+  api<T = Record<string, unknown>>(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: T }>;
+  /** Log entries of `kind` (all when omitted), oldest first. */
+  entries(kind?: string): Promise<Array<{ seq: number; entry: Record<string, unknown> & { body: Record<string, unknown> } }>>;
+  treeSize(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export type HarnessOptions = Partial<Pick<EvidenceSourceOptions, "sink" | "queue_length_max" | "retry_delay_ms">>;
+
+export async function harness(options: HarnessOptions = {}): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-sources-"));
+  const db = join(dir, "bursar.db");
+  const clock = manualClock(Date.now());
+  const bursar = await createBursar({ db, clock });
+  const metrics = createMetrics();
+  const access = { operator: OperatorTokens.fromToken(operator_token), ledger: bursar.ledger };
+  const evidence = evidenceSources({ access, bursar, master_key, clock, onUnrecorded: metrics.evidenceGap, onError: () => undefined, ...options });
+  const app = await buildServer({
+    logger: false,
+    plugins: [metrics.routes, logRoutes({ log: bursar.log, authorizeReader: async () => true }), ...evidence.plugins],
+    onClose: () => bursar.close(),
+  });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  const api = async <T>(method: string, path: string, body?: unknown, token = operator_token) => {
+    const response = await fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text ? JSON.parse(text) : {}) as T };
+  };
+  const treeSize = () => bursar.log.treeSize();
+  const entries = async (kind?: string) => {
+    const all = await bursar.log.entries(0, Math.min(await treeSize(), 1000));
+    const size = await treeSize();
+    const rest = size > 1000 ? await bursar.log.entries(1000, Math.min(size, 2000)) : [];
+    return [...all, ...rest]
+      .filter((stored) => kind === undefined || stored.entry.kind === kind)
+      .map((stored) => ({ seq: stored.seq, entry: stored.entry as unknown as Record<string, unknown> & { body: Record<string, unknown> } }));
+  };
+  return {
+    url,
+    dir,
+    db,
+    bursar,
+    clock,
+    metrics,
+    evidence,
+    app,
+    api,
+    entries,
+    treeSize,
+    async close() {
+      const closing = app.close();
+      // A kept-alive test connection that becomes idle after close began would hold it open.
+      setTimeout(() => app.server.closeAllConnections(), 200).unref();
+      await closing;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface DecisionsSource {
+  id: string;
+  signing_key: string;
+  api_key: string;
+  ingest_url: string;
+}
+
+export async function decisionsSource(h: Harness, name = "acme-gateway"): Promise<DecisionsSource> {
+  const created = await h.api<DecisionsSource>("POST", "/api/v1/evidence-sources", { kind: "decisions", name });
+  if (created.status !== 201) throw new Error(`source: ${JSON.stringify(created.body)}`);
+  return created.body;
+}
+
+export function record(event_id: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    schema: "bursar.gateway-decision/1",
+    event_id,
+    occurred_at: "2026-10-09T14:03:11Z",
+    decision: "allow",
+    tool: "github/create_release",
+    server: "github-mcp",
+    args: { repo: "acme/api", tag: "v2.4.0" },
+    agent: { id: "agent-release-bot", type: "agent" },
+    ...fields,
+  };
+}
+
+export function ndjson(records: readonly unknown[], newline = "\n"): string {
+  return records.map((value) => JSON.stringify(value)).join(newline) + newline;
+}
+
+/** Posts a signed delivery to the webhook; `sign` false sends no signature header. */
+export async function deliver(
+  h: Harness,
+  source: DecisionsSource,
+  body: string | Buffer,
+  options: { keys?: string[]; header?: string; at?: Date } = {},
+): Promise<{ status: number; body: Record<string, any> }> {
+  const bytes = typeof body === "string" ? Buffer.from(body) : body;
+  const header = options.header ?? signatureHeader(options.keys ?? [source.signing_key], bytes, options.at ?? h.clock());
+  const response = await fetch(`${h.url}/ingest/${source.id}`, {
+    method: "POST",
+    headers: { "content-type": "application/x-ndjson", "bursar-signature": header },
+    body: new Uint8Array(bytes),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, any>) : {} };
+}

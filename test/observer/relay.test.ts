@@ -1,0 +1,149 @@
+// The chained observer with a real SDK MCP server behind it and the SDK client in front:
+// bytes, statuses and MCP headers pass untouched; each tools/call becomes one observer.call.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { canonicalSha256Hex } from "../../src/evidence/index.js";
+import { harness, type Harness } from "../ingest/support.js";
+import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, sdkClient, toolCall, type ObserverSourceCreated } from "./support.js";
+import { startUpstream, type Upstream } from "./upstream.js";
+
+let h: Harness;
+let upstream: Upstream;
+let sse: ObserverSourceCreated;
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  h = await harness();
+  sse = await observerSource(h, `${upstream.url}/mcp`);
+});
+afterAll(async () => {
+  await h.close();
+  await upstream.close();
+});
+
+async function calls(source_id?: string) {
+  await h.evidence.observer.recorder.drain();
+  return (await h.entries("observer.call")).filter((stored) => source_id === undefined || stored.entry.source === source_id).map((stored) => stored.entry);
+}
+
+describe("byte-for-byte relay", () => {
+  for (const path of ["/mcp-json", "/mcp-plain"]) {
+    it(`returns ${path === "/mcp-json" ? "JSON" : "SSE"} responses identical to the direct path, status and headers included`, async () => {
+      const source = await observerSource(h, `${upstream.url}${path}`);
+      const session = await rawSession(`${upstream.url}${path}`);
+      const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
+      for (const [i, [name, args]] of ([["echo", { text: "héllo ✓" }], ["big", { size: 300_000 }], ["fail", {}], ["rpc_error", {}]] as const).entries()) {
+        const direct = await raw(`${upstream.url}${path}`, "POST", headers, toolCall(100 + i, name, args));
+        const observed = await raw(source.observer_url, "POST", { ...headers, "x-bursar-observer-token": source.observer_token }, toolCall(100 + i, name, args));
+        expect(observed.status).toBe(direct.status);
+        expect(observed.bytes.equals(direct.bytes), `${name} body differs`).toBe(true);
+        expect(observed.headers.get("content-type")).toBe(direct.headers.get("content-type"));
+        expect(observed.headers.get("mcp-session-id")).toBe(session);
+      }
+      expect((await calls(source.id)).map((entry) => entry.body.tool)).toEqual(["echo", "big", "fail", "rpc_error"]);
+    });
+  }
+
+  it("preserves DELETE and the status of an ended session", async () => {
+    const session = await rawSession(`${upstream.url}/mcp-json`);
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    expect((await raw(source.observer_url, "DELETE", headers)).status).toBe(200);
+    const after = await raw(source.observer_url, "POST", headers, toolCall(5, "echo", {}));
+    expect(after.status).toBe(404);
+    expect(after.bytes.toString()).toContain("Session not found");
+    expect(upstream.seen.filter((seen) => seen.method === "DELETE").at(-1)?.headers["mcp-session-id"]).toBe(session);
+  });
+
+  it("accepts the token in the path, forwarding the rest of the path", async () => {
+    const source = await observerSource(h, upstream.url);
+    const session = await rawSession(`${h.url}/observe/${source.observer_token}/mcp-json`);
+    expect(upstream.seen.at(-1)?.path).toBe("/mcp-json");
+    expect(session).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("refuses a missing or wrong token without forwarding", async () => {
+    const before = upstream.seen.length;
+    expect((await raw(`${h.url}/observe`, "POST", {}, toolCall(1, "echo", {}))).status).toBe(401);
+    expect((await raw(`${h.url}/observe`, "POST", { "x-bursar-observer-token": "bsr_obs_wrong" }, toolCall(1, "echo", {}))).status).toBe(401);
+    expect(upstream.seen.length).toBe(before);
+  });
+});
+
+describe("the SDK client through the observer", () => {
+  it("passes session and resumption headers, strips the observer token, records each call", async () => {
+    const client = await sdkClient(sse.observer_url, { "x-bursar-observer-token": sse.observer_token });
+    try {
+      expect((await client.listTools()).tools.map((tool) => tool.name)).toContain("echo");
+      const echoed = await client.callTool({ name: "echo", arguments: { text: "hi", api_key: "sk-abcdefghijklmnopqrstu" } });
+      expect(echoed.content).toEqual([{ type: "text", text: "hi" }]);
+      const polled = await client.callTool({ name: "poll", arguments: {} });
+      expect(polled.content).toEqual([{ type: "text", text: "polled" }]);
+    } finally {
+      await client.close();
+    }
+    const posts = upstream.seen.filter((seen) => seen.path === "/mcp" && seen.method === "POST");
+    expect(posts.at(-1)?.headers["mcp-session-id"]).toBeTruthy();
+    expect(posts.at(-1)?.headers["mcp-protocol-version"]).toBe(LATEST_PROTOCOL_VERSION);
+    const resumed = upstream.seen.filter((seen) => seen.method === "GET" && seen.headers["last-event-id"]);
+    expect(resumed.length).toBeGreaterThan(0);
+    expect(upstream.seen.some((seen) => "x-bursar-observer-token" in seen.headers)).toBe(false);
+
+    const recorded = await calls(sse.id);
+    const echo = recorded.find((entry) => entry.body.tool === "echo")!;
+    expect(echo.body.outcome).toEqual({ type: "result", is_error: false });
+    expect(echo.body.args).toEqual({ text: "hi", api_key: "[redacted]" });
+    expect(echo.body.args_hash).toBe(canonicalSha256Hex({ text: "hi", api_key: "sk-abcdefghijklmnopqrstu" }));
+    expect(echo.body.result_hash).toBe(canonicalSha256Hex({ content: [{ type: "text", text: "hi" }] }));
+    expect(echo.body.upstream).toBe(new URL(upstream.url).origin);
+    expect(echo.body.transport).toBe("sse");
+    expect(typeof echo.body.duration_ms).toBe("number");
+    const poll = recorded.find((entry) => entry.body.tool === "poll")!;
+    expect(poll.body.transport).toBe("sse_get");
+    expect(poll.body.outcome).toEqual({ type: "result", is_error: false });
+  });
+
+  it("records a tool error as isError and a JSON-RPC error as an error", async () => {
+    const client = await sdkClient(sse.observer_url, { "x-bursar-observer-token": sse.observer_token });
+    try {
+      expect((await client.callTool({ name: "fail", arguments: {} })).isError).toBe(true);
+      await expect(client.callTool({ name: "rpc_error", arguments: {} })).rejects.toThrow(/rpc_error always refuses/);
+    } finally {
+      await client.close();
+    }
+    const recorded = await calls(sse.id);
+    expect(recorded.find((entry) => entry.body.tool === "fail")!.body.outcome).toEqual({ type: "result", is_error: true });
+    expect(recorded.find((entry) => entry.body.tool === "rpc_error")!.body.outcome).toEqual({ type: "error", code: -32602, message: "MCP error -32602: rpc_error always refuses" });
+  });
+
+  it("records only the upstream's origin, never its path or query", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json?tenant=secret-tenant`);
+    const client = await sdkClient(source.observer_url, { "x-bursar-observer-token": source.observer_token });
+    await client.callTool({ name: "echo", arguments: { text: "x" } });
+    await client.close();
+    const text = JSON.stringify(await h.entries());
+    expect(text).not.toContain("secret-tenant");
+    expect(text).not.toContain("/mcp-json");
+    expect((await calls(source.id))[0]!.body.upstream).toBe(new URL(upstream.url).origin);
+  });
+});
+
+describe("shadow verdicts", () => {
+  it("decides mapped tools with ALLOWLIST, R0, R5 and HOLD against the source's limits", async () => {
+    const shadow = { tools: { charge: "create_order", echo: "not_a_money_tool" }, currency: "inr", per_call_cap: 50_000, approval_threshold: 20_000 };
+    const source = await observerSource(h, `${upstream.url}/mcp-json`, shadow);
+    const client = await sdkClient(source.observer_url, { "x-bursar-observer-token": source.observer_token });
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ["charge", { amount: 10_000, currency: "INR" }],
+      ["charge", { amount: 30_000, currency: "INR" }],
+      ["charge", { amount: 60_000, currency: "INR" }],
+      ["charge", { amount: 10_000, currency: "INR", transfers: [{ account: "acc_x" }] }],
+      ["echo", { text: "x" }],
+      ["fail", {}],
+    ];
+    for (const [name, args] of cases) await client.callTool({ name, arguments: args });
+    await client.close();
+    const verdicts = (await calls(source.id)).map((entry) => entry.body.shadow as { effect: string; rule: string } | null);
+    expect(verdicts.map((verdict) => verdict && `${verdict.effect}:${verdict.rule}`)).toEqual(["ALLOW:ALLOW", "HOLD:HOLD", "BLOCK:R5", "BLOCK:R0", "BLOCK:ALLOWLIST", null]);
+  });
+});

@@ -1,0 +1,66 @@
+// Observer test helpers: an observer source over the harness, raw JSON-RPC over HTTP (to
+// compare bytes), and an SDK client that reaches the upstream through the observer.
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import type { Harness } from "../ingest/support.js";
+
+export interface ObserverSourceCreated {
+  id: string;
+  observer_url: string;
+  observer_token: string;
+  origin: string;
+}
+
+export async function observerSource(h: Harness, upstream_url: string, shadow?: unknown): Promise<ObserverSourceCreated> {
+  const created = await h.api<ObserverSourceCreated>("POST", "/api/v1/evidence-sources", { kind: "observer", name: "their-mcp", upstream_url, ...(shadow ? { shadow } : {}) });
+  if (created.status !== 201) throw new Error(`observer source: ${JSON.stringify(created.body)}`);
+  return created.body;
+}
+
+export async function sdkClient(url: string, headers: Record<string, string>): Promise<Client> {
+  const client = new Client({ name: "observed-agent", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers },
+    reconnectionOptions: { initialReconnectionDelay: 20, maxReconnectionDelay: 200, reconnectionDelayGrowFactor: 1.5, maxRetries: 5 },
+  });
+  await client.connect(transport);
+  return client;
+}
+
+export interface RawAnswer {
+  status: number;
+  headers: Headers;
+  bytes: Buffer;
+}
+
+export async function raw(url: string, method: string, headers: Record<string, string>, body?: unknown): Promise<RawAnswer> {
+  const response = await fetch(url, {
+    method,
+    headers: { accept: "application/json, text/event-stream", ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: response.status, headers: response.headers, bytes: Buffer.from(await response.arrayBuffer()) };
+}
+
+/** Opens a session with raw requests; returns the session id. */
+export async function rawSession(url: string, headers: Record<string, string> = {}): Promise<string> {
+  const init = await raw(url, "POST", headers, {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+  });
+  const session = init.headers.get("mcp-session-id");
+  if (init.status !== 200 || !session) throw new Error(`initialize: ${init.status} ${init.bytes.toString()}`);
+  const sessionHeaders = { ...headers, "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
+  await raw(url, "POST", sessionHeaders, { jsonrpc: "2.0", method: "notifications/initialized" });
+  return session;
+}
+
+export function toolCall(id: number, name: string, args: Record<string, unknown>): Record<string, unknown> {
+  return { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } };
+}
+
+export { LATEST_PROTOCOL_VERSION };

@@ -1,0 +1,90 @@
+// A real MCP server built with the SDK (stateful Streamable HTTP, session ids, SSE with an
+// event store for resumption, and a JSON-response twin), recording the headers it receives.
+
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type Server as HttpServer } from "node:http";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { InMemoryEventStore } from "@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js";
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
+
+export interface Upstream {
+  url: string;
+  /** Headers of every request the server received, lower-cased names. */
+  seen: Array<{ method: string; path: string; headers: IncomingMessage["headers"] }>;
+  close(): Promise<void>;
+}
+
+const tools = [
+  { name: "echo", description: "echo text", inputSchema: { type: "object" as const, properties: { text: { type: "string" } } } },
+  { name: "charge", description: "a money tool", inputSchema: { type: "object" as const, properties: { amount: { type: "number" }, currency: { type: "string" } } } },
+  { name: "fail", description: "a tool error", inputSchema: { type: "object" as const } },
+  { name: "rpc_error", description: "a JSON-RPC error", inputSchema: { type: "object" as const } },
+  { name: "poll", description: "closes its SSE stream, answers on the resumed stream", inputSchema: { type: "object" as const } },
+  { name: "big", description: "a large result", inputSchema: { type: "object" as const, properties: { size: { type: "number" } } } },
+];
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function mcpServer(): Server {
+  const server = new Server({ name: "upstream", version: "1.0.0" }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const args = (request.params.arguments ?? {}) as Record<string, unknown>;
+    switch (request.params.name) {
+      case "echo":
+        return { content: [{ type: "text", text: String(args.text ?? "") }] };
+      case "charge":
+        return { content: [{ type: "text", text: `charged ${String(args.amount)}` }] };
+      case "fail":
+        return { isError: true, content: [{ type: "text", text: "the tool failed" }] };
+      case "rpc_error":
+        throw new McpError(ErrorCode.InvalidParams, "rpc_error always refuses");
+      case "poll":
+        extra.closeSSEStream?.();
+        await sleep(150);
+        return { content: [{ type: "text", text: "polled" }] };
+      case "big":
+        return { content: [{ type: "text", text: "x".repeat(Number(args.size ?? 100_000)) }] };
+      default:
+        throw new McpError(ErrorCode.MethodNotFound, `no tool ${request.params.name}`);
+    }
+  });
+  return server;
+}
+
+/** `/mcp` answers with SSE (resumable, event ids); `/mcp-plain` with SSE without event ids; `/mcp-json` with JSON bodies. */
+export async function startUpstream(): Promise<Upstream> {
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const seen: Upstream["seen"] = [];
+  const http: HttpServer = createServer(async (request, response) => {
+    const path = (request.url ?? "/").split("?")[0]!;
+    seen.push({ method: request.method ?? "", path, headers: { ...request.headers } });
+    if (path !== "/mcp" && path !== "/mcp-json" && path !== "/mcp-plain") return void response.writeHead(404).end("no such path");
+    const session = request.headers["mcp-session-id"];
+    let transport = typeof session === "string" ? sessions.get(session) : undefined;
+    if (!transport) {
+      if (typeof session === "string") return void response.writeHead(404, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        enableJsonResponse: path === "/mcp-json",
+        ...(path === "/mcp" ? { eventStore: new InMemoryEventStore(), retryInterval: 20 } : {}),
+        onsessioninitialized: (id) => void sessions.set(id, transport!),
+        onsessionclosed: (id) => void sessions.delete(id),
+      });
+      await mcpServer().connect(transport);
+    }
+    await transport.handleRequest(request, response);
+  });
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  const address = http.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    seen,
+    async close() {
+      for (const transport of sessions.values()) await transport.close().catch(() => undefined);
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
