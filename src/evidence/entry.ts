@@ -94,9 +94,10 @@ function entryText(entry: Entry, bodyText: string): string {
 export function buildEntry(input: AppendInput, seq: number, received_at: string): BuiltEntry {
   checkInput(input);
   if (!Number.isSafeInteger(seq) || seq < 0) throw new EvidenceInputError("seq must be a non-negative integer");
-  const rawText = canonicalJson(input.body);
   const scrubbed = scrubCounting(input.body);
-  const bodyText = scrubbed.redactions === 0 ? rawText : canonicalJson(scrubbed.value);
+  const bodyText = canonicalJson(scrubbed.value);
+  // The unscrubbed body is serialized again only when it differs and no writer's hash binds it.
+  const rawText = scrubbed.redactions === 0 || input.body_sha256 !== undefined ? bodyText : canonicalJson(input.body);
   const entry: Entry = {
     v: entry_version,
     seq,

@@ -75,7 +75,8 @@ export async function exportLog(driver: SqlDriver, options: ExportOptions): Prom
     const end = Math.min(options.size, start + export_page_rows);
     const rows = await driver.read((tx) => readEntryRows(tx, start, end));
     if (rows.length !== end - start) throw new Error(`log_entries lacks rows in ${start}..${end - 1}`);
-    const lines = rows.map((row) => `${row.entry_text}\n${receiptLine(row, key_id)}\n${checkpointLine(row.seq + 1)}`);
+    // Entries appended without their own receipt (batch writers) have an empty signature.
+    const lines = rows.map((row) => `${row.entry_text}\n${row.receipt_signature ? `${receiptLine(row, key_id)}\n` : ""}${checkpointLine(row.seq + 1)}`);
     await emit(lines.join(""));
   }
   return { entries: options.size, checkpoints: checkpoints.length, bytes };

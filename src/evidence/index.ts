@@ -85,6 +85,7 @@ export {
   readLatestCheckpoint,
   readTreeSize,
   type AppendResult,
+  type SignedAppendResult,
   type EvidenceLogOptions,
   type StoredCheckpoint,
   type StoredEntry,

@@ -58,10 +58,14 @@ export interface AppendResult {
   seq: number;
   /** Hex leaf hash. */
   leaf_hash: string;
-  receipt: Receipt;
+  /** Absent for batch writers that sign one receipt for the whole batch (ingest deliveries). */
+  receipt?: Receipt;
   /** The entry as stored (body scrubbed). */
   entry: Entry;
 }
+
+/** What a single append returns: always with its own signed receipt. */
+export type SignedAppendResult = AppendResult & { receipt: Receipt };
 
 export interface StoredCheckpoint {
   size: number;
@@ -76,7 +80,7 @@ export interface StoredEntry {
   seq: number;
   leaf_hash: string;
   entry: Entry;
-  receipt: Receipt;
+  receipt: Receipt | null;
 }
 
 /** One stored row as exported: the canonical text verbatim, its hash and receipt signature. */
@@ -243,7 +247,7 @@ export class EvidenceLog {
   }
 
   /** Appends `system.start` in its own transaction: the version and a digest of the configuration. */
-  async recordStart(config_digest: string): Promise<AppendResult> {
+  async recordStart(config_digest: string): Promise<SignedAppendResult> {
     if (typeof config_digest !== "string" || config_digest.length > config_digest_chars_max) {
       throw new EvidenceInputError(`config_digest must be a string of at most ${config_digest_chars_max} characters`);
     }
@@ -253,23 +257,27 @@ export class EvidenceLog {
   }
 
   /** Appends one entry inside the caller's open write transaction. */
-  async append(tx: SqlTx, input: AppendInput): Promise<AppendResult> {
+  async append(tx: SqlTx, input: AppendInput): Promise<SignedAppendResult> {
     const [result] = await this.appendMany(tx, [input]);
-    return result!;
+    return result as SignedAppendResult;
   }
 
   /**
    * Appends entries in order inside the caller's open write transaction. Takes the log's
    * sequence lock (log_head) first; a rollback of the caller's transaction takes the entries with it.
    */
-  async appendMany(tx: SqlTx, inputs: readonly AppendInput[]): Promise<AppendResult[]> {
+  async appendMany(tx: SqlTx, inputs: readonly AppendInput[], options: { receipts?: boolean } = {}): Promise<AppendResult[]> {
     if (inputs.length === 0) return [];
     if (inputs.length > append_batch_max) throw new EvidenceInputError(`at most ${append_batch_max} entries per append`);
+    // A batch writer that signs one receipt for the whole batch skips the per-entry signature
+    // (the costliest step of an append); its entries are covered by that receipt and by checkpoints.
+    const sign = options.receipts ?? true;
     const first = await readTreeSize(tx, true);
     const received_at = this.clock().toISOString();
     const built = inputs.map((input, i) => buildEntry(input, first + i, received_at));
-    const results = built.map(({ entry, leafHash }) => {
+    const results: AppendResult[] = built.map(({ entry, leafHash }) => {
       const leaf_hash = leafHash.toString("hex");
+      if (!sign) return { seq: entry.seq, leaf_hash, entry };
       const receipt = signReceiptFields(this.signer, { seq: entry.seq, leaf_hash, kind: entry.kind, at: received_at });
       return { seq: entry.seq, leaf_hash, receipt, entry };
     });
@@ -277,7 +285,7 @@ export class EvidenceLog {
       const chunk = built.slice(start, start + insert_rows_per_statement_max);
       const params = chunk.flatMap(({ entry, text }, i) => {
         const result = results[start + i]!;
-        return [entry.seq, entry.kind, entry.source, received_at, text, result.leaf_hash, result.receipt.signature];
+        return [entry.seq, entry.kind, entry.source, received_at, text, result.leaf_hash, result.receipt?.signature ?? ""];
       });
       await tx.run(insertSql(chunk.length), params);
     }
@@ -392,7 +400,9 @@ export class EvidenceLog {
     }));
   }
 
-  private receiptOf(row: EntryRow): Receipt {
+  /** The entry's own signed receipt; null for a batch writer's entry (its batch receipt covers it). */
+  private receiptOf(row: EntryRow): Receipt | null {
+    if (!row.receipt_signature) return null;
     return {
       seq: row.seq,
       leaf_hash: row.leaf_hash,

@@ -113,7 +113,8 @@ export async function ingestDelivery(deps: IngestDependencies, source_id: string
     const conflicts = unique.filter((record) => stored.has(record.value.event_id) && stored.get(record.value.event_id)!.sha256 !== record.sha256);
     if (conflicts.length > 0) throw conflict(conflicts.map((record) => ({ index: record.index, event_id: record.value.event_id })));
     const fresh = unique.filter((record) => !stored.has(record.value.event_id));
-    const results = await deps.log.appendMany(tx, fresh.map((record) => entryOf(source_id, record)));
+    // One signed receipt lists every record of the delivery, so entries skip their own.
+    const results = await deps.log.appendMany(tx, fresh.map((record) => entryOf(source_id, record)), { receipts: false });
     const listedBy = new Map<string, DeliveryRecord>(stored);
     fresh.forEach((record, i) => listedBy.set(record.value.event_id, receiptRecord(record, results[i]!)));
     const listed = records.map((record) => listedBy.get(record.value.event_id)!);

@@ -1,7 +1,7 @@
 // Idempotency keys: explicit ones bind every argument and never expire; derived ones bind
 // only the stable money fields, so a model rewording receipt or notes on retry still replays.
 
-import canonicalize from "canonicalize";
+import { canonicalJson } from "../evidence/canonical.js";
 import { sha256Hex } from "../ids.js";
 import { isPlainObject } from "../policy/index.js";
 
@@ -13,9 +13,7 @@ export interface CallKey {
 
 /** JSON text that is the same for equal values whatever the key order (RFC 8785). */
 export function canonicalText(value: unknown): string {
-  const text = canonicalize(value as Parameters<typeof canonicalize>[0]);
-  if (text === undefined) throw new Error("value has no canonical JSON form");
-  return text;
+  return canonicalJson(value);
 }
 
 function stableFields(tool: string, args: unknown): unknown {

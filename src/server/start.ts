@@ -4,11 +4,10 @@
 
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
-import canonicalize from "canonicalize";
 import { createBursar, type Bursar } from "../index.js";
 import type { Config } from "../config.js";
 import { ensureDataDir, OperatorTokens, randomSecret, secretFile } from "../datadir.js";
-import { resolveSigningKey } from "../evidence/index.js";
+import { canonicalJson, resolveSigningKey } from "../evidence/index.js";
 import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
@@ -40,7 +39,7 @@ export interface Started {
 export function configDigest(config: Config): string {
   const { admin_token: _a, master_key: _m, razorpay, ...rest } = config;
   const visible = { ...rest, razorpay: { key_id: razorpay.key_id ?? null, base_url: razorpay.base_url } };
-  return createHash("sha256").update(canonicalize(visible) ?? "").digest("hex");
+  return createHash("sha256").update(canonicalJson(visible)).digest("hex");
 }
 
 interface ProviderSetup {
