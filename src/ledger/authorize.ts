@@ -110,6 +110,25 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
   return { block, reservation, key, stored, key_row, state };
 }
 
+/** The key's row while its call is executing: a lease, and the reservation it holds. The key
+ *  belongs to the caller (the CALLER guard makes that the reservation's owner too). */
+function inFlightRow(context: LedgerContext, input: AuthorizeInput, key: CallKey, reservation: ReservationRow, now_ms: number): IdempotencyRow {
+  return {
+    agent_id: input.agent_id as string,
+    key: key.key,
+    derived: key.derived ? 1 : 0,
+    tool: input.tool,
+    params_hash: key.params_hash,
+    status: "in_flight",
+    effect: "ALLOW",
+    reservation_id: reservation.reservation_id,
+    approval_id: null,
+    result_json: null,
+    first_at_ms: now_ms,
+    lease_expires_at_ms: now_ms + context.lease_ms,
+  };
+}
+
 async function holdMoney(
   tx: SqlTx,
   context: LedgerContext,
@@ -139,20 +158,7 @@ async function holdMoney(
   };
   await insertReservation(tx, reservation);
   await adjustBlock(tx, block.block_id, { held: args.amount });
-  const base: IdempotencyRow = {
-    agent_id: block.agent_id,
-    key: key.key,
-    derived: key.derived ? 1 : 0,
-    tool: input.tool,
-    params_hash: key.params_hash,
-    status: "in_flight",
-    effect: "ALLOW",
-    reservation_id: reservation.reservation_id,
-    approval_id: null,
-    result_json: null,
-    first_at_ms: now_ms,
-    lease_expires_at_ms: now_ms + context.lease_ms,
-  };
+  const base = inFlightRow(context, input, key, reservation, now_ms);
   if (verdict.effect === "ALLOW") {
     await putIdempotency(tx, base, snap.key_row);
     return { reservation };
@@ -200,24 +206,7 @@ async function bindCapture(
     now_ms,
     reservation.reservation_id,
   ]);
-  await putIdempotency(
-    tx,
-    {
-      agent_id: reservation.agent_id,
-      key: key.key,
-      derived: key.derived ? 1 : 0,
-      tool: input.tool,
-      params_hash: key.params_hash,
-      status: "in_flight",
-      effect: "ALLOW",
-      reservation_id: reservation.reservation_id,
-      approval_id: null,
-      result_json: null,
-      first_at_ms: now_ms,
-      lease_expires_at_ms: now_ms + context.lease_ms,
-    },
-    snap.key_row,
-  );
+  await putIdempotency(tx, inFlightRow(context, input, key, reservation, now_ms), snap.key_row);
   return { reservation: { ...reservation, payment_id: payment.id } };
 }
 
