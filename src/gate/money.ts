@@ -8,7 +8,7 @@ import type { PaymentState } from "../policy/index.js";
 import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { replayResult } from "./replay.js";
-import { captureAllowed, held, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
+import { captureAllowed, captureConflict, held, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
 
 type Args = Record<string, unknown>;
 
@@ -90,8 +90,13 @@ async function paymentState(context: GateContext, args: unknown): Promise<Paymen
 }
 
 async function settled(context: GateContext, call: CallRef, payment: ProviderPayment, auth: AuthorizeResult): Promise<ToolResult> {
-  const view = paymentView(payment);
-  const completion = await context.ledger.completeCapture(call, { ...view, order_id: payment.order_id ?? "" });
+  // The order is the one the gate bound before capturing, whatever the answer omits.
+  const order_id = payment.order_id ?? auth.reservation?.order_id ?? "";
+  const view = { ...paymentView(payment), order_id };
+  const completion = await context.ledger.completeCapture(call, view);
+  if (completion.outcome === "rejected") {
+    return captureConflict(view, completion.reason, summaryOfRow(completion.block), completion.evidence);
+  }
   return captureAllowed(view, summaryOfRow(completion.block), auth.evidence, false);
 }
 

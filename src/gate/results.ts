@@ -91,6 +91,21 @@ export function captureAllowed(
   );
 }
 
+/** The provider captured, but reconciliation rejected it (the block is now frozen). */
+export function captureConflict(
+  payment: Record<string, unknown>,
+  reason: string,
+  block: BlockSummary,
+  evidence: EvidenceRef | undefined,
+): ToolResult {
+  const structured: Record<string, unknown> = { effect: "ALLOW", provider: "captured", reconciliation: "rejected", reason, payment, block };
+  return result(
+    `CAPTURED BUT NOT RECONCILED: ${reason}. The block is frozen for an operator; do not retry.`,
+    withEvidence(structured, evidence),
+    true,
+  );
+}
+
 export function outcomeUnknown(reservation_id: string, reason: string, evidence: EvidenceRef | undefined, replayed: boolean): ToolResult {
   const structured: Record<string, unknown> = { effect: "ALLOW", provider: "unknown", reservation_id, reason };
   if (replayed) structured.replayed = true;

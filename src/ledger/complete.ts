@@ -111,7 +111,8 @@ export async function completeCapture(
 export async function abandonCapture(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<EvidenceRef | undefined> {
   const reservation = await loadLocked(tx, call.reservation_id);
   if (reservation.status === "held") {
-    await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [
+    // The provider proved nothing moved: the payment is unbound and the outcome is known again.
+    await tx.run("UPDATE reservations SET payment_id = NULL, outcome_unknown = 0, unknown_reason = NULL, updated_at_ms = ? WHERE reservation_id = ?", [
       context.clock().getTime(),
       reservation.reservation_id,
     ]);

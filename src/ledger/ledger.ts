@@ -21,7 +21,7 @@ import type { SqlDriver, SqlTx } from "./driver.js";
 import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
 import { agentBlockId, freezeBlock, getApproval, getReservation, lockBlock } from "./statements.js";
-import { blocksDue, expireApprovals, expireLeasesOfBlock } from "./sweep.js";
+import { blocksDue, expireApprovals, expireForwarding, expireLeasesOfBlock } from "./sweep.js";
 
 export interface Agent {
   agent_id: string;
@@ -139,6 +139,8 @@ export class Ledger {
       if (!block) throw new HttpError(404, "not_found", `no block ${block_id}`);
       if (block.revoked_at_ms === null) {
         await tx.run("UPDATE blocks SET revoked_at_ms = ? WHERE block_id = ?", [this.now_ms(), block_id]);
+        // Approvals already past their lifetime expire first; only live ones are denied.
+        await expireApprovals(tx, this.context, block_id);
         const pending = await tx.all<{ approval_id: string }>(
           "SELECT approval_id FROM approvals WHERE block_id = ? AND state = 'pending'",
           [block_id],
@@ -232,13 +234,13 @@ export class Ledger {
    * block rows, the reverse of every other writer's order (a deadlock on PostgreSQL).
    */
   async sweep(): Promise<{ leases: number; approvals: number }> {
-    const due = await this.driver.read((tx) => blocksDue(tx, this.now_ms()));
+    const due = await this.driver.read((tx) => blocksDue(tx, this.now_ms(), this.context.lease_ms));
     const total = { leases: 0, approvals: 0 };
     for (const block_id of due) {
       const done = await this.tx(async (tx) => {
         if (!(await lockBlock(tx, block_id))) return { leases: 0, approvals: 0 };
         return {
-          leases: await expireLeasesOfBlock(tx, this.context, block_id),
+          leases: (await expireLeasesOfBlock(tx, this.context, block_id)) + (await expireForwarding(tx, this.context, block_id)),
           approvals: await expireApprovals(tx, this.context, block_id),
         };
       });

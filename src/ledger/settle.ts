@@ -62,10 +62,12 @@ export async function markUnknown(
   reservation: ReservationRow,
   reason: string,
 ): Promise<void> {
-  await tx.run(
-    "UPDATE reservations SET outcome_unknown = 1, unknown_reason = ?, updated_at_ms = ? WHERE reservation_id = ?",
+  const marked = await tx.run(
+    "UPDATE reservations SET outcome_unknown = 1, unknown_reason = ?, updated_at_ms = ? WHERE reservation_id = ? AND status = 'held'",
     [reason, context.clock().getTime(), reservation.reservation_id],
   );
+  // Only money still held can have an unknown outcome; a settled or released one is known.
+  if (marked.changes === 0) return;
   await record(tx, context, "gate.settlement", {
     action: "outcome_unknown",
     reservation_id: reservation.reservation_id,

@@ -247,6 +247,8 @@ export class SqliteDriver implements SqlDriver {
   async close(): Promise<void> {
     const release = await this.mutex.lock();
     try {
+      // A group left open (its last member queued behind this close) is committed first.
+      if (this.db.open && this.db.inTransaction) this.commitGroup();
       if (this.db.open) this.db.close();
     } finally {
       release();

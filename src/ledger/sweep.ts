@@ -48,16 +48,42 @@ export async function expireLeasesOfBlock(tx: SqlTx, context: LedgerContext, blo
   return rows.length;
 }
 
-/** Blocks (at most sweep_blocks_max) with an expired lease or approval, for a sweep that takes
- *  each block's lock before touching its rows. */
-export async function blocksDue(tx: SqlTx, now_ms: number): Promise<string[]> {
+export const forwarding_expired_reason = "the process forwarding an approved call stopped before the provider answered";
+
+/**
+ * Approved calls whose forwarding outlived the lease (the process died between the approval and
+ * the provider's answer): like an expired in-flight key, the hold becomes outcome-unknown and
+ * the approval records that, so nothing stays stuck and the operator inbox shows it.
+ */
+export async function expireForwarding(tx: SqlTx, context: LedgerContext, block_id: string): Promise<number> {
+  const rows = await tx.all<ApprovalRow>("SELECT * FROM approvals WHERE block_id = ? AND state = 'forwarding' AND decided_at_ms <= ?", [
+    block_id,
+    context.clock().getTime() - context.lease_ms,
+  ]);
+  for (const approval of rows) {
+    const reservation = await getReservation(tx, approval.reservation_id);
+    if (reservation) await markUnknown(tx, context, reservation, forwarding_expired_reason);
+    const result = { provider: "unknown", reservation_id: approval.reservation_id, reason: forwarding_expired_reason };
+    await tx.run("UPDATE approvals SET state = 'approved', result_json = ? WHERE approval_id = ? AND state = 'forwarding'", [
+      JSON.stringify(result),
+      approval.approval_id,
+    ]);
+  }
+  return rows.length;
+}
+
+/** Blocks (at most sweep_blocks_max) with an expired lease, approval or forwarding, for a sweep
+ *  that takes each block's lock before touching its rows. */
+export async function blocksDue(tx: SqlTx, now_ms: number, lease_ms: number): Promise<string[]> {
   const rows = await tx.all<{ block_id: string }>(
     `SELECT r.block_id AS block_id FROM idempotency_keys k JOIN reservations r ON r.reservation_id = k.reservation_id
        WHERE k.status = 'in_flight' AND k.lease_expires_at_ms <= ?
      UNION
      SELECT block_id FROM approvals WHERE state = 'pending' AND expires_at_ms <= ?
+     UNION
+     SELECT block_id FROM approvals WHERE state = 'forwarding' AND decided_at_ms <= ?
      ORDER BY block_id LIMIT ${sweep_blocks_max}`,
-    [now_ms, now_ms],
+    [now_ms, now_ms, now_ms - lease_ms],
   );
   return rows.map((row) => row.block_id);
 }

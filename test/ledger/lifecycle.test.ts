@@ -1,0 +1,55 @@
+// Lifecycle edges: revoking while an approval has silently expired, an approved call whose
+// forwarding process died, and closing the database with a group commit still open.
+
+import { describe, expect, it } from "vitest";
+import { SqliteDriver } from "../../src/ledger/sqlite.js";
+import { fresh, testLedger } from "../support/ledger.js";
+
+describe("revocation and expired approvals", () => {
+  it("revokes even when a pending approval is past its lifetime and not yet swept", async () => {
+    const t = await testLedger({ approval_threshold: 1_000 });
+    const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+    expect(held.verdict.effect).toBe("HOLD");
+    t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms + 1);
+    const revoked = await t.bursar.operator.revoke(t.block_id);
+    expect(revoked).toMatchObject({ revoked: true, held: 0 });
+    expect((await t.bursar.ledger.approval(held.approval?.approval_id as string))?.state).toBe("expired");
+    expect((await t.order(fresh({ amount: 1_000, currency: "INR" }))).verdict.rule).toBe("R4");
+  });
+});
+
+describe("an approved call whose forwarding died", () => {
+  it("becomes outcome-unknown after the lease, in the inbox, and the approval says so", async () => {
+    const t = await testLedger({ approval_threshold: 1_000 });
+    const held = await t.order({ amount: 15_000, currency: "INR", idempotency_key: "big" });
+    const approval_id = held.approval?.approval_id as string;
+    const grant = await t.bursar.ledger.beginApproval(approval_id);
+    expect("refused" in grant).toBe(false);
+    // The process dies here: the provider is never asked and completeOrder never runs.
+    await t.bursar.ledger.sweep();
+    expect((await t.bursar.ledger.approval(approval_id))?.state).toBe("forwarding");
+    t.clock.advance(t.bursar.ledger.context.lease_ms);
+    await t.bursar.ledger.sweep();
+    const approval = await t.bursar.ledger.approval(approval_id);
+    expect(approval?.state).toBe("approved");
+    expect(JSON.parse(approval?.result_json as string)).toMatchObject({ provider: "unknown" });
+    const inbox = await t.bursar.operator.inbox();
+    expect(inbox.unknown_outcomes.map((row) => row.reservation_id)).toContain(held.reservation?.reservation_id);
+    expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(15_000);
+  });
+});
+
+describe("closing with a group commit open", () => {
+  it("commits the queued transactions before closing, so none is lost or left hanging", async () => {
+    const driver = new SqliteDriver({ path: ":memory:" });
+    await driver.transaction((tx) => tx.run("CREATE TABLE t (v INTEGER)"));
+    const writes = [1, 2, 3].map((v) => driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", [v])));
+    const rows = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t ORDER BY v"));
+    await Promise.all(writes);
+    expect((await rows).map((row) => row.v)).toEqual([1, 2, 3]);
+    const late = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (4)"));
+    const closing = driver.close();
+    await expect(late).resolves.toMatchObject({ changes: 1 });
+    await closing;
+  });
+});
