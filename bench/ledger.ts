@@ -9,8 +9,10 @@ import { createBursar } from "../src/index.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 3);
 
-async function ledgerRate(dir: string): Promise<{ rate: number; count: number }> {
-  const bursar = await createBursar({ db: join(dir, "ledger.db") });
+/** Authorizations from `concurrency` loops at once: with group commit, loops that queue behind
+ *  one another share one COMMIT (one fsync). */
+async function ledgerRate(dir: string, concurrency: number): Promise<{ rate: number; count: number }> {
+  const bursar = await createBursar({ db: join(dir, `ledger-${concurrency}.db`) });
   const agent = await bursar.operator.createAgent({ name: "bench" });
   await bursar.operator.createBlock({
     agent_id: agent.agent_id,
@@ -21,17 +23,21 @@ async function ledgerRate(dir: string): Promise<{ rate: number; count: number }>
     velocity: { max_calls: 1_000_000, window_seconds: 1 },
   });
   let count = 0;
+  let next = 0;
   const start = performance.now();
   const deadline = start + seconds * 1000;
-  while (performance.now() < deadline) {
-    const result = await bursar.ledger.authorize({
-      agent_id: agent.agent_id,
-      tool: "create_order",
-      args: { amount: 1000, currency: "INR", idempotency_key: `b-${count}` },
-    });
-    if (result.verdict.effect !== "ALLOW") throw new Error(`unexpected ${result.verdict.rule}`);
-    count++;
-  }
+  const loop = async () => {
+    while (performance.now() < deadline) {
+      const result = await bursar.ledger.authorize({
+        agent_id: agent.agent_id,
+        tool: "create_order",
+        args: { amount: 1000, currency: "INR", idempotency_key: `b-${next++}` },
+      });
+      if (result.verdict.effect !== "ALLOW") throw new Error(`unexpected ${result.verdict.rule}`);
+      count++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, loop));
   const rate = count / ((performance.now() - start) / 1000);
   await bursar.close();
   return { rate, count };
@@ -61,11 +67,12 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "bursar-bench-ledger-"));
   try {
     const raw = rawRate(dir);
-    const ledger = await ledgerRate(dir);
-    console.log(`bench:ledger (${seconds} s each, file-backed SQLite, WAL, synchronous=FULL)`);
-    console.log(`  raw one-row BEGIN IMMEDIATE…COMMIT : ${raw.rate.toFixed(0).padStart(8)} tx/s   (${raw.count})`);
-    console.log(`  ledger authorize (durable)         : ${ledger.rate.toFixed(0).padStart(8)} decisions/s (${ledger.count})`);
-    console.log(`  ratio ledger / raw                 : ${(ledger.rate / raw.rate).toFixed(3)}`);
+    const one = await ledgerRate(dir, 1);
+    const sixteen = await ledgerRate(dir, 16);
+    console.log(`bench:ledger (${seconds} s each, file-backed SQLite, WAL, synchronous=FULL; each decision writes its evidence entry)`);
+    console.log(`  raw one-row BEGIN IMMEDIATE…COMMIT           : ${raw.rate.toFixed(0).padStart(8)} tx/s   (${raw.count})`);
+    console.log(`  ledger authorize, 1 at a time (durable)      : ${one.rate.toFixed(0).padStart(8)} decisions/s (${one.count})  ratio ${(one.rate / raw.rate).toFixed(3)}`);
+    console.log(`  ledger authorize, 16 at once (group commit)  : ${sixteen.rate.toFixed(0).padStart(8)} decisions/s (${sixteen.count})  ratio ${(sixteen.rate / raw.rate).toFixed(3)}`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
