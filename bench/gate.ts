@@ -5,7 +5,6 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
@@ -19,7 +18,9 @@ import type { Provider } from "../src/provider/port.js";
 import { createRazorpayProvider } from "../src/provider/razorpay/index.js";
 import { createSimulator } from "../src/provider/simulator/index.js";
 import { buildServer } from "../src/server/app.js";
+import { answerStateless } from "../src/server/mcp.js";
 import { startServer } from "../src/server/start.js";
+import { unbounded_block } from "./support.js";
 
 const measure_seconds = Number(process.env.BENCH_SECONDS ?? 3);
 const slices_per_configuration = Number(process.env.BENCH_SLICES ?? 3);
@@ -71,12 +72,8 @@ async function startBursar(): Promise<{ ready: Ready; close: () => Promise<void>
   const started = await startServer(config, { logger: false });
   const agent = await operatorCall<{ agent_id: string; token: string }>(started.url, "/api/v1/agents", { name: "bench" });
   await operatorCall(started.url, "/api/v1/blocks", {
+    ...unbounded_block,
     agent_id: agent.agent_id,
-    currency: "INR",
-    reserved: 1_000_000_000_000,
-    per_call_cap: 1_000_000,
-    approval_threshold: 1_000_000,
-    velocity: { max_calls: 1_000_000, window_seconds: 1 },
   });
   const close = async () => {
     await started.app.close();
@@ -110,18 +107,7 @@ function bareMcpServer(provider: Provider, receipt_counter: { next: number }): S
 /** Mirrors Bursar's /mcp route (src/server/mcp.ts) minus authentication and the gate. */
 function bareMcpRoute(app: FastifyInstance, provider: () => Provider): void {
   const receipt_counter = { next: 0 };
-  app.post("/mcp", async (request, reply) => {
-    const server = bareMcpServer(provider(), receipt_counter);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    reply.hijack();
-    reply.raw.on("close", () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(request.raw, reply.raw, request.body);
-    return reply;
-  });
+  app.post("/mcp", async (request, reply) => answerStateless(bareMcpServer(provider(), receipt_counter), request, reply));
 }
 
 /** The same fastify assembly and the same simulator mount as Bursar, with a bare /mcp. */

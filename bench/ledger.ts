@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createBursar } from "../src/index.js";
+import { unbounded_block } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 3);
 
@@ -15,12 +16,8 @@ async function ledgerRate(dir: string, concurrency: number): Promise<{ rate: num
   const bursar = await createBursar({ db: join(dir, `ledger-${concurrency}.db`) });
   const agent = await bursar.operator.createAgent({ name: "bench" });
   await bursar.operator.createBlock({
+    ...unbounded_block,
     agent_id: agent.agent_id,
-    currency: "INR",
-    reserved: 1_000_000_000_000,
-    per_call_cap: 1_000_000,
-    approval_threshold: 1_000_000,
-    velocity: { max_calls: 1_000_000, window_seconds: 1 },
   });
   let count = 0;
   let next = 0;

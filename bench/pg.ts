@@ -11,6 +11,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { generateSigningKeyPem } from "../src/evidence/index.js";
 import { createBursar } from "../src/index.js";
+import { unbounded_block } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 3);
 const server = process.env.BURSAR_BENCH_PG ?? process.env.BURSAR_TEST_PG ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -32,12 +33,8 @@ async function setupBlocks(db: string, signingKey: string, blocks: number): Prom
     for (let index = 0; index < blocks; index++) {
       const agent = await bursar.operator.createAgent({ name: `bench-${index}` });
       await bursar.operator.createBlock({
+        ...unbounded_block,
         agent_id: agent.agent_id,
-        currency: "INR",
-        reserved: 1_000_000_000_000,
-        per_call_cap: 1_000_000,
-        approval_threshold: 1_000_000,
-        velocity: { max_calls: 1_000_000, window_seconds: 1 },
       });
       agents.push(agent.agent_id);
     }

@@ -11,11 +11,6 @@ export interface CallKey {
   params_hash: string;
 }
 
-/** JSON text that is the same for equal values whatever the key order (RFC 8785). */
-export function canonicalText(value: unknown): string {
-  return canonicalJson(value);
-}
-
 function stableFields(tool: string, args: unknown): unknown {
   if (!isPlainObject(args)) return { tool, args };
   const currency = typeof args.currency === "string" ? args.currency.toUpperCase() : args.currency;
@@ -35,8 +30,8 @@ function stableFields(tool: string, args: unknown): unknown {
 export function callKey(agent_id: string, tool: string, args: unknown): CallKey {
   const explicit = isPlainObject(args) && typeof args.idempotency_key === "string" ? args.idempotency_key : undefined;
   if (explicit !== undefined && explicit.length > 0) {
-    return { key: `k:${explicit}`, derived: false, params_hash: sha256Hex(canonicalText({ tool, args })) };
+    return { key: `k:${explicit}`, derived: false, params_hash: sha256Hex(canonicalJson({ tool, args })) };
   }
-  const stable = canonicalText(stableFields(tool, args));
+  const stable = canonicalJson(stableFields(tool, args));
   return { key: `d:${sha256Hex(`${agent_id}\n${stable}`)}`, derived: true, params_hash: sha256Hex(stable) };
 }

@@ -57,21 +57,29 @@ async function authenticate(access: Access, request: FastifyRequest, reply: Fast
   return undefined;
 }
 
+/**
+ * Answers one POST in the SDK's stateless Streamable HTTP mode (JSON responses): a fresh
+ * transport for `server`, both closed when the response is. Shared with bench:gate's bare
+ * server, so both sides of that comparison run the same transport code.
+ */
+export async function answerStateless(server: Server, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  reply.hijack();
+  reply.raw.on("close", () => {
+    void transport.close();
+    void server.close();
+  });
+  await server.connect(transport);
+  await transport.handleRequest(request.raw, reply.raw, request.body);
+  return reply;
+}
+
 export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
   return (app: FastifyInstance) => {
     app.post("/mcp", async (request, reply) => {
       const agent_id = await authenticate(access, request, reply);
       if (!agent_id) return reply;
-      const server = mcpServerFor(gate, agent_id);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      reply.hijack();
-      reply.raw.on("close", () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      await transport.handleRequest(request.raw, reply.raw, request.body);
-      return reply;
+      return answerStateless(mcpServerFor(gate, agent_id), request, reply);
     });
     const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>
       reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));
