@@ -18,7 +18,7 @@ import type { Provider } from "../src/provider/port.js";
 import { createRazorpayProvider } from "../src/provider/razorpay/index.js";
 import { createSimulator } from "../src/provider/simulator/index.js";
 import { buildServer } from "../src/server/app.js";
-import { answerStateless } from "../src/server/mcp.js";
+import { answerStateless, json_schema_validator } from "../src/server/mcp.js";
 import { startServer } from "../src/server/start.js";
 import { unbounded_block } from "./support.js";
 
@@ -84,7 +84,8 @@ async function startBursar(): Promise<{ ready: Ready; close: () => Promise<void>
 
 /** The bare server's one tool: forward to the provider, answer with the order. Nothing else. */
 function bareMcpServer(provider: Provider, receipt_counter: { next: number }): Server {
-  const server = new Server({ name: "bare", version: "0.0.0" }, { capabilities: { tools: {} } });
+  // The same shared validator as the gate's servers: the comparison is the policy, ledger and log.
+  const server = new Server({ name: "bare", version: "0.0.0" }, { capabilities: { tools: {} }, jsonSchemaValidator: json_schema_validator });
   const create_order = tool_declarations.find((tool) => tool.name === "create_order");
   assert(create_order, "Bursar declares create_order");
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [create_order] }));

@@ -16,7 +16,7 @@ import { errorBody } from "./errors.js";
 export const server_info = { name: "bursar", version: "0.1.0" };
 
 /** One validator for every per-request server: building Ajv anew costs ~0.4 ms a request. */
-const json_schema_validator = new AjvJsonSchemaValidator();
+export const json_schema_validator = new AjvJsonSchemaValidator();
 
 /** One MCP server per request, bound to the authenticated agent: nothing is kept between requests. */
 export function mcpServerFor(gate: Gate, agent_id: string): Server {
