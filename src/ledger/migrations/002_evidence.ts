@@ -6,15 +6,16 @@ import type { Migration } from "../driver.js";
 // log_head is the one-row sequence counter. Appends lock it first (FOR UPDATE on Postgres:
 // "the log's sequence lock"), insert entries whose seq must equal head.size, and the
 // insert trigger advances head.size by one per row, so a seq can neither repeat nor skip.
-const sqlite = `
+// The tables are the same in both dialects but for the width of sequence numbers.
+const tables = (bigint: string) => `
 CREATE TABLE log_head (
   id INTEGER PRIMARY KEY CHECK (id = 1),
-  size INTEGER NOT NULL CHECK (size >= 0)
+  size ${bigint} NOT NULL CHECK (size >= 0)
 );
 INSERT INTO log_head (id, size) VALUES (1, 0);
 
 CREATE TABLE log_entries (
-  seq INTEGER PRIMARY KEY CHECK (seq >= 0),
+  seq ${bigint} PRIMARY KEY CHECK (seq >= 0),
   kind TEXT NOT NULL,
   source TEXT NOT NULL,
   received_at TEXT NOT NULL,
@@ -24,11 +25,13 @@ CREATE TABLE log_entries (
 );
 
 CREATE TABLE log_checkpoints (
-  tree_size INTEGER PRIMARY KEY CHECK (tree_size >= 0),
+  tree_size ${bigint} PRIMARY KEY CHECK (tree_size >= 0),
   root_hash TEXT NOT NULL CHECK (length(root_hash) = 64),
   note TEXT NOT NULL,
   created_at TEXT NOT NULL
-);
+);`;
+
+const sqlite = `${tables("INTEGER")}
 
 CREATE TRIGGER log_entries_seq_is_next BEFORE INSERT ON log_entries
 WHEN NEW.seq IS NOT (SELECT size FROM log_head WHERE id = 1)
@@ -60,29 +63,7 @@ BEGIN SELECT RAISE(ABORT, 'log_checkpoints is append-only'); END;
 
 // Postgres fires AFTER ROW triggers at the end of a multi-row statement, so the head is
 // checked and advanced in one BEFORE ROW trigger instead.
-const postgres = `
-CREATE TABLE log_head (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  size BIGINT NOT NULL CHECK (size >= 0)
-);
-INSERT INTO log_head (id, size) VALUES (1, 0);
-
-CREATE TABLE log_entries (
-  seq BIGINT PRIMARY KEY CHECK (seq >= 0),
-  kind TEXT NOT NULL,
-  source TEXT NOT NULL,
-  received_at TEXT NOT NULL,
-  entry_text TEXT NOT NULL,
-  leaf_hash TEXT NOT NULL CHECK (length(leaf_hash) = 64),
-  receipt_signature TEXT NOT NULL
-);
-
-CREATE TABLE log_checkpoints (
-  tree_size BIGINT PRIMARY KEY CHECK (tree_size >= 0),
-  root_hash TEXT NOT NULL CHECK (length(root_hash) = 64),
-  note TEXT NOT NULL,
-  created_at TEXT NOT NULL
-);
+const postgres = `${tables("BIGINT")}
 
 CREATE FUNCTION log_entries_take_next_seq() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
