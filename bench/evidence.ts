@@ -122,7 +122,7 @@ async function main(): Promise<void> {
     const verifyHash = hashRate(lines);
     progress("");
     if (interactive) process.stderr.write("\r");
-    console.log("bench:evidence (file-backed SQLite, WAL, synchronous=FULL; Ed25519 receipt per entry)");
+    console.log("bench:evidence (file-backed SQLite, WAL flushed with fdatasync before each answer; Ed25519 receipt per entry)");
     console.log(row("durable appends, 1 per transaction", single.rate, singleHash));
     console.log(row("  raw SHA-256 of the same entry bytes", singleHash, singleHash));
     console.log(row(`durable appends, ${batch_size} per transaction`, batched.rate, batchedHash));

@@ -340,7 +340,7 @@ async function main(): Promise<void> {
     for (const concurrency of concurrency_levels) all.push(...(await measureConcurrency(servers, concurrency)));
     if (interactive) process.stdout.write(`\r${" ".repeat(72)}\r`);
     console.log("bench:gate — create_order via the MCP SDK client (Streamable HTTP, stateless, JSON responses), loopback");
-    console.log(`  bursar: startServer + simulator at /simulator, SQLite WAL synchronous=FULL, data dir under ${tmpdir()}`);
+    console.log(`  bursar: startServer + simulator at /simulator, SQLite WAL (fdatasync before any answer), data dir under ${tmpdir()}`);
     console.log("  bare:   same SDK Server per request + same fastify assembly + same simulator via the razorpay client; no policy, ledger or log");
     console.log(
       `  ${measure_seconds} s per configuration in ${slices_per_configuration} alternating slices after ${warmup_calls} warm-up calls; ` +

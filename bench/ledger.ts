@@ -1,5 +1,7 @@
 // bench:ledger — durable authorizations/s through the ledger beside raw better-sqlite3
-// one-row BEGIN IMMEDIATE … COMMIT transactions/s (synchronous=FULL, WAL) on the same disk.
+// one-row BEGIN IMMEDIATE … COMMIT transactions/s (synchronous=FULL, WAL) on the same disk. The
+// ledger's driver is as durable (it reports a commit only after fdatasync of the WAL) but flushes
+// off the event loop, one flush for every commit made meanwhile.
 
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -66,7 +68,7 @@ async function main(): Promise<void> {
     const raw = rawRate(dir);
     const one = await ledgerRate(dir, 1);
     const sixteen = await ledgerRate(dir, 16);
-    console.log(`bench:ledger (${seconds} s each, file-backed SQLite, WAL, synchronous=FULL; each decision writes its evidence entry)`);
+    console.log(`bench:ledger (${seconds} s each, file-backed SQLite, WAL; raw: synchronous=FULL; ledger: WAL flushed off the event loop; each decision writes its evidence entry)`);
     console.log(`  raw one-row BEGIN IMMEDIATE…COMMIT           : ${raw.rate.toFixed(0).padStart(8)} tx/s   (${raw.count})`);
     console.log(`  ledger authorize, 1 at a time (durable)      : ${one.rate.toFixed(0).padStart(8)} decisions/s (${one.count})  ratio ${(one.rate / raw.rate).toFixed(3)}`);
     console.log(`  ledger authorize, 16 at once (group commit)  : ${sixteen.rate.toFixed(0).padStart(8)} decisions/s (${sixteen.count})  ratio ${(sixteen.rate / raw.rate).toFixed(3)}`);

@@ -1,17 +1,24 @@
-// SQLite implementation of the storage port: better-sqlite3 in WAL mode with
-// synchronous=FULL, one connection per process, BEGIN IMMEDIATE per write transaction.
+// SQLite implementation of the storage port: better-sqlite3 in WAL mode, one connection per
+// process, BEGIN IMMEDIATE per write transaction, group commit, and the WAL's fsync run on
+// libuv's thread pool so a commit never blocks the event loop while the disk flushes.
 
 import Database from "better-sqlite3";
+import { fdatasync, fdatasyncSync, fstatSync, openSync, closeSync, statSync } from "node:fs";
 import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue } from "./driver.js";
 
 export const sqlite_busy_timeout_ms = 5_000;
 /** BEGIN IMMEDIATE is retried this many times after the busy timeout already waited. */
 export const sqlite_begin_attempts_max = 20;
 
+/** Flushes the WAL's file descriptor to disk; the default is fdatasync on libuv's thread pool. */
+export type WalFlush = (fd: number) => Promise<void>;
+
 export interface SqliteOptions {
   /** A file path or ":memory:". */
   path: string;
   readonly?: boolean;
+  /** Replaces the WAL flush (tests use it to hold a flush open or make it fail). */
+  flush?: WalFlush;
 }
 
 /** Serializes async transactions on one connection: SQLite has one writer, and an open
@@ -42,6 +49,119 @@ interface Waiter {
   reject: (error: unknown) => void;
 }
 
+function fdatasyncAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
+}
+
+/**
+ * Makes committed WAL frames durable off the event loop. With synchronous=NORMAL a COMMIT only
+ * writes its frames into the WAL (the OS has them: a killed process loses nothing); this class
+ * then fdatasyncs the WAL file on the thread pool, one flush for every commit that happened
+ * before it started, which is what synchronous=FULL does inside each COMMIT. SQLite itself
+ * still syncs the WAL before a checkpoint and the database file after one.
+ */
+class WalSync {
+  private fd: number | undefined;
+  private inode: number | undefined;
+  /** Commits made so far, and how many of them a finished flush covers. */
+  private committed = 0;
+  private synced = 0;
+  private flushing = false;
+  private waiters: Array<Waiter & { commit: number }> = [];
+  failure: unknown;
+
+  constructor(
+    private readonly path: string | null,
+    private readonly flushFd: WalFlush = fdatasyncAsync,
+  ) {}
+
+  /** Counts one COMMIT; returns its number for `durable`. */
+  commit(): number {
+    return ++this.committed;
+  }
+
+  get last(): number {
+    return this.committed;
+  }
+
+  /** Resolves once commit number `commit` (and every one before it) is on disk. */
+  durable(commit: number): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (commit <= this.synced || this.path === null) return Promise.resolve();
+    const done = new Promise<void>((resolve, reject) => this.waiters.push({ commit, resolve, reject }));
+    this.flush();
+    return done;
+  }
+
+  /**
+   * The WAL's descriptor, reopened if SQLite replaced the file since (a new inode). Undefined
+   * when there is no WAL file: SQLite removes it only after checkpointing it into the database
+   * file, which it syncs itself, so there is nothing left to flush.
+   */
+  private walFd(): number | undefined {
+    const path = this.path as string;
+    let current: number;
+    try {
+      current = statSync(path).ino;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+    if (this.fd !== undefined && this.inode === current) return this.fd;
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = openSync(path, "r");
+    this.inode = fstatSync(this.fd).ino;
+    return this.fd;
+  }
+
+  /** Starts one flush for every commit so far, unless one runs or nobody waits on a commit made. */
+  private flush(): void {
+    if (this.flushing || !this.waiters.some((waiter) => waiter.commit <= this.committed)) return;
+    this.flushing = true;
+    const covers = this.committed;
+    let fd: number | undefined;
+    try {
+      fd = this.walFd();
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    (fd === undefined ? Promise.resolve() : this.flushFd(fd)).then(
+      () => {
+        this.synced = Math.max(this.synced, covers);
+        this.flushing = false;
+        const still: typeof this.waiters = [];
+        for (const waiter of this.waiters) (waiter.commit <= this.synced ? waiter.resolve() : still.push(waiter));
+        this.waiters = still;
+        this.flush();
+      },
+      (error: unknown) => this.fail(error),
+    );
+  }
+
+  /** A failed flush leaves what is on disk unknown: every waiter fails, and so does all later work. */
+  private fail(error: unknown): void {
+    this.failure = error;
+    this.flushing = false;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.reject(error);
+  }
+
+  /** Flushes now, blocking: for migrations and close, where nothing else is waiting. */
+  flushNow(): void {
+    if (this.path === null || this.synced >= this.committed) return;
+    const fd = this.walFd();
+    if (fd !== undefined) fdatasyncSync(fd);
+    this.synced = this.committed;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: string } | null)?.code;
   return code === "SQLITE_BUSY" || code === "SQLITE_BUSY_SNAPSHOT" || code === "SQLITE_LOCKED";
@@ -57,12 +177,18 @@ export class SqliteDriver implements SqlDriver {
   private readonly mutex = new Mutex();
   private readonly statements = new Map<string, Database.Statement>();
   private readonly tx: SqlTx;
+  private readonly wal: WalSync;
 
   constructor(options: SqliteOptions) {
     this.db = new Database(options.path, { readonly: options.readonly ?? false });
     this.db.pragma(`busy_timeout = ${sqlite_busy_timeout_ms}`);
-    if (options.path !== ":memory:" && !options.readonly) this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = FULL");
+    const file = options.path !== ":memory:" && options.path !== "" && !options.readonly;
+    if (file) this.db.pragma("journal_mode = WAL");
+    // NORMAL: COMMIT writes the WAL without fsync; WalSync flushes it off the event loop before
+    // any caller hears of the commit. A database that is not a WAL file keeps FULL.
+    const wal = file && String(this.db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
+    this.db.pragma(`synchronous = ${wal ? "NORMAL" : "FULL"}`);
+    this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush);
     this.db.pragma("foreign_keys = ON");
     this.db.defaultSafeIntegers(false);
     this.tx = this.makeTx();
@@ -143,17 +269,27 @@ export class SqliteDriver implements SqlDriver {
   async read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
     this.assertHealthy();
     const release = await this.mutex.lock();
+    // What this read sees is reported only once it is durable: the commits so far, and the open
+    // group's too when the read runs inside it (the group commits when the read leaves, or later).
+    let seen = this.wal.last;
+    let result: T;
     try {
-      if (this.db.inTransaction) return await work(this.tx);
-      await this.begin("DEFERRED");
-      try {
-        return await work(this.tx);
-      } finally {
-        if (this.db.inTransaction) this.db.exec("COMMIT");
+      if (this.db.inTransaction) {
+        seen++;
+        result = await work(this.tx);
+      } else {
+        await this.begin("DEFERRED");
+        try {
+          result = await work(this.tx);
+        } finally {
+          if (this.db.inTransaction) this.db.exec("COMMIT");
+        }
       }
     } finally {
       this.leave(release);
     }
+    await this.wal.durable(seen);
+    return result;
   }
 
   private group: Waiter[] = [];
@@ -161,8 +297,9 @@ export class SqliteDriver implements SqlDriver {
   private failure: unknown;
 
   private assertHealthy(): void {
-    if (this.failure !== undefined) {
-      throw new Error(`the database failed to commit earlier and refuses further work until restarted: ${String(this.failure)}`);
+    const failure = this.failure ?? this.wal.failure;
+    if (failure !== undefined) {
+      throw new Error(`the database failed to commit earlier and refuses further work until restarted: ${String(failure)}`);
     }
   }
 
@@ -190,6 +327,7 @@ export class SqliteDriver implements SqlDriver {
     release();
   }
 
+  /** COMMIT writes the group's WAL frames; its callers resolve once WalSync has flushed them. */
   private commitGroup(): void {
     const waiters = this.group;
     this.group = [];
@@ -201,7 +339,10 @@ export class SqliteDriver implements SqlDriver {
       this.failGroup(error, true);
       return;
     }
-    for (const waiter of waiters) waiter.resolve();
+    this.wal.durable(this.wal.commit()).then(
+      () => waiters.forEach((waiter) => waiter.resolve()),
+      (error: unknown) => waiters.forEach((waiter) => waiter.reject(error)),
+    );
   }
 
   private failGroup(error: unknown, poison: boolean): void {
@@ -238,6 +379,8 @@ export class SqliteDriver implements SqlDriver {
         }
       }
       this.statements.clear();
+      this.wal.commit();
+      this.wal.flushNow();
       return applied;
     } finally {
       release();
@@ -247,8 +390,10 @@ export class SqliteDriver implements SqlDriver {
   async close(): Promise<void> {
     const release = await this.mutex.lock();
     try {
-      // A group left open (its last member queued behind this close) is committed first.
+      // A group left open (its last member queued behind this close) is committed and flushed first.
       if (this.db.open && this.db.inTransaction) this.commitGroup();
+      await this.wal.durable(this.wal.last).catch(() => undefined);
+      this.wal.close();
       if (this.db.open) this.db.close();
     } finally {
       release();

@@ -1,0 +1,110 @@
+// The SQLite driver's durability contract with the WAL flushed off the event loop: a write is
+// reported only after the flush that covers its COMMIT, one flush serves every commit before
+// it, a read waits for what it saw, and a failed flush stops the driver.
+
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { SqliteDriver, type WalFlush } from "../../src/ledger/sqlite.js";
+
+/** A flush the test releases (or fails) by hand, counting how often the driver asked for one. */
+function heldFlush() {
+  const pending: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
+  let asked = 0;
+  const flush: WalFlush = () => {
+    asked++;
+    return new Promise<void>((resolve, reject) => pending.push({ resolve, reject }));
+  };
+  return {
+    flush,
+    get asked() {
+      return asked;
+    },
+    release: () => pending.shift()?.resolve(),
+    fail: (error: Error) => pending.shift()?.reject(error),
+  };
+}
+
+const settled = async (promise: Promise<unknown>) => {
+  let done = false;
+  void promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+  return done;
+};
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+async function fileDriver(flush: WalFlush) {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-wal-"));
+  dirs.push(dir);
+  const path = join(dir, "t.db");
+  const driver = new SqliteDriver({ path, flush });
+  await driver.migrate([{ version: 1, name: "t", sqlite: "CREATE TABLE t (v INTEGER)", postgres: "" }]);
+  return { driver, path };
+}
+
+describe("SQLite WAL durability", () => {
+  it("reports a transaction only after the flush covering its COMMIT", async () => {
+    const held = heldFlush();
+    const { driver, path } = await fileDriver(held.flush);
+    const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
+    expect(await settled(write)).toBe(false);
+    // Committed (another connection sees it) but not yet reported: the flush is still running.
+    const other = new Database(path, { readonly: true });
+    expect(other.prepare("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 1 });
+    other.close();
+    expect(held.asked).toBe(1);
+    held.release();
+    await expect(write).resolves.toEqual({ changes: 1 });
+    await driver.close();
+  });
+
+  it("serves every commit made before a flush starts with that one flush", async () => {
+    const held = heldFlush();
+    const { driver } = await fileDriver(held.flush);
+    const first = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
+    await settled(first);
+    const rest = [2, 3, 4, 5].map((v) => driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", [v])));
+    expect(await settled(Promise.all(rest))).toBe(false);
+    expect(held.asked).toBe(1);
+    held.release();
+    await first;
+    expect(held.asked).toBe(2);
+    held.release();
+    await Promise.all(rest);
+    expect(held.asked).toBe(2);
+    await driver.close();
+  });
+
+  it("answers a read only once what it saw is durable", async () => {
+    const held = heldFlush();
+    const { driver } = await fileDriver(held.flush);
+    const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (7)"));
+    const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"));
+    expect(await settled(read)).toBe(false);
+    held.release();
+    await expect(read).resolves.toEqual([{ v: 7 }]);
+    await write;
+    await driver.close();
+  });
+
+  it("fails the callers of a failed flush and refuses all later work", async () => {
+    const held = heldFlush();
+    const { driver } = await fileDriver(held.flush);
+    const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
+    await settled(write);
+    held.fail(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    await expect(write).rejects.toThrow(/EIO/);
+    await expect(driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"))).rejects.toThrow(/refuses further work/);
+    await expect(driver.read((tx) => tx.all("SELECT v FROM t"))).rejects.toThrow(/refuses further work/);
+    await driver.close();
+  });
+});
