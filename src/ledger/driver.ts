@@ -20,14 +20,26 @@ export interface SqlTx {
 
 export type Dialect = "sqlite" | "postgres";
 
+export interface TransactionOptions {
+  /**
+   * Resolve once the transaction has committed, without waiting for the flush that makes it
+   * durable (it rides on the next one). Atomicity and isolation are unchanged and a killed
+   * process loses nothing; only a power failure right after can undo it. For writes whose loss
+   * is recovered by design — the second phase of a money call, whose in-flight lease then
+   * expires to outcome-unknown for reconciliation — never for anything a caller must rely on.
+   */
+  async_commit?: boolean;
+}
+
 export interface SqlDriver {
   readonly dialect: Dialect;
   /**
    * Runs `work` in one write transaction: committed when it resolves, rolled back when it
-   * throws. Transient contention (SQLITE_BUSY, serialization failures) is retried a bounded
-   * number of times, so `work` must not have effects outside the transaction.
+   * throws, and durable by then unless `options.async_commit`. Transient contention
+   * (SQLITE_BUSY, serialization failures) is retried a bounded number of times, so `work`
+   * must not have effects outside the transaction.
    */
-  transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T>;
+  transaction<T>(work: (tx: SqlTx) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** A read-only snapshot; never blocks writers for long. */
   read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T>;
   /** Applies the migrations not yet recorded in `schema_migrations`, in version order. */

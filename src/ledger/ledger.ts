@@ -17,7 +17,7 @@ import {
   type OrderRecord,
 } from "./complete.js";
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
-import type { SqlDriver, SqlTx } from "./driver.js";
+import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
 import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
 import { agentBlockId, freezeBlock, getApproval, getReservation, lockBlock } from "./statements.js";
@@ -35,6 +35,7 @@ export interface Inbox {
 }
 
 export const agent_name_length_max = 128;
+const second_phase: TransactionOptions = Object.freeze({ async_commit: true });
 export const inbox_reservations_per_block = 20;
 
 /** Agents are never deleted or re-keyed, so a token's agent can be remembered; bounded. */
@@ -48,8 +49,8 @@ export class Ledger {
     readonly context: LedgerContext,
   ) {}
 
-  private tx<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
-    return this.driver.transaction(work);
+  private tx<T>(work: (tx: SqlTx) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    return this.driver.transaction(work, options);
   }
 
   private now_ms(): number {
@@ -177,8 +178,17 @@ export class Ledger {
     return this.tx((tx) => authorize(tx, this.context, input));
   }
 
+  /**
+   * The second phase records what the provider answered. It is committed before the agent hears
+   * the answer, but its flush is not awaited: power lost right after undoes only this phase,
+   * and the first phase's durable in-flight lease then expires to outcome-unknown, which the
+   * operator's reservation check reconciles with the provider (the order carries the
+   * reservation id as its receipt, and an order alone moves no money). The evidence the agent
+   * receives is the first phase's, durable before the provider was called. A capture's second
+   * phase is awaited in full: it moves money and a conflict hands the agent its own evidence.
+   */
   completeOrder(call: CallRef, outcome: ForwardOutcome<OrderRecord>): Promise<Completion> {
-    return this.tx((tx) => completeOrder(tx, this.context, call, outcome));
+    return this.tx((tx) => completeOrder(tx, this.context, call, outcome), second_phase);
   }
 
   completeCapture(call: CallRef, payment: CapturedPayment) {

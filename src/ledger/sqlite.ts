@@ -4,7 +4,7 @@
 
 import Database from "better-sqlite3";
 import { fdatasync, fdatasyncSync, fstatSync, openSync, closeSync, statSync } from "node:fs";
-import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue } from "./driver.js";
+import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue, TransactionOptions } from "./driver.js";
 
 export const sqlite_busy_timeout_ms = 5_000;
 /** BEGIN IMMEDIATE is retried this many times after the busy timeout already waited. */
@@ -48,6 +48,9 @@ interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
 }
+
+/** A member of the open group: async_commit members resolve at COMMIT, the rest after the flush. */
+type GroupMember = Waiter & { async_commit: boolean };
 
 function fdatasyncAsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
@@ -240,7 +243,7 @@ export class SqliteDriver implements SqlDriver {
    * caller resolves only after the group's COMMIT, so a result is never reported before it
    * is durable; transactions queued meanwhile share that one fsync.
    */
-  async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+  async transaction<T>(work: (tx: SqlTx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     this.assertHealthy();
     const release = await this.mutex.lock();
     let durable: Promise<void> | undefined;
@@ -256,7 +259,8 @@ export class SqliteDriver implements SqlDriver {
         throw error;
       }
       this.db.exec("RELEASE bursar_tx");
-      durable = new Promise<void>((resolve, reject) => this.group.push({ resolve, reject }));
+      const async_commit = options.async_commit ?? false;
+      durable = new Promise<void>((resolve, reject) => this.group.push({ resolve, reject, async_commit }));
     } finally {
       this.leave(release);
     }
@@ -292,7 +296,7 @@ export class SqliteDriver implements SqlDriver {
     return result;
   }
 
-  private group: Waiter[] = [];
+  private group: GroupMember[] = [];
   private group_opened_at = 0;
   private failure: unknown;
 
@@ -339,9 +343,13 @@ export class SqliteDriver implements SqlDriver {
       this.failGroup(error, true);
       return;
     }
-    this.wal.durable(this.wal.commit()).then(
-      () => waiters.forEach((waiter) => waiter.resolve()),
-      (error: unknown) => waiters.forEach((waiter) => waiter.reject(error)),
+    const commit = this.wal.commit();
+    const flushed = waiters.filter((waiter) => !waiter.async_commit);
+    for (const waiter of waiters) if (waiter.async_commit) waiter.resolve();
+    // Flushed at once even when nobody waits, so an async commit stays undurable only briefly.
+    this.wal.durable(commit).then(
+      () => flushed.forEach((waiter) => waiter.resolve()),
+      (error: unknown) => flushed.forEach((waiter) => waiter.reject(error)),
     );
   }
 

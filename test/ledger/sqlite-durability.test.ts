@@ -1,6 +1,7 @@
 // The SQLite driver's durability contract with the WAL flushed off the event loop: a write is
-// reported only after the flush that covers its COMMIT, one flush serves every commit before
-// it, a read waits for what it saw, and a failed flush stops the driver.
+// reported only after the flush that covers its COMMIT (an async_commit one at COMMIT, flushed
+// right after), one flush serves every commit before it, a read waits for what it saw, and a
+// failed flush stops the driver.
 
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -93,6 +94,19 @@ describe("SQLite WAL durability", () => {
     held.release();
     await expect(read).resolves.toEqual([{ v: 7 }]);
     await write;
+    await driver.close();
+  });
+
+  it("resolves an async_commit transaction at COMMIT, flushes it anyway, and reads wait for that flush", async () => {
+    const held = heldFlush();
+    const { driver } = await fileDriver(held.flush);
+    const second_phase = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
+    await expect(second_phase).resolves.toEqual({ changes: 1 });
+    expect(held.asked).toBe(1);
+    const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"));
+    expect(await settled(read)).toBe(false);
+    held.release();
+    await expect(read).resolves.toEqual([{ v: 9 }]);
     await driver.close();
   });
 
