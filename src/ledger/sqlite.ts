@@ -3,15 +3,14 @@
 // libuv's thread pool so a commit never blocks the event loop while the disk flushes.
 
 import Database from "better-sqlite3";
-import { fdatasync, fdatasyncSync, fstatSync, openSync, closeSync, statSync } from "node:fs";
 import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue, TransactionOptions } from "./driver.js";
+import { Checkpointer, WalSync, type WalFlush } from "./sqlite-wal.js";
+
+export type { WalFlush } from "./sqlite-wal.js";
 
 export const sqlite_busy_timeout_ms = 5_000;
 /** BEGIN IMMEDIATE is retried this many times after the busy timeout already waited. */
 export const sqlite_begin_attempts_max = 20;
-
-/** Flushes the WAL's file descriptor to disk; the default is fdatasync on libuv's thread pool. */
-export type WalFlush = (fd: number) => Promise<void>;
 
 export interface SqliteOptions {
   /** A file path or ":memory:". */
@@ -52,119 +51,6 @@ interface Waiter {
 /** A member of the open group: async_commit members resolve at COMMIT, the rest after the flush. */
 type GroupMember = Waiter & { async_commit: boolean };
 
-function fdatasyncAsync(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
-}
-
-/**
- * Makes committed WAL frames durable off the event loop. With synchronous=NORMAL a COMMIT only
- * writes its frames into the WAL (the OS has them: a killed process loses nothing); this class
- * then fdatasyncs the WAL file on the thread pool, one flush for every commit that happened
- * before it started, which is what synchronous=FULL does inside each COMMIT. SQLite itself
- * still syncs the WAL before a checkpoint and the database file after one.
- */
-class WalSync {
-  private fd: number | undefined;
-  private inode: number | undefined;
-  /** Commits made so far, and how many of them a finished flush covers. */
-  private committed = 0;
-  private synced = 0;
-  private flushing = false;
-  private waiters: Array<Waiter & { commit: number }> = [];
-  failure: unknown;
-
-  constructor(
-    private readonly path: string | null,
-    private readonly flushFd: WalFlush = fdatasyncAsync,
-  ) {}
-
-  /** Counts one COMMIT; returns its number for `durable`. */
-  commit(): number {
-    return ++this.committed;
-  }
-
-  get last(): number {
-    return this.committed;
-  }
-
-  /** Resolves once commit number `commit` (and every one before it) is on disk. */
-  durable(commit: number): Promise<void> {
-    if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (commit <= this.synced || this.path === null) return Promise.resolve();
-    const done = new Promise<void>((resolve, reject) => this.waiters.push({ commit, resolve, reject }));
-    this.flush();
-    return done;
-  }
-
-  /**
-   * The WAL's descriptor, reopened if SQLite replaced the file since (a new inode). Undefined
-   * when there is no WAL file: SQLite removes it only after checkpointing it into the database
-   * file, which it syncs itself, so there is nothing left to flush.
-   */
-  private walFd(): number | undefined {
-    const path = this.path as string;
-    let current: number;
-    try {
-      current = statSync(path).ino;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw error;
-    }
-    if (this.fd !== undefined && this.inode === current) return this.fd;
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = openSync(path, "r");
-    this.inode = fstatSync(this.fd).ino;
-    return this.fd;
-  }
-
-  /** Starts one flush for every commit so far, unless one runs or nobody waits on a commit made. */
-  private flush(): void {
-    if (this.flushing || !this.waiters.some((waiter) => waiter.commit <= this.committed)) return;
-    this.flushing = true;
-    const covers = this.committed;
-    let fd: number | undefined;
-    try {
-      fd = this.walFd();
-    } catch (error) {
-      this.fail(error);
-      return;
-    }
-    (fd === undefined ? Promise.resolve() : this.flushFd(fd)).then(
-      () => {
-        this.synced = Math.max(this.synced, covers);
-        this.flushing = false;
-        const still: typeof this.waiters = [];
-        for (const waiter of this.waiters) (waiter.commit <= this.synced ? waiter.resolve() : still.push(waiter));
-        this.waiters = still;
-        this.flush();
-      },
-      (error: unknown) => this.fail(error),
-    );
-  }
-
-  /** A failed flush leaves what is on disk unknown: every waiter fails, and so does all later work. */
-  private fail(error: unknown): void {
-    this.failure = error;
-    this.flushing = false;
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const waiter of waiters) waiter.reject(error);
-  }
-
-  /** Flushes now, blocking: for migrations and close, where nothing else is waiting. */
-  flushNow(): void {
-    if (this.path === null || this.synced >= this.committed) return;
-    const fd = this.walFd();
-    if (fd !== undefined) fdatasyncSync(fd);
-    this.synced = this.committed;
-  }
-
-  close(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = undefined;
-  }
-}
-
 function isBusy(error: unknown): boolean {
   const code = (error as { code?: string } | null)?.code;
   return code === "SQLITE_BUSY" || code === "SQLITE_BUSY_SNAPSHOT" || code === "SQLITE_LOCKED";
@@ -181,6 +67,8 @@ export class SqliteDriver implements SqlDriver {
   private readonly statements = new Map<string, Database.Statement>();
   private readonly tx: SqlTx;
   private readonly wal: WalSync;
+  /** Present for a WAL file: checkpoints run on a worker thread. */
+  readonly checkpointer: Checkpointer | undefined;
 
   constructor(options: SqliteOptions) {
     this.db = new Database(options.path, { readonly: options.readonly ?? false });
@@ -192,6 +80,7 @@ export class SqliteDriver implements SqlDriver {
     const wal = file && String(this.db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
     this.db.pragma(`synchronous = ${wal ? "NORMAL" : "FULL"}`);
     this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush);
+    this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, sqlite_busy_timeout_ms) : undefined;
     this.db.pragma("foreign_keys = ON");
     this.db.defaultSafeIntegers(false);
     this.tx = this.makeTx();
@@ -344,6 +233,7 @@ export class SqliteDriver implements SqlDriver {
       return;
     }
     const commit = this.wal.commit();
+    this.checkpointer?.committed();
     const flushed = waiters.filter((waiter) => !waiter.async_commit);
     for (const waiter of waiters) if (waiter.async_commit) waiter.resolve();
     // Flushed at once even when nobody waits, so an async commit stays undurable only briefly.
@@ -402,6 +292,7 @@ export class SqliteDriver implements SqlDriver {
       if (this.db.open && this.db.inTransaction) this.commitGroup();
       await this.wal.durable(this.wal.last).catch(() => undefined);
       this.wal.close();
+      await this.checkpointer?.close();
       if (this.db.open) this.db.close();
     } finally {
       release();

@@ -4,10 +4,12 @@
 // failed flush stops the driver.
 
 import Database from "better-sqlite3";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
+import { checkpoint_every_commits } from "../../src/ledger/sqlite-wal.js";
 import { SqliteDriver, type WalFlush } from "../../src/ledger/sqlite.js";
 
 /** A flush the test releases (or fails) by hand, counting how often the driver asked for one. */
@@ -43,11 +45,11 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function fileDriver(flush: WalFlush) {
+async function fileDriver(flush?: WalFlush) {
   const dir = mkdtempSync(join(tmpdir(), "bursar-wal-"));
   dirs.push(dir);
   const path = join(dir, "t.db");
-  const driver = new SqliteDriver({ path, flush });
+  const driver = new SqliteDriver(flush ? { path, flush } : { path });
   await driver.migrate([{ version: 1, name: "t", sqlite: "CREATE TABLE t (v INTEGER)", postgres: "" }]);
   return { driver, path };
 }
@@ -119,6 +121,48 @@ describe("SQLite WAL durability", () => {
     await expect(write).rejects.toThrow(/EIO/);
     await expect(driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"))).rejects.toThrow(/refuses further work/);
     await expect(driver.read((tx) => tx.all("SELECT v FROM t"))).rejects.toThrow(/refuses further work/);
+    await driver.close();
+  });
+});
+
+describe("SQLite checkpoints on a worker thread", () => {
+  const until = async (condition: () => boolean, what: string) => {
+    const deadline = Date.now() + 10_000;
+    while (!condition()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  };
+  const insertMany = async (driver: SqliteDriver, count: number) => {
+    for (let i = 0; i < count; i++) await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", [i]));
+  };
+
+  it("starts no worker for a short-lived database, then copies the WAL into the file off the writer's thread", async () => {
+    const { driver, path } = await fileDriver();
+    expect(driver.db.pragma("wal_autocheckpoint", { simple: true })).toBe(0);
+    await insertMany(driver, checkpoint_every_commits - 2);
+    expect(driver.checkpointer?.active).toBe(false);
+    const before = statSync(path).size;
+    await insertMany(driver, 2_000);
+    expect(driver.checkpointer?.active).toBe(true);
+    await until(() => statSync(path).size > before, "the worker's checkpoint to grow the database file");
+    expect(driver.checkpointer?.taken_back).toBeUndefined();
+    await driver.close();
+    expect(driver.checkpointer?.taken_back).toBe("closed");
+    const reopened = new Database(path, { readonly: true });
+    expect(reopened.prepare("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: checkpoint_every_commits - 2 + 2_000 });
+    reopened.close();
+  });
+
+  it("gives checkpointing back to the writer when the worker dies", async () => {
+    const { driver } = await fileDriver();
+    await insertMany(driver, checkpoint_every_commits);
+    const worker = (driver.checkpointer as unknown as { worker: Worker }).worker;
+    await worker.terminate();
+    await until(() => driver.checkpointer?.taken_back !== undefined, "the writer to take checkpointing back");
+    expect(driver.checkpointer?.taken_back).toBe("the checkpoint worker exited");
+    expect(driver.db.pragma("wal_autocheckpoint", { simple: true })).toBe(1000);
+    await insertMany(driver, 10);
     await driver.close();
   });
 });

@@ -1,0 +1,250 @@
+// The SQLite WAL's housekeeping off the event loop: WalSync makes committed frames durable with
+// fdatasync on libuv's thread pool, and Checkpointer copies them into the database file from a
+// worker thread with its own connection, so neither a disk flush nor a checkpoint stalls requests.
+
+import type Database from "better-sqlite3";
+import { closeSync, fdatasync, fdatasyncSync, fstatSync, openSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+
+/** Flushes the WAL's file descriptor to disk; the default is fdatasync on libuv's thread pool. */
+export type WalFlush = (fd: number) => Promise<void>;
+
+interface Waiter {
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+function fdatasyncAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
+}
+
+/**
+ * Makes committed WAL frames durable off the event loop. With synchronous=NORMAL a COMMIT only
+ * writes its frames into the WAL (the OS has them: a killed process loses nothing); this class
+ * then fdatasyncs the WAL file on the thread pool, one flush for every commit that happened
+ * before it started, which is what synchronous=FULL does inside each COMMIT. SQLite itself
+ * still syncs the WAL before a checkpoint and the database file after one.
+ */
+export class WalSync {
+  private fd: number | undefined;
+  private inode: number | undefined;
+  /** Commits made so far, and how many of them a finished flush covers. */
+  private committed = 0;
+  private synced = 0;
+  private flushing = false;
+  private waiters: Array<Waiter & { commit: number }> = [];
+  failure: unknown;
+
+  constructor(
+    private readonly path: string | null,
+    private readonly flushFd: WalFlush = fdatasyncAsync,
+  ) {}
+
+  /** Counts one COMMIT; returns its number for `durable`. */
+  commit(): number {
+    return ++this.committed;
+  }
+
+  get last(): number {
+    return this.committed;
+  }
+
+  /** Resolves once commit number `commit` (and every one before it) is on disk. */
+  durable(commit: number): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (commit <= this.synced || this.path === null) return Promise.resolve();
+    const done = new Promise<void>((resolve, reject) => this.waiters.push({ commit, resolve, reject }));
+    this.flush();
+    return done;
+  }
+
+  /**
+   * The WAL's descriptor, reopened if SQLite replaced the file since (a new inode). Undefined
+   * when there is no WAL file: SQLite removes it only after checkpointing it into the database
+   * file, which it syncs itself, so there is nothing left to flush.
+   */
+  private walFd(): number | undefined {
+    const path = this.path as string;
+    let current: number;
+    try {
+      current = statSync(path).ino;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+    if (this.fd !== undefined && this.inode === current) return this.fd;
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = openSync(path, "r");
+    this.inode = fstatSync(this.fd).ino;
+    return this.fd;
+  }
+
+  /** Starts one flush for every commit so far, unless one runs or nobody waits on a commit made. */
+  private flush(): void {
+    if (this.flushing || !this.waiters.some((waiter) => waiter.commit <= this.committed)) return;
+    this.flushing = true;
+    const covers = this.committed;
+    let fd: number | undefined;
+    try {
+      fd = this.walFd();
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    (fd === undefined ? Promise.resolve() : this.flushFd(fd)).then(
+      () => {
+        this.synced = Math.max(this.synced, covers);
+        this.flushing = false;
+        const still: typeof this.waiters = [];
+        for (const waiter of this.waiters) (waiter.commit <= this.synced ? waiter.resolve() : still.push(waiter));
+        this.waiters = still;
+        this.flush();
+      },
+      (error: unknown) => this.fail(error),
+    );
+  }
+
+  /** A failed flush leaves what is on disk unknown: every waiter fails, and so does all later work. */
+  private fail(error: unknown): void {
+    this.failure = error;
+    this.flushing = false;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.reject(error);
+  }
+
+  /** Flushes now, blocking: for migrations and close, where nothing else is waiting. */
+  flushNow(): void {
+    if (this.path === null || this.synced >= this.committed) return;
+    const fd = this.walFd();
+    if (fd !== undefined) fdatasyncSync(fd);
+    this.synced = this.committed;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
+
+/** A passive checkpoint is asked for after this many commits (a money call writes ~8 pages). */
+export const checkpoint_every_commits = 100;
+/** If the worker falls this far behind (or died), the writer checkpoints itself, blocking. */
+export const checkpoint_overdue_commits = 10_000;
+/** How long a closing worker may take to close its connection before it is terminated. */
+const checkpoint_worker_close_ms = 5_000;
+/** SQLite's own threshold, restored when the worker is gone. */
+const sqlite_autocheckpoint_pages = 1000;
+
+/** The worker: its own connection, a PASSIVE checkpoint per request (never blocks the writer). */
+const checkpoint_worker_source = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.module);
+const db = new Database(workerData.path);
+db.pragma("busy_timeout = " + workerData.busy_timeout_ms);
+parentPort.on("message", (message) => {
+  if (message === "close") {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    db.pragma("wal_checkpoint(PASSIVE)");
+    parentPort.postMessage({ ok: true });
+  } catch (error) {
+    parentPort.postMessage({ ok: false, error: String(error && error.message || error) });
+  }
+});
+`;
+
+/**
+ * Runs the WAL's checkpoints on a worker thread: the writer's connection stops checkpointing on
+ * its own (wal_autocheckpoint = 0), and every checkpoint_every_commits commits the worker copies
+ * committed frames into the database file and syncs it. The worker starts on first need, so a
+ * short-lived database never starts one. Should it fail or lag far behind, the writer takes
+ * checkpointing back, so the WAL never grows without bound.
+ */
+export class Checkpointer {
+  private worker: Worker | undefined;
+  private running = false;
+  private commits = 0;
+  private behind = 0;
+  private failed = false;
+  /** Why the writer checkpoints itself again, once it does. */
+  taken_back: string | undefined;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly path: string,
+    private readonly busy_timeout_ms: number,
+  ) {
+    db.pragma("wal_autocheckpoint = 0");
+  }
+
+  /** Called after every COMMIT of the writer's connection. */
+  committed(): void {
+    this.behind++;
+    if (this.failed) return;
+    if (this.behind >= checkpoint_overdue_commits) {
+      this.takeBack("the checkpoint worker fell behind");
+      return;
+    }
+    if (++this.commits < checkpoint_every_commits || this.running) return;
+    this.commits = 0;
+    this.running = true;
+    this.start().postMessage("checkpoint");
+  }
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const require = createRequire(import.meta.url);
+    const worker = new Worker(checkpoint_worker_source, {
+      eval: true,
+      workerData: { module: require.resolve("better-sqlite3"), path: this.path, busy_timeout_ms: this.busy_timeout_ms },
+    });
+    worker.unref();
+    worker.on("message", (answer: { ok: boolean; error?: string }) => {
+      this.running = false;
+      if (answer.ok) this.behind = 0;
+    });
+    worker.on("error", () => this.takeBack("the checkpoint worker failed"));
+    worker.on("exit", () => {
+      if (this.worker === worker) this.takeBack("the checkpoint worker exited");
+    });
+    this.worker = worker;
+    return worker;
+  }
+
+  /** The writer checkpoints again itself: now, and from here on at SQLite's usual threshold. */
+  private takeBack(why: string): void {
+    this.taken_back ??= why;
+    this.failed = true;
+    this.running = false;
+    const worker = this.worker;
+    this.worker = undefined;
+    void worker?.terminate();
+    if (!this.db.open) return;
+    this.db.pragma(`wal_autocheckpoint = ${sqlite_autocheckpoint_pages}`);
+    if (!this.db.inTransaction) this.db.pragma("wal_checkpoint(PASSIVE)");
+  }
+
+  get active(): boolean {
+    return this.worker !== undefined;
+  }
+
+  /** Lets the worker close its connection and end (terminated if it does not within a bound). */
+  async close(): Promise<void> {
+    this.failed = true;
+    this.taken_back ??= "closed";
+    const worker = this.worker;
+    this.worker = undefined;
+    if (!worker) return;
+    const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
+    worker.postMessage("close");
+    const timer = setTimeout(() => void worker.terminate(), checkpoint_worker_close_ms);
+    await exited;
+    clearTimeout(timer);
+  }
+}
