@@ -82,8 +82,9 @@ export async function completeOrder(
     approval_id: call.approval_id ?? null,
     ...result,
   });
+  // The block is locked since loadLocked: the rows as this transaction leaves them.
   const completion: Completion = {
-    reservation: await loadLocked(tx, reservation.reservation_id),
+    reservation: (await getReservation(tx, reservation.reservation_id)) as ReservationRow,
     block: (await lockBlock(tx, reservation.block_id)) as BlockRow,
     result,
   };
