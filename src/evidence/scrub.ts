@@ -107,7 +107,10 @@ function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   if (typeof source.toJSON === "function") return scrubValue(source.toJSON(), depth + 1, state);
   const copy: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(value)) {
-    copy[key] = isSecretKeyName(key) && item !== null && item !== undefined ? redact(state) : scrubValue(item, depth + 1, state);
+    const scrubbed = isSecretKeyName(key) && item !== null && item !== undefined ? redact(state) : scrubValue(item, depth + 1, state);
+    // Defined, not assigned: JSON.parse makes "__proto__" an own key, and assigning it would
+    // set the copy's prototype instead, dropping the key from the stored body and its hash.
+    Object.defineProperty(copy, key, { value: scrubbed, enumerable: true, writable: true, configurable: true });
   }
   return copy;
 }

@@ -27,6 +27,14 @@ describe("scrub", () => {
     expect(input).toEqual(copy);
   });
 
+  it("keeps a \"__proto__\" key as data, so the stored body and its hash keep what was sent", () => {
+    const sent = JSON.parse('{"amount": 1, "__proto__": {"amount": 999, "password": "p"}}') as Record<string, unknown>;
+    const copy = scrub(sent);
+    expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
+    expect(Object.keys(copy)).toEqual(["amount", "__proto__"]);
+    expect(canonicalJson(copy)).toBe('{"__proto__":{"amount":999,"password":"[redacted]"},"amount":1}');
+  });
+
   it("redacts credential-shaped values wherever they appear", () => {
     const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJlLWJ5dGVz";
     const values = [
