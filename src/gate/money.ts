@@ -19,10 +19,9 @@ type Args = Record<string, unknown>;
  * written down, and notes are a classic exfiltration channel for an injected agent.
  */
 export function providerNotes(args: Args): Record<string, string> {
-  const notes: Record<string, string> = {};
-  if (args.notes && typeof args.notes === "object") {
-    for (const [key, value] of Object.entries(args.notes as Record<string, unknown>)) notes[key] = String(value);
-  }
+  // fromEntries defines keys, so even "__proto__" stays a note rather than becoming a prototype.
+  const given = args.notes && typeof args.notes === "object" ? Object.entries(args.notes as Record<string, unknown>) : [];
+  const notes: Record<string, string> = Object.fromEntries(given.map(([key, value]) => [key, String(value)]));
   if (typeof args.receipt === "string") notes.buyer_receipt = args.receipt;
   return scrub(notes);
 }

@@ -80,7 +80,7 @@ export function checkNotes(notes: unknown): Checked<Record<string, string>> {
     if (key.length > notes_text_max_length) return badRequest(messages.notes_key_too_large, "notes");
     const text = value === null ? "" : String(value);
     if (text.length > notes_text_max_length) return badRequest(messages.notes_value_too_large, "notes");
-    out[key] = text;
+    Object.defineProperty(out, key, { value: text, enumerable: true, writable: true, configurable: true });
   }
   return { ok: true, value: out };
 }

@@ -1,0 +1,17 @@
+// What the agent's notes become at the provider: every key kept as data (even "__proto__", which
+// plain assignment would turn into a prototype and drop), the receipt moved into notes, secrets out.
+
+import { describe, expect, it } from "vitest";
+import { providerNotes } from "../../src/gate/money.js";
+
+describe("providerNotes", () => {
+  it("keeps every key as a note, moves the receipt in and redacts secret-looking values", () => {
+    const args = JSON.parse('{"notes": {"__proto__": "x", "sku": 7, "token": "sk_live_abcdefghijklmnopqrstuvwx"}, "receipt": "r-1"}');
+    const notes = providerNotes(args);
+    expect(Object.getPrototypeOf(notes)).toBe(Object.prototype);
+    expect(Object.keys(notes).sort()).toEqual(["__proto__", "buyer_receipt", "sku", "token"]);
+    expect(notes).toMatchObject({ sku: "7", buyer_receipt: "r-1", token: "[redacted]" });
+    expect(Object.getOwnPropertyDescriptor(notes, "__proto__")?.value).toBe("x");
+  });
+
+});
