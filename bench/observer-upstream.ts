@@ -1,5 +1,6 @@
 // The upstream for bench:observer: an SDK MCP server (stateful; `/mcp-json` answers JSON,
-// `/mcp-plain` SSE) in its own process; it sends its URL to the parent over IPC.
+// `/mcp-plain` SSE) in its own process; it sends its URL to the parent over IPC, and its CPU
+// time used so far when asked ("cpu").
 
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
@@ -24,5 +25,10 @@ const http = createServer(async (request, response) => {
 http.listen(0, "127.0.0.1", () => {
   const { port } = http.address() as { port: number };
   process.send?.(`http://127.0.0.1:${port}`);
+});
+process.on("message", (message) => {
+  if (message !== "cpu") return;
+  const used = process.cpuUsage();
+  process.send?.({ op: "cpu", cpu_us: used.user + used.system });
 });
 process.on("disconnect", () => process.exit(0));

@@ -1,121 +1,173 @@
 // bench:observer — the chained observer's cost: tools/call throughput and latency (p50/p99)
 // through Bursar's observer versus straight to the same SDK MCP server, and the SSE
 // time-to-first-byte difference. Loopback only; bounded by BENCH_CALLS.
+//
+// Three processes, as deployed: the client (standing in for the gateway), Bursar with its
+// observer (this process), and the upstream MCP server. The same client process drives both
+// sides with the same code path, alternating direct and observed runs in rounds so that load
+// from elsewhere on the machine falls on both. Each process's CPU time per call is printed
+// too: on a machine with fewer cores than processes they compete, and that number shows the
+// observer's own cost independently of how the scheduler shared the cores.
 
-import { fork } from "node:child_process";
+import { fork, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
-import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
 import { OperatorTokens } from "../src/datadir.js";
 import { createBursar } from "../src/index.js";
 import { buildServer } from "../src/server/app.js";
 import { evidenceSources } from "../src/server/routes/evidence-sources.js";
+import type { ClientAnswer, ClientCommand } from "./observer-client.js";
 
 const calls = Number(process.env.BENCH_CALLS ?? 3000);
 const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const ttfb_samples = Number(process.env.BENCH_TTFB_SAMPLES ?? 300);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const warmup_calls = 300;
+const drain_ms_max = 30_000;
 
-/** The upstream MCP server runs in its own process, so it does not share the observer's event loop. */
-async function upstreamServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const child = fork(join(import.meta.dirname, "observer-upstream.js"), [], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.once("message", (message) => resolve(String(message)));
-    child.once("exit", (code) => reject(new Error(`upstream exited ${code}`)));
-  });
-  return { url, close: async () => void (child.kill(), await once(child, "exit")) };
-}
+/** A child process answering one IPC request at a time. */
+class Child {
+  private constructor(
+    readonly process: ChildProcess,
+    private readonly first: unknown,
+  ) {}
 
-const jsonHeaders = { accept: "application/json, text/event-stream", "content-type": "application/json" };
-
-async function session(url: string, extra: Record<string, string>): Promise<Record<string, string>> {
-  const init = await fetch(url, {
-    method: "POST",
-    headers: { ...jsonHeaders, ...extra },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: "bench", version: "1" } } }),
-  });
-  await init.arrayBuffer();
-  const headers = { ...jsonHeaders, ...extra, "mcp-session-id": init.headers.get("mcp-session-id")!, "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
-  await (await fetch(url, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) })).arrayBuffer();
-  return headers;
-}
-
-const call = (id: number) => JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "echo", arguments: { amount: 50_000 + id, currency: "INR", note: "bench" } } });
-
-/** `total` tools/calls with `concurrency` in flight; latency of each in ms. */
-async function run(url: string, headers: Record<string, string>, total: number): Promise<{ seconds: number; latencies_ms: number[] }> {
-  const latencies_ms: number[] = [];
-  let next = 0;
-  const started = performance.now();
-  const worker = async () => {
-    while (next < total) {
-      const id = ++next;
-      const at = performance.now();
-      const response = await fetch(url, { method: "POST", headers, body: call(id) });
-      await response.arrayBuffer();
-      if (response.status !== 200) throw new Error(`status ${response.status}`);
-      latencies_ms.push(performance.now() - at);
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return { seconds: (performance.now() - started) / 1000, latencies_ms };
-}
-
-async function ttfb(url: string, headers: Record<string, string>, samples: number): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < samples; i++) {
-    const at = performance.now();
-    const response = await fetch(url, { method: "POST", headers, body: call(i + 1_000_000) });
-    const reader = response.body!.getReader();
-    await reader.read();
-    out.push(performance.now() - at);
-    while (!(await reader.read()).done);
+  static async start(script: string): Promise<Child> {
+    const child = fork(join(import.meta.dirname, script), [], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
+    const first = await new Promise<unknown>((resolve, reject) => {
+      child.once("message", resolve);
+      child.once("exit", (code) => reject(new Error(`${script} exited ${code}`)));
+    });
+    return new Child(child, first);
   }
-  return out;
+
+  get hello(): unknown {
+    return this.first;
+  }
+
+  async ask<T>(message: unknown): Promise<T> {
+    const reply = once(this.process, "message") as Promise<[T]>;
+    this.process.send(message as object);
+    return (await reply)[0];
+  }
+
+  async close(): Promise<void> {
+    if (this.process.exitCode !== null) return;
+    this.process.kill();
+    await once(this.process, "exit");
+  }
+}
+
+async function command<T extends ClientAnswer["op"]>(client: Child, message: ClientCommand & { op: T }): Promise<Extract<ClientAnswer, { op: T }>> {
+  const reply = await client.ask<ClientAnswer>(message);
+  if (reply.op === "error") throw new Error(`bench client: ${reply.message}`);
+  return reply as Extract<ClientAnswer, { op: T }>;
 }
 
 const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
+const cpuNow = () => {
+  const used = process.cpuUsage();
+  return used.user + used.system;
+};
+
+interface Side {
+  seconds: number;
+  latencies_ms: number[];
+  cpu_us: { client: number; upstream: number; observer: number };
+}
+
+const emptySide = (): Side => ({ seconds: 0, latencies_ms: [], cpu_us: { client: 0, upstream: 0, observer: 0 } });
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "bursar-bench-observer-"));
-  const upstream = await upstreamServer();
+  const upstream = await Child.start("observer-upstream.js");
+  const client = await Child.start("observer-client.js");
+  const upstream_url = String(upstream.hello);
   const bursar = await createBursar({ db: join(dir, "bursar.db") });
   const access = { operator: OperatorTokens.fromToken("bench-operator-token-0123456789"), ledger: bursar.ledger };
   const evidence = evidenceSources({ access, bursar, master_key: "bench-master-key-0123456789" });
   const app = await buildServer({ logger: false, plugins: evidence.plugins, onClose: () => bursar.close() });
   const bursar_url = await app.listen({ host: "127.0.0.1", port: 0 });
+  let next_id = 1;
+
+  const cpu = async () => ({
+    client: (await command(client, { op: "cpu" })).cpu_us,
+    upstream: (await upstream.ask<{ cpu_us: number }>("cpu")).cpu_us,
+    observer: cpuNow(),
+  });
+
+  /** One measured run into `side`; the observed side's CPU includes writing its evidence (drained after the run). */
+  const measure = async (side: Side, url: string, headers: Record<string, string>, total: number, observed: boolean) => {
+    const before = await cpu();
+    const result = await command(client, { op: "run", url, headers, total, concurrency, first_id: next_id });
+    next_id += total;
+    if (observed && !(await evidence.observer.recorder.drain(drain_ms_max))) throw new Error("the observer's evidence did not drain");
+    const after = await cpu();
+    side.seconds += result.seconds;
+    side.latencies_ms.push(...result.latencies_ms);
+    for (const name of ["client", "upstream", "observer"] as const) side.cpu_us[name] += after[name] - before[name];
+  };
+
   try {
     const results: string[] = [];
     for (const path of ["/mcp-json", "/mcp-plain"]) {
-      const created = await evidence.sources.create({ kind: "observer", name: `bench${path}`, upstream_url: `${upstream.url}${path}` });
+      const created = await evidence.sources.create({ kind: "observer", name: `bench${path}`, upstream_url: `${upstream_url}${path}` });
       const token = (created.secrets as { observer_token: string }).observer_token;
-      const direct_headers = await session(`${upstream.url}${path}`, {});
-      const observed_headers = await session(`${bursar_url}/observe`, { "x-bursar-observer-token": token });
-      await run(`${upstream.url}${path}`, direct_headers, warmup_calls);
-      await run(`${bursar_url}/observe`, observed_headers, warmup_calls);
-      const direct = await run(`${upstream.url}${path}`, direct_headers, calls);
-      const observed = await run(`${bursar_url}/observe`, observed_headers, calls);
-      await evidence.observer.recorder.drain(30_000);
+      const direct_url = `${upstream_url}${path}`;
+      const observed_url = `${bursar_url}/observe`;
+      const direct_headers = (await command(client, { op: "session", url: direct_url, extra: {} })).headers;
+      const observed_headers = (await command(client, { op: "session", url: observed_url, extra: { "x-bursar-observer-token": token } })).headers;
+      await measure(emptySide(), direct_url, direct_headers, warmup_calls, false);
+      await measure(emptySide(), observed_url, observed_headers, warmup_calls, true);
+      const direct = emptySide();
+      const observed = emptySide();
+      for (let round = 0; round < rounds; round++) {
+        const share = Math.floor(calls / rounds) + (round < calls % rounds ? 1 : 0);
+        const order = round % 2 === 0 ? [false, true] : [true, false];
+        for (const is_observed of order) {
+          if (is_observed) await measure(observed, observed_url, observed_headers, share, true);
+          else await measure(direct, direct_url, direct_headers, share, false);
+        }
+      }
       const label = path === "/mcp-json" ? "JSON responses" : "SSE responses";
       const ratio = calls / observed.seconds / (calls / direct.seconds);
+      const p = (side: Side, q: number) => percentile(side.latencies_ms, q);
+      const per_call = (us: number) => `${Math.round(us / calls)} µs`;
       results.push(
         `  ${label}: direct ${Math.round(calls / direct.seconds)} calls/s, observed ${Math.round(calls / observed.seconds)} calls/s (ratio ${ratio.toFixed(2)}); ` +
-          `added latency p50 ${(percentile(observed.latencies_ms, 50) - percentile(direct.latencies_ms, 50)).toFixed(3)} ms, p99 ${(percentile(observed.latencies_ms, 99) - percentile(direct.latencies_ms, 99)).toFixed(3)} ms`,
+          `added latency p50 ${(p(observed, 50) - p(direct, 50)).toFixed(3)} ms, p99 ${(p(observed, 99) - p(direct, 99)).toFixed(3)} ms ` +
+          `(direct p50 ${p(direct, 50).toFixed(2)} / p99 ${p(direct, 99).toFixed(2)} ms)`,
+        `    CPU per call: client ${per_call(direct.cpu_us.client)} direct / ${per_call(observed.cpu_us.client)} observed, upstream ${per_call(direct.cpu_us.upstream)} / ${per_call(observed.cpu_us.upstream)}, ` +
+          `observer ${per_call(observed.cpu_us.observer)} (relay and evidence)`,
       );
       if (path === "/mcp-plain") {
-        const direct_ttfb = await ttfb(`${upstream.url}${path}`, direct_headers, ttfb_samples);
-        const observed_ttfb = await ttfb(`${bursar_url}/observe`, observed_headers, ttfb_samples);
+        const direct_ttfb: number[] = [];
+        const observed_ttfb: number[] = [];
+        for (let round = 0; round < rounds; round++) {
+          const samples = Math.floor(ttfb_samples / rounds) + (round < ttfb_samples % rounds ? 1 : 0);
+          const order = round % 2 === 0 ? [false, true] : [true, false];
+          for (const is_observed of order) {
+            const answer = await command(client, { op: "ttfb", url: is_observed ? observed_url : direct_url, headers: is_observed ? observed_headers : direct_headers, samples, first_id: next_id });
+            next_id += samples;
+            (is_observed ? observed_ttfb : direct_ttfb).push(...answer.latencies_ms);
+          }
+        }
         results.push(`  SSE time to first byte: direct p50 ${percentile(direct_ttfb, 50).toFixed(3)} ms, observed p50 ${percentile(observed_ttfb, 50).toFixed(3)} ms (difference ${(percentile(observed_ttfb, 50) - percentile(direct_ttfb, 50)).toFixed(3)} ms)`);
       }
     }
+    await evidence.observer.recorder.drain(drain_ms_max);
     const recorded = (await bursar.log.treeSize()) - 1;
-    console.log(`bench:observer  ${calls} tools/call per run, ${concurrency} in flight, loopback, SDK MCP server upstream`);
+    console.log(
+      `bench:observer  ${calls} tools/call per side in ${rounds} alternating rounds, ${concurrency} in flight, loopback, SDK MCP server upstream; ` +
+        `client, observer and upstream in 3 processes on ${availableParallelism()} cores`,
+    );
     for (const line of results) console.log(line);
     console.log(`  evidence entries written meanwhile (off the critical path): ${recorded}`);
   } finally {
     await app.close();
+    await client.close();
     await upstream.close();
     rmSync(dir, { recursive: true, force: true });
   }

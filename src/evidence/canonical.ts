@@ -1,23 +1,71 @@
 // RFC 8785 (JCS) canonical JSON and the SHA-256 helpers built on it: the one way
 // evidence turns a value into bytes, so a hash computed anywhere agrees with ours.
 
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /** Nesting deeper than this is refused: evidence comes from bounded JSON, so it is a bug guard. */
 export const canonical_depth_max = 256;
+/** Strings up to this length are checked for escapes by a character loop (cheaper than a regex call). */
+const string_loop_chars_max = 64;
+/** Quoted object keys are remembered (keys repeat across records); only short keys, and only this many. */
+const quoted_keys_max = 10_000;
+const quoted_key_chars_max = 64;
+/** Objects with at most this many keys are sorted by insertion sort (cheaper than Array#sort when small). */
+const insertion_sort_keys_max = 12;
 
 /** Thrown when a value has no JSON form (undefined at the top, a function, a bigint, NaN). */
 export class CanonicalJsonError extends Error {
   override name = "CanonicalJsonError";
 }
 
-const has_surrogate = /[\uD800-\uDFFF]/;
+/** Anything JSON.stringify would escape (", \, controls) or that needs the surrogate check. */
+const needs_escape = /[\u0000-\u001f"\\\uD800-\uDFFF]/;
 const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-function canonicalString(value: string): string {
+function escapedString(value: string): string {
   // RFC 8785 strings are JSON.stringify's; a lone surrogate has no UTF-8 form and is refused.
-  if (has_surrogate.test(value) && lone_surrogate.test(value)) throw new CanonicalJsonError("a string has a lone surrogate");
+  if (lone_surrogate.test(value)) throw new CanonicalJsonError("a string has a lone surrogate");
   return JSON.stringify(value);
+}
+
+function canonicalString(value: string): string {
+  const length = value.length;
+  if (length <= string_loop_chars_max) {
+    for (let i = 0; i < length; i++) {
+      const code = value.charCodeAt(i);
+      if (code < 0x20 || code === 0x22 || code === 0x5c || (code >= 0xd800 && code <= 0xdfff)) return escapedString(value);
+    }
+    return `"${value}"`;
+  }
+  // Without anything to escape, JSON.stringify would only add the quotes.
+  return needs_escape.test(value) ? escapedString(value) : `"${value}"`;
+}
+
+const quoted_keys = new Map<string, string>();
+
+function canonicalKey(key: string): string {
+  const known = quoted_keys.get(key);
+  if (known !== undefined) return known;
+  const quoted = canonicalString(key);
+  if (key.length <= quoted_key_chars_max && quoted_keys.size < quoted_keys_max) quoted_keys.set(key, quoted);
+  return quoted;
+}
+
+/** RFC 8785 property order: UTF-16 code units, which is what `<` on strings compares. */
+function sortKeys(keys: string[]): void {
+  if (keys.length > insertion_sort_keys_max) {
+    keys.sort();
+    return;
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]!;
+    let j = i - 1;
+    while (j >= 0 && keys[j]! > key) {
+      keys[j + 1] = keys[j]!;
+      j--;
+    }
+    keys[j + 1] = key;
+  }
 }
 
 function skipped(value: unknown): boolean {
@@ -25,15 +73,28 @@ function skipped(value: unknown): boolean {
 }
 
 function canonicalObject(value: Record<string, unknown>, depth: number): string {
+  const keys = Object.keys(value);
+  sortKeys(keys);
   let out = "{";
-  // Default sort compares UTF-16 code units, which is RFC 8785's property order.
-  for (const key of Object.keys(value).sort()) {
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
     const item = value[key];
     if (skipped(item)) continue;
-    if (out.length > 1) out += ",";
-    out += `${canonicalString(key)}:${canonicalValue(item, depth + 1)}`;
+    out += `${first ? "" : ","}${canonicalKey(key)}:${canonicalValue(item, depth + 1)}`;
+    first = false;
   }
   return `${out}}`;
+}
+
+function canonicalArray(value: readonly unknown[], depth: number): string {
+  let out = "[";
+  for (let i = 0; i < value.length; i++) {
+    const item = value[i];
+    if (i > 0) out += ",";
+    out += skipped(item) ? "null" : canonicalValue(item, depth + 1);
+  }
+  return `${out}]`;
 }
 
 function canonicalValue(value: unknown, depth: number): string {
@@ -42,16 +103,16 @@ function canonicalValue(value: unknown, depth: number): string {
     case "string":
       return canonicalString(value);
     case "number":
-      // ECMAScript number serialization is RFC 8785's (and -0 is 0).
+      // ECMAScript number serialization is RFC 8785's (and -0 is 0); String() of a finite number is JSON.stringify's.
       if (!Number.isFinite(value)) throw new CanonicalJsonError(`${value} is not a JSON number`);
-      return JSON.stringify(value);
+      return `${value}`;
     case "boolean":
       return value ? "true" : "false";
     case "object": {
       if (value === null) return "null";
       const json = (value as { toJSON?: () => unknown }).toJSON;
       if (typeof json === "function") return canonicalValue(json.call(value), depth + 1);
-      if (Array.isArray(value)) return `[${value.map((item) => (skipped(item) ? "null" : canonicalValue(item, depth + 1))).join(",")}]`;
+      if (Array.isArray(value)) return canonicalArray(value, depth);
       return canonicalObject(value as Record<string, unknown>, depth);
     }
     default:
@@ -62,18 +123,20 @@ function canonicalValue(value: unknown, depth: number): string {
 /**
  * The RFC 8785 (JCS) text of `value`. Byte-identical to the npm `canonicalize` package on every
  * JSON value (a property test holds them side by side); written out because this runs for every
- * evidence entry and the package's per-character surrogate scan dominated appends.
+ * evidence entry, ingest record and receipt, and the package's per-character surrogate scan
+ * dominated appends.
  */
 export function canonicalJson(value: unknown): string {
   return canonicalValue(value, 0);
 }
 
 export function sha256(data: string | Uint8Array): Buffer {
-  return createHash("sha256").update(data).digest();
+  return hash("sha256", data, "buffer");
 }
 
+/** One-shot crypto.hash: the same bytes as createHash (strings as UTF-8) without a Hash object per call. */
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash("sha256").update(data).digest("hex");
+  return hash("sha256", data, "hex");
 }
 
 /** Hex SHA-256 of the canonical JSON of `value` (e.g. a decision record's `args_hash`). */

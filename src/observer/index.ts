@@ -35,6 +35,8 @@ export interface ObserveTarget {
 
 /** The upstream URL for a request path below /observe (`rest` starts with "/" or is empty). */
 export function upstreamTarget(upstream: URL, rest: string, query: string): URL {
+  // The common case (the token in a header, no path or query below /observe) is the upstream itself.
+  if ((rest === "" || rest === "/") && query === "") return upstream;
   const target = new URL(upstream.href);
   if (rest !== "" && rest !== "/") target.pathname = target.pathname.replace(/\/+$/, "") + rest;
   if (query !== "") target.search = query;

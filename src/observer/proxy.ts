@@ -33,16 +33,44 @@ export interface RelayContext {
 
 /** The raw header list minus the dropped names and any the Connection header lists. */
 function keptHeaders(raw: readonly string[], dropped: ReadonlySet<string>): string[] {
-  const connection = new Set<string>();
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i]!.toLowerCase() === "connection") for (const name of raw[i + 1]!.split(",")) connection.add(name.trim().toLowerCase());
-  }
   const kept: string[] = [];
+  // Names the Connection header lists that are not dropped anyway (usually none: "keep-alive").
+  let listed: Set<string> | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
-    if (!dropped.has(name) && !connection.has(name)) kept.push(raw[i]!, raw[i + 1]!);
+    if (name === "connection") {
+      for (const token of raw[i + 1]!.split(",")) {
+        const listed_name = token.trim().toLowerCase();
+        if (!dropped.has(listed_name)) (listed ??= new Set()).add(listed_name);
+      }
+    }
+    if (!dropped.has(name)) kept.push(raw[i]!, raw[i + 1]!);
   }
-  return kept;
+  if (listed === undefined) return kept;
+  const without: string[] = [];
+  for (let i = 0; i < kept.length; i += 2) if (!listed.has(kept[i]!.toLowerCase())) without.push(kept[i]!, kept[i + 1]!);
+  return without;
+}
+
+/** http.request options for an upstream URL (what urlToHttpOptions gives, without credentials: upstream URLs have none). */
+interface TargetOptions {
+  protocol: string;
+  hostname: string;
+  port?: number;
+  path: string;
+}
+
+/** Observed sources are cached, and with them their URL objects (never changed once made): options are computed once per URL. */
+const target_options = new WeakMap<URL, TargetOptions>();
+
+function targetOptions(target: URL): TargetOptions {
+  let options = target_options.get(target);
+  if (!options) {
+    const hostname = target.hostname.startsWith("[") ? target.hostname.slice(1, -1) : target.hostname;
+    options = { protocol: target.protocol, hostname, path: `${target.pathname}${target.search}`, ...(target.port === "" ? {} : { port: Number(target.port) }) };
+    target_options.set(target, options);
+  }
+  return options;
 }
 
 /** Collects a body up to the inspection limit. */
@@ -63,7 +91,8 @@ class BodyTap {
   json(): unknown {
     if (this.overflowed || this.bytes === 0) return undefined;
     try {
-      return JSON.parse(Buffer.concat(this.chunks).toString("utf8")) as unknown;
+      const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+      return JSON.parse(body.toString("utf8")) as unknown;
     } catch {
       return undefined;
     }
@@ -187,7 +216,7 @@ export function relay(context: RelayContext, source: ObserverSource, request: In
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
   headers.push("host", target.host);
-  const upstream = send(target, { method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
+  const upstream = send({ ...targetOptions(target), method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
   const tap = request.method === "POST" ? new BodyTap() : null;
   const destroy = () => {
     upstream.destroy();

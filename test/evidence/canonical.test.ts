@@ -1,10 +1,11 @@
 // canonicalJson is RFC 8785: byte-identical to the npm `canonicalize` package (the reference
 // implementation DESIGN.md names) on random JSON values, and it refuses what JSON cannot carry.
 
+import { createHash } from "node:crypto";
 import fc from "fast-check";
 import canonicalize from "canonicalize";
 import { describe, expect, it } from "vitest";
-import { canonicalJson, CanonicalJsonError } from "../../src/evidence/canonical.js";
+import { canonicalJson, CanonicalJsonError, sha256, sha256Hex } from "../../src/evidence/canonical.js";
 
 describe("canonicalJson", () => {
   it("matches the npm canonicalize package on random JSON values", () => {
@@ -20,6 +21,36 @@ describe("canonicalJson", () => {
     fc.assert(
       fc.property(value, (input) => outcome(canonicalJson, input) === outcome(canonicalize, input)),
       { numRuns: 2_000 },
+    );
+  });
+
+  it("matches on wide objects, long and escaped strings and repeated keys (the sort, loop and quoted-key fast paths)", () => {
+    // Characters that need escaping or a surrogate check, mixed with plain ones, in keys and values of any length.
+    const unit = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(..."abcXYZ09 _-./:") }, fc.constantFrom('"', "\\", "\n", "\u0000", "\u001f", "\u007f", "\u2028", "é", "€", "\ud83d\ude00", "\ud800", "\udc00"));
+    const text = fc.oneof(fc.string({ unit, maxLength: 8 }), fc.string({ unit, minLength: 60, maxLength: 70 }), fc.string({ unit, minLength: 100, maxLength: 400 }));
+    const wide = fc.dictionary(text, fc.oneof(text, fc.double(), fc.integer(), fc.boolean(), fc.constant(null), fc.array(text, { maxLength: 3 })), { maxKeys: 40 });
+    const value = fc.oneof(wide, fc.array(wide, { maxLength: 4 }), fc.record({ nested: wide, list: fc.array(wide, { maxLength: 3 }) }));
+    const outcome = (render: (input: unknown) => string | undefined, input: unknown): string => {
+      try {
+        return `ok ${render(input)}`;
+      } catch {
+        return "refused";
+      }
+    };
+    // Twice over the same values: the second pass takes the quoted-key cache the first one filled.
+    const values = fc.sample(value, 1_500);
+    for (let pass = 0; pass < 2; pass++) {
+      for (const input of values) expect(outcome(canonicalJson, input)).toBe(outcome(canonicalize, input));
+    }
+  });
+
+  it("hashes with the one-shot SHA-256 exactly as a streaming hash does, strings as UTF-8", () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: "grapheme" }), fc.uint8Array({ maxLength: 2_000 })), (data) => {
+        const expected = createHash("sha256").update(data).digest();
+        return sha256Hex(data) === expected.toString("hex") && sha256(data).equals(expected);
+      }),
+      { numRuns: 500 },
     );
   });
 
