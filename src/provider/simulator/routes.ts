@@ -71,9 +71,11 @@ function strike(context: RouteContext, fault: RequestFault, request: FastifyRequ
 function api(context: RouteContext, route: SimulatorApiRoute, handle: (request: FastifyRequest) => SimAnswer) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     context.counters.api_requests += 1;
+    // The fault belongs to the request as it arrives: one still sleeping off its latency must not
+    // take a fault a test set for the next request after it.
+    const fault = context.faults.takeRequestFault(route);
     const latency_ms = context.faults.latencyMs();
     if (latency_ms > 0) await sleep(latency_ms, undefined, { signal: context.abort });
-    const fault = context.faults.takeRequestFault(route);
     // A 4xx is a refusal: it never takes effect, whatever after_processing says.
     if (fault && (fault.kind === "error_4xx" || !context.faults.afterProcessing())) return strike(context, fault, request, reply);
     const answer = authenticate(request.headers.authorization, context.accept_key) ?? handle(request);
