@@ -3,14 +3,14 @@
 // worker thread with its own connection, so neither a disk flush nor a checkpoint stalls requests.
 
 import type Database from "better-sqlite3";
-import { closeSync, fdatasync, fdatasyncSync, fstatSync, openSync, statSync } from "node:fs";
+import { closeSync, fdatasync, fdatasyncSync, openSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 
 /** Flushes the WAL's file descriptor to disk; the default is fdatasync on libuv's thread pool. */
 export type WalFlush = (fd: number) => Promise<void>;
 
-interface Waiter {
+export interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -28,7 +28,6 @@ function fdatasyncAsync(fd: number): Promise<void> {
  */
 export class WalSync {
   private fd: number | undefined;
-  private inode: number | undefined;
   /** Commits made so far, and how many of them a finished flush covers. */
   private committed = 0;
   private synced = 0;
@@ -60,23 +59,12 @@ export class WalSync {
   }
 
   /**
-   * The WAL's descriptor, reopened if SQLite replaced the file since (a new inode). Undefined
-   * when there is no WAL file: SQLite removes it only after checkpointing it into the database
-   * file, which it syncs itself, so there is nothing left to flush.
+   * The WAL's descriptor, opened at the first flush (a commit has created the file by then) and
+   * kept: SQLite deletes or replaces the WAL only when the last connection closes, and ours is
+   * open until close(), so one descriptor names the live file throughout.
    */
-  private walFd(): number | undefined {
-    const path = this.path as string;
-    let current: number;
-    try {
-      current = statSync(path).ino;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw error;
-    }
-    if (this.fd !== undefined && this.inode === current) return this.fd;
-    if (this.fd !== undefined) closeSync(this.fd);
-    this.fd = openSync(path, "r");
-    this.inode = fstatSync(this.fd).ino;
+  private walFd(): number {
+    this.fd ??= openSync(this.path as string, "r");
     return this.fd;
   }
 
@@ -85,14 +73,14 @@ export class WalSync {
     if (this.flushing || !this.waiters.some((waiter) => waiter.commit <= this.committed)) return;
     this.flushing = true;
     const covers = this.committed;
-    let fd: number | undefined;
+    let fd: number;
     try {
       fd = this.walFd();
     } catch (error) {
       this.fail(error);
       return;
     }
-    (fd === undefined ? Promise.resolve() : this.flushFd(fd)).then(
+    this.flushFd(fd).then(
       () => {
         this.synced = Math.max(this.synced, covers);
         this.flushing = false;
@@ -117,8 +105,7 @@ export class WalSync {
   /** Flushes now, blocking: for migrations and close, where nothing else is waiting. */
   flushNow(): void {
     if (this.path === null || this.synced >= this.committed) return;
-    const fd = this.walFd();
-    if (fd !== undefined) fdatasyncSync(fd);
+    fdatasyncSync(this.walFd());
     this.synced = this.committed;
   }
 
@@ -127,7 +114,6 @@ export class WalSync {
     this.fd = undefined;
   }
 }
-
 
 /** A passive checkpoint is asked for after this many commits (a money call writes ~8 pages). */
 export const checkpoint_every_commits = 100;

@@ -4,7 +4,7 @@
 
 import Database from "better-sqlite3";
 import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue, TransactionOptions } from "./driver.js";
-import { Checkpointer, WalSync, type WalFlush } from "./sqlite-wal.js";
+import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
 
 export type { WalFlush } from "./sqlite-wal.js";
 
@@ -42,11 +42,6 @@ class Mutex {
  *  but no more than this many, and no group stays open longer than this. */
 export const group_commit_transactions_max = 64;
 export const group_commit_open_ms_max = 20;
-
-interface Waiter {
-  resolve: () => void;
-  reject: (error: unknown) => void;
-}
 
 /** A member of the open group: async_commit members resolve at COMMIT, the rest after the flush. */
 type GroupMember = Waiter & { async_commit: boolean };
@@ -277,8 +272,11 @@ export class SqliteDriver implements SqlDriver {
         }
       }
       this.statements.clear();
-      this.wal.commit();
-      this.wal.flushNow();
+      // Applied migrations are made durable before anything runs on them (none applied: no write).
+      if (applied.length > 0) {
+        this.wal.commit();
+        this.wal.flushNow();
+      }
       return applied;
     } finally {
       release();

@@ -54,10 +54,15 @@ async function fileDriver(flush?: WalFlush) {
   return { driver, path };
 }
 
+/** A file-backed driver whose WAL flushes the test releases by hand. */
+async function heldDriver() {
+  const held = heldFlush();
+  return { held, ...(await fileDriver(held.flush)) };
+}
+
 describe("SQLite WAL durability", () => {
   it("reports a transaction only after the flush covering its COMMIT", async () => {
-    const held = heldFlush();
-    const { driver, path } = await fileDriver(held.flush);
+    const { held, driver, path } = await heldDriver();
     const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
     expect(await settled(write)).toBe(false);
     // Committed (another connection sees it) but not yet reported: the flush is still running.
@@ -71,8 +76,7 @@ describe("SQLite WAL durability", () => {
   });
 
   it("serves every commit made before a flush starts with that one flush", async () => {
-    const held = heldFlush();
-    const { driver } = await fileDriver(held.flush);
+    const { held, driver } = await heldDriver();
     const first = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
     await settled(first);
     const rest = [2, 3, 4, 5].map((v) => driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", [v])));
@@ -88,8 +92,7 @@ describe("SQLite WAL durability", () => {
   });
 
   it("answers a read only once what it saw is durable", async () => {
-    const held = heldFlush();
-    const { driver } = await fileDriver(held.flush);
+    const { held, driver } = await heldDriver();
     const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (7)"));
     const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"));
     expect(await settled(read)).toBe(false);
@@ -100,8 +103,7 @@ describe("SQLite WAL durability", () => {
   });
 
   it("resolves an async_commit transaction at COMMIT, flushes it anyway, and reads wait for that flush", async () => {
-    const held = heldFlush();
-    const { driver } = await fileDriver(held.flush);
+    const { held, driver } = await heldDriver();
     const second_phase = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
     await expect(second_phase).resolves.toEqual({ changes: 1 });
     expect(held.asked).toBe(1);
@@ -113,8 +115,7 @@ describe("SQLite WAL durability", () => {
   });
 
   it("fails the callers of a failed flush and refuses all later work", async () => {
-    const held = heldFlush();
-    const { driver } = await fileDriver(held.flush);
+    const { held, driver } = await heldDriver();
     const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
     await settled(write);
     held.fail(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
