@@ -28,7 +28,7 @@ function escapedString(value: string): string {
   return JSON.stringify(value);
 }
 
-function canonicalString(value: string): string {
+export function canonicalString(value: string): string {
   const length = value.length;
   if (length <= string_loop_chars_max) {
     for (let i = 0; i < length; i++) {
@@ -43,7 +43,7 @@ function canonicalString(value: string): string {
 
 const quoted_keys = new Map<string, string>();
 
-function canonicalKey(key: string): string {
+export function canonicalKey(key: string): string {
   const known = quoted_keys.get(key);
   if (known !== undefined) return known;
   const quoted = canonicalString(key);
@@ -52,7 +52,7 @@ function canonicalKey(key: string): string {
 }
 
 /** RFC 8785 property order: UTF-16 code units, which is what `<` on strings compares. */
-function sortKeys(keys: string[]): void {
+export function sortKeys(keys: string[]): void {
   if (keys.length > insertion_sort_keys_max) {
     keys.sort();
     return;
@@ -97,15 +97,19 @@ function canonicalArray(value: readonly unknown[], depth: number): string {
   return `${out}]`;
 }
 
+/** ECMAScript number serialization is RFC 8785's (and -0 is 0); String() of a finite number is JSON.stringify's. */
+export function canonicalNumber(value: number): string {
+  if (!Number.isFinite(value)) throw new CanonicalJsonError(`${value} is not a JSON number`);
+  return `${value}`;
+}
+
 function canonicalValue(value: unknown, depth: number): string {
   if (depth > canonical_depth_max) throw new CanonicalJsonError(`nesting deeper than ${canonical_depth_max}`);
   switch (typeof value) {
     case "string":
       return canonicalString(value);
     case "number":
-      // ECMAScript number serialization is RFC 8785's (and -0 is 0); String() of a finite number is JSON.stringify's.
-      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${value} is not a JSON number`);
-      return `${value}`;
+      return canonicalNumber(value);
     case "boolean":
       return value ? "true" : "false";
     case "object": {

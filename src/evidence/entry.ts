@@ -3,7 +3,7 @@
 
 import { canonicalJson, isHexSha256, sha256Hex } from "./canonical.js";
 import { leafHash } from "./merkle.js";
-import { scrubCounting } from "./scrub.js";
+import { scrub, scrubbedCanonicalJson } from "./scrub.js";
 
 export const entry_version = 1;
 /** Writers' kinds; `system.*` kinds are the log's own lifecycle (genesis, start, evidence_gap). */
@@ -94,10 +94,12 @@ function entryText(entry: Entry, bodyText: string): string {
 export function buildEntry(input: AppendInput, seq: number, received_at: string): BuiltEntry {
   checkInput(input);
   if (!Number.isSafeInteger(seq) || seq < 0) throw new EvidenceInputError("seq must be a non-negative integer");
-  const scrubbed = scrubCounting(input.body);
-  const bodyText = canonicalJson(scrubbed.value);
-  // The unscrubbed body is serialized again only when it differs and no writer's hash binds it.
-  const rawText = scrubbed.redactions === 0 || input.body_sha256 !== undefined ? bodyText : canonicalJson(input.body);
+  const { text: bodyText, redactions } = scrubbedCanonicalJson(input.body);
+  // With nothing redacted the scrubbed body is the body itself: no copy, no second serialization.
+  // Otherwise the copy is made for the entry, and the unscrubbed body is serialized again only
+  // when no writer's hash binds it.
+  const body = redactions === 0 ? input.body : scrub(input.body);
+  const rawText = redactions === 0 || input.body_sha256 !== undefined ? bodyText : canonicalJson(input.body);
   const entry: Entry = {
     v: entry_version,
     seq,
@@ -106,7 +108,7 @@ export function buildEntry(input: AppendInput, seq: number, received_at: string)
     received_at,
     ...(input.occurred_at === undefined ? {} : { occurred_at: input.occurred_at }),
     body_sha256: input.body_sha256 ?? sha256Hex(rawText),
-    body: scrubbed.value,
+    body,
   };
   const text = entryText(entry, bodyText);
   if (Buffer.byteLength(text, "utf8") > entry_bytes_max) {

@@ -2,7 +2,7 @@
 // {seq, leaf_hash, kind, at}, and one per ingest delivery listing every record.
 
 import { sign, verify } from "node:crypto";
-import { canonicalJson, isHexSha256 } from "./canonical.js";
+import { canonicalJson, canonicalNumber, canonicalString, isHexSha256 } from "./canonical.js";
 import type { ProofCheck } from "./merkle.js";
 import { keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
 
@@ -70,9 +70,40 @@ export interface DeliveryReceipt extends DeliveryReceiptFields {
   signature: string;
 }
 
-function deliveryMessage(fields: DeliveryReceiptFields): Buffer {
+const delivery_record_keys = 6;
+
+/** A listed record with exactly the six fields, each of its type: the shape signing produces. */
+function isPlainDeliveryRecord(record: DeliveryRecord): boolean {
+  return (
+    typeof record === "object" &&
+    record !== null &&
+    Object.keys(record).length === delivery_record_keys &&
+    typeof record.event_id === "string" &&
+    typeof record.leaf_hash === "string" &&
+    typeof record.occurred_at === "string" &&
+    typeof record.received_at === "string" &&
+    typeof record.seq === "number" &&
+    typeof record.sha256 === "string"
+  );
+}
+
+/** canonicalJson of the records, written out field by field (keys in RFC 8785 order) when they
+ *  have the plain shape: 500 of them are listed per delivery. A test holds the two side by side. */
+function deliveryRecordsText(records: readonly DeliveryRecord[]): string {
+  if (!Array.isArray(records) || !records.every(isPlainDeliveryRecord)) return canonicalJson(records);
+  const texts = records.map(
+    (r) =>
+      `{"event_id":${canonicalString(r.event_id)},"leaf_hash":${canonicalString(r.leaf_hash)},"occurred_at":${canonicalString(r.occurred_at)},` +
+      `"received_at":${canonicalString(r.received_at)},"seq":${canonicalNumber(r.seq)},"sha256":${canonicalString(r.sha256)}}`,
+  );
+  return `[${texts.join(",")}]`;
+}
+
+/** The signed bytes: the context, then canonical JSON of {received_at, records, source}. */
+export function deliveryMessage(fields: DeliveryReceiptFields): Buffer {
   const { source, received_at, records } = fields;
-  return Buffer.from(delivery_receipt_context + canonicalJson({ source, received_at, records }), "utf8");
+  const text = `{"received_at":${canonicalJson(received_at)},"records":${deliveryRecordsText(records)},"source":${canonicalJson(source)}}`;
+  return Buffer.from(delivery_receipt_context + text, "utf8");
 }
 
 /** One signature for the whole delivery, so ingesting 500 records costs one Ed25519 signing. */

@@ -1,5 +1,8 @@
 // Secret scrubbing for evidence bodies: a deep copy in which values under secret-looking
-// keys, and values that look like credentials or card numbers, become "[redacted]".
+// keys, and values that look like credentials or card numbers, become "[redacted]"; and the
+// RFC 8785 text of that copy written in one walk, without making the copy.
+
+import { CanonicalJsonError, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
 
 export const redacted = "[redacted]";
 /** Deeper values are replaced whole: evidence bodies come from bounded JSON, so this is a bug guard. */
@@ -94,23 +97,27 @@ function redact(state: ScrubState): string {
   return redacted;
 }
 
+/** A card number can arrive as a JSON number; integers of 13+ digits are never amounts here. */
+function isSecretNumber(value: number): boolean {
+  return Number.isInteger(value) && Math.abs(value) >= 1e12 && containsCardNumber(String(value));
+}
+
 function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   if (depth > scrub_depth_max) return redact(state);
   if (typeof value === "string") return isSecretValue(value) ? redact(state) : value;
-  // A card number can arrive as a JSON number; integers of 13+ digits are never amounts here.
-  if (typeof value === "number") {
-    return Number.isInteger(value) && Math.abs(value) >= 1e12 && containsCardNumber(String(value)) ? redact(state) : value;
-  }
+  if (typeof value === "number") return isSecretNumber(value) ? redact(state) : value;
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) return value.map((item) => scrubValue(item, depth + 1, state));
   const source = value as { toJSON?: () => unknown };
   if (typeof source.toJSON === "function") return scrubValue(source.toJSON(), depth + 1, state);
   const copy: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) {
+  for (const key of Object.keys(value)) {
+    const item = (value as Record<string, unknown>)[key];
     const scrubbed = isSecretKeyName(key) && item !== null && item !== undefined ? redact(state) : scrubValue(item, depth + 1, state);
-    // Defined, not assigned: JSON.parse makes "__proto__" an own key, and assigning it would
-    // set the copy's prototype instead, dropping the key from the stored body and its hash.
-    Object.defineProperty(copy, key, { value: scrubbed, enumerable: true, writable: true, configurable: true });
+    // JSON.parse makes "__proto__" an own key; assigning it would set the copy's prototype
+    // instead, dropping the key from the stored body and its hash, so that one key is defined.
+    if (key === "__proto__") Object.defineProperty(copy, key, { value: scrubbed, enumerable: true, writable: true, configurable: true });
+    else copy[key] = scrubbed;
   }
   return copy;
 }
@@ -125,4 +132,65 @@ export function scrubCounting<T>(value: T): { value: T; redactions: number } {
 /** A deep copy of `value` with secrets replaced by "[redacted]"; the input is not changed. */
 export function scrub<T>(value: T): T {
   return scrubCounting(value).value;
+}
+
+const redacted_text = canonicalString(redacted);
+
+function redactedText(state: ScrubState): string {
+  state.redactions += 1;
+  return redacted_text;
+}
+
+/**
+ * The text of one value of the scrubbed copy, or undefined where canonical JSON leaves the value
+ * out (undefined, a function or a symbol: skipped in an object, null in an array).
+ */
+function scrubbedText(value: unknown, depth: number, state: ScrubState): string | undefined {
+  if (depth > scrub_depth_max) return redactedText(state);
+  switch (typeof value) {
+    case "string":
+      return isSecretValue(value) ? redactedText(state) : canonicalString(value);
+    case "number":
+      return isSecretNumber(value) ? redactedText(state) : canonicalNumber(value);
+    case "boolean":
+      return value ? "true" : "false";
+    case "bigint":
+      throw new CanonicalJsonError("a bigint has no JSON form");
+    case "object":
+      break;
+    default:
+      return undefined;
+  }
+  if (value === null) return "null";
+  const source = value as { toJSON?: () => unknown };
+  if (typeof source.toJSON === "function") return scrubbedText(source.toJSON(), depth + 1, state);
+  if (Array.isArray(value)) {
+    let out = "[";
+    for (let i = 0; i < value.length; i++) out += `${i > 0 ? "," : ""}${scrubbedText(value[i], depth + 1, state) ?? "null"}`;
+    return `${out}]`;
+  }
+  const object = value as Record<string, unknown>;
+  const keys = Object.keys(object);
+  sortKeys(keys);
+  let out = "{";
+  let first = true;
+  for (const key of keys) {
+    const item = object[key];
+    const text = isSecretKeyName(key) && item !== null && item !== undefined ? redactedText(state) : scrubbedText(item, depth + 1, state);
+    if (text === undefined) continue;
+    out += `${first ? "" : ","}${canonicalKey(key)}:${text}`;
+    first = false;
+  }
+  return `${out}}`;
+}
+
+/**
+ * `canonicalJson(scrub(value))` and the number of values replaced, in one walk and without the
+ * copy (a property test holds the two side by side). Evidence bodies take this path on append.
+ */
+export function scrubbedCanonicalJson(value: unknown): { text: string; redactions: number } {
+  const state: ScrubState = { redactions: 0 };
+  const text = scrubbedText(value, 0, state);
+  if (text === undefined) throw new CanonicalJsonError(`a ${typeof value} has no JSON form`);
+  return { text, redactions: state.redactions };
 }

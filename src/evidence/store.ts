@@ -60,7 +60,8 @@ export interface AppendResult {
   leaf_hash: string;
   /** Absent for batch writers that sign one receipt for the whole batch (ingest deliveries). */
   receipt?: Receipt;
-  /** The entry as stored (body scrubbed). */
+  /** The entry as stored (body scrubbed). When nothing was redacted its body is the writer's
+   *  own body object, not a copy; the stored text was fixed at append either way. */
   entry: Entry;
 }
 

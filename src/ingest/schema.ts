@@ -28,10 +28,12 @@ const policy = z.strictObject({
   version: short_text.optional(),
 });
 
+const occurred_at = z.iso.datetime({ offset: true }).refine(isRfc3339, "must be an RFC 3339 time with at most 9 fraction digits");
+
 const decision_fields = z.strictObject({
   schema: z.enum(decision_schema_ids),
   event_id: z.string().min(1).max(event_id_chars_max),
-  occurred_at: z.iso.datetime({ offset: true }).refine(isRfc3339, "must be an RFC 3339 time with at most 9 fraction digits"),
+  occurred_at,
   decision: z.enum(decisions),
   tool: short_text,
   server: short_text.optional(),
@@ -55,6 +57,60 @@ export const decision_record_schema = decision_fields.superRefine((record, conte
 });
 
 export type DecisionRecord = z.infer<typeof decision_record_schema>;
+
+// A sufficient check, written out because zod's full parse of a record (which also copies it)
+// was the larger part of validating a delivery: true only for records the schema above accepts
+// (a property test holds the two side by side). Anything unusual answers false, and the zod
+// schema decides and names the problems.
+
+const record_keys = new Set(Object.keys(decision_fields.shape));
+const principal_keys = new Set(Object.keys(principal.shape));
+const policy_keys = new Set(Object.keys(policy.shape));
+const lower_hex_sha256 = /^[0-9a-f]{64}$/;
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== "object") return false;
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  return prototype === Object.prototype || prototype === null;
+}
+const isText = (value: unknown, max: number): boolean => typeof value === "string" && value.length >= 1 && value.length <= max;
+const isOptionalText = (value: unknown): boolean => value === undefined || isText(value, text_chars_max);
+const hasOnlyKeys = (value: Record<string, unknown>, allowed: ReadonlySet<string>): boolean => Object.keys(value).every((key) => allowed.has(key));
+
+function isPrincipal(value: unknown): boolean {
+  if (value === undefined) return true;
+  if (!isPlainObject(value) || !hasOnlyKeys(value, principal_keys)) return false;
+  return (principal_types as readonly unknown[]).includes(value.type) && isOptionalText(value.id) && isOptionalText(value.email) && isOptionalText(value.name);
+}
+
+function isPolicy(value: unknown): boolean {
+  if (value === undefined) return true;
+  if (!isPlainObject(value) || !hasOnlyKeys(value, policy_keys)) return false;
+  return isOptionalText(value.id) && isOptionalText(value.name) && isOptionalText(value.version);
+}
+
+/** True only when `decision_record_schema` accepts `value`; false means "ask the schema". */
+export function surelyValidRecord(value: unknown): boolean {
+  if (!isPlainObject(value) || !hasOnlyKeys(value, record_keys)) return false;
+  const has_args = value.args !== undefined;
+  if (has_args === (value.args_hash !== undefined)) return false;
+  if (has_args ? !isPlainObject(value.args) : !(typeof value.args_hash === "string" && lower_hex_sha256.test(value.args_hash))) return false;
+  return (
+    (decision_schema_ids as readonly unknown[]).includes(value.schema) &&
+    isText(value.event_id, event_id_chars_max) &&
+    typeof value.occurred_at === "string" &&
+    occurred_at.safeParse(value.occurred_at).success &&
+    (decisions as readonly unknown[]).includes(value.decision) &&
+    isText(value.tool, text_chars_max) &&
+    isOptionalText(value.server) &&
+    isPrincipal(value.agent) &&
+    isPrincipal(value.on_behalf_of) &&
+    isPrincipal(value.approver) &&
+    isPolicy(value.policy) &&
+    (value.reason === undefined || (typeof value.reason === "string" && value.reason.length <= reason_chars_max)) &&
+    isOptionalText(value.correlation_id)
+  );
+}
 
 /** The JSON Schema served at GET /schemas/gateway-decision-1.json (the args/args_hash rule as oneOf). */
 export function decisionJsonSchema(): Record<string, unknown> {

@@ -6,6 +6,7 @@ import fc from "fast-check";
 import canonicalize from "canonicalize";
 import { describe, expect, it } from "vitest";
 import { canonicalJson, CanonicalJsonError, sha256, sha256Hex } from "../../src/evidence/canonical.js";
+import { delivery_receipt_context, deliveryMessage, type DeliveryRecord } from "../../src/evidence/receipt.js";
 
 describe("canonicalJson", () => {
   it("matches the npm canonicalize package on random JSON values", () => {
@@ -64,5 +65,28 @@ describe("canonicalJson", () => {
     for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, "\ud800", { k: "x\udc00" }, 1n, undefined]) {
       expect(() => canonicalJson(bad)).toThrow(CanonicalJsonError);
     }
+  });
+});
+
+describe("deliveryMessage", () => {
+  it("is the context plus canonicalJson of {source, received_at, records}, whatever the records hold", () => {
+    const text = fc.string({ unit: "binary", maxLength: 12 });
+    const plain = fc.record({ event_id: text, leaf_hash: text, occurred_at: text, received_at: text, seq: fc.integer({ min: 0 }), sha256: text });
+    const odd = fc.oneof(plain.map((record) => ({ ...record, extra: 1 })), plain.map((record) => ({ ...record, seq: String(record.seq) })), fc.jsonValue());
+    const fields = fc.record({ source: text, received_at: text, records: fc.array(fc.oneof({ weight: 4, arbitrary: plain }, odd), { maxLength: 5 }) });
+    const outcome = (run: () => string) => {
+      try {
+        return run();
+      } catch (error) {
+        return (error as Error).name;
+      }
+    };
+    fc.assert(
+      fc.property(fields, (input) => {
+        const expected = outcome(() => delivery_receipt_context + canonicalJson({ source: input.source, received_at: input.received_at, records: input.records }));
+        expect(outcome(() => deliveryMessage(input as { source: string; received_at: string; records: DeliveryRecord[] }).toString("utf8"))).toBe(expected);
+      }),
+      { numRuns: 1_000 },
+    );
   });
 });

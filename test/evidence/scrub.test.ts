@@ -3,11 +3,64 @@
 
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
 import { exportLog } from "../../src/evidence/export.js";
-import { luhnValid, scrub } from "../../src/evidence/scrub.js";
+import { luhnValid, scrub, scrubbedCanonicalJson, scrubCounting } from "../../src/evidence/scrub.js";
 import { openTestLog, tempDir } from "./support.js";
+
+/** What the two paths give for one value: the text and count, or the error's class and message. */
+function outcome(run: () => { text: string; redactions: number }): string {
+  try {
+    return JSON.stringify(run());
+  } catch (error) {
+    return `${(error as Error).name}: ${(error as Error).message}`;
+  }
+}
+
+describe("scrubbedCanonicalJson", () => {
+  it("is canonicalJson(scrub(value)) with the same redaction count, on values full of secrets", () => {
+    const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom("password", "Api_Key", "cvv", "token", "__proto__", "amount", "toJSON"));
+    const secret = fc.constantFrom("Bearer abcdefgh12345678", "rzp_test_abc", "4111 1111 1111 1111", "eyJabcd.efgh1234.x", "-----BEGIN PRIVATE KEY-----", "sk-0123456789abcdefXY");
+    const leaf = fc.oneof(
+      fc.string(),
+      secret,
+      fc.double(),
+      fc.constantFrom(4111111111111111, 1e12, -0, Number.NaN, Number.POSITIVE_INFINITY),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.constant(undefined),
+      fc.constant(() => 1),
+      fc.constant(Symbol("s")),
+      fc.constant(new Date(0)),
+    );
+    const value = fc.letrec((tie) => ({
+      node: fc.oneof({ depthSize: "small", withCrossShrink: true }, leaf, fc.array(tie("node"), { maxLength: 4 }), fc.dictionary(key, tie("node"), { maxKeys: 5 })),
+    })).node;
+    fc.assert(
+      fc.property(value, (input) => {
+        const copied = outcome(() => {
+          const { value: copy, redactions } = scrubCounting(input);
+          return { text: canonicalJson(copy), redactions };
+        });
+        expect(outcome(() => scrubbedCanonicalJson(input))).toBe(copied);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("redacts past the depth limit and keeps a \"__proto__\" key, as scrub does", () => {
+    let deep: unknown = "leaf";
+    for (let i = 0; i < 80; i++) deep = [deep];
+    const parsed = JSON.parse('{"__proto__": {"password": "p"}, "n": [1, "Basic abcdefgh123"]}') as unknown;
+    for (const input of [deep, parsed]) {
+      const { value: copy, redactions } = scrubCounting(input);
+      expect(scrubbedCanonicalJson(input)).toEqual({ text: canonicalJson(copy), redactions });
+    }
+  });
+});
 
 describe("scrub", () => {
   it("redacts values under secret-looking keys, at any depth, without changing the input", () => {
