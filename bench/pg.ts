@@ -86,6 +86,7 @@ async function skeletonWorker(db: string, start_ms: number, end_ms: number): Pro
   const pool = new pg.Pool({ connectionString: db, max: pg_pool_connections_max });
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, start_ms - Date.now())));
   let count = 0;
+  let errors = 0;
   const loop = async () => {
     while (Date.now() < end_ms) {
       const block = 1 + Math.floor(Math.random() * skeleton_blocks);
@@ -97,6 +98,9 @@ async function skeletonWorker(db: string, start_ms: number, end_ms: number): Pro
         await client.query({ name: "spend", text: "UPDATE skeleton_blocks SET spent = spent + 1 WHERE id = $1", values: [block] });
         await client.query("COMMIT");
         if (Date.now() <= end_ms) count++;
+      } catch {
+        errors++;
+        await client.query("ROLLBACK").catch(() => undefined);
       } finally {
         client.release();
       }
@@ -104,7 +108,7 @@ async function skeletonWorker(db: string, start_ms: number, end_ms: number): Pro
   };
   await Promise.all(Array.from({ length: loops_per_process }, loop));
   await pool.end();
-  process.stdout.write(JSON.stringify({ count, errors: 0, late_ms: 0 }));
+  process.stdout.write(JSON.stringify({ count, errors, late_ms: 0 }));
 }
 
 function runWorker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string, key: string) {
@@ -148,7 +152,7 @@ async function postgresRate(processes: number, blocks: number, key: string): Pro
   });
 }
 
-async function skeletonRate(processes: number): Promise<number> {
+async function skeletonRate(processes: number): Promise<{ rate: number; errors: number }> {
   return withSchema(async (url) => {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
@@ -160,7 +164,7 @@ async function skeletonRate(processes: number): Promise<number> {
     const start_ms = Date.now() + start_delay_ms;
     const end_ms = start_ms + seconds * 1000;
     const results = await Promise.all(Array.from({ length: processes }, () => runWorker(url, ["skeleton"], start_ms, end_ms, "skeleton", "")));
-    return results.reduce((sum, result) => sum + result.count, 0) / seconds;
+    return { rate: results.reduce((sum, result) => sum + result.count, 0) / seconds, errors: results.reduce((sum, result) => sum + result.errors, 0) };
   });
 }
 
@@ -230,8 +234,12 @@ async function main(): Promise<void> {
       console.log(`  ${label} : ${result.rate.toFixed(0).padStart(7)} decisions/s   ${(result.rate / sqlite).toFixed(2)} × SQLite${note}`);
     }
   }
-  const skeleton = await skeletonRate(4);
-  console.log(`  yardstick: decision skeleton (lock, insert, update, commit), 4 processes, ${skeleton_blocks} blocks : ${skeleton.toFixed(0).padStart(7)} tx/s`);
+  // Right after the 4-process, 100-block cell, so both see the database in the same state.
+  const measured = await skeletonRate(4);
+  const skeleton = measured.rate;
+  console.log(
+    `  yardstick: decision skeleton (lock, insert, update, commit), 4 processes, ${skeleton_blocks} blocks : ${skeleton.toFixed(0).padStart(7)} tx/s${measured.errors ? `  ERRORS ${measured.errors}` : ""}`,
+  );
   const spread = rates.get("4x100") ?? 0;
   const hot = rates.get("4x1") ?? 0;
   console.log(`  ratios: 4 vs 1 process over 100 blocks ${(spread / (rates.get("1x100") ?? 1)).toFixed(2)}; 100 blocks vs 1 block (4 processes) ${(spread / (hot || 1)).toFixed(2)}`);

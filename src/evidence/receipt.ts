@@ -72,37 +72,46 @@ export interface DeliveryReceipt extends DeliveryReceiptFields {
 
 const delivery_record_keys = 6;
 
-/** A listed record with exactly the six fields, each of its type: the shape signing produces. */
-function isPlainDeliveryRecord(record: DeliveryRecord): boolean {
+/** A listed record as signing makes it: a plain object with exactly the six fields, each of its type. */
+function isPlainDeliveryRecord(record: unknown): record is DeliveryRecord {
+  if (typeof record !== "object" || record === null || Object.getPrototypeOf(record) !== Object.prototype) return false;
+  const r = record as Record<string, unknown>;
   return (
-    typeof record === "object" &&
-    record !== null &&
-    Object.keys(record).length === delivery_record_keys &&
-    typeof record.event_id === "string" &&
-    typeof record.leaf_hash === "string" &&
-    typeof record.occurred_at === "string" &&
-    typeof record.received_at === "string" &&
-    typeof record.seq === "number" &&
-    typeof record.sha256 === "string"
+    Object.keys(r).length === delivery_record_keys &&
+    typeof r.event_id === "string" &&
+    typeof r.leaf_hash === "string" &&
+    typeof r.occurred_at === "string" &&
+    typeof r.received_at === "string" &&
+    typeof r.seq === "number" &&
+    typeof r.sha256 === "string"
   );
 }
 
-/** canonicalJson of the records, written out field by field (keys in RFC 8785 order) when they
- *  have the plain shape: 500 of them are listed per delivery. A test holds the two side by side. */
-function deliveryRecordsText(records: readonly DeliveryRecord[]): string {
-  if (!Array.isArray(records) || !records.every(isPlainDeliveryRecord)) return canonicalJson(records);
-  const texts = records.map(
-    (r) =>
-      `{"event_id":${canonicalString(r.event_id)},"leaf_hash":${canonicalString(r.leaf_hash)},"occurred_at":${canonicalString(r.occurred_at)},` +
-      `"received_at":${canonicalString(r.received_at)},"seq":${canonicalNumber(r.seq)},"sha256":${canonicalString(r.sha256)}}`,
-  );
-  return `[${texts.join(",")}]`;
+function isPlainRecordList(records: unknown): records is DeliveryRecord[] {
+  if (!Array.isArray(records) || "toJSON" in records) return false;
+  for (let i = 0; i < records.length; i++) if (!(i in records) || !isPlainDeliveryRecord(records[i])) return false;
+  return true;
 }
 
-/** The signed bytes: the context, then canonical JSON of {received_at, records, source}. */
+/**
+ * The signed bytes: the context, then canonical JSON of {source, received_at, records}. A
+ * receipt as signing makes it is written out field by field (keys in RFC 8785 order; 500
+ * records are listed per delivery); anything else, such as a receipt read from untrusted JSON,
+ * goes through canonicalJson. A property test holds the two side by side.
+ */
 export function deliveryMessage(fields: DeliveryReceiptFields): Buffer {
   const { source, received_at, records } = fields;
-  const text = `{"received_at":${canonicalJson(received_at)},"records":${deliveryRecordsText(records)},"source":${canonicalJson(source)}}`;
+  let text: string;
+  if (typeof source === "string" && typeof received_at === "string" && isPlainRecordList(records)) {
+    const listed = records.map(
+      (r) =>
+        `{"event_id":${canonicalString(r.event_id)},"leaf_hash":${canonicalString(r.leaf_hash)},"occurred_at":${canonicalString(r.occurred_at)},` +
+        `"received_at":${canonicalString(r.received_at)},"seq":${canonicalNumber(r.seq)},"sha256":${canonicalString(r.sha256)}}`,
+    );
+    text = `{"received_at":${canonicalString(received_at)},"records":[${listed.join(",")}],"source":${canonicalString(source)}}`;
+  } else {
+    text = canonicalJson({ source, received_at, records });
+  }
   return Buffer.from(delivery_receipt_context + text, "utf8");
 }
 

@@ -2,7 +2,7 @@
 // keys, and values that look like credentials or card numbers, become "[redacted]"; and the
 // RFC 8785 text of that copy written in one walk, without making the copy.
 
-import { CanonicalJsonError, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
+import { CanonicalJsonError, canonicalJson, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
 
 export const redacted = "[redacted]";
 /** Deeper values are replaced whole: evidence bodies come from bounded JSON, so this is a bug guard. */
@@ -136,6 +136,10 @@ export function scrub<T>(value: T): T {
 
 const redacted_text = canonicalString(redacted);
 
+/** Met by the one-walk path where the copy would not be plain data (a `toJSON` member): that
+ *  value takes the copy-then-serialize path, so both always give the same text. */
+class NotPlainData extends Error {}
+
 function redactedText(state: ScrubState): string {
   state.redactions += 1;
   return redacted_text;
@@ -162,13 +166,16 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
       return undefined;
   }
   if (value === null) return "null";
-  const source = value as { toJSON?: () => unknown };
-  if (typeof source.toJSON === "function") return scrubbedText(source.toJSON(), depth + 1, state);
   if (Array.isArray(value)) {
     let out = "[";
-    for (let i = 0; i < value.length; i++) out += `${i > 0 ? "," : ""}${scrubbedText(value[i], depth + 1, state) ?? "null"}`;
+    for (let i = 0; i < value.length; i++) {
+      // A hole stays a hole in scrub's copy (Array#map skips it) and is null in canonical JSON.
+      const text = i in value ? scrubbedText(value[i], depth + 1, state) : "null";
+      out += `${i > 0 ? "," : ""}${text ?? "null"}`;
+    }
     return `${out}]`;
   }
+  if ("toJSON" in value) throw new NotPlainData();
   const object = value as Record<string, unknown>;
   const keys = Object.keys(object);
   sortKeys(keys);
@@ -187,10 +194,16 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
 /**
  * `canonicalJson(scrub(value))` and the number of values replaced, in one walk and without the
  * copy (a property test holds the two side by side). Evidence bodies take this path on append.
+ * Values are read in key order, so the two agree on data, not on getters with side effects.
  */
 export function scrubbedCanonicalJson(value: unknown): { text: string; redactions: number } {
   const state: ScrubState = { redactions: 0 };
-  const text = scrubbedText(value, 0, state);
-  if (text === undefined) throw new CanonicalJsonError(`a ${typeof value} has no JSON form`);
-  return { text, redactions: state.redactions };
+  try {
+    const text = scrubbedText(value, 0, state);
+    if (text !== undefined) return { text, redactions: state.redactions };
+  } catch (error) {
+    if (!(error instanceof NotPlainData)) throw error;
+  }
+  const copied = scrubCounting(value);
+  return { text: canonicalJson(copied.value), redactions: copied.redactions };
 }

@@ -77,6 +77,11 @@ const isText = (value: unknown, max: number): boolean => typeof value === "strin
 const isOptionalText = (value: unknown): boolean => value === undefined || isText(value, text_chars_max);
 const hasOnlyKeys = (value: Record<string, unknown>, allowed: ReadonlySet<string>): boolean => Object.keys(value).every((key) => allowed.has(key));
 
+/** zod's record check also refuses symbol keys and an own `constructor` that is a class or function. */
+function isPlainArgs(value: unknown): boolean {
+  return isPlainObject(value) && !Object.hasOwn(value, "constructor") && Object.getOwnPropertySymbols(value).length === 0;
+}
+
 function isPrincipal(value: unknown): boolean {
   if (value === undefined) return true;
   if (!isPlainObject(value) || !hasOnlyKeys(value, principal_keys)) return false;
@@ -89,12 +94,13 @@ function isPolicy(value: unknown): boolean {
   return isOptionalText(value.id) && isOptionalText(value.name) && isOptionalText(value.version);
 }
 
-/** True only when `decision_record_schema` accepts `value`; false means "ask the schema". */
+/** True only when `decision_record_schema` accepts `value`; false means "ask the schema".
+ *  (Records come from JSON.parse; an Object.prototype polluted with enumerable keys is out of scope.) */
 export function surelyValidRecord(value: unknown): boolean {
   if (!isPlainObject(value) || !hasOnlyKeys(value, record_keys)) return false;
   const has_args = value.args !== undefined;
   if (has_args === (value.args_hash !== undefined)) return false;
-  if (has_args ? !isPlainObject(value.args) : !(typeof value.args_hash === "string" && lower_hex_sha256.test(value.args_hash))) return false;
+  if (has_args ? !isPlainArgs(value.args) : !(typeof value.args_hash === "string" && lower_hex_sha256.test(value.args_hash))) return false;
   return (
     (decision_schema_ids as readonly unknown[]).includes(value.schema) &&
     isText(value.event_id, event_id_chars_max) &&

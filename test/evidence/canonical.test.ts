@@ -73,7 +73,15 @@ describe("deliveryMessage", () => {
     const text = fc.string({ unit: "binary", maxLength: 12 });
     const plain = fc.record({ event_id: text, leaf_hash: text, occurred_at: text, received_at: text, seq: fc.integer({ min: 0 }), sha256: text });
     const odd = fc.oneof(plain.map((record) => ({ ...record, extra: 1 })), plain.map((record) => ({ ...record, seq: String(record.seq) })), fc.jsonValue());
-    const fields = fc.record({ source: text, received_at: text, records: fc.array(fc.oneof({ weight: 4, arbitrary: plain }, odd), { maxLength: 5 }) });
+    const records = fc.oneof(
+      { weight: 4, arbitrary: fc.array(fc.oneof({ weight: 4, arbitrary: plain }, odd), { maxLength: 5 }) },
+      fc.sparseArray(plain, { maxLength: 4 }),
+      fc.array(plain, { maxLength: 2 }).map((list) => Object.assign(list, { toJSON: () => "listed" })),
+      plain.map((record) => [Object.assign(Object.create({ inherited: 1 }) as object, record)]),
+      fc.jsonValue(),
+    );
+    // Receipts read from JSON may lack any field, or carry it with another type.
+    const fields = fc.record({ source: fc.oneof(text, fc.jsonValue()), received_at: fc.oneof(text, fc.jsonValue()), records }, { requiredKeys: [] });
     const outcome = (run: () => string) => {
       try {
         return run();
@@ -83,7 +91,8 @@ describe("deliveryMessage", () => {
     };
     fc.assert(
       fc.property(fields, (input) => {
-        const expected = outcome(() => delivery_receipt_context + canonicalJson({ source: input.source, received_at: input.received_at, records: input.records }));
+        const { source, received_at, records: listed } = input as Record<string, unknown>;
+        const expected = outcome(() => delivery_receipt_context + canonicalJson({ source, received_at, records: listed }));
         expect(outcome(() => deliveryMessage(input as { source: string; received_at: string; records: DeliveryRecord[] }).toString("utf8"))).toBe(expected);
       }),
       { numRuns: 1_000 },

@@ -36,8 +36,16 @@ describe("scrubbedCanonicalJson", () => {
       fc.constant(Symbol("s")),
       fc.constant(new Date(0)),
     );
+    const sparse = fc.sparseArray(leaf, { maxLength: 5 });
     const value = fc.letrec((tie) => ({
-      node: fc.oneof({ depthSize: "small", withCrossShrink: true }, leaf, fc.array(tie("node"), { maxLength: 4 }), fc.dictionary(key, tie("node"), { maxKeys: 5 })),
+      node: fc.oneof(
+        { depthSize: "small", withCrossShrink: true },
+        leaf,
+        sparse,
+        fc.array(tie("node"), { maxLength: 4 }),
+        fc.dictionary(key, tie("node"), { maxKeys: 5 }),
+        tie("node").map((inner) => ({ toJSON: () => inner })),
+      ),
     })).node;
     fc.assert(
       fc.property(value, (input) => {
@@ -51,11 +59,24 @@ describe("scrubbedCanonicalJson", () => {
     );
   });
 
-  it("redacts past the depth limit and keeps a \"__proto__\" key, as scrub does", () => {
-    let deep: unknown = "leaf";
-    for (let i = 0; i < 80; i++) deep = [deep];
+  it("agrees past the depth limit, on holes, toJSON members and a \"__proto__\" key", () => {
+    const nest = (leaf: unknown, levels: number) => {
+      let value = leaf;
+      for (let i = 0; i < levels; i++) value = [value];
+      return value;
+    };
     const parsed = JSON.parse('{"__proto__": {"password": "p"}, "n": [1, "Basic abcdefgh123"]}') as unknown;
-    for (const input of [deep, parsed]) {
+    const inputs: unknown[] = [
+      nest("leaf", 80),
+      nest({ token: "t" }, 70),
+      nest([, 1], 64),
+      [, "rzp_test_abc", ,],
+      Object.assign([1, "sk-0123456789abcdefXY"], { toJSON: () => "x" }),
+      { toJSON: { toJSON: () => () => 1 } },
+      { when: new Date(0), nested: { toJSON: () => ({ password: "p", ok: 1 }) } },
+      parsed,
+    ];
+    for (const input of inputs) {
       const { value: copy, redactions } = scrubCounting(input);
       expect(scrubbedCanonicalJson(input)).toEqual({ text: canonicalJson(copy), redactions });
     }

@@ -49,13 +49,16 @@ const replacement = fc.oneof(
     [1],
     new Date(0),
     Object.create(null) as object,
+    { constructor: () => 1 },
+    { constructor: "a string is fine" },
+    { [Symbol("key")]: 1 },
   ),
   fc.string({ maxLength: 10 }),
   fc.integer(),
   fc.dictionary(fc.constantFrom("id", "email", "name", "type", "version", "idd", "__proto__"), fc.oneof(fc.constantFrom("agent", "human", "", "x"), fc.integer()), { maxKeys: 4 }),
 );
 
-const field = fc.constantFrom(...Object.keys(valid), "args_hash", "extra", "__proto__");
+const field = fc.constantFrom(...Object.keys(valid), "args", "args", "args_hash", "extra", "__proto__");
 const nested = fc.constantFrom("agent", "on_behalf_of", "approver", "policy");
 const sub_field = fc.constantFrom("id", "email", "name", "type", "version", "idd");
 
