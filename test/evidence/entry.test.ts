@@ -60,6 +60,10 @@ describe("receipts", () => {
     expect(verifyDeliveryReceipt(receipt, verifier).ok).toBe(true);
     const altered = { ...receipt, records: receipt.records.map((r, i) => (i === 1 ? { ...r, seq: 99 } : r)) };
     expect(verifyDeliveryReceipt(altered, verifier).ok).toBe(false);
+    // A receipt read from untrusted JSON that lacks a field or has a sparse list fails to verify; it does not throw.
+    const { source: _source, ...unsourced } = receipt;
+    expect(verifyDeliveryReceipt(unsourced as typeof receipt, verifier).ok).toBe(false);
+    expect(verifyDeliveryReceipt({ ...receipt, records: [, ...receipt.records.slice(1)] as typeof receipt.records }, verifier).ok).toBe(false);
     expect(() => signDeliveryReceipt(signer, { source: "s", received_at: "t", records: Array.from({ length: 501 }, () => records[0]!) })).toThrow(/500/);
   });
 });
