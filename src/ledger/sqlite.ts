@@ -77,6 +77,10 @@ export class SqliteDriver implements SqlDriver {
     this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush);
     this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, sqlite_busy_timeout_ms) : undefined;
     this.db.pragma("foreign_keys = ON");
+    // Savepoint and statement journals stay in memory: with temp files, a group's savepoint
+    // journal spilled into a fresh /var/tmp file (open, unlink, writes) every few transactions.
+    // They only ever roll back the open transaction; the WAL alone carries durability.
+    this.db.pragma("temp_store = MEMORY");
     this.db.defaultSafeIntegers(false);
     this.tx = this.makeTx();
   }
