@@ -1,6 +1,6 @@
 // Identifiers and tokens. Ids are injectable so the eval harness gets deterministic reports.
 
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 
 export type IdSource = (prefix: string) => string;
 
@@ -46,6 +46,8 @@ export function newToken(prefix: string): string {
   return `${prefix}_${randomBytes(32).toString("base64url")}`;
 }
 
+/** One-shot crypto.hash: the bytes createHash gives (strings as UTF-8), without a Hash object per
+ *  call. Runs for every agent token and idempotency key on the gate's path. */
 export function sha256Hex(value: string | Uint8Array): string {
-  return createHash("sha256").update(value).digest("hex");
+  return hash("sha256", value, "hex");
 }

@@ -17,6 +17,13 @@ const node_scratch = Buffer.alloc(1 + 2 * hash_size_bytes);
 
 /** SHA-256(0x00 || data): the hash of one leaf (one canonical entry). */
 export function leafHash(data: Uint8Array | string): Buffer {
+  // A string that surely fits (UTF-8 takes at most 3 bytes per UTF-16 unit) is encoded straight
+  // into the scratch buffer, without an intermediate Buffer.
+  if (typeof data === "string" && data.length * 3 < scratch_bytes) {
+    scratch[0] = 0x00;
+    const written = scratch.write(data, 1, "utf8");
+    return hash("sha256", scratch.subarray(0, written + 1), "buffer");
+  }
   const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
   if (bytes.length >= scratch_bytes) return createHash("sha256").update(leaf_prefix).update(bytes).digest();
   scratch[0] = 0x00;

@@ -169,9 +169,16 @@ export async function readGenesis(tx: SqlTx): Promise<Entry | undefined> {
   return row ? (JSON.parse(row.entry_text) as Entry) : undefined;
 }
 
+/** The multi-row INSERT for each chunk size, built on first use (1..insert_rows_per_statement_max). */
+const insert_sql_by_rows: string[] = [];
+
 function insertSql(rows: number): string {
+  const cached = insert_sql_by_rows[rows];
+  if (cached !== undefined) return cached;
   const values = Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?)").join(", ");
-  return `INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES ${values}`;
+  const sql = `INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES ${values}`;
+  insert_sql_by_rows[rows] = sql;
+  return sql;
 }
 
 function checkPositiveInteger(name: string, value: number, max: number): number {

@@ -46,7 +46,10 @@ async function decided(context: GateContext, auth: AuthorizeResult, tool: string
 }
 
 function callRef(agent_id: string, auth: AuthorizeResult): CallRef {
-  return { agent_id, key: auth.key?.key as string, reservation_id: auth.reservation?.reservation_id as string };
+  const reservation = auth.reservation;
+  const call: CallRef = { agent_id, key: auth.key?.key as string, reservation_id: reservation?.reservation_id as string };
+  if (reservation) call.block_id = reservation.block_id;
+  return call;
 }
 
 /** Forwards an allowed (or approved) order and records the provider's answer. */

@@ -17,6 +17,7 @@ export async function approve(context: GateContext, approval_id: string): Promis
     key: approval.idempotency_key,
     reservation_id: reservation.reservation_id,
     approval_id,
+    block_id: reservation.block_id,
   };
   const { result } = await forwardOrder(context, call, grant.args as Record<string, unknown>);
   return { approval_id, state: "approved", result };

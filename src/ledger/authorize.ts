@@ -9,12 +9,12 @@ import { callKey, type CallKey } from "./keys.js";
 import { blockState, reservationState, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
 import {
   adjustBlock,
-  agentBlockId,
   approvalByReservation,
   countCalls,
   getIdempotency,
   getReservation,
   insertReservation,
+  lockAgentBlock,
   lockBlock,
   putIdempotency,
   reservationByOrder,
@@ -74,17 +74,17 @@ function idempotencyState(row: IdempotencyRow | undefined): IdempotencyState {
   return { status: "stored", params_hash: row.params_hash, effect: row.effect ?? "ALLOW" };
 }
 
-async function findBlockId(tx: SqlTx, input: AuthorizeInput, reservation: ReservationRow | null, now_ms: number) {
+/** The caller's block, locked: the capture's reservation's block, else the agent's own. */
+async function lockCallerBlock(tx: SqlTx, input: AuthorizeInput, reservation: ReservationRow | null, now_ms: number) {
   if (!input.agent_id) return undefined;
-  if (reservation && reservation.agent_id === input.agent_id) return reservation.block_id;
-  return agentBlockId(tx, input.agent_id, now_ms);
+  if (reservation && reservation.agent_id === input.agent_id) return lockBlock(tx, reservation.block_id);
+  return lockAgentBlock(tx, input.agent_id, now_ms);
 }
 
 async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput, now_ms: number): Promise<Snapshot> {
   const payment = input.payment?.fetched ? input.payment : undefined;
   const candidate = payment ? ((await reservationByOrder(tx, payment.order_id)) ?? null) : null;
-  const block_id = await findBlockId(tx, input, candidate, now_ms);
-  let block = block_id ? ((await lockBlock(tx, block_id)) ?? null) : null;
+  let block = (await lockCallerBlock(tx, input, candidate, now_ms)) ?? null;
   if (block && input.agent_id) {
     const expired = (await expireLeasesOfBlock(tx, context, block.block_id)) + (await expireApprovals(tx, context, block.block_id));
     if (expired > 0) block = (await lockBlock(tx, block.block_id)) ?? null;

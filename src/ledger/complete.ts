@@ -28,6 +28,9 @@ export interface CallRef {
   reservation_id: string;
   /** Set when the call was forwarded after an operator approved its HOLD. */
   approval_id?: string;
+  /** The reservation's block, when the caller has the reservation at hand (a reservation never
+   *  changes block): its lock is taken first and the reservation is read once, under it. */
+  block_id?: string;
 }
 
 export interface Completion {
@@ -38,11 +41,27 @@ export interface Completion {
   evidence?: EvidenceRef;
 }
 
-async function loadLocked(tx: SqlTx, reservation_id: string): Promise<ReservationRow> {
-  const reservation = await getReservation(tx, reservation_id);
-  if (!reservation) throw new Error(`reservation ${reservation_id} not found`);
-  await lockBlock(tx, reservation.block_id);
-  return (await getReservation(tx, reservation_id)) as ReservationRow;
+interface Locked {
+  /** Read under its block's lock. */
+  reservation: ReservationRow;
+  /** The block as locked, before this transaction changed it. */
+  block: BlockRow;
+}
+
+async function loadLocked(tx: SqlTx, call: CallRef): Promise<Locked> {
+  const { reservation_id, block_id } = call;
+  if (block_id !== undefined) {
+    const block = await lockBlock(tx, block_id);
+    const reservation = await getReservation(tx, reservation_id);
+    if (!block || !reservation) throw new Error(`reservation ${reservation_id} or its block ${block_id} not found`);
+    if (reservation.block_id !== block_id) throw new Error(`reservation ${reservation_id} is not on block ${block_id}`);
+    return { reservation, block };
+  }
+  const found = await getReservation(tx, reservation_id);
+  if (!found) throw new Error(`reservation ${reservation_id} not found`);
+  const block = (await lockBlock(tx, found.block_id)) as BlockRow;
+  // Read again under the block lock: under READ COMMITTED the first read may predate another writer.
+  return { reservation: (await getReservation(tx, reservation_id)) as ReservationRow, block };
 }
 
 async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unknown>, keep: boolean): Promise<void> {
@@ -58,15 +77,18 @@ export async function completeOrder(
   call: CallRef,
   outcome: ForwardOutcome<OrderRecord>,
 ): Promise<Completion> {
-  const reservation = await loadLocked(tx, call.reservation_id);
+  const locked = await loadLocked(tx, call);
+  const reservation = locked.reservation;
   const now_ms = context.clock().getTime();
   let result: Record<string, unknown>;
+  // An order the provider created only names it on the reservation: the block stays as locked.
+  let left: { reservation: ReservationRow; block: BlockRow } | undefined;
   if (outcome.kind === "ok") {
-    await tx.run("UPDATE reservations SET order_id = ?, updated_at_ms = ? WHERE reservation_id = ?", [
-      outcome.value.id,
-      now_ms,
-      reservation.reservation_id,
-    ]);
+    const updated = await tx.get<ReservationRow>(
+      "UPDATE reservations SET order_id = ?, updated_at_ms = ? WHERE reservation_id = ? RETURNING *",
+      [outcome.value.id, now_ms, reservation.reservation_id],
+    );
+    left = { reservation: updated as ReservationRow, block: locked.block };
     result = { order: outcome.value, reservation_id: reservation.reservation_id };
   } else if (outcome.kind === "refused") {
     await releaseHold(tx, context, reservation, `provider refused the order: ${outcome.error.description}`);
@@ -83,11 +105,11 @@ export async function completeOrder(
     ...result,
   });
   // The block is locked since loadLocked: the rows as this transaction leaves them.
-  const completion: Completion = {
+  left ??= {
     reservation: (await getReservation(tx, reservation.reservation_id)) as ReservationRow,
     block: (await lockBlock(tx, reservation.block_id)) as BlockRow,
-    result,
   };
+  const completion: Completion = { reservation: left.reservation, block: left.block, result };
   if (evidence) completion.evidence = evidence;
   return completion;
 }
@@ -110,7 +132,7 @@ export async function completeCapture(
 /** The capture failed but the payment is still only authorized: nothing moved, so the key is
  *  dropped and the payment unbound, and the agent may try again. */
 export async function abandonCapture(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<EvidenceRef | undefined> {
-  const reservation = await loadLocked(tx, call.reservation_id);
+  const { reservation } = await loadLocked(tx, call);
   if (reservation.status === "held") {
     // The provider proved nothing moved: the payment is unbound and the outcome is known again.
     await tx.run("UPDATE reservations SET payment_id = NULL, outcome_unknown = 0, unknown_reason = NULL, updated_at_ms = ? WHERE reservation_id = ?", [
@@ -124,7 +146,7 @@ export async function abandonCapture(tx: SqlTx, context: LedgerContext, call: Ca
 
 /** The capture's outcome is unknown (provider and re-fetch both failed): money stays held. */
 export async function captureUnknown(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<Record<string, unknown>> {
-  const reservation = await loadLocked(tx, call.reservation_id);
+  const { reservation } = await loadLocked(tx, call);
   await markUnknown(tx, context, reservation, reason);
   const result = { provider: "unknown", reservation_id: reservation.reservation_id, reason };
   await storeResult(tx, call.agent_id, call.key, result);

@@ -77,6 +77,10 @@ export class SqliteDriver implements SqlDriver {
     this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush);
     this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, sqlite_busy_timeout_ms) : undefined;
     this.db.pragma("foreign_keys = ON");
+    // Savepoint and statement journals stay in memory: with temp files, a group's savepoint
+    // journal spilled into a fresh /var/tmp file (open, unlink, writes) every few transactions.
+    // They only ever roll back the open transaction; the WAL alone carries durability.
+    this.db.pragma("temp_store = MEMORY");
     this.db.defaultSafeIntegers(false);
     this.tx = this.makeTx();
   }
@@ -122,9 +126,11 @@ export class SqliteDriver implements SqlDriver {
   }
 
   /**
-   * Runs `work` as a SAVEPOINT inside the open group transaction (opening one with BEGIN
-   * IMMEDIATE when none is open). A failed `work` rolls back to its savepoint alone. The
-   * caller resolves only after the group's COMMIT, so a result is never reported before it
+   * Runs `work` as a SAVEPOINT inside the open group transaction, or opens the group with BEGIN
+   * IMMEDIATE when none is open. A failed `work` rolls back its own writes alone: to its
+   * savepoint, or, for the transaction that opened the group (nothing else is in it yet, and the
+   * lock keeps everyone out until `work` ends), the whole transaction, so it needs no savepoint.
+   * The caller resolves only after the group's COMMIT, so a result is never reported before it
    * is durable; transactions queued meanwhile share that one fsync.
    */
   async transaction<T>(work: (tx: SqlTx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
@@ -134,15 +140,21 @@ export class SqliteDriver implements SqlDriver {
     let result!: T;
     try {
       this.assertHealthy();
-      if (!this.db.inTransaction) await this.openGroup();
-      this.db.exec("SAVEPOINT bursar_tx");
+      const opens_group = !this.db.inTransaction;
+      if (opens_group) {
+        if (this.group.length !== 0) throw new Error("a group has members but no open transaction");
+        await this.openGroup();
+      } else {
+        this.db.exec("SAVEPOINT bursar_tx");
+      }
       try {
         result = await work(this.tx);
       } catch (error) {
-        this.undoSavepoint(error);
+        if (opens_group) this.undoGroup();
+        else this.undoSavepoint(error);
         throw error;
       }
-      this.db.exec("RELEASE bursar_tx");
+      if (!opens_group) this.db.exec("RELEASE bursar_tx");
       const async_commit = options.async_commit ?? false;
       durable = new Promise<void>((resolve, reject) => this.group.push({ resolve, reject, async_commit }));
     } finally {
@@ -194,6 +206,11 @@ export class SqliteDriver implements SqlDriver {
   private async openGroup(): Promise<void> {
     await this.begin("IMMEDIATE");
     this.group_opened_at = performance.now();
+  }
+
+  /** The group holds only the failed transaction's writes: all of it rolls back (unless SQLite did already). */
+  private undoGroup(): void {
+    if (this.db.inTransaction) this.db.exec("ROLLBACK");
   }
 
   private undoSavepoint(error: unknown): void {

@@ -19,6 +19,20 @@ export async function agentBlockId(tx: SqlTx, agent_id: string, now_ms: number):
   return row?.block_id;
 }
 
+/**
+ * agentBlockId then lockBlock, in one statement. On PostgreSQL the row is chosen before its lock
+ * is taken, as with the two statements, and the row returned is its version after the lock
+ * (agent_id, the only filter, never changes).
+ */
+export function lockAgentBlock(tx: SqlTx, agent_id: string, now_ms: number): Promise<BlockRow | undefined> {
+  return tx.get<BlockRow>(
+    `SELECT * FROM blocks WHERE agent_id = ?
+     ORDER BY CASE WHEN revoked_at_ms IS NULL AND expires_at_ms > ? THEN 0 ELSE 1 END, created_at_ms DESC, block_id DESC
+     LIMIT 1 ${tx.forUpdate}`,
+    [agent_id, now_ms],
+  );
+}
+
 export interface BlockDelta {
   spent?: number;
   held?: number;

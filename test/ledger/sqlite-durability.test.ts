@@ -114,6 +114,25 @@ describe("SQLite WAL durability", () => {
     await driver.close();
   });
 
+  it("rolls back only a failed transaction's writes, whether it opened the group or joined it", async () => {
+    const { held, driver } = await heldDriver();
+    const insertThen = (v: number, fail: boolean) =>
+      driver.transaction(async (tx) => {
+        await tx.run("INSERT INTO t (v) VALUES (?)", [v]);
+        if (fail) throw new Error(`work ${v} failed`);
+      });
+    // Issued together: the first opens a group, the others queue behind it and join it.
+    const opener_fails = [insertThen(1, true), insertThen(2, false), insertThen(3, true), insertThen(4, false)];
+    await expect(opener_fails[0]).rejects.toThrow("work 1 failed");
+    await expect(opener_fails[2]).rejects.toThrow("work 3 failed");
+    held.release();
+    await Promise.all([opener_fails[1], opener_fails[3]]);
+    expect(held.asked).toBe(1);
+    const rows = await driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t ORDER BY v"));
+    expect(rows).toEqual([{ v: 2 }, { v: 4 }]);
+    await driver.close();
+  });
+
   it("fails the callers of a failed flush and refuses all later work", async () => {
     const { held, driver } = await heldDriver();
     const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
