@@ -4,7 +4,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
-import { PostgresDriver, pg_transaction_attempts_max, toPositional } from "../../src/ledger/postgres.js";
+import { PostgresDriver, pg_transaction_attempts_max, pg_write_transactions_max, toPositional } from "../../src/ledger/postgres.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
 
 const pg_server = postgresServerUrl();
@@ -133,6 +133,29 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     } finally {
       await nowhere.close();
     }
+  });
+
+  it("runs at most pg_write_transactions_max write transactions at once; the others wait their turn, reads do not", async () => {
+    let open = 0;
+    let most = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const writes = Array.from({ length: pg_write_transactions_max + 3 }, (_, i) =>
+      driver.transaction(async (tx) => {
+        most = Math.max(most, ++open);
+        await gate;
+        await tx.run("INSERT INTO settings (name, value) VALUES (?, 'x')", [`permit_${i}`]);
+        open--;
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(open).toBe(pg_write_transactions_max);
+    // A read is not held back by the writes in flight or waiting.
+    expect(await driver.read((tx) => tx.get<{ one: number }>("SELECT 1 AS one"))).toEqual({ one: 1 });
+    release();
+    await Promise.all(writes);
+    expect(most).toBe(pg_write_transactions_max);
+    expect(await driver.read((tx) => tx.all("SELECT name FROM settings WHERE name LIKE 'permit_%'"))).toHaveLength(pg_write_transactions_max + 3);
   });
 
   it("reads the database's clock to within a few milliseconds", async () => {
