@@ -1,6 +1,6 @@
 // Identifiers and tokens. Ids are injectable so the eval harness gets deterministic reports.
 
-import { hash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 
 export type IdSource = (prefix: string) => string;
 
@@ -46,8 +46,5 @@ export function newToken(prefix: string): string {
   return `${prefix}_${randomBytes(32).toString("base64url")}`;
 }
 
-/** One-shot crypto.hash: the bytes createHash gives (strings as UTF-8), without a Hash object per
- *  call. Runs for every agent token and idempotency key on the gate's path. */
-export function sha256Hex(value: string | Uint8Array): string {
-  return hash("sha256", value, "hex");
-}
+/** Hex SHA-256 of tokens and keys: the evidence log's one-shot helper. */
+export { sha256Hex } from "./evidence/canonical.js";

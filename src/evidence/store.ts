@@ -3,6 +3,7 @@
 
 import type { Clock } from "../clock.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
+import { Permits } from "../ledger/permits.js";
 import { buildEntry, EvidenceInputError, type AppendInput, type Entry } from "./entry.js";
 import { SigningKeyError, type LogSigner } from "./keys.js";
 import { MerkleTree, verifyConsistency } from "./merkle.js";
@@ -101,22 +102,6 @@ interface CheckpointRow {
   created_at: string;
 }
 
-/** Serializes async sections within this process. */
-class Mutex {
-  private tail: Promise<void> = Promise.resolve();
-  async run<T>(work: () => Promise<T>): Promise<T> {
-    const previous = this.tail;
-    let release!: () => void;
-    this.tail = new Promise<void>((resolve) => (release = resolve));
-    await previous;
-    try {
-      return await work();
-    } finally {
-      release();
-    }
-  }
-}
-
 /** Postgres returns BIGINT as a string; both dialects end up as a checked JavaScript integer. */
 function toIndex(value: number | string | bigint): number {
   const number = Number(value);
@@ -200,8 +185,8 @@ export class EvidenceLog {
   private readonly version: string;
   /** Holds committed leaves only: it is filled from the table, never from an open transaction. */
   private readonly tree = new MerkleTree();
-  private readonly treeLock = new Mutex();
-  private readonly checkpointLock = new Mutex();
+  private readonly treeLock = new Permits();
+  private readonly checkpointLock = new Permits();
   private checkpointing = false;
 
   private constructor(

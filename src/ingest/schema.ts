@@ -4,6 +4,7 @@
 
 import { z } from "zod";
 import { isRfc3339 } from "../evidence/entry.js";
+import { isPlainObject } from "../policy/index.js";
 
 export const decision_schema_ids = ["bursar.gateway-decision/1", "interlok.gateway-decision/1"] as const;
 export const decisions = ["allow", "deny", "approve", "hold", "error", "other"] as const;
@@ -68,11 +69,6 @@ const principal_keys = new Set(Object.keys(principal.shape));
 const policy_keys = new Set(Object.keys(policy.shape));
 const lower_hex_sha256 = /^[0-9a-f]{64}$/;
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== "object") return false;
-  const prototype = Object.getPrototypeOf(value) as unknown;
-  return prototype === Object.prototype || prototype === null;
-}
 const isText = (value: unknown, max: number): boolean => typeof value === "string" && value.length >= 1 && value.length <= max;
 const isOptionalText = (value: unknown): boolean => value === undefined || isText(value, text_chars_max);
 const hasOnlyKeys = (value: Record<string, unknown>, allowed: ReadonlySet<string>): boolean => Object.keys(value).every((key) => allowed.has(key));

@@ -48,20 +48,17 @@ interface Locked {
   block: BlockRow;
 }
 
+/** Locks the reservation's block, then reads the reservation under that lock (under READ
+ *  COMMITTED a read taken before the lock may predate another writer). */
 async function loadLocked(tx: SqlTx, call: CallRef): Promise<Locked> {
-  const { reservation_id, block_id } = call;
-  if (block_id !== undefined) {
-    const block = await lockBlock(tx, block_id);
-    const reservation = await getReservation(tx, reservation_id);
-    if (!block || !reservation) throw new Error(`reservation ${reservation_id} or its block ${block_id} not found`);
-    if (reservation.block_id !== block_id) throw new Error(`reservation ${reservation_id} is not on block ${block_id}`);
-    return { reservation, block };
-  }
-  const found = await getReservation(tx, reservation_id);
-  if (!found) throw new Error(`reservation ${reservation_id} not found`);
-  const block = (await lockBlock(tx, found.block_id)) as BlockRow;
-  // Read again under the block lock: under READ COMMITTED the first read may predate another writer.
-  return { reservation: (await getReservation(tx, reservation_id)) as ReservationRow, block };
+  const { reservation_id } = call;
+  const block_id = call.block_id ?? (await getReservation(tx, reservation_id))?.block_id;
+  if (block_id === undefined) throw new Error(`reservation ${reservation_id} not found`);
+  const block = await lockBlock(tx, block_id);
+  const reservation = await getReservation(tx, reservation_id);
+  if (!block || !reservation) throw new Error(`reservation ${reservation_id} or its block ${block_id} not found`);
+  if (reservation.block_id !== block_id) throw new Error(`reservation ${reservation_id} is not on block ${block_id}`);
+  return { reservation, block };
 }
 
 async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unknown>, keep: boolean): Promise<void> {

@@ -5,6 +5,7 @@
 import pg from "pg";
 import type { Clock } from "../clock.js";
 import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue } from "./driver.js";
+import { Permits } from "./permits.js";
 
 export const pg_pool_connections_max = 10;
 /**
@@ -37,26 +38,6 @@ export interface PostgresOptions {
   url: string;
   pool_connections_max?: number;
   write_transactions_max?: number;
-}
-
-/** A counting semaphore: `take` resolves with a release function once a permit is free (FIFO). */
-class Permits {
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(private free: number) {}
-
-  async take(): Promise<() => void> {
-    if (this.free > 0) this.free--;
-    else await new Promise<void>((resolve) => this.waiting.push(resolve));
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.free++;
-    };
-  }
 }
 
 /** Thrown when the connection broke while COMMIT was in flight: the transaction may or may not
@@ -251,13 +232,8 @@ export class PostgresDriver implements SqlDriver {
   }
 
   /** A write transaction, after a write permit (held through retries and their backoff). */
-  async transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
-    const release = await this.writers.take();
-    try {
-      return await this.withRetry("BEGIN ISOLATION LEVEL READ COMMITTED", work, false);
-    } finally {
-      release();
-    }
+  transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    return this.writers.run(() => this.withRetry("BEGIN ISOLATION LEVEL READ COMMITTED", work, false));
   }
 
   /** One consistent snapshot for reads that span several statements (the inbox, pages of entries). */

@@ -4,6 +4,7 @@
 
 import Database from "better-sqlite3";
 import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue, TransactionOptions } from "./driver.js";
+import { Permits } from "./permits.js";
 import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
 
 export type { WalFlush } from "./sqlite-wal.js";
@@ -18,24 +19,6 @@ export interface SqliteOptions {
   readonly?: boolean;
   /** Replaces the WAL flush (tests use it to hold a flush open or make it fail). */
   flush?: WalFlush;
-}
-
-/** Serializes async transactions on one connection: SQLite has one writer, and an open
- *  transaction on a shared connection must not see another request's statements. */
-class Mutex {
-  private tail: Promise<void> = Promise.resolve();
-  /** Callers waiting for the lock (the holder excluded): a group commit waits for them. */
-  waiting = 0;
-  async lock(): Promise<() => void> {
-    let release!: () => void;
-    const next = new Promise<void>((resolve) => (release = resolve));
-    const previous = this.tail;
-    this.tail = previous.then(() => next);
-    this.waiting++;
-    await previous;
-    this.waiting--;
-    return release;
-  }
 }
 
 /** Group commit: transactions that queue up behind one another share one COMMIT (one fsync),
@@ -58,7 +41,9 @@ function sleep(ms: number): Promise<void> {
 export class SqliteDriver implements SqlDriver {
   readonly dialect = "sqlite" as const;
   readonly db: Database.Database;
-  private readonly mutex = new Mutex();
+  /** Serializes async transactions on one connection: SQLite has one writer, and an open
+   *  transaction on a shared connection must not see another request's statements. */
+  private readonly mutex = new Permits();
   private readonly statements = new Map<string, Database.Statement>();
   private readonly tx: SqlTx;
   private readonly wal: WalSync;
@@ -135,7 +120,7 @@ export class SqliteDriver implements SqlDriver {
    */
   async transaction<T>(work: (tx: SqlTx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     this.assertHealthy();
-    const release = await this.mutex.lock();
+    const release = await this.mutex.take();
     let durable: Promise<void> | undefined;
     let result!: T;
     try {
@@ -168,7 +153,7 @@ export class SqliteDriver implements SqlDriver {
    *  group-committing database does) or in its own deferred transaction. */
   async read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
     this.assertHealthy();
-    const release = await this.mutex.lock();
+    const release = await this.mutex.take();
     // What this read sees is reported only once it is durable: the commits so far, and the open
     // group's too when the read runs inside it (the group commits when the read leaves, or later).
     let seen = this.wal.last;
@@ -265,7 +250,7 @@ export class SqliteDriver implements SqlDriver {
   }
 
   async migrate(migrations: readonly Migration[]): Promise<number[]> {
-    const release = await this.mutex.lock();
+    const release = await this.mutex.take();
     try {
       this.db.exec(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
@@ -301,7 +286,7 @@ export class SqliteDriver implements SqlDriver {
   }
 
   async close(): Promise<void> {
-    const release = await this.mutex.lock();
+    const release = await this.mutex.take();
     try {
       // A group left open (its last member queued behind this close) is committed and flushed first.
       if (this.db.open && this.db.inTransaction) this.commitGroup();

@@ -140,18 +140,21 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     let most = 0;
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
+    let full!: () => void;
+    const filled = new Promise<void>((resolve) => (full = resolve));
     const writes = Array.from({ length: pg_write_transactions_max + 3 }, (_, i) =>
       driver.transaction(async (tx) => {
         most = Math.max(most, ++open);
+        if (open === pg_write_transactions_max) full();
         await gate;
         await tx.run("INSERT INTO settings (name, value) VALUES (?, 'x')", [`permit_${i}`]);
         open--;
       }),
     );
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(open).toBe(pg_write_transactions_max);
-    // A read is not held back by the writes in flight or waiting.
+    await filled;
+    // A read is not held back by the writes in flight or waiting; meanwhile no third write starts.
     expect(await driver.read((tx) => tx.get<{ one: number }>("SELECT 1 AS one"))).toEqual({ one: 1 });
+    expect(open).toBe(pg_write_transactions_max);
     release();
     await Promise.all(writes);
     expect(most).toBe(pg_write_transactions_max);
