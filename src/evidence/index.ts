@@ -62,6 +62,7 @@ export {
   type InclusionProofDocument,
 } from "./proof.js";
 export {
+  jsonListBytes,
   records_per_delivery_max,
   signDeliveryReceipt,
   signReceiptFields,

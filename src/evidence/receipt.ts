@@ -2,7 +2,7 @@
 // {seq, leaf_hash, kind, at}, and one per ingest delivery listing every record.
 
 import { sign, verify } from "node:crypto";
-import { canonicalJson, canonicalNumber, canonicalString, isHexSha256 } from "./canonical.js";
+import { canonicalJson, isHexSha256 } from "./canonical.js";
 import type { ProofCheck } from "./merkle.js";
 import { keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
 
@@ -83,6 +83,7 @@ function isPlainDeliveryRecord(record: unknown): record is DeliveryRecord {
     typeof r.occurred_at === "string" &&
     typeof r.received_at === "string" &&
     typeof r.seq === "number" &&
+    Number.isFinite(r.seq) &&
     typeof r.sha256 === "string"
   );
 }
@@ -95,24 +96,43 @@ function isPlainRecordList(records: unknown): records is DeliveryRecord[] {
 
 /**
  * The signed bytes: the context, then canonical JSON of {source, received_at, records}. A
- * receipt as signing makes it is written out field by field (keys in RFC 8785 order; 500
- * records are listed per delivery); anything else, such as a receipt read from untrusted JSON,
- * goes through canonicalJson. A property test holds the two side by side.
+ * receipt as signing makes it (500 records are listed per delivery) is written by
+ * JSON.stringify with its keys in RFC 8785 order, which for such fields is RFC 8785 except
+ * for a lone surrogate: JSON.stringify escapes one as `\udXXX`, where RFC 8785 refuses it.
+ * Any `\ud` in the text (also the text of an escaped backslash before "ud") therefore sends
+ * the fields down canonicalJson, as does anything else, such as a receipt read from untrusted
+ * JSON. A property test holds the two side by side.
  */
 export function deliveryMessage(fields: DeliveryReceiptFields): Buffer {
   const { source, received_at, records } = fields;
-  let text: string;
   if (typeof source === "string" && typeof received_at === "string" && isPlainRecordList(records)) {
-    const listed = records.map(
-      (r) =>
-        `{"event_id":${canonicalString(r.event_id)},"leaf_hash":${canonicalString(r.leaf_hash)},"occurred_at":${canonicalString(r.occurred_at)},` +
-        `"received_at":${canonicalString(r.received_at)},"seq":${canonicalNumber(r.seq)},"sha256":${canonicalString(r.sha256)}}`,
+    const head = `${delivery_receipt_context}{"received_at":${JSON.stringify(received_at)},"records":[`;
+    const tail = `],"source":${JSON.stringify(source)}}`;
+    const listed = records.map((r) =>
+      JSON.stringify({ event_id: r.event_id, leaf_hash: r.leaf_hash, occurred_at: r.occurred_at, received_at: r.received_at, seq: r.seq, sha256: r.sha256 }),
     );
-    text = `{"received_at":${canonicalString(received_at)},"records":[${listed.join(",")}],"source":${canonicalString(source)}}`;
-  } else {
-    text = canonicalJson({ source, received_at, records });
+    const lone_surrogate = (text: string) => text.includes("\\ud");
+    if (!lone_surrogate(head) && !lone_surrogate(tail) && !listed.some(lone_surrogate)) return jsonListBytes(head, listed, tail);
   }
-  return Buffer.from(delivery_receipt_context + text, "utf8");
+  return Buffer.from(delivery_receipt_context + canonicalJson({ source, received_at, records }), "utf8");
+}
+
+/**
+ * The UTF-8 bytes of `head`, the `items` joined by commas, and `tail`, written into one buffer
+ * piece by piece. Joining them first would make one string of a whole receipt (~130 KB), and a
+ * string above 128 KiB goes to V8's large-object space, which costs more than all the writing.
+ */
+export function jsonListBytes(head: string, items: readonly string[], tail: string): Buffer {
+  let length = Buffer.byteLength(head, "utf8") + Buffer.byteLength(tail, "utf8") + Math.max(0, items.length - 1);
+  for (const item of items) length += Buffer.byteLength(item, "utf8");
+  const bytes = Buffer.allocUnsafe(length);
+  let at = bytes.write(head, 0, "utf8");
+  items.forEach((item, i) => {
+    if (i > 0) bytes[at++] = 0x2c; // ","
+    at += bytes.write(item, at, "utf8");
+  });
+  bytes.write(tail, at, "utf8");
+  return bytes;
 }
 
 /** One signature for the whole delivery, so ingesting 500 records costs one Ed25519 signing. */

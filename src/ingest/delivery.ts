@@ -94,8 +94,8 @@ function countLines(bytes: Buffer): number {
   return count;
 }
 
-function splitNdjson(bytes: Buffer): SplitDelivery {
-  const records = ndjsonLines(bytes).map((line, index) => {
+function splitNdjson(lines: readonly Buffer[]): SplitDelivery {
+  const records = lines.map((line, index) => {
     const parsed = parseJson(line.toString("utf8"));
     const sha256 = sha256Hex(line);
     return "error" in parsed ? { index, value: undefined, sha256, syntax_error: parsed.error } : { index, value: parsed.value, sha256 };
@@ -103,16 +103,35 @@ function splitNdjson(bytes: Buffer): SplitDelivery {
   return { form: "ndjson", records };
 }
 
-/** Splits a raw delivery; 400 when it holds nothing or an array is not JSON, 413 above 500 records. */
+/** The whole body as one record when it is one JSON object, such as a pretty-printed one. */
+function wholeObject(body: Buffer): SplitDelivery | undefined {
+  const whole = parseJson(body.toString("utf8"));
+  if ("error" in whole || whole.value === null || typeof whole.value !== "object" || Array.isArray(whole.value)) return undefined;
+  return { form: "object", records: [{ index: 0, value: whole.value, sha256: sha256Hex(body) }] };
+}
+
+/**
+ * Splits a raw delivery; 400 when it holds nothing or an array is not JSON, 413 above 500 records.
+ * A body that is one JSON object is one record, even across lines; any other body is NDJSON. A
+ * body of several lines that each parse is NDJSON without parsing it whole: it cannot also be
+ * one object, since its first line is then a complete value with more text after it.
+ */
 export function splitDelivery(raw: Buffer): SplitDelivery {
   if (raw.length > delivery_bytes_max) throw new HttpError(413, "body_too_large", `a delivery is at most ${delivery_bytes_max} bytes`);
   const [start, end] = trimmedBounds(raw);
   if (start === end) throw new HttpError(400, "empty_delivery", "the delivery holds no record");
   const body = raw.subarray(start, end);
   if (body[0] === 0x5b /* [ */) return splitArray(body.toString("utf8"));
-  const whole = parseJson(body.toString("utf8"));
-  if (!("error" in whole) && whole.value !== null && typeof whole.value === "object" && !Array.isArray(whole.value)) {
-    return { form: "object", records: [{ index: 0, value: whole.value, sha256: sha256Hex(body) }] };
+  if (!body.includes(0x0a)) return wholeObject(body) ?? splitNdjson(ndjsonLines(raw));
+  let lines: Buffer[];
+  try {
+    lines = ndjsonLines(raw);
+  } catch (too_many) {
+    const object = wholeObject(body);
+    if (object) return object;
+    throw too_many;
   }
-  return splitNdjson(raw);
+  const split = splitNdjson(lines);
+  if (split.records.every((record) => record.syntax_error === undefined)) return split;
+  return wholeObject(body) ?? split;
 }

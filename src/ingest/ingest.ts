@@ -3,7 +3,7 @@
 // sign one receipt listing every record, and remember it for retries.
 
 import type { Clock } from "../clock.js";
-import { readTreeSize, type AppendInput, type AppendResult, type DeliveryReceipt, type DeliveryRecord, type EvidenceLog } from "../evidence/index.js";
+import { jsonListBytes, readTreeSize, type AppendInput, type AppendResult, type DeliveryReceipt, type DeliveryRecord, type EvidenceLog } from "../evidence/index.js";
 import { HttpError } from "../errors.js";
 import { randomIds, type IdSource } from "../ids.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
@@ -81,14 +81,39 @@ function receiptRecord(record: ValidRecord, result: AppendResult): DeliveryRecor
   };
 }
 
+/**
+ * A delivery's receipt as stored for retries. When every listed record was written by the
+ * delivery itself (nothing repeated, nothing received earlier), the listing is exactly the
+ * delivery's ingest_records rows in seq order, so only the fields around it are stored and the
+ * listing is rebuilt from those rows; otherwise the whole receipt is stored.
+ */
+type StoredReceipt = DeliveryReceipt | Omit<DeliveryReceipt, "records">;
+
+function storedReceipt(receipt: DeliveryReceipt, listed_by_delivery: boolean): string {
+  if (!listed_by_delivery) return JSON.stringify(receipt);
+  return JSON.stringify({ source: receipt.source, received_at: receipt.received_at, key_id: receipt.key_id, signature: receipt.signature });
+}
+
 /** A retry of exactly one earlier delivery gets that delivery's receipt back, byte for byte. */
 async function firstReceipt(tx: SqlTx, records: readonly ValidRecord[], stored: Map<string, StoredRecord>): Promise<DeliveryReceipt | undefined> {
   const deliveries = new Set(records.map((record) => stored.get(record.value.event_id)!.delivery_id));
   if (deliveries.size !== 1) return undefined;
-  const row = await tx.get<{ receipt_json: string }>("SELECT receipt_json FROM ingest_deliveries WHERE delivery_id = ?", [[...deliveries][0]!]);
-  const receipt = row ? (JSON.parse(row.receipt_json) as DeliveryReceipt) : undefined;
-  const same = receipt && receipt.records.length === records.length && receipt.records.every((listed, i) => listed.event_id === records[i]!.value.event_id);
-  return same ? receipt : undefined;
+  const row = await tx.get<{ receipt_json: string; records: number | string }>("SELECT receipt_json, records FROM ingest_deliveries WHERE delivery_id = ?", [
+    [...deliveries][0]!,
+  ]);
+  if (!row) return undefined;
+  const receipt = JSON.parse(row.receipt_json) as StoredReceipt;
+  if ("records" in receipt) {
+    const same = receipt.records.length === records.length && receipt.records.every((listed, i) => listed.event_id === records[i]!.value.event_id);
+    return same ? receipt : undefined;
+  }
+  // The delivery's own rows, all of them (as many as it listed) and in seq order, are its listing.
+  const rows = records.map((record) => stored.get(record.value.event_id)!);
+  const same = Number(row.records) === rows.length && rows.every((listed, i) => i === 0 || listed.seq > rows[i - 1]!.seq);
+  if (!same) return undefined;
+  const { source, received_at, key_id, signature } = receipt;
+  const listed = rows.map(({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }) => ({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }));
+  return { source, received_at, records: listed, key_id, signature };
 }
 
 async function insertRecords(tx: SqlTx, source_id: string, delivery_id: string, listed: readonly DeliveryRecord[]): Promise<void> {
@@ -130,9 +155,24 @@ export async function ingestDelivery(deps: IngestDependencies, source_id: string
       source_id,
       receipt.received_at,
       records.length,
-      JSON.stringify(receipt),
+      storedReceipt(receipt, fresh.length === records.length),
     ]);
     await insertRecords(tx, source_id, delivery_id, fresh.map((record) => listedBy.get(record.value.event_id)!));
     return { ...answer, delivery_id, receipt };
   });
+}
+
+/**
+ * The answer's JSON, as JSON.stringify writes it, in bytes: the receipt's records are written
+ * one by one into the buffer, so the ~130 KB text of a full delivery's answer is never one string.
+ */
+export function answerBytes(answer: IngestAnswer): Buffer {
+  const { receipt } = answer;
+  const head =
+    `{"source":${JSON.stringify(answer.source)},"records":${answer.records},"written":${answer.written},"duplicates":${answer.duplicates},` +
+    `"delivery_id":${JSON.stringify(answer.delivery_id)},"receipt":{"source":${JSON.stringify(receipt.source)},"received_at":${JSON.stringify(receipt.received_at)},"records":[`;
+  const listed = receipt.records.map((r) =>
+    JSON.stringify({ event_id: r.event_id, seq: r.seq, leaf_hash: r.leaf_hash, sha256: r.sha256, occurred_at: r.occurred_at, received_at: r.received_at }),
+  );
+  return jsonListBytes(head, listed, `],"key_id":${JSON.stringify(receipt.key_id)},"signature":${JSON.stringify(receipt.signature)}}}`);
 }

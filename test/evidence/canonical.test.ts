@@ -98,4 +98,28 @@ describe("deliveryMessage", () => {
       { numRuns: 1_000 },
     );
   });
+
+  it("agrees with canonicalJson where JSON.stringify and RFC 8785 part ways", () => {
+    const record = { event_id: "e", leaf_hash: "a".repeat(64), occurred_at: "t", received_at: "t", seq: 1, sha256: "b".repeat(64) };
+    const twins = [
+      { ...record, event_id: "lone \ud800 surrogate" }, // RFC 8785 refuses it; JSON.stringify escapes it
+      { ...record, event_id: "pair \ud83d\ude00" },
+      { ...record, event_id: "\\ud800 is text here" }, // the text JSON.stringify writes for a backslash before "ud"
+      { ...record, seq: -0 },
+      { ...record, seq: Number.NaN },
+      { ...record, seq: Number.POSITIVE_INFINITY },
+      { ...record, seq: 2 ** 60 },
+    ];
+    for (const twin of twins) {
+      const fields = { source: "src_1", received_at: "t", records: [twin] };
+      let expected: string;
+      try {
+        expected = delivery_receipt_context + canonicalJson(fields);
+      } catch (error) {
+        expect(() => deliveryMessage(fields)).toThrow((error as Error).constructor as ErrorConstructor);
+        continue;
+      }
+      expect(deliveryMessage(fields).toString("utf8")).toBe(expected);
+    }
+  });
 });

@@ -3,7 +3,7 @@
 // args bound by hash while the stored copy is scrubbed.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { canonicalJson, canonicalSha256Hex, sha256Hex } from "../../src/evidence/index.js";
+import { canonicalJson, canonicalSha256Hex, parseVerifierKey, sha256Hex, verifyDeliveryReceipt, type DeliveryReceipt } from "../../src/evidence/index.js";
 import { delivery_bytes_max, records_per_delivery_max } from "../../src/ingest/delivery.js";
 import { decisionsSource, deliver, harness, ndjson, record, type DecisionsSource, type Harness } from "./support.js";
 
@@ -135,6 +135,46 @@ describe("idempotency per (source, event_id)", () => {
     expect(again.body.duplicates).toBe(2);
     expect(again.body.receipt).toEqual(first.receipt);
     expect(await h.treeSize()).toBe(before);
+  });
+
+  it("returns the first receipt byte for byte, whether it listed only its own records or also repeats and earlier ones", async () => {
+    const verifier = parseVerifierKey(h.bursar.log.verifierKey);
+    const earlier = record("evt_bytes_earlier");
+    await stores(ndjson([earlier]), 1);
+    const own = ndjson([record("evt_bytes_1"), record("evt_bytes_2"), record("evt_bytes_3")]);
+    const repeated = ndjson([record("evt_bytes_4"), record("evt_bytes_5"), record("evt_bytes_4")]);
+    for (const body of [own, repeated]) {
+      const first = await deliver(h, source, body);
+      h.clock.advance(1_000); // a receipt signed anew would say so in received_at
+      const again = await deliver(h, source, body);
+      expect(again.body.written).toBe(0);
+      expect(JSON.stringify(again.body.receipt)).toBe(JSON.stringify(first.body.receipt));
+      expect(verifyDeliveryReceipt(again.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
+    }
+    // A delivery that also listed an earlier record is not one delivery's retry: a new listing, signed.
+    const mixed = ndjson([earlier, record("evt_bytes_6")]);
+    const first = await deliver(h, source, mixed);
+    const again = await deliver(h, source, mixed);
+    expect(again.body.receipt.records).toEqual(first.body.receipt.records);
+    expect(verifyDeliveryReceipt(again.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
+  });
+
+  it("signs a new listing for a retry that reorders or leaves out records of one delivery", async () => {
+    const verifier = parseVerifierKey(h.bursar.log.verifierKey);
+    const a = record("evt_regroup_a");
+    const b = record("evt_regroup_b");
+    const c = record("evt_regroup_c");
+    const first = await deliver(h, source, ndjson([a, b, c]));
+    for (const regrouped of [[b, a, c], [a, c], [a, a, b]]) {
+      const again = await deliver(h, source, ndjson(regrouped));
+      expect(again.body.written).toBe(0);
+      const listed = again.body.receipt.records as Array<{ event_id: string; seq: number }>;
+      expect(listed.map((r) => r.event_id)).toEqual(regrouped.map((r) => r.event_id));
+      const seqOf = new Map((first.body.receipt.records as Array<{ event_id: string; seq: number }>).map((r) => [r.event_id, r.seq]));
+      expect(listed.every((r) => seqOf.get(r.event_id) === r.seq)).toBe(true);
+      expect(again.body.receipt.signature).not.toBe(first.body.receipt.signature);
+      expect(verifyDeliveryReceipt(again.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
+    }
   });
 
   it("answers 409 event_id_conflict for the same event_id with different bytes, storing nothing", async () => {
