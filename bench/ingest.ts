@@ -12,7 +12,8 @@
 // depend on how the scheduler shared the cores between the two processes.
 
 import { fork } from "node:child_process";
-import { Agent, request } from "node:http";
+import { Agent, createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,7 +21,7 @@ import { join } from "node:path";
 import { OperatorTokens } from "../src/datadir.js";
 import { SqliteDriver } from "../src/ledger/sqlite.js";
 import { createBursar } from "../src/index.js";
-import { ingestDelivery } from "../src/ingest/ingest.js";
+import { answerBytes, ingestDelivery } from "../src/ingest/ingest.js";
 import { signatureHeader } from "../src/ingest/signature.js";
 import { buildServer } from "../src/server/app.js";
 import { evidenceSources } from "../src/server/routes/evidence-sources.js";
@@ -127,6 +128,28 @@ async function runSender(command: SendCommand, tag: string, onWarm: () => void):
   }).finally(() => exited);
 }
 
+/**
+ * The yardstick: a bare Node http server that reads each delivery and answers with the stored
+ * bytes of a real answer (same size, same receipt), doing nothing else. What the sender reaches
+ * against it is what this machine's HTTP exchange alone allows at one delivery in flight.
+ */
+async function bareServer(answer: Buffer): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = createServer((incoming, response) => {
+    incoming.on("data", () => undefined);
+    incoming.on("end", () => {
+      response.writeHead(200, { "content-type": "application/json; charset=utf-8", "content-length": answer.length });
+      response.end(answer);
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/ingest`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "bursar-bench-ingest-"));
   try {
@@ -147,7 +170,10 @@ async function main(): Promise<void> {
       };
       // The shared ingest code is warmed in-process first, so no path is measured colder than another.
       const local = (body: Buffer) => ingestDelivery({ driver: bursar.driver, log: bursar.log, clock: () => new Date() }, source.id, body);
-      for (let d = 0; d < warmup_deliveries; d++) await local(delivery(`lib_warmup_${d}`));
+      let stored_answer: Buffer = Buffer.alloc(0);
+      for (let d = 0; d < warmup_deliveries; d++) stored_answer = answerBytes(await local(delivery(`lib_warmup_${d}`)));
+      const bare = await bareServer(stored_answer);
+      const yardstick = await runSender({ ...command, url: bare.url, in_flight: 1 }, "bare", () => undefined).finally(() => bare.close());
       const one = await http(1, "http1");
       const two = await http(2, "http2");
 
@@ -171,6 +197,11 @@ async function main(): Promise<void> {
       line("HTTP webhook (signed, NDJSON), 1 delivery in flight ", one.rate, one.seconds, one.cpu_ms, one.sender_cpu_ms);
       line("HTTP webhook (signed, NDJSON), 2 deliveries in flight", two.rate, two.seconds, two.cpu_ms, two.sender_cpu_ms);
       line("in-process ingestDelivery(), 1 at a time            ", lib_rate, lib_seconds, lib_cpu_ms);
+      const bare_rate = (deliveries * records_per_delivery) / yardstick.seconds;
+      console.log(
+        `  yardstick, a bare Node http server answering stored receipt bytes, 1 in flight: ${rate(bare_rate)} records/s ` +
+          `(${((yardstick.seconds * 1000) / deliveries).toFixed(1)} ms per exchange, sender CPU ${yardstick.cpu_ms.toFixed(1)} ms); Bursar over HTTP reaches ${(one.rate / bare_rate).toFixed(2)} of it`,
+      );
       const met = one.rate >= goal_records_per_second;
       console.log(`  goal ${goal_records_per_second.toLocaleString("en")} records/s over HTTP, 1 delivery in flight: ${met ? "met" : "NOT met"} (ratio ${(one.rate / goal_records_per_second).toFixed(2)})`);
     } finally {
