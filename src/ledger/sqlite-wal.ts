@@ -119,12 +119,25 @@ export class WalSync {
 export const checkpoint_every_commits = 100;
 /** If the worker falls this far behind (or died), the writer checkpoints itself, blocking. */
 export const checkpoint_overdue_commits = 10_000;
+/**
+ * Past this many frames (16 MiB of 4 KiB pages) the WAL is started over: commits keep landing
+ * while the worker checkpoints, so it never finds every frame copied, and SQLite restarts the
+ * WAL only when it does. Once the worker has left at most wal_tail_frames_max frames, the writer
+ * copies those itself between transactions (a millisecond or two on its thread), the next write
+ * starts the WAL from its beginning, and the file is cut back to wal_size_limit_bytes.
+ */
+export const wal_restart_frames_default = 4_096;
+export const wal_tail_frames_max = 256;
+/** Checkpoint passes the worker makes per request while more than the tail is left. */
+const checkpoint_passes_max = 8;
+const wal_size_limit_bytes = 64 * 1024 * 1024;
 /** How long a closing worker may take to close its connection before it is terminated. */
 const checkpoint_worker_close_ms = 5_000;
 /** SQLite's own threshold, restored when the worker is gone. */
 const sqlite_autocheckpoint_pages = 1000;
 
-/** The worker: its own connection, a PASSIVE checkpoint per request (never blocks the writer). */
+/** The worker: its own connection, PASSIVE checkpoints (never blocking the writer), repeated
+ *  while more than the tail is left; it answers with the WAL's frames and how many are copied. */
 const checkpoint_worker_source = `
 const { parentPort, workerData } = require("node:worker_threads");
 const Database = require(workerData.module);
@@ -137,20 +150,34 @@ parentPort.on("message", (message) => {
     return;
   }
   try {
-    db.pragma("wal_checkpoint(PASSIVE)");
-    parentPort.postMessage({ ok: true });
+    let done = { log: 0, checkpointed: 0 };
+    for (let pass = 0; pass < workerData.passes_max; pass++) {
+      done = db.pragma("wal_checkpoint(PASSIVE)")[0];
+      if (done.log - done.checkpointed <= workerData.tail_frames_max) break;
+    }
+    parentPort.postMessage({ ok: true, log: done.log, checkpointed: done.checkpointed });
   } catch (error) {
     parentPort.postMessage({ ok: false, error: String(error && error.message || error) });
   }
 });
 `;
 
+interface CheckpointAnswer {
+  ok: boolean;
+  /** Frames in the WAL, and how many of them are in the database file. */
+  log?: number;
+  checkpointed?: number;
+  error?: string;
+}
+
 /**
  * Runs the WAL's checkpoints on a worker thread: the writer's connection stops checkpointing on
  * its own (wal_autocheckpoint = 0), and every checkpoint_every_commits commits the worker copies
  * committed frames into the database file and syncs it. The worker starts on first need, so a
- * short-lived database never starts one. Should it fail or lag far behind, the writer takes
- * checkpointing back, so the WAL never grows without bound.
+ * short-lived database never starts one. A WAL past wal_restart_frames is started over once the
+ * worker has caught up but for a short tail, which the writer copies (see copyTail). Should the
+ * worker fail or lag far behind, the writer takes checkpointing back. Either way the WAL never
+ * grows without bound.
  */
 export class Checkpointer {
   private worker: Worker | undefined;
@@ -158,26 +185,35 @@ export class Checkpointer {
   private commits = 0;
   private behind = 0;
   private failed = false;
+  /** Set when the worker has left only the tail of a long WAL: the writer copies it next. */
+  private tail_left = false;
+  /** Set while the WAL is past restart_frames: the worker checkpoints again after every commit. */
+  private restart_due = false;
   /** Why the writer checkpoints itself again, once it does. */
   taken_back: string | undefined;
+  /** Times the writer copied the tail so that the WAL could start over. */
+  restarts = 0;
 
   constructor(
     private readonly db: Database.Database,
     private readonly path: string,
     private readonly busy_timeout_ms: number,
+    private readonly restart_frames = wal_restart_frames_default,
   ) {
     db.pragma("wal_autocheckpoint = 0");
+    db.pragma(`journal_size_limit = ${wal_size_limit_bytes}`);
   }
 
   /** Called after every COMMIT of the writer's connection. */
   committed(): void {
     this.behind++;
     if (this.failed) return;
+    this.copyTail();
     if (this.behind >= checkpoint_overdue_commits) {
       this.takeBack("the checkpoint worker fell behind");
       return;
     }
-    if (++this.commits < checkpoint_every_commits || this.running) return;
+    if ((++this.commits < checkpoint_every_commits && !this.restart_due) || this.running) return;
     this.commits = 0;
     this.running = true;
     this.start().postMessage("checkpoint");
@@ -188,12 +224,27 @@ export class Checkpointer {
     const require = createRequire(import.meta.url);
     const worker = new Worker(checkpoint_worker_source, {
       eval: true,
-      workerData: { module: require.resolve("better-sqlite3"), path: this.path, busy_timeout_ms: this.busy_timeout_ms },
+      workerData: {
+        module: require.resolve("better-sqlite3"),
+        path: this.path,
+        busy_timeout_ms: this.busy_timeout_ms,
+        passes_max: checkpoint_passes_max,
+        tail_frames_max: wal_tail_frames_max,
+      },
     });
     worker.unref();
-    worker.on("message", (answer: { ok: boolean; error?: string }) => {
+    worker.on("message", (answer: CheckpointAnswer) => {
       this.running = false;
-      if (answer.ok) this.behind = 0;
+      if (!answer.ok) return;
+      this.behind = 0;
+      const log = answer.log ?? 0;
+      // A WAL four times the size is started over whatever the tail: writes outpaced the worker.
+      const tail = log - (answer.checkpointed ?? 0);
+      this.restart_due = log >= this.restart_frames;
+      if (this.restart_due && (tail <= wal_tail_frames_max || log >= 4 * this.restart_frames)) {
+        this.tail_left = true;
+        this.copyTail();
+      }
     });
     worker.on("error", () => this.takeBack("the checkpoint worker failed"));
     worker.on("exit", () => {
@@ -201,6 +252,23 @@ export class Checkpointer {
     });
     this.worker = worker;
     return worker;
+  }
+
+  /**
+   * The writer copies the frames the worker left, outside any transaction (the group's COMMIT
+   * calls committed() first thing), so every frame is in the database file when the next write
+   * begins, and SQLite starts the WAL over from its beginning.
+   */
+  private copyTail(): void {
+    if (!this.tail_left || this.running || !this.db.open || this.db.inTransaction) return;
+    this.tail_left = false;
+    this.restart_due = false;
+    try {
+      this.db.pragma("wal_checkpoint(PASSIVE)");
+      this.restarts++;
+    } catch {
+      // Nothing is lost: the frames stay in the WAL, and the next long WAL tries again.
+    }
   }
 
   /** The writer checkpoints again itself: now, and from here on at SQLite's usual threshold. */

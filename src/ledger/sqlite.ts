@@ -19,6 +19,8 @@ export interface SqliteOptions {
   readonly?: boolean;
   /** Replaces the WAL flush (tests use it to hold a flush open or make it fail). */
   flush?: WalFlush;
+  /** WAL frames past which the WAL is started over (see wal_restart_frames_default). */
+  wal_restart_frames?: number;
 }
 
 /** Group commit: transactions that queue up behind one another, or start in the same turn of the
@@ -61,7 +63,7 @@ export class SqliteDriver implements SqlDriver {
     const wal = file && String(this.db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
     this.db.pragma(`synchronous = ${wal ? "NORMAL" : "FULL"}`);
     this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush);
-    this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, sqlite_busy_timeout_ms) : undefined;
+    this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, sqlite_busy_timeout_ms, options.wal_restart_frames) : undefined;
     this.db.pragma("foreign_keys = ON");
     // Savepoint and statement journals stay in memory: with temp files, a group's savepoint
     // journal spilled into a fresh /var/tmp file (open, unlink, writes) every few transactions.

@@ -197,6 +197,27 @@ describe("SQLite checkpoints on a worker thread", () => {
     reopened.close();
   });
 
+  it("starts the WAL over under steady writes, so it stays bounded while commits land during every checkpoint", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bursar-wal-"));
+    dirs.push(dir);
+    const path = join(dir, "t.db");
+    const driver = new SqliteDriver({ path, wal_restart_frames: 200 });
+    await driver.migrate([{ version: 1, name: "t", sqlite: "CREATE TABLE t (v TEXT)", postgres: "" }]);
+    const row = "x".repeat(3_000); // about one WAL frame per commit beside the table's own
+    let wal_bytes_max = 0;
+    for (let i = 0; i < 4_000; i++) {
+      await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", [`${i}${row}`]));
+      if (i % 100 === 0) wal_bytes_max = Math.max(wal_bytes_max, statSync(`${path}-wal`).size);
+    }
+    // Without restarts the WAL would hold every frame of the run: over 8,000 frames, 32 MB.
+    expect(driver.checkpointer?.restarts).toBeGreaterThan(0);
+    expect(wal_bytes_max).toBeLessThan(8 * 1024 * 1024);
+    await driver.close();
+    const reopened = new Database(path, { readonly: true });
+    expect(reopened.prepare("SELECT COUNT(*) AS n FROM t").get()).toEqual({ n: 4_000 });
+    reopened.close();
+  });
+
   it("gives checkpointing back to the writer when the worker dies", async () => {
     const { driver } = await fileDriver();
     await insertMany(driver, checkpoint_every_commits);
