@@ -1,6 +1,6 @@
 // SQLite implementation of the storage port: better-sqlite3 in WAL mode, one connection per
-// process, BEGIN IMMEDIATE per group commit (the write transactions of one event-loop turn), and
-// the WAL's fsync run on libuv's thread pool so a commit never blocks the event loop.
+// process, BEGIN IMMEDIATE per write transaction, group commit, and the WAL's fsync run on
+// libuv's thread pool so a commit never blocks the event loop while the disk flushes.
 
 import Database from "better-sqlite3";
 import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue, TransactionOptions } from "./driver.js";
@@ -23,9 +23,8 @@ export interface SqliteOptions {
   wal_restart_frames?: number;
 }
 
-/** Group commit: transactions that queue up behind one another, or start in the same turn of the
- *  event loop, share one COMMIT (one fsync), but no more than this many, and no group stays open
- *  longer than this. */
+/** Group commit: transactions that queue up behind one another share one COMMIT (one fsync),
+ *  but no more than this many, and no group stays open longer than this. */
 export const group_commit_transactions_max = 64;
 export const group_commit_open_ms_max = 20;
 
@@ -119,8 +118,7 @@ export class SqliteDriver implements SqlDriver {
    * savepoint, or, for the transaction that opened the group (nothing else is in it yet, and the
    * lock keeps everyone out until `work` ends), the whole transaction, so it needs no savepoint.
    * The caller resolves only after the group's COMMIT, so a result is never reported before it
-   * is durable; transactions queued meanwhile, or started before the event loop's turn ends,
-   * share that one COMMIT and its fsync.
+   * is durable; transactions queued meanwhile share that one fsync.
    */
   async transaction<T>(work: (tx: SqlTx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     this.assertHealthy();
@@ -213,39 +211,12 @@ export class SqliteDriver implements SqlDriver {
     this.failGroup(error, false);
   }
 
-  /**
-   * Releases the lock. A full or old group commits now; otherwise the last one out leaves it open
-   * until the event loop's current turn has run. A transaction's work never yields to I/O, so
-   * without that wait no other request could join: concurrent calls arrive in the same turn, and
-   * each would pay its own BEGIN, COMMIT and WAL frames for the pages they all touch.
-   */
+  /** Releases the lock; the last one out (or a full or old group) commits the group. */
   private leave(release: () => void): void {
-    if (this.db.inTransaction) {
-      const full = this.group.length >= group_commit_transactions_max;
-      const old = performance.now() - this.group_opened_at >= group_commit_open_ms_max;
-      if (full || old) this.commitGroup();
-      else if (this.mutex.waiting === 0) this.commitAfterTurn();
-    }
+    const full = this.group.length >= group_commit_transactions_max;
+    const old = performance.now() - this.group_opened_at >= group_commit_open_ms_max;
+    if (this.db.inTransaction && (this.mutex.waiting === 0 || full || old)) this.commitGroup();
     release();
-  }
-
-  private commit_scheduled = false;
-
-  /** COMMITs made so far: one per group, however many transactions it held. */
-  get commits(): number {
-    return this.wal.last;
-  }
-
-  /** Commits the open group from setImmediate, under the lock like any transaction. */
-  private commitAfterTurn(): void {
-    if (this.commit_scheduled) return;
-    this.commit_scheduled = true;
-    setImmediate(() => {
-      this.commit_scheduled = false;
-      void this.mutex.run(async () => {
-        if (this.db.open && this.db.inTransaction) this.commitGroup();
-      });
-    });
   }
 
   /** COMMIT writes the group's WAL frames; its callers resolve once WalSync has flushed them. */
