@@ -127,7 +127,7 @@ export const checkpoint_overdue_commits = 10_000;
  * starts the WAL from its beginning, and the file is cut back to wal_size_limit_bytes.
  */
 export const wal_restart_frames_default = 4_096;
-export const wal_tail_frames_max = 256;
+const wal_tail_frames_max = 256;
 /** Checkpoint passes the worker makes per request while more than the tail is left. */
 const checkpoint_passes_max = 8;
 const wal_size_limit_bytes = 64 * 1024 * 1024;

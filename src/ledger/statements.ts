@@ -8,14 +8,16 @@ export function lockBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undef
   return tx.get<BlockRow>(`SELECT * FROM blocks WHERE block_id = ? ${tx.forUpdate}`, [block_id]);
 }
 
-/** The agent's active block if it has one, else its most recent block. */
-export async function agentBlockId(tx: SqlTx, agent_id: string, now_ms: number): Promise<string | undefined> {
-  const row = await tx.get<{ block_id: string }>(
-    `SELECT block_id FROM blocks WHERE agent_id = ?
+/** The agent's active block if it has one, else its most recent block: `columns` of it, `lock` after. */
+function agentBlockSql(columns: string, lock: string): string {
+  return `SELECT ${columns} FROM blocks WHERE agent_id = ?
      ORDER BY CASE WHEN revoked_at_ms IS NULL AND expires_at_ms > ? THEN 0 ELSE 1 END, created_at_ms DESC, block_id DESC
-     LIMIT 1`,
-    [agent_id, now_ms],
-  );
+     LIMIT 1 ${lock}`;
+}
+
+/** The id of the agent's active block if it has one, else of its most recent block. */
+export async function agentBlockId(tx: SqlTx, agent_id: string, now_ms: number): Promise<string | undefined> {
+  const row = await tx.get<{ block_id: string }>(agentBlockSql("block_id", ""), [agent_id, now_ms]);
   return row?.block_id;
 }
 
@@ -25,12 +27,7 @@ export async function agentBlockId(tx: SqlTx, agent_id: string, now_ms: number):
  * (agent_id, the only filter, never changes).
  */
 export function lockAgentBlock(tx: SqlTx, agent_id: string, now_ms: number): Promise<BlockRow | undefined> {
-  return tx.get<BlockRow>(
-    `SELECT * FROM blocks WHERE agent_id = ?
-     ORDER BY CASE WHEN revoked_at_ms IS NULL AND expires_at_ms > ? THEN 0 ELSE 1 END, created_at_ms DESC, block_id DESC
-     LIMIT 1 ${tx.forUpdate}`,
-    [agent_id, now_ms],
-  );
+  return tx.get<BlockRow>(agentBlockSql("*", tx.forUpdate), [agent_id, now_ms]);
 }
 
 export interface BlockDelta {

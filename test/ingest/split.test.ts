@@ -7,10 +7,13 @@ import { describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/evidence/index.js";
 import { records_per_delivery_max, splitDelivery, type SplitDelivery } from "../../src/ingest/delivery.js";
 
+/** Without JSON whitespace at either end. */
+const trimmed = (text: string) => text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+
 /** The rule as written: parse the whole trimmed body; one object is one record; otherwise NDJSON lines. */
 function byTheRule(raw: Buffer): SplitDelivery {
   const text = raw.toString("utf8");
-  const body = text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
+  const body = trimmed(text);
   try {
     const value = JSON.parse(body) as unknown;
     if (value !== null && typeof value === "object" && !Array.isArray(value)) {
@@ -21,7 +24,7 @@ function byTheRule(raw: Buffer): SplitDelivery {
   }
   const lines = text
     .split("\n")
-    .map((line) => line.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, ""))
+    .map(trimmed)
     .filter((line) => line !== "");
   const records = lines.map((line, index) => {
     const sha256 = sha256Hex(Buffer.from(line));

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { checkpoint_every_commits } from "../../src/ledger/sqlite-wal.js";
-import { SqliteDriver, type WalFlush } from "../../src/ledger/sqlite.js";
+import { SqliteDriver, type SqliteOptions, type WalFlush } from "../../src/ledger/sqlite.js";
 
 /** A flush the test releases (or fails) by hand, counting how often the driver asked for one. */
 function heldFlush() {
@@ -45,11 +45,11 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function fileDriver(flush?: WalFlush) {
+async function fileDriver(options: Omit<SqliteOptions, "path"> = {}) {
   const dir = mkdtempSync(join(tmpdir(), "bursar-wal-"));
   dirs.push(dir);
   const path = join(dir, "t.db");
-  const driver = new SqliteDriver(flush ? { path, flush } : { path });
+  const driver = new SqliteDriver({ path, ...options });
   await driver.migrate([{ version: 1, name: "t", sqlite: "CREATE TABLE t (v INTEGER)", postgres: "" }]);
   return { driver, path };
 }
@@ -57,7 +57,7 @@ async function fileDriver(flush?: WalFlush) {
 /** A file-backed driver whose WAL flushes the test releases by hand. */
 async function heldDriver() {
   const held = heldFlush();
-  return { held, ...(await fileDriver(held.flush)) };
+  return { held, ...(await fileDriver({ flush: held.flush })) };
 }
 
 describe("SQLite WAL durability", () => {
@@ -175,11 +175,7 @@ describe("SQLite checkpoints on a worker thread", () => {
   });
 
   it("starts the WAL over under steady writes, so it stays bounded while commits land during every checkpoint", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "bursar-wal-"));
-    dirs.push(dir);
-    const path = join(dir, "t.db");
-    const driver = new SqliteDriver({ path, wal_restart_frames: 200 });
-    await driver.migrate([{ version: 1, name: "t", sqlite: "CREATE TABLE t (v TEXT)", postgres: "" }]);
+    const { driver, path } = await fileDriver({ wal_restart_frames: 200 });
     const row = "x".repeat(3_000); // about one WAL frame per commit beside the table's own
     let wal_bytes_max = 0;
     for (let i = 0; i < 4_000; i++) {
