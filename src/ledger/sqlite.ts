@@ -151,31 +151,36 @@ export class SqliteDriver implements SqlDriver {
     return result;
   }
 
-  /** A read-only snapshot: inside the open group (seeing its pending writes, as a reader of a
-   *  group-committing database does) or in its own deferred transaction. */
+  /**
+   * A read-only snapshot: inside the open group (seeing its pending writes, as a reader of a
+   * group-committing database does) or in its own deferred transaction. A read inside the group
+   * joins it as a member: it is answered once the group's COMMIT is durable, and fails with the
+   * group, so it never reports writes that a failed COMMIT or a later member's error rolled back.
+   */
   async read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
     this.assertHealthy();
     const release = await this.mutex.take();
-    // What this read sees is reported only once it is durable: the commits so far, and the open
-    // group's too when the read runs inside it (the group commits when the read leaves, or later).
-    let seen = this.wal.last;
+    let durable: Promise<void>;
     let result: T;
     try {
       if (this.db.inTransaction) {
-        seen++;
         result = await work(this.tx);
+        durable = new Promise<void>((resolve, reject) => this.group.push({ resolve, reject, async_commit: false }));
       } else {
+        // What this read sees is reported only once it is durable: the commits made so far.
+        const seen = this.wal.last;
         await this.begin("DEFERRED");
         try {
           result = await work(this.tx);
         } finally {
           if (this.db.inTransaction) this.db.exec("COMMIT");
         }
+        durable = this.wal.durable(seen);
       }
     } finally {
       this.leave(release);
     }
-    await this.wal.durable(seen);
+    await durable;
     return result;
   }
 
@@ -213,26 +218,40 @@ export class SqliteDriver implements SqlDriver {
 
   /** Releases the lock; the last one out (or a full or old group) commits the group. */
   private leave(release: () => void): void {
-    const full = this.group.length >= group_commit_transactions_max;
-    const old = performance.now() - this.group_opened_at >= group_commit_open_ms_max;
-    if (this.db.inTransaction && (this.mutex.waiting === 0 || full || old)) this.commitGroup();
-    release();
+    try {
+      const full = this.group.length >= group_commit_transactions_max;
+      const old = performance.now() - this.group_opened_at >= group_commit_open_ms_max;
+      if (this.db.inTransaction && (this.mutex.waiting === 0 || full || old)) this.commitGroup();
+    } finally {
+      release();
+    }
   }
 
-  /** COMMIT writes the group's WAL frames; its callers resolve once WalSync has flushed them. */
+  /**
+   * COMMIT writes the group's WAL frames; its members resolve once WalSync has flushed them. It
+   * never throws: whatever fails, every member hears of it and the lock is released.
+   */
   private commitGroup(): void {
     const waiters = this.group;
     this.group = [];
     try {
       this.db.exec("COMMIT");
     } catch (error) {
-      if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      try {
+        if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      } catch {
+        // The failed COMMIT already poisons the driver; a failed ROLLBACK adds nothing to report.
+      }
       this.group = waiters;
       this.failGroup(error, true);
       return;
     }
     const commit = this.wal.commit();
-    this.checkpointer?.committed();
+    try {
+      this.checkpointer?.committed();
+    } catch {
+      // Housekeeping only: the commit stands, and the WAL is checkpointed again on a later commit.
+    }
     const flushed = waiters.filter((waiter) => !waiter.async_commit);
     for (const waiter of waiters) if (waiter.async_commit) waiter.resolve();
     // Flushed at once even when nobody waits, so an async commit stays undurable only briefly.

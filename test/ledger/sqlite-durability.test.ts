@@ -1,7 +1,7 @@
 // The SQLite driver's durability contract with the WAL flushed off the event loop: a write is
 // reported only after the flush that covers its COMMIT (an async_commit one at COMMIT, flushed
 // right after), one flush serves every commit before it, a read waits for what it saw, and a
-// failed flush stops the driver.
+// failed flush stops the driver; a read that ran inside a group fails with the group.
 
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
@@ -131,6 +131,40 @@ describe("SQLite WAL durability", () => {
     const rows = await driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t ORDER BY v"));
     expect(rows).toEqual([{ v: 2 }, { v: 4 }]);
     await driver.close();
+  });
+
+  it("fails a read that joined a group whose COMMIT failed, instead of leaving it waiting", async () => {
+    const { driver } = await fileDriver();
+    await driver.transaction(async (tx) => {
+      await tx.run("CREATE TABLE parent (id INTEGER PRIMARY KEY)");
+      await tx.run("CREATE TABLE child (parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)");
+    });
+    // The orphan passes its INSERT (the key is checked at COMMIT); the read queued behind it runs
+    // inside the still-open group and sees the orphan; then the group's COMMIT fails.
+    const orphan = driver.transaction((tx) => tx.run("INSERT INTO child (parent_id) VALUES (99)"));
+    const read = driver.read((tx) => tx.all<{ parent_id: number }>("SELECT parent_id FROM child"));
+    await expect(orphan).rejects.toThrow(/FOREIGN KEY/);
+    await expect(read).rejects.toThrow(/FOREIGN KEY/);
+    await driver.close();
+  });
+
+  it("fails a read that joined a group a later member's error rolled back, so it reports no lost row", async () => {
+    const { driver, path } = await fileDriver();
+    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (0)"));
+    const pages = Number(driver.db.pragma("page_count", { simple: true }));
+    driver.db.pragma(`max_page_count = ${pages + 2}`);
+    // Issued together: the small write opens a group, the read and the oversized write join it;
+    // SQLITE_FULL on the last rolls the whole group back, the small write's row with it.
+    const small = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
+    const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t ORDER BY v"));
+    const big = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", ["x".repeat(128 * 1024)]));
+    await expect(big).rejects.toThrow(/full/i);
+    await expect(small).rejects.toThrow(/full/i);
+    await expect(read).rejects.toThrow(/full/i);
+    await driver.close();
+    const other = new Database(path, { readonly: true });
+    expect(other.prepare("SELECT v FROM t ORDER BY v").all()).toEqual([{ v: 0 }]);
+    other.close();
   });
 
   it("fails the callers of a failed flush and refuses all later work", async () => {
