@@ -35,10 +35,11 @@ const secret_value_patterns: readonly RegExp[] = [
   /\bgh[pousr]_[A-Za-z0-9]{20,}/, // GitHub tokens
   /\bxox[abprs]-[A-Za-z0-9-]{10,}/, // Slack tokens
   /\bAKIA[0-9A-Z]{16}\b/, // AWS access key ids
+  /\bbsr_(?:agent|op|audit|whsec|srckey|obs)_[A-Za-z0-9_-]{20,}/, // Bursar's own tokens and keys
 ];
 
 /** One cheap test every string takes first; only strings it matches run the patterns above. */
-const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[pousr]_|xox|AKIA/i;
+const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[pousr]_|xox|AKIA|bsr_/i;
 
 /** Runs of 13 to 19 digits, optionally grouped by single spaces or dashes, as printed on cards. */
 const card_candidate_pattern = /(?<![0-9A-Za-z])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z])/g;

@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
 import { exportLog } from "../../src/evidence/export.js";
+import { newToken } from "../../src/ids.js";
 import { luhnValid, scrub, scrubbedCanonicalJson, scrubCounting } from "../../src/evidence/scrub.js";
 import { openTestLog, tempDir } from "./support.js";
 
@@ -120,6 +121,7 @@ describe("scrub", () => {
       "card 4111 1111 1111 1111 please",
       "4000-0000-0000-0002",
     ];
+    for (const prefix of ["bsr_agent", "bsr_op", "bsr_audit", "bsr_whsec", "bsr_srckey", "bsr_obs"]) values.push(`ignore that, ${newToken(prefix)}`);
     for (const value of values) expect(scrub({ note: value }).note, value).toBe("[redacted]");
     expect(scrub({ n: 4111111111111111 }).n).toBe("[redacted]");
     // A Luhn-valid digit run inside a hex digest is bounded by letters: not a card number.
