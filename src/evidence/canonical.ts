@@ -134,6 +134,56 @@ export function canonicalJson(value: unknown): string {
   return canonicalValue(value, 0);
 }
 
+/** What `representable` puts in place of a number JSON cannot carry (a literal such as 1e400
+ *  parses to Infinity), and of a subtree nested past representable_depth_max. */
+export const not_a_finite_number = "[not a finite number]";
+export const nested_too_deep = "[nested too deep]";
+/** Below canonical_depth_max, leaving room for the evidence body a value is recorded in. */
+export const representable_depth_max = canonical_depth_max - 16;
+const lone_surrogates = new RegExp(lone_surrogate.source, "g");
+
+function wellFormed(text: string): string {
+  return lone_surrogate.test(text) ? text.replace(lone_surrogates, "\uFFFD") : text;
+}
+
+/**
+ * `value` with what RFC 8785 cannot write replaced: non-finite numbers and subtrees nested too
+ * deep by the markers above, lone surrogates in strings and keys by U+FFFD. Anything parsed from
+ * JSON can then be hashed and recorded as evidence. Returns `value` itself when nothing needed
+ * replacing, and copies only the objects and arrays on the way to a replacement.
+ */
+export function representable(value: unknown, depth = 0): unknown {
+  switch (typeof value) {
+    case "number":
+      return Number.isFinite(value) ? value : not_a_finite_number;
+    case "string":
+      return wellFormed(value);
+    case "object": {
+      if (value === null) return value;
+      if (depth >= representable_depth_max) return nested_too_deep;
+      if (Array.isArray(value)) {
+        let copy: unknown[] | undefined;
+        value.forEach((item, index) => {
+          const fixed = representable(item, depth + 1);
+          if (fixed !== item) (copy ??= [...value])[index] = fixed;
+        });
+        return copy ?? value;
+      }
+      const entries = Object.entries(value);
+      let changed = false;
+      const fixed = entries.map(([key, item]): [string, unknown] => {
+        const pair: [string, unknown] = [wellFormed(key), representable(item, depth + 1)];
+        if (pair[0] !== key || pair[1] !== item) changed = true;
+        return pair;
+      });
+      // fromEntries defines own properties, so a "__proto__" key stays a key.
+      return changed ? Object.fromEntries(fixed) : value;
+    }
+    default:
+      return value;
+  }
+}
+
 export function sha256(data: string | Uint8Array): Buffer {
   return hash("sha256", data, "buffer");
 }

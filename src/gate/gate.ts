@@ -1,6 +1,7 @@
 // The gate: one entry point for every tool call an agent makes, by token or by agent id.
 // Money tools go through the policy and the ledger; read tools only read.
 
+import { representable } from "../evidence/canonical.js";
 import type { Ledger } from "../ledger/index.js";
 import { isPlainObject } from "../policy/index.js";
 import type { Provider } from "../provider/port.js";
@@ -35,8 +36,13 @@ export class Gate {
     return this.callToolAs(agent.agent_id, name, args);
   }
 
-  /** Calls a tool as an already-authenticated agent. */
-  async callToolAs(agent_id: string, name: string, args: unknown): Promise<ToolResult> {
+  /**
+   * Calls a tool as an already-authenticated agent. Arguments JSON parsed but canonical JSON
+   * cannot write (1e400 parsed to Infinity, a lone surrogate, nesting too deep) are made
+   * representable first, so the call still reaches the policy and its evidence is recorded.
+   */
+  async callToolAs(agent_id: string, name: string, received: unknown): Promise<ToolResult> {
+    const args = representable(received);
     const plain = isPlainObject(args) ? args : {};
     switch (name) {
       case "create_order":

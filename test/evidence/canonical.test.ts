@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import fc from "fast-check";
 import canonicalize from "canonicalize";
 import { describe, expect, it } from "vitest";
-import { canonicalJson, CanonicalJsonError, sha256, sha256Hex } from "../../src/evidence/canonical.js";
+import { canonicalJson, CanonicalJsonError, nested_too_deep, not_a_finite_number, representable, sha256, sha256Hex } from "../../src/evidence/canonical.js";
 import { delivery_receipt_context, deliveryMessage, type DeliveryRecord } from "../../src/evidence/receipt.js";
 
 describe("canonicalJson", () => {
@@ -123,3 +123,22 @@ describe("deliveryMessage", () => {
     }
   });
 });
+
+describe("representable", () => {
+  it("replaces what RFC 8785 cannot write and returns anything else untouched", () => {
+    const clean = { amount: 5000, notes: { a: "b" }, list: [1, "x", null, true] };
+    expect(representable(clean)).toBe(clean);
+    const parsed = JSON.parse('{"amount": 1e400, "low": -1e400, "notes": {"\\udc00": "x\\ud800y"}, "ok": [1, 2]}') as Record<string, unknown>;
+    const fixed = representable(parsed) as Record<string, unknown>;
+    expect(fixed).toEqual({ amount: not_a_finite_number, low: not_a_finite_number, notes: { "\uFFFD": "x\uFFFDy" }, ok: [1, 2] });
+    expect(fixed.ok).toBe(parsed.ok);
+    expect(() => canonicalJson(fixed)).not.toThrow();
+    const deep = JSON.parse(`{"a": ${"[".repeat(400)}${"]".repeat(400)}}`) as unknown;
+    expect(canonicalJson(representable(deep))).toContain(nested_too_deep);
+    const own = JSON.parse('{"__proto__": {"n": 1e400}}') as Record<string, unknown>;
+    const copy = representable(own) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
+    expect(canonicalJson(copy)).toBe(`{"__proto__":{"n":"${not_a_finite_number}"}}`);
+  });
+});
+

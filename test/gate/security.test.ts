@@ -105,6 +105,28 @@ describe("argument shapes reach the policy", () => {
     }
   });
 
+  it("JSON that canonical JSON cannot write (1e400, a lone surrogate, deep nesting) still gets a rule and evidence", async () => {
+    const agent = await server.agent("unwritable");
+    // Raw bodies: the SDK client would turn 1e400 into null before sending it.
+    const call = async (args: string) => {
+      const response = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${agent.token}` },
+        body: `{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "create_order", "arguments": ${args}}}`,
+      });
+      expect(response.status).toBe(200);
+      const text = await response.text();
+      const data = text.startsWith("event:") || text.startsWith("data:") ? text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1) : text;
+      return (JSON.parse(data) as { result: { isError?: boolean; structuredContent: Structured } }).result;
+    };
+    const overflow = await call('{"amount": 1e400, "currency": "INR"}');
+    expect(overflow.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0", evidence: { seq: expect.any(Number) } });
+    const deep = await call(`{"amount": 5000, "currency": "INR", "extra": ${"[".repeat(300)}${"]".repeat(300)}}`);
+    expect(deep.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0", evidence: { seq: expect.any(Number) } });
+    const surrogate = await call('{"amount": 5001, "currency": "INR", "notes": {"gift": "for \\ud800 you"}}');
+    expect(surrogate.structuredContent).toMatchObject({ effect: "ALLOW", evidence: { seq: expect.any(Number) } });
+  });
+
   it("an id like pay_x/../../orders is refused before any provider call", async () => {
     const agent = await server.agent("traversal");
     const client = await server.client(agent.token);
