@@ -78,6 +78,28 @@ export async function markUnknown(
   });
 }
 
+/**
+ * Counts a conflicting payment's money as unreconciled on the block, once per payment id: the
+ * provider reports one capture several times (payment.captured and order.paid, redeliveries
+ * under new event ids, the capture's answer, operator checks). Returns the amount added now.
+ */
+async function countUnreconciled(
+  tx: SqlTx,
+  reservation: ReservationRow,
+  payment: CapturedPayment,
+  reason: string,
+  now_ms: number,
+): Promise<number> {
+  const counted = await tx.run(
+    `INSERT INTO unreconciled_payments (payment_id, reservation_id, block_id, amount, currency, reason, counted_at_ms)
+     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
+    [payment.id, reservation.reservation_id, reservation.block_id, payment.amount, payment.currency, reason, now_ms],
+  );
+  if (counted.changes !== 1) return 0;
+  await adjustBlock(tx, reservation.block_id, { unreconciled: payment.amount });
+  return payment.amount;
+}
+
 async function reject(
   tx: SqlTx,
   context: LedgerContext,
@@ -85,12 +107,13 @@ async function reject(
   payment: CapturedPayment,
   via: SettleVia,
   reason: string,
-  unreconciled: number,
+  money_moved: boolean,
   detail: Record<string, unknown>,
 ): Promise<SettleOutcome> {
+  const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
-  await freezeBlock(tx, reservation.block_id, reason, context.clock().getTime());
-  if (unreconciled > 0) await adjustBlock(tx, reservation.block_id, { unreconciled });
+  await freezeBlock(tx, reservation.block_id, reason, now_ms);
+  const unreconciled = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms) : 0;
   const evidence = await record(tx, context, "gate.settlement", {
     action: "reject",
     via,
@@ -98,6 +121,7 @@ async function reject(
     block_id: reservation.block_id,
     payment,
     unreconciled,
+    ...(money_moved && unreconciled === 0 ? { already_counted: true } : {}),
     reason,
     ...detail,
   });
@@ -160,24 +184,24 @@ export async function settleCapture(
   await lockBlock(tx, found.block_id);
   const reservation = (await getReservation(tx, found.reservation_id)) as ReservationRow;
   if (payment.status !== "captured") {
-    return reject(tx, context, reservation, payment, via, `payment status ${payment.status} conflicts with a capture`, 0, detail);
+    return reject(tx, context, reservation, payment, via, `payment status ${payment.status} conflicts with a capture`, false, detail);
   }
   const elsewhere = await reservationByPayment(tx, payment.id);
   if (elsewhere && elsewhere.reservation_id !== reservation.reservation_id) {
-    return reject(tx, context, reservation, payment, via, "payment reused across reservations", 0, detail);
+    return reject(tx, context, reservation, payment, via, "payment reused across reservations", false, detail);
   }
   if (reservation.status === "committed") {
     if (reservation.payment_id === payment.id) return { outcome: "noop", reason: "already settled", reservation_id: reservation.reservation_id, block_id: reservation.block_id };
-    return reject(tx, context, reservation, payment, via, "a second payment captured on one reservation", payment.amount, detail);
+    return reject(tx, context, reservation, payment, via, "a second payment captured on one reservation", true, detail);
   }
   if (reservation.status === "released") {
-    return reject(tx, context, reservation, payment, via, "late capture on a released reservation", payment.amount, detail);
+    return reject(tx, context, reservation, payment, via, "late capture on a released reservation", true, detail);
   }
   if (reservation.payment_id && reservation.payment_id !== payment.id) {
-    return reject(tx, context, reservation, payment, via, "captured payment differs from the bound payment", payment.amount, detail);
+    return reject(tx, context, reservation, payment, via, "captured payment differs from the bound payment", true, detail);
   }
   if (payment.currency !== reservation.currency || payment.amount > reservation.amount) {
-    return reject(tx, context, reservation, payment, via, "captured amount or currency conflicts with the reservation", payment.amount, detail);
+    return reject(tx, context, reservation, payment, via, "captured amount or currency conflicts with the reservation", true, detail);
   }
   return commit(tx, context, reservation, payment, via, detail);
 }

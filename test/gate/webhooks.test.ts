@@ -193,6 +193,18 @@ describe("POST /webhooks/razorpay", () => {
     const answer = await send(paymentEvent("payment.captured", { id: "pay_Second1", order_id, amount: 10_000, currency: "INR", status: "captured" }));
     expect(answer.body).toMatchObject({ outcome: "rejected" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 10_000, unreconciled: 10_000 });
+    // The same second payment again, as order.paid and redelivered under a new event id: its
+    // money is unreconciled once, however often the provider reports it.
+    const order_paid = {
+      ...paymentEvent("order.paid", { id: "pay_Second1", order_id, amount: 10_000, currency: "INR", status: "captured" }),
+      contains: ["payment", "order"],
+    };
+    (order_paid.payload as Record<string, unknown>).order = { entity: { id: order_id, entity: "order", amount: 10_000, amount_paid: 10_000, amount_due: 0, currency: "INR", receipt: null, status: "paid", attempts: 1, notes: [], created_at: 1_790_000_000 } };
+    expect((await send(order_paid)).body).toMatchObject({ outcome: "rejected" });
+    expect((await send(paymentEvent("payment.captured", { id: "pay_Second1", order_id, amount: 10_000, currency: "INR", status: "captured" }))).body).toMatchObject({
+      outcome: "rejected",
+    });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 10_000, unreconciled: 10_000 });
   });
 
   it("an unexpected database failure → generic 500 and the transaction rolls back", async () => {

@@ -5,5 +5,6 @@ import { migration as ledger } from "./001_ledger.js";
 import { migration as evidence } from "./002_evidence.js";
 import { migration as access } from "./003_access.js";
 import { migration as sources } from "./004_sources.js";
+import { migration as unreconciled } from "./005_unreconciled.js";
 
-export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources]);
+export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled]);
