@@ -118,9 +118,11 @@ async function afterCaptureError(
     const block = await blockSummary(context, auth.block?.block_id as string);
     return providerRefused(call.reservation_id, error ?? { code: "capture_failed", description: reason }, auth.evidence, block);
   }
-  const stored = await context.ledger.captureUnknown(call, reason);
+  const outcome = await context.ledger.captureUnknown(call, reason);
+  // A webhook settled the payment while the capture and the re-fetch went unanswered.
+  if (outcome.kind === "settled") return captureAllowed(paymentView(outcome.payment), summaryOfRow(outcome.block), auth.evidence, false);
   context.observer?.unknownOutcome("capture_payment");
-  return outcomeUnknown(call.reservation_id, String(stored.reason), auth.evidence, false);
+  return outcomeUnknown(call.reservation_id, String(outcome.result.reason), auth.evidence, false);
 }
 
 export async function capturePayment(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {

@@ -5,7 +5,7 @@ import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import type { BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
-import { dropIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
+import { dropIdempotency, getIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
 
 /** The provider's answer as the ledger needs it (the provider port's outcome has this shape). */
@@ -141,11 +141,22 @@ export async function abandonCapture(tx: SqlTx, context: LedgerContext, call: Ca
   return record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason });
 }
 
-/** The capture's outcome is unknown (provider and re-fetch both failed): money stays held. */
-export async function captureUnknown(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<Record<string, unknown>> {
-  const { reservation } = await loadLocked(tx, call);
+export type CaptureUnknownOutcome =
+  | { kind: "unknown"; result: Record<string, unknown> }
+  | { kind: "settled"; payment: CapturedPayment; block: BlockRow };
+
+/**
+ * The capture's outcome is unknown (provider and re-fetch both failed): money stays held. Unless
+ * a webhook or an operator check settled the payment meanwhile: that also completed this key
+ * with the payment, which is then what the agent hears and what the key replays.
+ */
+export async function captureUnknown(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<CaptureUnknownOutcome> {
+  const { reservation, block } = await loadLocked(tx, call);
+  const stored = await getIdempotency(tx, call.agent_id, call.key);
+  const settled = stored?.status === "stored" && stored.result_json ? (JSON.parse(stored.result_json) as { payment?: CapturedPayment }) : {};
+  if (reservation.status === "committed" && settled.payment) return { kind: "settled", payment: settled.payment, block };
   await markUnknown(tx, context, reservation, reason);
   const result = { provider: "unknown", reservation_id: reservation.reservation_id, reason };
   await storeResult(tx, call.agent_id, call.key, result);
-  return result;
+  return { kind: "unknown", result };
 }

@@ -12,6 +12,7 @@ import {
   completeCapture,
   completeOrder,
   type CallRef,
+  type CaptureUnknownOutcome,
   type Completion,
   type ForwardOutcome,
   type OrderRecord,
@@ -199,7 +200,7 @@ export class Ledger {
     return this.tx((tx) => abandonCapture(tx, this.context, call, reason));
   }
 
-  captureUnknown(call: CallRef, reason: string): Promise<Record<string, unknown>> {
+  captureUnknown(call: CallRef, reason: string): Promise<CaptureUnknownOutcome> {
     return this.tx((tx) => captureUnknown(tx, this.context, call, reason));
   }
 

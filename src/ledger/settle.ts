@@ -128,13 +128,20 @@ async function reject(
   return { outcome: "rejected", reason, reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };
 }
 
-/** Finishes a capture call's in-flight key, whichever path (tool result or webhook) settles first. */
+/**
+ * Finishes a capture call's key, whichever path (tool result, webhook or check) settles first:
+ * a key still in flight, and one that stored an unknown outcome (the capture and its re-fetch
+ * went unanswered, or its lease ran out), now replay the settled payment.
+ */
 async function completeCaptureKey(tx: SqlTx, reservation_id: string, payment: CapturedPayment): Promise<void> {
-  const rows = await tx.all<{ agent_id: string; key: string }>(
-    "SELECT agent_id, key FROM idempotency_keys WHERE reservation_id = ? AND tool = 'capture_payment' AND status = 'in_flight'",
+  const rows = await tx.all<{ agent_id: string; key: string; status: string; result_json: string | null }>(
+    "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = 'capture_payment'",
     [reservation_id],
   );
-  for (const row of rows) await storeResult(tx, row.agent_id, row.key, { payment, reservation_id });
+  for (const row of rows) {
+    const unknown = row.status === "stored" && (JSON.parse(row.result_json ?? "{}") as { provider?: unknown }).provider === "unknown";
+    if (row.status === "in_flight" || unknown) await storeResult(tx, row.agent_id, row.key, { payment, reservation_id });
+  }
 }
 
 async function commit(

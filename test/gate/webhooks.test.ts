@@ -195,7 +195,7 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 10_000, unreconciled: 10_000 });
     // The same second payment again, as order.paid and redelivered under a new event id: its
     // money is unreconciled once, however often the provider reports it.
-    const order_paid = {
+    const order_paid: Record<string, unknown> = {
       ...paymentEvent("order.paid", { id: "pay_Second1", order_id, amount: 10_000, currency: "INR", status: "captured" }),
       contains: ["payment", "order"],
     };

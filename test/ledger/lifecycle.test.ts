@@ -1,9 +1,11 @@
 // Lifecycle edges: revoking while an approval has silently expired, an approved call whose
-// forwarding process died, and closing the database with a group commit still open.
+// forwarding process died, a capture settled by its webhook while the call's own answer was
+// lost, and closing the database with a group commit still open.
 
 import { describe, expect, it } from "vitest";
+import type { ReservationRow } from "../../src/ledger/rows.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
-import { fresh, testLedger } from "../support/ledger.js";
+import { fresh, testLedger, type TestLedger } from "../support/ledger.js";
 
 describe("revocation and expired approvals", () => {
   it("revokes even when a pending approval is past its lifetime and not yet swept", async () => {
@@ -36,6 +38,52 @@ describe("an approved call whose forwarding died", () => {
     const inbox = await t.bursar.operator.inbox();
     expect(inbox.unknown_outcomes.map((row) => row.reservation_id)).toContain(held.reservation?.reservation_id);
     expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(15_000);
+  });
+});
+
+describe("a capture whose answer and re-fetch were lost while a webhook settled it", () => {
+  /** An order created at the provider and paid: the capture call is authorized and in flight. */
+  async function captureInFlight(t: TestLedger, payment_id: string) {
+    const created = await t.order({ amount: 10_000, currency: "INR", idempotency_key: `order-${payment_id}` });
+    const reservation = created.reservation as ReservationRow;
+    const order_call = { agent_id: t.agent_id, key: created.key?.key as string, reservation_id: reservation.reservation_id };
+    const order_id = `order_${payment_id}`;
+    await t.bursar.ledger.completeOrder(order_call, { kind: "ok", value: { id: order_id, amount: 10_000, currency: "INR", status: "created" } });
+    const payment = { id: payment_id, order_id, amount: 10_000, currency: "INR" };
+    const args = { payment_id, amount: 10_000, currency: "INR", idempotency_key: `capture-${payment_id}` };
+    const capture = await t.bursar.ledger.authorize({
+      agent_id: t.agent_id,
+      tool: "capture_payment",
+      args,
+      payment: { fetched: true, ...payment, status: "authorized" },
+    });
+    expect(capture.verdict.effect).toBe("ALLOW");
+    const call = { agent_id: t.agent_id, key: capture.key?.key as string, reservation_id: reservation.reservation_id };
+    const replay = async () => {
+      const again = await t.bursar.ledger.authorize({ agent_id: t.agent_id, tool: "capture_payment", args, payment: { fetched: true, ...payment, status: "captured" } });
+      return JSON.parse(again.stored?.result_json ?? "null") as Record<string, unknown>;
+    };
+    return { call, captured: { ...payment, status: "captured" }, replay };
+  }
+
+  it("the webhook first: the capture's unknown outcome does not overwrite the settled key", async () => {
+    const t = await testLedger();
+    const { call, captured, replay } = await captureInFlight(t, "pay_WebhookFirst1");
+    expect(await t.bursar.ledger.settle(captured, "webhook")).toMatchObject({ outcome: "applied" });
+    const outcome = await t.bursar.ledger.captureUnknown(call, "no answer within 10000 ms");
+    expect(outcome).toMatchObject({ kind: "settled", payment: { id: "pay_WebhookFirst1" } });
+    expect(await replay()).toMatchObject({ payment: { id: "pay_WebhookFirst1", status: "captured" } });
+    expect(await t.bursar.ledger.getBlock(t.block_id)).toMatchObject({ spent: 10_000, held: 0 });
+  });
+
+  it("the unknown outcome first: the webhook completes the key with the payment", async () => {
+    const t = await testLedger();
+    const { call, captured, replay } = await captureInFlight(t, "pay_UnknownFirst1");
+    expect(await t.bursar.ledger.captureUnknown(call, "no answer within 10000 ms")).toMatchObject({ kind: "unknown" });
+    expect(await replay()).toMatchObject({ provider: "unknown" });
+    expect(await t.bursar.ledger.settle(captured, "webhook")).toMatchObject({ outcome: "applied" });
+    expect(await replay()).toMatchObject({ payment: { id: "pay_UnknownFirst1", status: "captured" } });
+    expect(await t.bursar.ledger.getBlock(t.block_id)).toMatchObject({ spent: 10_000, held: 0 });
   });
 });
 
