@@ -16,7 +16,18 @@ export interface ApprovalGrant {
   args: unknown;
 }
 
-async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow> {
+/** Set instead of an approval when it was past its lifetime: it was expired (hold released,
+ *  evidence written) in this transaction, which must commit before the caller answers 409. */
+export interface ExpiredApproval {
+  expired: string;
+}
+
+/** The error a caller raises for an ExpiredApproval, once the expiry has committed. */
+export function approvalExpiredError(outcome: ExpiredApproval): HttpError {
+  return new HttpError(409, "approval_expired", outcome.expired);
+}
+
+async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow | ExpiredApproval> {
   const found = await getApproval(tx, approval_id);
   if (!found) throw new HttpError(404, "not_found", `no approval ${approval_id}`);
   await lockBlock(tx, found.block_id);
@@ -25,7 +36,7 @@ async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: strin
   const approval = (await getApproval(tx, approval_id)) as ApprovalRow;
   if (approval.state === "pending" && approval.expires_at_ms <= context.clock().getTime()) {
     await expireApproval(tx, context, approval);
-    throw new HttpError(409, "approval_expired", `approval ${approval_id} expired before it was decided`);
+    return { expired: `approval ${approval_id} expired before it was decided` };
   }
   if (approval.state !== "pending") {
     throw new HttpError(409, "approval_decided", `approval ${approval_id} is already ${approval.state}`);
@@ -45,8 +56,13 @@ async function refuseGrant(tx: SqlTx, context: LedgerContext, approval: Approval
 }
 
 /** Moves a pending approval to forwarding after re-checking R2, R4 and its own hold. */
-export async function beginApproval(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalGrant | { refused: string }> {
+export async function beginApproval(
+  tx: SqlTx,
+  context: LedgerContext,
+  approval_id: string,
+): Promise<ApprovalGrant | { refused: string } | ExpiredApproval> {
   const approval = await loadPending(tx, context, approval_id);
+  if ("expired" in approval) return approval;
   const now_ms = context.clock().getTime();
   const block = await lockBlock(tx, approval.block_id);
   const reservation = await getReservation(tx, approval.reservation_id);
@@ -68,16 +84,21 @@ export async function beginApproval(tx: SqlTx, context: LedgerContext, approval_
   return { approval: { ...approval, state: "forwarding" }, reservation: reservation as ReservationRow, args: JSON.parse(approval.args_json) };
 }
 
-export async function denyApproval(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow> {
+export async function denyApproval(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow | ExpiredApproval> {
   const approval = await loadPending(tx, context, approval_id);
+  return "expired" in approval ? approval : denyPending(tx, context, approval);
+}
+
+/** Denies a pending approval the caller loaded under its block's lock, and releases its hold. */
+export async function denyPending(tx: SqlTx, context: LedgerContext, approval: ApprovalRow): Promise<ApprovalRow> {
   const now_ms = context.clock().getTime();
   await tx.run("UPDATE approvals SET state = 'denied', decided_at_ms = ? WHERE approval_id = ? AND state = 'pending'", [
     now_ms,
-    approval_id,
+    approval.approval_id,
   ]);
   const reservation = await getReservation(tx, approval.reservation_id);
   if (reservation) await releaseHold(tx, context, reservation, "approval denied");
-  await record(tx, context, "gate.operator", { action: "approval.deny", approval_id, reservation_id: approval.reservation_id });
+  await record(tx, context, "gate.operator", { action: "approval.deny", approval_id: approval.approval_id, reservation_id: approval.reservation_id });
   return { ...approval, state: "denied", decided_at_ms: now_ms };
 }
 

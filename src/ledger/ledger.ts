@@ -4,7 +4,7 @@
 import { HttpError } from "../errors.js";
 import { newToken, sha256Hex } from "../ids.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
-import { beginApproval, denyApproval, type ApprovalGrant } from "./approvals.js";
+import { approvalExpiredError, beginApproval, denyApproval, denyPending, type ApprovalGrant } from "./approvals.js";
 import { newBlockRow, type CreateBlockInput } from "./blocks.js";
 import {
   abandonCapture,
@@ -143,11 +143,10 @@ export class Ledger {
         await tx.run("UPDATE blocks SET revoked_at_ms = ? WHERE block_id = ?", [this.now_ms(), block_id]);
         // Approvals already past their lifetime expire first; only live ones are denied.
         await expireApprovals(tx, this.context, block_id);
-        const pending = await tx.all<{ approval_id: string }>(
-          "SELECT approval_id FROM approvals WHERE block_id = ? AND state = 'pending'",
-          [block_id],
-        );
-        for (const approval of pending) await denyApproval(tx, this.context, approval.approval_id);
+        // The rest are denied as they are, even one whose lifetime ran out since: the block's lock
+        // is held, and denying releases its hold just as expiring would.
+        const pending = await tx.all<ApprovalRow>("SELECT * FROM approvals WHERE block_id = ? AND state = 'pending'", [block_id]);
+        for (const approval of pending) await denyPending(tx, this.context, approval);
         await record(tx, this.context, "gate.operator", { action: "block.revoke", block_id, denied_approvals: pending.length });
       }
       return blockView((await lockBlock(tx, block_id)) as BlockRow);
@@ -214,12 +213,19 @@ export class Ledger {
     return this.tx((tx) => work(tx, this.context));
   }
 
-  beginApproval(approval_id: string): Promise<ApprovalGrant | { refused: string }> {
-    return this.tx((tx) => beginApproval(tx, this.context, approval_id));
+  /** Moves a pending approval to forwarding; 409 approval_expired (after recording the expiry)
+   *  when its lifetime ran out. */
+  async beginApproval(approval_id: string): Promise<ApprovalGrant | { refused: string }> {
+    const outcome = await this.tx((tx) => beginApproval(tx, this.context, approval_id));
+    if ("expired" in outcome) throw approvalExpiredError(outcome);
+    return outcome;
   }
 
-  deny(approval_id: string): Promise<ApprovalRow> {
-    return this.tx((tx) => denyApproval(tx, this.context, approval_id));
+  /** Denies a pending approval and releases its hold; 409 approval_expired as beginApproval. */
+  async deny(approval_id: string): Promise<ApprovalRow> {
+    const outcome = await this.tx((tx) => denyApproval(tx, this.context, approval_id));
+    if ("expired" in outcome) throw approvalExpiredError(outcome);
+    return outcome;
   }
 
   async approval(approval_id: string): Promise<ApprovalRow | undefined> {

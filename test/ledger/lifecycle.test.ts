@@ -20,6 +20,37 @@ describe("revocation and expired approvals", () => {
   });
 });
 
+describe("deciding an approval whose lifetime ran out", () => {
+  it("approve and deny answer 409, and the expiry they found stays recorded with its hold released", async () => {
+    const t = await testLedger({ approval_threshold: 1_000 });
+    const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+    const approval_id = held.approval?.approval_id as string;
+    t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms);
+    const size = await t.bursar.log.treeSize();
+    await expect(t.bursar.ledger.beginApproval(approval_id)).rejects.toMatchObject({ status: 409, code: "approval_expired" });
+    expect((await t.bursar.ledger.approval(approval_id))?.state).toBe("expired");
+    expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(0);
+    expect(await t.bursar.log.treeSize()).toBeGreaterThan(size);
+    await expect(t.bursar.ledger.deny(approval_id)).rejects.toMatchObject({ status: 409, code: "approval_decided" });
+  });
+
+  it("revoke denies an approval whose lifetime runs out while the revoke runs, and still revokes", async () => {
+    // A few milliseconds before the approval expires, and every reading of the clock moves it
+    // on, so that for some start the lifetime runs out between two steps of the revoke.
+    for (let early_ms = 1; early_ms <= 12; early_ms++) {
+      const t = await testLedger({ approval_threshold: 1_000 });
+      const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+      t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms - early_ms);
+      t.clock.tickPerRead(1);
+      const revoked = await t.bursar.operator.revoke(t.block_id);
+      t.clock.tickPerRead(0);
+      expect(revoked, `${early_ms} ms early`).toMatchObject({ revoked: true, held: 0 });
+      expect(["denied", "expired"]).toContain((await t.bursar.ledger.approval(held.approval?.approval_id as string))?.state);
+      await t.bursar.close();
+    }
+  });
+});
+
 describe("an approved call whose forwarding died", () => {
   it("becomes outcome-unknown after the lease, in the inbox, and the approval says so", async () => {
     const t = await testLedger({ approval_threshold: 1_000 });
