@@ -77,7 +77,13 @@ describe("isolation between agents", () => {
     const payment_id = await payOrder(server.url, order_id);
 
     expect((await client_a.callTool({ name: "fetch_order", arguments: { order_id } })).structuredContent).toMatchObject({ effect: "BLOCK", rule: "CALLER" });
-    expect((await client_a.callTool({ name: "fetch_payment", arguments: { payment_id } })).structuredContent).toMatchObject({ effect: "BLOCK", rule: "CALLER" });
+    const others = await client_a.callTool({ name: "fetch_payment", arguments: { payment_id } });
+    expect(others.structuredContent).toMatchObject({ effect: "BLOCK", rule: "CALLER" });
+    // A payment id nobody has gets the same answer: A cannot learn which payments exist.
+    const missing = await client_a.callTool({ name: "fetch_payment", arguments: { payment_id: "pay_NoSuchPayment1" } });
+    const reason = (structured: unknown) => String((structured as Structured).reason).replace(/pay_\w+/, "pay_…");
+    expect(missing.structuredContent).toMatchObject({ effect: "BLOCK", rule: "CALLER" });
+    expect(reason(missing.structuredContent)).toBe(reason(others.structuredContent));
     const capture = await client_a.callTool({ name: "capture_payment", arguments: { payment_id, amount: 3_000, currency: "INR" } });
     expect(capture.structuredContent).toMatchObject({ effect: "BLOCK", rule: "CALLER" });
     // The same key under A is A's own: a fresh decision on A's block, never B's stored result.
