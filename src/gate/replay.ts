@@ -3,7 +3,7 @@
 
 import type { AuthorizeResult } from "../ledger/index.js";
 import { blockSummary, type GateContext } from "./context.js";
-import { approvalDecided, captureAllowed, held, orderAllowed, outcomeUnknown, providerRefused, type ToolResult } from "./results.js";
+import { approvalDecided, captureAllowed, captureConflict, held, orderAllowed, outcomeUnknown, providerRefused, type ToolResult } from "./results.js";
 
 type Stored = Record<string, unknown> & { reservation_id?: string; reason?: string };
 
@@ -17,6 +17,9 @@ export function renderStored(
   if (stored.provider === "unknown") return outcomeUnknown(reservation_id, String(stored.reason ?? "unknown"), evidence, replayed);
   if (stored.provider === "refused") {
     return providerRefused(reservation_id, stored.error as { code: string; description: string }, evidence, block);
+  }
+  if (stored.payment && stored.reconciliation === "rejected") {
+    return captureConflict(stored.payment as Record<string, unknown>, String(stored.reason ?? "a conflict"), block, evidence, replayed);
   }
   if (stored.payment) return captureAllowed(stored.payment as Record<string, unknown>, block, evidence, replayed);
   return orderAllowed(stored.order as Record<string, unknown>, reservation_id, block, evidence, replayed);

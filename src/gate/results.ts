@@ -97,8 +97,10 @@ export function captureConflict(
   reason: string,
   block: BlockSummary,
   evidence: EvidenceRef | undefined,
+  replayed = false,
 ): ToolResult {
   const structured: Record<string, unknown> = { effect: "ALLOW", provider: "captured", reconciliation: "rejected", reason, payment, block };
+  if (replayed) structured.replayed = true;
   return result(
     `CAPTURED BUT NOT RECONCILED: ${reason}. The block is frozen for an operator; do not retry.`,
     withEvidence(structured, evidence),

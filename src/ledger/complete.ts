@@ -119,7 +119,11 @@ export async function completeCapture(
   payment: CapturedPayment,
 ): Promise<SettleOutcome & { result: Record<string, unknown>; block: BlockRow }> {
   const settled = await settleCapture(tx, context, payment, "capture");
-  const result = { payment, reservation_id: call.reservation_id };
+  // A conflict is stored as one, so that the key replays the conflict rather than a capture.
+  const result: Record<string, unknown> =
+    settled.outcome === "rejected"
+      ? { payment, reservation_id: call.reservation_id, reconciliation: "rejected", reason: settled.reason }
+      : { payment, reservation_id: call.reservation_id };
   // If the webhook won the race it already completed this key; storing again is harmless.
   await storeResult(tx, call.agent_id, call.key, result);
   const reservation = (await getReservation(tx, call.reservation_id)) as ReservationRow;

@@ -118,6 +118,25 @@ describe("a capture whose answer and re-fetch were lost while a webhook settled 
   });
 });
 
+describe("a capture whose answer conflicts with its reservation", () => {
+  it("stores the conflict, so the key replays it rather than a plain capture", async () => {
+    const t = await testLedger();
+    const created = await t.order({ amount: 10_000, currency: "INR", idempotency_key: "order-conflict" });
+    const reservation = created.reservation as ReservationRow;
+    const order_call = { agent_id: t.agent_id, key: created.key?.key as string, reservation_id: reservation.reservation_id };
+    await t.bursar.ledger.completeOrder(order_call, { kind: "ok", value: { id: "order_Conflict1", amount: 10_000, currency: "INR", status: "created" } });
+    const payment = { id: "pay_Conflict1", order_id: "order_Conflict1", amount: 10_000, currency: "INR" };
+    const args = { payment_id: payment.id, amount: 10_000, currency: "INR", idempotency_key: "capture-conflict" };
+    const capture = await t.bursar.ledger.authorize({ agent_id: t.agent_id, tool: "capture_payment", args, payment: { fetched: true, ...payment, status: "authorized" } });
+    const call = { agent_id: t.agent_id, key: capture.key?.key as string, reservation_id: reservation.reservation_id };
+    // The provider reports more captured than the reservation holds.
+    const completion = await t.bursar.ledger.completeCapture(call, { ...payment, amount: 12_000, status: "captured" });
+    expect(completion.outcome).toBe("rejected");
+    const again = await t.bursar.ledger.authorize({ agent_id: t.agent_id, tool: "capture_payment", args, payment: { fetched: true, ...payment, status: "captured" } });
+    expect(JSON.parse(again.stored?.result_json ?? "null")).toMatchObject({ reconciliation: "rejected", payment: { amount: 12_000 } });
+  });
+});
+
 describe("closing with a group commit open", () => {
   it("commits the queued transactions before closing, so none is lost or left hanging", async () => {
     const driver = new SqliteDriver({ path: ":memory:" });
