@@ -3,7 +3,7 @@
 
 import { canonicalJson } from "../evidence/canonical.js";
 import { sha256Hex } from "../ids.js";
-import { isPlainObject } from "../policy/index.js";
+import { control_characters, isPlainObject } from "../policy/index.js";
 
 export interface CallKey {
   key: string;
@@ -30,7 +30,10 @@ function stableFields(tool: string, args: unknown): unknown {
 export function callKey(agent_id: string, tool: string, args: unknown): CallKey {
   const explicit = isPlainObject(args) && typeof args.idempotency_key === "string" ? args.idempotency_key : undefined;
   if (explicit !== undefined && explicit.length > 0) {
-    return { key: `k:${explicit}`, derived: false, params_hash: sha256Hex(canonicalJson({ tool, args })) };
+    // R0 refuses a key with control characters, but it is looked up first, and PostgreSQL text
+    // cannot hold NUL: such a key is stored and looked up by its hash, in a form no `k:` key has.
+    const key = control_characters.test(explicit) ? `k#${sha256Hex(explicit)}` : `k:${explicit}`;
+    return { key, derived: false, params_hash: sha256Hex(canonicalJson({ tool, args })) };
   }
   const stable = canonicalJson(stableFields(tool, args));
   return { key: `d:${sha256Hex(`${agent_id}\n${stable}`)}`, derived: true, params_hash: sha256Hex(stable) };

@@ -71,11 +71,15 @@ function checkNotes(value: unknown): string | undefined {
   return undefined;
 }
 
+/** C0 controls and DEL: no idempotency key has them, and PostgreSQL text cannot hold NUL. */
+export const control_characters = /[\u0000-\u001f\u007f]/;
+
 function checkIdempotencyKey(value: unknown): string | undefined {
   if (typeof value !== "string" || value.length === 0) return "idempotency_key must be a non-empty string";
   if (value.length > idempotency_key_length_max) {
     return `idempotency_key is longer than ${idempotency_key_length_max} characters`;
   }
+  if (control_characters.test(value)) return "idempotency_key must not contain control characters (U+0000–U+001F, U+007F)";
   return undefined;
 }
 

@@ -51,6 +51,16 @@ for (const backend of backends()) {
         });
       }
 
+      it("refuses an idempotency key with control characters (PostgreSQL text cannot hold NUL)", async () => {
+        const t = await testLedger();
+        for (const key of ["a\u0000b", "line\nbreak", "tab\t"]) {
+          const result = await t.order({ amount: 1000, currency: "INR", idempotency_key: key });
+          expect(result.verdict).toMatchObject({ effect: "BLOCK", rule: "R0" });
+          expect(result.verdict.reason).toContain("idempotency_key");
+        }
+        expect((await t.order({ amount: 1000, currency: "INR", idempotency_key: "order-42 / retry #2 ✓" })).verdict.rule).toBe("ALLOW");
+      });
+
       it("refuses undeclared money-moving arguments, naming them", async () => {
         const t = await testLedger();
         for (const field of ["transfers", "partial_payment", "method", "token"]) {
