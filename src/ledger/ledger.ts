@@ -3,6 +3,7 @@
 
 import { HttpError } from "../errors.js";
 import { newToken, sha256Hex } from "../ids.js";
+import { control_characters } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
 import { approvalExpiredError, beginApproval, denyApproval, denyPending, type ApprovalGrant } from "./approvals.js";
 import { newBlockRow, type CreateBlockInput } from "./blocks.js";
@@ -59,8 +60,10 @@ export class Ledger {
   }
 
   async createAgent(input: { name: string }): Promise<Agent & { token: string }> {
-    if (typeof input.name !== "string" || input.name.trim() === "" || input.name.length > agent_name_length_max) {
-      throw new HttpError(422, "validation_failed", `name: must be a non-empty string of at most ${agent_name_length_max} characters`, { field: "name" });
+    if (typeof input.name !== "string" || input.name.trim() === "" || input.name.length > agent_name_length_max || control_characters.test(input.name)) {
+      throw new HttpError(422, "validation_failed", `name: must be a non-empty string of at most ${agent_name_length_max} characters, without control characters`, {
+        field: "name",
+      });
     }
     const agent_id = this.context.ids("agt");
     const token = newToken("bsr_agent");

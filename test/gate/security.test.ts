@@ -38,6 +38,17 @@ describe("principals", () => {
     }
   });
 
+  it("names with control characters are refused with 422 naming the field", async () => {
+    for (const [path, body] of [
+      ["/api/v1/agents", { name: "buyer\u0000" }],
+      ["/api/v1/auditor-tokens", { name: "audit\nor" }],
+    ] as const) {
+      const answer = await server.api<{ error: { code: string; message: string } }>("POST", path, body);
+      expect(answer.status, path).toBe(422);
+      expect(answer.body.error).toMatchObject({ code: "validation_failed", message: expect.stringMatching(/^name: /) });
+    }
+  });
+
   it("/mcp refuses the operator token and a missing or bad token", async () => {
     const call = async (token?: string) =>
       fetch(`${server.url}/mcp`, {

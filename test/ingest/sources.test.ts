@@ -47,6 +47,7 @@ describe("evidence sources", () => {
       { kind: "observer", name: "x", upstream_url: "http://user:pw@host/" },
       { kind: "decisions", name: "x", upstream_url: "http://host/" },
       { kind: "decisions", name: "" },
+      { kind: "decisions", name: "a\u0000b" },
       { kind: "other", name: "x" },
     ]) {
       const answer = await h.api<{ error: { code: string } }>("POST", "/api/v1/evidence-sources", body);

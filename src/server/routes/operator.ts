@@ -9,7 +9,7 @@ import { newToken, sha256Hex } from "../../ids.js";
 import { record } from "../../ledger/index.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
-import { parseBody } from "../validate.js";
+import { nameSchema, parseBody } from "../validate.js";
 
 const money = z.number().int();
 const create_agent = z.object({ name: z.string() }).strict();
@@ -25,7 +25,7 @@ const create_block = z
     velocity: z.object({ max_calls: z.number().int().optional(), window_seconds: z.number().int().optional() }).strict().optional(),
   })
   .strict();
-const create_auditor = z.object({ name: z.string().min(1).max(128) }).strict();
+const create_auditor = z.object({ name: nameSchema(128) }).strict();
 const approval_states = ["pending", "forwarding", "approved", "denied", "expired"] as const;
 
 type IdParams = { id: string };

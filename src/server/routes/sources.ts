@@ -16,7 +16,7 @@ import {
 } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
-import { parseBody } from "../validate.js";
+import { nameSchema, parseBody } from "../validate.js";
 
 const upstream_url = z
   .string()
@@ -33,7 +33,7 @@ const upstream_url = z
 const create_source = z
   .strictObject({
     kind: z.enum(source_kinds),
-    name: z.string().trim().min(1).max(source_name_chars_max),
+    name: nameSchema(source_name_chars_max),
     upstream_url: upstream_url.optional(),
     shadow: shadow_settings_schema.optional(),
   })
