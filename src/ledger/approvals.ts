@@ -102,10 +102,17 @@ export async function denyPending(tx: SqlTx, context: LedgerContext, approval: A
   return { ...approval, state: "denied", decided_at_ms: now_ms };
 }
 
-/** Records the forwarded call's result on the approval (state approved). */
+/**
+ * Records the forwarded call's result on the approval (state approved). A result that arrives
+ * after the forwarding's lease ran out replaces the unknown outcome recorded then.
+ */
 export async function finishApproval(tx: SqlTx, approval_id: string, result: unknown): Promise<void> {
-  await tx.run("UPDATE approvals SET state = 'approved', result_json = ? WHERE approval_id = ? AND state = 'forwarding'", [
+  const approval = await getApproval(tx, approval_id);
+  const unknown = approval?.state === "approved" && (JSON.parse(approval.result_json ?? "{}") as { provider?: unknown }).provider === "unknown";
+  if (approval?.state !== "forwarding" && !unknown) return;
+  await tx.run("UPDATE approvals SET state = 'approved', result_json = ? WHERE approval_id = ? AND state = ?", [
     JSON.stringify(result),
     approval_id,
+    approval?.state ?? "forwarding",
   ]);
 }

@@ -81,8 +81,12 @@ export async function completeOrder(
   // An order the provider created only names it on the reservation: the block stays as locked.
   let left: { reservation: ReservationRow; block: BlockRow } | undefined;
   if (outcome.kind === "ok") {
+    // The order exists: an outcome marked unknown meanwhile (the lease ran out first) is known now.
     const updated = await tx.get<ReservationRow>(
-      "UPDATE reservations SET order_id = ?, updated_at_ms = ? WHERE reservation_id = ? RETURNING *",
+      `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
+         outcome_unknown = CASE WHEN status = 'held' THEN 0 ELSE outcome_unknown END,
+         unknown_reason = CASE WHEN status = 'held' THEN NULL ELSE unknown_reason END
+       WHERE reservation_id = ? RETURNING *`,
       [outcome.value.id, now_ms, reservation.reservation_id],
     );
     left = { reservation: updated as ReservationRow, block: locked.block };

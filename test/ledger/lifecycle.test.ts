@@ -69,6 +69,30 @@ describe("an approved call whose forwarding died", () => {
     const inbox = await t.bursar.operator.inbox();
     expect(inbox.unknown_outcomes.map((row) => row.reservation_id)).toContain(held.reservation?.reservation_id);
     expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(15_000);
+
+    // The provider's answer arrives after all: the order is known, on the approval and the reservation.
+    const call = { agent_id: t.agent_id, key: held.key?.key as string, reservation_id: held.reservation?.reservation_id as string, approval_id };
+    await t.bursar.ledger.completeOrder(call, { kind: "ok", value: { id: "order_Late1", amount: 15_000, currency: "INR", status: "created" } });
+    expect(JSON.parse((await t.bursar.ledger.approval(approval_id))?.result_json as string)).toMatchObject({ order: { id: "order_Late1" } });
+    const later = await t.bursar.operator.inbox();
+    expect(later.unknown_outcomes.map((row) => row.reservation_id)).not.toContain(held.reservation?.reservation_id);
+  });
+});
+
+describe("an order whose provider answer arrives after its lease ran out", () => {
+  it("is known again: the reservation leaves the inbox and the key replays the order", async () => {
+    const t = await testLedger();
+    const created = await t.order({ amount: 5_000, currency: "INR", idempotency_key: "slow-order" });
+    const reservation_id = created.reservation?.reservation_id as string;
+    t.clock.advance(t.bursar.ledger.context.lease_ms);
+    await t.bursar.ledger.sweep();
+    expect((await t.bursar.operator.inbox()).unknown_outcomes.map((row) => row.reservation_id)).toContain(reservation_id);
+    const call = { agent_id: t.agent_id, key: created.key?.key as string, reservation_id };
+    await t.bursar.ledger.completeOrder(call, { kind: "ok", value: { id: "order_Slow1", amount: 5_000, currency: "INR", status: "created" } });
+    expect((await t.bursar.operator.inbox()).unknown_outcomes.map((row) => row.reservation_id)).not.toContain(reservation_id);
+    const again = await t.order({ amount: 5_000, currency: "INR", idempotency_key: "slow-order" });
+    expect(JSON.parse(again.stored?.result_json ?? "null")).toMatchObject({ order: { id: "order_Slow1" } });
+    expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(5_000);
   });
 });
 
