@@ -40,8 +40,12 @@ export function signReceiptFields(signer: NoteSigner, fields: ReceiptFields): Re
 
 export function verifyReceipt(receipt: Receipt, verifier: NoteVerifier): ProofCheck {
   if (receipt.key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${receipt.key_id}, not ${keyIdHex(verifier.keyId)}` };
-  if (!Number.isSafeInteger(receipt.seq) || !isHexSha256(receipt.leaf_hash)) return { ok: false, reason: "malformed receipt" };
-  const signature = Buffer.from(receipt.signature, "base64");
+  // A receipt read from an export is untrusted JSON: every signed field must have its type.
+  const { seq, leaf_hash, kind, at, signature: signatureText } = receipt;
+  if (!Number.isSafeInteger(seq) || !isHexSha256(leaf_hash) || typeof kind !== "string" || typeof at !== "string" || typeof signatureText !== "string") {
+    return { ok: false, reason: "malformed receipt" };
+  }
+  const signature = Buffer.from(signatureText, "base64");
   const good = signature.length === 64 && verify(null, receiptMessage(receipt), verifier.publicKey, signature);
   return good ? { ok: true } : { ok: false, reason: "receipt signature does not verify" };
 }

@@ -148,6 +148,18 @@ describe("tampering with receipts and checkpoints", () => {
     expect(verify(joinLines(relaid), exported).ok).toBe(true);
   });
 
+  it("a receipt whose signed fields have the wrong JSON types names its seq instead of throwing", () => {
+    const index = entries[3]! + 1;
+    const parsed = JSON.parse(lines[index]!.toString()) as { receipt: Record<string, unknown> };
+    for (const [field, value] of [["signature", 5], ["kind", null], ["at", ["x"]]] as const) {
+      const tampered = lines.map((l) => l);
+      // A wrong leaf hash sends the receipt down the path that checks its signature.
+      tampered[index] = Buffer.from(JSON.stringify({ receipt: { ...parsed.receipt, leaf_hash: "0".repeat(64), [field]: value } }));
+      const report = verify(joinLines(tampered), exported);
+      expect(report.failure, field).toMatchObject({ seq: 3, message: expect.stringMatching(/malformed receipt/) });
+    }
+  });
+
   it("an altered intermediate checkpoint names its range", () => {
     const index = lines.findIndex((line) => line.toString().startsWith('{"checkpoint":"test.bursar/log\\n9\\n'));
     const tampered = lines.map((l) => l);
