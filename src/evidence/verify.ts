@@ -1,5 +1,6 @@
 // Offline verification of an exported log: recomputes every leaf and root, checks every
-// signed checkpoint and receipt, and names the first bad entry or checkpoint range.
+// signed checkpoint, and the receipts of entries no signed checkpoint covers, and names the
+// first bad entry or checkpoint range.
 
 import { closeSync, openSync, readSync } from "node:fs";
 import { entryShapeProblem, type Entry } from "./entry.js";
@@ -16,13 +17,23 @@ import { verifyReceipt, type Receipt } from "./receipt.js";
 
 /** File reads happen in chunks of this size; lines may span chunks. */
 export const verify_read_chunk_bytes = 1 << 20;
+/**
+ * Receipts of entries past every signed root seen so far wait (copied) for the next checkpoint
+ * line, which makes checking their signatures unnecessary; past either limit the oldest is
+ * checked at once. A log cuts a checkpoint every 1000 entries by default, well inside both.
+ */
+export const tail_receipts_deferred_max = 4096;
+export const tail_receipt_bytes_deferred_max = 4 << 20;
 
 export interface VerifyOptions {
   /** The trusted signed checkpoint (note text), e.g. fetched from GET /api/v1/log/checkpoint. */
   checkpoint: string;
   /** The trusted verifier key `<name>+<hex id>+<base64>`. */
   key: string;
-  /** Also verify every receipt's signature (slower); by default only receipts that disagree with their entry are. */
+  /**
+   * Also verify the signature of every receipt (slower). By default a receipt's signature is
+   * checked when it disagrees with its entry or when no signed checkpoint covers its entry.
+   */
   allReceipts?: boolean;
 }
 
@@ -42,11 +53,17 @@ export interface VerifyReport {
   entries: number;
   /** Signed checkpoints verified, the trusted one included. */
   checkpoints: number;
+  /** Receipts whose signature was checked and verified. */
   receipts: number;
+  /** Receipts that matched their entry but whose signature was not checked: a signed checkpoint covers the entry. */
+  receipts_unchecked: number;
   /** Size and base64 root of the trusted checkpoint. */
   tree_size: number;
   root_hash: string;
-  /** Entries after the trusted checkpoint's size that no verified checkpoint covers. */
+  /**
+   * Entries past the trusted checkpoint and every checkpoint in the file: no signed root covers
+   * them, so each rests on its own receipt, whose signature was checked.
+   */
   uncovered: number;
   failure?: VerifyFailure;
 }
@@ -62,6 +79,17 @@ interface PendingEntry {
   seq: number;
   line: Buffer;
   leaf: Buffer;
+  /** 1-based line of the entry in the export file. */
+  lineNumber: number;
+}
+
+/** An entry past every signed root read so far, waiting for a checkpoint line to cover it. */
+interface TailEntry {
+  seq: number;
+  /** The receipt line (a copy: file chunks must not be held), or undefined when it had none. */
+  receipt: Buffer | undefined;
+  /** 1-based line of the receipt, else of the entry. */
+  lineNumber: number;
 }
 
 /** Byte-wise prefix test: cheaper than decoding the start of every line. */
@@ -85,8 +113,9 @@ function hasAt(line: Buffer, offset: number, text: string): boolean {
 /**
  * Reads seq and leaf_hash from a receipt line by position, when the line has the exporter's
  * canonical layout (`…"leaf_hash":"<64 hex>","seq":<digits>,"signature":"…"}}`). Anything
- * else returns undefined and goes through JSON.parse. A receipt is evidence about one entry,
- * not the tree's anchor: its signature is checked whenever it disagrees with its entry.
+ * else returns undefined and goes through JSON.parse. Where a signed checkpoint covers the
+ * entry, the receipt adds nothing to that signature, and its own is checked only when it
+ * disagrees with its entry; past every signed root it is the only signature, and always checked.
  */
 function quickReceipt(line: Buffer): { seq: number; leaf_hash: string } | undefined {
   if (!hasAt(line, 0, receipt_head) || !hasAt(line, line.length - 3, '"}}')) return undefined;
@@ -114,9 +143,10 @@ function parseJson(line: Buffer): unknown {
 }
 
 /**
- * Streams one export, line by line, keeping O(log n) state. The fast path only hashes an
- * entry and compares it with its receipt; entries are parsed only when something disagrees
- * (to say precisely what) or when no receipt follows them (to check their seq).
+ * Streams one export, line by line, keeping O(log n) state plus a bounded queue of tail
+ * receipts. The fast path only hashes an entry and compares it with its receipt; entries are
+ * parsed when something disagrees (to say precisely what), when no receipt follows them, or
+ * when no signed root read so far covers them (to check their shape and seq).
  */
 class ExportVerifier {
   private readonly range = new CompactRange();
@@ -131,8 +161,16 @@ class ExportVerifier {
   private trustedRoot: Buffer | undefined;
   private coveredBelowTrusted = 0;
   private trustedChecked = false;
+  /** Entries past every signed root so far, oldest first, at most tail_receipts_deferred_max. */
+  private tail: TailEntry[] = [];
+  private tailBytes = 0;
+  /** The first tail entry without a receipt that left the queue: fails unless a checkpoint covers it. */
+  private tailUnreceipted: TailEntry | undefined;
   checkpoints = 0;
-  receipts = 0;
+  /** Receipt lines that matched their entry. */
+  receiptsRead = 0;
+  /** Of those, receipts whose signature was checked. */
+  receiptsVerified = 0;
 
   constructor(private readonly options: VerifyOptions) {
     try {
@@ -152,8 +190,25 @@ class ExportVerifier {
     return this.range.size;
   }
 
-  private stop(failure: Omit<VerifyFailure, "line">): never {
-    throw new VerifyStop({ ...failure, line: this.lineNumber });
+  /**
+   * Stops with `failure`, unless a waiting tail receipt before it turns out forged: that entry
+   * comes first, and its receipt is the only signature that could have spoken for it.
+   */
+  private stop(failure: Omit<VerifyFailure, "line">, line = this.lineNumber): never {
+    for (const waiting of this.tail) {
+      if (failure.seq !== undefined && waiting.seq >= failure.seq) break;
+      const earlier = waiting.receipt ? this.tailReceiptProblem(waiting) : undefined;
+      if (earlier) {
+        this.tail = [];
+        throw new VerifyStop(earlier);
+      }
+    }
+    throw new VerifyStop({ ...failure, line });
+  }
+
+  /** Entries at or past this seq lie beyond the trusted checkpoint and every checkpoint read so far. */
+  private get signedSize(): number {
+    return Math.max(this.coveredSize, this.trusted.size);
   }
 
   line(line: Buffer): void {
@@ -180,7 +235,7 @@ class ExportVerifier {
     this.settlePending();
     if (this.size === this.trusted.size) this.checkTrusted();
     const leaf = leafHash(line);
-    this.pending = { seq: this.size, line, leaf };
+    this.pending = { seq: this.size, line, leaf, lineNumber: this.lineNumber };
     this.range.append(leaf);
     if (this.range.size === this.trusted.size) this.trustedRoot = this.range.root();
   }
@@ -200,13 +255,61 @@ class ExportVerifier {
     return entry;
   }
 
-  /** An entry with no receipt (a batch writer's, or one whose receipt was stripped): its seq
-   *  is checked from its own bytes, and the checkpoints cover its content. */
+  /**
+   * An entry with no receipt (a batch writer's, or one whose receipt was stripped): its seq is
+   * checked from its own bytes, and a signed checkpoint must cover its content. Past every
+   * signed root so far it waits in the tail for one.
+   */
   private settlePending(): void {
     const pending = this.pending;
     if (!pending) return;
     this.pending = undefined;
     this.inspect(pending);
+    if (pending.seq >= this.signedSize) this.deferTail({ seq: pending.seq, receipt: undefined, lineNumber: pending.lineNumber });
+  }
+
+  /** Queues a tail entry until a checkpoint line covers it; past the limits the oldest is settled now. */
+  private deferTail(waiting: TailEntry): void {
+    this.tail.push(waiting);
+    this.tailBytes += waiting.receipt?.length ?? 0;
+    while (this.tail.length > tail_receipts_deferred_max || this.tailBytes > tail_receipt_bytes_deferred_max) {
+      const oldest = this.tail.shift()!;
+      this.tailBytes -= oldest.receipt?.length ?? 0;
+      this.settleTail(oldest);
+    }
+  }
+
+  /** A tail entry with a receipt is vouched for once that receipt's signature verifies. */
+  private settleTail(waiting: TailEntry): void {
+    if (!waiting.receipt) {
+      this.tailUnreceipted ??= waiting;
+      return;
+    }
+    const problem = this.tailReceiptProblem(waiting);
+    if (problem) throw new VerifyStop(problem);
+  }
+
+  /** Checks a waiting receipt's signature (its seq and leaf hash already matched its entry). */
+  private tailReceiptProblem(waiting: TailEntry): VerifyFailure | undefined {
+    const { seq, lineNumber: line } = waiting;
+    const receipt = (parseJson(waiting.receipt!) as { receipt?: Receipt } | undefined)?.receipt;
+    if (!receipt || typeof receipt !== "object") return { seq, line, message: `line ${line}: malformed receipt line` };
+    const signature = verifyReceipt(receipt, this.verifier);
+    if (!signature.ok) return { seq, line, message: `seq ${seq}: receipt does not verify (${signature.reason}), and no signed checkpoint covers the entry` };
+    this.receiptsVerified += 1;
+    return undefined;
+  }
+
+  /** Fails on the first tail entry that nothing signed vouches for. */
+  private settleWholeTail(): void {
+    const unreceipted = this.tailUnreceipted ?? this.tail.find((waiting) => !waiting.receipt);
+    if (unreceipted) {
+      const { seq, lineNumber } = unreceipted;
+      const message = `seq ${seq}: no receipt, and no signed checkpoint covers it (the signed roots end at size ${this.signedSize})`;
+      this.stop({ seq, message }, lineNumber);
+    }
+    for (const waiting of this.tail) this.settleTail(waiting);
+    this.tail = [];
   }
 
   private receipt(line: Buffer): void {
@@ -215,7 +318,8 @@ class ExportVerifier {
       const quick = quickReceipt(line);
       if (quick && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex")) {
         this.pending = undefined;
-        this.receipts += 1;
+        this.receiptsRead += 1;
+        this.matchedReceipt(pending, line);
         return;
       }
     }
@@ -225,13 +329,26 @@ class ExportVerifier {
     }
     if (!pending) this.stop({ seq: receipt.seq, message: `seq ${receipt.seq}: receipt without its entry (entry missing or reordered)` });
     this.pending = undefined;
-    this.receipts += 1;
+    this.receiptsRead += 1;
     const agrees = receipt.seq === pending.seq && receipt.leaf_hash === pending.leaf.toString("hex");
-    if (agrees && !this.options.allReceipts) return;
+    if (agrees && !this.options.allReceipts) return this.matchedReceipt(pending, line);
     const entry = agrees ? undefined : this.inspect(pending);
+    if (agrees && pending.seq >= this.signedSize) this.inspect(pending);
     const signature = verifyReceipt(receipt, this.verifier);
     if (!signature.ok) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: receipt does not verify (${signature.reason})` });
+    this.receiptsVerified += 1;
     if (entry) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: entry altered: its leaf hash differs from its signed receipt` });
+  }
+
+  /**
+   * A receipt whose seq and leaf hash match its entry, signature not yet checked. Under a signed
+   * root that is enough; past every signed root so far, the entry's shape and seq are checked
+   * now and the receipt waits for a checkpoint line, its signature checked if none comes.
+   */
+  private matchedReceipt(pending: PendingEntry, line: Buffer): void {
+    if (pending.seq < this.signedSize) return;
+    this.inspect(pending);
+    this.deferTail({ seq: pending.seq, receipt: Buffer.from(line), lineNumber: this.lineNumber });
   }
 
   private checkpoint(line: Buffer): void {
@@ -255,6 +372,10 @@ class ExportVerifier {
     this.coveredSize = this.size;
     if (this.size < this.trusted.size) this.coveredBelowTrusted = this.size;
     this.checkpoints += 1;
+    // The signed root covers every waiting tail entry: their receipts need no checking.
+    this.tail = [];
+    this.tailBytes = 0;
+    this.tailUnreceipted = undefined;
   }
 
   finish(): void {
@@ -267,6 +388,7 @@ class ExportVerifier {
       });
     }
     this.checkTrusted();
+    this.settleWholeTail();
   }
 
   /** Runs once the entries up to the trusted size, their receipts and checkpoint lines were read. */
@@ -284,12 +406,13 @@ class ExportVerifier {
   }
 
   report(failure?: VerifyFailure): VerifyReport {
-    const covered = Math.max(this.coveredSize, this.trusted.size);
+    const covered = this.signedSize;
     return {
       ok: failure === undefined,
       entries: this.size,
       checkpoints: this.checkpoints,
-      receipts: this.receipts,
+      receipts: this.receiptsVerified,
+      receipts_unchecked: this.receiptsRead - this.receiptsVerified,
       tree_size: this.trusted.size,
       root_hash: this.trusted.rootHash.toString("base64"),
       uncovered: Math.max(0, this.size - covered),
@@ -318,7 +441,7 @@ export function verifyExportLines(lines: Iterable<Buffer>, options: VerifyOption
 }
 
 function emptyReport(failure: VerifyFailure): VerifyReport {
-  return { ok: false, entries: 0, checkpoints: 0, receipts: 0, tree_size: 0, root_hash: "", uncovered: 0, failure };
+  return { ok: false, entries: 0, checkpoints: 0, receipts: 0, receipts_unchecked: 0, tree_size: 0, root_hash: "", uncovered: 0, failure };
 }
 
 /** Splits bytes into lines on 0x0A; a final line without a newline is still a line, a final empty one is not. */

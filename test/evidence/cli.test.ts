@@ -62,7 +62,7 @@ describe("bursar export and verify", () => {
     expect(exportIo.out()).toMatch(/exported 41 entries/);
     const verifyIo = io({});
     expect(await verifyCommand.run([out, "--checkpoint", cp, "--key", verifierKey, "--all-receipts"], verifyIo)).toBe(0);
-    expect(verifyIo.out()).toMatch(/^OK 41 entries/);
+    expect(verifyIo.out()).toMatch(/^OK 41 entries, 3 checkpoints, receipt signatures checked: 41 of 41; /);
   });
 
   it("exits 1 naming the seq of an altered entry", async () => {
@@ -71,6 +71,32 @@ describe("bursar export and verify", () => {
     const verifyIo = io({});
     expect(await verifyCommand.run([tampered, "--checkpoint", cp, "--key", verifierKey], verifyIo)).toBe(1);
     expect(verifyIo.err()).toMatch(/^FAIL seq 18: entry altered.*\n  first bad entry: seq 18$/m);
+  });
+
+  it("counts only receipt signatures it checked, and exits 1 on a tail entry nothing signed vouches for", async () => {
+    const plain = io({});
+    expect(await verifyCommand.run([out, "--checkpoint", cp, "--key", verifierKey], plain)).toBe(0);
+    expect(plain.out()).toMatch(/^OK 41 entries, 3 checkpoints, receipt signatures checked: 0 of 41 \(the rest match entries a signed checkpoint covers\); /);
+
+    // An auditor's older checkpoint (size 1), and an export whose later checkpoint lines are gone.
+    const lines = readFileSync(out, "utf8").split("\n").filter(Boolean);
+    const checkpointLines = lines.filter((line) => line.startsWith('{"checkpoint":'));
+    const older = join(dir.path, "cp-1.txt");
+    writeFileSync(older, (JSON.parse(checkpointLines[0]!) as { checkpoint: string }).checkpoint);
+    const tail = lines.filter((line) => !checkpointLines.slice(1).includes(line));
+    const tailFile = join(dir.path, "tail.jsonl");
+    writeFileSync(tailFile, `${tail.join("\n")}\n`);
+    const vouched = io({});
+    expect(await verifyCommand.run([tailFile, "--checkpoint", older, "--key", verifierKey], vouched)).toBe(0);
+    expect(vouched.out()).toMatch(/^OK 41 entries, 2 checkpoints, receipt signatures checked: 40 of 41 \(the rest/);
+    expect(vouched.out()).toMatch(/^note: 40 entries after the last signed checkpoint rest on their own receipts \(signatures checked\)$/m);
+
+    const lastReceipt = tail.map((line) => line.startsWith('{"receipt":')).lastIndexOf(true);
+    const unreceiptedFile = join(dir.path, "unreceipted.jsonl");
+    writeFileSync(unreceiptedFile, `${tail.filter((_, i) => i !== lastReceipt).join("\n")}\n`);
+    const failed = io({});
+    expect(await verifyCommand.run([unreceiptedFile, "--checkpoint", older, "--key", verifierKey], failed)).toBe(1);
+    expect(failed.err()).toMatch(/^FAIL seq 40: no receipt, and no signed checkpoint covers it.*\n  first bad entry: seq 40$/m);
   });
 
   it("refuses bad usage with UsageError (exit 2 from main)", async () => {

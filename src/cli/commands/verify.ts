@@ -17,9 +17,10 @@ Verifies offline; needs no secret, no network and no environment variable.
 
 With FILE (a 'bursar export' JSONL): recomputes every entry's leaf hash and the tree root,
 checks every signed checkpoint in the file and the trusted checkpoint CP against KEY, and
-each receipt against its entry. On failure it names the first bad entry (seq) where it can
-be pinpointed, else the checkpoint range [start, end) that does not match, else the root
-mismatch, and exits 1.
+each receipt against its entry. Entries past every signed checkpoint rest on their receipts
+alone: each must have one, and its signature is checked. On failure it names the first bad
+entry (seq) where it can be pinpointed, else the checkpoint range [start, end) that does not
+match, else the root mismatch, and exits 1.
 
 With --inclusion / --consistency: checks a JSON proof exactly as returned by
 GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
@@ -30,8 +31,9 @@ options:
                       GET /api/v1/log/checkpoint or written by 'bursar export --checkpoint'
   --key KEY           trusted verifier key <name>+<hex id>+<base64> ('bursar key',
                       GET /.well-known/bursar/log-key)
-  --all-receipts      also verify every receipt's signature (slower; by default only receipts
-                      that disagree with their entry are checked)
+  --all-receipts      verify every receipt's signature (slower; by default a receipt's signature
+                      is checked when it disagrees with its entry or when no signed
+                      checkpoint covers its entry)
   --inclusion PROOF   verify an inclusion proof JSON file
   --consistency PROOF verify a consistency proof JSON file
 `;
@@ -80,9 +82,17 @@ function verifyFile(file: string, values: { checkpoint?: string; key?: string; "
     println(io.stderr, describeFailure(report));
     return 1;
   }
-  println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${report.receipts} receipts; tree size ${report.tree_size}, root ${report.root_hash}`);
-  if (report.uncovered > 0) println(io.stdout, `note: ${report.uncovered} entries after the last checkpoint are not covered by a signed root`);
+  println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${receiptsChecked(report)}; tree size ${report.tree_size}, root ${report.root_hash}`);
+  if (report.uncovered > 0) {
+    println(io.stdout, `note: ${report.uncovered} entries after the last signed checkpoint rest on their own receipts (signatures checked)`);
+  }
   return 0;
+}
+
+/** Counts only receipts whose signature was verified; the rest matched an entry a checkpoint signs. */
+function receiptsChecked(report: VerifyReport): string {
+  const checked = `receipt signatures checked: ${report.receipts} of ${report.receipts + report.receipts_unchecked}`;
+  return report.receipts_unchecked > 0 ? `${checked} (the rest match entries a signed checkpoint covers)` : checked;
 }
 
 function verifyProof(kind: "inclusion" | "consistency", path: string, key: string | undefined, checkpointPath: string | undefined, io: CliIo): number {
