@@ -264,3 +264,17 @@ export function openCheckpoint(note: string, verifier: NoteVerifier): SignedChec
   const opened = openNote(note, [verifier]);
   return { ...parseCheckpoint(opened.text), note };
 }
+
+/**
+ * Why a verified checkpoint's origin is not the log the caller means ("for origin …, not …"),
+ * or undefined when it is. A signature line's key name and id are not signed, so one Ed25519
+ * key shared by two logs (say staging and prod) signs checkpoints that pass for either; only
+ * the signed origin line tells them apart. The expected origin is `expected` when given, else
+ * the verifier key's name, which Bursar sets to its origin.
+ */
+export function originProblem(origin: string, expected: string | undefined, verifier: NoteVerifier): string | undefined {
+  const wanted = expected ?? verifier.name;
+  if (origin === wanted) return undefined;
+  const source = expected === undefined ? "the key's name; pass --origin if the log's origin differs from it" : "--origin";
+  return `for origin ${JSON.stringify(origin)}, not ${JSON.stringify(wanted)} (${source})`;
+}

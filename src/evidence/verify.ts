@@ -12,7 +12,7 @@ import {
   receipt_line_prefix,
 } from "./export.js";
 import { CompactRange, emptyRoot, leafHash } from "./merkle.js";
-import { openCheckpoint, parseVerifierKey, type NoteVerifier, type SignedCheckpoint } from "./note.js";
+import { openCheckpoint, originProblem, parseVerifierKey, type NoteVerifier, type SignedCheckpoint } from "./note.js";
 import { verifyReceipt, type Receipt } from "./receipt.js";
 
 /** File reads happen in chunks of this size; lines may span chunks. */
@@ -30,6 +30,12 @@ export interface VerifyOptions {
   checkpoint: string;
   /** The trusted verifier key `<name>+<hex id>+<base64>`. */
   key: string;
+  /**
+   * The origin every checkpoint must name; by default the key's name (Bursar names its key
+   * after BURSAR_LOG_ORIGIN). The signature line's key name is not signed, so without this a
+   * checkpoint of another log under the same key would pass for this one.
+   */
+  origin?: string;
   /**
    * Also verify the signature of every receipt (slower). By default a receipt's signature is
    * checked when it disagrees with its entry or when no signed checkpoint covers its entry.
@@ -57,6 +63,8 @@ export interface VerifyReport {
   receipts: number;
   /** Receipts that matched their entry but whose signature was not checked: a signed checkpoint covers the entry. */
   receipts_unchecked: number;
+  /** The log origin every verified checkpoint names. */
+  origin: string;
   /** Size and base64 root of the trusted checkpoint. */
   tree_size: number;
   root_hash: string;
@@ -183,6 +191,8 @@ class ExportVerifier {
     } catch (error) {
       throw new VerifyStop({ message: `the checkpoint is not signed by ${this.verifier.name}+${options.key.split("+")[1]}: ${(error as Error).message}` });
     }
+    const foreign = originProblem(this.trusted.origin, options.origin, this.verifier);
+    if (foreign) throw new VerifyStop({ message: `the checkpoint is ${foreign}` });
     if (this.trusted.size === 0) this.trustedRoot = emptyRoot();
   }
 
@@ -362,7 +372,9 @@ class ExportVerifier {
     } catch (error) {
       this.stop({ range, message: `checkpoint at line ${this.lineNumber}: ${(error as Error).message}` });
     }
-    if (checkpoint.origin !== this.trusted.origin) this.stop({ range, message: `checkpoint at line ${this.lineNumber} is for origin ${checkpoint.origin}` });
+    if (checkpoint.origin !== this.trusted.origin) {
+      this.stop({ range, message: `checkpoint at line ${this.lineNumber} is for origin ${JSON.stringify(checkpoint.origin)}, not ${JSON.stringify(this.trusted.origin)}` });
+    }
     if (checkpoint.size !== this.size) {
       this.stop({ range, message: `checkpoint of size ${checkpoint.size} found after ${this.size} entries (entries missing, added or moved)` });
     }
@@ -413,6 +425,7 @@ class ExportVerifier {
       checkpoints: this.checkpoints,
       receipts: this.receiptsVerified,
       receipts_unchecked: this.receiptsRead - this.receiptsVerified,
+      origin: this.trusted.origin,
       tree_size: this.trusted.size,
       root_hash: this.trusted.rootHash.toString("base64"),
       uncovered: Math.max(0, this.size - covered),
@@ -441,7 +454,7 @@ export function verifyExportLines(lines: Iterable<Buffer>, options: VerifyOption
 }
 
 function emptyReport(failure: VerifyFailure): VerifyReport {
-  return { ok: false, entries: 0, checkpoints: 0, receipts: 0, receipts_unchecked: 0, tree_size: 0, root_hash: "", uncovered: 0, failure };
+  return { ok: false, entries: 0, checkpoints: 0, receipts: 0, receipts_unchecked: 0, origin: "", tree_size: 0, root_hash: "", uncovered: 0, failure };
 }
 
 /** Splits bytes into lines on 0x0A; a final line without a newline is still a line, a final empty one is not. */

@@ -2,16 +2,16 @@
 // with only the public verifier key. Exit 0 verified, 1 not verified, 2 bad usage.
 
 import { accessSync, constants, readFileSync } from "node:fs";
-import { parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
+import { keyIdHex, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
 import { checkConsistencyDocument, checkInclusionDocument, consistencyProofSchema, inclusionProofSchema } from "../../evidence/proof.js";
 import { verifyExportFile, type VerifyReport } from "../../evidence/verify.js";
 import { parsing, println, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
 export const help = `
-usage: bursar verify FILE --checkpoint CP --key KEY [--all-receipts]
-       bursar verify --inclusion PROOF --key KEY [--checkpoint CP]
-       bursar verify --consistency PROOF --key KEY [--checkpoint CP]
+usage: bursar verify FILE --checkpoint CP --key KEY [--origin ORIGIN] [--all-receipts]
+       bursar verify --inclusion PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
+       bursar verify --consistency PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
 
 Verifies offline; needs no secret, no network and no environment variable.
 
@@ -26,11 +26,16 @@ With --inclusion / --consistency: checks a JSON proof exactly as returned by
 GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
 signed by KEY (the checkpoint embedded in the proof, or CP when given).
 
+Every checkpoint must name the log's origin: ORIGIN, or else KEY's name (Bursar names its
+key after BURSAR_LOG_ORIGIN). The signature line's key name is not signed, so this is what
+keeps a checkpoint of another log signed with the same key from passing for this one.
+
 options:
   --checkpoint CP     trusted signed checkpoint (note text), e.g. saved from
                       GET /api/v1/log/checkpoint or written by 'bursar export --checkpoint'
   --key KEY           trusted verifier key <name>+<hex id>+<base64> ('bursar key',
                       GET /.well-known/bursar/log-key)
+  --origin ORIGIN     the log origin every checkpoint must name (default: KEY's name)
   --all-receipts      verify every receipt's signature (slower; by default a receipt's signature
                       is checked when it disagrees with its entry or when no signed
                       checkpoint covers its entry)
@@ -44,6 +49,13 @@ function readText(path: string, what: string): string {
   } catch (error) {
     throw new UsageError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
+}
+
+/** An origin is one checkpoint line: non-empty, no control characters. */
+function originOf(origin: string | undefined): string | undefined {
+  if (origin === undefined) return undefined;
+  if (origin === "" || /[\u0000-\u001f]/.test(origin)) throw new UsageError("--origin: expected a checkpoint origin line (non-empty, no control characters)");
+  return origin;
 }
 
 function verifierOf(key: string | undefined): NoteVerifier {
@@ -68,21 +80,22 @@ function describeFailure(report: VerifyReport): string {
   return `FAIL ${failure.message}${line}\n  ${where}`;
 }
 
-function verifyFile(file: string, values: { checkpoint?: string; key?: string; "all-receipts"?: boolean }, io: CliIo): number {
+function verifyFile(file: string, values: { checkpoint?: string; key?: string; origin?: string; "all-receipts"?: boolean }, io: CliIo): number {
   if (!values.checkpoint) throw new UsageError("--checkpoint CP is required to verify an export");
   verifierOf(values.key);
+  const origin = originOf(values.origin);
   const checkpoint = readText(values.checkpoint, "checkpoint");
   try {
     accessSync(file, constants.R_OK);
   } catch {
     throw new UsageError(`cannot read export ${file}`);
   }
-  const report = verifyExportFile(file, { checkpoint, key: values.key!.trim(), allReceipts: values["all-receipts"] ?? false });
+  const report = verifyExportFile(file, { checkpoint, key: values.key!.trim(), origin, allReceipts: values["all-receipts"] ?? false });
   if (!report.ok) {
     println(io.stderr, describeFailure(report));
     return 1;
   }
-  println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${receiptsChecked(report)}; tree size ${report.tree_size}, root ${report.root_hash}`);
+  println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${receiptsChecked(report)}; origin ${report.origin}, tree size ${report.tree_size}, root ${report.root_hash}`);
   if (report.uncovered > 0) {
     println(io.stdout, `note: ${report.uncovered} entries after the last signed checkpoint rest on their own receipts (signatures checked)`);
   }
@@ -95,8 +108,15 @@ function receiptsChecked(report: VerifyReport): string {
   return report.receipts_unchecked > 0 ? `${checked} (the rest match entries a signed checkpoint covers)` : checked;
 }
 
-function verifyProof(kind: "inclusion" | "consistency", path: string, key: string | undefined, checkpointPath: string | undefined, io: CliIo): number {
-  const verifier = verifierOf(key);
+interface ProofArguments {
+  key?: string | undefined;
+  origin?: string | undefined;
+  checkpoint?: string | undefined;
+}
+
+function verifyProof(kind: "inclusion" | "consistency", path: string, values: ProofArguments, io: CliIo): number {
+  const verifier = verifierOf(values.key);
+  const origin = originOf(values.origin);
   let json: unknown;
   try {
     json = JSON.parse(readText(path, "proof"));
@@ -104,7 +124,7 @@ function verifyProof(kind: "inclusion" | "consistency", path: string, key: strin
     if (error instanceof UsageError) throw error;
     throw new UsageError(`${path} is not JSON`);
   }
-  const checkpoint = checkpointPath ? readText(checkpointPath, "checkpoint") : undefined;
+  const checkpoint = values.checkpoint ? readText(values.checkpoint, "checkpoint") : undefined;
   const schema = kind === "inclusion" ? inclusionProofSchema : consistencyProofSchema;
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
@@ -113,13 +133,13 @@ function verifyProof(kind: "inclusion" | "consistency", path: string, key: strin
   }
   const result =
     kind === "inclusion"
-      ? checkInclusionDocument(inclusionProofSchema.parse(json), verifier, checkpoint)
-      : checkConsistencyDocument(consistencyProofSchema.parse(json), verifier, checkpoint);
+      ? checkInclusionDocument(inclusionProofSchema.parse(json), verifier, checkpoint, origin)
+      : checkConsistencyDocument(consistencyProofSchema.parse(json), verifier, checkpoint, origin);
   if (!result.ok) {
     println(io.stderr, `FAIL ${kind} proof: ${result.reason}`);
     return 1;
   }
-  println(io.stdout, `OK ${kind} proof verifies against a checkpoint signed by ${verifier.name}`);
+  println(io.stdout, `OK ${kind} proof verifies against a checkpoint of ${origin ?? verifier.name} signed by ${verifier.name}+${keyIdHex(verifier.keyId)}`);
   return 0;
 }
 
@@ -130,6 +150,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       options: {
         checkpoint: { type: "string" },
         key: { type: "string" },
+        origin: { type: "string" },
         "all-receipts": { type: "boolean" },
         inclusion: { type: "string" },
         consistency: { type: "string" },
@@ -140,7 +161,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   );
   const modes = [positionals.length > 0, values.inclusion !== undefined, values.consistency !== undefined].filter(Boolean).length;
   if (modes !== 1 || positionals.length > 1) throw new UsageError("give exactly one of: FILE, --inclusion PROOF, --consistency PROOF");
-  if (values.inclusion) return verifyProof("inclusion", values.inclusion, values.key, values.checkpoint, io);
-  if (values.consistency) return verifyProof("consistency", values.consistency, values.key, values.checkpoint, io);
+  if (values.inclusion) return verifyProof("inclusion", values.inclusion, values, io);
+  if (values.consistency) return verifyProof("consistency", values.consistency, values, io);
   return verifyFile(positionals[0]!, values, io);
 }
