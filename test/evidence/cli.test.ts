@@ -2,26 +2,16 @@
 
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/command.js";
 import * as exportCommand from "../../src/cli/commands/export.js";
 import * as keyCommand from "../../src/cli/commands/key.js";
 import * as verifyCommand from "../../src/cli/commands/verify.js";
 import { systemClock } from "../../src/clock.js";
 import { createLogSigner, loadSigningKey } from "../../src/evidence/keys.js";
 import { EvidenceLog } from "../../src/evidence/store.js";
-import { migratedDriver, tempDir } from "./support.js";
+import { capturedIo, migratedDriver, tempDir } from "./support.js";
 
-function io(env: NodeJS.ProcessEnv = {}): CliIo & { out(): string; err(): string } {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const out: string[] = [];
-  const err: string[] = [];
-  stdout.on("data", (chunk: Buffer) => out.push(chunk.toString()));
-  stderr.on("data", (chunk: Buffer) => err.push(chunk.toString()));
-  return { stdout, stderr, env, interactive: false, out: () => out.join(""), err: () => err.join("") };
-}
+const io = capturedIo;
 
 const dir = tempDir();
 const env = () => ({ BURSAR_DATA_DIR: dir.path });

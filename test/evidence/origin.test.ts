@@ -6,16 +6,14 @@
 import { generateKeyPairSync } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/command.js";
 import * as verifyCommand from "../../src/cli/commands/verify.js";
 import { exportLog } from "../../src/evidence/export.js";
 import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
 import { parseVerifierKey } from "../../src/evidence/note.js";
 import { checkConsistencyDocument, checkInclusionDocument } from "../../src/evidence/proof.js";
 import { bufferLines, verifyExportLines, type VerifyOptions } from "../../src/evidence/verify.js";
-import { openTestLog, tempDir, type TestLog } from "./support.js";
+import { capturedIo, openTestLog, tempDir, type TestLog } from "./support.js";
 
 const staging_origin = "staging.example/log";
 const prod_origin = "prod.example/log";
@@ -136,15 +134,7 @@ describe("bursar verify --origin", () => {
   const dir = tempDir();
   afterAll(() => dir.remove());
 
-  function io(): CliIo & { out(): string; err(): string } {
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    const out: string[] = [];
-    const err: string[] = [];
-    stdout.on("data", (chunk: Buffer) => out.push(chunk.toString()));
-    stderr.on("data", (chunk: Buffer) => err.push(chunk.toString()));
-    return { stdout, stderr, env: {}, interactive: false, out: () => out.join(""), err: () => err.join("") };
-  }
+  const io = () => capturedIo();
 
   it("prints the origin it verified, and exits 1 on a checkpoint of another log under the same key", async () => {
     const file = join(dir.path, "staging.jsonl");

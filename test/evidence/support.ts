@@ -5,6 +5,8 @@ import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import type { CliIo } from "../../src/cli/command.js";
 import type { Clock } from "../../src/clock.js";
 import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
 import { EvidenceLog, type EvidenceLogOptions } from "../../src/evidence/store.js";
@@ -61,4 +63,15 @@ export async function openTestLog(options: Partial<EvidenceLogOptions> & { path?
 export function tempDir(prefix = "bursar-evidence-"): { path: string; remove(): void } {
   const path = mkdtempSync(join(tmpdir(), prefix));
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** A command's io whose stdout and stderr are collected for the test to read. */
+export function capturedIo(env: NodeJS.ProcessEnv = {}): CliIo & { out(): string; err(): string } {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const out: string[] = [];
+  const err: string[] = [];
+  stdout.on("data", (chunk: Buffer) => out.push(chunk.toString()));
+  stderr.on("data", (chunk: Buffer) => err.push(chunk.toString()));
+  return { stdout, stderr, env, interactive: false, out: () => out.join(""), err: () => err.join("") };
 }
