@@ -22,6 +22,11 @@ export class CanonicalJsonError extends Error {
 const needs_escape = /[\u0000-\u001f"\\\uD800-\uDFFF]/;
 const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/** True when `text` has a UTF-16 surrogate without its pair: no UTF-8 form, so no RFC 8785 form. */
+export function hasLoneSurrogate(text: string): boolean {
+  return lone_surrogate.test(text);
+}
+
 function escapedString(value: string): string {
   // RFC 8785 strings are JSON.stringify's; a lone surrogate has no UTF-8 form and is refused.
   if (lone_surrogate.test(value)) throw new CanonicalJsonError("a string has a lone surrogate");

@@ -1,6 +1,6 @@
 // The evidence log: canonical JSON, Merkle tree, signed notes and checkpoints, receipts, proofs, scrubbing, storage, export and offline verify.
 
-export { canonicalJson, canonicalSha256Hex, isHexSha256, sha256, sha256Hex, CanonicalJsonError } from "./canonical.js";
+export { canonical_depth_max, canonicalJson, canonicalSha256Hex, hasLoneSurrogate, isHexSha256, sha256, sha256Hex, CanonicalJsonError } from "./canonical.js";
 export {
   buildEntry,
   entry_bytes_max,

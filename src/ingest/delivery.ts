@@ -3,7 +3,7 @@
 // hash binds: the exact bytes of a single object or NDJSON line (its JSON text, without the
 // line ending or surrounding whitespace), RFC 8785 for array elements.
 
-import { canonicalJson, sha256Hex } from "../evidence/index.js";
+import { CanonicalJsonError, canonicalJson, sha256Hex } from "../evidence/index.js";
 import { records_per_delivery_max } from "../evidence/index.js";
 import { HttpError } from "../errors.js";
 
@@ -22,6 +22,9 @@ export interface ReceivedRecord {
   sha256: string;
   /** Set when the record is not JSON. */
   syntax_error?: string;
+  /** Set when an array element parsed but has no RFC 8785 form to hash (a lone surrogate, 1e400):
+   *  validation names the place; sha256 is then empty. */
+  unhashable?: string;
 }
 
 export interface SplitDelivery {
@@ -62,8 +65,9 @@ function splitArray(text: string): SplitDelivery {
   const records = elements.map((value, index): ReceivedRecord => {
     try {
       return { index, value, sha256: sha256Hex(canonicalJson(value)) };
-    } catch {
-      return { index, value: undefined, sha256: "", syntax_error: "holds a number JSON cannot represent exactly (out of range)" };
+    } catch (error) {
+      if (!(error instanceof CanonicalJsonError)) throw error;
+      return { index, value, sha256: "", unhashable: error.message };
     }
   });
   return { form: "array", records };

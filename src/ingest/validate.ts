@@ -2,7 +2,8 @@
 // and each field path, so the sender can fix the whole delivery at once.
 
 import type { z } from "zod";
-import { canonicalSha256Hex } from "../evidence/index.js";
+import { canonical_depth_max, CanonicalJsonError, canonicalSha256Hex, hasLoneSurrogate } from "../evidence/index.js";
+import { isPlainObject } from "../policy/index.js";
 import { HttpError } from "../errors.js";
 import type { ReceivedRecord } from "./delivery.js";
 import { decision_record_schema, surelyValidRecord, type DecisionRecord } from "./schema.js";
@@ -25,13 +26,46 @@ export interface ValidRecord {
   args_hash: string;
 }
 
-/** The args' RFC 8785 hash, or undefined when JSON cannot carry them canonically (1e400 parses to Infinity). */
-function argsHash(record: DecisionRecord): string | undefined {
-  if (record.args === undefined) return record.args_hash;
+/** What RFC 8785, and so the evidence log, cannot write, though JSON.parse accepted it. */
+const lone_surrogate_message = "holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair), which UTF-8 cannot carry";
+const out_of_range_message = "holds a number JSON cannot represent exactly (out of range)";
+const too_deep_message = `is nested deeper than ${canonical_depth_max} levels`;
+
+const fieldName = (path: readonly string[]) => (path.length > 0 ? path.join(".") : "(record)");
+
+/**
+ * Adds a problem for every place in `value` canonical JSON cannot write, walking as canonicalJson
+ * does from `depth`: a string or key with a lone surrogate, a non-finite number (1e400 parses to
+ * Infinity), a value nested past canonical_depth_max. `path` is the value's own, and is restored.
+ */
+function unwritable(index: number, value: unknown, path: string[], depth: number, problems: RecordProblem[]): void {
+  if (problems.length >= problems_listed_max) return;
+  if (depth > canonical_depth_max) {
+    problems.push({ index, field: fieldName(path), message: too_deep_message });
+  } else if (typeof value === "string") {
+    if (hasLoneSurrogate(value)) problems.push({ index, field: fieldName(path), message: lone_surrogate_message });
+  } else if (typeof value === "number") {
+    if (!Number.isFinite(value)) problems.push({ index, field: fieldName(path), message: out_of_range_message });
+  } else if (value !== null && typeof value === "object") {
+    const entries: Array<[string, unknown]> = Array.isArray(value) ? value.map((item, i) => [String(i), item]) : Object.entries(value);
+    for (const [key, item] of entries) {
+      path.push(key);
+      if (!Array.isArray(value) && hasLoneSurrogate(key)) problems.push({ index, field: fieldName(path), message: `its name ${lone_surrogate_message}` });
+      unwritable(index, item, path, depth + 1, problems);
+      path.pop();
+    }
+  }
+}
+
+/** The args' RFC 8785 hash; or, when canonical JSON cannot write them, the problems naming where. */
+function argsHash(index: number, args: unknown): string | RecordProblem[] {
   try {
-    return canonicalSha256Hex(record.args);
-  } catch {
-    return undefined;
+    return canonicalSha256Hex(args);
+  } catch (error) {
+    if (!(error instanceof CanonicalJsonError)) throw error;
+    const problems: RecordProblem[] = [];
+    unwritable(index, args, ["args"], 0, problems);
+    return problems.length > 0 ? problems : [{ index, field: "args", message: error.message }];
   }
 }
 
@@ -45,17 +79,34 @@ function zodProblems(index: number, issues: readonly z.core.$ZodIssue[]): Record
   });
 }
 
-/** One record: valid (with its args hash), or its problems. */
+function schemaProblems(record: ReceivedRecord): RecordProblem[] {
+  if (surelyValidRecord(record.value)) return [];
+  const parsed = decision_record_schema.safeParse(record.value);
+  return parsed.success ? [] : zodProblems(record.index, parsed.error.issues);
+}
+
+/**
+ * One record: valid (with its args hash), or every problem found in it. A record the schema
+ * accepts can still hold what the log cannot write (a lone surrogate in `reason`, 1e400 in
+ * `args`); it is refused here, naming the field, so appending it later cannot fail.
+ */
 function checkRecord(record: ReceivedRecord): ValidRecord | RecordProblem[] {
-  if (record.syntax_error !== undefined) return [{ index: record.index, field: "(record)", message: `not valid JSON: ${record.syntax_error}` }];
-  if (!surelyValidRecord(record.value)) {
-    const parsed = decision_record_schema.safeParse(record.value);
-    if (!parsed.success) return zodProblems(record.index, parsed.error.issues);
+  const { index, value } = record;
+  if (record.syntax_error !== undefined) return [{ index, field: "(record)", message: `not valid JSON: ${record.syntax_error}` }];
+  const problems = schemaProblems(record);
+  if (record.unhashable !== undefined || !isPlainObject(value)) {
+    // An array element that could not be hashed is walked whole, from its root as it was hashed.
+    const found = problems.length;
+    unwritable(index, value, [], 0, problems);
+    if (record.unhashable !== undefined && problems.length === found) problems.push({ index, field: "(record)", message: record.unhashable });
+    return problems;
   }
-  const value = record.value as DecisionRecord;
-  const args_hash = argsHash(value);
-  if (args_hash === undefined) return [{ index: record.index, field: "args", message: "holds a number JSON cannot represent exactly (out of range)" }];
-  return { index: record.index, value, sha256: record.sha256, args_hash };
+  // Outside args the schema allows only short strings and objects of them: a cheap walk.
+  for (const [key, item] of Object.entries(value)) if (key !== "args") unwritable(index, item, [key], 1, problems);
+  const args_hash = value.args === undefined ? value.args_hash : argsHash(index, value.args);
+  if (Array.isArray(args_hash)) problems.push(...args_hash);
+  if (problems.length > 0) return problems;
+  return { index, value: value as DecisionRecord, sha256: record.sha256, args_hash: args_hash as string };
 }
 
 /** The records, all valid; or a 422 listing every problem: `details.problems[{index, field, message}]`. */

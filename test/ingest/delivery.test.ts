@@ -119,6 +119,42 @@ describe("validation is all or nothing", () => {
     expect(fields).toEqual(expect.arrayContaining(["1:(record)", "2:decision", "2:occurred_at"]));
   });
 
+  it("refuses a lone surrogate anywhere in a record with 422 naming its field, in every delivery form", async () => {
+    // JSON.parse keeps "\ud800" as a lone surrogate, which UTF-8 (so RFC 8785 and the log) cannot carry.
+    const lone = (value: Record<string, unknown>, text: string) => JSON.stringify(value).replace('"LONE"', `"${text}"`);
+    const single = lone(record("evt_ls_obj", { reason: "LONE" }), "\\ud800");
+    expect((await refused(single, 422)).details.problems).toEqual([{ index: 0, field: "reason", message: expect.stringContaining("lone surrogate") }]);
+    const lines = [
+      JSON.stringify(record("evt_ls_ok")),
+      lone(record("evt_ls_tool", { tool: "LONE" }), "\\udc00"),
+      lone(record("LONE"), "x\\ud800"),
+      lone(record("evt_ls_agent", { agent: { id: "LONE", type: "agent" } }), "\\udbff"),
+    ];
+    const error = await refused(`${lines.join("\n")}\n`, 422);
+    expect(error.details.problems).toEqual([
+      { index: 1, field: "tool", message: expect.stringContaining("lone surrogate") },
+      { index: 2, field: "event_id", message: expect.stringContaining("lone surrogate") },
+      { index: 3, field: "agent.id", message: expect.stringContaining("lone surrogate") },
+    ]);
+    const array = `[${lone(record("evt_ls_arr", { reason: "LONE" }), "\\ud800")}]`;
+    expect((await refused(array, 422)).details.problems).toEqual([{ index: 0, field: "reason", message: expect.stringContaining("lone surrogate") }]);
+  });
+
+  it("names the place inside args that canonical JSON cannot write: a lone surrogate in a key or value, a number out of range", async () => {
+    const args = '{"list":[1,"\\ud800"],"nested":{"\\udc00x":true},"n":1e400}';
+    const line = JSON.stringify(record("evt_args_bad", { args: "ARGS" })).replace('"ARGS"', args);
+    for (const body of [line, `[${line}]`]) {
+      const problems = (await refused(body, 422)).details.problems as Array<{ field: string; message: string }>;
+      expect(problems.map((p) => p.field).sort()).toEqual(["args.list.1", "args.n", "args.nested.\udc00x"]);
+      expect(problems.find((p) => p.field === "args.n")!.message).toContain("out of range");
+      expect(problems.filter((p) => p.message.includes("lone surrogate"))).toHaveLength(2);
+    }
+    const deep = JSON.stringify(record("evt_args_deep", { args: { deep: "DEEP" } })).replace('"DEEP"', `${"[".repeat(300)}${"]".repeat(300)}`);
+    const [problem] = (await refused(deep, 422)).details.problems as Array<{ field: string; message: string }>;
+    expect(problem!.message).toBe("is nested deeper than 256 levels");
+    expect(problem!.field).toMatch(/^args\.deep(\.0)+$/);
+  });
+
   it("allows any shape inside args (free-form) but not outside", async () => {
     await stores(ndjson([record("evt_args_free", { args: { nested: { anything: [1, { goes: true }] }, idd: 1 } })]), 1);
   });
