@@ -10,7 +10,8 @@ export const entry_version = 1;
 export const entry_kinds = ["gate.decision", "gate.settlement", "gate.operator", "ingest.decision", "observer.call"] as const;
 const system_kind_pattern = /^system\.[a-z][a-z0-9_]{0,62}$/;
 export const source_chars_max = 200;
-/** An ingest delivery is at most 2 MiB; one entry never needs more than twice that. */
+/** An ingest delivery is at most 2 MiB; one entry rarely needs more than twice that, but RFC 8785
+ *  can write a record longer than it was sent (9e20 as 21 digits), so ingest checks each entry. */
 export const entry_bytes_max = 4_194_304;
 const rfc3339_pattern = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
 
@@ -44,6 +45,18 @@ export interface AppendInput {
 /** A writer passed something the log cannot record: a bug in the caller, never silently fixed. */
 export class EvidenceInputError extends Error {
   override name = "EvidenceInputError";
+}
+
+/** An entry over entry_bytes_max. From a writer that passes outside input (ingest), the
+ *  sender's problem to be told about, which is why it has its own class. */
+export class EntryTooLargeError extends EvidenceInputError {
+  override name = "EntryTooLargeError";
+  constructor(
+    readonly seq: number,
+    readonly bytes: number,
+  ) {
+    super(`entry exceeds ${entry_bytes_max} bytes`);
+  }
 }
 
 export function isEntryKind(kind: string): boolean {
@@ -111,9 +124,8 @@ export function buildEntry(input: AppendInput, seq: number, received_at: string)
     body,
   };
   const text = entryText(entry, bodyText);
-  if (Buffer.byteLength(text, "utf8") > entry_bytes_max) {
-    throw new EvidenceInputError(`entry exceeds ${entry_bytes_max} bytes`);
-  }
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes > entry_bytes_max) throw new EntryTooLargeError(seq, bytes);
   return { entry, text, leafHash: leafHash(text) };
 }
 

@@ -6,6 +6,7 @@ export {
   entry_bytes_max,
   entry_kinds,
   entryShapeProblem,
+  EntryTooLargeError,
   EvidenceInputError,
   isEntryKind,
   type AppendInput,

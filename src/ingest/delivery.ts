@@ -3,6 +3,7 @@
 // hash binds: the exact bytes of a single object or NDJSON line (its JSON text, without the
 // line ending or surrounding whitespace), RFC 8785 for array elements.
 
+import { isUtf8 } from "node:buffer";
 import { CanonicalJsonError, canonicalJson, sha256Hex } from "../evidence/index.js";
 import { records_per_delivery_max } from "../evidence/index.js";
 import { HttpError } from "../errors.js";
@@ -40,6 +41,45 @@ function trimmedBounds(bytes: Buffer): [number, number] {
   while (start < end && json_whitespace.has(bytes[start]!)) start++;
   while (end > start && json_whitespace.has(bytes[end - 1]!)) end--;
   return [start, end];
+}
+
+/** A lead byte's sequence length and the range its second byte must fall in: RFC 3629's table,
+ *  which leaves out overlong forms, UTF-16 surrogates and code points past U+10FFFF. */
+function utf8Sequence(lead: number): [length: number, low: number, high: number] | undefined {
+  if (lead >= 0xc2 && lead <= 0xdf) return [2, 0x80, 0xbf];
+  if (lead === 0xe0) return [3, 0xa0, 0xbf];
+  if (lead === 0xed) return [3, 0x80, 0x9f];
+  if (lead >= 0xe1 && lead <= 0xef) return [3, 0x80, 0xbf];
+  if (lead === 0xf0) return [4, 0x90, 0xbf];
+  if (lead >= 0xf1 && lead <= 0xf3) return [4, 0x80, 0xbf];
+  if (lead === 0xf4) return [4, 0x80, 0x8f];
+  return undefined;
+}
+
+/** Where the first sequence that is not well-formed UTF-8 begins; -1 when there is none. */
+export function invalidUtf8Offset(bytes: Uint8Array): number {
+  let i = 0;
+  while (i < bytes.length) {
+    const lead = bytes[i]!;
+    if (lead < 0x80) {
+      i += 1;
+      continue;
+    }
+    const sequence = utf8Sequence(lead);
+    if (!sequence || i + sequence[0] > bytes.length) return i;
+    const [length, low, high] = sequence;
+    if (bytes[i + 1]! < low || bytes[i + 1]! > high) return i;
+    for (let k = 2; k < length; k++) if ((bytes[i + k]! & 0xc0) !== 0x80) return i;
+    i += length;
+  }
+  return -1;
+}
+
+/** JSON is UTF-8 (RFC 8259). Decoded leniently, each bad byte would become U+FFFD: text that is
+ *  not what was hashed, and three bytes for one. */
+function notUtf8(raw: Buffer): HttpError {
+  const offset = invalidUtf8Offset(raw);
+  return new HttpError(400, "malformed", `the delivery is not valid UTF-8 (byte ${offset} begins no well-formed sequence)`, { offset });
 }
 
 function tooMany(count: number): HttpError {
@@ -115,13 +155,15 @@ function wholeObject(body: Buffer): SplitDelivery | undefined {
 }
 
 /**
- * Splits a raw delivery; 400 when it holds nothing or an array is not JSON, 413 above 500 records.
+ * Splits a raw delivery; 400 when it is not UTF-8, holds nothing or an array is not JSON, 413 above 500 records.
  * A body that is one JSON object is one record, even across lines; any other body is NDJSON. A
  * body of several lines that each parse is NDJSON without parsing it whole: it cannot also be
  * one object, since its first line is then a complete value with more text after it.
  */
 export function splitDelivery(raw: Buffer): SplitDelivery {
   if (raw.length > delivery_bytes_max) throw new HttpError(413, "body_too_large", `a delivery is at most ${delivery_bytes_max} bytes`);
+  // Checked once for the whole body, so each toString("utf8") below decodes exactly what was sent.
+  if (!isUtf8(raw)) throw notUtf8(raw);
   const [start, end] = trimmedBounds(raw);
   if (start === end) throw new HttpError(400, "empty_delivery", "the delivery holds no record");
   const body = raw.subarray(start, end);

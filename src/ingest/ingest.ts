@@ -3,12 +3,23 @@
 // sign one receipt listing every record, and remember it for retries.
 
 import type { Clock } from "../clock.js";
-import { jsonListBytes, readTreeSize, type AppendInput, type AppendResult, type DeliveryReceipt, type DeliveryRecord, type EvidenceLog } from "../evidence/index.js";
+import {
+  buildEntry,
+  entry_bytes_max,
+  EntryTooLargeError,
+  jsonListBytes,
+  readTreeSize,
+  type AppendInput,
+  type AppendResult,
+  type DeliveryReceipt,
+  type DeliveryRecord,
+  type EvidenceLog,
+} from "../evidence/index.js";
 import { HttpError } from "../errors.js";
 import { randomIds, type IdSource } from "../ids.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
 import { splitDelivery } from "./delivery.js";
-import { approvalVerified, validateRecords, type ValidRecord } from "./validate.js";
+import { approvalVerified, invalidRecords, validateRecords, type RecordProblem, type ValidRecord } from "./validate.js";
 
 /** Event ids looked up per query, and rows per multi-row INSERT (well under both dialects' parameter limits). */
 const lookup_ids_per_query = 100;
@@ -68,6 +79,37 @@ function entryOf(source_id: string, record: ValidRecord): AppendInput {
   const body: Record<string, unknown> = { record: record.value, args_hash: record.args_hash };
   if (verified !== null) body.approval_verified = verified;
   return { kind: "ingest.decision", source: source_id, occurred_at: record.value.occurred_at, body_sha256: record.sha256, body };
+}
+
+/** The problem of a record whose entry is over entry_bytes_max; none when it fits. */
+function sizeProblem(record: ValidRecord, input: AppendInput, seq: number, received_at: string): RecordProblem[] {
+  try {
+    buildEntry(input, seq, received_at);
+    return [];
+  } catch (error) {
+    if (!(error instanceof EntryTooLargeError)) throw error;
+    return [{ index: record.index, field: "(record)", message: `as evidence it would be ${error.bytes} bytes; one entry is at most ${entry_bytes_max} bytes` }];
+  }
+}
+
+/**
+ * Appends the new records' entries. RFC 8785 can write a record longer than it was sent (9e20 as
+ * 21 digits, a short secret as "[redacted]"), so a record under the delivery limit can still make
+ * an entry over entry_bytes_max: the sender's problem, a 422 naming every such record. Thrown
+ * inside the delivery's transaction, it stores nothing.
+ */
+async function appendRecords(deps: IngestDependencies, tx: SqlTx, source_id: string, fresh: readonly ValidRecord[], first_seq: number, record_count: number) {
+  const inputs = fresh.map((record) => entryOf(source_id, record));
+  try {
+    return await deps.log.appendMany(tx, inputs, { receipts: false });
+  } catch (error) {
+    if (!(error instanceof EntryTooLargeError)) throw error;
+    // Rebuilt one by one to list them all: received_at is a fixed-width time, so sizes agree.
+    const received_at = deps.clock().toISOString();
+    const problems = fresh.flatMap((record, i) => sizeProblem(record, inputs[i]!, first_seq + i, received_at));
+    if (problems.length === 0) throw error;
+    throw invalidRecords(problems, record_count);
+  }
 }
 
 function receiptRecord(record: ValidRecord, result: AppendResult): DeliveryRecord {
@@ -133,13 +175,13 @@ export async function ingestDelivery(deps: IngestDependencies, source_id: string
   const ids = deps.ids ?? randomIds;
   return deps.driver.transaction(async (tx) => {
     // The log's sequence lock first: it serializes ingests, so the duplicate check below cannot race.
-    await readTreeSize(tx, true);
+    const first_seq = await readTreeSize(tx, true);
     const stored = await storedRecords(tx, source_id, unique.map((record) => record.value.event_id));
     const conflicts = unique.filter((record) => stored.has(record.value.event_id) && stored.get(record.value.event_id)!.sha256 !== record.sha256);
     if (conflicts.length > 0) throw conflict(conflicts.map((record) => ({ index: record.index, event_id: record.value.event_id })));
     const fresh = unique.filter((record) => !stored.has(record.value.event_id));
     // One signed receipt lists every record of the delivery, so entries skip their own.
-    const results = await deps.log.appendMany(tx, fresh.map((record) => entryOf(source_id, record)), { receipts: false });
+    const results = await appendRecords(deps, tx, source_id, fresh, first_seq, records.length);
     const listedBy = new Map<string, DeliveryRecord>(stored);
     fresh.forEach((record, i) => listedBy.set(record.value.event_id, receiptRecord(record, results[i]!)));
     const listed = records.map((record) => listedBy.get(record.value.event_id)!);

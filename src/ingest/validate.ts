@@ -119,12 +119,17 @@ export function validateRecords(records: readonly ReceivedRecord[]): ValidRecord
     else valid.push(checked);
   }
   if (problems.length === 0) return valid;
+  throw invalidRecords(problems, records.length);
+}
+
+/** The 422 for a delivery of `record_count` records with these problems (at least one): nothing is stored. */
+export function invalidRecords(problems: readonly RecordProblem[], record_count: number): HttpError {
   const first = problems[0]!;
   const invalid_records = new Set(problems.map((problem) => problem.index)).size;
-  throw new HttpError(
+  return new HttpError(
     422,
     "invalid_records",
-    `${invalid_records} of ${records.length} records are invalid; nothing was stored (first: record ${first.index}, ${first.field}: ${first.message})`,
+    `${invalid_records} of ${record_count} records are invalid; nothing was stored (first: record ${first.index}, ${first.field}: ${first.message})`,
     {
       invalid_records,
       problems: problems.slice(0, problems_listed_max),

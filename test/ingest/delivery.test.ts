@@ -3,7 +3,7 @@
 // args bound by hash while the stored copy is scrubbed.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { canonicalJson, canonicalSha256Hex, parseVerifierKey, sha256Hex, verifyDeliveryReceipt, type DeliveryReceipt } from "../../src/evidence/index.js";
+import { canonicalJson, canonicalSha256Hex, entry_bytes_max, parseVerifierKey, sha256Hex, verifyDeliveryReceipt, type DeliveryReceipt } from "../../src/evidence/index.js";
 import { delivery_bytes_max, records_per_delivery_max } from "../../src/ingest/delivery.js";
 import { decisionsSource, deliver, harness, ndjson, record, type DecisionsSource, type Harness } from "./support.js";
 
@@ -87,6 +87,51 @@ describe("limits", () => {
     await stores(exact, 1);
     const over = Buffer.alloc(delivery_bytes_max + 1, 0x7b); // "{{{{…": not JSON, so only a size check can answer 413
     expect((await refused(over, 413)).code).toBe("body_too_large");
+  });
+});
+
+describe("bytes that are not UTF-8, and records too large to record", () => {
+  const bytes = (...parts: Array<string | number[]>) => Buffer.concat(parts.map((part) => (typeof part === "string" ? Buffer.from(part) : Buffer.from(part))));
+
+  it("refuses invalid UTF-8 with 400 malformed naming its first bad byte, in every form, instead of storing U+FFFD for it", async () => {
+    // 1.5 MB of 0xff inside a string: decoded leniently each byte became 3 bytes of U+FFFD, the
+    // entry outgrew its limit and the answer was a 500.
+    const [pre, post] = JSON.stringify(record("evt_utf8_big", { args: { blob: "X" } })).split('"X"');
+    const big = bytes(`${pre}"`, Array.from({ length: 1_500_000 }, () => 0xff), `"${post}`);
+    expect(big.length).toBeLessThan(delivery_bytes_max);
+    const error = await refused(big, 400);
+    expect(error.code).toBe("malformed");
+    expect(error.details).toEqual({ offset: pre!.length + 1 });
+    const line = ndjson([record("evt_utf8_ok")]);
+    const cases: Array<[Buffer, number]> = [
+      [bytes(line, '{"a":"', [0xed, 0xa0, 0x80], '"}\n'), line.length + 6], // a surrogate encoded as UTF-8
+      [bytes(line, '{"a":"', [0xc0, 0xaf], '"}'), line.length + 6], // overlong "/"
+      [bytes('[{"a":"', [0xe2, 0x82]), 7], // cut short at the end
+      [bytes('{"reason":"', [0xf4, 0x90, 0x80, 0x80], '"}'), 11], // past U+10FFFF
+    ];
+    for (const [body, offset] of cases) {
+      const refusal = await refused(body, 400);
+      expect(refusal.code).toBe("malformed");
+      expect(refusal.details.offset).toBe(offset);
+    }
+  });
+
+  it("stores well-formed UTF-8 (2, 3 and 4 byte characters) and hashes its bytes as received", async () => {
+    const text = JSON.stringify(record("evt_utf8_wide", { reason: "é ₹ 日本 😀" }));
+    await stores(text, 1);
+    const entry = await entryFor("evt_utf8_wide");
+    expect(entry.body_sha256).toBe(sha256Hex(Buffer.from(text)));
+    expect((entry.body.record as { reason: string }).reason).toBe("é ₹ 日本 😀");
+  });
+
+  it(`refuses with 422 a record whose evidence entry would exceed ${entry_bytes_max} bytes, though its delivery is under 2 MiB`, async () => {
+    // RFC 8785 writes 9e20 as 900000000000000000000: five bytes sent, twenty-one recorded.
+    const numbers = JSON.stringify(record("evt_entry_big", { args: { n: "N" } })).replace('"N"', `[${Array(400_000).fill("9e20").join(",")}]`);
+    const body = `${JSON.stringify(record("evt_entry_small"))}\n${numbers}\n`;
+    expect(Buffer.byteLength(body)).toBeLessThan(delivery_bytes_max);
+    const error = await refused(body, 422);
+    expect(error.code).toBe("invalid_records");
+    expect(error.details.problems).toEqual([{ index: 1, field: "(record)", message: expect.stringContaining(`at most ${entry_bytes_max} bytes`) }]);
   });
 });
 

@@ -5,7 +5,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/evidence/index.js";
-import { records_per_delivery_max, splitDelivery, type SplitDelivery } from "../../src/ingest/delivery.js";
+import { isUtf8 } from "node:buffer";
+import { invalidUtf8Offset, records_per_delivery_max, splitDelivery, type SplitDelivery } from "../../src/ingest/delivery.js";
 
 /** Without JSON whitespace at either end. */
 const trimmed = (text: string) => text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, "");
@@ -67,5 +68,28 @@ describe("splitDelivery", () => {
     expect(split.records).toHaveLength(1);
     const lines = Array.from({ length: records_per_delivery_max + 1 }, (_, i) => JSON.stringify({ i })).join("\n");
     expect(() => splitDelivery(Buffer.from(lines))).toThrow(/at most 500 records/);
+  });
+});
+
+describe("invalidUtf8Offset", () => {
+  it("finds no bad byte exactly when the bytes are UTF-8, and otherwise the start of the first bad sequence", () => {
+    // Mostly well-formed text with a few arbitrary bytes spliced in, so bad sequences sit among good ones.
+    const piece = fc.oneof(
+      fc.string({ unit: "grapheme", maxLength: 6 }).map((text) => Buffer.from(text)),
+      fc.uint8Array({ minLength: 1, maxLength: 4 }).map((bytes) => Buffer.from(bytes)),
+      fc.constantFrom(Buffer.from([0xed, 0xa0, 0x80]), Buffer.from([0xc0, 0xaf]), Buffer.from([0xf4, 0x90, 0x80, 0x80]), Buffer.from([0xe2, 0x82])),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 8 }), (pieces) => {
+        const bytes = Buffer.concat(pieces);
+        const offset = invalidUtf8Offset(bytes);
+        expect(offset === -1, bytes.toString("hex")).toBe(isUtf8(bytes));
+        if (offset === -1) return;
+        // Everything before it is UTF-8, and no well-formed sequence of 1 to 4 bytes starts there.
+        expect(isUtf8(bytes.subarray(0, offset))).toBe(true);
+        for (let length = 1; length <= 4; length++) expect(isUtf8(bytes.subarray(offset, offset + length))).toBe(false);
+      }),
+      { numRuns: 5_000 },
+    );
   });
 });
