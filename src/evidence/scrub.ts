@@ -41,8 +41,15 @@ const secret_value_patterns: readonly RegExp[] = [
 /** One cheap test every string takes first; only strings it matches run the patterns above. */
 const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[pousr]_|xox|AKIA|bsr_/i;
 
-/** Runs of 13 to 19 digits, optionally grouped by single spaces or dashes, as printed on cards. */
-const card_candidate_pattern = /(?<![0-9A-Za-z])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z])/g;
+/** A card number has 13 to 19 digits. */
+const card_digits_min = 13;
+const card_digits_max = 19;
+/**
+ * Runs of digits grouped by single spaces or dashes, as printed on cards. A group glued to a
+ * letter is left out (the regex backtracks to the group boundary before it): a digest's digits
+ * are glued to its hex letters, and are not a card number.
+ */
+const digit_run_pattern = /(?<![0-9A-Za-z])\d+(?:[ -]\d+)*(?![0-9A-Za-z])/g;
 const card_prefilter = /\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d/;
 
 /** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. */
@@ -74,12 +81,55 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
+/** The Luhn sums (mod 10) of the last card_digits_max + 1 prefixes, in a ring (see hasCardWindow). */
+const prefix_ring_length = card_digits_max + 1;
+const doubled_digit = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9];
+/** hasCardWindow's rings, allocated once: it runs to completion and never re-enters. */
+const prefix_sums = [new Uint8Array(prefix_ring_length), new Uint8Array(prefix_ring_length)];
+const starts_with_zero = new Uint8Array(prefix_ring_length);
+
+/**
+ * True when some 13 to 19 consecutive digits of a run (its separators skipped) are Luhn-valid and
+ * do not start with 0 (no issuer number does; without this, any 13 zeros in a row would pass). A
+ * card number followed by a CVV or an expiry is such a window of a longer run. Luhn doubles every
+ * second digit from a window's last one, so which digits double depends only on the parity of the
+ * last one's position: two running prefix sums, one per parity, give a window's sum as their
+ * difference, so a run is one pass, 7 comparisons per digit, without copying it.
+ */
+function hasCardWindow(run: string): boolean {
+  // prefix_sums[p][k % ring]: the sum (mod 10) over digits j < k of digit j, doubled when j's
+  // parity is not p. Only the empty prefix is read before this call writes it.
+  prefix_sums[0]![0] = 0;
+  prefix_sums[1]![0] = 0;
+  let k = 0;
+  let here = 0; // k % prefix_ring_length
+  for (let i = 0; i < run.length; i++) {
+    const digit = run.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) continue; // a single space or dash between groups
+    const own = prefix_sums[k & 1]!;
+    const other = prefix_sums[(k & 1) ^ 1]!;
+    const next = here === card_digits_max ? 0 : here + 1;
+    own[next] = (own[here]! + digit) % 10;
+    other[next] = (other[here]! + doubled_digit[digit]!) % 10;
+    starts_with_zero[here] = digit === 0 ? 1 : 0;
+    // Windows ending at digit k (its parity's digits not doubled): a window starting at digit f is
+    // Luhn-valid when the prefix sums before f and after k agree mod 10.
+    const sum = own[next]!;
+    let first = here - card_digits_min + 1;
+    if (first < 0) first += prefix_ring_length;
+    for (let length = card_digits_min; length <= card_digits_max && length <= k + 1; length++) {
+      if (own[first] === sum && starts_with_zero[first] === 0) return true;
+      first = first === 0 ? card_digits_max : first - 1;
+    }
+    k++;
+    here = next;
+  }
+  return false;
+}
+
 function containsCardNumber(text: string): boolean {
   if (!card_prefilter.test(text)) return false;
-  for (const match of text.matchAll(card_candidate_pattern)) {
-    const digits = match[0].replace(/[ -]/g, "");
-    if (digits.length >= 13 && digits.length <= 19 && luhnValid(digits)) return true;
-  }
+  for (const match of text.matchAll(digit_run_pattern)) if (match[0].length >= card_digits_min && hasCardWindow(match[0])) return true;
   return false;
 }
 
@@ -98,9 +148,12 @@ function redact(state: ScrubState): string {
   return redacted;
 }
 
-/** A card number can arrive as a JSON number; integers of 13+ digits are never amounts here. */
+/** A card number can arrive as a JSON number; integers of 13+ digits are never amounts here. A
+ *  number has no CVV beside it, so only the whole of it is a card number. */
 function isSecretNumber(value: number): boolean {
-  return Number.isInteger(value) && Math.abs(value) >= 1e12 && containsCardNumber(String(value));
+  if (!Number.isInteger(value) || Math.abs(value) < 1e12) return false;
+  const digits = String(Math.abs(value));
+  return digits.length <= card_digits_max && /^\d+$/.test(digits) && luhnValid(digits);
 }
 
 function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
 import { exportLog } from "../../src/evidence/export.js";
 import { newToken } from "../../src/ids.js";
-import { luhnValid, scrub, scrubbedCanonicalJson, scrubCounting } from "../../src/evidence/scrub.js";
+import { isSecretValue, luhnValid, scrub, scrubbedCanonicalJson, scrubCounting } from "../../src/evidence/scrub.js";
 import { openTestLog, tempDir } from "./support.js";
 
 /** What the two paths give for one value: the text and count, or the error's class and message. */
@@ -128,6 +128,83 @@ describe("scrub", () => {
     const digest = "e8f80ce73a7bf62bf87219a985f86002ca8284352066799136ec02afef18ce0b";
     expect(scrub({ digest }).digest).toBe(digest);
     expect(scrub({ pan: "pan=4111-1111-1111-1111;" }).pan).toBe("[redacted]");
+  });
+
+  it("redacts a card number followed or preceded by more digits: a CVV, an expiry, a reference", () => {
+    // The whole run fails Luhn; the card number is a window of it.
+    const values = [
+      "4111 1111 1111 1111 123",
+      "378282246310005 1234",
+      "4111-1111-1111-1111-12-27",
+      "card 5555 5555 5555 4444 0127 737 thanks",
+      "ref 12 4111111111111111",
+      "41111111111111111234",
+      "a1 4111 1111 1111 1111 123", // the group glued to a letter is left out, the rest is still a card
+      "4111 1111 1111 1111 12x",
+    ];
+    for (const value of values) expect(scrub({ note: value }).note, value).toBe("[redacted]");
+    expect(scrubbedCanonicalJson({ note: "4111 1111 1111 1111 123" })).toEqual({ text: '{"note":"[redacted]"}', redactions: 1 });
+  });
+
+  it("finds a Luhn-valid card number inside any run of digits grouped by single spaces or dashes", () => {
+    const digit = fc.integer({ min: 0, max: 9 });
+    /** A card number of 13 to 19 digits, first digit 1-9, made Luhn-valid by its check digit. */
+    const card = fc.tuple(fc.integer({ min: 1, max: 9 }), fc.array(digit, { minLength: 11, maxLength: 17 })).map(([first, rest]) => {
+      const body = `${first}${rest.join("")}`;
+      const check = [...Array(10).keys()].find((candidate) => luhnValid(`${body}${candidate}`))!;
+      return `${body}${check}`;
+    });
+    const digits = fc.array(digit, { maxLength: 8 }).map((list) => list.join(""));
+    const grouped = (text: string, cuts: number[], separator: string) => {
+      let out = "";
+      for (let i = 0; i < text.length; i++) out += (i > 0 && cuts.includes(i) ? separator : "") + text[i];
+      return out;
+    };
+    fc.assert(
+      fc.property(digits, card, digits, fc.array(fc.integer({ min: 1, max: 40 }), { maxLength: 6 }), fc.constantFrom(" ", "-"), (before, number, after, cuts, separator) => {
+        const text = grouped(`${before}${number}${after}`, cuts, separator);
+        expect(scrub({ note: `pay ${text}.` }).note, text).toBe("[redacted]");
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("decides a card number in text exactly as checking every window of every run by hand does", () => {
+    /** The rule written plainly: runs of digits joined by single spaces or dashes; a group glued to
+     *  a letter is left out; any 13 to 19 consecutive digits not starting with 0 that pass Luhn. */
+    const byHand = (text: string) => {
+      for (const match of text.matchAll(/\d+(?:[ -]\d+)*/g)) {
+        const groups = match[0].split(/[ -]/);
+        if (/[A-Za-z]/.test(text[match.index - 1] ?? "")) groups.shift();
+        if (/[A-Za-z]/.test(text[match.index + match[0].length] ?? "")) groups.pop();
+        const digits = groups.join("");
+        for (let length = 13; length <= 19; length++) {
+          for (let start = 0; start + length <= digits.length; start++) {
+            const window = digits.slice(start, start + length);
+            if (window[0] !== "0" && luhnValid(window)) return true;
+          }
+        }
+      }
+      return false;
+    };
+    const piece = fc.oneof(
+      { weight: 4, arbitrary: fc.stringMatching(/^[0-9]{1,8}$/) },
+      fc.constantFrom(" ", "-", "  ", "a", "x", ".", "4111111111111111", "378282246310005", "0000000000000"),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
+        const text = pieces.join("");
+        expect(isSecretValue(text), text).toBe(byHand(text));
+      }),
+      { numRuns: 5_000 },
+    );
+  });
+
+  it("keeps digit runs with no Luhn-valid window, runs of zeros, and digits glued to letters on both sides", () => {
+    expect(scrub({ n: "invoice 1234567890123" }).n).toBe("invoice 1234567890123");
+    expect(scrub({ n: "10000000000000000000" }).n).toBe("10000000000000000000");
+    expect(scrub({ n: 10000000000000, big: 1e20 })).toEqual({ n: 10000000000000, big: 1e20 });
+    expect(scrub({ n: "x4111111111111111 1234y" }).n).toBe("x4111111111111111 1234y");
   });
 
   it("keeps ordinary evidence: amounts, ids, currencies, idempotency keys, non-Luhn digit runs", () => {

@@ -299,16 +299,24 @@ describe("approval verification and scrubbing", () => {
   });
 
   it("scrubs secrets in args while args_hash and body_sha256 still bind the original", async () => {
-    const args = { card: "4111 1111 1111 1111", cvv: "123", password: "hunter2", auth_header: "Bearer abcdefghijklmnop", note: "ok" };
+    const args = {
+      card: "4111 1111 1111 1111",
+      cvv: "123",
+      password: "hunter2",
+      auth_header: "Bearer abcdefghijklmnop",
+      payment: "4111 1111 1111 1111 123", // a card number with its CVV: one run that fails Luhn as a whole
+      amex: "378282246310005 1234",
+      note: "ok",
+    };
     const line = JSON.stringify(record("evt_secret", { args }));
     await stores(`${line}\n`, 1);
     const entry = await entryFor("evt_secret");
     const stored = (entry.body.record as { args: Record<string, unknown> }).args;
-    expect(stored).toEqual({ card: "[redacted]", cvv: "[redacted]", password: "[redacted]", auth_header: "[redacted]", note: "ok" });
+    expect(stored).toEqual({ card: "[redacted]", cvv: "[redacted]", password: "[redacted]", auth_header: "[redacted]", payment: "[redacted]", amex: "[redacted]", note: "ok" });
     expect(entry.body.args_hash).toBe(canonicalSha256Hex(args));
     expect(entry.body_sha256).toBe(sha256Hex(line));
     const raw = JSON.stringify(await h.entries());
-    for (const secret of ["4111 1111 1111 1111", "hunter2", "abcdefghijklmnop"]) expect(raw).not.toContain(secret);
+    for (const secret of ["4111 1111 1111 1111", "hunter2", "abcdefghijklmnop", "378282246310005"]) expect(raw).not.toContain(secret);
   });
 });
 
