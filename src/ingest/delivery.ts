@@ -82,6 +82,11 @@ function notUtf8(raw: Buffer): HttpError {
   return new HttpError(400, "malformed", `the delivery is not valid UTF-8 (byte ${offset} begins no well-formed sequence)`, { offset });
 }
 
+/** A delivery that holds no record: an empty body, only blank lines, or an empty array. */
+function empty(): HttpError {
+  return new HttpError(400, "empty_delivery", "the delivery holds no record");
+}
+
 function tooMany(count: number): HttpError {
   return new HttpError(413, "too_many_records", `a delivery holds at most ${records_per_delivery_max} records; this one has ${count}`, {
     limit: records_per_delivery_max,
@@ -101,6 +106,7 @@ function splitArray(text: string): SplitDelivery {
   const parsed = parseJson(text);
   if ("error" in parsed) throw new HttpError(400, "malformed", `the delivery is not valid JSON: ${parsed.error}`);
   const elements = parsed.value as unknown[];
+  if (elements.length === 0) throw empty();
   if (elements.length > records_per_delivery_max) throw tooMany(elements.length);
   const records = elements.map((value, index): ReceivedRecord => {
     try {
@@ -165,7 +171,7 @@ export function splitDelivery(raw: Buffer): SplitDelivery {
   // Checked once for the whole body, so each toString("utf8") below decodes exactly what was sent.
   if (!isUtf8(raw)) throw notUtf8(raw);
   const [start, end] = trimmedBounds(raw);
-  if (start === end) throw new HttpError(400, "empty_delivery", "the delivery holds no record");
+  if (start === end) throw empty();
   const body = raw.subarray(start, end);
   if (body[0] === 0x5b /* [ */) return splitArray(body.toString("utf8"));
   if (!body.includes(0x0a)) return wholeObject(body) ?? splitNdjson(ndjsonLines(raw));

@@ -64,6 +64,10 @@ describe("delivery forms and hashing as received", () => {
     expect((await entryFor("evt_arr_1")).body_sha256).toBe(sha256Hex(canonicalJson(elements[0])));
   });
 
+  it("answers 400 empty_delivery for a delivery holding no record: an empty body, blank lines, an empty array", async () => {
+    for (const body of ["", " \r\n\n\t", "[]", " [ ]\n"]) expect((await refused(body, 400)).code, JSON.stringify(body)).toBe("empty_delivery");
+  });
+
   it("accepts interlok.gateway-decision/1 records unchanged", async () => {
     await stores(ndjson([record("evt_interlok", { schema: "interlok.gateway-decision/1" })]), 1);
   });
