@@ -81,48 +81,23 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
-/** The Luhn sums (mod 10) of the last card_digits_max + 1 prefixes, in a ring (see hasCardWindow). */
-const prefix_ring_length = card_digits_max + 1;
-const doubled_digit = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9];
-/** hasCardWindow's rings, allocated once: it runs to completion and never re-enters. */
-const prefix_sums = [new Uint8Array(prefix_ring_length), new Uint8Array(prefix_ring_length)];
-const starts_with_zero = new Uint8Array(prefix_ring_length);
-
 /**
- * True when some 13 to 19 consecutive digits of a run (its separators skipped) are Luhn-valid and
- * do not start with 0 (no issuer number does; without this, any 13 zeros in a row would pass). A
- * card number followed by a CVV or an expiry is such a window of a longer run. Luhn doubles every
- * second digit from a window's last one, so which digits double depends only on the parity of the
- * last one's position: two running prefix sums, one per parity, give a window's sum as their
- * difference, so a run is one pass, 7 comparisons per digit, without copying it.
+ * True when some consecutive groups of a run (digits between single spaces or dashes) hold 13 to
+ * 19 digits together that pass Luhn and do not start with 0 (no issuer number does; without this
+ * 13 zeros would pass). A card number printed next to its CVV, expiry or a reference is such a
+ * stretch of groups ("4111 1111 1111 1111 123"). Windows start and end at group boundaries only:
+ * a long unbroken run of digits (a snowflake id, a nanosecond timestamp) is a card only as a
+ * whole, as it always was, rather than redacted because one of its many windows passes Luhn.
  */
 function hasCardWindow(run: string): boolean {
-  // prefix_sums[p][k % ring]: the sum (mod 10) over digits j < k of digit j, doubled when j's
-  // parity is not p. Only the empty prefix is read before this call writes it.
-  prefix_sums[0]![0] = 0;
-  prefix_sums[1]![0] = 0;
-  let k = 0;
-  let here = 0; // k % prefix_ring_length
-  for (let i = 0; i < run.length; i++) {
-    const digit = run.charCodeAt(i) - 48;
-    if (digit < 0 || digit > 9) continue; // a single space or dash between groups
-    const own = prefix_sums[k & 1]!;
-    const other = prefix_sums[(k & 1) ^ 1]!;
-    const next = here === card_digits_max ? 0 : here + 1;
-    own[next] = (own[here]! + digit) % 10;
-    other[next] = (other[here]! + doubled_digit[digit]!) % 10;
-    starts_with_zero[here] = digit === 0 ? 1 : 0;
-    // Windows ending at digit k (its parity's digits not doubled): a window starting at digit f is
-    // Luhn-valid when the prefix sums before f and after k agree mod 10.
-    const sum = own[next]!;
-    let first = here - card_digits_min + 1;
-    if (first < 0) first += prefix_ring_length;
-    for (let length = card_digits_min; length <= card_digits_max && length <= k + 1; length++) {
-      if (own[first] === sum && starts_with_zero[first] === 0) return true;
-      first = first === 0 ? card_digits_max : first - 1;
+  const groups = run.split(/[ -]/);
+  for (let first = 0; first < groups.length; first++) {
+    let window = "";
+    for (let last = first; last < groups.length; last++) {
+      window += groups[last];
+      if (window.length > card_digits_max) break;
+      if (window.length >= card_digits_min && window[0] !== "0" && luhnValid(window)) return true;
     }
-    k++;
-    here = next;
   }
   return false;
 }
