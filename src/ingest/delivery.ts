@@ -7,6 +7,7 @@ import { isUtf8 } from "node:buffer";
 import { CanonicalJsonError, canonicalJson, sha256Hex } from "../evidence/index.js";
 import { records_per_delivery_max } from "../evidence/index.js";
 import { HttpError } from "../errors.js";
+import { duplicateKeyPaths } from "./duplicate-keys.js";
 
 /** DESIGN: a delivery is at most 2 MiB, refused with 413 before parsing. */
 export const delivery_bytes_max = 2_097_152;
@@ -26,6 +27,8 @@ export interface ReceivedRecord {
   /** Set when an array element parsed but has no RFC 8785 form to hash (a lone surrogate, 1e400):
    *  validation names the place; sha256 is then empty. */
   unhashable?: string;
+  /** The path of a key that occurs twice in one object of the record (JSON.parse kept the last). */
+  duplicate_key?: string;
 }
 
 export interface SplitDelivery {
@@ -116,6 +119,12 @@ function splitArray(text: string): SplitDelivery {
       return { index, value, sha256: "", unhashable: error.message };
     }
   });
+  // Paths in the array start with the element's index: the first duplicate of each element.
+  for (const path of duplicateKeyPaths(text)) {
+    const dot = path.indexOf(".");
+    const record = records[Number(path.slice(0, dot))];
+    if (record && record.duplicate_key === undefined) record.duplicate_key = path.slice(dot + 1);
+  }
   return { form: "array", records };
 }
 
@@ -144,20 +153,28 @@ function countLines(bytes: Buffer): number {
   return count;
 }
 
+/** A record parsed from its own text: with the first key it holds twice, if any. */
+function parsedRecord(index: number, text: string, value: unknown, sha256: string): ReceivedRecord {
+  const [duplicate] = duplicateKeyPaths(text);
+  return duplicate === undefined ? { index, value, sha256 } : { index, value, sha256, duplicate_key: duplicate };
+}
+
 function splitNdjson(lines: readonly Buffer[]): SplitDelivery {
   const records = lines.map((line, index) => {
-    const parsed = parseJson(line.toString("utf8"));
+    const text = line.toString("utf8");
+    const parsed = parseJson(text);
     const sha256 = sha256Hex(line);
-    return "error" in parsed ? { index, value: undefined, sha256, syntax_error: parsed.error } : { index, value: parsed.value, sha256 };
+    return "error" in parsed ? { index, value: undefined, sha256, syntax_error: parsed.error } : parsedRecord(index, text, parsed.value, sha256);
   });
   return { form: "ndjson", records };
 }
 
 /** The whole body as one record when it is one JSON object, such as a pretty-printed one. */
 function wholeObject(body: Buffer): SplitDelivery | undefined {
-  const whole = parseJson(body.toString("utf8"));
+  const text = body.toString("utf8");
+  const whole = parseJson(text);
   if ("error" in whole || whole.value === null || typeof whole.value !== "object" || Array.isArray(whole.value)) return undefined;
-  return { form: "object", records: [{ index: 0, value: whole.value, sha256: sha256Hex(body) }] };
+  return { form: "object", records: [parsedRecord(0, text, whole.value, sha256Hex(body))] };
 }
 
 /**

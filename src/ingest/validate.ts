@@ -93,6 +93,9 @@ function schemaProblems(record: ReceivedRecord): RecordProblem[] {
 function checkRecord(record: ReceivedRecord): ValidRecord | RecordProblem[] {
   const { index, value } = record;
   if (record.syntax_error !== undefined) return [{ index, field: "(record)", message: `not valid JSON: ${record.syntax_error}` }];
+  if (record.duplicate_key !== undefined) {
+    return [{ index, field: record.duplicate_key, message: "this key occurs twice in one object; keys must be unique (the hash binds both)" }];
+  }
   const problems = schemaProblems(record);
   if (record.unhashable !== undefined || !isPlainObject(value)) {
     // An array element that could not be hashed is walked whole, from its root as it was hashed.

@@ -153,6 +153,18 @@ describe("validation is all or nothing", () => {
     expect(error.details.invalid_records).toBe(2);
   });
 
+  it("refuses a key that occurs twice in one object, in every form, naming its path", async () => {
+    // JSON.parse keeps the last "decision" (allow); the hashed bytes say deny too.
+    const twice = JSON.stringify(record("evt_dup_1", { decision: "deny" })).replace('"decision":"deny"', '"decision":"deny","decision":"allow"');
+    const object = await refused(twice, 422);
+    expect(object.details.problems).toEqual([{ index: 0, field: "decision", message: expect.stringContaining("occurs twice") }]);
+    const nested = JSON.stringify(record("evt_dup_2", { args: { items: [{ sku: "a", qty: 1 }] } })).replace('"sku":"a"', '"sku":"a","\\u0073ku":"b"');
+    const lines = await refused(ndjson([record("evt_dup_ok")]) + nested + "\n", 422);
+    expect(lines.details.problems).toEqual([{ index: 1, field: "args.items.0.sku", message: expect.stringContaining("occurs twice") }]);
+    const array = await refused(`[${JSON.stringify(record("evt_dup_3"))},${twice.replace("evt_dup_1", "evt_dup_4")}]`, 422);
+    expect(array.details.problems).toEqual([{ index: 1, field: "decision", message: expect.stringContaining("occurs twice") }]);
+  });
+
   it("refuses args and args_hash together, and neither", async () => {
     const both = record("evt_both", { args_hash: "a".repeat(64) });
     const { args: _args, ...neither } = record("evt_neither");

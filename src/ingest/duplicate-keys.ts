@@ -1,0 +1,69 @@
+// Duplicate object keys in received JSON. JSON.parse keeps the last of two equal keys, while a
+// record's hash binds its bytes, where another parser may read the first: `{"decision":"deny",
+// …,"decision":"allow"}` would be stored as allow under a hash of bytes that say deny too. A
+// record with a key twice in one object is refused instead, naming the place.
+
+interface Frame {
+  /** Keys seen so far in this object; null for an array. */
+  keys: Set<string> | null;
+  /** This value's place in its parent: a key, an array index, or "" for the root. */
+  segment: string;
+  /** Objects: the next string is a key. */
+  expect_key: boolean;
+  /** Arrays: the index of the element being read. */
+  index: number;
+  /** Objects: the key whose value is being read. */
+  key: string;
+}
+
+const quote = 0x22;
+const backslash = 0x5c;
+
+/** Index of the quote that closes the string opening at `open`. */
+function stringEnd(text: string, open: number): number {
+  let at = text.indexOf('"', open + 1);
+  for (;;) {
+    let slashes = 0;
+    while (text.charCodeAt(at - 1 - slashes) === backslash) slashes++;
+    if (slashes % 2 === 0) return at;
+    at = text.indexOf('"', at + 1);
+  }
+}
+
+/** Duplicates reported per text at most: one per record of the largest delivery is enough. */
+export const duplicate_keys_reported_max = 500;
+
+/**
+ * The paths (`agent.id`, `args.items.2.sku`, `3.decision` inside an array) of keys that occur a
+ * second time in one object of `text`, which must be valid JSON; empty when keys are unique.
+ * Keys are compared as decoded, so `"a"` and `"\u0061"` are the same key.
+ */
+export function duplicateKeyPaths(text: string): string[] {
+  const found: string[] = [];
+  const stack: Frame[] = [];
+  for (let i = 0; i < text.length && found.length < duplicate_keys_reported_max; i++) {
+    const code = text.charCodeAt(i);
+    const top = stack[stack.length - 1];
+    if (code === quote) {
+      const end = stringEnd(text, i);
+      if (top?.keys && top.expect_key) {
+        const raw = text.slice(i + 1, end);
+        const key = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
+        if (top.keys.has(key)) found.push([...stack.slice(1).map((frame) => frame.segment), key].join("."));
+        top.keys.add(key);
+        top.key = key;
+        top.expect_key = false;
+      }
+      i = end;
+    } else if (code === 0x7b /* { */ || code === 0x5b /* [ */) {
+      const segment = top ? (top.keys ? top.key : String(top.index)) : "";
+      stack.push({ keys: code === 0x7b ? new Set() : null, segment, expect_key: true, index: 0, key: "" });
+    } else if (code === 0x7d /* } */ || code === 0x5d /* ] */) {
+      stack.pop();
+    } else if (code === 0x2c /* , */ && top) {
+      if (top.keys) top.expect_key = true;
+      else top.index++;
+    }
+  }
+  return found;
+}

@@ -1,0 +1,51 @@
+// The duplicate-key scanner against received JSON text: paths as validation names them, keys
+// compared as decoded, and no duplicate ever reported for text JSON.stringify wrote.
+
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { duplicateKeyPaths } from "../../src/ingest/duplicate-keys.js";
+
+describe("duplicateKeyPaths", () => {
+  it("names each key that occurs twice in one object, by its path", () => {
+    const cases: Array<[string, string[]]> = [
+      ['{"a":1,"a":2}', ["a"]],
+      ['{"a":1,"b":{"a":2}}', []],
+      ['{"agent":{"id":"x","type":"agent","id":"y"}}', ["agent.id"]],
+      ['{"args":{"items":[{"sku":"a"},{"sku":"b","sku":"c"}]}}', ["args.items.1.sku"]],
+      ['[{"a":1},{"a":1,"a":2}]', ["1.a"]],
+      ['{"a":1,"\\u0061":2}', ["a"]],
+      ['{"q\\"":1,"q\\"":2,"x":"{\\"a\\":1,\\"a\\":2}"}', ['q"']],
+      ['{"s":"\\\\","s":"c"}', ["s"]],
+      ['{"a":[1,2,{"b":[],"b":{}}],"c":"[,{"}', ["a.2.b"]],
+      ['{ "k" : 1 , "k" : 2 , "k" : 3 }', ["k", "k"]],
+    ];
+    for (const [text, paths] of cases) {
+      JSON.parse(text);
+      expect(duplicateKeyPaths(text), text).toEqual(paths);
+    }
+  });
+
+  it("finds none in JSON that JSON.stringify wrote, with or without indentation", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom(0, 2), (value, indent) => {
+        expect(duplicateKeyPaths(JSON.stringify(value, null, indent) ?? "null")).toEqual([]);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("finds a key written twice into any object of any JSON value", () => {
+    const object = fc.dictionary(fc.string(), fc.jsonValue(), { minKeys: 1, maxKeys: 5 });
+    fc.assert(
+      fc.property(object, fc.jsonValue(), (inner, outer) => {
+        const [key] = Object.keys(inner) as [string];
+        // The object's text with its first key repeated at the end, inside an array and an object.
+        const text = JSON.stringify(inner);
+        const doubled = `${text.slice(0, -1)},${JSON.stringify(key)}:0}`;
+        const wrapped = `[${JSON.stringify(outer)},{"x":${doubled}}]`;
+        expect(duplicateKeyPaths(wrapped)).toEqual([`1.x.${key}`]);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+});
