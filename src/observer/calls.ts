@@ -1,6 +1,6 @@
-// Correlating `tools/call` requests with their responses by (source, MCP session id, JSON-RPC
-// id), wherever the response arrives (JSON body, the POST's SSE stream, a resumed GET stream),
-// and turning each completed call into its `observer.call` entry.
+// Correlating `tools/call` requests with their responses: a JSON body or the POST's SSE stream
+// answers the calls its own request carried; a resumed GET stream answers calls by (source, MCP
+// session id, JSON-RPC id). Each completed call becomes its `observer.call` entry.
 
 import { canonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
 import type { ObserverSource } from "../sources/store.js";
@@ -17,7 +17,10 @@ type JsonRpcId = string | number;
 
 export interface PendingCall {
   source: ObserverSource;
+  /** The MCP session id; "" when the server uses none (then only its own request can answer it). */
   session: string;
+  /** The HTTP exchange (one request) that carried the call, numbered by the correlator. */
+  exchange: number;
   id: JsonRpcId;
   tool: string;
   args: unknown;
@@ -28,7 +31,7 @@ export interface PendingCall {
 export type Outcome =
   | { type: "result"; is_error: boolean; result: unknown }
   | { type: "error"; error: unknown }
-  | { type: "no_response"; reason: "timeout" | "evicted" | "http_status" | "unreadable_response"; status?: number };
+  | { type: "no_response"; reason: "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended"; status?: number };
 
 export interface CallEvidence {
   input: AppendInput;
@@ -71,47 +74,91 @@ export function responses(parsed: unknown): Array<{ id: JsonRpcId; outcome: Outc
   return found;
 }
 
+const idKey = (id: JsonRpcId): string => `${typeof id}:${String(id)}`;
+
+/**
+ * Pending calls, each under the exchange that carried it, so a response is matched to its own
+ * request even when two clients of a server without sessions both use JSON-RPC id 1. Calls with
+ * a session are also indexed by (source, session, id) for responses on a resumed GET stream;
+ * without a session id there is nothing to tie one request to another, so none is guessed.
+ */
 export class Correlator {
+  /** By exchange and id, in arrival order: the oldest (and expired) calls are at the front. */
   private readonly pending = new Map<string, PendingCall>();
+  /** (source, session, id) → the key in `pending` of the latest such call. */
+  private readonly in_session = new Map<string, string>();
+  private exchanges = 0;
 
   constructor(private readonly onExpired: (call: PendingCall, reason: "timeout" | "evicted") => void) {}
 
-  private static key(source_id: string, session: string, id: JsonRpcId): string {
-    return `${source_id}\n${session}\n${typeof id}:${String(id)}`;
+  private static key(exchange: number, id: JsonRpcId): string {
+    return `${exchange}\n${idKey(id)}`;
+  }
+
+  private static sessionKey(source_id: string, session: string, id: JsonRpcId): string {
+    return `${source_id}\n${session}\n${idKey(id)}`;
   }
 
   get size(): number {
     return this.pending.size;
   }
 
-  add(call: PendingCall): void {
-    this.expire(call.started_ms);
-    const key = Correlator.key(call.source.source_id, call.session, call.id);
-    const previous = this.pending.get(key);
-    if (previous) this.onExpired(previous, "evicted");
-    this.pending.delete(key);
-    if (this.pending.size >= pending_calls_max) {
-      const [oldest_key, oldest] = this.pending.entries().next().value as [string, PendingCall];
-      this.pending.delete(oldest_key);
-      this.onExpired(oldest, "evicted");
-    }
-    this.pending.set(key, call);
+  /** A number for a new exchange, unique for this correlator's life. */
+  nextExchange(): number {
+    return ++this.exchanges;
   }
 
-  /** The pending call this response answers, removed; undefined for responses to anything else. */
-  take(source_id: string, session: string, id: JsonRpcId): PendingCall | undefined {
-    const key = Correlator.key(source_id, session, id);
+  add(call: PendingCall): void {
+    this.expire(call.started_ms);
+    const key = Correlator.key(call.exchange, call.id);
+    // The same id twice in one request (a batch): the first cannot be told apart any more.
+    const previous = this.pending.get(key);
+    if (previous) this.evict(key, previous, "evicted");
+    if (this.pending.size >= pending_calls_max) {
+      const [oldest_key, oldest] = this.pending.entries().next().value as [string, PendingCall];
+      this.evict(oldest_key, oldest, "evicted");
+    }
+    this.pending.set(key, call);
+    // A later call with the same session and id takes the index; the earlier one stays pending,
+    // still answerable by its own request.
+    if (call.session !== "") this.in_session.set(Correlator.sessionKey(call.source.source_id, call.session, call.id), key);
+  }
+
+  private remove(key: string, call: PendingCall): void {
+    this.pending.delete(key);
+    if (call.session === "") return;
+    const session_key = Correlator.sessionKey(call.source.source_id, call.session, call.id);
+    if (this.in_session.get(session_key) === key) this.in_session.delete(session_key);
+  }
+
+  private evict(key: string, call: PendingCall, reason: "timeout" | "evicted"): void {
+    this.remove(key, call);
+    this.onExpired(call, reason);
+  }
+
+  private takeKey(key: string): PendingCall | undefined {
     const call = this.pending.get(key);
-    if (call) this.pending.delete(key);
+    if (call) this.remove(key, call);
     return call;
+  }
+
+  /** The call with this id that `exchange` carried, removed; undefined when none is pending. */
+  takeOwn(exchange: number, id: JsonRpcId): PendingCall | undefined {
+    return this.takeKey(Correlator.key(exchange, id));
+  }
+
+  /** The latest pending call of this session with this id, whichever request carried it (a resumed GET stream's answer). */
+  takeInSession(source_id: string, session: string, id: JsonRpcId): PendingCall | undefined {
+    if (session === "") return undefined;
+    const key = this.in_session.get(Correlator.sessionKey(source_id, session, id));
+    return key === undefined ? undefined : this.takeKey(key);
   }
 
   /** Map order is arrival order, so the expired calls are at the front. */
   expire(now_ms: number): void {
     for (const [key, call] of this.pending) {
       if (now_ms - call.started_ms < pending_call_ttl_ms) return;
-      this.pending.delete(key);
-      this.onExpired(call, "timeout");
+      this.evict(key, call, "timeout");
     }
   }
 
@@ -119,6 +166,7 @@ export class Correlator {
   drainAll(): PendingCall[] {
     const calls = [...this.pending.values()];
     this.pending.clear();
+    this.in_session.clear();
     return calls;
   }
 }

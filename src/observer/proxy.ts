@@ -102,6 +102,7 @@ class BodyTap {
 /** One proxied HTTP exchange and what the tap learned from it. */
 class Exchange {
   readonly session: string;
+  readonly number: number;
   readonly started_at: Date;
   readonly started_ms = performance.now();
   /** The tools/call ids this request carried (POST only). */
@@ -114,6 +115,7 @@ class Exchange {
   ) {
     const session = request.headers["mcp-session-id"];
     this.session = typeof session === "string" ? session : "";
+    this.number = context.correlator.nextExchange();
     this.started_at = context.clock();
   }
 
@@ -123,16 +125,31 @@ class Exchange {
     const parsed = tap.json();
     if (parsed === undefined) return;
     for (const call of toolCalls(parsed)) {
-      const pending: PendingCall = { source: this.source, session: this.session, id: call.id, tool: call.tool, args: call.args, started_at: this.started_at, started_ms: this.started_ms };
+      const pending: PendingCall = {
+        source: this.source,
+        session: this.session,
+        exchange: this.number,
+        id: call.id,
+        tool: call.tool,
+        args: call.args,
+        started_at: this.started_at,
+        started_ms: this.started_ms,
+      };
       this.context.correlator.add(pending);
       this.calls.push(call.id);
     }
   }
 
-  /** Matches JSON-RPC responses to pending calls and queues their evidence. */
+  /**
+   * Matches JSON-RPC responses to pending calls and queues their evidence. A JSON body or a
+   * POST's SSE stream answers the calls of its own request; a GET stream (a resumed POST
+   * stream, or the session's standalone stream) answers calls of its session.
+   */
   answer(parsed: unknown, transport: string): void {
+    const correlator = this.context.correlator;
+    const resumed = this.request.method === "GET";
     for (const { id, outcome } of responses(parsed)) {
-      const call = this.context.correlator.take(this.source.source_id, this.session, id);
+      const call = resumed ? correlator.takeInSession(this.source.source_id, this.session, id) : correlator.takeOwn(this.number, id);
       if (call) this.record(call, outcome, transport);
     }
   }
@@ -142,10 +159,10 @@ class Exchange {
     this.context.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
   }
 
-  /** Calls of this request still unanswered when its non-streaming response ended. */
+  /** Calls of this request still unanswered when its response ended and no other can answer them. */
   settle(outcome: Outcome, transport: string): void {
     for (const id of this.calls) {
-      const call = this.context.correlator.take(this.source.source_id, this.session, id);
+      const call = this.context.correlator.takeOwn(this.number, id);
       if (call) this.record(call, outcome, transport);
     }
   }
@@ -165,7 +182,12 @@ function sseTap(exchange: Exchange, transport: string, correlator: Correlator): 
       // Not JSON: the stream carries it on untouched; there is nothing to record.
     }
   });
-  return { push: (chunk) => reader.push(chunk), end: () => undefined };
+  // With a session, a call the stream left unanswered may still be answered on a resumed GET
+  // stream; without one nothing can resume it.
+  const end = () => {
+    if (exchange.session === "") exchange.settle({ type: "no_response", reason: "stream_ended" }, transport);
+  };
+  return { push: (chunk) => reader.push(chunk), end };
 }
 
 function jsonTap(exchange: Exchange, status: number): ResponseTap {

@@ -1,8 +1,9 @@
 // A real MCP server built with the SDK (stateful Streamable HTTP, session ids, SSE with an
-// event store for resumption, and a JSON-response twin), recording the headers it receives.
+// event store for resumption, a JSON-response twin, and stateless twins without session ids),
+// recording the headers it receives.
 
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type Server as HttpServer } from "node:http";
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { InMemoryEventStore } from "@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js";
@@ -22,6 +23,7 @@ const tools = [
   { name: "rpc_error", description: "a JSON-RPC error", inputSchema: { type: "object" as const } },
   { name: "poll", description: "closes its SSE stream, answers on the resumed stream", inputSchema: { type: "object" as const } },
   { name: "big", description: "a large result", inputSchema: { type: "object" as const, properties: { size: { type: "number" } } } },
+  { name: "slow", description: "answers its arguments after delay_ms", inputSchema: { type: "object" as const, properties: { delay_ms: { type: "number" } } } },
 ];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -46,6 +48,9 @@ function mcpServer(): Server {
         return { content: [{ type: "text", text: "polled" }] };
       case "big":
         return { content: [{ type: "text", text: "x".repeat(Number(args.size ?? 100_000)) }] };
+      case "slow":
+        await sleep(Number(args.delay_ms ?? 0));
+        return { content: [{ type: "text", text: JSON.stringify(args) }] };
       default:
         throw new McpError(ErrorCode.MethodNotFound, `no tool ${request.params.name}`);
     }
@@ -53,13 +58,33 @@ function mcpServer(): Server {
   return server;
 }
 
-/** `/mcp` answers with SSE (resumable, event ids); `/mcp-plain` with SSE without event ids; `/mcp-json` with JSON bodies. */
+const stateless_paths = new Set(["/mcp-stateless", "/mcp-stateless-json"]);
+
+/** A stateless server (no session ids) answers each request with a fresh transport, as the SDK's stateless example does. */
+async function stateless(path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  // The SSE twin keeps events, so `poll` can close its stream early, though without a session nothing can resume it.
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: path === "/mcp-stateless-json",
+    ...(path === "/mcp-stateless" ? { eventStore: new InMemoryEventStore(), retryInterval: 20 } : {}),
+  });
+  const server = mcpServer();
+  response.on("close", () => void transport.close().then(() => server.close()));
+  await server.connect(transport);
+  await transport.handleRequest(request, response);
+}
+
+/**
+ * `/mcp` answers with SSE (resumable, event ids); `/mcp-plain` with SSE without event ids; `/mcp-json` with JSON bodies;
+ * `/mcp-stateless` and `/mcp-stateless-json` likewise, without sessions.
+ */
 export async function startUpstream(): Promise<Upstream> {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   const seen: Upstream["seen"] = [];
   const http: HttpServer = createServer(async (request, response) => {
     const path = (request.url ?? "/").split("?")[0]!;
     seen.push({ method: request.method ?? "", path, headers: { ...request.headers } });
+    if (stateless_paths.has(path)) return stateless(path, request, response);
     if (path !== "/mcp" && path !== "/mcp-json" && path !== "/mcp-plain") return void response.writeHead(404).end("no such path");
     const session = request.headers["mcp-session-id"];
     let transport = typeof session === "string" ? sessions.get(session) : undefined;
