@@ -2,6 +2,7 @@
 // answers the calls its own request carried; a resumed GET stream answers calls by (source, MCP
 // session id, JSON-RPC id). Each completed call becomes its `observer.call` entry.
 
+import { representable } from "../evidence/canonical.js";
 import { canonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
 import type { ObserverSource } from "../sources/store.js";
 import { shadowVerdict } from "./shadow.js";
@@ -12,6 +13,8 @@ export const pending_call_ttl_ms = 15 * 60_000;
 /** Args or results whose canonical JSON is larger are kept by hash only. */
 export const stored_value_chars_max = 65_536;
 export const tool_name_chars_max = 256;
+/** The shadow verdict's reason can quote an argument's name; it is cut to this. */
+export const shadow_reason_chars_max = 1024;
 
 type JsonRpcId = string | number;
 
@@ -45,6 +48,17 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 const isId = (value: unknown): value is JsonRpcId => typeof value === "string" || (typeof value === "number" && Number.isFinite(value));
 
+/**
+ * At most `chars_max` UTF-16 units of `text`, never ending inside a surrogate pair, with lone
+ * surrogates replaced: canonical JSON has no form for half a character, so a cut must not make one.
+ */
+export function boundedText(text: string, chars_max: number): string {
+  let end = Math.min(text.length, chars_max);
+  const last = text.charCodeAt(end - 1);
+  if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+  return representable(text.slice(0, end)) as string;
+}
+
 /** The tools/call requests among parsed JSON-RPC messages (one message or a batch). */
 export function toolCalls(parsed: unknown): Array<{ id: JsonRpcId; tool: string; args: unknown }> {
   const messages = Array.isArray(parsed) ? parsed : [parsed];
@@ -52,7 +66,7 @@ export function toolCalls(parsed: unknown): Array<{ id: JsonRpcId; tool: string;
   for (const message of messages) {
     if (!isObject(message) || message.method !== "tools/call" || !isId(message.id)) continue;
     const params = isObject(message.params) ? message.params : {};
-    const tool = typeof params.name === "string" ? params.name.slice(0, tool_name_chars_max) : "(unnamed)";
+    const tool = typeof params.name === "string" ? boundedText(params.name, tool_name_chars_max) : "(unnamed)";
     calls.push({ id: message.id, tool, args: params.arguments ?? {} });
   }
   return calls;
@@ -201,8 +215,8 @@ export const error_message_chars_max = 1024;
 /** Only well-formed parts of a JSON-RPC error: a finite or string code and a string message. */
 function errorSummary(error: unknown): { code: number | string | null; message: string | null } {
   if (!isObject(error)) return { code: null, message: null };
-  const code = isId(error.code) ? error.code : null;
-  const message = typeof error.message === "string" ? error.message.slice(0, error_message_chars_max) : null;
+  const code = typeof error.code === "string" ? boundedText(error.code, error_message_chars_max) : isId(error.code) ? error.code : null;
+  const message = typeof error.message === "string" ? boundedText(error.message, error_message_chars_max) : null;
   return { code, message };
 }
 
@@ -210,6 +224,7 @@ function errorSummary(error: unknown): { code: number | string | null; message: 
 export function callEvidence(call: PendingCall, outcome: Outcome, finished_ms: number, transport: string): CallEvidence {
   const args = keep("args", call.args);
   const result = outcomeFields(outcome);
+  const shadow = shadowVerdict(call.source.shadow, call.tool, call.args, call.started_at);
   const body = {
     tool: call.tool,
     jsonrpc_id: call.id,
@@ -219,7 +234,7 @@ export function callEvidence(call: PendingCall, outcome: Outcome, finished_ms: n
     duration_ms: Math.max(0, Math.round((finished_ms - call.started_ms) * 1000) / 1000),
     upstream: call.source.upstream.origin,
     transport,
-    shadow: shadowVerdict(call.source.shadow, call.tool, call.args, call.started_at),
+    shadow: shadow && { ...shadow, reason: boundedText(shadow.reason, shadow_reason_chars_max) },
   };
   const input: AppendInput = { kind: "observer.call", source: call.source.source_id, occurred_at: call.started_at.toISOString(), body };
   return { input, bytes: 1024 + args.chars + result.chars };

@@ -142,20 +142,36 @@ export class Recorder {
 
   /** One transaction: the gap entry (if any) first, then up to a batch of calls. */
   private async writeBatch(): Promise<boolean> {
+    const batch = this.queue.slice(0, batch_entries_max - (this.gap.calls > 0 ? 1 : 0));
+    const written = await this.append(batch);
+    if (written === "written") this.dequeue(batch.length);
+    if (written !== "refused") return written === "written";
+    return this.writeEach(batch);
+  }
+
+  /**
+   * Appends the gap entry (if any) and `calls` atomically. "refused": the log cannot record one
+   * of the entries (a bug in what was queued), so retrying the same batch would never succeed.
+   */
+  private async append(calls: readonly QueuedCall[]): Promise<"written" | "refused" | "store_failed"> {
     const gap = this.gap.calls > 0 ? this.gap : null;
-    const batch = this.queue.slice(0, batch_entries_max - (gap ? 1 : 0));
-    const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...batch.map((call) => call.input)];
+    const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...calls.map((call) => call.input)];
     if (gap) this.gap = new Gap();
     try {
       await this.options.sink.append(inputs);
-      this.dequeue(batch.length);
-      return true;
+      return "written";
     } catch (error) {
       if (gap) {
         gap.merge(this.gap);
         this.gap = gap;
       }
-      return this.failed(error, batch);
+      const message = error instanceof Error ? error.message : String(error);
+      if (error instanceof EvidenceInputError || error instanceof CanonicalJsonError) {
+        this.options.onError?.(`observer evidence refused (calls: ${calls.length}${gap ? ", with the gap entry" : ""}): ${message}`);
+        return "refused";
+      }
+      this.options.onError?.(`observer evidence store unavailable, retrying: ${message}`);
+      return "store_failed";
     }
   }
 
@@ -163,17 +179,26 @@ export class Recorder {
     for (const call of this.queue.splice(0, count)) this.queued_bytes -= call.bytes;
   }
 
-  /** A batch that can never be written (a bug) is dropped and counted; a store failure is retried. */
-  private failed(error: unknown, batch: readonly QueuedCall[]): boolean {
-    const message = error instanceof Error ? error.message : String(error);
-    if (error instanceof EvidenceInputError || error instanceof CanonicalJsonError) {
-      this.options.onError?.(`observer evidence dropped (${batch.length} calls): ${message}`);
-      this.dequeue(batch.length);
-      for (const call of batch) this.unrecorded(1, "unrecordable", call.source_id);
-      return true;
+  /**
+   * After a batch was refused: the gap entry alone, then each call alone, so only the calls the
+   * log cannot record are dropped (and counted in the next gap entry). A store failure on the way
+   * stops here; the rest stays queued for the retry.
+   */
+  private async writeEach(batch: readonly QueuedCall[]): Promise<boolean> {
+    if (this.gap.calls > 0) {
+      const gap_written = await this.append([]);
+      if (gap_written === "store_failed") return false;
+      // The gap entry is built here from counts and times: the log refusing it is a bug. Its
+      // calls were counted in the metrics already; dropping it keeps the calls after it flowing.
+      if (gap_written === "refused") this.gap = new Gap();
     }
-    this.options.onError?.(`observer evidence store unavailable, retrying: ${message}`);
-    return false;
+    for (const call of batch) {
+      const written = await this.append([call]);
+      if (written === "store_failed") return false;
+      this.dequeue(1);
+      if (written === "refused") this.unrecorded(1, "unrecordable", call.source_id);
+    }
+    return true;
   }
 
   private retryLater(): void {

@@ -3,6 +3,7 @@
 // tool map set on the source. The policy's own guard table decides; nothing is re-implemented.
 
 import { z } from "zod";
+import { representable } from "../evidence/canonical.js";
 import { amount_max_minor, currency_pattern, decide, guard_table, type Guard, type PolicyState, type Verdict } from "../policy/index.js";
 
 export const shadow_tools_max = 100;
@@ -58,7 +59,8 @@ export function shadowVerdict(settings: ShadowSettings | null, tool: string, arg
   if (!settings) return null;
   const as_tool = Object.hasOwn(settings.tools, tool) ? settings.tools[tool] : undefined;
   if (as_tool === undefined) return null;
-  const verdict = decide({ tool: as_tool, args, agent_id: "shadow", params_hash: "" }, shadowState(settings), now, shadow_guards);
+  // The gate makes arguments representable before its policy sees them (1e400, lone surrogates): so does its shadow.
+  const verdict = decide({ tool: as_tool, args: representable(args), agent_id: "shadow", params_hash: "" }, shadowState(settings), now, shadow_guards);
   return { ...verdict, as_tool, checks: shadow_guard_ids };
 }
 

@@ -1,0 +1,69 @@
+// Calls whose evidence canonical JSON could not write as received (a tool name or error message
+// cut inside a surrogate pair, lone surrogates in names and arguments) are still recorded; and
+// an entry the log refuses costs only itself, never the batch written with it.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppendInput } from "../../src/evidence/index.js";
+import { tool_name_chars_max } from "../../src/observer/calls.js";
+import { harness, type Harness } from "../ingest/support.js";
+import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, toolCall } from "./support.js";
+import { startUpstream, type Upstream } from "./upstream.js";
+
+let h: Harness;
+let upstream: Upstream;
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  h = await harness();
+});
+afterAll(async () => {
+  await h.close();
+  await upstream.close();
+});
+
+async function recorded(source_id: string) {
+  await h.evidence.observer.recorder.drain();
+  return (await h.entries("observer.call")).filter((stored) => stored.entry.source === source_id).map((stored) => stored.entry.body);
+}
+
+describe("evidence canonical JSON cannot write as received", () => {
+  it("records every call: names and messages are cut between code points, lone surrogates replaced", async () => {
+    const shadow = { tools: { charge: "create_order" }, currency: "INR", per_call_cap: 50_000, approval_threshold: 20_000 };
+    const source = await observerSource(h, `${upstream.url}/mcp-json`, shadow);
+    const session = await rawSession(`${upstream.url}/mcp-json`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    // The upstream refuses unknown tools with "MCP error -32601: no tool <name>": this name puts
+    // an emoji across the 1,024th character of that message.
+    const message_prefix = "MCP error -32601: no tool ";
+    const names = ["echo", "a".repeat(tool_name_chars_max - 1) + "💸", "b".repeat(1023 - message_prefix.length) + "💸", "lone \ud800 surrogate"];
+    for (const [i, name] of names.entries()) {
+      expect((await raw(source.observer_url, "POST", headers, toolCall(i + 1, name, { text: "x" }))).status).toBe(200);
+    }
+    // A lone surrogate in an argument name reaches the shadow verdict's reason (R0 names the argument).
+    await raw(source.observer_url, "POST", headers, toolCall(9, "charge", { amount: 100, currency: "INR", "\udc00": 1 }));
+
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => body.tool)).toEqual(["echo", "a".repeat(tool_name_chars_max - 1), "b".repeat(tool_name_chars_max), "lone \ufffd surrogate", "charge"]);
+    const cut = bodies[2]!.outcome as { type: string; message: string };
+    expect(cut.type).toBe("error");
+    expect(cut.message).toBe(message_prefix + "b".repeat(1023 - message_prefix.length));
+    const verdict = bodies[4]!.shadow as { rule: string; reason: string };
+    expect(verdict.rule).toBe("R0");
+    expect(verdict.reason).toContain("\ufffd");
+    expect(await h.entries("system.evidence_gap")).toEqual([]);
+  });
+
+  it("drops only the entry the log refuses and counts it, writing the rest of its batch", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const call = (text: string): AppendInput => ({ kind: "observer.call", source: source.id, body: { tool: "echo", args: { text } } });
+    const recorder = h.evidence.observer.recorder;
+    // Enqueued together, so they are written as one batch; the third has no JSON form.
+    for (const text of ["one", "two", "lone \ud800", "four", "five"]) recorder.enqueue(call(text), 1024, source.id);
+
+    expect((await recorded(source.id)).map((body) => (body.args as { text: string }).text)).toEqual(["one", "two", "four", "five"]);
+    const gaps = await h.entries("system.evidence_gap");
+    expect(gaps.map((gap) => gap.entry.body)).toMatchObject([{ unrecorded_calls: 1, reasons: ["unrecordable"], by_source: { [source.id]: 1 } }]);
+    const metrics = await (await fetch(`${h.url}/metrics`)).text();
+    expect(metrics).toContain('bursar_evidence_gap_calls_total{reason="unrecordable"} 1');
+  });
+});
