@@ -8,15 +8,44 @@ import type { ObserverSource } from "../sources/store.js";
 import { shadowVerdict } from "./shadow.js";
 
 export const pending_calls_max = 10_000;
+/** Pending calls hold their arguments until answered: bounded in bytes too (a request is up to 4 MiB). */
+export const pending_bytes_max = 64 * 1_048_576;
+/** What a pending or queued call costs besides its variable parts (an estimate). */
+export const call_overhead_bytes = 1024;
 /** A call with no response after this long is recorded as `no_response`. */
 export const pending_call_ttl_ms = 15 * 60_000;
 /** Args or results whose canonical JSON is larger are kept by hash only. */
 export const stored_value_chars_max = 65_536;
 export const tool_name_chars_max = 256;
+/** A string JSON-RPC id longer than this is kept by its SHA-256 only (an id can be megabytes). */
+export const jsonrpc_id_chars_max = 256;
 /** The shadow verdict's reason can quote an argument's name; it is cut to this. */
 export const shadow_reason_chars_max = 1024;
 
 type JsonRpcId = string | number;
+
+/** A JSON-RPC id as the observer keeps it: itself, or for a long string id its SHA-256. */
+export interface HeldId {
+  /** The correlation key: the same for the request's id and the response's. */
+  key: string;
+  fields: { jsonrpc_id: JsonRpcId } | { jsonrpc_id_hash: string; jsonrpc_id_omitted: "too_large" };
+  bytes: number;
+}
+
+const long = (id: JsonRpcId): id is string => typeof id === "string" && id.length > jsonrpc_id_chars_max;
+
+export function idKey(id: JsonRpcId): string {
+  return long(id) ? `hash:${sha256Hex(id)}` : `${typeof id}:${String(id)}`;
+}
+
+export function heldId(id: JsonRpcId): HeldId {
+  if (long(id)) {
+    const hash = sha256Hex(id);
+    return { key: `hash:${hash}`, fields: { jsonrpc_id_hash: hash, jsonrpc_id_omitted: "too_large" }, bytes: hash.length };
+  }
+  const kept = typeof id === "string" ? (representable(id) as string) : id;
+  return { key: idKey(id), fields: { jsonrpc_id: kept }, bytes: Buffer.byteLength(String(kept)) };
+}
 
 export interface PendingCall {
   source: ObserverSource;
@@ -24,11 +53,13 @@ export interface PendingCall {
   session: string;
   /** The HTTP exchange (one request) that carried the call, numbered by the correlator. */
   exchange: number;
-  id: JsonRpcId;
+  id: HeldId;
   tool: string;
   args: unknown;
   started_at: Date;
   started_ms: number;
+  /** Counted against pending_bytes_max: the overhead and the call's share of its request body. */
+  bytes: number;
 }
 
 export type Outcome =
@@ -38,7 +69,7 @@ export type Outcome =
 
 export interface CallEvidence {
   input: AppendInput;
-  /** Approximate bytes held while queued. */
+  /** Approximate bytes held while queued: never less than the entry body's JSON (an estimate, not a measure). */
   bytes: number;
 }
 
@@ -88,8 +119,6 @@ export function responses(parsed: unknown): Array<{ id: JsonRpcId; outcome: Outc
   return found;
 }
 
-const idKey = (id: JsonRpcId): string => `${typeof id}:${String(id)}`;
-
 /**
  * Pending calls, each under the exchange that carried it, so a response is matched to its own
  * request even when two clients of a server without sessions both use JSON-RPC id 1. Calls with
@@ -101,20 +130,25 @@ export class Correlator {
   private readonly pending = new Map<string, PendingCall>();
   /** (source, session, id) → the key in `pending` of the latest such call. */
   private readonly in_session = new Map<string, string>();
+  private pending_bytes = 0;
   private exchanges = 0;
 
   constructor(private readonly onExpired: (call: PendingCall, reason: "timeout" | "evicted") => void) {}
 
-  private static key(exchange: number, id: JsonRpcId): string {
-    return `${exchange}\n${idKey(id)}`;
+  private static key(exchange: number, id_key: string): string {
+    return `${exchange}\n${id_key}`;
   }
 
-  private static sessionKey(source_id: string, session: string, id: JsonRpcId): string {
-    return `${source_id}\n${session}\n${idKey(id)}`;
+  private static sessionKey(source_id: string, session: string, id_key: string): string {
+    return `${source_id}\n${session}\n${id_key}`;
   }
 
   get size(): number {
     return this.pending.size;
+  }
+
+  get bytes(): number {
+    return this.pending_bytes;
   }
 
   /** A number for a new exchange, unique for this correlator's life. */
@@ -124,24 +158,26 @@ export class Correlator {
 
   add(call: PendingCall): void {
     this.expire(call.started_ms);
-    const key = Correlator.key(call.exchange, call.id);
+    const key = Correlator.key(call.exchange, call.id.key);
     // The same id twice in one request (a batch): the first cannot be told apart any more.
     const previous = this.pending.get(key);
     if (previous) this.evict(key, previous, "evicted");
-    if (this.pending.size >= pending_calls_max) {
+    while (this.pending.size >= pending_calls_max || (this.pending.size > 0 && this.pending_bytes + call.bytes > pending_bytes_max)) {
       const [oldest_key, oldest] = this.pending.entries().next().value as [string, PendingCall];
       this.evict(oldest_key, oldest, "evicted");
     }
     this.pending.set(key, call);
+    this.pending_bytes += call.bytes;
     // A later call with the same session and id takes the index; the earlier one stays pending,
     // still answerable by its own request.
-    if (call.session !== "") this.in_session.set(Correlator.sessionKey(call.source.source_id, call.session, call.id), key);
+    if (call.session !== "") this.in_session.set(Correlator.sessionKey(call.source.source_id, call.session, call.id.key), key);
   }
 
   private remove(key: string, call: PendingCall): void {
     this.pending.delete(key);
+    this.pending_bytes -= call.bytes;
     if (call.session === "") return;
-    const session_key = Correlator.sessionKey(call.source.source_id, call.session, call.id);
+    const session_key = Correlator.sessionKey(call.source.source_id, call.session, call.id.key);
     if (this.in_session.get(session_key) === key) this.in_session.delete(session_key);
   }
 
@@ -156,15 +192,15 @@ export class Correlator {
     return call;
   }
 
-  /** The call with this id that `exchange` carried, removed; undefined when none is pending. */
-  takeOwn(exchange: number, id: JsonRpcId): PendingCall | undefined {
-    return this.takeKey(Correlator.key(exchange, id));
+  /** The call with this id (its idKey) that `exchange` carried, removed; undefined when none is pending. */
+  takeOwn(exchange: number, id_key: string): PendingCall | undefined {
+    return this.takeKey(Correlator.key(exchange, id_key));
   }
 
   /** The latest pending call of this session with this id, whichever request carried it (a resumed GET stream's answer). */
-  takeInSession(source_id: string, session: string, id: JsonRpcId): PendingCall | undefined {
+  takeInSession(source_id: string, session: string, id_key: string): PendingCall | undefined {
     if (session === "") return undefined;
-    const key = this.in_session.get(Correlator.sessionKey(source_id, session, id));
+    const key = this.in_session.get(Correlator.sessionKey(source_id, session, id_key));
     return key === undefined ? undefined : this.takeKey(key);
   }
 
@@ -181,6 +217,7 @@ export class Correlator {
     const calls = [...this.pending.values()];
     this.pending.clear();
     this.in_session.clear();
+    this.pending_bytes = 0;
     return calls;
   }
 }
@@ -195,19 +232,23 @@ function bound(value: unknown): { text: string; sha256: string } | null {
   }
 }
 
-/** Stores `value` when small; always its hash. `chars` feeds the queue's byte bound. */
-function keep(name: string, value: unknown): { fields: Record<string, unknown>; chars: number } {
+const utf8Bytes = (text: string): number => Buffer.byteLength(text, "utf8");
+
+/** Stores `value` when small; always its hash. `bytes` feeds the queue's byte bound. */
+function keep(name: string, value: unknown): { fields: Record<string, unknown>; bytes: number } {
   const hashed = bound(value);
-  if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, chars: 0 };
-  if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large" }, chars: 0 };
-  return { fields: { [`${name}_hash`]: hashed.sha256, [name]: value }, chars: hashed.text.length };
+  if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, bytes: 0 };
+  if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large" }, bytes: 0 };
+  return { fields: { [`${name}_hash`]: hashed.sha256, [name]: value }, bytes: utf8Bytes(hashed.text) };
 }
 
-function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; chars: number } {
-  if (outcome.type === "no_response") return { fields: { outcome: { ...outcome } }, chars: 0 };
+function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; bytes: number } {
+  if (outcome.type === "no_response") return { fields: { outcome: { ...outcome } }, bytes: 0 };
   const kept = keep("result", outcome.type === "result" ? outcome.result : outcome.error);
-  const summary = outcome.type === "result" ? { type: "result", is_error: outcome.is_error } : { type: "error", ...errorSummary(outcome.error) };
-  return { fields: { outcome: summary, ...kept.fields }, chars: kept.chars };
+  if (outcome.type === "result") return { fields: { outcome: { type: "result", is_error: outcome.is_error }, ...kept.fields }, bytes: kept.bytes };
+  const summary = errorSummary(outcome.error);
+  const summary_bytes = utf8Bytes(String(summary.code)) + utf8Bytes(String(summary.message));
+  return { fields: { outcome: { type: "error", ...summary }, ...kept.fields }, bytes: kept.bytes + summary_bytes };
 }
 
 export const error_message_chars_max = 1024;
@@ -224,18 +265,23 @@ function errorSummary(error: unknown): { code: number | string | null; message: 
 export function callEvidence(call: PendingCall, outcome: Outcome, finished_ms: number, transport: string): CallEvidence {
   const args = keep("args", call.args);
   const result = outcomeFields(outcome);
-  const shadow = shadowVerdict(call.source.shadow, call.tool, call.args, call.started_at);
+  const verdict = shadowVerdict(call.source.shadow, call.tool, call.args, call.started_at);
+  const shadow = verdict && { ...verdict, reason: boundedText(verdict.reason, shadow_reason_chars_max) };
+  const upstream = call.source.upstream.origin;
   const body = {
     tool: call.tool,
-    jsonrpc_id: call.id,
+    ...call.id.fields,
     ...args.fields,
     ...result.fields,
     started_at: call.started_at.toISOString(),
     duration_ms: Math.max(0, Math.round((finished_ms - call.started_ms) * 1000) / 1000),
-    upstream: call.source.upstream.origin,
+    upstream,
     transport,
-    shadow: shadow && { ...shadow, reason: boundedText(shadow.reason, shadow_reason_chars_max) },
+    shadow,
   };
   const input: AppendInput = { kind: "observer.call", source: call.source.source_id, occurred_at: call.started_at.toISOString(), body };
-  return { input, bytes: 1024 + args.chars + result.chars };
+  // Every part that can grow is counted: names, the id, the origin, kept values, the error and the reason.
+  const shadow_bytes = shadow ? utf8Bytes(shadow.as_tool) + utf8Bytes(shadow.reason) : 0;
+  const bytes = call_overhead_bytes + utf8Bytes(call.tool) + call.id.bytes + utf8Bytes(upstream) + args.bytes + result.bytes + shadow_bytes;
+  return { input, bytes };
 }

@@ -8,7 +8,7 @@ import { request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
-import { callEvidence, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import { call_overhead_bytes, callEvidence, heldId, idKey, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
 import type { Recorder } from "./recorder.js";
 import { SseReader } from "./sse.js";
 
@@ -76,7 +76,7 @@ function targetOptions(target: URL): TargetOptions {
 /** Collects a body up to the inspection limit. */
 class BodyTap {
   private chunks: Buffer[] = [];
-  private bytes = 0;
+  bytes = 0;
   overflowed = false;
 
   push(chunk: Buffer): void {
@@ -105,8 +105,8 @@ class Exchange {
   readonly number: number;
   readonly started_at: Date;
   readonly started_ms = performance.now();
-  /** The tools/call ids this request carried (POST only). */
-  readonly calls: Array<string | number> = [];
+  /** The keys (idKey) of the tools/call ids this request carried (POST only). */
+  readonly calls: string[] = [];
 
   constructor(
     private readonly context: RelayContext,
@@ -124,19 +124,23 @@ class Exchange {
     if (tap.overflowed) return this.context.recorder.unrecorded(1, "too_large", this.source.source_id);
     const parsed = tap.json();
     if (parsed === undefined) return;
-    for (const call of toolCalls(parsed)) {
+    const calls = toolCalls(parsed);
+    // The calls' arguments are parts of the body: each is charged an equal share of its bytes.
+    const share_bytes = Math.ceil(tap.bytes / Math.max(1, calls.length));
+    for (const call of calls) {
       const pending: PendingCall = {
         source: this.source,
         session: this.session,
         exchange: this.number,
-        id: call.id,
+        id: heldId(call.id),
         tool: call.tool,
         args: call.args,
         started_at: this.started_at,
         started_ms: this.started_ms,
+        bytes: call_overhead_bytes + share_bytes,
       };
       this.context.correlator.add(pending);
-      this.calls.push(call.id);
+      this.calls.push(pending.id.key);
     }
   }
 
@@ -149,7 +153,8 @@ class Exchange {
     const correlator = this.context.correlator;
     const resumed = this.request.method === "GET";
     for (const { id, outcome } of responses(parsed)) {
-      const call = resumed ? correlator.takeInSession(this.source.source_id, this.session, id) : correlator.takeOwn(this.number, id);
+      const key = idKey(id);
+      const call = resumed ? correlator.takeInSession(this.source.source_id, this.session, key) : correlator.takeOwn(this.number, key);
       if (call) this.record(call, outcome, transport);
     }
   }

@@ -121,6 +121,11 @@ export class Recorder {
     return this.queue.length;
   }
 
+  /** What the queued calls are counted as against queue_bytes_max. */
+  get pending_bytes(): number {
+    return this.queued_bytes;
+  }
+
   get unrecorded_pending(): number {
     return this.gap.calls;
   }

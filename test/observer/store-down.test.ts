@@ -4,30 +4,9 @@
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppendInput } from "../../src/evidence/index.js";
-import { SqliteDriver } from "../../src/ledger/sqlite.js";
-import type { EvidenceSink } from "../../src/observer/index.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { observerSource, sdkClient, type ObserverSourceCreated } from "./support.js";
+import { observerSource, sdkClient, StoppableStore, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
-
-/** The evidence store as a separate connection to the database file, which the test stops and restarts. */
-class StoppableStore implements EvidenceSink {
-  driver: SqliteDriver | null = null;
-  constructor(
-    private readonly path: string,
-    private readonly h: () => Harness,
-  ) {}
-  start(): void {
-    this.driver = new SqliteDriver({ path: this.path });
-  }
-  async stop(): Promise<void> {
-    await this.driver?.close();
-  }
-  async append(inputs: readonly AppendInput[]): Promise<void> {
-    if (!this.driver) throw new Error("store not started");
-    await this.driver.transaction((tx) => this.h().bursar.log.appendMany(tx, inputs));
-  }
-}
 
 const queue_length_max = 3;
 let h: Harness;

@@ -1,9 +1,13 @@
 // Observer test helpers: an observer source over the harness, raw JSON-RPC over HTTP (to
-// compare bytes), and an SDK client that reaches the upstream through the observer.
+// compare bytes), an SDK client that reaches the upstream through the observer, and an
+// evidence store the test can stop and restart.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import type { AppendInput } from "../../src/evidence/index.js";
+import { SqliteDriver } from "../../src/ledger/sqlite.js";
+import type { EvidenceSink } from "../../src/observer/index.js";
 import type { Harness } from "../ingest/support.js";
 
 export interface ObserverSourceCreated {
@@ -61,6 +65,25 @@ export async function rawSession(url: string, headers: Record<string, string> = 
 
 export function toolCall(id: number, name: string, args: Record<string, unknown>): Record<string, unknown> {
   return { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } };
+}
+
+/** The evidence store as a separate connection to the database file, which the test stops and restarts. */
+export class StoppableStore implements EvidenceSink {
+  driver: SqliteDriver | null = null;
+  constructor(
+    private readonly path: string,
+    private readonly h: () => Harness,
+  ) {}
+  start(): void {
+    this.driver = new SqliteDriver({ path: this.path });
+  }
+  async stop(): Promise<void> {
+    await this.driver?.close();
+  }
+  async append(inputs: readonly AppendInput[]): Promise<void> {
+    if (!this.driver) throw new Error("store not started");
+    await this.driver.transaction((tx) => this.h().bursar.log.appendMany(tx, inputs));
+  }
 }
 
 export { LATEST_PROTOCOL_VERSION };

@@ -23,7 +23,7 @@ const tools = [
   { name: "rpc_error", description: "a JSON-RPC error", inputSchema: { type: "object" as const } },
   { name: "poll", description: "closes its SSE stream, answers on the resumed stream", inputSchema: { type: "object" as const } },
   { name: "big", description: "a large result", inputSchema: { type: "object" as const, properties: { size: { type: "number" } } } },
-  { name: "slow", description: "answers its arguments after delay_ms", inputSchema: { type: "object" as const, properties: { delay_ms: { type: "number" } } } },
+  { name: "slow", description: "answers its arguments but pad after delay_ms", inputSchema: { type: "object" as const, properties: { delay_ms: { type: "number" } } } },
 ];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -48,9 +48,11 @@ function mcpServer(): Server {
         return { content: [{ type: "text", text: "polled" }] };
       case "big":
         return { content: [{ type: "text", text: "x".repeat(Number(args.size ?? 100_000)) }] };
-      case "slow":
+      case "slow": {
         await sleep(Number(args.delay_ms ?? 0));
-        return { content: [{ type: "text", text: JSON.stringify(args) }] };
+        const { pad: _pad, ...answered } = args;
+        return { content: [{ type: "text", text: JSON.stringify(answered) }] };
+      }
       default:
         throw new McpError(ErrorCode.MethodNotFound, `no tool ${request.params.name}`);
     }

@@ -1,0 +1,70 @@
+// Memory bounds while evidence waits: a queued call counts all it holds (a JSON-RPC id can be
+// megabytes, so a long one is kept by hash), and pending calls are bounded in bytes too.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sha256Hex, type AppendInput } from "../../src/evidence/index.js";
+import { jsonrpc_id_chars_max, pending_bytes_max } from "../../src/observer/calls.js";
+import { harness, type Harness } from "../ingest/support.js";
+import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, StoppableStore, toolCall } from "./support.js";
+import { startUpstream, type Upstream } from "./upstream.js";
+
+let h: Harness;
+let upstream: Upstream;
+let store: StoppableStore;
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  h = await harness({ sink: { append: (inputs: readonly AppendInput[]) => store.append(inputs) }, retry_delay_ms: 50 });
+  store = new StoppableStore(h.db, () => h);
+  store.start();
+});
+afterAll(async () => {
+  await store.stop();
+  await h.close();
+  await upstream.close();
+});
+
+async function recorded(source_id: string) {
+  expect(await h.evidence.observer.recorder.drain(10_000)).toBe(true);
+  return (await h.entries("observer.call")).filter((stored) => stored.entry.source === source_id).map((stored) => stored.entry.body);
+}
+
+describe("queued evidence", () => {
+  it("keeps a JSON-RPC id longer than the limit by its hash, and counts each queued call at least at its size", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const session = await rawSession(`${upstream.url}/mcp-json`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    const ids = ["x".repeat(3_000_000), "y".repeat(jsonrpc_id_chars_max), "z".repeat(jsonrpc_id_chars_max + 1)];
+    await store.stop();
+    for (const [i, id] of ids.entries()) {
+      const answer = await raw(source.observer_url, "POST", headers, { jsonrpc: "2.0", id, method: "tools/call", params: { name: "echo", arguments: { text: `call ${i}` } } });
+      expect(answer.bytes.toString()).toContain(`call ${i}`);
+    }
+    const counted_bytes = h.evidence.observer.recorder.pending_bytes;
+    store.start();
+
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => body.jsonrpc_id ?? body.jsonrpc_id_hash)).toEqual([sha256Hex(ids[0]!), ids[1], sha256Hex(ids[2]!)]);
+    expect(bodies.map((body) => body.jsonrpc_id_omitted)).toEqual(["too_large", undefined, "too_large"]);
+    const stored_bytes = bodies.reduce((sum, body) => sum + Buffer.byteLength(JSON.stringify(body)), 0);
+    expect(counted_bytes).toBeGreaterThanOrEqual(stored_bytes);
+  });
+});
+
+describe("pending calls", () => {
+  it("are bounded in bytes: past the bound the oldest are recorded as evicted, and every call is still answered", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-stateless-json`);
+    const headers = { "x-bursar-observer-token": source.observer_token };
+    const pad = "p".repeat(3_500_000);
+    const calls = Math.ceil(pending_bytes_max / pad.length) + 4;
+    // All pending at once: each is answered only after the last was sent.
+    const answers = await Promise.all(Array.from({ length: calls }, (_, i) => raw(source.observer_url, "POST", headers, toolCall(i, "slow", { i, pad, delay_ms: 3_000 }))));
+    for (const [i, answer] of answers.entries()) expect(answer.bytes.toString()).toContain(`\\"i\\":${i}`);
+
+    const outcomes = (await recorded(source.id)).map((body) => body.outcome as { type: string; reason?: string });
+    expect(outcomes).toHaveLength(calls);
+    const evicted = outcomes.filter((outcome) => outcome.reason === "evicted").length;
+    expect(evicted).toBeGreaterThanOrEqual(4);
+    expect(outcomes.filter((outcome) => outcome.type === "result")).toHaveLength(calls - evicted);
+  });
+});
