@@ -16,7 +16,12 @@ export { observer_token_header } from "./proxy.js";
 export { shadow_settings_schema, shadowVerdict, type ShadowSettings } from "./shadow.js";
 
 export const observe_path_prefix = "/observe";
-export const upstream_sockets_max = 256;
+/**
+ * Idle kept-alive upstream sockets kept per host. The number in use is not capped here: every
+ * MCP session holds a GET stream open for its life, so a cap would queue new requests behind
+ * streams that never end. In-use sockets are bounded by the observer's own open requests.
+ */
+export const upstream_sockets_idle_max = 256;
 
 export interface ObserverOptions {
   sources: SourceStore;
@@ -70,7 +75,10 @@ export class Observer {
       clock: options.clock,
       correlator: this.correlator,
       recorder: this.recorder,
-      agents: { http: new HttpAgent({ keepAlive: true, maxSockets: upstream_sockets_max }), https: new HttpsAgent({ keepAlive: true, maxSockets: upstream_sockets_max }) },
+      agents: {
+        http: new HttpAgent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: upstream_sockets_idle_max }),
+        https: new HttpsAgent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: upstream_sockets_idle_max }),
+      },
       active: new Set(),
       sockets: new Set(),
     };

@@ -3,6 +3,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalSha256Hex } from "../../src/evidence/index.js";
+import { upstream_sockets_idle_max } from "../../src/observer/index.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, sdkClient, toolCall, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -145,5 +146,35 @@ describe("shadow verdicts", () => {
     await client.close();
     const verdicts = (await calls(source.id)).map((entry) => entry.body.shadow as { effect: string; rule: string } | null);
     expect(verdicts.map((verdict) => verdict && `${verdict.effect}:${verdict.rule}`)).toEqual(["ALLOW:ALLOW", "HOLD:HOLD", "BLOCK:R5", "BLOCK:R0", "BLOCK:ALLOWLIST", null]);
+  });
+});
+
+describe("many sessions with open GET streams", () => {
+  it("opens every session's stream and still relays a new call, past the pool's idle socket limit", async () => {
+    const streams = upstream_sockets_idle_max + 4;
+    const source = await observerSource(h, `${upstream.url}/mcp`);
+    const aborts = new AbortController();
+    const sessions = await Promise.all(Array.from({ length: streams }, () => rawSession(`${upstream.url}/mcp`)));
+    const unanswered = (ms: number) => new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms).unref());
+    try {
+      // Each session's standalone SSE stream, held open through the observer as an MCP client does.
+      const opened = await Promise.all(
+        sessions.map((session) => {
+          const headers = { accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+          return Promise.race([fetch(source.observer_url, { headers, signal: aborts.signal }), unanswered(10_000)]);
+        }),
+      );
+      expect(opened.every((response) => response.status === 200)).toBe(true);
+      const headers = { "mcp-session-id": sessions[0]!, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+      const answer = await fetch(source.observer_url, {
+        method: "POST",
+        headers: { accept: "application/json, text/event-stream", "content-type": "application/json", ...headers },
+        body: JSON.stringify(toolCall(1, "echo", { text: "past the streams" })),
+        signal: AbortSignal.timeout(5_000),
+      });
+      expect(await answer.text()).toContain("past the streams");
+    } finally {
+      aborts.abort();
+    }
   });
 });
