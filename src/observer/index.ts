@@ -84,7 +84,7 @@ export class Observer {
     };
   }
 
-  /** The source and upstream URL for a request, or a 401 (no token, or not a valid enabled observer's). */
+  /** The source and upstream URL for a request, or a 401 (no token, or not a valid enabled observer's), or a 503 (a token not seen before while the database fails). */
   async target(url: string, header_token: string | undefined): Promise<ObserveTarget> {
     let parts: ReturnType<typeof tokenAndRest>;
     try {
@@ -93,7 +93,13 @@ export class Observer {
       throw new HttpError(400, "malformed", "the observer path is not valid");
     }
     if (!parts.token) throw new HttpError(401, "unauthorized", `an observer token is required (${observer_token_header} or /observe/{token}/…)`);
-    const source = await this.options.sources.observerByToken(parts.token);
+    let source: ObserverSource | null;
+    try {
+      source = await this.options.sources.observerByToken(parts.token);
+    } catch (error) {
+      this.options.onError?.(`observer token lookup failed: ${error instanceof Error ? error.message : String(error)}`);
+      throw new HttpError(503, "store_unavailable", "the observer token cannot be checked now; try again later");
+    }
     if (!source) throw new HttpError(401, "unauthorized", "the observer token is not valid");
     return { source, url: upstreamTarget(source.upstream, parts.rest, parts.query) };
   }

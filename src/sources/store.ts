@@ -226,20 +226,31 @@ export class SourceStore {
     return row !== undefined;
   }
 
-  /** The enabled observer a token opens, or null. Cached briefly: this runs on every proxied request. */
+  /**
+   * The enabled observer a token opens, or null. Cached briefly: this runs on every proxied
+   * request. When the database fails, a token seen before keeps its last answer (retried after
+   * another cache period), so observed traffic still flows; an unseen token's lookup throws.
+   */
   async observerByToken(token: string): Promise<ObserverSource | null> {
     const hash = sha256Hex(token);
     const now_ms = this.now_ms();
     const cached = this.observerCache.get(hash);
     if (cached && now_ms - cached.at_ms < observer_cache_ttl_ms) return cached.source;
-    const row = await this.driver.read((tx) =>
-      tx.get<SourceRow & { expires_at_ms: number | null }>(
-        `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms FROM evidence_source_secrets k
-         JOIN evidence_sources s ON s.source_id = k.source_id
-         WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
-        [hash, now_ms],
-      ),
-    );
+    let row: (SourceRow & { expires_at_ms: number | null }) | undefined;
+    try {
+      row = await this.driver.read((tx) =>
+        tx.get<SourceRow & { expires_at_ms: number | null }>(
+          `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms FROM evidence_source_secrets k
+           JOIN evidence_sources s ON s.source_id = k.source_id
+           WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
+          [hash, now_ms],
+        ),
+      );
+    } catch (error) {
+      if (!cached) throw error;
+      this.observerCache.set(hash, { at_ms: now_ms, source: cached.source });
+      return cached.source;
+    }
     const source =
       row && row.disabled_at_ms === null && row.upstream_url
         ? { source_id: row.source_id, upstream: new URL(row.upstream_url), shadow: row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null }

@@ -1,11 +1,16 @@
 // Evidence writing off the critical path: with the evidence store stopped every call still
 // goes through; when it is back, a system.evidence_gap entry says how many calls went
-// unrecorded and when, and /metrics counted them.
+// unrecorded and when, and /metrics counted them. With the database failing, tokens already
+// seen keep their source, so traffic still flows.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppendInput } from "../../src/evidence/index.js";
-import { harness, type Harness } from "../ingest/support.js";
-import { observerSource, sdkClient, StoppableStore, type ObserverSourceCreated } from "./support.js";
+import type { SqlDriver, SqlTx } from "../../src/ledger/driver.js";
+import { SqliteDriver } from "../../src/ledger/sqlite.js";
+import { SecretSealer } from "../../src/sources/sealed.js";
+import { observer_cache_ttl_ms, SourceStore } from "../../src/sources/store.js";
+import { harness, master_key, type Harness } from "../ingest/support.js";
+import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, sdkClient, StoppableStore, toolCall, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 
 const queue_length_max = 3;
@@ -59,5 +64,93 @@ describe("when the evidence store stops", () => {
     expect(texts).toEqual(["before", "during 0", "during 1", "during 2"]);
     const gap_seq = gap[0]!.seq;
     expect(entries.find((stored) => (stored.entry.body.args as { text?: string } | undefined)?.text === "during 0")!.seq).toBeGreaterThan(gap_seq);
+  });
+});
+
+/** Poisons the driver the way a failed COMMIT does (a full disk, here a deferred foreign key): it then refuses all work. */
+async function failCommit(driver: SqlDriver): Promise<void> {
+  await driver.transaction(async (tx) => {
+    await tx.run("CREATE TABLE poison_parent (id INTEGER PRIMARY KEY)");
+    await tx.run("CREATE TABLE poison_child (parent_id INTEGER REFERENCES poison_parent (id) DEFERRABLE INITIALLY DEFERRED)");
+  });
+  await expect(driver.transaction((tx) => tx.run("INSERT INTO poison_child (parent_id) VALUES (1)"))).rejects.toThrow(/FOREIGN KEY/);
+  await expect(driver.read((tx) => tx.get("SELECT 1 AS one"))).rejects.toThrow(/refuses further work/);
+}
+
+describe("when the database refuses all work", () => {
+  it("keeps relaying for a token already seen after its cache entry expires, and refuses an unknown one", async () => {
+    const failing = await harness({ retry_delay_ms: 50 });
+    try {
+      const observed = await observerSource(failing, `${upstream.url}/mcp-json`);
+      const session = await rawSession(`${upstream.url}/mcp-json`);
+      const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": observed.observer_token };
+      expect((await raw(observed.observer_url, "POST", headers, toolCall(1, "echo", { text: "before" }))).status).toBe(200);
+
+      await failCommit(failing.bursar.driver);
+      for (let i = 0; i < 3; i++) {
+        failing.clock.advance(observer_cache_ttl_ms + 1_000);
+        const answer = await raw(observed.observer_url, "POST", headers, toolCall(2 + i, "echo", { text: `during ${i}` }));
+        expect(answer.status).toBe(200);
+        expect(answer.bytes.toString()).toContain(`during ${i}`);
+      }
+      const before = upstream.seen.length;
+      const unknown = await raw(observed.observer_url, "POST", { ...headers, "x-bursar-observer-token": "bsr_obs_never_issued" }, toolCall(9, "echo", {}));
+      expect(unknown.status).toBe(503);
+      expect(JSON.parse(unknown.bytes.toString())).toMatchObject({ error: { code: "store_unavailable" } });
+      expect(upstream.seen.length).toBe(before);
+    } finally {
+      await failing.close();
+    }
+  });
+});
+
+/** A driver over the harness's database file that the test closes (real errors: the connection is gone) and reopens. */
+class ReopenableDriver implements SqlDriver {
+  readonly dialect = "sqlite" as const;
+  private driver: SqliteDriver;
+  constructor(private readonly path: string) {
+    this.driver = new SqliteDriver({ path });
+  }
+  async stop(): Promise<void> {
+    await this.driver.close();
+  }
+  start(): void {
+    this.driver = new SqliteDriver({ path: this.path });
+  }
+  transaction<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    return this.driver.transaction(work);
+  }
+  read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+    return this.driver.read(work);
+  }
+  migrate(): Promise<number[]> {
+    throw new Error("not used");
+  }
+  close(): Promise<void> {
+    return this.driver.close();
+  }
+}
+
+describe("an observer token lookup while the database is unreachable", () => {
+  it("serves the last source seen, and stops serving a source disabled meanwhile once the database answers again", async () => {
+    const driver = new ReopenableDriver(h.db);
+    // A second instance on the same database, as when several Bursar processes share one.
+    const instance = new SourceStore({ driver, log: h.bursar.log, sealer: new SecretSealer(master_key), clock: h.clock });
+    try {
+      const observed = await observerSource(h, `${upstream.url}/mcp-json`);
+      expect((await instance.observerByToken(observed.observer_token))?.source_id).toBe(observed.id);
+
+      await driver.stop();
+      h.clock.advance(observer_cache_ttl_ms + 1_000);
+      expect((await instance.observerByToken(observed.observer_token))?.source_id).toBe(observed.id);
+      await expect(instance.observerByToken("bsr_obs_never_issued")).rejects.toThrow();
+
+      expect((await h.api("POST", `/api/v1/evidence-sources/${observed.id}/disable`)).status).toBe(200);
+      driver.start();
+      h.clock.advance(observer_cache_ttl_ms + 1_000);
+      expect(await instance.observerByToken(observed.observer_token)).toBeNull();
+    } finally {
+      await driver.close();
+    }
   });
 });
