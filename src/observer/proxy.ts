@@ -9,11 +9,12 @@ import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
 import { call_overhead_bytes, callEvidence, heldId, idKey, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import { ToolCallCounter } from "./count.js";
 import type { Recorder } from "./recorder.js";
 import { SseReader } from "./sse.js";
 
 export const observer_token_header = "x-bursar-observer-token";
-/** Bodies larger than this are still relayed in full, but not inspected. */
+/** Bodies larger than this are still relayed in full, but not parsed: a request's tools/calls are only counted. */
 export const observed_body_bytes_max = 4_194_304;
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's own; the token is Bursar's. */
@@ -73,19 +74,27 @@ function targetOptions(target: URL): TargetOptions {
   return options;
 }
 
-/** Collects a body up to the inspection limit. */
+/** Collects a body up to the inspection limit; past it, counts a request body's tools/calls (the bytes scanned once, kept nowhere). */
 class BodyTap {
   private chunks: Buffer[] = [];
   bytes = 0;
   overflowed = false;
+  /** Present once a request body overflowed. */
+  counter: ToolCallCounter | null = null;
+
+  constructor(private readonly is_request: boolean) {}
 
   push(chunk: Buffer): void {
-    if (this.overflowed) return;
+    if (this.overflowed) return this.counter?.push(chunk);
     this.bytes += chunk.length;
-    if (this.bytes > observed_body_bytes_max) {
-      this.overflowed = true;
-      this.chunks = [];
-    } else this.chunks.push(chunk);
+    if (this.bytes <= observed_body_bytes_max) return void this.chunks.push(chunk);
+    this.overflowed = true;
+    if (this.is_request) {
+      this.counter = new ToolCallCounter();
+      for (const kept of this.chunks) this.counter.push(kept);
+      this.counter.push(chunk);
+    }
+    this.chunks = [];
   }
 
   json(): unknown {
@@ -121,7 +130,11 @@ class Exchange {
 
   registerCalls(tap: BodyTap | null): void {
     if (!tap) return;
-    if (tap.overflowed) return this.context.recorder.unrecorded(1, "too_large", this.source.source_id);
+    if (tap.overflowed) {
+      const calls = tap.counter?.calls ?? 0;
+      if (calls > 0) this.context.recorder.unrecorded(calls, "too_large", this.source.source_id);
+      return;
+    }
     const parsed = tap.json();
     if (parsed === undefined) return;
     const calls = toolCalls(parsed);
@@ -196,7 +209,7 @@ function sseTap(exchange: Exchange, transport: string, correlator: Correlator): 
 }
 
 function jsonTap(exchange: Exchange, status: number): ResponseTap {
-  const tap = exchange.calls.length > 0 ? new BodyTap() : null;
+  const tap = exchange.calls.length > 0 ? new BodyTap(false) : null;
   return {
     push: (chunk) => tap?.push(chunk),
     end: () => {
@@ -244,7 +257,7 @@ export function relay(context: RelayContext, source: ObserverSource, request: In
   const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
   headers.push("host", target.host);
   const upstream = send({ ...targetOptions(target), method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
-  const tap = request.method === "POST" ? new BodyTap() : null;
+  const tap = request.method === "POST" ? new BodyTap(true) : null;
   const destroy = () => {
     upstream.destroy();
     response.destroy();

@@ -1,9 +1,11 @@
 // Memory bounds while evidence waits: a queued call counts all it holds (a JSON-RPC id can be
-// megabytes, so a long one is kept by hash), and pending calls are bounded in bytes too.
+// megabytes, so a long one is kept by hash), and pending calls are bounded in bytes too. Bodies
+// past the inspection limit are relayed, their tools/call requests counted as unrecorded.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex, type AppendInput } from "../../src/evidence/index.js";
 import { jsonrpc_id_chars_max, pending_bytes_max } from "../../src/observer/calls.js";
+import { observed_body_bytes_max } from "../../src/observer/proxy.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, StoppableStore, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -66,5 +68,28 @@ describe("pending calls", () => {
     const evicted = outcomes.filter((outcome) => outcome.reason === "evicted").length;
     expect(evicted).toBeGreaterThanOrEqual(4);
     expect(outcomes.filter((outcome) => outcome.type === "result")).toHaveLength(calls - evicted);
+  });
+});
+
+describe("requests too large to inspect", () => {
+  it("are relayed, and counted in the gap by the tools/call requests they carry", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-large`);
+    const session = await rawSession(`${upstream.url}/mcp-large`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    const pad = "p".repeat(observed_body_bytes_max);
+    const gaps = async () => {
+      expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
+      return (await h.entries("system.evidence_gap")).map((gap) => (gap.entry.body.by_source as Record<string, number>)[source.id]).filter((calls) => calls !== undefined);
+    };
+
+    const notified = await raw(source.observer_url, "POST", headers, { jsonrpc: "2.0", method: "notifications/message", params: { level: "info", data: pad } });
+    expect(notified.status).toBe(202);
+    expect(await gaps()).toEqual([]);
+    const third = pad.slice(0, observed_body_bytes_max / 3);
+    // "tools/call" inside an argument is not a call.
+    const batch = [1, 2, 3].map((id) => toolCall(id, "echo", { text: `"method":"tools/call" ${third}` }));
+    const answered = await raw(source.observer_url, "POST", headers, [...batch, { jsonrpc: "2.0", method: "notifications/initialized" }]);
+    expect((JSON.parse(answered.bytes.toString()) as Array<{ id: number }>).map((response) => response.id)).toEqual([1, 2, 3]);
+    expect(await gaps()).toEqual([3]);
   });
 });

@@ -76,9 +76,23 @@ async function stateless(path: string, request: IncomingMessage, response: Serve
   await transport.handleRequest(request, response);
 }
 
+/** Bodies of `/mcp-large` are read as an app with its own body parser reads them: here up to 32 MiB (the SDK alone takes 4 MiB). */
+const large_body_bytes_max = 32 * 1_048_576;
+
+async function parsedBody(request: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    bytes += chunk.length;
+    if (bytes > large_body_bytes_max) throw new Error("body too large");
+    chunks.push(chunk);
+  }
+  return JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
+}
+
 /**
  * `/mcp` answers with SSE (resumable, event ids); `/mcp-plain` with SSE without event ids; `/mcp-json` with JSON bodies;
- * `/mcp-stateless` and `/mcp-stateless-json` likewise, without sessions.
+ * `/mcp-large` too, taking bodies past 4 MiB; `/mcp-stateless` and `/mcp-stateless-json` like `/mcp-plain` and `/mcp-json`, without sessions.
  */
 export async function startUpstream(): Promise<Upstream> {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
@@ -87,21 +101,23 @@ export async function startUpstream(): Promise<Upstream> {
     const path = (request.url ?? "/").split("?")[0]!;
     seen.push({ method: request.method ?? "", path, headers: { ...request.headers } });
     if (stateless_paths.has(path)) return stateless(path, request, response);
-    if (path !== "/mcp" && path !== "/mcp-json" && path !== "/mcp-plain") return void response.writeHead(404).end("no such path");
+    if (path !== "/mcp" && path !== "/mcp-json" && path !== "/mcp-plain" && path !== "/mcp-large") return void response.writeHead(404).end("no such path");
     const session = request.headers["mcp-session-id"];
     let transport = typeof session === "string" ? sessions.get(session) : undefined;
     if (!transport) {
       if (typeof session === "string") return void response.writeHead(404, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
       transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
-        enableJsonResponse: path === "/mcp-json",
+        enableJsonResponse: path === "/mcp-json" || path === "/mcp-large",
         ...(path === "/mcp" ? { eventStore: new InMemoryEventStore(), retryInterval: 20 } : {}),
         onsessioninitialized: (id) => void sessions.set(id, transport!),
         onsessionclosed: (id) => void sessions.delete(id),
       });
       await mcpServer().connect(transport);
     }
-    await transport.handleRequest(request, response);
+    const body = path === "/mcp-large" && request.method === "POST" ? await parsedBody(request).catch(() => null) : undefined;
+    if (body === null) return void response.writeHead(400, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null}');
+    await transport.handleRequest(request, response, body);
   });
   await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
   const address = http.address() as { port: number };

@@ -1,0 +1,62 @@
+// The count of tools/call requests in a body too large to parse, read chunk by chunk, equals
+// what parsing the whole body finds, however the bytes are split.
+
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { toolCalls } from "../../src/observer/calls.js";
+import { ToolCallCounter } from "../../src/observer/count.js";
+
+function counted(body: Buffer, cuts: readonly number[]): number {
+  const counter = new ToolCallCounter();
+  let from = 0;
+  for (const cut of [...cuts].sort((a, b) => a - b)) {
+    counter.push(body.subarray(from, cut));
+    from = cut;
+  }
+  counter.push(body.subarray(from));
+  return counter.calls;
+}
+
+const text = fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom("tools/call", "method", "id", '"method":"tools/call"', "\\", '\\"', "tools\\/call", "💸"));
+const value = fc.oneof(text, fc.integer(), fc.constant(null), fc.jsonValue({ maxDepth: 2 }), fc.record({ method: fc.constant("tools/call"), id: fc.integer() }));
+const message = fc.record(
+  {
+    jsonrpc: fc.constant("2.0"),
+    id: fc.oneof(fc.integer(), text, fc.constant(null), fc.double(), fc.constant({ id: 1 })),
+    method: fc.constantFrom("tools/call", "tools/list", "notifications/message", "tools/callx"),
+    params: fc.record({ name: text, arguments: fc.dictionary(text, value, { maxKeys: 4 }) }),
+  },
+  { requiredKeys: ["jsonrpc"] },
+);
+const body = fc.oneof(message, fc.array(message, { maxLength: 6 }), fc.jsonValue({ maxDepth: 3 }));
+
+describe("ToolCallCounter", () => {
+  it("counts what parsing finds, for any JSON-RPC body split anywhere", () => {
+    fc.assert(
+      fc.property(body, fc.boolean(), fc.array(fc.nat(), { maxLength: 6 }), (parsed, spaced, positions) => {
+        const bytes = Buffer.from(spaced ? JSON.stringify(parsed, null, 1) : JSON.stringify(parsed));
+        const cuts = positions.map((position) => position % (bytes.length + 1));
+        expect(counted(bytes, cuts)).toBe(toolCalls(parsed).length);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  const cases: Array<[string, string, number]> = [
+    ["a call", '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}', 1],
+    ["a notification of the same method (no id)", '{"jsonrpc":"2.0","method":"tools/call","params":{}}', 0],
+    ["a null id", '{"id":null,"method":"tools/call"}', 0],
+    ["an escaped method name", '{"id":"a","method":"tools\\/call"}', 1],
+    ["a unicode-escaped method name", '{"id":"a","method":"\\u0074ools/call"}', 1],
+    ["the method text inside an argument", '{"id":1,"method":"ping","params":{"text":"\\"method\\":\\"tools/call\\""}}', 0],
+    ["a nested method member", '{"id":1,"method":"ping","params":{"method":"tools/call","id":2}}', 0],
+    ["a batch of three", '[{"id":1,"method":"tools/call"},{"id":2,"method":"tools/call"},{"method":"notifications/x"},{"id":3,"method":"tools/call"}]', 3],
+  ];
+  for (const [name, json, calls] of cases) {
+    it(`counts ${calls} for ${name}, one byte at a time too`, () => {
+      const bytes = Buffer.from(json);
+      expect(counted(bytes, [])).toBe(calls);
+      expect(counted(bytes, Array.from({ length: bytes.length }, (_, i) => i))).toBe(calls);
+    });
+  }
+});
