@@ -26,6 +26,9 @@ const secret_key_fragments = [
 ] as const;
 const secret_key_names = new Set(["auth", "pin", "otp", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
 
+/** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer). */
+export const bursar_token_pattern = /\bbsr_(?:agent|op|audit|whsec|srckey|obs)_[A-Za-z0-9_-]{20,}/;
+
 const secret_value_patterns: readonly RegExp[] = [
   /\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // Authorization header values
   /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/, // JWTs
@@ -35,7 +38,7 @@ const secret_value_patterns: readonly RegExp[] = [
   /\bgh[pousr]_[A-Za-z0-9]{20,}/, // GitHub tokens
   /\bxox[abprs]-[A-Za-z0-9-]{10,}/, // Slack tokens
   /\bAKIA[0-9A-Z]{16}\b/, // AWS access key ids
-  /\bbsr_(?:agent|op|audit|whsec|srckey|obs)_[A-Za-z0-9_-]{20,}/, // Bursar's own tokens and keys
+  bursar_token_pattern,
 ];
 
 /** One cheap test every string takes first; only strings it matches run the patterns above. */

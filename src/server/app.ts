@@ -2,6 +2,7 @@
 // shutdown. Routes come from plugins registered by the features; no business logic here.
 
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import { bursar_token_pattern } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
 
 /** Default body limit for JSON routes; routes that take more (ingest) set their own. */
@@ -16,9 +17,17 @@ export interface ServerOptions {
   onClose?: () => Promise<void>;
 }
 
-/** Paths whose segments carry a secret are written to access logs with that segment redacted. */
+/**
+ * The segment after an `observe` segment, in any case and after repeated or encoded slashes:
+ * such paths do not route (404) but are logged all the same.
+ */
+const observe_path_token = /(\/observe(?:\/|%2f)+)[^/?]+/gi;
+/** Catches what the path rule cannot (e.g. `/%6Fbserve/{token}`, which does route to the observer). */
+const bursar_tokens = new RegExp(bursar_token_pattern.source, "g");
+
+/** URLs are written to access logs (and 404 answers) with path tokens and Bursar's own tokens redacted. */
 export function redactUrl(url: string): string {
-  return url.replace(/^(\/observe\/)[^/?]+/, "$1[redacted]");
+  return url.replace(observe_path_token, "$1[redacted]").replace(bursar_tokens, "[redacted]");
 }
 
 export const log_redact_paths = [

@@ -1,0 +1,56 @@
+// Access logs never carry an observer token from the path, however the path is spelled: the
+// token segment after /observe is redacted whatever the case, repeated or encoded slashes, and
+// Bursar's own token shapes are redacted wherever they appear in the URL.
+
+import { Writable } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { buildServer, loggerOptions, redactUrl } from "../../src/server/app.js";
+
+const token = "bsr_obs_Qm9ndXMtdG9rZW4tZm9yLXRoZS1yZWRhY3Rpb24tdGVzdA";
+
+describe("redactUrl", () => {
+  const cases: Array<[string, string]> = [
+    [`/observe/${token}`, "/observe/[redacted]"],
+    [`/observe/${token}/mcp?x=1`, "/observe/[redacted]/mcp?x=1"],
+    [`/Observe/${token}`, "/Observe/[redacted]"],
+    [`/OBSERVE/${token}/mcp`, "/OBSERVE/[redacted]/mcp"],
+    [`//observe/${token}`, "//observe/[redacted]"],
+    [`/observe//${token}`, "/observe//[redacted]"],
+    [`/observe%2F${token}`, "/observe%2F[redacted]"],
+    ["/observe/not-a-token-shape", "/observe/[redacted]"],
+    [`/%6Fbserve/${token}`, "/%6Fbserve/[redacted]"],
+    [`/api/v1/log/entries?start=0&t=${token}`, "/api/v1/log/entries?start=0&t=[redacted]"],
+    ["/api/v1/log/entries?start=0", "/api/v1/log/entries?start=0"],
+    ["/observe", "/observe"],
+    ["/observer/x", "/observer/x"],
+  ];
+  for (const [url, logged] of cases) {
+    it(`writes ${url.replace(token, "<token>")} as ${logged}`, () => expect(redactUrl(url)).toBe(logged));
+  }
+});
+
+describe("the access log of a real server", () => {
+  it("keeps path tokens out of log lines and 404 answers", async () => {
+    let logs = "";
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        logs += chunk.toString();
+        done();
+      },
+    });
+    // The production logger options, writing to `logs`.
+    const app = await buildServer({ logger: { ...(loggerOptions("info") as object), stream } });
+    const url = await app.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      for (const path of [`/Observe/${token}`, `//observe/${token}`, `/observe%2F${token}`]) {
+        const answer = await fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+        expect(answer.status).toBe(404);
+        expect(await answer.text()).not.toContain(token);
+      }
+    } finally {
+      await app.close();
+    }
+    expect(logs).toContain("[redacted]");
+    expect(logs).not.toContain(token);
+  });
+});
