@@ -32,6 +32,8 @@ export interface HeldId {
   bytes: number;
 }
 
+const utf8Bytes = (text: string): number => Buffer.byteLength(text, "utf8");
+
 const long = (id: JsonRpcId): id is string => typeof id === "string" && id.length > jsonrpc_id_chars_max;
 
 export function idKey(id: JsonRpcId): string {
@@ -44,7 +46,7 @@ export function heldId(id: JsonRpcId): HeldId {
     return { key: `hash:${hash}`, fields: { jsonrpc_id_hash: hash, jsonrpc_id_omitted: "too_large" }, bytes: hash.length };
   }
   const kept = typeof id === "string" ? (representable(id) as string) : id;
-  return { key: idKey(id), fields: { jsonrpc_id: kept }, bytes: Buffer.byteLength(String(kept)) };
+  return { key: idKey(id), fields: { jsonrpc_id: kept }, bytes: utf8Bytes(String(kept)) };
 }
 
 export interface PendingCall {
@@ -58,7 +60,7 @@ export interface PendingCall {
   args: unknown;
   started_at: Date;
   started_ms: number;
-  /** Counted against pending_bytes_max: the overhead and the call's share of its request body. */
+  /** Counted against pending_bytes_max: the overhead, the session id and the call's share of its request body. */
   bytes: number;
 }
 
@@ -147,9 +149,6 @@ export class Correlator {
     return this.pending.size;
   }
 
-  get bytes(): number {
-    return this.pending_bytes;
-  }
 
   /** A number for a new exchange, unique for this correlator's life. */
   nextExchange(): number {
@@ -232,8 +231,6 @@ function bound(value: unknown): { text: string; sha256: string } | null {
   }
 }
 
-const utf8Bytes = (text: string): number => Buffer.byteLength(text, "utf8");
-
 /** Stores `value` when small; always its hash. `bytes` feeds the queue's byte bound. */
 function keep(name: string, value: unknown): { fields: Record<string, unknown>; bytes: number } {
   const hashed = bound(value);
@@ -253,7 +250,7 @@ function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; byt
 
 export const error_message_chars_max = 1024;
 
-/** Only well-formed parts of a JSON-RPC error: a finite or string code and a string message. */
+/** Only well-formed parts of a JSON-RPC error: a finite or string code and a string message, strings cut to the limit. */
 function errorSummary(error: unknown): { code: number | string | null; message: string | null } {
   if (!isObject(error)) return { code: null, message: null };
   const code = typeof error.code === "string" ? boundedText(error.code, error_message_chars_max) : isId(error.code) ? error.code : null;

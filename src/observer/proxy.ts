@@ -150,7 +150,7 @@ class Exchange {
         args: call.args,
         started_at: this.started_at,
         started_ms: this.started_ms,
-        bytes: call_overhead_bytes + share_bytes,
+        bytes: call_overhead_bytes + Buffer.byteLength(this.session) + share_bytes,
       };
       this.context.correlator.add(pending);
       this.calls.push(pending.id.key);

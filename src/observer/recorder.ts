@@ -148,10 +148,15 @@ export class Recorder {
   /** One transaction: the gap entry (if any) first, then up to a batch of calls. */
   private async writeBatch(): Promise<boolean> {
     const batch = this.queue.slice(0, batch_entries_max - (this.gap.calls > 0 ? 1 : 0));
-    const written = await this.append(batch);
-    if (written === "written") this.dequeue(batch.length);
-    if (written !== "refused") return written === "written";
-    return this.writeEach(batch);
+    switch (await this.append(batch)) {
+      case "written":
+        this.dequeue(batch.length);
+        return true;
+      case "store_failed":
+        return false;
+      case "refused":
+        return this.writeEach(batch);
+    }
   }
 
   /**
