@@ -1,6 +1,7 @@
-// Calls whose evidence canonical JSON could not write as received (a tool name or error message
-// cut inside a surrogate pair, lone surrogates in names and arguments) are still recorded; and
-// an entry the log refuses costs only itself, never the batch written with it.
+// What each observed call is recorded as: its own result, even when two clients of a server
+// without sessions both use JSON-RPC id 1; and always an entry the log can write (names and
+// messages cut between code points, lone surrogates replaced), where an entry the log refuses
+// anyway costs only itself, never the batch written with it.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppendInput } from "../../src/evidence/index.js";
@@ -21,10 +22,48 @@ afterAll(async () => {
   await upstream.close();
 });
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 async function recorded(source_id: string) {
   await h.evidence.observer.recorder.drain();
   return (await h.entries("observer.call")).filter((stored) => stored.entry.source === source_id).map((stored) => stored.entry.body);
 }
+
+describe("without an MCP session id", () => {
+  for (const path of ["/mcp-stateless-json", "/mcp-stateless"]) {
+    it(`records each of two concurrent calls with the same JSON-RPC id with its own result (${path.endsWith("json") ? "JSON" : "SSE"})`, async () => {
+      const source = await observerSource(h, `${upstream.url}${path}`);
+      const headers = { "x-bursar-observer-token": source.observer_token };
+      // A is answered first, while B (sent after A, same id) is still pending.
+      const [a, b] = await Promise.all([
+        raw(source.observer_url, "POST", headers, toolCall(1, "slow", { who: "A", delay_ms: 300 })),
+        sleep(50).then(() => raw(source.observer_url, "POST", headers, toolCall(1, "slow", { who: "B", delay_ms: 600 }))),
+      ]);
+      expect(a.bytes.toString()).toContain('\\"who\\":\\"A\\"');
+      expect(b.bytes.toString()).toContain('\\"who\\":\\"B\\"');
+
+      const bodies = await recorded(source.id);
+      expect(bodies).toHaveLength(2);
+      for (const body of bodies) {
+        const who = (body.args as { who: string }).who;
+        expect(body.outcome, who).toEqual({ type: "result", is_error: false });
+        const text = (body.result as { content: Array<{ text: string }> }).content[0]!.text;
+        expect(JSON.parse(text), who).toMatchObject({ who });
+      }
+    });
+  }
+
+  it("records a call whose SSE stream ended unanswered as no_response at once: without a session nothing can resume it", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-stateless`);
+    const headers = { "x-bursar-observer-token": source.observer_token, "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
+    const polled = await raw(source.observer_url, "POST", headers, toolCall(7, "poll", {}));
+    expect(polled.status).toBe(200);
+    expect(polled.bytes.toString()).not.toContain("polled");
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => body.outcome)).toEqual([{ type: "no_response", reason: "stream_ended" }]);
+    expect(bodies[0]!.transport).toBe("sse");
+  });
+});
 
 describe("evidence canonical JSON cannot write as received", () => {
   it("records every call: names and messages are cut between code points, lone surrogates replaced", async () => {
