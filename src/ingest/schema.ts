@@ -14,6 +14,9 @@ export const text_chars_max = 256;
 export const reason_chars_max = 4096;
 export const json_schema_id = "https://bursar.dev/schemas/gateway-decision-1.json";
 
+/** No C0 controls or DEL: an event id is a stored key, and PostgreSQL text cannot hold NUL. */
+const event_id_pattern = /^[^\u0000-\u001f\u007f]*$/;
+
 const short_text = z.string().min(1).max(text_chars_max);
 
 const principal = z.strictObject({
@@ -33,7 +36,11 @@ const occurred_at = z.iso.datetime({ offset: true }).refine(isRfc3339, "must be 
 
 const decision_fields = z.strictObject({
   schema: z.enum(decision_schema_ids),
-  event_id: z.string().min(1).max(event_id_chars_max),
+  event_id: z
+    .string()
+    .min(1)
+    .max(event_id_chars_max)
+    .regex(event_id_pattern, "must not contain control characters (U+0000–U+001F, U+007F)"),
   occurred_at,
   decision: z.enum(decisions),
   tool: short_text,
@@ -100,6 +107,7 @@ export function surelyValidRecord(value: unknown): boolean {
   return (
     (decision_schema_ids as readonly unknown[]).includes(value.schema) &&
     isText(value.event_id, event_id_chars_max) &&
+    event_id_pattern.test(value.event_id as string) &&
     typeof value.occurred_at === "string" &&
     occurred_at.safeParse(value.occurred_at).success &&
     (decisions as readonly unknown[]).includes(value.decision) &&

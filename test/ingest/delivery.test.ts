@@ -153,6 +153,11 @@ describe("validation is all or nothing", () => {
     expect(error.details.invalid_records).toBe(2);
   });
 
+  it("refuses an event_id with control characters, naming the field (PostgreSQL text cannot hold NUL)", async () => {
+    const error = await refused(ndjson([record("evt_ctl\u0000nul"), record("evt_ctl_ok")]), 422);
+    expect(error.details.problems).toEqual([{ index: 0, field: "event_id", message: expect.stringContaining("control characters") }]);
+  });
+
   it("refuses a key that occurs twice in one object, in every form, naming its path", async () => {
     // JSON.parse keeps the last "decision" (allow); the hashed bytes say deny too.
     const twice = JSON.stringify(record("evt_dup_1", { decision: "deny" })).replace('"decision":"deny"', '"decision":"deny","decision":"allow"');

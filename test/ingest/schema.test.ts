@@ -33,6 +33,8 @@ const replacement = fc.oneof(
     "x".repeat(257),
     "e".repeat(200),
     "e".repeat(201),
+    "evt\u0000nul",
+    "evt\nline",
     "r".repeat(4097),
     "0".repeat(64),
     "A".repeat(64),
