@@ -35,10 +35,11 @@ export async function fetchPayment(context: GateContext, agent_id: string, args:
   const payment_id = args.payment_id;
   if (!isPaymentId(payment_id)) return refusal({ rule: "R0", reason: "payment_id must match ^pay_[A-Za-z0-9]{1,40}$" });
   const outcome = await context.provider.fetchPayment(payment_id);
-  // A payment the provider does not know gets the same answer as another agent's: the answer
-  // must not tell which payment ids exist.
+  // A payment the provider does not know (Razorpay answers 400 "does not exist", or 404) gets
+  // the same answer as another agent's: the answer must not tell which payment ids exist. Other
+  // refusals (credentials, rate limits) are the provider's problem and say so.
   const not_this_agents = refusal({ rule: "CALLER", reason: `payment ${payment_id} ${not_yours}` });
-  if (outcome.kind === "refused") return not_this_agents;
+  if (outcome.kind === "refused" && (outcome.status === 400 || outcome.status === 404)) return not_this_agents;
   if (outcome.kind !== "ok") return providerProblem(outcome);
   const order_id = outcome.value.order_id;
   if (!order_id || !(await ownsOrder(context, agent_id, order_id))) return not_this_agents;
