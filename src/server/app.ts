@@ -25,9 +25,31 @@ const observe_path_token = /(\/observe(?:\/|%2f)+)[^/?]+/gi;
 /** Catches what the path rule cannot (e.g. `/%6Fbserve/{token}`, which does route to the observer). */
 const bursar_tokens = new RegExp(bursar_token_pattern.source, "g");
 
-/** URLs are written to access logs (and 404 answers) with path tokens and Bursar's own tokens redacted. */
+/** After percent-decoding: an `observe` path segment followed by one not yet redacted, or a token anywhere. */
+const decoded_suspect = new RegExp(`/observe/+(?!\\[redacted\\])[^/?]|${bursar_token_pattern.source.replace("\\b", "")}`, "i");
+/** Rounds of percent-decoding before looking again: `%252F` is `/` after two. */
+const decode_rounds_max = 4;
+
+/** Percent-decodes byte by byte, tolerating malformed escapes, until stable or out of rounds. */
+function percentDecoded(url: string): string {
+  let text = url;
+  for (let round = 0; round < decode_rounds_max && text.includes("%"); round++) {
+    const next = text.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    if (next === text) break;
+    text = next;
+  }
+  return text;
+}
+
+/**
+ * URLs are written to access logs (and 404 answers) with path tokens and Bursar's own tokens
+ * redacted. A URL that hides either behind percent-encoding (`/%6Fbserve%2F…`, `%252F`, `%62sr_…`)
+ * is written as "[redacted]" whole.
+ */
 export function redactUrl(url: string): string {
-  return url.replace(observe_path_token, "$1[redacted]").replace(bursar_tokens, "[redacted]");
+  const redacted = url.replace(observe_path_token, "$1[redacted]").replace(bursar_tokens, "[redacted]");
+  if (!url.includes("%")) return redacted;
+  return decoded_suspect.test(percentDecoded(redacted)) ? "[redacted]" : redacted;
 }
 
 export const log_redact_paths = [

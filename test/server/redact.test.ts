@@ -23,6 +23,12 @@ describe("redactUrl", () => {
     ["/api/v1/log/entries?start=0", "/api/v1/log/entries?start=0"],
     ["/observe", "/observe"],
     ["/observer/x", "/observer/x"],
+    // Hidden behind percent-encoding from both rules: the whole URL is redacted.
+    [`/%6Fbserve%2F${token}`, "[redacted]"],
+    [`/observe%252F${token}`, "[redacted]"],
+    [`/%6Fbserve/%62${token.slice(1)}`, "[redacted]"],
+    [`/x?t=%62${token.slice(1)}`, "[redacted]"],
+    ["/api/v1/log/entries?q=%41%42", "/api/v1/log/entries?q=%41%42"],
   ];
   for (const [url, logged] of cases) {
     it(`writes ${url.replace(token, "<token>")} as ${logged}`, () => expect(redactUrl(url)).toBe(logged));
