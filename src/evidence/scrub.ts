@@ -84,22 +84,35 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
+const doubled_digit = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9];
+
 /**
  * True when some consecutive groups of a run (digits between single spaces or dashes) hold 13 to
  * 19 digits together that pass Luhn and do not start with 0 (no issuer number does; without this
  * 13 zeros would pass). A card number printed next to its CVV, expiry or a reference is such a
  * stretch of groups ("4111 1111 1111 1111 123"). Windows start and end at group boundaries only:
  * a long unbroken run of digits (a snowflake id, a nanosecond timestamp) is a card only as a
- * whole, as it always was, rather than redacted because one of its many windows passes Luhn.
+ * whole, rather than redacted because one of its many windows passes Luhn. From each group's
+ * end, the Luhn sum grows leftwards digit by digit (at most 19): one pass, no strings built.
  */
 function hasCardWindow(run: string): boolean {
-  const groups = run.split(/[ -]/);
-  for (let first = 0; first < groups.length; first++) {
-    let window = "";
-    for (let last = first; last < groups.length; last++) {
-      window += groups[last];
-      if (window.length > card_digits_max) break;
-      if (window.length >= card_digits_min && window[0] !== "0" && luhnValid(window)) return true;
+  const digits = new Uint8Array(run.length);
+  const starts_group = new Uint8Array(run.length);
+  let count = 0;
+  for (let i = 0; i < run.length; i++) {
+    const digit = run.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) continue; // a single space or dash between groups
+    starts_group[count] = i === 0 || run.charCodeAt(i - 1) - 48 < 0 || run.charCodeAt(i - 1) - 48 > 9 ? 1 : 0;
+    digits[count++] = digit;
+  }
+  for (let last = 0; last < count; last++) {
+    if (last + 1 < count && starts_group[last + 1] === 0) continue; // not the end of a group
+    let sum = 0;
+    for (let length = 1; length <= card_digits_max && length <= last + 1; length++) {
+      const first = last + 1 - length;
+      const digit = digits[first]!;
+      sum += length % 2 === 0 ? doubled_digit[digit]! : digit;
+      if (length >= card_digits_min && starts_group[first] === 1 && digit !== 0 && sum % 10 === 0) return true;
     }
   }
   return false;
