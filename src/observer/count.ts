@@ -17,7 +17,9 @@ const isNumberStart = (byte: number) => byte === 0x2d || (byte >= 0x30 && byte <
  * Counts the messages (the body itself, or each element of a batch) with a `method` of
  * "tools/call" and a string or number `id`: the requests the observer records when it can
  * parse the body. Strings are skipped whole, so "tools/call" inside an argument is not counted,
- * nor is a `method` member nested inside the params.
+ * nor is a `method` member nested inside the params. It does not validate JSON, so it can count
+ * more than a parser would find (an `id` of 1e400, a message whose later `method` member is not
+ * tools/call, a body that is not JSON): the gap it feeds errs towards calls that went unrecorded.
  */
 export class ToolCallCounter {
   calls = 0;
