@@ -131,6 +131,30 @@ class AttemptError extends Error {
   }
 }
 
+/**
+ * A client checked out of the pool, listened to for 'error' until it goes back. While a client is
+ * checked out pg-pool removes its own listener, and pg emits 'error' when the socket ends or
+ * resets without a PostgreSQL error message first (a network failure, a failover, a proxy
+ * restart): with no listener that event would end the process. The error is kept as `broken`, so
+ * the client is destroyed on release instead of returning to the pool.
+ */
+class Checkout {
+  broken: Error | undefined;
+  private readonly listener = (error: Error) => {
+    this.broken ??= error;
+  };
+
+  constructor(readonly client: pg.PoolClient) {
+    client.on("error", this.listener);
+  }
+
+  /** Returns the client (or destroys it when broken). The pool attaches its own listener first. */
+  release(): void {
+    this.client.release(this.broken);
+    this.client.off("error", this.listener);
+  }
+}
+
 function normalize(params: readonly SqlValue[] | undefined): unknown[] {
   return (params ?? []).map((value) => (typeof value === "boolean" ? Number(value) : value));
 }
@@ -187,28 +211,31 @@ export class PostgresDriver implements SqlDriver {
 
   /** One attempt: BEGIN, work, COMMIT on one pooled connection. Errors carry the phase they hit. */
   private async attempt<T>(begin: string, work: (tx: SqlTx) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
+    let checkout: Checkout;
     try {
-      client = await this.pool.connect();
+      checkout = new Checkout(await this.pool.connect());
     } catch (error) {
       throw new AttemptError(error, "connect");
     }
+    const { client } = checkout;
     let phase: Phase = "work";
-    let broken: Error | undefined;
     try {
       await client.query(begin);
       const result = await work(this.txOn(client));
+      // Broken while no statement was in flight: COMMIT would never be sent, so the server rolled
+      // the transaction back and it is safe to retry. Thrown in the work phase for that reason.
+      if (checkout.broken) throw checkout.broken;
       phase = "commit";
       await client.query("COMMIT");
       return result;
     } catch (error) {
-      if (isConnectionError(error)) broken = error as Error;
-      else if (phase === "work") {
-        await client.query("ROLLBACK").catch((rollback: Error) => (broken = rollback));
+      if (isConnectionError(error)) checkout.broken ??= error as Error;
+      else if (phase === "work" && !checkout.broken) {
+        await client.query("ROLLBACK").catch((rollback: Error) => (checkout.broken = rollback));
       }
       throw new AttemptError(error, phase);
     } finally {
-      client.release(broken);
+      checkout.release();
     }
   }
 
@@ -246,8 +273,8 @@ export class PostgresDriver implements SqlDriver {
    * by the schema, so several processes starting at once apply each migration exactly once.
    */
   async migrate(migrations: readonly Migration[]): Promise<number[]> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
+    const checkout = new Checkout(await this.pool.connect());
+    const { client } = checkout;
     try {
       await client.query("BEGIN");
       await client.query(`SET LOCAL statement_timeout = ${pg_migration_timeout_ms}`);
@@ -273,10 +300,10 @@ export class PostgresDriver implements SqlDriver {
       await client.query("COMMIT");
       return applied;
     } catch (error) {
-      await client.query("ROLLBACK").catch((rollback: Error) => (broken = rollback));
+      if (!checkout.broken) await client.query("ROLLBACK").catch((rollback: Error) => (checkout.broken = rollback));
       throw error;
     } finally {
-      client.release(broken);
+      checkout.release();
     }
   }
 

@@ -1,0 +1,101 @@
+// The PostgreSQL driver when a connection is cut with no PostgreSQL error message first (a
+// network failure, failover or proxy restart; a loopback proxy does it here): the process
+// survives, a break before COMMIT is retried, a break during COMMIT is reported as unknown.
+
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { migrations } from "../../src/ledger/migrations/index.js";
+import { CommitOutcomeUnknownError, PostgresDriver } from "../../src/ledger/postgres.js";
+import { freshSchema, postgresServerUrl } from "../support/backends.js";
+import { startPgProxy, type PgProxy } from "../support/pg-proxy.js";
+
+const pg_server = postgresServerUrl();
+
+describe.skipIf(!pg_server)("PostgresDriver over a connection that is cut", () => {
+  let schema: Awaited<ReturnType<typeof freshSchema>>;
+  let proxy: PgProxy;
+  let driver: PostgresDriver;
+  // An 'error' event nobody listens for is thrown from the socket's callback: in a server, the
+  // process exits with code 1. Record such throws so each test can say none happened.
+  const uncaught: unknown[] = [];
+  const record = (error: unknown) => uncaught.push(error);
+
+  beforeAll(async () => {
+    process.on("uncaughtException", record);
+    schema = await freshSchema(pg_server as string);
+    proxy = await startPgProxy(pg_server as string);
+    driver = new PostgresDriver({ url: proxy.url(schema.url), pool_connections_max: 2 });
+    await driver.migrate(migrations);
+  });
+  afterEach(() => {
+    uncaught.length = 0;
+  });
+  afterAll(async () => {
+    await driver?.close();
+    await proxy?.close();
+    await schema?.drop();
+    process.off("uncaughtException", record);
+  });
+
+  const settingValues = (name: string) =>
+    driver.read((tx) => tx.all<{ value: string }>("SELECT value FROM settings WHERE name = ?", [name]));
+
+  it("retries a transaction whose connection is cut while a statement is in flight, and nothing escapes", async () => {
+    proxy.arm({ sql: /^SELECT 'cut during work'/, when: "before" });
+    let attempts = 0;
+    await driver.transaction(async (tx) => {
+      attempts++;
+      await tx.run("INSERT INTO settings (name, value) VALUES ('cut_work', ?)", [String(attempts)]);
+      await tx.get("SELECT 'cut during work' AS marker");
+    });
+    expect(proxy.cut).toHaveLength(1);
+    expect(attempts).toBe(2);
+    expect(await settingValues("cut_work")).toEqual([{ value: "2" }]);
+    expect(uncaught).toEqual([]);
+  });
+
+  it("retries a transaction whose connection is cut between statements: COMMIT was never sent", async () => {
+    let attempts = 0;
+    await driver.transaction(async (tx) => {
+      attempts++;
+      await tx.run("INSERT INTO settings (name, value) VALUES ('cut_idle', ?)", [String(attempts)]);
+      if (attempts === 1) {
+        proxy.cutAll();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    });
+    expect(attempts).toBe(2);
+    expect(await settingValues("cut_idle")).toEqual([{ value: "2" }]);
+    expect(uncaught).toEqual([]);
+  });
+
+  it("reports CommitOutcomeUnknownError, without retrying, when the connection is cut after COMMIT reached the server", async () => {
+    proxy.arm({ sql: /^COMMIT$/, when: "after_reply" });
+    let attempts = 0;
+    const committing = driver.transaction(async (tx) => {
+      attempts++;
+      await tx.run("INSERT INTO settings (name, value) VALUES ('cut_commit', ?)", [String(attempts)]);
+    });
+    await expect(committing).rejects.toBeInstanceOf(CommitOutcomeUnknownError);
+    expect(attempts).toBe(1);
+    // The outcome really was unknown to the driver: the server had committed.
+    expect(await settingValues("cut_commit")).toEqual([{ value: "1" }]);
+    // The broken client left the pool; the next transaction runs on a fresh connection.
+    await driver.transaction((tx) => tx.run("INSERT INTO settings (name, value) VALUES ('after_cut', 'x')"));
+    expect(await settingValues("after_cut")).toEqual([{ value: "x" }]);
+    expect(uncaught).toEqual([]);
+  });
+
+  it("fails a migration whose connection is cut with the connection error, and a later migration applies", async () => {
+    const other = await freshSchema(pg_server as string);
+    const migrating = new PostgresDriver({ url: proxy.url(other.url), pool_connections_max: 1 });
+    try {
+      proxy.arm({ sql: /^SELECT current_schema\(\)/, when: "before" });
+      await expect(migrating.migrate(migrations)).rejects.toThrow(/Connection terminated/);
+      expect(await migrating.migrate(migrations)).toEqual(migrations.map((migration) => migration.version));
+      expect(uncaught).toEqual([]);
+    } finally {
+      await migrating.close();
+      await other.drop();
+    }
+  });
+});

@@ -1,0 +1,103 @@
+// A loopback TCP proxy in front of PostgreSQL that can cut a connection the way a network
+// failure, a failover or a proxy restart does: the socket just ends, with no PostgreSQL error
+// message first (pg_terminate_backend sends FATAL before closing, which pg handles differently).
+
+import net from "node:net";
+
+/** When to cut the connection that sends a simple-protocol query whose text matches `sql`. */
+export interface CutPlan {
+  sql: RegExp;
+  /** "before": the query never reaches the server; "after_reply": the server ran it, its answer is dropped. */
+  when: "before" | "after_reply";
+}
+
+export interface PgProxy {
+  /** A copy of `url` that connects through the proxy. */
+  url(url: string): string;
+  /** Cuts the next connection that sends a query matching `plan` (once). */
+  arm(plan: CutPlan): void;
+  /** Cuts every open connection now. */
+  cutAll(): void;
+  /** Queries that were cut, in order. */
+  readonly cut: string[];
+  close(): Promise<void>;
+}
+
+const ssl_request_code = 80877103;
+const query_message = 0x51; // 'Q'
+
+export async function startPgProxy(server_url: string): Promise<PgProxy> {
+  const target = new URL(server_url);
+  const target_port = Number(target.port || 5432);
+  let plan: CutPlan | undefined;
+  const cut: string[] = [];
+  const sockets = new Set<net.Socket>();
+
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target_port, target.hostname);
+    sockets.add(client).add(upstream);
+    const destroy = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    let pending = Buffer.alloc(0);
+    let started = false;
+    let cut_on_reply = false;
+    client.on("data", (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      for (;;) {
+        // The startup packet (and an SSL request before it) has no type byte.
+        const header = started ? 5 : 4;
+        if (pending.length < header) break;
+        const length = started ? pending.readInt32BE(1) + 1 : pending.readInt32BE(0);
+        if (pending.length < length) break;
+        const message = pending.subarray(0, length);
+        pending = pending.subarray(length);
+        if (!started) {
+          if (message.readInt32BE(4) !== ssl_request_code) started = true;
+        } else if (message[0] === query_message && plan) {
+          const sql = message.subarray(5, message.length - 1).toString();
+          if (plan.sql.test(sql)) {
+            const when = plan.when;
+            plan = undefined;
+            cut.push(sql);
+            if (when === "before") return destroy();
+            cut_on_reply = true;
+          }
+        }
+        upstream.write(message);
+      }
+    });
+    upstream.on("data", (chunk: Buffer) => (cut_on_reply ? destroy() : client.write(chunk)));
+    for (const socket of [client, upstream]) {
+      socket.on("error", destroy);
+      socket.on("close", () => {
+        sockets.delete(socket);
+        destroy();
+      });
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+
+  return {
+    url(url: string) {
+      const through = new URL(url);
+      through.hostname = "127.0.0.1";
+      through.port = String(port);
+      return through.toString();
+    },
+    arm(next: CutPlan) {
+      plan = next;
+    },
+    cutAll() {
+      for (const socket of sockets) socket.destroy();
+    },
+    cut,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
