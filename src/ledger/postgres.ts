@@ -307,25 +307,33 @@ export class PostgresDriver implements SqlDriver {
     }
   }
 
-  /** The database's time minus ours, from the sample with the shortest round trip. */
+  /**
+   * The database's time minus the local wall clock (`Date.now()`, the source the database clock
+   * reads, so a wall-clock step after start is absorbed by the next measurement), from the sample
+   * with the shortest round trip. A sample across a backwards step has a negative round trip and
+   * is skipped.
+   */
   async measureClockOffset(): Promise<{ offset_ms: number; round_trip_ms: number }> {
     let best = { offset_ms: 0, round_trip_ms: Infinity };
     for (let sample = 0; sample < pg_clock_samples; sample++) {
-      const sent = performance.timeOrigin + performance.now();
+      const sent = Date.now();
       const result = await this.pool.query<{ ms: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms");
-      const received = performance.timeOrigin + performance.now();
+      const received = Date.now();
       const database_ms = Number(result.rows[0]?.ms);
       if (!Number.isFinite(database_ms)) throw new Error("PostgreSQL returned no clock reading");
       const round_trip_ms = received - sent;
-      if (round_trip_ms < best.round_trip_ms) best = { offset_ms: database_ms - (sent + received) / 2, round_trip_ms };
+      if (round_trip_ms >= 0 && round_trip_ms < best.round_trip_ms) best = { offset_ms: database_ms - (sent + received) / 2, round_trip_ms };
     }
+    if (best.round_trip_ms === Infinity) throw new Error("the local clock stepped backwards during every clock sample");
     return best;
   }
 
   /**
-   * A clock that reads the database's time: the offset to the database is measured now and every
-   * pg_clock_resync_ms, so every instance on this database agrees on `now` to within about half a
-   * round trip, at no cost per transaction. It never runs backwards within a process.
+   * A clock that reads the database's time: the offset between the database and the local wall
+   * clock is measured now and every pg_clock_resync_ms, so every instance on this database agrees
+   * on `now` to within about half a round trip, at no cost per transaction. It never runs
+   * backwards within a process: after a backwards step of the wall clock it holds still until
+   * the next measurement.
    */
   async databaseClock(): Promise<Clock> {
     let offset_ms = (await this.measureClockOffset()).offset_ms;

@@ -2,7 +2,7 @@
 // integers, the schema's constraints, migrations racing under the advisory lock, bounded retry
 // of deadlocks and lost connections, and the database clock.
 
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
 import { PostgresDriver, pg_transaction_attempts_max, pg_write_transactions_max, toPositional } from "../../src/ledger/postgres.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
@@ -167,5 +167,28 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     expect(Math.abs(clock().getTime() - (row?.ms ?? 0))).toBeLessThan(50);
     const a = clock().getTime();
     expect(clock().getTime()).toBeGreaterThanOrEqual(a);
+  });
+
+  it("measures the clock offset against the wall clock the clock reads, so a wall-clock step is absorbed", async () => {
+    const real_now = Date.now.bind(Date);
+    let step_ms = 0;
+    const wall = vi.spyOn(Date, "now").mockImplementation(() => real_now() + step_ms);
+    const databaseMs = async () =>
+      (await driver.read((tx) => tx.get<{ ms: number }>("SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT) AS ms")))?.ms ?? 0;
+    try {
+      const before = await driver.databaseClock();
+      const read_before = before().getTime();
+      // The host's wall clock is stepped after start (an NTP step, a VM resume, a manual fix).
+      step_ms = 60_000;
+      const measured = await driver.measureClockOffset();
+      expect(Math.abs(measured.offset_ms + step_ms)).toBeLessThan(50);
+      const after = await driver.databaseClock(); // what the next resync leaves the clock at
+      expect(Math.abs(after().getTime() - (await databaseMs()))).toBeLessThan(50);
+      // A backwards step: the clock holds still rather than run backwards.
+      step_ms = -60_000;
+      expect(before().getTime()).toBeGreaterThanOrEqual(read_before);
+    } finally {
+      wall.mockRestore();
+    }
   });
 });
