@@ -24,19 +24,52 @@ function capturedPayment(parsed: Parsed): ProviderPayment | undefined {
   return undefined;
 }
 
-/** An order whose creation timed out is unknown by id; its receipt names the reservation. */
-async function linkByReceipt(context: GateContext, parsed: Parsed): Promise<void> {
-  const payment = "payment" in parsed ? parsed.payment : undefined;
-  if (!payment?.order_id) return;
-  const order_id = payment.order_id;
-  const known = await context.ledger.driver.read((tx) => tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id]));
-  if (known) return;
-  let receipt = parsed.type === "order.paid" ? parsed.order.receipt : null;
-  if (!receipt) {
-    const order = await context.provider.fetchOrder(order_id);
-    receipt = order.kind === "ok" ? order.value.receipt : null;
-  }
-  if (!receipt) return;
+/** What the ledger knows about a delivery before anyone asks the provider. */
+interface Known {
+  /** The event id was processed before: `apply` records the duplicate, nothing else is needed. */
+  duplicate: boolean;
+  /** A reservation has the payment's order (or there is no order to look for). */
+  order_linked: boolean;
+  /**
+   * Some reservation could still own an order Bursar does not know by id: it holds money with no
+   * order recorded (its creation timed out, or is in flight) and is not waiting for an approval
+   * (its order is only sent once approved). A released reservation without an order never had
+   * one: only a proven refusal or an approval never granted releases a hold before its order.
+   */
+  awaiting_order: boolean;
+}
+
+async function knownBefore(tx: SqlTx, event_id: string, order_id: string | null): Promise<Known> {
+  const known: Known = { duplicate: true, order_linked: true, awaiting_order: false };
+  if (await tx.get("SELECT 1 AS one FROM webhook_events WHERE event_id = ?", [event_id])) return known;
+  known.duplicate = false;
+  if (order_id === null || (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id]))) return known;
+  known.order_linked = false;
+  const awaiting = await tx.get(
+    `SELECT 1 AS one FROM reservations r WHERE r.order_id IS NULL AND r.status = 'held'
+       AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.reservation_id = r.reservation_id AND a.state = 'pending') LIMIT 1`,
+  );
+  known.awaiting_order = awaiting !== undefined;
+  return known;
+}
+
+type Receipt = { kind: "found"; receipt: string | null } | { kind: "unknown"; reason: string };
+
+/**
+ * The receipt (Bursar's reservation id) of an order Bursar does not know by id: from the event,
+ * or from the provider only when a reservation could own the order; `unknown` when the
+ * provider's answer is (a timeout, a reset, a 5xx).
+ */
+async function receiptOf(context: GateContext, parsed: Parsed, order_id: string, awaiting_order: boolean): Promise<Receipt> {
+  if (parsed.type === "order.paid" && parsed.order.receipt) return { kind: "found", receipt: parsed.order.receipt };
+  if (!awaiting_order) return { kind: "found", receipt: null };
+  const order = await context.provider.fetchOrder(order_id);
+  if (order.kind === "unknown") return { kind: "unknown", reason: order.reason };
+  return { kind: "found", receipt: order.kind === "ok" ? order.value.receipt : null };
+}
+
+/** An order whose creation timed out is unknown by id; its receipt names the reservation to link. */
+async function linkByReceipt(context: GateContext, order_id: string, receipt: string): Promise<void> {
   await context.ledger.transaction(async (tx, ledger_context) => {
     // The block lock comes before any write to its reservations (and before the log's lock).
     const reservation = await getReservation(tx, receipt);
@@ -87,7 +120,18 @@ export async function handleWebhook(
   }
   const parsed = context.provider.parseWebhook(raw_body);
   if ("error" in parsed) throw new HttpError(400, "malformed_event", parsed.error);
-  await linkByReceipt(context, parsed);
+  // The atomic dedupe is apply's INSERT; reading first spares a redelivery any provider call.
+  const order_id = "payment" in parsed ? parsed.payment.order_id : null;
+  const known = await context.ledger.driver.read((tx) => knownBefore(tx, event_id, order_id));
+  if (!known.duplicate && !known.order_linked && order_id !== null) {
+    const found = await receiptOf(context, parsed, order_id, known.awaiting_order);
+    if (found.kind === "unknown") {
+      // Not a no-op: the event id stays unspent, so the provider's retry asks again.
+      context.observer?.webhook("deferred");
+      throw new HttpError(503, "provider_unavailable", `the provider's answer about this event's order is unknown (${found.reason}); deliver it again`);
+    }
+    if (found.receipt) await linkByReceipt(context, order_id, found.receipt);
+  }
   const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, parsed));
   context.observer?.webhook(answer.outcome);
   return answer;

@@ -2,7 +2,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createBursar } from "../../src/index.js";
 import { createRazorpayProvider, signWebhookBody } from "../../src/provider/razorpay/index.js";
 import { buildServer } from "../../src/server/app.js";
@@ -17,6 +17,7 @@ beforeAll(async () => {
   server = await testServer();
   secret = readFileSync(join(server.dir, "webhook-secret"), "utf8").trim();
 });
+afterEach(() => server.started.simulator?.faults.reset());
 afterAll(async () => server.close());
 
 function paymentEvent(event: string, payment: Record<string, unknown>): Record<string, unknown> {
@@ -53,6 +54,27 @@ async function heldOrder(amount = 10_000) {
   const order = (created.structuredContent as { order: { id: string } }).order;
   const reservation_id = (created.structuredContent as { reservation_id: string }).reservation_id;
   return { agent, order_id: order.id, reservation_id };
+}
+
+/** An agent whose order creation took effect at the provider but whose answer was lost (a 5xx). */
+async function timedOutOrder(amount = 10_000) {
+  const agent = await server.agent(`buyer-${++event_counter}`);
+  const client = await server.client(agent.token);
+  server.started.simulator!.faults.set({ error_5xx_next: 1, after_processing: true, only_routes: ["POST /v1/orders"] });
+  const created = await client.callTool({ name: "create_order", arguments: { amount, currency: "INR" } });
+  server.started.simulator!.faults.reset();
+  expect(created.structuredContent).toMatchObject({ effect: "ALLOW", provider: "unknown" });
+  const reservation_id = (created.structuredContent as { reservation_id: string }).reservation_id;
+  const found = await server.started.bursar.gate.gateContext.provider.findOrdersByReceipt(reservation_id);
+  if (found.kind !== "ok" || !found.value[0]) throw new Error(`no order for ${reservation_id}`);
+  return { agent, reservation_id, order_id: found.value[0].id };
+}
+
+/** GET /v1/orders/{id} calls the gate has made, from its metrics. */
+async function orderLookups(): Promise<number> {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const counts = [...text.matchAll(/^bursar_provider_request_seconds_count\{[^}]*operation="fetch_order"[^}]*\} (\d+)$/gm)];
+  return counts.reduce((sum, match) => sum + Number(match[1]), 0);
 }
 
 const block = async (block_id: string) => (await server.api<Record<string, number | boolean | string>>("GET", `/api/v1/blocks/${block_id}`)).body;
@@ -152,6 +174,55 @@ describe("POST /webhooks/razorpay", () => {
   it("an unknown order → 200 audited no-op", async () => {
     const event = paymentEvent("payment.captured", { id: "pay_Unk1", order_id: "order_Unknown1", amount: 10_000, currency: "INR", status: "captured" });
     expect(await send(event)).toMatchObject({ status: 200, body: { outcome: "noop" } });
+  });
+
+  it("an unknown-order event while no reservation awaits an order → 200 no-op at once, without asking the provider", async () => {
+    // A slow provider must not slow webhooks for orders Bursar never created (payment links,
+    // other integrations on the account): nothing Bursar holds could own such an order.
+    server.started.simulator!.faults.set({ latency_ms: 5_000, only_routes: ["GET /v1/orders/:id"] });
+    // A HOLD waiting for approval holds money without an order, but its order is not sent yet.
+    const hold = await server.agent(`buyer-${++event_counter}`);
+    const held = await (await server.client(hold.token)).callTool({ name: "create_order", arguments: { amount: 300_000, currency: "INR" } });
+    expect(held.structuredContent).toMatchObject({ effect: "HOLD" });
+    const lookups = await orderLookups();
+    const event = paymentEvent("payment.authorized", { id: "pay_Foreign1", order_id: "order_Foreign1", amount: 1_000, currency: "INR", status: "authorized" });
+    const started = Date.now();
+    expect(await send(event, "evt_foreign_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    expect(await send(event, "evt_foreign_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(await orderLookups()).toBe(lookups);
+  });
+
+  it("an order whose creation timed out: a captured webhook for it links the reservation and settles it", async () => {
+    const { agent, order_id, reservation_id } = await timedOutOrder(10_000);
+    const event = paymentEvent("payment.captured", { id: "pay_Timed1", order_id, amount: 10_000, currency: "INR", status: "captured" });
+    expect((await send(event)).body).toMatchObject({ outcome: "applied" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
+    expect(await server.started.bursar.ledger.reservation(reservation_id)).toMatchObject({ order_id, status: "committed" });
+  });
+
+  it("the provider's answer about an unknown order is unknown while one awaits its order → 503; the event id is not spent and the retry settles", async () => {
+    const { agent, order_id } = await timedOutOrder(10_000);
+    const event = paymentEvent("payment.captured", { id: "pay_Retry1", order_id, amount: 10_000, currency: "INR", status: "captured" });
+    server.started.simulator!.faults.set({ error_5xx_next: 1, only_routes: ["GET /v1/orders/:id"] });
+    const before = await log_size();
+    const answer = await send(event, "evt_retry_1");
+    expect(answer).toMatchObject({ status: 503, body: { error: { code: "provider_unavailable" } } });
+    expect(await log_size()).toBe(before);
+    expect(await block(agent.block_id)).toMatchObject({ held: 10_000, spent: 0 });
+    // The provider delivers the same event again; now the lookup answers.
+    expect(await send(event, "evt_retry_1")).toMatchObject({ status: 200, body: { outcome: "applied" } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
+  });
+
+  it("a redelivered unknown-order event answers as a duplicate without asking the provider again", async () => {
+    await timedOutOrder(10_000); // a reservation awaiting its order: the first delivery must look
+    const event = paymentEvent("payment.authorized", { id: "pay_Foreign2", order_id: "order_Foreign2", amount: 1_000, currency: "INR", status: "authorized" });
+    const lookups = await orderLookups();
+    expect(await send(event, "evt_foreign_2")).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    expect(await orderLookups()).toBe(lookups + 1);
+    expect(await send(event, "evt_foreign_2")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
+    expect(await orderLookups()).toBe(lookups + 1);
   });
 
   it("a late capture on a released reservation → 200 rejected; the block freezes and keeps the money as unreconciled", async () => {
