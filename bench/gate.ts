@@ -16,7 +16,7 @@ import { randomSecret } from "../src/datadir.js";
 import { tool_declarations } from "../src/gate/tools.js";
 import type { Provider } from "../src/provider/port.js";
 import { createRazorpayProvider } from "../src/provider/razorpay/index.js";
-import { createSimulator } from "../src/provider/simulator/index.js";
+import { acceptOnlyKey, createSimulator } from "../src/provider/simulator/index.js";
 import { buildServer } from "../src/server/app.js";
 import { answerStateless, json_schema_validator } from "../src/server/mcp.js";
 import { startServer } from "../src/server/start.js";
@@ -114,7 +114,8 @@ function bareMcpRoute(app: FastifyInstance, provider: () => Provider): void {
 /** The same fastify assembly and the same simulator mount as Bursar, with a bare /mcp. */
 async function startBare(): Promise<{ ready: Ready; close: () => Promise<void> }> {
   const webhook_secret = randomSecret();
-  const simulator = createSimulator({ webhook_secret, control_routes: false });
+  const key_secret = randomSecret();
+  const simulator = createSimulator({ webhook_secret, control_routes: false, accept_key: acceptOnlyKey("rzp_test_benchbare", key_secret) });
   let provider: Provider | undefined;
   const app = await buildServer({
     logger: false,
@@ -128,7 +129,7 @@ async function startBare(): Promise<{ ready: Ready; close: () => Promise<void> }
   const address = app.server.address();
   assert(typeof address === "object" && address, "the bare server has no address");
   const url = `http://127.0.0.1:${address.port}`;
-  provider = createRazorpayProvider({ key_id: "rzp_test_benchbare", key_secret: randomSecret(), base_url: `${url}/simulator`, webhook_secret });
+  provider = createRazorpayProvider({ key_id: "rzp_test_benchbare", key_secret, base_url: `${url}/simulator`, webhook_secret });
   return { ready: { url, token: "unused" }, close: () => app.close() };
 }
 

@@ -11,7 +11,7 @@ import { canonicalJson, resolveSigningKey } from "../evidence/index.js";
 import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
-import { createSimulator, type Simulator } from "../provider/simulator/index.js";
+import { acceptOnlyKey, createSimulator, type Simulator } from "../provider/simulator/index.js";
 import { resolveMasterKey } from "../sources/sealed.js";
 import { buildServer, loggerOptions, type RoutePlugin } from "./app.js";
 import { isReader, type Access } from "./auth.js";
@@ -62,9 +62,11 @@ function providerSetup(config: Config): ProviderSetup {
     return { provider, bind: () => undefined };
   }
   const webhook_secret = config.razorpay.webhook_secret ?? secretFile(config.data_dir, "webhook-secret", randomSecret).value;
-  const simulator = createSimulator({ webhook_secret, control_routes: false });
-  const provider = deferredProvider();
+  // The mounted API answers only the key generated here for Bursar's own client: anyone else who
+  // reaches this port (an agent included) must not create or capture orders around the gate.
   const key_secret = randomSecret();
+  const simulator = createSimulator({ webhook_secret, control_routes: false, accept_key: acceptOnlyKey(simulator_key_id, key_secret) });
+  const provider = deferredProvider();
   return {
     provider,
     simulator,

@@ -76,6 +76,29 @@ describe("principals", () => {
   });
 });
 
+describe("the mounted simulator", () => {
+  it("answers only the key Bursar generated for itself: another rzp_test_ key cannot create or capture around the gate", async () => {
+    const agent = await server.agent("sec-sim");
+    const client = await server.client(agent.token);
+    const created = await client.callTool({ name: "create_order", arguments: { amount: 3_000, currency: "INR" } });
+    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
+    const payment_id = await payOrder(server.url, order_id);
+    const orders_before = server.started.simulator!.state.orders().length;
+    const as = (key: string) => ({ authorization: `Basic ${Buffer.from(key).toString("base64")}`, "content-type": "application/json" });
+    for (const key of ["rzp_test_anything:whatever", "rzp_test_bursarlocal:guessed-secret", "rzp_test_bursarlocal:"]) {
+      const order = await fetch(`${server.url}/simulator/v1/orders`, { method: "POST", headers: as(key), body: JSON.stringify({ amount: 9_900_000, currency: "INR", receipt: "bypass" }) });
+      expect([key, order.status]).toEqual([key, 401]);
+      const capture = await fetch(`${server.url}/simulator/v1/payments/${payment_id}/capture`, { method: "POST", headers: as(key), body: JSON.stringify({ amount: 3_000, currency: "INR" }) });
+      expect([key, capture.status]).toEqual([key, 401]);
+    }
+    expect(server.started.simulator!.state.orders()).toHaveLength(orders_before);
+    expect(server.started.simulator!.state.payment(payment_id)).toMatchObject({ status: "authorized" });
+    // The gate's own client still works: the capture passes the gate.
+    const captured = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 3_000, currency: "INR" } });
+    expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { status: "captured" } });
+  });
+});
+
 describe("isolation between agents", () => {
   it("agent A cannot fetch B's order or payment, capture B's payment, or replay B's key", async () => {
     const a = await server.agent("iso-a");

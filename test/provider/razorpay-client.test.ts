@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderOrder, ProviderPayment } from "../../src/provider/port.js";
 import { isOrderId, isPaymentId } from "../../src/provider/port.js";
 import { createRazorpayProvider } from "../../src/provider/razorpay/index.js";
+import { acceptOnlyKey } from "../../src/provider/simulator/index.js";
 import { expectOk, key_id, key_secret, pay, startSimulator, type RunningSimulator } from "./support.js";
 
 let sim: RunningSimulator;
@@ -122,6 +123,20 @@ describe("authentication", () => {
       expect(await strict.provider().findOrdersByReceipt("rsv_any")).toMatchObject({ kind: "ok" });
     } finally {
       await strict.close();
+    }
+  });
+
+  it("acceptOnlyKey accepts its one key and refuses another id, another secret, and a prefix or extension of the secret", () => {
+    const accept = acceptOnlyKey("rzp_test_own", "s3cret-value");
+    expect(accept("rzp_test_own", "s3cret-value")).toBe(true);
+    for (const [id, secret] of [
+      ["rzp_test_other", "s3cret-value"],
+      ["rzp_test_own", "s3cret-valuf"],
+      ["rzp_test_own", "s3cret"],
+      ["rzp_test_own", "s3cret-value-and-more"],
+      ["rzp_test_own", ""],
+    ] as const) {
+      expect([id, secret, accept(id, secret)]).toEqual([id, secret, false]);
     }
   });
 

@@ -1,6 +1,7 @@
 // A Razorpay-wire-compatible simulator Bursar ships: orders, payments, capture, a test checkout,
 // signed webhooks with retries, and fault knobs. A fastify plugin, mounted under any prefix.
 
+import { createHash, timingSafeEqual } from "node:crypto";
 import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { systemClock, type Clock } from "../../clock.js";
@@ -67,6 +68,20 @@ export interface Simulator {
 }
 
 const defaultAcceptKey = (key_id: string, key_secret: string) => key_id.startsWith("rzp_test_") && key_secret.length > 0;
+
+/**
+ * An `accept_key` for exactly one key, as the mounted simulator uses with the key Bursar made for
+ * itself: the id compared plainly, the secret in constant time (as SHA-256 digests, so neither
+ * its bytes nor its length leak through timing).
+ */
+export function acceptOnlyKey(key_id: string, key_secret: string): (key_id: string, key_secret: string) => boolean {
+  const digest = (secret: string) => createHash("sha256").update(secret, "utf8").digest();
+  const expected = digest(key_secret);
+  return (given_id, given_secret) => {
+    const secret_matches = timingSafeEqual(digest(given_secret), expected);
+    return secret_matches && given_id === key_id;
+  };
+}
 
 function buildEmit(outbox: WebhookOutbox, faults: FaultState, clock: Clock, new_event_id: () => string, account_id: string): Emit {
   return (event, payment, order) => {
