@@ -46,9 +46,9 @@ export class Gate {
     const plain = isPlainObject(args) ? args : {};
     switch (name) {
       case "create_order":
-        return createOrder(this.context, agent_id, args ?? {});
+        return this.commitKnown(name, () => createOrder(this.context, agent_id, args ?? {}));
       case "capture_payment":
-        return capturePayment(this.context, agent_id, args ?? {});
+        return this.commitKnown(name, () => capturePayment(this.context, agent_id, args ?? {}));
       case "fetch_order":
         return fetchOrder(this.context, agent_id, plain);
       case "fetch_payment":
@@ -59,6 +59,26 @@ export class Gate {
         return getApproval(this.context, agent_id, plain);
       default:
         return this.unknownTool(agent_id, name, args);
+    }
+  }
+
+  /**
+   * A money call whose database COMMIT went unconfirmed (PostgreSQL's connection broke during
+   * COMMIT) is answered as a tool result, not a protocol error: the step may or may not have
+   * committed. Repeating the call with the same key settles it: a decision that committed holds
+   * the key in flight (refused until its lease ends, then outcome-unknown in the operator inbox),
+   * one that did not is decided again; money never moves on a guess.
+   */
+  private async commitKnown(tool: string, call: () => Promise<ToolResult>): Promise<ToolResult> {
+    try {
+      return await call();
+    } catch (error) {
+      if ((error as { code?: unknown } | null)?.code !== "commit_outcome_unknown") throw error;
+      this.context.observer?.unknownOutcome(tool);
+      return readError(
+        "commit_unknown",
+        "UNKNOWN: the database did not confirm this call's last step, so it may or may not have taken effect. Repeat the call with the same idempotency key; do not assume it failed or succeeded.",
+      );
     }
   }
 
