@@ -1,9 +1,12 @@
 // The real razorpay client against the simulator over loopback HTTP: orders, checkout, capture,
 // Razorpay's refusals, local id refusals and configuration checks.
 
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderOrder, ProviderPayment } from "../../src/provider/port.js";
 import { isOrderId, isPaymentId } from "../../src/provider/port.js";
+import { response_body_max_bytes } from "../../src/provider/razorpay/client.js";
 import { createRazorpayProvider } from "../../src/provider/razorpay/index.js";
 import { acceptOnlyKey } from "../../src/provider/simulator/index.js";
 import { expectOk, key_id, key_secret, pay, startSimulator, type RunningSimulator } from "./support.js";
@@ -207,6 +210,28 @@ describe("ids from agents are refused locally", () => {
     const before = sim.requests();
     expect(await sim.provider().fetchOrder("order_x/../../payments")).toMatchObject({ kind: "refused", local: true });
     expect(sim.requests()).toBe(before);
+  });
+});
+
+describe("answers that are too large", () => {
+  it("an answer over the limit without Content-Length is cut off and unknown, not read whole", async () => {
+    // A real loopback server that streams a chunked 2 MiB JSON string, then holds the connection open.
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.write('"');
+      for (let i = 0; i < 32; i++) response.write("x".repeat(64 * 1024));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      // Read whole, the answer would never end: the call would end at the timeout instead.
+      const provider = createRazorpayProvider({ key_id, key_secret, base_url: `http://127.0.0.1:${port}`, timeout_ms: 3_000 });
+      const outcome = await provider.fetchOrder("order_Big1");
+      expect(outcome).toMatchObject({ kind: "unknown", reason: expect.stringContaining(`over ${response_body_max_bytes} bytes`) });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 

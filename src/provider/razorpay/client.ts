@@ -47,13 +47,29 @@ function describeFetchError(error: unknown, timeout_ms: number): string {
   return `connection failed (${detail})`;
 }
 
+/** The body's text, read only up to the limit: an answer without Content-Length (chunked) is
+ *  cut off there rather than held whole until the timeout. Undefined when it is over. */
+async function boundedText(response: Response): Promise<string | undefined> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return Buffer.concat(chunks).toString("utf8");
+    bytes += value.byteLength;
+    if (bytes > response_body_max_bytes) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(value);
+  }
+}
+
 async function readBody(response: Response): Promise<Parsed<unknown>> {
   const declared = Number(response.headers.get("content-length") ?? "0");
-  if (declared > response_body_max_bytes) return { ok: false, reason: `answer over ${response_body_max_bytes} bytes` };
-  const text = await response.text();
-  if (Buffer.byteLength(text, "utf8") > response_body_max_bytes) {
-    return { ok: false, reason: `answer over ${response_body_max_bytes} bytes` };
-  }
+  const text = declared > response_body_max_bytes ? undefined : await boundedText(response);
+  if (text === undefined) return { ok: false, reason: `answer over ${response_body_max_bytes} bytes` };
   try {
     return { ok: true, value: JSON.parse(text) as unknown };
   } catch {
