@@ -1,8 +1,8 @@
 // `bursar send-decisions`: what integrators copy. Reads a .jsonl file of decision records,
 // posts it to a source's webhook in deliveries of at most 500 records (and 2 MiB), each
-// signed with Bursar-Signature, and writes every delivery receipt it gets back.
+// signed with Bursar-Signature, and appends every delivery receipt it gets back.
 
-import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, readFileSync } from "node:fs";
 import { systemClock } from "../../clock.js";
 import { delivery_bytes_max, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
@@ -22,12 +22,16 @@ maximum ${records_per_delivery_max}) and at most ${delivery_bytes_max} bytes. Ea
 Lines are sent byte for byte, so each record's hash is over the exact line you wrote.
 A repeated run is safe: records already received return their first receipt.
 Stops at the first refused delivery and prints the server's answer (with file line numbers).
+Exit codes: 0 all sent; 1 a delivery was refused or the server could not be reached;
+2 bad arguments, an unreadable FILE or an unwritable receipts file.
 
 options:
   --url URL          the Bursar server, e.g. http://127.0.0.1:8787
   --source ID        the decisions source id (src_…)
   --batch N          records per delivery, 1..${records_per_delivery_max} (default ${records_per_delivery_max})
-  --receipts FILE    write each delivery's signed receipt to FILE, one JSON per line
+  --receipts FILE    append each delivery's signed receipt to FILE, one JSON per line, as
+                     it arrives; receipts already in FILE are kept (a re-run appends the
+                     first receipts again for records already received)
 
 environment:
   ${signing_key_variable}   the source's signing key (shown once when the source was created)
@@ -41,7 +45,7 @@ interface Delivery {
 
 /** Non-blank lines with their 1-based numbers, each kept byte for byte (without its line ending). */
 function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
-  const data = readFileSync(path);
+  const data = readOrExplain(path);
   if (data.length > file_bytes_max) throw new UsageError(`${path} is larger than ${file_bytes_max} bytes; split it`);
   const records: Array<{ line: number; bytes: Buffer }> = [];
   let start = 0;
@@ -53,6 +57,56 @@ function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
     start = end + 1;
   }
   return records;
+}
+
+function systemMessage(error: unknown): string {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  return (error as { code?: string }).code ?? cause?.code ?? cause?.message ?? (error as Error).message;
+}
+
+function readOrExplain(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    throw new UsageError(`cannot read ${path} (${systemMessage(error)})`);
+  }
+}
+
+/** Appends one receipt line; never truncates, so receipts of earlier runs survive a failed re-run. */
+function appendReceipt(path: string, receipt: unknown): void {
+  try {
+    appendFileSync(path, `${JSON.stringify(receipt)}\n`);
+  } catch (error) {
+    throw new UsageError(`cannot write receipts to ${path} (${systemMessage(error)})`);
+  }
+}
+
+/** --url must be an http(s) URL; without a scheme fetch would fail with a bare "Invalid URL". */
+function baseUrl(raw: string): string {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) {
+    throw new UsageError(`--url ${JSON.stringify(raw)}: expected an http(s) URL, e.g. http://127.0.0.1:8787`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+/** One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint. */
+async function post(endpoint: string, key: string, delivery: Delivery): Promise<{ status: number; ok: boolean; text: string } | { failed: string }> {
+  try {
+    const response = await fetch(endpoint, {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
+      body: new Uint8Array(delivery.body),
+    });
+    return { status: response.status, ok: response.ok, text: await response.text() };
+  } catch (error) {
+    return { failed: `cannot reach ${endpoint} (${systemMessage(error)})` };
+  }
 }
 
 function deliveries(records: Array<{ line: number; bytes: Buffer }>, batch: number): Delivery[] {
@@ -109,28 +163,27 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > records_per_delivery_max) throw new UsageError(`--batch must be an integer from 1 to ${records_per_delivery_max}`);
   const key = io.env[signing_key_variable];
   if (!key) throw new UsageError(`${signing_key_variable} must hold the source's signing key`);
-  const endpoint = `${values.url.replace(/\/+$/, "")}/ingest/${encodeURIComponent(values.source)}`;
+  const endpoint = `${baseUrl(values.url)}/ingest/${encodeURIComponent(values.source)}`;
   const planned = deliveries(fileRecords(file), batch);
   const total = planned.reduce((sum, delivery) => sum + delivery.lines.length, 0);
-  if (values.receipts) writeFileSync(values.receipts, "");
   let sent = 0;
   let written = 0;
   progress(io, 0, total);
   for (const delivery of planned) {
-    const response = await fetch(endpoint, {
-      method: "POST",
-      headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
-      body: new Uint8Array(delivery.body),
-    });
-    const text = await response.text();
-    if (!response.ok) {
+    const response = await post(endpoint, key, delivery);
+    if ("failed" in response || !response.ok) {
       if (io.interactive) io.stderr.write("\n");
-      println(io.stderr, `bursar send-decisions: delivery of lines ${delivery.lines[0]}..${delivery.lines.at(-1)} refused; ${sent} records accepted before it`);
-      println(io.stderr, describeRefusal(response.status, text, delivery));
+      const lines = `lines ${delivery.lines[0]}..${delivery.lines.at(-1)}`;
+      if ("failed" in response) {
+        println(io.stderr, `bursar send-decisions: ${response.failed}; ${lines} not sent, ${sent} records accepted before them`);
+        return 1;
+      }
+      println(io.stderr, `bursar send-decisions: delivery of ${lines} refused; ${sent} records accepted before it`);
+      println(io.stderr, describeRefusal(response.status, response.text, delivery));
       return 1;
     }
-    const answer = JSON.parse(text) as { written: number; receipt: unknown };
-    if (values.receipts) appendFileSync(values.receipts, `${JSON.stringify(answer.receipt)}\n`);
+    const answer = JSON.parse(response.text) as { written: number; receipt: unknown };
+    if (values.receipts) appendReceipt(values.receipts, answer.receipt);
     sent += delivery.lines.length;
     written += answer.written;
     progress(io, sent, total);
