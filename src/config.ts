@@ -28,7 +28,16 @@ export interface Config {
   checkpoint_seconds: number;
   /** Provider request timeout; an in-flight key's lease is twice this. */
   provider_timeout_ms: number;
+  /** pino level for the server's log (BURSAR_LOG_LEVEL). */
+  log_level: LogLevel;
 }
+
+/** pino's levels; a name outside these makes pino throw at start with a message naming none of ours. */
+export const log_levels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+export type LogLevel = (typeof log_levels)[number];
+
+/** The master key's shortest length; the sealer (src/sources/sealed.ts) asserts it too. */
+export const master_key_chars_min = 16;
 
 type Env = NodeJS.ProcessEnv;
 
@@ -62,6 +71,17 @@ function url(env: Env, name: string, fallback: string): string {
   return raw.replace(/\/+$/, "");
 }
 
+/** BURSAR_DB: a postgres:// (or postgresql://) URL, ":memory:", or a SQLite file path; any
+ *  other scheme (mysql://, sqlite://, file://) would otherwise be taken for a file path. */
+function database(env: Env, data_dir: string): string {
+  const raw = env.BURSAR_DB || join(data_dir, "bursar.db");
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(raw)?.[1];
+  if (scheme !== undefined && !/^postgres(ql)?$/.test(scheme)) {
+    throw new ConfigError(`BURSAR_DB: scheme ${scheme}:// is not supported; expected a postgres:// URL or a SQLite file path`);
+  }
+  return raw;
+}
+
 function flag(env: Env, name: string): boolean {
   const raw = env[name];
   if (raw === undefined || raw === "" || raw === "0") return false;
@@ -88,7 +108,7 @@ export function loadConfig(env: Env = process.env): Config {
   const host = env.BURSAR_HOST || "127.0.0.1";
   const config: Config = {
     data_dir,
-    db: env.BURSAR_DB || join(data_dir, "bursar.db"),
+    db: database(env, data_dir),
     host,
     port: integer(env, "BURSAR_PORT", 8787, 0, 65_535),
     admin_token: env.BURSAR_ADMIN_TOKEN || undefined,
@@ -106,9 +126,13 @@ export function loadConfig(env: Env = process.env): Config {
     checkpoint_every: integer(env, "BURSAR_CHECKPOINT_EVERY", 1000, 1, 1_000_000),
     checkpoint_seconds: integer(env, "BURSAR_CHECKPOINT_SECONDS", 10, 1, 86_400),
     provider_timeout_ms: integer(env, "BURSAR_PROVIDER_TIMEOUT_MS", 10_000, 100, 120_000),
+    log_level: oneOf(env, "BURSAR_LOG_LEVEL", log_levels, "info"),
   };
   if (config.admin_token !== undefined && config.admin_token.length < 16) {
     throw new ConfigError("BURSAR_ADMIN_TOKEN: expected at least 16 characters");
+  }
+  if (config.master_key !== undefined && config.master_key.length < master_key_chars_min) {
+    throw new ConfigError(`BURSAR_MASTER_KEY: expected at least ${master_key_chars_min} characters`);
   }
   if (/[\s+]/.test(config.log_origin)) {
     throw new ConfigError("BURSAR_LOG_ORIGIN: expected one line without spaces or '+' (it is also the key name)");
@@ -128,12 +152,12 @@ export const environment_help = `Environment:
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
   BURSAR_ALLOW_LIVE          1 to accept rzp_live_ keys (refused by default)
   BURSAR_SIGNING_KEY         Ed25519 private key PEM file (default: generated into the data directory)
-  BURSAR_MASTER_KEY          key for encrypting stored source secrets (default: generated into the data directory)
+  BURSAR_MASTER_KEY          key for encrypting stored source secrets, at least 16 characters (default: generated into the data directory)
   BURSAR_LOG_ORIGIN          checkpoint origin line (default bursar.local/log)
   BURSAR_CHECKPOINT_EVERY    entries between checkpoints (default 1000)
   BURSAR_CHECKPOINT_SECONDS  seconds between checkpoints while entries are pending (default 10)
   BURSAR_PROVIDER_TIMEOUT_MS provider request timeout (default 10000); an in-flight call's lease is twice this
-  BURSAR_LOG_LEVEL           pino log level (default info)
+  BURSAR_LOG_LEVEL           log level: fatal, error, warn, info (default), debug, trace or silent
   BURSAR_URL                 the gate a client command talks to (agent, block, buyer, mcp-stdio; default http://127.0.0.1:8787)
   BURSAR_AGENT_TOKEN         the agent token for mcp-stdio and buyer
   BURSAR_LLM_BASE_URL, BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL   for buyer --llm (any OpenAI-compatible endpoint)`;

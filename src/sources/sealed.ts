@@ -3,11 +3,12 @@
 // directory's generated `master-key` file). Bearer secrets are stored as SHA-256 only.
 
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
-import type { Config } from "../config.js";
+import { master_key_chars_min, type Config } from "../config.js";
 import { randomSecret, secretFile } from "../datadir.js";
 
 export const master_key_file_name = "master-key";
-export const master_key_chars_min = 16;
+// One limit for the sealer and for loadConfig, which refuses a short BURSAR_MASTER_KEY at start.
+export { master_key_chars_min };
 const sealed_version = "v1";
 const iv_bytes = 12;
 const tag_bytes = 16;
