@@ -67,7 +67,9 @@ ${operator_environment_help}`;
 function wholeNumber(flag: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   const value = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value)) throw new UsageError(`--${flag} ${JSON.stringify(raw)}: expected a whole number`);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value)) {
+    throw new UsageError(`--${flag} ${JSON.stringify(raw)}: expected a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`);
+  }
   return value;
 }
 
@@ -114,7 +116,8 @@ function request(positionals: string[], values: CreateValues): { method: "GET" |
     if (rest.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(rest[0])}`);
     return { method: "POST", path: "/api/v1/blocks", body: createBody(values) };
   }
-  if (action !== undefined && action in id_actions) return idRequest(action as keyof typeof id_actions, rest, values);
+  // Object.hasOwn, not `in`: "constructor" or "toString" must not pass for an action.
+  if (action !== undefined && Object.hasOwn(id_actions, action)) return idRequest(action as keyof typeof id_actions, rest, values);
   throw new UsageError(`expected an action: create, ${Object.keys(id_actions).join(", ")}`);
 }
 

@@ -28,6 +28,8 @@ An MCP buyer that spends through a running gate with an agent token.
   --operator-token T lets --overspend revoke the block mid-run (default $BURSAR_ADMIN_TOKEN)
   --stdio            speak MCP over stdio through 'bursar mcp-stdio' instead of HTTP
 
+Exit codes: 0 done; 1 the gate could not be reached (one line naming the URL); 2 bad arguments.
+
 Environment: BURSAR_URL, BURSAR_AGENT_TOKEN, BURSAR_ADMIN_TOKEN, BURSAR_LLM_BASE_URL,
 BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL.`;
 
@@ -53,6 +55,30 @@ function llmSettings(io: CliIo): { base_url: string; api_key: string; model: str
   return { base_url: base_url as string, api_key: api_key as string, model: model as string };
 }
 
+/** The system's short reason (ECONNREFUSED, ENOTFOUND) or the first line of the message. */
+function reason(error: unknown): string {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  const text = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+  return text.split("\n")[0] ?? text;
+}
+
+function isNetworkFailure(error: unknown): boolean {
+  const cause = (error as { cause?: { code?: string } }).cause;
+  return (error instanceof TypeError && error.message === "fetch failed") || typeof cause?.code === "string";
+}
+
+/** --url must be an http(s) URL; anything else fails later with an unhelpful "Invalid URL". */
+function gateUrl(raw: string): string {
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(raw).protocol;
+  } catch {
+    protocol = undefined;
+  }
+  if (protocol !== "http:" && protocol !== "https:") throw new UsageError(`--url ${JSON.stringify(raw)}: expected an http(s) URL, e.g. http://127.0.0.1:8787`);
+  return raw.replace(/\/+$/, "");
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(argv, options);
   if (values.scripted === values.llm) throw new UsageError("choose one of --scripted or --llm");
@@ -60,11 +86,17 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const llm = values.llm ? llmSettings(io) : undefined;
   const token = values.token ?? io.env.BURSAR_AGENT_TOKEN;
   if (!token) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
-  const url = values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787";
+  const url = gateUrl(values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787");
   const bin = join(import.meta.dirname, "..", "bin.js");
   const connection: Connection = values.stdio ? { kind: "stdio", url, token, bin } : { kind: "http", url, token };
   const story = new Story({ out: io.stdout, interactive: io.interactive });
-  const client = await connect(connection);
+  let client: Awaited<ReturnType<typeof connect>>;
+  try {
+    client = await connect(connection);
+  } catch (error) {
+    println(io.stderr, `bursar buyer: cannot connect to the gate at ${url}/mcp (${reason(error)}); is \`bursar serve\` running? (set BURSAR_URL or --url)`);
+    return 1;
+  }
   try {
     if (llm) {
       const report = await runLlmBuyer(client, { ...llm, story, ...(values.task ? { task: values.task } : {}) });
@@ -79,6 +111,11 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const rules = distinctRules(report);
     println(io.stdout, `${report.allowed} allowed, ${report.held.length} held, ${report.refusals.length} refused; rules: ${rules.join(", ") || "none"}`);
     return 0;
+  } catch (error) {
+    // The gate went away mid-run: one line, as for a failed connect. Anything else is a bug.
+    if (!isNetworkFailure(error)) throw error;
+    println(io.stderr, `bursar buyer: lost the gate at ${url}/mcp (${reason(error)})`);
+    return 1;
   } finally {
     await client.close().catch(() => undefined);
   }

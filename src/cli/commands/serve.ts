@@ -3,7 +3,7 @@
 import { environment_help, loadConfig } from "../../config.js";
 import { closeOnSignals } from "../../server/app.js";
 import { startServer } from "../../server/start.js";
-import { parsing, println, type CliIo } from "../command.js";
+import { parsing, println, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
 export const help = `usage: bursar serve [--host HOST] [--port PORT]
@@ -21,13 +21,21 @@ Options:
 
 ${environment_help}`;
 
+export const port_max = 65_535;
+
+/** --port as given: an empty or non-numeric value is an error, never the default port. */
+function listenPort(raw: string): string {
+  if (!/^\d+$/.test(raw) || Number(raw) > port_max) throw new UsageError(`--port ${JSON.stringify(raw)}: expected an integer from 0 to ${port_max}`);
+  return raw;
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parsing(() =>
     parseArgs({ args: argv, options: { host: { type: "string" }, port: { type: "string" } }, strict: true }),
   );
   const env = { ...io.env };
   if (values.host) env.BURSAR_HOST = values.host;
-  if (values.port) env.BURSAR_PORT = values.port;
+  if (values.port !== undefined) env.BURSAR_PORT = listenPort(values.port);
   const config = loadConfig(env);
   const started = await startServer(config);
   println(io.stdout, `bursar listening on ${started.url}`);

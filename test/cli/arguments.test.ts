@@ -1,0 +1,78 @@
+// Argument and configuration mistakes end in one line that names the option or variable and
+// its rule (exit 2), never a stack trace or a silent default; an unreachable gate is one line (exit 1).
+
+import { execFile } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { bursar_bin, ensureBuilt } from "../support/build.js";
+import { freePort, runBursar } from "../support/process.js";
+
+beforeAll(() => ensureBuilt());
+
+/** `bursar serve` that, if it wrongly starts listening, is killed after 5 s instead of hanging the test. */
+function serveBriefly(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [bursar_bin, "serve", ...args], { env: { ...process.env, ...env }, timeout: 5000 }, (_error, stdout, stderr) =>
+      resolve({ code: child.exitCode, stdout, stderr }),
+    );
+  });
+}
+
+function dataDir(): string {
+  return mkdtempSync(join(tmpdir(), "bursar-args-"));
+}
+
+describe("configuration checked in loadConfig", () => {
+  const table = [
+    { variable: "BURSAR_LOG_LEVEL", value: "verbose", message: 'BURSAR_LOG_LEVEL="verbose": expected one of fatal, error, warn, info, debug, trace, silent' },
+    { variable: "BURSAR_MASTER_KEY", value: "short", message: "BURSAR_MASTER_KEY: expected at least 16 characters" },
+    { variable: "BURSAR_DB", value: "mysql://x/y", message: "BURSAR_DB: scheme mysql:// is not supported; expected a postgres:// URL or a SQLite file path" },
+  ];
+
+  it.each(table)("$variable=$value is refused naming the variable", ({ variable, value, message }) => {
+    expect(() => loadConfig({ [variable]: value })).toThrow(new ConfigError(message));
+  });
+
+  it.each(table)("bursar serve with $variable=$value prints one line and exits 2", async ({ variable, value, message }) => {
+    const result = await serveBriefly(["--port", "0"], { BURSAR_DATA_DIR: dataDir(), [variable]: value });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`bursar serve: ${message}\n`);
+  });
+
+  it("accepts every pino level, a 16-character master key and postgres:// or file databases", () => {
+    for (const level of ["fatal", "error", "warn", "info", "debug", "trace", "silent"]) expect(loadConfig({ BURSAR_LOG_LEVEL: level }).log_level).toBe(level);
+    expect(loadConfig({ BURSAR_MASTER_KEY: "x".repeat(16) }).master_key).toBe("x".repeat(16));
+    for (const db of ["postgres://u@h/d", "postgresql://u@h/d", ":memory:", "/tmp/b.db", "rel/b.db"]) expect(loadConfig({ BURSAR_DB: db }).db).toBe(db);
+  });
+});
+
+describe("command arguments", () => {
+  it.each(["", "abc", "65536", "-1"])("bursar serve --port %j is an error naming --port, not the default port", async (port) => {
+    const result = await serveBriefly([`--port=${port}`], { BURSAR_DATA_DIR: dataDir() });
+    expect(result.code).toBe(2);
+    expect(result.stderr.split("\n")[0]).toBe(`bursar serve: --port ${JSON.stringify(port)}: expected an integer from 0 to 65535`);
+    expect(result.stdout).not.toContain("listening");
+  });
+
+  it.each(["constructor", "toString", "__proto__"])("bursar block %s ID is not an action", async (action) => {
+    const result = await runBursar(["block", action, "blk_x"], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
+    expect(result.code).toBe(2);
+    expect(result.stderr.split("\n")[0]).toBe("bursar block: expected an action: create, show, revoke, unfreeze");
+  });
+
+  it("bursar block create --reserved above the largest safe integer names the limit", async () => {
+    const result = await runBursar(["block", "create", "--agent", "agt_x", "--currency", "INR", "--reserved", "10000000000000000"], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
+    expect(result.code).toBe(2);
+    expect(result.stderr.split("\n")[0]).toBe('bursar block: --reserved "10000000000000000": expected a whole number from 0 to 9007199254740991');
+  });
+
+  it("bursar buyer against a gate that is down prints one line naming the URL and exits 1", async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const result = await runBursar(["buyer", "--scripted", "--url", url, "--token", "bsr_agt_x"], {});
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(new RegExp(`^bursar buyer: cannot connect to the gate at ${url}/mcp \\(ECONNREFUSED\\); [^\\n]*\\n$`));
+  });
+});
