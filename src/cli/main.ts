@@ -17,9 +17,9 @@ export const commands: ReadonlyArray<{ name: string; summary: string }> = [
   { name: "send-decisions", summary: "sign and post a .jsonl file of decision records to a source" },
   { name: "export", summary: "export the evidence log as JSONL (with checkpoints and receipts)" },
   { name: "verify", summary: "verify an exported log offline against a checkpoint and verifier key" },
-  { name: "eval", summary: "run the labelled adversarial cases and write eval/report.md" },
+  { name: "eval", summary: "run the labelled adversarial cases and write ./eval/report.md" },
   { name: "mutate", summary: "remove each guard in turn and show which cases catch it" },
-  { name: "bench", summary: "run the benchmarks" },
+  { name: "bench", summary: "bench NAME: run one benchmark (ledger, evidence, gate, pg, ingest, observer)" },
 ];
 
 function usage(): string {

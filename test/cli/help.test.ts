@@ -4,6 +4,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import * as admin from "../../src/cli/commands/admin.js";
 import * as agent from "../../src/cli/commands/agent.js";
+import * as bench from "../../src/cli/commands/bench.js";
 import * as block from "../../src/cli/commands/block.js";
 import * as mcp_stdio from "../../src/cli/commands/mcp-stdio.js";
 import * as migrate from "../../src/cli/commands/migrate.js";
@@ -16,6 +17,7 @@ const table = [
   { name: "block", module: block, options: Object.keys(block.block_options), env: ["BURSAR_URL", "BURSAR_ADMIN_TOKEN"] },
   { name: "admin", module: admin, options: [], env: ["BURSAR_DATA_DIR", "BURSAR_ADMIN_TOKEN"] },
   { name: "migrate", module: migrate, options: [], env: ["BURSAR_DATA_DIR", "BURSAR_DB"] },
+  { name: "bench", module: bench, options: [], env: ["BENCH_SECONDS", ...bench.bench_names] },
 ];
 
 describe("CLI --help", () => {

@@ -2,7 +2,7 @@
 // eval/report.json; exits non-zero on any false allow or wrong verdict.
 
 import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { loadCasesOrExplain } from "../../eval/cases.js";
 import { runAll } from "../../eval/mutate.js";
 import { packageRoot } from "../../eval/paths.js";
@@ -20,7 +20,7 @@ effects) and report.json. Exits 1 on any false allow or wrong verdict, 2 on a ba
 
 options:
   --cases DIR   case files (default eval/cases in the package)
-  --out DIR     where the reports go (default eval/ in the package)
+  --out DIR     where the reports go (default ./eval, under the current directory)
 
 A progress bar shows on a terminal; under CI two plain lines.`;
 
@@ -28,7 +28,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(argv, { cases: { type: "string" }, out: { type: "string" } });
   const root = packageRoot();
   const cases = loadCasesOrExplain(values.cases ?? join(root, "eval", "cases"));
-  const out = values.out ?? join(root, "eval");
+  // The reports go under the current directory: the installed package's folder may be
+  // read-only and is replaced on every install. In a checkout, run from its root, that is eval/.
+  const out = resolve(values.out ?? "eval");
   const progress = new Progress(io.stderr, io.interactive, "eval cases", cases.length);
   let done = 0;
   progress.update(0);

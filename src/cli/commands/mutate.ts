@@ -1,7 +1,7 @@
 // bursar mutate: remove each guard in turn and show which labelled cases catch it.
 
 import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { loadCasesOrExplain } from "../../eval/cases.js";
 import { mutate, mutationMarkdown } from "../../eval/mutate.js";
 import { packageRoot } from "../../eval/paths.js";
@@ -20,13 +20,15 @@ mutation.json; exits 1 if any guard survives.
 
 options:
   --cases DIR   case files (default eval/cases in the package)
-  --out DIR     where the reports go (default eval/ in the package)`;
+  --out DIR     where the reports go (default ./eval, under the current directory)`;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(argv, { cases: { type: "string" }, out: { type: "string" } });
   const root = packageRoot();
   const cases = loadCasesOrExplain(values.cases ?? join(root, "eval", "cases"));
-  const out = values.out ?? join(root, "eval");
+  // The reports go under the current directory: the installed package's folder may be
+  // read-only and is replaced on every install. In a checkout, run from its root, that is eval/.
+  const out = resolve(values.out ?? "eval");
   const total = cases.length * (guard_table.length + 2);
   const progress = new Progress(io.stderr, io.interactive, "mutants × cases", total);
   let done = 0;
