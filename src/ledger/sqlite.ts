@@ -3,6 +3,7 @@
 // libuv's thread pool so a commit never blocks the event loop while the disk flushes.
 
 import Database from "better-sqlite3";
+import { chmodSync, statSync } from "node:fs";
 import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue, TransactionOptions } from "./driver.js";
 import { Permits } from "./permits.js";
 import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
@@ -40,6 +41,23 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * The database holds agent-token hashes, sealed secrets and every payment: mode 0600 like the
+ * data directory's other secrets. Only a file this process owns is changed (chmod would fail on
+ * another user's file, and that file's mode is its owner's choice); a missing one is skipped.
+ */
+function ownerOnly(path: string): void {
+  let stat;
+  try {
+    stat = statSync(path);
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") return;
+    throw error;
+  }
+  if ((stat.mode & 0o077) === 0 || stat.uid !== process.getuid?.()) return;
+  chmodSync(path, stat.mode & 0o700);
+}
+
 export class SqliteDriver implements SqlDriver {
   readonly dialect = "sqlite" as const;
   readonly db: Database.Database;
@@ -56,7 +74,10 @@ export class SqliteDriver implements SqlDriver {
     this.db = new Database(options.path, { readonly: options.readonly ?? false });
     this.db.pragma(`busy_timeout = ${sqlite_busy_timeout_ms}`);
     const file = options.path !== ":memory:" && options.path !== "" && !options.readonly;
+    // Before WAL mode: SQLite creates the -wal and -shm files with the database file's mode.
+    if (file) ownerOnly(this.db.name);
     if (file) this.db.pragma("journal_mode = WAL");
+    if (file) for (const suffix of ["-wal", "-shm"]) ownerOnly(`${this.db.name}${suffix}`);
     // NORMAL: COMMIT writes the WAL without fsync; WalSync flushes it off the event loop before
     // any caller hears of the commit. A database that is not a WAL file keeps FULL.
     const wal = file && String(this.db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
