@@ -69,6 +69,17 @@ function counterSuffixes(): () => string {
 
 export async function createBursar(options: BursarOptions): Promise<Bursar> {
   const driver = openDriver(options.db);
+  try {
+    return await assemble(driver, options);
+  } catch (error) {
+    // A start that fails (database unreachable, migration refused) must not leave a pool or a
+    // file handle open behind it: the CLI reports one line and the process has to exit.
+    await driver.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Bursar> {
   await driver.migrate(migrations);
   // On PostgreSQL every instance reads the database's clock (see docs/postgres.md), so velocity
   // windows, expiries and leases agree across processes; an injected clock always wins.
