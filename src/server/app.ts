@@ -15,7 +15,22 @@ export interface ServerOptions {
   plugins?: readonly RoutePlugin[];
   /** Called once on close, after the listener stops accepting. */
   onClose?: () => Promise<void>;
+  /** A cheap database read: /healthz answers 503 when it fails or takes over health_timeout_ms. */
+  health?: () => Promise<void>;
+  /** How long closeOnSignals waits for in-flight requests (default shutdown_grace_ms_default). */
+  shutdown_grace_ms?: number;
 }
+
+/** /healthz gives the database this long before it answers 503. */
+export const health_timeout_ms = 2_000;
+export const shutdown_grace_ms_default = 10_000;
+
+interface Shutdown {
+  grace_ms: number;
+  in_flight(): number;
+}
+/** What closeOnSignals needs to know about a server buildServer made. */
+const shutdowns = new WeakMap<FastifyInstance, Shutdown>();
 
 /**
  * The segment after an `observe` segment, in any case and after repeated or encoded slashes:
@@ -78,6 +93,7 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     bodyLimit: body_limit_default_bytes,
     return503OnClosing: true,
   });
+  shutdowns.set(app, { grace_ms: options.shutdown_grace_ms ?? shutdown_grace_ms_default, in_flight: countInFlight(app) });
 
   app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
     if (error instanceof HttpError) {
@@ -97,7 +113,17 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     reply.status(404).send(errorBody("not_found", `no route ${request.method} ${redactUrl(request.url)}`)),
   );
 
-  app.get("/healthz", async () => ({ ok: true }));
+  const health = options.health;
+  app.get("/healthz", async (request, reply) => {
+    if (!health) return { ok: true };
+    try {
+      await withTimeout(health(), health_timeout_ms);
+      return { ok: true };
+    } catch (error) {
+      request.log.warn({ err: { message: (error as Error).message } }, "health check: the database did not answer");
+      return reply.status(503).send({ ok: false, database: "unavailable" });
+    }
+  });
 
   for (const plugin of options.plugins ?? []) await plugin(app);
 
@@ -108,14 +134,41 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   return app;
 }
 
-/** Closes the server on SIGINT/SIGTERM: stop accepting, finish in-flight requests, then exit. */
-export function closeOnSignals(app: FastifyInstance, grace_ms = 10_000): void {
+function withTimeout(work: Promise<void>, timeout_ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${timeout_ms} ms`)), timeout_ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Counts requests from arrival until their response ends or their connection closes. */
+function countInFlight(app: FastifyInstance): () => number {
+  let in_flight = 0;
+  app.addHook("onRequest", async (_request, reply) => {
+    in_flight++;
+    reply.raw.once("close", () => in_flight--);
+  });
+  return () => in_flight;
+}
+
+/**
+ * Closes the server on SIGINT/SIGTERM: stop accepting, finish in-flight requests, then exit.
+ * Requests still running after the grace period (by default the one given to buildServer,
+ * which `bursar serve` sizes from BURSAR_PROVIDER_TIMEOUT_MS) are abandoned, counted in the log.
+ */
+export function closeOnSignals(app: FastifyInstance, grace_ms?: number): void {
+  const shutdown = shutdowns.get(app);
+  const grace = grace_ms ?? shutdown?.grace_ms ?? shutdown_grace_ms_default;
   let closing = false;
   const close = (signal: string) => {
     if (closing) return;
     closing = true;
-    app.log.info({ signal }, "shutting down");
-    const timer = setTimeout(() => process.exit(1), grace_ms);
+    app.log.info({ signal, grace_ms: grace }, "shutting down");
+    const timer = setTimeout(() => {
+      app.log.error({ abandoned: shutdown?.in_flight() ?? null, grace_ms: grace }, "shutdown grace period over: abandoning requests in flight");
+      process.exit(1);
+    }, grace);
     timer.unref();
     app.close().then(
       () => process.exit(0),
