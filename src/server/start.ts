@@ -5,14 +5,23 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { createBursar, type Bursar } from "../index.js";
-import type { Config } from "../config.js";
-import { ensureDataDir, OperatorTokens, randomSecret, secretFile } from "../datadir.js";
-import { canonicalJson, resolveSigningKey } from "../evidence/index.js";
+import { ConfigError, type Config } from "../config.js";
+import {
+  ensureDataDir,
+  exposedDataDirPaths,
+  operator_token_hash_file,
+  OperatorTokens,
+  randomSecret,
+  secretFile,
+  type PendingOperatorToken,
+} from "../datadir.js";
+import { canonicalJson, resolveSigningKey, signing_key_file_name } from "../evidence/index.js";
+import type { KeyObject } from "node:crypto";
 import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
 import { acceptOnlyKey, createSimulator, type Simulator } from "../provider/simulator/index.js";
-import { resolveMasterKey } from "../sources/sealed.js";
+import { master_key_file_name, resolveMasterKey } from "../sources/sealed.js";
 import { buildServer, loggerOptions, type RoutePlugin } from "./app.js";
 import { isReader, type Access } from "./auth.js";
 import { mcpRoutes } from "./mcp.js";
@@ -24,6 +33,15 @@ import { webhookRoutes } from "./routes/webhooks.js";
 
 export const maintenance_interval_ms = 1_000;
 export const simulator_key_id = "rzp_test_bursarlocal";
+export const webhook_secret_file_name = "webhook-secret";
+/** A money call makes at most this many provider requests in a row (capture: fetch, capture, re-check). */
+export const provider_requests_per_call_max = 3;
+export const shutdown_margin_ms = 5_000;
+
+/** Long enough for an in-flight money call's provider requests to time out on their own. */
+export function shutdownGraceMs(provider_timeout_ms: number): number {
+  return provider_requests_per_call_max * provider_timeout_ms + shutdown_margin_ms;
+}
 
 export interface Started {
   app: FastifyInstance;
@@ -49,7 +67,7 @@ interface ProviderSetup {
   bind(url: string): void;
 }
 
-function providerSetup(config: Config): ProviderSetup {
+function providerSetup(config: Config, webhook_secret_generated: string | undefined): ProviderSetup {
   if (config.provider === "razorpay") {
     const provider = createRazorpayProvider({
       key_id: config.razorpay.key_id as string,
@@ -61,7 +79,7 @@ function providerSetup(config: Config): ProviderSetup {
     });
     return { provider, bind: () => undefined };
   }
-  const webhook_secret = config.razorpay.webhook_secret ?? secretFile(config.data_dir, "webhook-secret", randomSecret).value;
+  const webhook_secret = config.razorpay.webhook_secret ?? (webhook_secret_generated as string);
   // The mounted API answers only the key generated here for Bursar's own client: anyone else who
   // reaches this port (an agent included) must not create or capture orders around the gate.
   const key_secret = randomSecret();
@@ -100,23 +118,130 @@ function maintenance(bursar: Bursar, app: FastifyInstance): () => void {
   return () => clearInterval(timer);
 }
 
+/** What the start reads from or generates into the data directory, before anything else. */
+interface DataDirSetup {
+  tokens: OperatorTokens;
+  pending?: PendingOperatorToken;
+  signing_key: KeyObject;
+  master_key: string;
+  webhook_secret?: string;
+  /** Secret files or the directory itself readable by group or others. */
+  exposed: string[];
+}
+
+function errorCode(error: unknown): string | undefined {
+  return (error as { code?: string } | null)?.code;
+}
+
+/** A file-system error (it has a syscall) as one line naming the variable to fix; others as they are. */
+function fileError(error: unknown, variable: string, value: string): unknown {
+  if (error instanceof ConfigError || !(error instanceof Error) || !("syscall" in error)) return error;
+  return new ConfigError(`${variable}=${value}: cannot use it (${error.message})`);
+}
+
+function dataDirSetup(config: Config): DataDirSetup {
+  const data_dir = config.data_dir;
+  let pending: PendingOperatorToken | undefined;
+  try {
+    ensureDataDir(data_dir);
+    const prepared = OperatorTokens.prepare(data_dir, config.admin_token);
+    pending = prepared.pending;
+    const webhook_secret =
+      config.provider === "simulator" && !config.razorpay.webhook_secret
+        ? secretFile(data_dir, webhook_secret_file_name, randomSecret).value
+        : undefined;
+    const master_key = resolveMasterKey(config);
+    const signing_key = signingKey(config);
+    const names = [operator_token_hash_file, master_key_file_name, webhook_secret_file_name, signing_key_file_name];
+    const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed: exposedDataDirPaths(data_dir, names) };
+    if (pending) setup.pending = pending;
+    if (webhook_secret !== undefined) setup.webhook_secret = webhook_secret;
+    return setup;
+  } catch (error) {
+    pending?.discard();
+    throw fileError(error, "BURSAR_DATA_DIR", data_dir);
+  }
+}
+
+function signingKey(config: Config): KeyObject {
+  try {
+    return resolveSigningKey({ explicitPath: config.signing_key_path, dataDir: config.data_dir, create: true }).privateKey;
+  } catch (error) {
+    throw config.signing_key_path ? fileError(error, "BURSAR_SIGNING_KEY", config.signing_key_path) : error;
+  }
+}
+
+const postgres_unreachable_codes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNRESET", "28P01", "28000", "3D000"]);
+
+/** A database that cannot be opened or reached, as one line naming BURSAR_DB (without its password). */
+function databaseError(db: string, error: unknown): unknown {
+  const message = error instanceof Error ? error.message : String(error);
+  const code = errorCode(error) ?? "";
+  if (/^postgres(ql)?:\/\//.test(db)) {
+    if (!postgres_unreachable_codes.has(code) && !/timeout|connect|terminated/i.test(message)) return error;
+    const shown = new URL(db);
+    if (shown.password) shown.password = "***";
+    return new ConfigError(`BURSAR_DB=${shown.toString()}: cannot reach PostgreSQL (${message})`);
+  }
+  const cannot_open = /^SQLITE_(CANTOPEN|READONLY|PERM|NOTADB|AUTH)/.test(code) || /directory does not exist/.test(message);
+  return cannot_open ? new ConfigError(`BURSAR_DB=${db}: cannot open the SQLite database (${message})`) : error;
+}
+
+/** Listen errors as one line naming BURSAR_HOST / BURSAR_PORT. */
+async function listen(app: FastifyInstance, config: Config): Promise<void> {
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    const code = errorCode(error);
+    const address = `BURSAR_HOST=${config.host} BURSAR_PORT=${config.port}`;
+    if (code === "EADDRINUSE") throw new ConfigError(`${address}: the address is already in use (another bursar serve?)`);
+    if (code === "EACCES") throw new ConfigError(`${address}: permission denied (ports below 1024 need privileges)`);
+    if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_NONAME") {
+      throw new ConfigError(`BURSAR_HOST=${config.host}: cannot listen on this address (${(error as Error).message})`);
+    }
+    throw error;
+  }
+}
+
 export async function startServer(config: Config, options: { logger?: boolean } = {}): Promise<Started> {
-  ensureDataDir(config.data_dir);
-  const { tokens, generated } = OperatorTokens.load(config.data_dir, config.admin_token, true);
-  const signing = resolveSigningKey({ explicitPath: config.signing_key_path, dataDir: config.data_dir, create: true });
-  const setup = providerSetup(config);
-  const metrics = createMetrics();
-  const bursar = await createBursar({
-    db: config.db,
-    provider: metrics.instrument(setup.provider),
-    observer: metrics.observer,
-    signingKey: signing.privateKey,
-    origin: config.log_origin,
-    checkpoint_every: config.checkpoint_every,
-    checkpoint_seconds: config.checkpoint_seconds,
-    lease_ms: 2 * config.provider_timeout_ms,
-  });
-  const access: Access = { operator: tokens, ledger: bursar.ledger };
+  const files = dataDirSetup(config);
+  let bursar: Bursar | undefined;
+  let app: FastifyInstance | undefined;
+  try {
+    const setup = providerSetup(config, files.webhook_secret);
+    const metrics = createMetrics();
+    const opened = await createBursar({
+      db: config.db,
+      provider: metrics.instrument(setup.provider),
+      observer: metrics.observer,
+      signingKey: files.signing_key,
+      origin: config.log_origin,
+      checkpoint_every: config.checkpoint_every,
+      checkpoint_seconds: config.checkpoint_seconds,
+      lease_ms: 2 * config.provider_timeout_ms,
+    }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
+    bursar = opened;
+    app = await serverOf(config, options, files, setup, metrics, opened);
+    if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory: readable by group or others (expected mode 0700 for the directory, 0600 for secrets)");
+    await listen(app, config);
+    return await running(app, config, files, setup, opened);
+  } catch (error) {
+    files.pending?.discard();
+    if (app) await app.close().catch(() => undefined);
+    else await bursar?.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function serverOf(
+  config: Config,
+  options: { logger?: boolean },
+  files: DataDirSetup,
+  setup: ProviderSetup,
+  metrics: ReturnType<typeof createMetrics>,
+  bursar: Bursar,
+): Promise<FastifyInstance> {
+  const access: Access = { operator: files.tokens, ledger: bursar.ledger };
   const gate_context = bursar.gate.gateContext;
   const plugins: RoutePlugin[] = [
     metrics.routes,
@@ -124,30 +249,58 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     operatorRoutes(access, gate_context),
     webhookRoutes(gate_context),
     logRoutes({ log: bursar.log, authorizeReader: (header) => isReader(access, header) }),
-    ...evidenceSources({ access, bursar, master_key: resolveMasterKey(config), onUnrecorded: metrics.evidenceGap }).plugins,
+    ...evidenceSources({ access, bursar, master_key: files.master_key, onUnrecorded: metrics.evidenceGap }).plugins,
   ];
   const simulator = setup.simulator;
   if (simulator) plugins.push(async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })));
-  let stopMaintenance = () => undefined as void;
   const app = await buildServer({
     logger: options.logger === false ? false : loggerOptions(),
     plugins,
+    health: async () => {
+      await bursar.ledger.driver.read((tx) => tx.get("SELECT 1 AS one FROM log_head LIMIT 1"));
+    },
+    shutdown_grace_ms: shutdownGraceMs(config.provider_timeout_ms),
     onClose: async () => {
-      stopMaintenance();
+      stops.get(app)?.();
       await simulator?.close();
       await bursar.close();
     },
   });
-  await app.listen({ host: config.host, port: config.port });
+  accesses.set(app, access);
+  return app;
+}
+
+/** The maintenance timer's stop, and the routes' access (whose operator tokens the start may
+ *  replace), per server. */
+const stops = new WeakMap<FastifyInstance, () => void>();
+const accesses = new WeakMap<FastifyInstance, Access>();
+
+function commitToken(pending: PendingOperatorToken, data_dir: string): ReturnType<PendingOperatorToken["commit"]> {
+  try {
+    return pending.commit();
+  } catch (error) {
+    throw fileError(error, "BURSAR_DATA_DIR", data_dir);
+  }
+}
+
+/** After listening: bind the provider, record the start, and only then store a generated token. */
+async function running(app: FastifyInstance, config: Config, files: DataDirSetup, setup: ProviderSetup, bursar: Bursar): Promise<Started> {
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   setup.bind(url);
   await bursar.log.recordStart(configDigest(config));
   await bursar.ledger.sweep();
-  stopMaintenance = maintenance(bursar, app);
-  const started: Started = { app, bursar, url, operator: tokens };
-  if (simulator) started.simulator = simulator;
-  if (generated) started.generated_token = generated;
+  stops.set(app, maintenance(bursar, app));
+  const started: Started = { app, bursar, url, operator: files.tokens };
+  if (setup.simulator) started.simulator = setup.simulator;
+  if (files.pending) {
+    // The last step that can fail: from here on the token is printed, so its hash may be stored.
+    const { tokens, shown } = commitToken(files.pending, config.data_dir);
+    (accesses.get(app) as Access).operator = tokens;
+    started.operator = tokens;
+    if (shown) started.generated_token = shown;
+    else app.log.warn("another process stored the operator token first: use the token it printed");
+  }
   return started;
 }

@@ -1,0 +1,80 @@
+// /healthz reflects the database, and a shutdown that runs out of grace says how many requests
+// it abandoned.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.js";
+import { health_timeout_ms } from "../../src/server/app.js";
+import { startServer } from "../../src/server/start.js";
+import { dist_index, ensureBuilt } from "../support/build.js";
+
+describe("health and shutdown", () => {
+  let dir: string;
+  beforeAll(() => {
+    ensureBuilt();
+    dir = mkdtempSync(join(tmpdir(), "bursar-health-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("/healthz answers 503 {ok:false} while the database fails or does not answer, 200 {ok:true} otherwise", async () => {
+    const started = await startServer(loadConfig({ BURSAR_DATA_DIR: join(dir, "h"), BURSAR_PORT: "0" }), { logger: false });
+    const driver = started.bursar.ledger.driver;
+    const read = driver.read.bind(driver);
+    try {
+      const healthy = await fetch(`${started.url}/healthz`);
+      expect([healthy.status, await healthy.json()]).toEqual([200, { ok: true }]);
+
+      driver.read = () => Promise.reject(new Error("connect ECONNREFUSED"));
+      const failing = await fetch(`${started.url}/healthz`);
+      expect(failing.status).toBe(503);
+      expect(await failing.json()).toMatchObject({ ok: false });
+
+      driver.read = () => new Promise(() => undefined);
+      const begun = Date.now();
+      const hanging = await fetch(`${started.url}/healthz`);
+      expect(hanging.status).toBe(503);
+      expect(Date.now() - begun).toBeLessThan(health_timeout_ms + 2_000);
+    } finally {
+      driver.read = read;
+      await started.app.close();
+    }
+  });
+
+  it("a shutdown past its grace period logs how many requests it abandoned and exits 1", async () => {
+    const script = join(dir, "slow.mjs");
+    writeFileSync(
+      script,
+      `const { buildServer, closeOnSignals, loggerOptions } = await import(${JSON.stringify(join(dist_index, "../server/app.js"))});
+const app = await buildServer({
+  logger: loggerOptions("info"),
+  shutdown_grace_ms: 300,
+  plugins: [(app) => void app.get("/slow", () => new Promise(() => undefined))],
+});
+await app.listen({ host: "127.0.0.1", port: 0 });
+closeOnSignals(app);
+console.log("url http://127.0.0.1:" + app.server.address().port);`,
+    );
+    const child = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const url = await new Promise<string>((resolve) => {
+      child.stdout.on("data", () => {
+        const match = /url (\S+)/.exec(output);
+        if (match?.[1]) resolve(match[1]);
+      });
+    });
+    const slow = fetch(`${url}/slow`).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const code = await new Promise<number | null>((resolve) => {
+      child.on("exit", resolve);
+      child.kill("SIGTERM");
+    });
+    await slow;
+    expect(code).toBe(1);
+    const line = output.split("\n").find((text) => text.includes("abandoning"));
+    expect(JSON.parse(line as string)).toMatchObject({ abandoned: 1, grace_ms: 300 });
+  });
+});

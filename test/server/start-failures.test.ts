@@ -1,0 +1,194 @@
+// Starting `bursar serve` when something is wrong: a failed first start keeps no hash of a token
+// nobody saw, racing starts agree on one set of secrets, a corrupt hash or an unusable data
+// directory, database or address stops the start with one line, and files are private.
+
+import { spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { operator_token_hash_file, OperatorTokens } from "../../src/datadir.js";
+import { shutdownGraceMs, startServer } from "../../src/server/start.js";
+import { dist_index, ensureBuilt } from "../support/build.js";
+import { runBursar, startBursar } from "../support/process.js";
+
+async function occupiedPort(): Promise<{ server: Server; port: number }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  return { server, port: typeof address === "object" && address ? address.port : 0 };
+}
+
+describe("starting bursar serve", () => {
+  let dir: string;
+  beforeAll(() => {
+    ensureBuilt();
+    dir = mkdtempSync(join(tmpdir(), "bursar-start-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("a first start that cannot listen stores no token hash, and the next start prints a token", async () => {
+    const data_dir = join(dir, "inuse");
+    const { server, port } = await occupiedPort();
+    try {
+      const failed = startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: String(port) }), { logger: false });
+      await expect(failed).rejects.toThrow(ConfigError);
+      await expect(failed).rejects.toThrow(/BURSAR_PORT=\d+: the address is already in use/);
+    } finally {
+      server.close();
+    }
+    expect(existsSync(join(data_dir, operator_token_hash_file))).toBe(false);
+    expect(readdirSync(data_dir).filter((name) => name.endsWith(".tmp"))).toEqual([]);
+    const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
+    try {
+      expect(started.generated_token).toMatch(/^bsr_op_/);
+      expect(started.operator.check(started.generated_token)).toBe(true);
+      expect(existsSync(join(data_dir, operator_token_hash_file))).toBe(true);
+    } finally {
+      await started.app.close();
+    }
+  });
+
+  it("of two starts generating a token at once, only the one whose hash is stored shows it", () => {
+    const data_dir = join(dir, "token-race");
+    const first = OperatorTokens.prepare(data_dir, undefined);
+    const second = OperatorTokens.prepare(data_dir, undefined);
+    const won = first.pending?.commit();
+    const lost = second.pending?.commit();
+    expect(won?.shown).toMatch(/^bsr_op_/);
+    expect(lost?.shown).toBeUndefined();
+    expect(lost?.tokens.check(won?.shown)).toBe(true);
+    expect(readdirSync(data_dir)).toEqual([operator_token_hash_file]);
+  });
+
+  it("two processes on a fresh data directory end up with one master key, webhook secret and token", async () => {
+    const script = join(dir, "race.mjs");
+    writeFileSync(
+      script,
+      `const { OperatorTokens, secretFile, randomSecret } = await import(${JSON.stringify(join(dist_index, "../datadir.js"))});
+const [dir, at] = [process.argv[2], Number(process.argv[3])];
+while (Date.now() < at) {}
+const master = secretFile(dir, "master-key", randomSecret).value;
+const webhook = secretFile(dir, "webhook-secret", randomSecret).value;
+const op = OperatorTokens.load(dir, undefined, true);
+console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
+    );
+    for (let round = 0; round < 3; round++) {
+      const data_dir = join(dir, `race-${round}`);
+      const at = String(Date.now() + 700);
+      const outputs = await Promise.all(
+        [0, 1].map(
+          () =>
+            new Promise<string>((resolve) => {
+              const child = spawn(process.execPath, [script, data_dir, at], { stdio: ["ignore", "pipe", "inherit"] });
+              let output = "";
+              child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+              child.on("exit", () => resolve(output));
+            }),
+        ),
+      );
+      const results = outputs.map((output) => JSON.parse(output) as { master: string; webhook: string; token: string | null });
+      expect(results[0]?.master).toBe(readFileSync(join(data_dir, "master-key"), "utf8").trim());
+      expect(results[1]?.master).toBe(results[0]?.master);
+      expect(results[1]?.webhook).toBe(readFileSync(join(data_dir, "webhook-secret"), "utf8").trim());
+      expect(results[0]?.webhook).toBe(results[1]?.webhook);
+      const shown = results.map((result) => result.token).filter((token): token is string => token !== null);
+      expect(shown).toHaveLength(1);
+      expect(OperatorTokens.load(data_dir, undefined, false).tokens.check(shown[0])).toBe(true);
+    }
+  });
+
+  it.each([
+    ["empty", ""],
+    ["not hex", "not a hash\n"],
+    ["too short", "abcd\n"],
+  ])("a %s operator token hash stops the start with one line naming the file and admin rotate", async (_label, contents) => {
+    const data_dir = join(dir, `hash-${_label.replace(/\s/g, "-")}`);
+    mkdirSync(data_dir, { recursive: true });
+    writeFileSync(join(data_dir, operator_token_hash_file), contents);
+    await expect(startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false })).rejects.toThrow(
+      /operator-token\.sha256 is not an operator token hash.*bursar admin rotate/,
+    );
+    const cli = await runBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
+    expect(cli.code).toBe(2);
+    expect(cli.stderr.trim().split("\n")).toHaveLength(1);
+    expect(cli.stderr).toContain("bursar admin rotate");
+  });
+
+  it("creates the database, its WAL and shared memory 0600, and narrows an existing database it owns", async () => {
+    const data_dir = join(dir, "modes");
+    const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
+    try {
+      for (const name of ["bursar.db", "bursar.db-wal", "bursar.db-shm", "master-key", "webhook-secret", "signing-key.pem", operator_token_hash_file]) {
+        expect([name, statSync(join(data_dir, name)).mode & 0o777]).toEqual([name, 0o600]);
+      }
+      expect(statSync(data_dir).mode & 0o777).toBe(0o700);
+    } finally {
+      await started.app.close();
+    }
+    chmodSync(join(data_dir, "bursar.db"), 0o644);
+    const again = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
+    await again.app.close();
+    expect(statSync(join(data_dir, "bursar.db")).mode & 0o777).toBe(0o600);
+  });
+
+  it("warns once about a data directory or secret file others can read, and leaves their modes alone", async () => {
+    const data_dir = join(dir, "exposed");
+    mkdirSync(data_dir, { mode: 0o755 });
+    chmodSync(data_dir, 0o755);
+    writeFileSync(join(data_dir, "master-key"), "m".repeat(64), { mode: 0o644 });
+    chmodSync(join(data_dir, "master-key"), 0o644);
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir });
+    expect(await server.stop()).toBe(0);
+    const warnings = server.output().split("\n").filter((line) => line.includes("readable by group or others"));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(join(data_dir, "master-key"));
+    expect(statSync(data_dir).mode & 0o777).toBe(0o755);
+    expect(statSync(join(data_dir, "master-key")).mode & 0o777).toBe(0o644);
+  });
+
+  it.each([
+    ["BURSAR_DB", (data_dir: string) => ({ BURSAR_DATA_DIR: data_dir, BURSAR_DB: join(data_dir, "missing", "x.db") })],
+    ["BURSAR_DB", (data_dir: string) => ({ BURSAR_DATA_DIR: data_dir, BURSAR_DB: "postgres://bursar:hunter2-secret@127.0.0.1:1/bursar" })],
+    ["BURSAR_DATA_DIR", (data_dir: string) => {
+      writeFileSync(`${data_dir}-file`, "");
+      return { BURSAR_DATA_DIR: join(`${data_dir}-file`, "inside") };
+    }],
+    ["BURSAR_HOST", (data_dir: string) => ({ BURSAR_DATA_DIR: data_dir, BURSAR_HOST: "nonexistent.invalid" })],
+  ])("a start-up failure prints one line naming %s and exits 2", async (variable, environment) => {
+    const data_dir = join(dir, `fail-${Math.random().toString(36).slice(2)}`);
+    const cli = await runBursar(["serve", "--port", "0"], { BURSAR_ADMIN_TOKEN: "", ...environment(data_dir) });
+    expect(cli.code).toBe(2);
+    const lines = cli.stderr.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(variable);
+    expect(cli.stderr).not.toContain("hunter2-secret");
+    expect(cli.stdout).not.toContain("bsr_op_");
+  });
+
+  it("a port in use stops the CLI with one line naming BURSAR_PORT, exit 2", async () => {
+    const { server, port } = await occupiedPort();
+    try {
+      const cli = await runBursar(["serve"], { BURSAR_DATA_DIR: join(dir, "cli-inuse"), BURSAR_PORT: String(port), BURSAR_ADMIN_TOKEN: "" });
+      expect(cli.code).toBe(2);
+      expect(cli.stderr.trim().split("\n")).toEqual([expect.stringMatching(/BURSAR_PORT=\d+: the address is already in use/)]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("the shutdown grace period outlasts a money call's provider requests", async () => {
+    expect(shutdownGraceMs(120_000)).toBeGreaterThan(3 * 120_000);
+    expect(shutdownGraceMs(10_000)).toBeGreaterThan(10_000);
+    const server = await startBursar(["serve", "--port", "0"], {
+      BURSAR_DATA_DIR: join(dir, "grace"),
+      BURSAR_PROVIDER_TIMEOUT_MS: "120000",
+      BURSAR_LOG_LEVEL: "info",
+    });
+    expect(await server.stop()).toBe(0);
+    const line = server.output().split("\n").find((text) => text.includes("shutting down"));
+    expect(JSON.parse(line as string)).toMatchObject({ grace_ms: shutdownGraceMs(120_000) });
+  });
+});
