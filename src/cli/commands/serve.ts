@@ -38,6 +38,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (values.port !== undefined) env.BURSAR_PORT = listenPort(values.port);
   const config = loadConfig(env);
   const started = await startServer(config);
+  // Before the listen line: whoever reads it may signal at once, and must get a graceful stop.
+  closeOnSignals(started.app);
   println(io.stdout, `bursar listening on ${started.url}`);
   if (started.generated_token) {
     println(io.stdout, "");
@@ -49,7 +51,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     println(io.stdout, '  bursar agent create --name buyer-1');
     println(io.stdout, "  bursar block create --agent <agent_id> --currency INR --reserved 1000000");
   }
-  closeOnSignals(started.app);
   await new Promise<void>((resolve) => started.app.server.once("close", () => resolve()));
   return 0;
 }
