@@ -71,11 +71,19 @@ function readIfPresent(path: string): string | undefined {
 export function secretFile(data_dir: string, name: string, make: () => string): { value: string; created: boolean } {
   const path = join(data_dir, name);
   const existing = readIfPresent(path);
-  if (existing !== undefined) return { value: existing.trim(), created: false };
+  if (existing !== undefined) return { value: storedSecret(path, existing), created: false };
   ensureDataDir(data_dir);
   const value = make();
   if (publishStagedFile(stageSecretFile(path, `${value}\n`), path)) return { value, created: true };
-  return { value: readFileSync(path, "utf8").trim(), created: false };
+  return { value: storedSecret(path, readFileSync(path, "utf8")), created: false };
+}
+
+/** A stored secret, trimmed; an empty one (a truncated file) would make an empty HMAC or
+ *  sealing key that anyone can use, so it stops the start instead. */
+function storedSecret(path: string, text: string): string {
+  const value = text.trim();
+  if (value === "") throw new ConfigError(`${path} is empty: restore it from a backup, or delete it to generate a new one (what it protected stops working)`);
+  return value;
 }
 
 /** Secret files and the directory itself that group or others can read: worth a warning, not a

@@ -117,6 +117,15 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
     expect(cli.stderr).toContain("bursar admin rotate");
   });
 
+  it.each(["webhook-secret", "master-key"])("an empty %s file stops the start with one line naming it", async (name) => {
+    const data_dir = join(dir, `empty-${name}`);
+    mkdirSync(data_dir, { recursive: true });
+    writeFileSync(join(data_dir, name), "\n");
+    const cli = await runBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
+    expect(cli.code).toBe(2);
+    expect(cli.stderr.trim().split("\n")).toEqual([expect.stringContaining(`${name} is empty`)]);
+  });
+
   it("creates the database, its WAL and shared memory 0600, and narrows an existing database it owns", async () => {
     const data_dir = join(dir, "modes");
     const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
