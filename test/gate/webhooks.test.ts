@@ -186,10 +186,9 @@ describe("POST /webhooks/razorpay", () => {
     expect(held.structuredContent).toMatchObject({ effect: "HOLD" });
     const lookups = await orderLookups();
     const event = paymentEvent("payment.authorized", { id: "pay_Foreign1", order_id: "order_Foreign1", amount: 1_000, currency: "INR", status: "authorized" });
-    const started = Date.now();
     expect(await send(event, "evt_foreign_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
     expect(await send(event, "evt_foreign_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // The provider was never asked: no answer waited on its latency.
     expect(await orderLookups()).toBe(lookups);
   });
 
