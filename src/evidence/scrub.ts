@@ -26,8 +26,10 @@ const secret_key_fragments = [
 ] as const;
 const secret_key_names = new Set(["auth", "pin", "otp", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
 
-/** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer). */
-export const bursar_token_pattern = /\bbsr_(?:agent|op|audit|whsec|srckey|obs)_[A-Za-z0-9_-]{20,}/;
+/** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer),
+ *  unanchored, and as a word in text. */
+export const bursar_token_source = "bsr_(?:agent|op|audit|whsec|srckey|obs)_[A-Za-z0-9_-]{20,}";
+export const bursar_token_pattern = new RegExp(`\\b${bursar_token_source}`);
 
 const secret_value_patterns: readonly RegExp[] = [
   /\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // Authorization header values

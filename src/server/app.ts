@@ -2,7 +2,7 @@
 // shutdown. Routes come from plugins registered by the features; no business logic here.
 
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from "fastify";
-import { bursar_token_pattern } from "../evidence/scrub.js";
+import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
 
 /** Default body limit for JSON routes; routes that take more (ingest) set their own. */
@@ -41,7 +41,7 @@ const observe_path_token = /(\/observe(?:\/|%2f)+)[^/?]+/gi;
 const bursar_tokens = new RegExp(bursar_token_pattern.source, "g");
 
 /** After percent-decoding: an `observe` path segment followed by one not yet redacted, or a token anywhere. */
-const decoded_suspect = new RegExp(`/observe/+(?!\\[redacted\\])[^/?]|${bursar_token_pattern.source.replace("\\b", "")}`, "i");
+const decoded_suspect = new RegExp(`/observe/+(?!\\[redacted\\])[^/?]|${bursar_token_source}`, "i");
 /** Rounds of percent-decoding before looking again: `%252F` is `/` after two. */
 const decode_rounds_max = 4;
 
