@@ -2,25 +2,19 @@
 // it abandoned.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { startServer } from "../../src/server/start.js";
-import { dist_index, ensureBuilt } from "../support/build.js";
+import { dist_index, builtSuiteDir } from "../support/build.js";
 
 describe("health and shutdown", () => {
-  let dir: string;
-  beforeAll(() => {
-    ensureBuilt();
-    dir = mkdtempSync(join(tmpdir(), "bursar-health-"));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = builtSuiteDir("bursar-health-");
 
   it("/healthz answers 503 {ok:false} while the database does not answer or fails, 200 {ok:true} otherwise", async () => {
-    const started = await startServer(loadConfig({ BURSAR_DATA_DIR: join(dir, "h"), BURSAR_PORT: "0" }), { logger: false });
+    const started = await startServer(loadConfig({ BURSAR_DATA_DIR: join(dir(), "h"), BURSAR_PORT: "0" }), { logger: false });
     const driver = started.bursar.ledger.driver as SqliteDriver;
     try {
       const healthy = await fetch(`${started.url}/healthz`);
@@ -48,7 +42,7 @@ describe("health and shutdown", () => {
   });
 
   it("a shutdown past its grace period logs how many requests it abandoned and exits 1", async () => {
-    const script = join(dir, "slow.mjs");
+    const script = join(dir(), "slow.mjs");
     writeFileSync(
       script,
       `const { buildServer, closeOnSignals, loggerOptions } = await import(${JSON.stringify(join(dist_index, "../server/app.js"))});

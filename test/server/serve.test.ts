@@ -2,28 +2,22 @@
 // errors naming the variable, and graceful shutdown of a real `bursar serve` process.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { statSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { startServer } from "../../src/server/start.js";
-import { bursar_bin, ensureBuilt } from "../support/build.js";
+import { bursar_bin, builtSuiteDir } from "../support/build.js";
 
 describe("bursar serve", () => {
-  let dir: string;
-  beforeAll(() => {
-    ensureBuilt();
-    dir = mkdtempSync(join(tmpdir(), "bursar-serve-"));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = builtSuiteDir("bursar-serve-");
 
   it("answers /healthz, maps errors to JSON and stores only the operator token hash", async () => {
-    const config = loadConfig({ BURSAR_DATA_DIR: join(dir, "a"), BURSAR_PORT: "0" });
+    const config = loadConfig({ BURSAR_DATA_DIR: join(dir(), "a"), BURSAR_PORT: "0" });
     const started = await startServer(config, { logger: false });
     try {
       expect(started.generated_token).toMatch(/^bsr_op_/);
-      expect(statSync(join(dir, "a", "operator-token.sha256")).mode & 0o777).toBe(0o600);
+      expect(statSync(join(dir(), "a", "operator-token.sha256")).mode & 0o777).toBe(0o600);
       expect(await (await fetch(`${started.url}/healthz`)).json()).toEqual({ ok: true });
       const missing = await fetch(`${started.url}/nope`);
       expect(missing.status).toBe(404);
@@ -47,7 +41,7 @@ describe("bursar serve", () => {
 
   it("shuts down gracefully on SIGTERM and exits 0", async () => {
     const child = spawn(process.execPath, [bursar_bin, "serve", "--port", "0"], {
-      env: { ...process.env, BURSAR_DATA_DIR: join(dir, "b"), BURSAR_LOG_LEVEL: "warn" },
+      env: { ...process.env, BURSAR_DATA_DIR: join(dir(), "b"), BURSAR_LOG_LEVEL: "warn" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let output = "";
@@ -74,7 +68,7 @@ describe("bursar serve", () => {
 
   it("a bad variable makes the CLI exit 2 with the variable named", async () => {
     const child = spawn(process.execPath, [bursar_bin, "serve"], {
-      env: { ...process.env, BURSAR_DATA_DIR: join(dir, "c"), BURSAR_CHECKPOINT_EVERY: "-1" },
+      env: { ...process.env, BURSAR_DATA_DIR: join(dir(), "c"), BURSAR_CHECKPOINT_EVERY: "-1" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let errors = "";

@@ -3,15 +3,14 @@
 // directory, database or address stops the start with one line, and files are private.
 
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { operator_token_hash_file, OperatorTokens } from "../../src/datadir.js";
 import { shutdownGraceMs, startServer } from "../../src/server/start.js";
-import { dist_index, ensureBuilt } from "../support/build.js";
+import { dist_index, builtSuiteDir } from "../support/build.js";
 import { runBursar, startBursar } from "../support/process.js";
 
 async function occupiedPort(): Promise<{ server: Server; port: number }> {
@@ -22,15 +21,10 @@ async function occupiedPort(): Promise<{ server: Server; port: number }> {
 }
 
 describe("starting bursar serve", () => {
-  let dir: string;
-  beforeAll(() => {
-    ensureBuilt();
-    dir = mkdtempSync(join(tmpdir(), "bursar-start-"));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = builtSuiteDir("bursar-start-");
 
   it("a first start that cannot listen stores no token hash, and the next start prints a token", async () => {
-    const data_dir = join(dir, "inuse");
+    const data_dir = join(dir(), "inuse");
     const { server, port } = await occupiedPort();
     try {
       const failed = startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: String(port) }), { logger: false });
@@ -52,7 +46,7 @@ describe("starting bursar serve", () => {
   });
 
   it("of two starts generating a token at once, only the one whose hash is stored shows it", () => {
-    const data_dir = join(dir, "token-race");
+    const data_dir = join(dir(), "token-race");
     const first = OperatorTokens.prepare(data_dir, undefined);
     const second = OperatorTokens.prepare(data_dir, undefined);
     const won = first.pending?.commit();
@@ -64,7 +58,7 @@ describe("starting bursar serve", () => {
   });
 
   it("two processes on a fresh data directory end up with one master key, webhook secret and token", async () => {
-    const script = join(dir, "race.mjs");
+    const script = join(dir(), "race.mjs");
     writeFileSync(
       script,
       `const { OperatorTokens, secretFile, randomSecret } = await import(${JSON.stringify(join(dist_index, "../datadir.js"))});
@@ -76,7 +70,7 @@ const op = OperatorTokens.load(dir, undefined, true);
 console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
     );
     for (let round = 0; round < 3; round++) {
-      const data_dir = join(dir, `race-${round}`);
+      const data_dir = join(dir(), `race-${round}`);
       const at = String(Date.now() + 700);
       const outputs = await Promise.all(
         [0, 1].map(
@@ -105,7 +99,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
     ["not hex", "not a hash\n"],
     ["too short", "abcd\n"],
   ])("a %s operator token hash stops the start with one line naming the file and admin rotate", async (_label, contents) => {
-    const data_dir = join(dir, `hash-${_label.replace(/\s/g, "-")}`);
+    const data_dir = join(dir(), `hash-${_label.replace(/\s/g, "-")}`);
     mkdirSync(data_dir, { recursive: true });
     writeFileSync(join(data_dir, operator_token_hash_file), contents);
     await expect(startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false })).rejects.toThrow(
@@ -118,7 +112,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
   });
 
   it.each(["webhook-secret", "master-key"])("an empty %s file stops the start with one line naming it", async (name) => {
-    const data_dir = join(dir, `empty-${name}`);
+    const data_dir = join(dir(), `empty-${name}`);
     mkdirSync(data_dir, { recursive: true });
     writeFileSync(join(data_dir, name), "\n");
     const cli = await runBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
@@ -127,7 +121,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
   });
 
   it("creates the database, its WAL and shared memory 0600, and narrows an existing database it owns", async () => {
-    const data_dir = join(dir, "modes");
+    const data_dir = join(dir(), "modes");
     const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
     try {
       for (const name of ["bursar.db", "bursar.db-wal", "bursar.db-shm", "master-key", "webhook-secret", "signing-key.pem", operator_token_hash_file]) {
@@ -144,7 +138,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
   });
 
   it("warns once about a data directory or secret file others can read, and leaves their modes alone", async () => {
-    const data_dir = join(dir, "exposed");
+    const data_dir = join(dir(), "exposed");
     mkdirSync(data_dir, { mode: 0o755 });
     chmodSync(data_dir, 0o755);
     writeFileSync(join(data_dir, "master-key"), "m".repeat(64), { mode: 0o644 });
@@ -167,7 +161,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
     }],
     ["BURSAR_HOST", (data_dir: string) => ({ BURSAR_DATA_DIR: data_dir, BURSAR_HOST: "nonexistent.invalid" })],
   ])("a start-up failure prints one line naming %s and exits 2", async (variable, environment) => {
-    const data_dir = join(dir, `fail-${Math.random().toString(36).slice(2)}`);
+    const data_dir = join(dir(), `fail-${Math.random().toString(36).slice(2)}`);
     const cli = await runBursar(["serve", "--port", "0"], { BURSAR_ADMIN_TOKEN: "", ...environment(data_dir) });
     expect(cli.code).toBe(2);
     const lines = cli.stderr.trim().split("\n");
@@ -180,7 +174,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
   it("a port in use stops the CLI with one line naming BURSAR_PORT, exit 2", async () => {
     const { server, port } = await occupiedPort();
     try {
-      const cli = await runBursar(["serve"], { BURSAR_DATA_DIR: join(dir, "cli-inuse"), BURSAR_PORT: String(port), BURSAR_ADMIN_TOKEN: "" });
+      const cli = await runBursar(["serve"], { BURSAR_DATA_DIR: join(dir(), "cli-inuse"), BURSAR_PORT: String(port), BURSAR_ADMIN_TOKEN: "" });
       expect(cli.code).toBe(2);
       expect(cli.stderr.trim().split("\n")).toEqual([expect.stringMatching(/BURSAR_PORT=\d+: the address is already in use/)]);
     } finally {
@@ -192,7 +186,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
     expect(shutdownGraceMs(120_000)).toBeGreaterThan(3 * 120_000);
     expect(shutdownGraceMs(10_000)).toBeGreaterThan(10_000);
     const server = await startBursar(["serve", "--port", "0"], {
-      BURSAR_DATA_DIR: join(dir, "grace"),
+      BURSAR_DATA_DIR: join(dir(), "grace"),
       BURSAR_PROVIDER_TIMEOUT_MS: "120000",
       BURSAR_LOG_LEVEL: "info",
     });

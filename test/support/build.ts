@@ -2,8 +2,10 @@
 // and this builds once more when dist/ is missing (e.g. a lone `npx vitest run`).
 
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterAll, beforeAll } from "vitest";
 
 export const repo_root = join(import.meta.dirname, "../..");
 export const dist_index = join(repo_root, "dist/src/index.js");
@@ -12,4 +14,23 @@ export const bursar_bin = join(repo_root, "dist/src/cli/bin.js");
 export function ensureBuilt(): void {
   if (existsSync(dist_index) && existsSync(bursar_bin)) return;
   execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: repo_root, stdio: "inherit" });
+}
+
+/**
+ * For a suite that runs the built CLI or server: builds once before it, and gives it a temporary
+ * directory (named after `prefix`) removed after it. Returns the directory's path, once set.
+ */
+export function builtSuiteDir(prefix: string): () => string {
+  let dir: string | undefined;
+  beforeAll(() => {
+    ensureBuilt();
+    dir = mkdtempSync(join(tmpdir(), prefix));
+  });
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+  return () => {
+    if (!dir) throw new Error("builtSuiteDir: the suite has not started");
+    return dir;
+  };
 }
