@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { generateSigningKeyPem } from "../src/evidence/index.js";
-import { pg_pool_connections_max } from "../src/ledger/postgres.js";
+import { pg_pool_connections_max, PostgresDriver } from "../src/ledger/postgres.js";
 import { createBursar } from "../src/index.js";
 import { unbounded_block } from "./support.js";
 
@@ -54,7 +54,13 @@ async function setupBlocks(db: string, signingKey: string, blocks: number): Prom
 
 /** One worker process: `loops` concurrent loops authorizing against random agents until the deadline. */
 async function worker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string): Promise<void> {
-  const bursar = await createBursar({ db, signingKey: process.env.BENCH_SIGNING_KEY as string });
+  // The "unprepared" cell runs the same ledger with every statement parsed on each execution.
+  const unprepared = tag.startsWith("unprepared");
+  const bursar = await createBursar({
+    db,
+    signingKey: process.env.BENCH_SIGNING_KEY as string,
+    ...(unprepared ? { driver: new PostgresDriver({ url: db, prepared_statements: false }) } : {}),
+  });
   const late_ms = Math.max(0, Date.now() - start_ms);
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, start_ms - Date.now())));
   let count = 0;
@@ -210,12 +216,13 @@ async function withSchema<T>(work: (url: string) => Promise<T>): Promise<T> {
   }
 }
 
-async function postgresRate(processes: number, blocks: number, key: string): Promise<{ rate: number; errors: number; late_ms: number }> {
+async function postgresRate(processes: number, blocks: number, key: string, prepared = true): Promise<{ rate: number; errors: number; late_ms: number }> {
   return withSchema(async (url) => {
     const { agents } = await setupBlocks(url, key, blocks);
     const start_ms = Date.now() + start_delay_ms;
     const end_ms = start_ms + seconds * 1000;
-    const results = await Promise.all(Array.from({ length: processes }, (_, index) => runWorker(url, agents, start_ms, end_ms, `p${index}`, key)));
+    const tag = prepared ? "p" : "unprepared";
+    const results = await Promise.all(Array.from({ length: processes }, (_, index) => runWorker(url, agents, start_ms, end_ms, `${tag}${index}`, key)));
     const count = results.reduce((sum, result) => sum + result.count, 0);
     return {
       rate: count / seconds,
@@ -319,6 +326,18 @@ async function main(): Promise<void> {
   const batched = await skeletonRate(4, "batched");
   console.log(
     `  yardstick: batched skeleton (${batch_decisions_max} per transaction, set-based, log lock last), 4 processes : ${batched.rate.toFixed(0).padStart(7)} decisions/s${batched.errors ? `  ERRORS ${batched.errors}` : ""}`,
+  );
+  // Prepared statements (the driver's default) beside statements parsed on every execution,
+  // alternating, one process over 100 blocks: what preparing them is worth to a decision.
+  const prepared_pair = { prepared: 0, unprepared: 0 };
+  for (let round = 0; round < 2; round++) {
+    for (const prepared of round === 0 ? [false, true] : [true, false]) {
+      prepared_pair[prepared ? "prepared" : "unprepared"] += (await postgresRate(1, 100, key, prepared)).rate / 2;
+    }
+  }
+  console.log(
+    `  PostgreSQL, 1 process, 100 blocks, side by side in 2 alternating rounds: statements prepared ${prepared_pair.prepared.toFixed(0)}/s, ` +
+      `parsed on every execution ${prepared_pair.unprepared.toFixed(0)}/s (ratio ${(prepared_pair.prepared / prepared_pair.unprepared).toFixed(2)})`,
   );
   const spread = rates.get("4x100") ?? 0;
   const hot = rates.get("4x1") ?? 0;

@@ -19,6 +19,8 @@ export const version = "0.1.0";
 export interface BursarOptions {
   /** ":memory:", a SQLite file path, or a postgres:// URL. */
   db: string;
+  /** An open driver to use instead of opening `db` (bench:pg passes one with other options); Bursar closes it. */
+  driver?: SqlDriver;
   /** "simulator" (default): the Razorpay-compatible simulator in-process, reached through the
    *  real Razorpay client. Or any Provider, e.g. createRazorpayProvider(...). */
   provider?: "simulator" | Provider;
@@ -68,7 +70,7 @@ function counterSuffixes(): () => string {
 }
 
 export async function createBursar(options: BursarOptions): Promise<Bursar> {
-  const driver = openDriver(options.db);
+  const driver = options.driver ?? openDriver(options.db);
   try {
     return await assemble(driver, options);
   } catch (error) {

@@ -124,6 +124,32 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     expect(await driver.read((tx) => tx.all("SELECT 1 FROM settings WHERE name = 'rolled'"))).toEqual([]);
   });
 
+  it("prepares each statement once per connection, and prepares it again when another process changes a table's columns", async () => {
+    const one = new PostgresDriver({ url: schema.url, pool_connections_max: 1 });
+    const other = new PostgresDriver({ url: schema.url, pool_connections_max: 1 });
+    try {
+      await other.transaction((tx) => tx.run("CREATE TABLE reshaped (id INTEGER PRIMARY KEY, a TEXT NOT NULL)"));
+      await other.transaction((tx) => tx.run("INSERT INTO reshaped (id, a) VALUES (1, 'x')"));
+      const select = "SELECT * FROM reshaped WHERE id = ?";
+      expect(await one.read((tx) => tx.get(select, [1]))).toEqual({ id: 1, a: "x" });
+      const prepared = await one.read((tx) => tx.all<{ statement: string }>("SELECT statement FROM pg_prepared_statements"));
+      expect(prepared.map((row) => row.statement)).toContain("SELECT * FROM reshaped WHERE id = $1");
+      // A migration elsewhere: the prepared SELECT * would fail on every execution from now on.
+      await other.transaction((tx) => tx.run("ALTER TABLE reshaped ADD COLUMN b TEXT NOT NULL DEFAULT 'y'"));
+      let attempts = 0;
+      const row = await one.transaction(async (tx) => {
+        attempts++;
+        return tx.get(select, [1]);
+      });
+      expect(row).toEqual({ id: 1, a: "x", b: "y" });
+      expect(attempts).toBe(2);
+      expect(await one.read((tx) => tx.get(select, [1]))).toEqual({ id: 1, a: "x", b: "y" });
+    } finally {
+      await one.close();
+      await other.close();
+    }
+  });
+
   it("gives up on an unreachable server after a bounded number of attempts", async () => {
     const nowhere = new PostgresDriver({ url: "postgres://postgres@127.0.0.1:1/test" });
     const started = Date.now();

@@ -4,7 +4,11 @@
 
 import net from "node:net";
 
-/** When to cut the connection that sends a simple-protocol query whose text matches `sql`. */
+/**
+ * When to cut the connection that sends a query whose text matches `sql`: a simple-protocol
+ * query, or a named statement's Parse or Bind (the driver prepares its statements, so a later
+ * execution sends only a Bind naming a statement parsed earlier on that connection).
+ */
 export interface CutPlan {
   sql: RegExp;
   /** "before": the query never reaches the server; "after_reply": the server ran it, its answer is dropped. */
@@ -25,6 +29,20 @@ export interface PgProxy {
 
 const ssl_request_code = 80877103;
 const query_message = 0x51; // 'Q'
+const parse_message = 0x50; // 'P': name, query, …
+const bind_message = 0x42; // 'B': portal, statement name, …
+
+/** The NUL-terminated strings at the start of a message's body. */
+function leadingStrings(message: Buffer, count: number): string[] {
+  const strings: string[] = [];
+  let at = 5;
+  for (let index = 0; index < count; index++) {
+    const end = message.indexOf(0, at);
+    strings.push(message.subarray(at, end).toString());
+    at = end + 1;
+  }
+  return strings;
+}
 
 export async function startPgProxy(server_url: string): Promise<PgProxy> {
   const target = new URL(server_url);
@@ -43,6 +61,18 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
     let pending = Buffer.alloc(0);
     let started = false;
     let cut_on_reply = false;
+    /** The text of each statement this connection prepared, by name. */
+    const prepared = new Map<string, string>();
+    const queryText = (message: Buffer): string | undefined => {
+      if (message[0] === query_message) return message.subarray(5, message.length - 1).toString();
+      if (message[0] === parse_message) {
+        const [name, sql] = leadingStrings(message, 2) as [string, string];
+        if (name !== "") prepared.set(name, sql);
+        return sql;
+      }
+      if (message[0] === bind_message) return prepared.get((leadingStrings(message, 2) as [string, string])[1]);
+      return undefined;
+    };
     client.on("data", (chunk: Buffer) => {
       pending = Buffer.concat([pending, chunk]);
       for (;;) {
@@ -55,9 +85,9 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
         pending = pending.subarray(length);
         if (!started) {
           if (message.readInt32BE(4) !== ssl_request_code) started = true;
-        } else if (message[0] === query_message && plan) {
-          const sql = message.subarray(5, message.length - 1).toString();
-          if (plan.sql.test(sql)) {
+        } else {
+          const sql = queryText(message);
+          if (sql !== undefined && plan?.sql.test(sql)) {
             const when = plan.when;
             plan = undefined;
             cut.push(sql);
