@@ -6,7 +6,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { mkdtempSync, rmSync } from "node:fs";
+import { closeSync, fdatasync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
@@ -240,6 +240,45 @@ async function runSlice(clients: readonly Client[], duration_ms: number, calls_m
 
 // ---------------------------------------------------------------- measuring and reporting
 
+/** WAL frames one create_order's first phase (decision, hold, evidence) commits: about 15 of the call's 23, measured. */
+const hold_frames = 15;
+const wal_frame_bytes = 24 + 4096;
+const flush_samples = 200;
+
+/**
+ * The floor under the added latency: the first phase's frames must be on disk before the
+ * provider is called. Writes hold_frames WAL-shaped frames (a 24-byte header and a 4 KiB page
+ * each, so unaligned, as SQLite writes them) over a preallocated file in the bench's temporary
+ * directory and flushes them with fdatasync on libuv's thread pool, as the driver does.
+ */
+async function walFlushFloor(): Promise<{ p50_ms: number; p99_ms: number }> {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-bench-flush-"));
+  const fd = openSync(join(dir, "frames"), "w");
+  try {
+    const batch = Buffer.alloc(hold_frames * wal_frame_bytes, 7);
+    for (let sample = 0; sample < flush_samples; sample++) writeSync(fd, batch, 0, batch.length, sample * batch.length);
+    await new Promise<void>((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
+    const header = Buffer.alloc(24, 1);
+    const page = Buffer.alloc(4096, 2);
+    const times: number[] = [];
+    for (let sample = 0; sample < flush_samples; sample++) {
+      let at = sample * batch.length;
+      for (let frame = 0; frame < hold_frames; frame++, at += wal_frame_bytes) {
+        writeSync(fd, header, 0, header.length, at);
+        writeSync(fd, page, 0, page.length, at + header.length);
+      }
+      const start = performance.now();
+      await new Promise<void>((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
+      times.push(performance.now() - start);
+    }
+    times.sort((a, b) => a - b);
+    return { p50_ms: percentile(times, 0.5), p99_ms: percentile(times, 0.99) };
+  } finally {
+    closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 interface Measured {
   role: Role;
   concurrency: number;
@@ -350,6 +389,12 @@ async function main(): Promise<void> {
     console.log("");
     printMeasured(all);
     printComparison(all);
+    const floor = await walFlushFloor();
+    console.log("");
+    console.log(
+      `floor: fdatasync of one hold's ${hold_frames} WAL frames in ${tmpdir()}, before the provider is called: ` +
+        `p50 ${floor.p50_ms.toFixed(2)} ms, p99 ${floor.p99_ms.toFixed(2)} ms (${flush_samples} samples, thread pool)`,
+    );
   } finally {
     for (const server of servers) await server.stop();
   }
