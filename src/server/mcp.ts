@@ -4,10 +4,13 @@
 
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestParamsSchema, CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
 import type { Gate } from "../gate/gate.js";
+import type { ToolResult } from "../gate/results.js";
 import { tool_declarations } from "../gate/tools.js";
 import type { RoutePlugin } from "./app.js";
 import { bearer, type Access } from "./auth.js";
@@ -18,30 +21,69 @@ export const server_info = { name: "bursar", version: "0.1.0" };
 /** One validator for every per-request server: building Ajv anew costs ~0.4 ms a request. */
 export const json_schema_validator = new AjvJsonSchemaValidator();
 
+/**
+ * tools/call with `arguments` taken as received. The SDK's own schema wants an object (a record
+ * it copies key by key), so an array, a string or null died there as a JSON-RPC error with no
+ * evidence; the gate refuses them under R0 instead.
+ */
+const call_tool_request = CallToolRequestSchema.extend({
+  params: CallToolRequestParamsSchema.extend({ arguments: z.unknown().optional() }),
+});
+type CallToolRequest = z.infer<typeof call_tool_request>;
+
+/**
+ * Registers the tools/call handler the way the SDK's Protocol does. Server's own registration
+ * wraps every tools/call handler in a check against the SDK's schema first, which refuses the
+ * very argument shapes the policy must see (and record).
+ */
+function handleToolCalls(server: Server, handler: (request: CallToolRequest) => Promise<ToolResult>): void {
+  const register = Protocol.prototype.setRequestHandler as (this: Server, schema: typeof call_tool_request, handler: (request: CallToolRequest) => Promise<ToolResult>) => void;
+  register.call(server, call_tool_request, handler);
+}
+
 /** One MCP server per request, bound to the authenticated agent: nothing is kept between requests. */
 export function mcpServerFor(gate: Gate, agent_id: string): Server {
   const server = new Server(server_info, { capabilities: { tools: {} }, jsonSchemaValidator: json_schema_validator });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tool_declarations }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) =>
-    gate.callToolAs(agent_id, request.params.name, request.params.arguments ?? {}),
-  );
+  handleToolCalls(server, async (request) => {
+    const args = request.params.arguments;
+    return gate.callToolAs(agent_id, request.params.name, args === undefined ? {} : args);
+  });
   return server;
 }
 
-/** Browsers send Origin; only same-host and loopback origins may drive the gate (DNS rebinding). */
-export function originAllowed(origin: string | undefined, host: string | undefined): boolean {
+/**
+ * JSON for /mcp, parsed as JSON.parse does: a "__proto__" or "constructor" key stays an own
+ * property (JSON.parse never sets a prototype), so the policy sees it and refuses it with
+ * evidence, where Fastify's default parser answered 400 and nothing was recorded. Fastify
+ * enforces the body limit before the parser runs.
+ */
+function parseJsonAsIs(_request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
+  try {
+    done(null, JSON.parse(body) as unknown);
+  } catch (error) {
+    done(Object.assign(new Error(`the body is not valid JSON: ${(error as Error).message}`), { statusCode: 400 }));
+  }
+}
+
+const loopback_origin_hosts = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+/**
+ * Browsers send Origin; only loopback origins may drive the gate. A "same host as the Host
+ * header" rule would not stop DNS rebinding: after a rebind the page's Origin and the Host
+ * header both name the attacker's domain. Clients that are not browsers send no Origin.
+ */
+export function originAllowed(origin: string | undefined): boolean {
   if (!origin) return true;
   try {
-    const url = new URL(origin);
-    const host_name = (host ?? "").replace(/:\d+$/, "");
-    return url.hostname === "localhost" || url.hostname === "127.0.0.1" || url.hostname === "[::1]" || url.hostname === host_name;
+    return loopback_origin_hosts.has(new URL(origin).hostname);
   } catch {
     return false;
   }
 }
 
 async function authenticate(access: Access, request: FastifyRequest, reply: FastifyReply): Promise<string | undefined> {
-  if (!originAllowed(request.headers.origin, request.headers.host)) {
+  if (!originAllowed(request.headers.origin)) {
     await reply.status(403).send(errorBody("origin_forbidden", "this Origin may not call the gate"));
     return undefined;
   }
@@ -75,15 +117,19 @@ export async function answerStateless(server: Server, request: FastifyRequest, r
 }
 
 export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
-  return (app: FastifyInstance) => {
-    app.post("/mcp", async (request, reply) => {
-      const agent_id = await authenticate(access, request, reply);
-      if (!agent_id) return reply;
-      return answerStateless(mcpServerFor(gate, agent_id), request, reply);
+  return async (app: FastifyInstance) => {
+    await app.register(async (scope) => {
+      scope.removeContentTypeParser("application/json");
+      scope.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonAsIs);
+      scope.post("/mcp", async (request, reply) => {
+        const agent_id = await authenticate(access, request, reply);
+        if (!agent_id) return reply;
+        return answerStateless(mcpServerFor(gate, agent_id), request, reply);
+      });
+      const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>
+        reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));
+      scope.get("/mcp", stateless);
+      scope.delete("/mcp", stateless);
     });
-    const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>
-      reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));
-    app.get("/mcp", stateless);
-    app.delete("/mcp", stateless);
   };
 }

@@ -1,11 +1,11 @@
 // `bursar mcp-stdio`: a stdio↔HTTP bridge, so stdio-only MCP clients (Claude Desktop, IDEs)
 // reach a running gate's /mcp. It holds only the agent token and never opens the data directory.
 
-import type { Readable, Writable } from "node:stream";
+import { Transform, type Readable, type TransformCallback, type Writable } from "node:stream";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { isJSONRPCRequest, isJSONRPCResultResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError } from "../../config.js";
 import { parseOptions, println, UsageError, type CliIo } from "../command.js";
 
@@ -20,6 +20,9 @@ export const in_flight_max = 64;
 export const stdin_buffer_max_bytes = 4 * 1024 * 1024;
 /** JSON-RPC "server error" range: the gate could not be reached or refused the HTTP request. */
 export const bridge_error_code = -32_000;
+/** JSON-RPC's code for a message that is JSON but not a valid request. */
+export const invalid_request_code = -32_600;
+export const batch_refusal = "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message on its own line";
 
 export const mcp_stdio_options = { url: { type: "string" } } as const;
 
@@ -28,12 +31,15 @@ export const help = `usage: bursar mcp-stdio [--url URL]
 A stdio MCP server for clients that only speak stdio (Claude Desktop, IDEs). It forwards
 every JSON-RPC message unchanged to a running gate's /mcp (Streamable HTTP) with
 Authorization: Bearer $BURSAR_AGENT_TOKEN, and writes the gate's answers to stdout.
+A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error.
 
 It holds only the agent token: it never opens the data directory or the database.
 stdout carries nothing but MCP messages; diagnostics go to stderr. It exits 0 when stdin
 closes (after in-flight requests are answered) or on SIGINT/SIGTERM, and exits 1 when the
 gate refuses the token (401/403). An unreachable gate is answered per request with a
-JSON-RPC error (code ${bridge_error_code}) naming the URL; the bridge keeps running.
+JSON-RPC error (code ${bridge_error_code}) naming the URL; the bridge keeps running. A
+connection that breaks after a request was sent is answered as "may have been carried out":
+repeat the call with the same idempotency_key, never a new one.
 
 Options:
   --url URL   the gate's base URL, or its /mcp endpoint (default: BURSAR_URL, else ${gate_url_default})
@@ -86,6 +92,10 @@ interface Failure {
   fatal: boolean;
 }
 
+/** Connection errors raised before a request could be sent: the gate never saw it. */
+const not_sent_codes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT"]);
+const may_have_run = "the call may have been carried out: repeat it with the same idempotency_key to learn its outcome, never with a new one";
+
 export function describeFailure(error: unknown, endpoint: URL): Failure {
   const where = `the gate at ${endpoint.href}`;
   if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code > 0) {
@@ -93,13 +103,96 @@ export function describeFailure(error: unknown, endpoint: URL): Failure {
     return { message: `${where} answered HTTP ${error.code}: ${detail}`, fatal: error.code === 401 || error.code === 403 };
   }
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-  if ((error as Error).name === "TimeoutError") return { message: `${where} did not answer within ${request_timeout_ms} ms`, fatal: false };
+  if ((error as Error).name === "TimeoutError") return { message: `${where} did not answer within ${request_timeout_ms} ms; ${may_have_run}`, fatal: false };
   const reason = cause?.code ?? cause?.message ?? (error as Error).message;
-  return { message: `cannot reach ${where} (${reason}); is \`bursar serve\` running?`, fatal: false };
+  if (cause?.code !== undefined && not_sent_codes.has(cause.code)) {
+    return { message: `cannot reach ${where} (${reason}); is \`bursar serve\` running?`, fatal: false };
+  }
+  // Sent, or perhaps sent: the connection broke (reset, closed) before the answer arrived.
+  return { message: `the connection to ${where} broke before its answer (${reason}); ${may_have_run}`, fatal: false };
 }
+
+/** Visible ASCII, as any bearer token is: whitespace or a control character would not survive a header. */
+const token_shape = /^[\x21-\x7e]+$/;
 
 function errorReply(id: RequestId, message: string): JSONRPCMessage {
   return { jsonrpc: "2.0", id, error: { code: bridge_error_code, message } };
+}
+
+function invalidRequest(id: RequestId | null, message: string): Record<string, unknown> {
+  return { jsonrpc: "2.0", id, error: { code: invalid_request_code, message } };
+}
+
+function requestId(message: unknown): RequestId | undefined {
+  const id = (message as { id?: unknown } | null)?.id;
+  return typeof id === "string" || typeof id === "number" ? id : undefined;
+}
+
+/**
+ * The answer for a stdin line that the SDK's reader would drop without a reply (and a client
+ * would wait on forever): a batch (an array with one error per request in it), or an object
+ * with an id that the SDK's schema refuses. Undefined for every other line, which goes on to
+ * the SDK unchanged; null for a batch of notifications only, which gets no answer.
+ */
+export function refusedLine(line: string): Record<string, unknown> | Array<Record<string, unknown>> | null | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (Array.isArray(parsed)) {
+    if (parsed.length === 0) return invalidRequest(null, "an empty batch");
+    const ids = parsed.map(requestId).filter((id) => id !== undefined);
+    return ids.length === 0 ? null : ids.map((id) => invalidRequest(id, batch_refusal));
+  }
+  const id = requestId(parsed);
+  if (id === undefined) return undefined;
+  const checked = JSONRPCMessageSchema.safeParse(parsed);
+  if (checked.success) return undefined;
+  const issue = checked.error.issues[0];
+  return invalidRequest(id, `not a valid JSON-RPC message: ${issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused"}`);
+}
+
+type Refusal = NonNullable<ReturnType<typeof refusedLine>>;
+
+/**
+ * Sorts stdin into lines ahead of the SDK's reader: lines refusedLine answers are answered here,
+ * the rest pass through byte for byte, and a last line without a newline is ended with one so
+ * the SDK reads it too.
+ */
+class LineSorter extends Transform {
+  private pending: Buffer = Buffer.alloc(0);
+
+  constructor(private readonly answer: (refusal: Refusal | null) => void) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    let data = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    for (let end = data.indexOf(0x0a); end !== -1; end = data.indexOf(0x0a)) {
+      this.sort(data.subarray(0, end + 1));
+      data = data.subarray(end + 1);
+    }
+    // An overlong line goes on as it arrives: the SDK's reader enforces its own size limit.
+    if (data.length > stdin_buffer_max_bytes) {
+      this.push(data);
+      data = Buffer.alloc(0);
+    }
+    this.pending = data;
+    done();
+  }
+
+  override _flush(done: TransformCallback): void {
+    if (this.pending.length > 0) this.sort(Buffer.concat([this.pending, Buffer.from("\n")]));
+    done();
+  }
+
+  private sort(line: Buffer): void {
+    const refusal = line.length > 2 ? refusedLine(line.toString("utf8")) : undefined;
+    if (refusal === undefined) this.push(line);
+    else this.answer(refusal);
+  }
 }
 
 interface BridgeOptions {
@@ -113,6 +206,8 @@ interface BridgeOptions {
 /** One bridge process: stdio on one side, the gate's /mcp on the other. */
 class Bridge {
   private readonly stdio: StdioServerTransport;
+  /** stdin after the LineSorter: it ends once its last line has reached the SDK's reader. */
+  private readonly sorted: LineSorter;
   private readonly http: StreamableHTTPClientTransport;
   private readonly in_flight = new Set<Promise<void>>();
   private readonly initialize_ids = new Set<RequestId>();
@@ -125,7 +220,8 @@ class Bridge {
   private readonly onSignal = () => void this.finish(0);
 
   constructor(private readonly options: BridgeOptions) {
-    this.stdio = new StdioServerTransport(options.stdin, options.stdout, { maxBufferSize: stdin_buffer_max_bytes });
+    this.sorted = options.stdin.pipe(new LineSorter((refusal) => this.refuse(refusal)));
+    this.stdio = new StdioServerTransport(this.sorted, options.stdout, { maxBufferSize: stdin_buffer_max_bytes });
     this.http = new StreamableHTTPClientTransport(options.endpoint, {
       requestInit: { headers: { authorization: `Bearer ${options.token}` } },
       fetch: fetchWithTimeout(request_timeout_ms),
@@ -144,7 +240,7 @@ class Bridge {
       this.reported.add(error);
       this.warn(describeFailure(error, this.options.endpoint).message);
     };
-    this.options.stdin.once("end", () => void this.finish(0));
+    this.sorted.once("end", () => void this.finish(0));
     this.options.stdout.on("error", (error: Error) => {
       this.warn(`stdout closed (${error.message})`);
       void this.finish(0);
@@ -156,8 +252,20 @@ class Bridge {
     return done;
   }
 
+  /** Answers a line the SDK would drop (a batch of notifications only gets no answer). */
+  private refuse(refusal: Refusal | null): void {
+    const first = Array.isArray(refusal) ? refusal[0] : refusal;
+    this.warn(`refused a message: ${String((first?.error as { message?: string } | undefined)?.message ?? batch_refusal)}`);
+    if (refusal !== null) this.options.stdout.write(`${JSON.stringify(refusal)}\n`);
+  }
+
   private warn(line: string): void {
-    println(this.options.stderr, `bursar mcp-stdio: ${line}`);
+    println(this.options.stderr, `bursar mcp-stdio: ${this.redacted(line)}`);
+  }
+
+  /** Error texts from fetch may quote the Authorization header: the token never leaves the bridge. */
+  private redacted(text: string): string {
+    return text.split(this.options.token).join("[redacted]");
   }
 
   private accept(message: JSONRPCMessage): void {
@@ -177,7 +285,7 @@ class Bridge {
     } catch (error) {
       const failure = describeFailure(error, this.options.endpoint);
       if (!this.reported.has(error as object)) this.warn(failure.message);
-      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, failure.message));
+      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, this.redacted(failure.message)));
       if (failure.fatal) {
         this.token_refused = true;
         void this.finish(1);
@@ -218,6 +326,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const token = io.env.BURSAR_AGENT_TOKEN;
   if (!token) {
     throw new ConfigError("BURSAR_AGENT_TOKEN is not set: set it to an agent token from `bursar agent create` (the bridge holds nothing else)");
+  }
+  if (!token_shape.test(token)) {
+    throw new ConfigError("BURSAR_AGENT_TOKEN holds whitespace or a control character (a pasted line break?): set it to the agent token alone");
   }
   const endpoint = mcpEndpoint(values.url ?? (io.env.BURSAR_URL || gate_url_default));
   // The bridge owns this process's stdin; stdout is the protocol channel and nothing else.
