@@ -32,9 +32,20 @@ function withEvidence(structured: Record<string, unknown>, evidence: EvidenceRef
   return view ? { ...structured, evidence: view } : structured;
 }
 
+/** A reason that ends by inviting a retry: IN_FLIGHT, and R3 when the provider did not confirm the payment. */
+const retry_invited = /; retry( shortly| later)?$/;
+
+/**
+ * A refusal, with one line of advice for the model. Where the refusal is transient the advice
+ * is to repeat the same call: a model told not to retry unchanged mints a new idempotency key,
+ * and one purchase becomes two.
+ */
 export function refusal(verdict: Pick<Verdict, "rule" | "reason">, evidence?: EvidenceRef, extra: Record<string, unknown> = {}): ToolResult {
   const structured = withEvidence({ effect: "BLOCK", rule: verdict.rule, reason: verdict.reason, ...extra }, evidence);
-  return result(`BLOCKED by ${verdict.rule}: ${verdict.reason}. Do not retry this call unchanged.`, structured, true);
+  const advice = retry_invited.test(verdict.reason)
+    ? "Repeat this same call, with the same idempotency_key, later; never with a new key."
+    : "Do not retry this call unchanged.";
+  return result(`BLOCKED by ${verdict.rule}: ${verdict.reason}. ${advice}`, structured, true);
 }
 
 export function orderAllowed(

@@ -1,0 +1,38 @@
+// The one line a model reads with a refusal. A transient refusal (a call still in flight, a
+// payment the provider did not confirm) says to repeat the same call with the same key; a
+// model told "do not retry unchanged" mints a new idempotency key and buys twice.
+
+import { describe, expect, it } from "vitest";
+import { refusal } from "../../src/gate/results.js";
+import { createBursar, sequentialIds } from "../../src/index.js";
+import { manualClock } from "../support/clock.js";
+
+describe("refusal advice", () => {
+  it("IN_FLIGHT asks for the same call again, not a changed one", async () => {
+    const bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
+    try {
+      const agent = await bursar.operator.createAgent({ name: "buyer" });
+      await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+      const args = { amount: 1000, currency: "INR", idempotency_key: "basket-7" };
+      // The first call's decision is committed and its provider call is still running.
+      await bursar.ledger.authorize({ agent_id: agent.agent_id, tool: "create_order", args });
+      const second = await bursar.gate.callTool(agent.token, "create_order", args);
+      expect(second.structuredContent).toMatchObject({ effect: "BLOCK", rule: "IN_FLIGHT" });
+      expect(second.content[0]?.text).toContain("Repeat this same call, with the same idempotency_key");
+      expect(second.content[0]?.text).not.toContain("Do not retry this call unchanged");
+    } finally {
+      await bursar.close();
+    }
+  });
+
+  const again = "Repeat this same call, with the same idempotency_key, later; never with a new key.";
+  const never = "Do not retry this call unchanged.";
+  it.each([
+    ["R3", "the provider did not confirm the payment (provider timeout); retry", again],
+    ["IN_FLIGHT", "a call with this idempotency key is still in flight; retry shortly", again],
+    ["R5", "amount 70000 exceeds the per-call cap 60000", never],
+    ["R1", "amount 5000 exceeds the available 1000", never],
+  ])("%s: %s", (rule, reason, advice) => {
+    expect(refusal({ rule, reason } as never).content[0]?.text).toBe(`BLOCKED by ${rule}: ${reason}. ${advice}`);
+  });
+});
