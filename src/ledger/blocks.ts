@@ -1,6 +1,7 @@
 // Creating spending blocks: defaults from DESIGN.md and validation that names the field and limit.
 
 import { HttpError } from "../errors.js";
+import { isRfc3339 } from "../evidence/entry.js";
 import {
   amount_max_minor,
   amount_min_minor,
@@ -46,8 +47,12 @@ function expiry(input: CreateBlockInput, now_ms: number): number {
   }
   let expires_at_ms: number;
   if (input.expires_at !== undefined) {
-    expires_at_ms = typeof input.expires_at === "string" ? Date.parse(input.expires_at) : Number.NaN;
-    if (!Number.isFinite(expires_at_ms)) throw invalid("expires_at", "must be an RFC 3339 time");
+    // RFC 3339 with its offset only: Date.parse also takes "2026-12-01 10:00" or an offset-less
+    // time, read in the server's time zone, so the block's expiry would depend on the host.
+    if (typeof input.expires_at !== "string" || !isRfc3339(input.expires_at)) {
+      throw invalid("expires_at", 'must be an RFC 3339 time with an offset, e.g. "2026-12-31T18:30:00Z" or "2027-01-01T00:00:00+05:30"');
+    }
+    expires_at_ms = Date.parse(input.expires_at);
   } else {
     const ttl = input.ttl_seconds ?? block_defaults.ttl_seconds;
     expires_at_ms = now_ms + integerIn("ttl_seconds", ttl, 1, block_lifetime_max_seconds) * 1000;

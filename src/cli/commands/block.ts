@@ -54,7 +54,8 @@ Options (create):
   --currency CODE           ISO currency code of every call against the block, e.g. INR
   --reserved N              total the agent may spend (minor units)
   --ttl-seconds N           lifetime from now, in seconds
-  --expires-at ISO          or an absolute expiry, e.g. 2026-12-31T00:00:00Z (not both)
+  --expires-at ISO          or an absolute expiry, RFC 3339 with an offset, e.g.
+                            2026-12-31T00:00:00Z or 2027-01-01T05:30:00+05:30 (not both)
   --per-call-cap N          largest single amount (R5)
   --approval-threshold N    amounts above this wait for an operator's approval (HOLD)
   --max-calls N             velocity: money calls allowed per window (R6)
