@@ -85,7 +85,8 @@ async function paymentState(context: GateContext, args: unknown): Promise<Paymen
   const payment_id = (args as Args | null)?.payment_id;
   if (!isPaymentId(payment_id)) return { fetched: false, reason: "payment_id is not a provider payment id" };
   const outcome = await context.provider.fetchPayment(payment_id);
-  if (outcome.kind !== "ok") return { fetched: false, reason: outcome.kind === "refused" ? outcome.error.description : outcome.reason };
+  if (outcome.kind === "refused") return { fetched: false, reason: outcome.error.description };
+  if (outcome.kind !== "ok") return { fetched: false, reason: outcome.reason, unanswered: true };
   const payment = outcome.value;
   if (!payment.order_id) return { fetched: false, reason: "the payment has no order" };
   return { fetched: true, id: payment.id, order_id: payment.order_id, amount: payment.amount, currency: payment.currency, status: payment.status };

@@ -158,7 +158,10 @@ const perCallCap: Guard = {
 function captureProblem(call: PolicyCall, state: PolicyState): string | undefined {
   const capture = state.capture;
   if (!capture) throw new Error("capture_payment decided without capture state");
-  if (!capture.payment.fetched) return `the provider did not confirm the payment (${capture.payment.reason}); retry`;
+  if (!capture.payment.fetched) {
+    // Only a provider that did not answer is worth asking again; a refusal (no such payment) is final.
+    return `the provider did not confirm the payment (${capture.payment.reason})${capture.payment.unanswered ? "; retry" : ""}`;
+  }
   const payment = capture.payment;
   const reservation = capture.reservation;
   if (!reservation) return "no reservation held by this gate for the payment's order";

@@ -63,7 +63,8 @@ export type IdempotencyState =
 
 /** What the provider reported for the payment a capture names (fetched before the decision). */
 export type PaymentState =
-  | { fetched: false; reason: string }
+  /** `unanswered`: the provider did not answer (a timeout, a 5xx), so asking again may succeed. */
+  | { fetched: false; reason: string; unanswered?: boolean }
   | { fetched: true; id: string; order_id: string; amount: number; currency: string; status: string };
 
 export interface ReservationState {

@@ -3,7 +3,7 @@
 // refuses, and a connection cut after the gate took a money call.
 
 import { spawn } from "node:child_process";
-import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { connect, createConnection, createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { testServer, type TestServer } from "../support/server.js";
@@ -138,4 +138,34 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
       expect(answer.error?.message).toMatch(/broke before its answer .*repeat it with the same idempotency_key/);
     });
   });
+});
+
+it("stops cleanly (exit 0, a line on stderr) when its stdin is reset, instead of dying of an unhandled error", async () => {
+  ensureBuilt();
+  const server = createServer();
+  const accepted = new Promise<Socket>((resolve) => server.once("connection", resolve));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const client = connect((server.address() as { port: number }).port, "127.0.0.1");
+  await new Promise((resolve) => client.once("connect", resolve));
+  const peer = await accepted;
+  const child = spawn(process.execPath, [bursar_bin, "mcp-stdio"], {
+    env: { ...process.env, BURSAR_URL: "http://127.0.0.1:1", BURSAR_AGENT_TOKEN: "bsr_agent_x" },
+    stdio: [client, "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  // Once the bridge has answered a request (the gate is unreachable: an error), it is reading stdin.
+  const answered = new Promise((resolve) => child.stdout.once("data", resolve));
+  peer.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })}\n`);
+  await answered;
+  client.destroy();
+  peer.resetAndDestroy();
+  server.close();
+  const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
+  const code = await exited;
+  clearTimeout(timer);
+  expect(stderr).not.toMatch(/Unhandled 'error' event/);
+  expect(stderr).toContain("stdin failed");
+  expect(code).toBe(0);
 });

@@ -1,6 +1,7 @@
 // The one line a model reads with a refusal. A transient refusal (a call still in flight, a
-// payment the provider did not confirm) says to repeat the same call with the same key; a
-// model told "do not retry unchanged" mints a new idempotency key and buys twice.
+// payment fetch the provider did not answer) says to repeat the same call with the same key; a
+// model told "do not retry unchanged" mints a new idempotency key and buys twice. A final one
+// (the provider says the payment does not exist) says not to retry.
 
 import { describe, expect, it } from "vitest";
 import { refusal } from "../../src/gate/results.js";
@@ -20,6 +21,20 @@ describe("refusal advice", () => {
       expect(second.structuredContent).toMatchObject({ effect: "BLOCK", rule: "IN_FLIGHT" });
       expect(second.content[0]?.text).toContain("Repeat this same call, with the same idempotency_key");
       expect(second.content[0]?.text).not.toContain("Do not retry this call unchanged");
+    } finally {
+      await bursar.close();
+    }
+  });
+
+  it("a capture of a payment the provider says does not exist is final, not transient", async () => {
+    const bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
+    try {
+      const agent = await bursar.operator.createAgent({ name: "buyer" });
+      await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+      const result = await bursar.gate.callTool(agent.token, "capture_payment", { payment_id: "pay_NoSuchPayment1", amount: 5000, currency: "INR" });
+      expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R3" });
+      expect(result.content[0]?.text).toContain("Do not retry this call unchanged.");
+      expect(result.content[0]?.text).not.toContain("Repeat this same call");
     } finally {
       await bursar.close();
     }

@@ -95,6 +95,15 @@ interface Failure {
 /** Connection errors raised before a request could be sent: the gate never saw it. */
 const not_sent_codes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT"]);
 const may_have_run = "the call may have been carried out: repeat it with the same idempotency_key to learn its outcome, never with a new one";
+/** Certificate and TLS failures end the handshake, before any request is written. */
+const tls_failure = /^(ERR_TLS_|ERR_SSL_)|CERT|^UNABLE_TO_/;
+
+/** Whether a fetch failure certainly happened before the request reached the gate; unknown ones count as sent. */
+function notSent(cause: { code?: string; message?: string } | undefined): boolean {
+  if (cause?.message === "bad port") return true; // fetch refuses some ports without connecting
+  const code = cause?.code;
+  return code !== undefined && (not_sent_codes.has(code) || tls_failure.test(code));
+}
 
 export function describeFailure(error: unknown, endpoint: URL): Failure {
   const where = `the gate at ${endpoint.href}`;
@@ -105,7 +114,7 @@ export function describeFailure(error: unknown, endpoint: URL): Failure {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   if ((error as Error).name === "TimeoutError") return { message: `${where} did not answer within ${request_timeout_ms} ms; ${may_have_run}`, fatal: false };
   const reason = cause?.code ?? cause?.message ?? (error as Error).message;
-  if (cause?.code !== undefined && not_sent_codes.has(cause.code)) {
+  if (notSent(cause)) {
     return { message: `cannot reach ${where} (${reason}); is \`bursar serve\` running?`, fatal: false };
   }
   // Sent, or perhaps sent: the connection broke (reset, closed) before the answer arrived.
@@ -241,6 +250,12 @@ class Bridge {
       this.warn(describeFailure(error, this.options.endpoint).message);
     };
     this.sorted.once("end", () => void this.finish(0));
+    // A read error (the client's end of a socket reset, EIO) ends input like EOF does: pipe()
+    // does not pass it on, and unheard it would end the process with in-flight answers lost.
+    this.options.stdin.on("error", (error: Error) => {
+      this.warn(`stdin failed (${error.message}); answering what was sent, then stopping`);
+      this.sorted.end();
+    });
     this.options.stdout.on("error", (error: Error) => {
       this.warn(`stdout closed (${error.message})`);
       void this.finish(0);
