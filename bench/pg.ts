@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { generateSigningKeyPem } from "../src/evidence/index.js";
-import { pg_pool_connections_max, PostgresDriver } from "../src/ledger/postgres.js";
+import { pg_pool_connections_max } from "../src/ledger/postgres.js";
 import { createBursar } from "../src/index.js";
 import { unbounded_block } from "./support.js";
 
@@ -56,11 +56,7 @@ async function setupBlocks(db: string, signingKey: string, blocks: number): Prom
 async function worker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string): Promise<void> {
   // The "unprepared" cell runs the same ledger with every statement parsed on each execution.
   const unprepared = tag.startsWith("unprepared");
-  const bursar = await createBursar({
-    db,
-    signingKey: process.env.BENCH_SIGNING_KEY as string,
-    ...(unprepared ? { driver: new PostgresDriver({ url: db, prepared_statements: false }) } : {}),
-  });
+  const bursar = await createBursar({ db, signingKey: process.env.BENCH_SIGNING_KEY as string, pg_prepared_statements: !unprepared });
   const late_ms = Math.max(0, Date.now() - start_ms);
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, start_ms - Date.now())));
   let count = 0;

@@ -21,6 +21,8 @@ export interface Config {
     webhook_secret: string | undefined;
   };
   allow_live: boolean;
+  /** PostgreSQL only: run statements as named prepared statements (BURSAR_PG_PREPARED_STATEMENTS, default 1). */
+  pg_prepared_statements: boolean;
   signing_key_path: string | undefined;
   master_key: string | undefined;
   log_origin: string;
@@ -82,9 +84,10 @@ function database(env: Env, data_dir: string): string {
   return raw;
 }
 
-function flag(env: Env, name: string): boolean {
+function flag(env: Env, name: string, fallback = false): boolean {
   const raw = env[name];
-  if (raw === undefined || raw === "" || raw === "0") return false;
+  if (raw === undefined || raw === "") return fallback;
+  if (raw === "0") return false;
   if (raw === "1" || raw === "true") return true;
   throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected 1 or 0`);
 }
@@ -120,6 +123,7 @@ export function loadConfig(env: Env = process.env): Config {
       webhook_secret: env.RAZORPAY_WEBHOOK_SECRET || undefined,
     },
     allow_live: flag(env, "BURSAR_ALLOW_LIVE"),
+    pg_prepared_statements: flag(env, "BURSAR_PG_PREPARED_STATEMENTS", true),
     signing_key_path: env.BURSAR_SIGNING_KEY || undefined,
     master_key: env.BURSAR_MASTER_KEY || undefined,
     log_origin: env.BURSAR_LOG_ORIGIN || "bursar.local/log",
@@ -145,6 +149,7 @@ export function loadConfig(env: Env = process.env): Config {
 export const environment_help = `Environment:
   BURSAR_DATA_DIR            data directory (default ./.bursar): database, signing key, master key, operator token hash
   BURSAR_DB                  SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
+  BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without prepared statements); default 1
   BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
   BURSAR_ADMIN_TOKEN         operator token; unset: generated on a fresh data directory and printed once
   BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay

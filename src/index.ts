@@ -19,8 +19,8 @@ export const version = "0.1.0";
 export interface BursarOptions {
   /** ":memory:", a SQLite file path, or a postgres:// URL. */
   db: string;
-  /** An open driver to use instead of opening `db` (bench:pg passes one with other options); Bursar closes it. */
-  driver?: SqlDriver;
+  /** PostgreSQL only: named prepared statements (default true); false for a pooler that cannot keep them. */
+  pg_prepared_statements?: boolean;
   /** "simulator" (default): the Razorpay-compatible simulator in-process, reached through the
    *  real Razorpay client. Or any Provider, e.g. createRazorpayProvider(...). */
   provider?: "simulator" | Provider;
@@ -54,8 +54,8 @@ export interface Bursar {
 }
 
 /** A postgres:// (or postgresql://) URL opens PostgreSQL; anything else is a SQLite path or ":memory:". */
-export function openDriver(db: string): SqlDriver {
-  if (/^postgres(ql)?:\/\//.test(db)) return new PostgresDriver({ url: db });
+export function openDriver(db: string, options: { pg_prepared_statements?: boolean } = {}): SqlDriver {
+  if (/^postgres(ql)?:\/\//.test(db)) return new PostgresDriver({ url: db, prepared_statements: options.pg_prepared_statements ?? true });
   return new SqliteDriver({ path: db });
 }
 
@@ -70,7 +70,7 @@ function counterSuffixes(): () => string {
 }
 
 export async function createBursar(options: BursarOptions): Promise<Bursar> {
-  const driver = options.driver ?? openDriver(options.db);
+  const driver = openDriver(options.db, { pg_prepared_statements: options.pg_prepared_statements ?? true });
   try {
     return await assemble(driver, options);
   } catch (error) {

@@ -30,9 +30,12 @@ export const pg_clock_resync_ms = 30_000;
 /** Translated statements kept; our SQL is a small fixed set plus multi-row inserts of 1..50 rows. */
 const translated_statements_max = 2_000;
 /**
- * SQLSTATE 0A000 with this message: a prepared `SELECT *` whose table gained or lost a column
- * (another process ran a migration). The statement fails on every execution until re-prepared.
+ * SQLSTATE 0A000 raised by RevalidateCachedQuery ("cached plan must not change result type"): a
+ * prepared `SELECT *` whose table gained or lost a column (another process ran a migration).
+ * The statement fails on every execution until re-prepared. The routine names it whatever the
+ * server's lc_messages language; the English message is the fallback.
  */
+const stale_plan_routine = "RevalidateCachedQuery";
 const stale_plan_message = "cached plan must not change result type";
 
 const int8_oid = 20;
@@ -134,7 +137,8 @@ function isConnectionError(error: unknown): boolean {
 }
 
 function isStalePlan(error: unknown): boolean {
-  return codeOf(error) === "0A000" && error instanceof Error && error.message.includes(stale_plan_message);
+  if (codeOf(error) !== "0A000" || !(error instanceof Error)) return false;
+  return (error as { routine?: unknown }).routine === stale_plan_routine || error.message.includes(stale_plan_message);
 }
 
 function sleep(ms: number): Promise<void> {

@@ -212,6 +212,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     const metrics = createMetrics();
     const opened = await createBursar({
       db: config.db,
+      pg_prepared_statements: config.pg_prepared_statements,
       provider: metrics.instrument(setup.provider),
       observer: metrics.observer,
       signingKey: files.signing_key,

@@ -30,6 +30,7 @@ describe("configuration checked in loadConfig", () => {
     { variable: "BURSAR_LOG_LEVEL", value: "verbose", message: 'BURSAR_LOG_LEVEL="verbose": expected one of fatal, error, warn, info, debug, trace, silent' },
     { variable: "BURSAR_MASTER_KEY", value: "short", message: "BURSAR_MASTER_KEY: expected at least 16 characters" },
     { variable: "BURSAR_DB", value: "mysql://x/y", message: "BURSAR_DB: scheme mysql:// is not supported; expected a postgres:// URL or a SQLite file path" },
+    { variable: "BURSAR_PG_PREPARED_STATEMENTS", value: "off", message: 'BURSAR_PG_PREPARED_STATEMENTS="off": expected 1 or 0' },
   ];
 
   it.each(table)("$variable=$value is refused naming the variable", ({ variable, value, message }) => {
@@ -46,6 +47,13 @@ describe("configuration checked in loadConfig", () => {
     for (const level of ["fatal", "error", "warn", "info", "debug", "trace", "silent"]) expect(loadConfig({ BURSAR_LOG_LEVEL: level }).log_level).toBe(level);
     expect(loadConfig({ BURSAR_MASTER_KEY: "x".repeat(16) }).master_key).toBe("x".repeat(16));
     for (const db of ["postgres://u@h/d", "postgresql://u@h/d", ":memory:", "/tmp/b.db", "rel/b.db"]) expect(loadConfig({ BURSAR_DB: db }).db).toBe(db);
+  });
+
+  it("prepares PostgreSQL statements unless BURSAR_PG_PREPARED_STATEMENTS=0", () => {
+    expect(loadConfig({}).pg_prepared_statements).toBe(true);
+    expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "" }).pg_prepared_statements).toBe(true);
+    expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "1" }).pg_prepared_statements).toBe(true);
+    expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "0" }).pg_prepared_statements).toBe(false);
   });
 });
 

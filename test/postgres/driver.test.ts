@@ -124,6 +124,16 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     expect(await driver.read((tx) => tx.all("SELECT 1 FROM settings WHERE name = 'rolled'"))).toEqual([]);
   });
 
+  it("prepares nothing with prepared_statements: false (for a pooler that cannot keep them)", async () => {
+    const plain = new PostgresDriver({ url: schema.url, pool_connections_max: 1, prepared_statements: false });
+    try {
+      expect(await plain.read((tx) => tx.get("SELECT CAST(? AS INTEGER) AS one", [1]))).toEqual({ one: 1 });
+      expect(await plain.read((tx) => tx.all("SELECT name FROM pg_prepared_statements"))).toEqual([]);
+    } finally {
+      await plain.close();
+    }
+  });
+
   it("prepares each statement once per connection, and prepares it again when another process changes a table's columns", async () => {
     const one = new PostgresDriver({ url: schema.url, pool_connections_max: 1 });
     const other = new PostgresDriver({ url: schema.url, pool_connections_max: 1 });
