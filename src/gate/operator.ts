@@ -23,11 +23,15 @@ export async function approve(context: GateContext, approval_id: string): Promis
   return { approval_id, state: "approved", result };
 }
 
-async function linkOrder(context: GateContext, reservation: ReservationRow): Promise<string | undefined> {
-  if (reservation.order_id) return reservation.order_id;
+type Linked = { kind: "found"; order_id: string } | { kind: "none" } | { kind: "unknown"; reason: string };
+
+async function linkOrder(context: GateContext, reservation: ReservationRow): Promise<Linked> {
+  if (reservation.order_id) return { kind: "found", order_id: reservation.order_id };
   // An order whose creation timed out is found by its receipt: Bursar's reservation id.
   const found = await context.provider.findOrdersByReceipt(reservation.reservation_id);
-  if (found.kind !== "ok" || found.value.length === 0) return undefined;
+  // No answer (timeout, 5xx, rate limit) is not "no order": the order may exist, even be paid.
+  if (found.kind === "unknown") return { kind: "unknown", reason: found.reason };
+  if (found.kind === "refused" || found.value.length === 0) return { kind: "none" };
   const order = found.value[0] as { id: string };
   await context.ledger.transaction(async (tx, ledger_context) => {
     // The block lock comes before any write to its reservations (and before the log's lock).
@@ -40,7 +44,7 @@ async function linkOrder(context: GateContext, reservation: ReservationRow): Pro
       await record(tx, ledger_context, "gate.settlement", { action: "order.linked", reservation_id: reservation.reservation_id, order_id: order.id });
     }
   });
-  return order.id;
+  return { kind: "found", order_id: order.id };
 }
 
 function matches(payment: ProviderPayment, reservation: ReservationRow, order_id: string): boolean {
@@ -57,8 +61,10 @@ function matches(payment: ProviderPayment, reservation: ReservationRow, order_id
 export async function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
   const reservation = await context.ledger.reservation(reservation_id);
   if (!reservation) throw new HttpError(404, "not_found", `no reservation ${reservation_id}`);
-  const order_id = await linkOrder(context, reservation);
-  if (!order_id) return { reservation_id, outcome: "not_found", reason: "the provider has no order for this reservation" };
+  const linked = await linkOrder(context, reservation);
+  if (linked.kind === "unknown") return { reservation_id, outcome: "unknown", reason: `the provider did not answer the order lookup (${linked.reason})` };
+  if (linked.kind === "none") return { reservation_id, outcome: "not_found", reason: "the provider has no order for this reservation" };
+  const order_id = linked.order_id;
   const payments = await context.provider.fetchOrderPayments(order_id);
   if (payments.kind !== "ok") {
     return { reservation_id, outcome: "unknown", reason: payments.kind === "unknown" ? payments.reason : payments.error.description };

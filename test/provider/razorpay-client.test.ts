@@ -118,11 +118,15 @@ describe("capture", () => {
 });
 
 describe("authentication", () => {
-  it("a key the account does not know is refused with a Razorpay 401 body", async () => {
+  it("a key the account does not know is refused with a Razorpay 401 body; to a lookup that is no answer about the order", async () => {
     const strict = await startSimulator({ accept_key: (id, secret) => id === key_id && secret === key_secret });
     try {
-      const outcome = await strict.provider({ key_secret: "wrong" }).fetchOrder("order_Anything1");
-      expect(outcome).toMatchObject({ kind: "refused", status: 401, error: { description: "The api key provided is invalid" } });
+      const wrong = strict.provider({ key_secret: "wrong" });
+      const created = await wrong.createOrder({ amount: 5000, currency: "INR", receipt: "rsv_bad_key" });
+      expect(created).toMatchObject({ kind: "refused", status: 401, error: { description: "The api key provided is invalid" } });
+      // "Not found" would be wrong: the provider said nothing about the order.
+      const outcome = await wrong.fetchOrder("order_Anything1");
+      expect(outcome).toEqual({ kind: "unknown", reason: "HTTP 401 from provider: The api key provided is invalid" });
       expect(await strict.provider().findOrdersByReceipt("rsv_any")).toMatchObject({ kind: "ok" });
     } finally {
       await strict.close();

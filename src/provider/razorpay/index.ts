@@ -91,6 +91,22 @@ function checkMoney<T>(input: { amount: number; currency: string }): ProviderOut
   return undefined;
 }
 
+/** Statuses with which a lookup's answer is about the resource itself: it does not exist (Razorpay answers 400 "The id provided does not exist", or 404). */
+const lookup_answer_statuses = new Set([400, 404]);
+
+/**
+ * A lookup (fetch an order or a payment, list by receipt) refused for a reason that says nothing
+ * about the resource — 401/403 (the key), 429 (rate limited: Razorpay asks for a retry with
+ * backoff), any other 4xx — is an unknown answer, not "no such order": a caller that took it for
+ * one would consume a captured payment's webhook, or tell an operator an order does not exist.
+ * Requests that act (create, capture) keep every 4xx as a refusal: the provider did not act.
+ */
+async function lookup<T>(outcome: Promise<ProviderOutcome<T>>): Promise<ProviderOutcome<T>> {
+  const answer = await outcome;
+  if (answer.kind !== "refused" || answer.local || lookup_answer_statuses.has(answer.status)) return answer;
+  return { kind: "unknown", reason: `HTTP ${answer.status} from provider: ${answer.error.description}` };
+}
+
 export function createRazorpayProvider(options: RazorpayProviderOptions): Provider {
   checkKeys(options);
   const base_url = options.base_url ?? razorpay_base_url_default;
@@ -128,26 +144,26 @@ export function createRazorpayProvider(options: RazorpayProviderOptions): Provid
 
     async fetchOrder(order_id: string) {
       if (!isOrderId(order_id)) return refuseLocally("order_id", "order_id must match ^order_[A-Za-z0-9]{1,40}$");
-      return razorpayCall(config, { method: "GET", path: `/v1/orders/${encodeURIComponent(order_id)}` }, toProviderOrder);
+      return lookup(razorpayCall(config, { method: "GET", path: `/v1/orders/${encodeURIComponent(order_id)}` }, toProviderOrder));
     },
 
     async fetchPayment(payment_id: string) {
       if (!isPaymentId(payment_id)) return refuseLocally("payment_id", "payment_id must match ^pay_[A-Za-z0-9]{1,40}$");
       const path = `/v1/payments/${encodeURIComponent(payment_id)}`;
-      return razorpayCall(config, { method: "GET", path }, toProviderPayment);
+      return lookup(razorpayCall(config, { method: "GET", path }, toProviderPayment));
     },
 
     async fetchOrderPayments(order_id: string) {
       if (!isOrderId(order_id)) return refuseLocally("order_id", "order_id must match ^order_[A-Za-z0-9]{1,40}$");
       const path = `/v1/orders/${encodeURIComponent(order_id)}/payments`;
-      return razorpayCall(config, { method: "GET", path }, toProviderPayments);
+      return lookup(razorpayCall(config, { method: "GET", path }, toProviderPayments));
     },
 
     async findOrdersByReceipt(receipt: string) {
       if (typeof receipt !== "string" || receipt.length === 0 || receipt.length > receipt_max_length) {
         return refuseLocally("receipt", `receipt must be 1 to ${receipt_max_length} characters`);
       }
-      return razorpayCall(config, { method: "GET", path: "/v1/orders", query: { receipt } }, toProviderOrders);
+      return lookup(razorpayCall(config, { method: "GET", path: "/v1/orders", query: { receipt } }, toProviderOrders));
     },
 
     verifyWebhook(raw_body: Buffer, signature_header: string | undefined) {
