@@ -58,7 +58,9 @@ export function mcpServerFor(gate: Gate, agent_id: string): Server {
  * evidence, where Fastify's default parser answered 400 and nothing was recorded. Fastify
  * enforces the body limit before the parser runs.
  */
-function parseJsonAsIs(_request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
+function parseJsonAsIs(request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
+  // GET and DELETE are answered 405 whatever they carry; an empty JSON body must not turn that into a 400.
+  if (request.method !== "POST" && body === "") return done(null, undefined);
   try {
     done(null, JSON.parse(body) as unknown);
   } catch (error) {

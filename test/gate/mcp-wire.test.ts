@@ -106,3 +106,17 @@ describe("Origin validation (docs/clients.md: only loopback origins, which also 
     expect(status).toBe(403);
   });
 });
+
+describe("methods other than POST (the gate's /mcp is stateless)", () => {
+  it("answers GET and DELETE with 405 and Allow: POST, with or without a JSON content type", async () => {
+    const agent = await server.agent("methods");
+    for (const method of ["GET", "DELETE"]) {
+      const variants: Array<Record<string, string>> = [{ authorization: `Bearer ${agent.token}` }, { authorization: `Bearer ${agent.token}`, "content-type": "application/json" }];
+      for (const headers of variants) {
+        const response = await fetch(`${server.url}/mcp`, { method, headers });
+        expect({ method, headers, status: response.status, allow: response.headers.get("allow") }).toEqual({ method, headers, status: 405, allow: "POST" });
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBe("method_not_allowed");
+      }
+    }
+  });
+});
