@@ -55,7 +55,7 @@ export interface Bursar {
 
 /** A postgres:// (or postgresql://) URL opens PostgreSQL; anything else is a SQLite path or ":memory:". */
 export function openDriver(db: string, options: { pg_prepared_statements?: boolean } = {}): SqlDriver {
-  if (/^postgres(ql)?:\/\//.test(db)) return new PostgresDriver({ url: db, prepared_statements: options.pg_prepared_statements ?? true });
+  if (/^postgres(ql)?:\/\//.test(db)) return new PostgresDriver({ url: db, prepared_statements: options.pg_prepared_statements });
   return new SqliteDriver({ path: db });
 }
 
@@ -70,7 +70,7 @@ function counterSuffixes(): () => string {
 }
 
 export async function createBursar(options: BursarOptions): Promise<Bursar> {
-  const driver = openDriver(options.db, { pg_prepared_statements: options.pg_prepared_statements ?? true });
+  const driver = openDriver(options.db, options);
   try {
     return await assemble(driver, options);
   } catch (error) {

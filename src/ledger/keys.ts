@@ -13,7 +13,7 @@ export interface CallKey {
 
 /** Arguments a derived key leaves out: free text a model rewords when it retries. */
 const reworded_arguments = new Set(["receipt", "notes"]);
-const money_fields = ["amount", "currency", "payment_id", "order_id"] as const;
+const money_fields = new Set(["amount", "currency", "payment_id", "order_id"]);
 const ascii_currency = /^[A-Za-z]{3}$/;
 
 /**
@@ -32,7 +32,7 @@ function stableFields(tool: string, args: unknown): unknown {
     payment_id: args.payment_id ?? null,
     order_id: args.order_id ?? null,
   };
-  const other = Object.entries(args).filter(([name]) => !reworded_arguments.has(name) && !(money_fields as readonly string[]).includes(name));
+  const other = Object.entries(args).filter(([name]) => !reworded_arguments.has(name) && !money_fields.has(name));
   // Only present when there is something: a clean call's key is what it always was.
   if (other.length > 0) fields.other = Object.fromEntries(other);
   return fields;

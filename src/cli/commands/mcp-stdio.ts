@@ -137,13 +137,19 @@ function requestId(message: unknown): RequestId | undefined {
   return typeof id === "string" || typeof id === "number" ? id : undefined;
 }
 
+/** A line the bridge answers itself: the reply (none for a batch of notifications only) and why. */
+export interface Refusal {
+  reply: Record<string, unknown> | Array<Record<string, unknown>> | null;
+  why: string;
+}
+
 /**
- * The answer for a stdin line that the SDK's reader would drop without a reply (and a client
+ * The refusal for a stdin line that the SDK's reader would drop without a reply (and a client
  * would wait on forever): a batch (an array with one error per request in it), or an object
  * with an id that the SDK's schema refuses. Undefined for every other line, which goes on to
- * the SDK unchanged; null for a batch of notifications only, which gets no answer.
+ * the SDK unchanged.
  */
-export function refusedLine(line: string): Record<string, unknown> | Array<Record<string, unknown>> | null | undefined {
+export function refusedLine(line: string): Refusal | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(line);
@@ -151,19 +157,18 @@ export function refusedLine(line: string): Record<string, unknown> | Array<Recor
     return undefined;
   }
   if (Array.isArray(parsed)) {
-    if (parsed.length === 0) return invalidRequest(null, "an empty batch");
+    if (parsed.length === 0) return { reply: invalidRequest(null, "an empty batch"), why: "an empty batch" };
     const ids = parsed.map(requestId).filter((id) => id !== undefined);
-    return ids.length === 0 ? null : ids.map((id) => invalidRequest(id, batch_refusal));
+    return { reply: ids.length === 0 ? null : ids.map((id) => invalidRequest(id, batch_refusal)), why: batch_refusal };
   }
   const id = requestId(parsed);
   if (id === undefined) return undefined;
   const checked = JSONRPCMessageSchema.safeParse(parsed);
   if (checked.success) return undefined;
   const issue = checked.error.issues[0];
-  return invalidRequest(id, `not a valid JSON-RPC message: ${issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused"}`);
+  const why = `not a valid JSON-RPC message: ${issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused"}`;
+  return { reply: invalidRequest(id, why), why };
 }
-
-type Refusal = NonNullable<ReturnType<typeof refusedLine>>;
 
 /**
  * Sorts stdin into lines ahead of the SDK's reader: lines refusedLine answers are answered here,
@@ -173,7 +178,7 @@ type Refusal = NonNullable<ReturnType<typeof refusedLine>>;
 class LineSorter extends Transform {
   private pending: Buffer = Buffer.alloc(0);
 
-  constructor(private readonly answer: (refusal: Refusal | null) => void) {
+  constructor(private readonly answer: (refusal: Refusal) => void) {
     super();
   }
 
@@ -268,10 +273,9 @@ class Bridge {
   }
 
   /** Answers a line the SDK would drop (a batch of notifications only gets no answer). */
-  private refuse(refusal: Refusal | null): void {
-    const first = Array.isArray(refusal) ? refusal[0] : refusal;
-    this.warn(`refused a message: ${String((first?.error as { message?: string } | undefined)?.message ?? batch_refusal)}`);
-    if (refusal !== null) this.options.stdout.write(`${JSON.stringify(refusal)}\n`);
+  private refuse(refusal: Refusal): void {
+    this.warn(`refused a message: ${refusal.why}`);
+    if (refusal.reply !== null) this.options.stdout.write(`${JSON.stringify(refusal.reply)}\n`);
   }
 
   private warn(line: string): void {
