@@ -24,33 +24,23 @@ function capturedPayment(parsed: Parsed): ProviderPayment | undefined {
   return undefined;
 }
 
-/** What the ledger knows about a delivery before anyone asks the provider. */
-interface Known {
-  /** The event id was processed before: `apply` records the duplicate, nothing else is needed. */
-  duplicate: boolean;
-  /** A reservation has the payment's order (or there is no order to look for). */
-  order_linked: boolean;
-  /**
-   * Some reservation could still own an order Bursar does not know by id: it holds money with no
-   * order recorded (its creation timed out, or is in flight) and is not waiting for an approval
-   * (its order is only sent once approved). A released reservation without an order never had
-   * one: only a proven refusal or an approval never granted releases a hold before its order.
-   */
-  awaiting_order: boolean;
-}
-
-async function knownBefore(tx: SqlTx, event_id: string, order_id: string | null): Promise<Known> {
-  const known: Known = { duplicate: true, order_linked: true, awaiting_order: false };
-  if (await tx.get("SELECT 1 AS one FROM webhook_events WHERE event_id = ?", [event_id])) return known;
-  known.duplicate = false;
-  if (order_id === null || (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id]))) return known;
-  known.order_linked = false;
+/**
+ * Before anyone asks the provider: whether a delivery's order is one no reservation has yet.
+ * Undefined when there is nothing to look up: a reservation has the order, or the event id was
+ * processed before (`apply` records the duplicate). Otherwise `awaiting_order` says whether some
+ * reservation could still own an order Bursar does not know by id: it holds money with no order
+ * recorded (its creation timed out, or is in flight) and is not waiting for an approval (its
+ * order is only sent once approved). A released reservation without an order never had one:
+ * only a proven refusal or an approval never granted releases a hold before its order.
+ */
+async function unlinkedOrder(tx: SqlTx, event_id: string, order_id: string): Promise<{ awaiting_order: boolean } | undefined> {
+  if (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id])) return undefined;
+  if (await tx.get("SELECT 1 AS one FROM webhook_events WHERE event_id = ?", [event_id])) return undefined;
   const awaiting = await tx.get(
     `SELECT 1 AS one FROM reservations r WHERE r.order_id IS NULL AND r.status = 'held'
        AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.reservation_id = r.reservation_id AND a.state = 'pending') LIMIT 1`,
   );
-  known.awaiting_order = awaiting !== undefined;
-  return known;
+  return { awaiting_order: awaiting !== undefined };
 }
 
 type Receipt = { kind: "found"; receipt: string | null } | { kind: "unknown"; reason: string };
@@ -122,9 +112,9 @@ export async function handleWebhook(
   if ("error" in parsed) throw new HttpError(400, "malformed_event", parsed.error);
   // The atomic dedupe is apply's INSERT; reading first spares a redelivery any provider call.
   const order_id = "payment" in parsed ? parsed.payment.order_id : null;
-  const known = await context.ledger.driver.read((tx) => knownBefore(tx, event_id, order_id));
-  if (!known.duplicate && !known.order_linked && order_id !== null) {
-    const found = await receiptOf(context, parsed, order_id, known.awaiting_order);
+  const unlinked = order_id === null ? undefined : await context.ledger.driver.read((tx) => unlinkedOrder(tx, event_id, order_id));
+  if (unlinked && order_id !== null) {
+    const found = await receiptOf(context, parsed, order_id, unlinked.awaiting_order);
     if (found.kind === "unknown") {
       // Not a no-op: the event id stays unspent, so the provider's retry asks again.
       context.observer?.webhook("deferred");
