@@ -14,7 +14,7 @@ export function ensureDataDir(data_dir: string): void {
   mkdirSync(data_dir, { recursive: true, mode: 0o700 });
 }
 
-function errorCode(error: unknown): string | undefined {
+export function errorCode(error: unknown): string | undefined {
   return (error as { code?: string } | null)?.code;
 }
 

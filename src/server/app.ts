@@ -154,12 +154,12 @@ function countInFlight(app: FastifyInstance): () => number {
 
 /**
  * Closes the server on SIGINT/SIGTERM: stop accepting, finish in-flight requests, then exit.
- * Requests still running after the grace period (by default the one given to buildServer,
+ * Requests still running after the grace period (the one given to buildServer,
  * which `bursar serve` sizes from BURSAR_PROVIDER_TIMEOUT_MS) are abandoned, counted in the log.
  */
-export function closeOnSignals(app: FastifyInstance, grace_ms?: number): void {
+export function closeOnSignals(app: FastifyInstance): void {
   const shutdown = shutdowns.get(app);
-  const grace = grace_ms ?? shutdown?.grace_ms ?? shutdown_grace_ms_default;
+  const grace = shutdown?.grace_ms ?? shutdown_grace_ms_default;
   let closing = false;
   const close = (signal: string) => {
     if (closing) return;

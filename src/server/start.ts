@@ -8,6 +8,7 @@ import { createBursar, type Bursar } from "../index.js";
 import { ConfigError, type Config } from "../config.js";
 import {
   ensureDataDir,
+  errorCode,
   exposedDataDirPaths,
   operator_token_hash_file,
   OperatorTokens,
@@ -127,10 +128,6 @@ interface DataDirSetup {
   webhook_secret?: string;
   /** Secret files or the directory itself readable by group or others. */
   exposed: string[];
-}
-
-function errorCode(error: unknown): string | undefined {
-  return (error as { code?: string } | null)?.code;
 }
 
 /** A file-system error (it has a syscall) as one line naming the variable to fix; others as they are. */
@@ -255,7 +252,7 @@ async function serverOf(
   const simulator = setup.simulator;
   if (simulator) plugins.push(async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })));
   const app = await buildServer({
-    logger: options.logger === false ? false : loggerOptions(),
+    logger: options.logger === false ? false : loggerOptions(config.log_level),
     plugins,
     health: async () => {
       await bursar.ledger.driver.read((tx) => tx.get("SELECT 1 AS one FROM log_head LIMIT 1"));
