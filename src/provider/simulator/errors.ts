@@ -49,6 +49,12 @@ export function serverError(status: number): SimAnswer {
   return { status, body: { error } satisfies RazorpayErrorBody };
 }
 
+/** Razorpay's rate limiter: 429 with its usual error envelope (it asks for a retry with backoff). */
+export function tooManyRequests(): SimAnswer {
+  const error = { code: "BAD_REQUEST_ERROR", description: "Too many requests", source: "NA", step: "NA", reason: "NA", metadata: {} };
+  return { status: 429, body: { error } satisfies RazorpayErrorBody };
+}
+
 export function ok(body: unknown): SimAnswer {
   return { status: 200, body };
 }

@@ -34,6 +34,9 @@ export const fault_settings_schema = z
     /** The next N matching requests are refused with Razorpay's 400 BAD_REQUEST_ERROR body, before
      *  taking effect: a proven refusal (e.g. the provider rejecting an order). */
     error_4xx_next: count,
+    /** The next N matching requests answer 429 with Razorpay's "Too many requests" body, before
+     *  taking effect: rate limited, which says nothing about the order or payment asked about. */
+    rate_limit_next: count,
     /** The next N matching requests never answer: the client's timeout decides. */
     timeout_next: count,
     /** The next N matching requests have their connection destroyed. */
@@ -63,6 +66,7 @@ export const fault_defaults: FaultSettings = Object.freeze({
   error_5xx_next: 0,
   error_5xx_rate: 0,
   error_5xx_status: 500,
+  rate_limit_next: 0,
   error_4xx_next: 0,
   timeout_next: 0,
   reset_next: 0,
@@ -75,7 +79,7 @@ export const fault_defaults: FaultSettings = Object.freeze({
   webhook_drop_next: 0,
 }) as FaultSettings;
 
-export type RequestFault = { kind: "error_5xx"; status: number } | { kind: "error_4xx" } | { kind: "timeout" } | { kind: "reset" };
+export type RequestFault = { kind: "error_5xx"; status: number } | { kind: "error_4xx" } | { kind: "rate_limit" } | { kind: "timeout" } | { kind: "reset" };
 
 export interface WebhookFaults {
   duplicate: boolean;
@@ -135,6 +139,10 @@ export class FaultState implements FaultControls {
     if (settings.error_4xx_next > 0) {
       settings.error_4xx_next -= 1;
       return { kind: "error_4xx" };
+    }
+    if (settings.rate_limit_next > 0) {
+      settings.rate_limit_next -= 1;
+      return { kind: "rate_limit" };
     }
     if (settings.error_5xx_next > 0) {
       settings.error_5xx_next -= 1;

@@ -4,7 +4,7 @@
 import type { Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { badRequest, messages, ok, serverError, unauthorized, type SimAnswer } from "./errors.js";
+import { badRequest, messages, ok, serverError, tooManyRequests, unauthorized, type SimAnswer } from "./errors.js";
 import { fault_settings_patch_schema, type FaultState, type RequestFault, type SimulatorApiRoute } from "./faults.js";
 import { wireOrder, wirePayment, type SimStore } from "./store.js";
 import { isLuhnValid, validateCapture, validateCreateOrder } from "./validation.js";
@@ -46,8 +46,9 @@ function authenticate(header: string | undefined, accept: RouteContext["accept_k
 }
 
 function strike(context: RouteContext, fault: RequestFault, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (fault.kind === "error_5xx" || fault.kind === "error_4xx") {
-    const answer = fault.kind === "error_5xx" ? serverError(fault.status) : badRequest("The request was refused by the simulator's error_4xx fault.");
+  if (fault.kind === "error_5xx" || fault.kind === "error_4xx" || fault.kind === "rate_limit") {
+    const answer =
+      fault.kind === "error_5xx" ? serverError(fault.status) : fault.kind === "rate_limit" ? tooManyRequests() : badRequest("The request was refused by the simulator's error_4xx fault.");
     return reply.status(answer.status).send(answer.body);
   }
   reply.hijack();
