@@ -171,20 +171,6 @@ export class OperatorTokens {
     return { tokens: OperatorTokens.fromToken(token), pending };
   }
 
-  /** As prepare, storing a generated token at once (`generated` is absent when another process
-   *  stored one first); without `generate`, a data directory with no hash has no operator. */
-  static load(data_dir: string, admin_token: string | undefined, generate: boolean): { tokens: OperatorTokens; generated?: string } {
-    if (!generate) {
-      if (admin_token) return { tokens: OperatorTokens.fromToken(admin_token) };
-      const stored = storedOperatorHash(data_dir);
-      return { tokens: stored ? new OperatorTokens(stored) : OperatorTokens.none() };
-    }
-    const { tokens, pending } = OperatorTokens.prepare(data_dir, admin_token);
-    if (!pending) return { tokens };
-    const { tokens: committed, shown } = pending.commit();
-    return shown ? { tokens: committed, generated: shown } : { tokens: committed };
-  }
-
   static rotate(data_dir: string): { tokens: OperatorTokens; generated: string } {
     ensureDataDir(data_dir);
     const token = newToken("bsr_op");

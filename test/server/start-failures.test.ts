@@ -66,8 +66,8 @@ const [dir, at] = [process.argv[2], Number(process.argv[3])];
 while (Date.now() < at) {}
 const master = secretFile(dir, "master-key", randomSecret).value;
 const webhook = secretFile(dir, "webhook-secret", randomSecret).value;
-const op = OperatorTokens.load(dir, undefined, true);
-console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
+const { pending } = OperatorTokens.prepare(dir, undefined);
+console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? null }));`,
     );
     for (let round = 0; round < 3; round++) {
       const data_dir = join(dir(), `race-${round}`);
@@ -90,7 +90,7 @@ console.log(JSON.stringify({ master, webhook, token: op.generated ?? null }));`,
       expect(results[0]?.webhook).toBe(results[1]?.webhook);
       const shown = results.map((result) => result.token).filter((token): token is string => token !== null);
       expect(shown).toHaveLength(1);
-      expect(OperatorTokens.load(data_dir, undefined, false).tokens.check(shown[0])).toBe(true);
+      expect(OperatorTokens.prepare(data_dir, undefined).tokens.check(shown[0])).toBe(true);
     }
   });
 
