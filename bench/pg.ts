@@ -2,13 +2,16 @@
 // 2 and 4 processes on one PostgreSQL, on one hot block and spread over 100 blocks, beside
 // SQLite single-process in the same run. The one-block figure is the serialization bound: every
 // decision on a block waits for that block's row lock and then for the log's sequence lock.
+// Concurrent decisions of a process are decided in shared transactions (batches); the goal cell
+// is also measured with batching off, alternating, to show what batching is worth.
 //
 // The yardstick beside them: the smallest transaction a decision could be (lock a block row,
 // insert a row, update the block, commit; no policy, no evidence log) from the same number of
 // Node processes with the same pool and loops. What it reaches is what this machine allows any
 // design that commits each decision on its own through node-postgres. A second yardstick batches
 // those skeleton decisions, 16 to a transaction with set-based statements and one log append per
-// batch: the ceiling here for a design that sequences the log once per batch.
+// batch, two batches in flight per process that wait for each other's blocks (the ledger's
+// batches skip blocks another batch holds, and can outrun it).
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -54,9 +57,14 @@ async function setupBlocks(db: string, signingKey: string, blocks: number): Prom
 
 /** One worker process: `loops` concurrent loops authorizing against random agents until the deadline. */
 async function worker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string): Promise<void> {
-  // The "unprepared" cell runs the same ledger with every statement parsed on each execution.
-  const unprepared = tag.startsWith("unprepared");
-  const bursar = await createBursar({ db, signingKey: process.env.BENCH_SIGNING_KEY as string, pg_prepared_statements: !unprepared });
+  // The "unprepared" cell runs the same ledger with every statement parsed on each execution,
+  // the "unbatched" one with each decision in its own transaction.
+  const bursar = await createBursar({
+    db,
+    signingKey: process.env.BENCH_SIGNING_KEY as string,
+    pg_prepared_statements: !tag.startsWith("unprepared"),
+    pg_batch_decisions: !tag.startsWith("unbatched"),
+  });
   const late_ms = Math.max(0, Date.now() - start_ms);
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, start_ms - Date.now())));
   let count = 0;
@@ -212,12 +220,14 @@ async function withSchema<T>(work: (url: string) => Promise<T>): Promise<T> {
   }
 }
 
-async function postgresRate(processes: number, blocks: number, key: string, prepared = true): Promise<{ rate: number; errors: number; late_ms: number }> {
+type Variant = "default" | "unprepared" | "unbatched";
+
+async function postgresRate(processes: number, blocks: number, key: string, variant: Variant = "default"): Promise<{ rate: number; errors: number; late_ms: number }> {
   return withSchema(async (url) => {
     const { agents } = await setupBlocks(url, key, blocks);
     const start_ms = Date.now() + start_delay_ms;
     const end_ms = start_ms + seconds * 1000;
-    const tag = prepared ? "p" : "unprepared";
+    const tag = variant === "default" ? "p" : variant;
     const results = await Promise.all(Array.from({ length: processes }, (_, index) => runWorker(url, agents, start_ms, end_ms, `${tag}${index}`, key)));
     const count = results.reduce((sum, result) => sum + result.count, 0);
     return {
@@ -273,6 +283,15 @@ async function rawCommitRate(connections: number): Promise<number> {
   });
 }
 
+/** The ledger as it runs beside `other`, over 100 blocks, in two rounds of alternating order: mean rates. */
+async function alternating(processes: number, key: string, other: Exclude<Variant, "default">): Promise<{ usual: number; other: number }> {
+  const pair = { usual: 0, other: 0 };
+  for (const order of [[other, "default"], ["default", other]] as const) {
+    for (const variant of order) pair[variant === "default" ? "usual" : "other"] += (await postgresRate(processes, 100, key, variant)).rate / 2;
+  }
+  return pair;
+}
+
 /** SQLite single process, one block, one loop at a time (its writer lock admits one transaction). */
 async function sqliteRate(key: string): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), "bursar-bench-pg-"));
@@ -323,17 +342,17 @@ async function main(): Promise<void> {
   console.log(
     `  yardstick: batched skeleton (${batch_decisions_max} per transaction, set-based, log lock last), 4 processes : ${batched.rate.toFixed(0).padStart(7)} decisions/s${batched.errors ? `  ERRORS ${batched.errors}` : ""}`,
   );
-  // Prepared statements (the driver's default) beside statements parsed on every execution,
-  // alternating, one process over 100 blocks: what preparing them is worth to a decision.
-  const prepared_pair = { prepared: 0, unprepared: 0 };
-  for (let round = 0; round < 2; round++) {
-    for (const prepared of round === 0 ? [false, true] : [true, false]) {
-      prepared_pair[prepared ? "prepared" : "unprepared"] += (await postgresRate(1, 100, key, prepared)).rate / 2;
-    }
-  }
+  // Prepared statements (the driver's default) beside statements parsed on every execution, one
+  // process over 100 blocks; batched decisions beside one transaction each, in the goal's cell.
+  const prepared_pair = await alternating(1, key, "unprepared");
   console.log(
-    `  PostgreSQL, 1 process, 100 blocks, side by side in 2 alternating rounds: statements prepared ${prepared_pair.prepared.toFixed(0)}/s, ` +
-      `parsed on every execution ${prepared_pair.unprepared.toFixed(0)}/s (ratio ${(prepared_pair.prepared / prepared_pair.unprepared).toFixed(2)})`,
+    `  PostgreSQL, 1 process, 100 blocks, side by side in 2 alternating rounds: statements prepared ${prepared_pair.usual.toFixed(0)}/s, ` +
+      `parsed on every execution ${prepared_pair.other.toFixed(0)}/s (ratio ${(prepared_pair.usual / prepared_pair.other).toFixed(2)})`,
+  );
+  const batch_pair = await alternating(4, key, "unbatched");
+  console.log(
+    `  PostgreSQL, 4 processes, 100 blocks, side by side in 2 alternating rounds: decisions batched ${batch_pair.usual.toFixed(0)}/s, ` +
+      `one transaction each ${batch_pair.other.toFixed(0)}/s (ratio ${(batch_pair.usual / batch_pair.other).toFixed(2)})`,
   );
   const spread = rates.get("4x100") ?? 0;
   const hot = rates.get("4x1") ?? 0;

@@ -21,6 +21,9 @@ export interface BursarOptions {
   db: string;
   /** PostgreSQL only: named prepared statements (default true); false for a pooler that cannot keep them. */
   pg_prepared_statements?: boolean;
+  /** PostgreSQL only: decide concurrent create_order calls in shared transactions (default true;
+   *  false decides each in its own, for bench:pg's side-by-side comparison). */
+  pg_batch_decisions?: boolean;
   /** "simulator" (default): the Razorpay-compatible simulator in-process, reached through the
    *  real Razorpay client. Or any Provider, e.g. createRazorpayProvider(...). */
   provider?: "simulator" | Provider;
@@ -103,7 +106,7 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
     lease_ms: options.lease_ms ?? ledger_defaults.lease_ms,
     approval_lifetime_ms: options.approval_lifetime_ms ?? ledger_defaults.approval_lifetime_ms,
     derived_key_lifetime_ms: ledger_defaults.derived_key_lifetime_ms,
-  });
+  }, { batch_decisions: options.pg_batch_decisions ?? true });
   let simulator: EmbeddedSimulator | undefined;
   let provider: Provider;
   if (options.provider === undefined || options.provider === "simulator") {

@@ -58,7 +58,7 @@ interface Snapshot {
 
 /** Whether a stored key still replays: explicit keys always; derived ones for 5 minutes, or
  *  while their reservation waits for approval or has an unknown outcome. */
-async function stillReplays(tx: SqlTx, context: LedgerContext, row: IdempotencyRow, now_ms: number): Promise<boolean> {
+export async function stillReplays(tx: SqlTx, context: LedgerContext, row: IdempotencyRow, now_ms: number): Promise<boolean> {
   if (!row.derived || row.status === "in_flight") return true;
   if (now_ms < row.first_at_ms + context.derived_key_lifetime_ms) return true;
   const reservation = row.reservation_id ? await getReservation(tx, row.reservation_id) : undefined;
@@ -68,7 +68,7 @@ async function stillReplays(tx: SqlTx, context: LedgerContext, row: IdempotencyR
   return approval?.state === "pending" || approval?.state === "forwarding";
 }
 
-function idempotencyState(row: IdempotencyRow | undefined): IdempotencyState {
+export function idempotencyState(row: IdempotencyRow | undefined): IdempotencyState {
   if (!row) return { status: "none" };
   if (row.status === "in_flight") return { status: "in_flight", params_hash: row.params_hash };
   return { status: "stored", params_hash: row.params_hash, effect: row.effect ?? "ALLOW" };
@@ -112,7 +112,7 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
 
 /** The key's row while its call is executing: a lease, and the reservation it holds. The key
  *  belongs to the caller (the CALLER guard makes that the reservation's owner too). */
-function inFlightRow(context: LedgerContext, input: AuthorizeInput, key: CallKey, reservation: ReservationRow, now_ms: number): IdempotencyRow {
+export function inFlightRow(context: LedgerContext, input: AuthorizeInput, key: CallKey, reservation: ReservationRow, now_ms: number): IdempotencyRow {
   return {
     agent_id: input.agent_id as string,
     key: key.key,
@@ -129,16 +129,16 @@ function inFlightRow(context: LedgerContext, input: AuthorizeInput, key: CallKey
   };
 }
 
-async function holdMoney(
-  tx: SqlTx,
+/** The rows a create_order hold writes: its reservation, the key's row and, for a HOLD, the
+ *  approval it waits for. Built here once for the one-call and the batched paths. */
+export function holdRows(
   context: LedgerContext,
   input: AuthorizeInput,
-  snap: Snapshot,
+  block: BlockRow,
+  key: CallKey,
   verdict: Verdict,
   now_ms: number,
-): Promise<Pick<AuthorizeResult, "reservation" | "approval">> {
-  const block = snap.block as BlockRow;
-  const key = snap.key as CallKey;
+): { reservation: ReservationRow; approval?: ApprovalRow; idempotency: IdempotencyRow } {
   const args = input.args as { amount: number; currency: string };
   const reservation: ReservationRow = {
     reservation_id: context.ids("res"),
@@ -156,13 +156,8 @@ async function holdMoney(
     created_at_ms: now_ms,
     updated_at_ms: now_ms,
   };
-  await insertReservation(tx, reservation);
-  await adjustBlock(tx, block.block_id, { held: args.amount });
   const base = inFlightRow(context, input, key, reservation, now_ms);
-  if (verdict.effect === "ALLOW") {
-    await putIdempotency(tx, base, snap.key_row);
-    return { reservation };
-  }
+  if (verdict.effect === "ALLOW") return { reservation, idempotency: base };
   const approval: ApprovalRow = {
     approval_id: context.ids("apr"),
     reservation_id: reservation.reservation_id,
@@ -178,6 +173,11 @@ async function holdMoney(
     decided_at_ms: null,
     result_json: null,
   };
+  const idempotency: IdempotencyRow = { ...base, status: "stored", effect: "HOLD", approval_id: approval.approval_id, lease_expires_at_ms: null };
+  return { reservation, approval, idempotency };
+}
+
+export async function insertApproval(tx: SqlTx, approval: ApprovalRow): Promise<void> {
   await tx.run(
     `INSERT INTO approvals (approval_id, reservation_id, agent_id, block_id, idempotency_key, tool, args_json, state,
        created_at_ms, expires_at_ms, decided_at_ms, result_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -186,8 +186,22 @@ async function holdMoney(
       approval.tool, approval.args_json, approval.state, approval.created_at_ms, approval.expires_at_ms, null, null,
     ],
   );
-  await putIdempotency(tx, { ...base, status: "stored", effect: "HOLD", approval_id: approval.approval_id, lease_expires_at_ms: null }, snap.key_row);
-  return { reservation, approval };
+}
+
+async function holdMoney(
+  tx: SqlTx,
+  context: LedgerContext,
+  input: AuthorizeInput,
+  snap: Snapshot,
+  verdict: Verdict,
+  now_ms: number,
+): Promise<Written> {
+  const rows = holdRows(context, input, snap.block as BlockRow, snap.key as CallKey, verdict, now_ms);
+  await insertReservation(tx, rows.reservation);
+  await adjustBlock(tx, rows.reservation.block_id, { held: rows.reservation.amount });
+  if (rows.approval) await insertApproval(tx, rows.approval);
+  await putIdempotency(tx, rows.idempotency, snap.key_row);
+  return rows.approval ? { reservation: rows.reservation, approval: rows.approval } : { reservation: rows.reservation };
 }
 
 /** A capture binds its payment to the reservation now, so no second payment can claim it. */
@@ -227,6 +241,49 @@ async function writeDecision(
   return bindCapture(tx, context, input, snap, now_ms);
 }
 
+/** Deletes the agent's velocity rows past the longest window, once every money_calls_prune_every decisions. */
+export async function pruneCalls(tx: SqlTx, agent_id: string | null, now_ms: number): Promise<void> {
+  if (!agent_id || ++decisions_since_prune < money_calls_prune_every) return;
+  decisions_since_prune = 0;
+  await tx.run("DELETE FROM money_calls WHERE agent_id = ? AND at_ms <= ?", [agent_id, now_ms - velocity_window_max_seconds * 1000]);
+}
+
+/** What a decision's `gate.decision` entry says, and what the caller gets back besides the evidence. */
+export interface Decided {
+  input: AuthorizeInput;
+  verdict: Verdict;
+  key: CallKey | null;
+  /** The block as the decision leaves it. */
+  block: BlockRow | null;
+  reservation?: ReservationRow | undefined;
+  approval?: ApprovalRow | undefined;
+  stored?: IdempotencyRow | undefined;
+}
+
+export function decisionEntry(decided: Decided): Record<string, unknown> {
+  const { input, key, verdict } = decided;
+  return {
+    agent_id: input.agent_id,
+    block_id: decided.block?.block_id ?? null,
+    tool: input.tool,
+    args: (input.args ?? null) as unknown,
+    key: key ? { derived: key.derived, params_hash: key.params_hash } : null,
+    verdict,
+    reservation_id: decided.reservation?.reservation_id ?? null,
+    approval_id: decided.approval?.approval_id ?? decided.stored?.approval_id ?? null,
+    payment: input.payment ?? null,
+  };
+}
+
+export function decisionResult(decided: Decided, evidence: EvidenceRef | undefined): AuthorizeResult {
+  const result: AuthorizeResult = { verdict: decided.verdict, key: decided.key, block: decided.block };
+  if (decided.reservation) result.reservation = decided.reservation;
+  if (decided.approval) result.approval = decided.approval;
+  if (decided.verdict.replay && decided.stored) result.stored = decided.stored;
+  if (evidence) result.evidence = evidence;
+  return result;
+}
+
 export async function authorize(tx: SqlTx, context: LedgerContext, input: AuthorizeInput): Promise<AuthorizeResult> {
   const now = context.clock();
   const now_ms = now.getTime();
@@ -238,29 +295,11 @@ export async function authorize(tx: SqlTx, context: LedgerContext, input: Author
     context.guards,
   );
   const written = await writeDecision(tx, context, input, snap, verdict, now_ms);
-  if (input.agent_id && ++decisions_since_prune >= money_calls_prune_every) {
-    decisions_since_prune = 0;
-    await tx.run("DELETE FROM money_calls WHERE agent_id = ? AND at_ms <= ?", [input.agent_id, now_ms - velocity_window_max_seconds * 1000]);
-  }
+  await pruneCalls(tx, input.agent_id, now_ms);
   // The block as this transaction leaves it: a create_order hold is the only balance change here.
   const held_now = written.reservation && input.tool === "create_order" && !verdict.replay ? written.reservation.amount : 0;
   const block = snap.block ? { ...snap.block, held: snap.block.held + held_now } : null;
   const reservation = written.reservation ?? (verdict.replay && snap.stored?.reservation_id ? await getReservation(tx, snap.stored.reservation_id) : undefined);
-  const evidence = await record(tx, context, "gate.decision", {
-    agent_id: input.agent_id,
-    block_id: block?.block_id ?? null,
-    tool: input.tool,
-    args: (input.args ?? null) as unknown,
-    key: snap.key ? { derived: snap.key.derived, params_hash: snap.key.params_hash } : null,
-    verdict,
-    reservation_id: reservation?.reservation_id ?? null,
-    approval_id: written.approval?.approval_id ?? snap.stored?.approval_id ?? null,
-    payment: input.payment ?? null,
-  });
-  const result: AuthorizeResult = { verdict, key: snap.key, block };
-  if (reservation) result.reservation = reservation;
-  if (written.approval) result.approval = written.approval;
-  if (verdict.replay && snap.stored) result.stored = snap.stored;
-  if (evidence) result.evidence = evidence;
-  return result;
+  const decided: Decided = { input, verdict, key: snap.key, block, reservation, approval: written.approval, stored: snap.stored };
+  return decisionResult(decided, await record(tx, context, "gate.decision", decisionEntry(decided)));
 }

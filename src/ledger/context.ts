@@ -19,9 +19,11 @@ export interface EvidenceInput {
   occurred_at?: string;
 }
 
-/** The evidence log as the ledger sees it: an append inside the caller's transaction. */
+/** The evidence log as the ledger sees it: appends inside the caller's transaction. */
 export interface EvidenceWriter {
   append(tx: SqlTx, input: EvidenceInput): Promise<EvidenceRef>;
+  /** Appends in order under one take of the sequence lock, each entry with its own receipt. */
+  appendMany(tx: SqlTx, inputs: readonly EvidenceInput[]): Promise<Array<Omit<EvidenceRef, "receipt"> & { receipt?: unknown }>>;
 }
 
 export interface LedgerContext {

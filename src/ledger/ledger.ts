@@ -5,6 +5,7 @@ import { HttpError } from "../errors.js";
 import { newToken, sha256Hex } from "../ids.js";
 import { control_characters } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
+import { authorizeBatch, batchable, DecisionQueue } from "./authorize-batch.js";
 import { approvalExpiredError, beginApproval, denyApproval, denyPending, type ApprovalGrant } from "./approvals.js";
 import { newBlockRow, type CreateBlockInput } from "./blocks.js";
 import {
@@ -43,13 +44,29 @@ export const inbox_reservations_per_block = 20;
 /** Agents are never deleted or re-keyed, so a token's agent can be remembered; bounded. */
 export const agent_cache_entries_max = 10_000;
 
+export interface LedgerOptions {
+  /** PostgreSQL only: decide concurrent create_order calls in shared transactions (default true). */
+  batch_decisions?: boolean;
+}
+
 export class Ledger {
   private readonly agents = new Map<string, Agent>();
+  private readonly decisions: DecisionQueue | undefined;
 
   constructor(
     readonly driver: SqlDriver,
     readonly context: LedgerContext,
-  ) {}
+    options: LedgerOptions = {},
+  ) {
+    // On PostgreSQL each decision pays round trips and a commit that the log's sequence lock
+    // serializes across processes; batches share them. SQLite decides in-process and gains nothing.
+    if (driver.dialect === "postgres" && options.batch_decisions !== false) {
+      this.decisions = new DecisionQueue(
+        (inputs, options) => this.tx((tx) => authorizeBatch(tx, this.context, inputs, options)),
+        (input) => this.tx((tx) => authorize(tx, this.context, input)),
+      );
+    }
+  }
 
   private tx<T>(work: (tx: SqlTx) => Promise<T>, options?: TransactionOptions): Promise<T> {
     return this.driver.transaction(work, options);
@@ -178,6 +195,7 @@ export class Ledger {
   }
 
   authorize(input: AuthorizeInput): Promise<AuthorizeResult> {
+    if (this.decisions && batchable(input)) return this.decisions.decide(input);
     return this.tx((tx) => authorize(tx, this.context, input));
   }
 

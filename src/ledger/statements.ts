@@ -8,11 +8,12 @@ export function lockBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undef
   return tx.get<BlockRow>(`SELECT * FROM blocks WHERE block_id = ? ${tx.forUpdate}`, [block_id]);
 }
 
+/** Which of an agent's blocks is "its" block: the active one if any, else the most recent. One `?`: now. */
+export const agent_block_order = "CASE WHEN revoked_at_ms IS NULL AND expires_at_ms > ? THEN 0 ELSE 1 END, created_at_ms DESC, block_id DESC";
+
 /** The agent's active block if it has one, else its most recent block: `columns` of it, `lock` after. */
 function agentBlockSql(columns: string, lock: string): string {
-  return `SELECT ${columns} FROM blocks WHERE agent_id = ?
-     ORDER BY CASE WHEN revoked_at_ms IS NULL AND expires_at_ms > ? THEN 0 ELSE 1 END, created_at_ms DESC, block_id DESC
-     LIMIT 1 ${lock}`;
+  return `SELECT ${columns} FROM blocks WHERE agent_id = ? ORDER BY ${agent_block_order} LIMIT 1 ${lock}`;
 }
 
 /** The id of the agent's active block if it has one, else of its most recent block. */

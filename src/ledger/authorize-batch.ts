@@ -1,0 +1,353 @@
+// authorizeBatch: many create_order decisions in one PostgreSQL transaction, read and written
+// set by set. Each decision sees the ones before it exactly as if they had run one after another
+// in the given order at one instant: the batch reads every block, key row and velocity count
+// once, keeps them current in memory as its decisions hold money, and writes every row in a few
+// statements at the end. Its evidence entries are appended last, in decision order, under one
+// take of the log's sequence lock, so the lock order stays blocks → log and one durable commit
+// carries the whole batch (bench:pg: about a dozen round trips per batch instead of 14 per decision).
+
+import { decide } from "../policy/index.js";
+import {
+  decisionEntry,
+  decisionResult,
+  holdRows,
+  idempotencyState,
+  insertApproval,
+  pruneCalls,
+  stillReplays,
+  type AuthorizeInput,
+  type AuthorizeResult,
+  type Decided,
+} from "./authorize.js";
+import { record, type EvidenceInput, type EvidenceRef, type EvidenceWriter, type LedgerContext } from "./context.js";
+import type { SqlTx } from "./driver.js";
+import { callKey } from "./keys.js";
+import { CommitOutcomeUnknownError } from "./postgres.js";
+import { blockState, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
+import { agent_block_order, dropIdempotency, getReservation, lockBlock } from "./statements.js";
+import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
+
+/** Decisions one batch carries at most. */
+export const decision_batch_max = 32;
+
+/** A lone UTF-16 surrogate: PostgreSQL's jsonb refuses one, so such a key goes the one-call way. */
+const lone_surrogate = /\p{Cs}/u;
+
+/**
+ * Calls the batch path decides: create_order by an authenticated agent. A capture (which reads
+ * the provider's payment and another reservation) and an anonymous call take the one-call path.
+ */
+export function batchable(input: AuthorizeInput): boolean {
+  if (input.tool !== "create_order" || input.agent_id === null || input.payment !== undefined) return false;
+  const key = (input.args as { idempotency_key?: unknown } | null)?.idempotency_key;
+  return typeof key !== "string" || !lone_surrogate.test(key);
+}
+
+/** Column lists with their PostgreSQL types, for jsonb_to_recordset. */
+type Columns = ReadonlyArray<readonly [name: string, type: "text" | "bigint" | "integer"]>;
+
+const reservation_columns: Columns = [
+  ["reservation_id", "text"], ["block_id", "text"], ["agent_id", "text"], ["amount", "bigint"], ["currency", "text"],
+  ["status", "text"], ["outcome_unknown", "integer"], ["unknown_reason", "text"], ["order_id", "text"], ["payment_id", "text"],
+  ["captured_amount", "bigint"], ["release_reason", "text"], ["created_at_ms", "bigint"], ["updated_at_ms", "bigint"],
+];
+const idempotency_columns: Columns = [
+  ["agent_id", "text"], ["key", "text"], ["derived", "integer"], ["tool", "text"], ["params_hash", "text"], ["status", "text"],
+  ["effect", "text"], ["reservation_id", "text"], ["approval_id", "text"], ["result_json", "text"], ["first_at_ms", "bigint"],
+  ["lease_expires_at_ms", "bigint"],
+];
+const money_call_columns: Columns = [["agent_id", "text"], ["at_ms", "bigint"]];
+
+/** `INSERT INTO table (…) SELECT … FROM jsonb_to_recordset(?)`: any number of rows (none too), one statement text. */
+function recordsetInsert(table: string, columns: Columns): string {
+  const names = columns.map(([name]) => name).join(", ");
+  const typed = columns.map(([name, type]) => `${name} ${type}`).join(", ");
+  return `INSERT INTO ${table} (${names}) SELECT ${names} FROM jsonb_to_recordset(?::jsonb) AS x(${typed})`;
+}
+
+/**
+ * Every row the batch's holds write, in one statement (its foreign keys are checked at its end,
+ * so a key row may name a reservation inserted beside it). Answers how many blocks it adjusted.
+ */
+const write_holds = `WITH
+  reservations_written AS (${recordsetInsert("reservations", reservation_columns)}),
+  keys_written AS (${recordsetInsert("idempotency_keys", idempotency_columns)}),
+  calls_written AS (${recordsetInsert("money_calls", money_call_columns)}),
+  blocks_adjusted AS (UPDATE blocks AS b SET held = b.held + d.held
+    FROM jsonb_to_recordset(?::jsonb) AS d(block_id text, held bigint) WHERE b.block_id = d.block_id RETURNING 1)
+  SELECT COUNT(*) AS adjusted FROM blocks_adjusted`;
+
+/** Each agent's block (as lockAgentBlock chooses it), locked in block id order. */
+const lock_agent_blocks = `SELECT * FROM blocks WHERE block_id = ANY (ARRAY(
+    SELECT (SELECT block_id FROM blocks WHERE agent_id = a.agent_id ORDER BY ${agent_block_order} LIMIT 1)
+    FROM jsonb_array_elements_text(?::jsonb) AS a(agent_id)
+  )) ORDER BY block_id FOR UPDATE`;
+
+/** The same, skipping blocks another transaction holds; says which agents have no block at all. */
+const lock_free_agent_blocks = `WITH chosen AS MATERIALIZED (
+    SELECT a.agent_id, (SELECT block_id FROM blocks WHERE agent_id = a.agent_id ORDER BY ${agent_block_order} LIMIT 1) AS block_id
+    FROM jsonb_array_elements_text(?::jsonb) AS a(agent_id)),
+  locked AS (SELECT * FROM blocks WHERE block_id = ANY (ARRAY(SELECT block_id FROM chosen)) ORDER BY block_id FOR UPDATE SKIP LOCKED)
+  SELECT (SELECT COALESCE(json_agg(agent_id), '[]') FROM chosen WHERE block_id IS NULL) AS blockless,
+    (SELECT COALESCE(json_agg(locked ORDER BY block_id), '[]') FROM locked) AS locked`;
+
+/**
+ * What the decisions read, in one round trip once their blocks are locked: blocks with an
+ * in-flight lease or pending approval that ran out (what a one-call snapshot expires first), the
+ * rows of the batch's keys, and each agent's calls in its block's velocity window. Every table
+ * is reached through an index per key or agent (LIMIT 1 keeps the planner from hashing the
+ * whole key table instead).
+ */
+const read_state = `SELECT
+  (SELECT COALESCE(json_agg(due.block_id), '[]') FROM (
+     SELECT r.block_id FROM idempotency_keys k JOIN reservations r ON r.reservation_id = k.reservation_id
+       WHERE r.block_id IN (SELECT jsonb_array_elements_text(?::jsonb)) AND k.status = 'in_flight' AND k.lease_expires_at_ms <= ?
+     UNION
+     SELECT block_id FROM approvals
+       WHERE block_id IN (SELECT jsonb_array_elements_text(?::jsonb)) AND state = 'pending' AND expires_at_ms <= ?) AS due) AS due,
+  (SELECT COALESCE(json_agg(k), '[]') FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, key text)
+     CROSS JOIN LATERAL (SELECT * FROM idempotency_keys WHERE agent_id = x.agent_id AND key = x.key LIMIT 1) AS k) AS keys,
+  (SELECT COALESCE(json_agg(json_build_array(x.agent_id,
+     (SELECT COUNT(*) FROM money_calls m WHERE m.agent_id = x.agent_id AND m.at_ms > x.since_ms AND m.at_ms <= ?))), '[]')
+   FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, since_ms bigint)) AS calls`;
+
+interface State {
+  due: string[];
+  keys: IdempotencyRow[];
+  calls: Array<[agent_id: string, calls: number]>;
+}
+
+/**
+ * The batch's evidence writer: entries are kept in the order they were recorded (the expiries
+ * a decision's snapshot causes, then the decision) and appended by `flush` in one appendMany.
+ * `append` answers at once with a reference that flush fills in; nothing reads one before that.
+ */
+class DeferredEvidence implements EvidenceWriter {
+  private readonly inputs: EvidenceInput[] = [];
+  private readonly refs: EvidenceRef[] = [];
+
+  constructor(private readonly log: EvidenceWriter) {}
+
+  async append(_tx: SqlTx, input: EvidenceInput): Promise<EvidenceRef> {
+    const ref: EvidenceRef = { seq: -1, leaf_hash: "", receipt: null };
+    this.inputs.push(input);
+    this.refs.push(ref);
+    return ref;
+  }
+
+  async appendMany(tx: SqlTx, inputs: readonly EvidenceInput[]): Promise<EvidenceRef[]> {
+    return Promise.all(inputs.map((input) => this.append(tx, input)));
+  }
+
+  async flush(tx: SqlTx): Promise<void> {
+    const written = await this.log.appendMany(tx, this.inputs);
+    written.forEach(({ seq, leaf_hash, receipt }, index) => Object.assign(this.refs[index] as EvidenceRef, { seq, leaf_hash, receipt }));
+  }
+}
+
+function identity(agent_id: string, key: string): string {
+  return `${agent_id}\n${key}`;
+}
+
+/** The rows the batch's decisions write, in the order foreign keys need them. */
+interface Writes {
+  reservations: ReservationRow[];
+  approvals: ApprovalRow[];
+  /** Keys whose old row (an expired derived key) is replaced. */
+  replaced: Array<{ agent_id: string; key: string }>;
+  keys: IdempotencyRow[];
+  money_calls: Array<{ agent_id: string; at_ms: number }>;
+  held: Map<string, number>;
+}
+
+async function flushWrites(tx: SqlTx, writes: Writes): Promise<void> {
+  for (const { agent_id, key } of writes.replaced) await dropIdempotency(tx, agent_id, key);
+  const deltas = [...writes.held].map(([block_id, held]) => ({ block_id, held }));
+  const written = await tx.get<{ adjusted: number }>(write_holds, [
+    JSON.stringify(writes.reservations),
+    JSON.stringify(writes.keys),
+    JSON.stringify(writes.money_calls),
+    JSON.stringify(deltas),
+  ]);
+  if (Number(written?.adjusted) !== deltas.length) throw new Error(`${deltas.length - Number(written?.adjusted)} of the batch's blocks vanished while adjusting them`);
+  for (const approval of writes.approvals) await insertApproval(tx, approval);
+}
+
+async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs: Array<{ agent_id: string; key: string }>, now_ms: number): Promise<State> {
+  const ids = JSON.stringify([...blocks.values()].map((row) => row.block_id));
+  const windows = [...blocks.values()].map((block) => ({ agent_id: block.agent_id, since_ms: now_ms - block.velocity_window_seconds * 1000 }));
+  const row = await tx.get<State>(read_state, [ids, now_ms, ids, now_ms, JSON.stringify(pairs), now_ms, JSON.stringify(windows)]);
+  return row as State;
+}
+
+/** Expires what ran out on the given blocks, as a one-call snapshot would before deciding, and
+ *  reads each again. */
+async function expire(tx: SqlTx, context: LedgerContext, blocks: Map<string, BlockRow>, due: readonly string[]): Promise<void> {
+  for (const block_id of due) {
+    await expireLeasesOfBlock(tx, context, block_id);
+    await expireApprovals(tx, context, block_id);
+    const row = (await lockBlock(tx, block_id)) as BlockRow;
+    blocks.set(row.agent_id, row);
+  }
+}
+
+/**
+ * The agents' blocks, locked. Without `wait`, blocks another transaction holds are skipped (the
+ * calls on them wait for a later batch instead of holding this one up), unless every block is
+ * held: then, as with `wait`, the batch waits for them all. `skipped` names their agents.
+ */
+async function lockBlocks(tx: SqlTx, agents: string[], now_ms: number, wait: boolean): Promise<{ blocks: Map<string, BlockRow>; skipped: Set<string> }> {
+  const params = [now_ms, JSON.stringify(agents)];
+  const rows = (found: BlockRow[]) => new Map(found.map((row) => [row.agent_id, row]));
+  if (!wait) {
+    const free = (await tx.get<{ blockless: string[]; locked: BlockRow[] }>(lock_free_agent_blocks, params)) as { blockless: string[]; locked: BlockRow[] };
+    const blocks = rows(free.locked);
+    const skipped = new Set(agents.filter((agent) => !blocks.has(agent) && !free.blockless.includes(agent)));
+    if (blocks.size > 0 || skipped.size === 0) return { blocks, skipped };
+  }
+  return { blocks: rows(await tx.all<BlockRow>(lock_agent_blocks, params)), skipped: new Set() };
+}
+
+/**
+ * Decides `inputs` (each batchable) in order, in the caller's transaction, and returns their
+ * results in the same order: null for a call whose block another transaction held (`wait`
+ * false), to be decided in a later batch. Rolled back as a whole when anything throws.
+ */
+export async function authorizeBatch(
+  tx: SqlTx,
+  context: LedgerContext,
+  all: readonly AuthorizeInput[],
+  options: { wait: boolean },
+): Promise<Array<AuthorizeResult | null>> {
+  const now = context.clock();
+  const now_ms = now.getTime();
+  const evidence = context.evidence ? new DeferredEvidence(context.evidence) : null;
+  const batch: LedgerContext = { ...context, evidence };
+  const agents = [...new Set(all.map((input) => input.agent_id as string))];
+  const { blocks, skipped } = await lockBlocks(tx, agents, now_ms, options.wait);
+  const chosen = all.flatMap((input, index) => (skipped.has(input.agent_id as string) ? [] : [index]));
+  const inputs = chosen.map((index) => all[index] as AuthorizeInput);
+  const keys = inputs.map((input) => callKey(input.agent_id as string, input.tool, input.args));
+  const pairs = keys.map((key, index) => ({ agent_id: inputs[index]?.agent_id as string, key: key.key }));
+  let state = await readState(tx, blocks, pairs, now_ms);
+  if (state.due.length > 0) {
+    await expire(tx, batch, blocks, state.due);
+    state = await readState(tx, blocks, pairs, now_ms);
+  }
+  const stored = new Map(state.keys.map((row) => [identity(row.agent_id, row.key), row]));
+  const calls = new Map(state.calls.map(([agent_id, count]) => [agent_id, Number(count)]));
+
+  const writes: Writes = { reservations: [], approvals: [], replaced: [], keys: [], money_calls: [], held: new Map() };
+  const reservations = new Map<string, ReservationRow>();
+  const decided: Decided[] = [];
+  const refs: Array<EvidenceRef | undefined> = [];
+  for (const [index, input] of inputs.entries()) {
+    const agent_id = input.agent_id as string;
+    const key = keys[index] as (typeof keys)[number];
+    let block = blocks.get(agent_id) ?? null;
+    const found = stored.get(identity(agent_id, key.key));
+    const row = found && (await stillReplays(tx, batch, found, now_ms)) ? found : undefined;
+    const verdict = decide(
+      { tool: input.tool, args: input.args, agent_id, params_hash: key.params_hash },
+      { block: block ? blockState(block) : null, calls_in_window: block ? (calls.get(agent_id) ?? 0) : 0, idempotency: idempotencyState(row) },
+      now,
+      context.guards,
+    );
+    let held: Pick<Decided, "reservation" | "approval"> = {};
+    if (!verdict.replay) {
+      writes.money_calls.push({ agent_id, at_ms: now_ms });
+      calls.set(agent_id, (calls.get(agent_id) ?? 0) + 1);
+      if (verdict.effect !== "BLOCK" && block) {
+        const rows = holdRows(batch, input, block, key, verdict, now_ms);
+        writes.reservations.push(rows.reservation);
+        reservations.set(rows.reservation.reservation_id, rows.reservation);
+        if (rows.approval) writes.approvals.push(rows.approval);
+        if (found) writes.replaced.push({ agent_id, key: key.key });
+        writes.keys.push(rows.idempotency);
+        stored.set(identity(agent_id, key.key), rows.idempotency);
+        block = { ...block, held: block.held + rows.reservation.amount };
+        blocks.set(agent_id, block);
+        writes.held.set(block.block_id, (writes.held.get(block.block_id) ?? 0) + rows.reservation.amount);
+        held = { reservation: rows.reservation, approval: rows.approval };
+      }
+    }
+    await pruneCalls(tx, agent_id, now_ms);
+    const replayed = verdict.replay && row?.reservation_id ? (reservations.get(row.reservation_id) ?? (await getReservation(tx, row.reservation_id))) : undefined;
+    const decision: Decided = { input, verdict, key, block, reservation: held.reservation ?? replayed, approval: held.approval, stored: row };
+    decided.push(decision);
+    refs.push(await record(tx, batch, "gate.decision", decisionEntry(decision)));
+  }
+  await flushWrites(tx, writes);
+  await evidence?.flush(tx);
+  const results: Array<AuthorizeResult | null> = all.map(() => null);
+  decided.forEach((decision, index) => (results[chosen[index] as number] = decisionResult(decision, refs[index])));
+  return results;
+}
+
+interface Waiting {
+  input: AuthorizeInput;
+  resolve: (result: AuthorizeResult) => void;
+  reject: (error: unknown) => void;
+  /** Put back once because its block was held elsewhere: its next batch waits for the locks. */
+  deferred: boolean;
+}
+
+/**
+ * Gathers concurrent batchable decisions of one process: one batch is in flight at a time, and
+ * the next takes every call that arrived meanwhile (up to decision_batch_max). A lone call goes
+ * at once as a batch of one, so batching adds no wait when the gate is quiet.
+ */
+export class DecisionQueue {
+  private readonly waiting: Waiting[] = [];
+  private running = false;
+
+  constructor(
+    private readonly runBatch: (inputs: AuthorizeInput[], options: { wait: boolean }) => Promise<Array<AuthorizeResult | null>>,
+    private readonly runOne: (input: AuthorizeInput) => Promise<AuthorizeResult>,
+  ) {}
+
+  decide(input: AuthorizeInput): Promise<AuthorizeResult> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ input, resolve, reject, deferred: false });
+      if (this.running) return;
+      this.running = true;
+      // Calls made in this turn of the event loop (requests read together) join the first batch.
+      setImmediate(() => void this.drain());
+    });
+  }
+
+  private async drain(): Promise<void> {
+    for (; this.waiting.length > 0; await turn()) {
+      const calls = this.waiting.splice(0, decision_batch_max);
+      try {
+        // Batches of different processes skip each other's blocks instead of queueing behind
+        // them; a call skipped once is in the next batch, which waits, so every call is decided.
+        const results = await this.runBatch(
+          calls.map((call) => call.input),
+          { wait: calls.some((call) => call.deferred) },
+        );
+        const skipped: Waiting[] = [];
+        calls.forEach((call, index) => {
+          const result = results[index];
+          if (result) call.resolve(result);
+          else skipped.push({ ...call, deferred: true });
+        });
+        this.waiting.unshift(...skipped);
+      } catch (error) {
+        // The batch may have committed: deciding its calls again could hold their money twice.
+        if (error instanceof CommitOutcomeUnknownError) {
+          for (const call of calls) call.reject(error);
+          continue;
+        }
+        // Rolled back: one call's failure must not fail the others, so each is decided on its own.
+        for (const call of calls) this.runOne(call.input).then(call.resolve, call.reject);
+      }
+    }
+    this.running = false;
+  }
+}
+
+/** The next turn of the event loop: callers answered by the last batch call again before it. */
+function turn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

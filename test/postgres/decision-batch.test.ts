@@ -1,0 +1,185 @@
+// Batched decisions on PostgreSQL: create_order calls decided together in one transaction give
+// exactly what deciding them one after another gives (verdicts, rows and the evidence log, byte
+// for byte); a call whose block another transaction holds waits for a later batch without
+// holding the others up; a batch that fails is decided again call by call.
+
+import fc from "fast-check";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateSigningKeyPem } from "../../src/evidence/index.js";
+import { sequentialIds } from "../../src/ids.js";
+import { createBursar, type Bursar } from "../../src/index.js";
+import { batchable, decision_batch_max } from "../../src/ledger/authorize-batch.js";
+import { Ledger, type AuthorizeInput, type AuthorizeResult, type EvidenceWriter } from "../../src/ledger/index.js";
+import { freshSchema, postgresServerUrl } from "../support/backends.js";
+import { manualClock } from "../support/clock.js";
+
+const pg_server = postgresServerUrl();
+const signingKey = generateSigningKeyPem();
+
+describe("batchable", () => {
+  it("takes create_order calls by an agent, and not captures, anonymous calls or keys jsonb cannot hold", () => {
+    const order = { agent_id: "agt_1", tool: "create_order", args: { amount: 100, currency: "INR" } };
+    expect(batchable(order)).toBe(true);
+    expect(batchable({ ...order, args: { ...order.args, idempotency_key: "k-1" } })).toBe(true);
+    expect(batchable({ ...order, args: "not an object" })).toBe(true);
+    expect(batchable({ ...order, agent_id: null })).toBe(false);
+    expect(batchable({ ...order, tool: "capture_payment" })).toBe(false);
+    expect(batchable({ ...order, args: { ...order.args, idempotency_key: "lone \ud800 surrogate" } })).toBe(false);
+  });
+});
+
+interface World {
+  bursar: Bursar;
+  url: string;
+  agents: string[];
+  drop(): Promise<void>;
+}
+
+/** A fresh schema with four agents: a tight block, a roomy one, none, and a revoked one. */
+async function world(batch_decisions: boolean): Promise<World> {
+  const schema = await freshSchema(pg_server as string);
+  const bursar = await createBursar({ db: schema.url, signingKey, clock: manualClock(), ids: sequentialIds(), pg_batch_decisions: batch_decisions });
+  const agents: string[] = [];
+  for (const name of ["tight", "roomy", "blockless", "revoked"]) agents.push((await bursar.operator.createAgent({ name })).agent_id);
+  const [tight, roomy, , revoked] = agents as [string, string, string, string];
+  await bursar.operator.createBlock({
+    agent_id: tight,
+    currency: "INR",
+    reserved: 10_000,
+    per_call_cap: 5_000,
+    approval_threshold: 3_000,
+    velocity: { max_calls: 6, window_seconds: 60 },
+  });
+  await bursar.operator.createBlock({ agent_id: roomy, currency: "INR", reserved: 1_000_000, approval_threshold: 50_000, velocity: { max_calls: 100 } });
+  const gone = await bursar.operator.createBlock({ agent_id: revoked, currency: "INR", reserved: 50_000 });
+  await bursar.operator.revoke(gone.block_id);
+  return {
+    bursar,
+    url: schema.url,
+    agents,
+    drop: async () => {
+      await bursar.close();
+      await schema.drop();
+    },
+  };
+}
+
+/** Every row that a decision writes or reads, in a stable order. */
+async function contents(bursar: Bursar): Promise<Record<string, unknown[]>> {
+  return bursar.driver.read(async (tx) => ({
+    log: await tx.all("SELECT seq, kind, entry_text, leaf_hash, receipt_signature FROM log_entries ORDER BY seq"),
+    blocks: await tx.all("SELECT * FROM blocks ORDER BY block_id"),
+    reservations: await tx.all("SELECT * FROM reservations ORDER BY reservation_id"),
+    keys: await tx.all("SELECT * FROM idempotency_keys ORDER BY agent_id, key"),
+    approvals: await tx.all("SELECT * FROM approvals ORDER BY approval_id"),
+    calls: await tx.all("SELECT agent_id, at_ms FROM money_calls ORDER BY agent_id, at_ms"),
+  }));
+}
+
+const call = fc.record({
+  agent: fc.nat({ max: 3 }),
+  amount: fc.constantFrom(100, 2_500, 3_500, 6_000),
+  currency: fc.constantFrom("INR", "inr", "USD"),
+  key: fc.constantFrom(undefined, "k1", "k2", "k3"),
+  stray: fc.boolean(),
+});
+
+function input(agents: string[], drawn: { agent: number; amount: number; currency: string; key: string | undefined; stray: boolean }): AuthorizeInput {
+  const args: Record<string, unknown> = { amount: drawn.amount, currency: drawn.currency };
+  if (drawn.key !== undefined) args.idempotency_key = drawn.key;
+  if (drawn.stray) args.transfers = [{ account: "acc_x", amount: drawn.amount }];
+  return { agent_id: agents[drawn.agent] as string, tool: "create_order", args };
+}
+
+function summary(result: AuthorizeResult) {
+  return { verdict: result.verdict, reservation: result.reservation?.reservation_id ?? null, held: result.block?.held ?? null, seq: result.evidence?.seq };
+}
+
+describe.skipIf(!pg_server)("batched decisions on PostgreSQL", () => {
+  it("decide exactly as the same calls one after another: verdicts, rows and the evidence log byte for byte", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(call, { minLength: 1, maxLength: decision_batch_max }), { minLength: 1, maxLength: 3 }),
+        async (batches) => {
+          const serial = await world(false);
+          const batched = await world(true);
+          try {
+            expect(batched.agents).toEqual(serial.agents);
+            for (const drawn of batches) {
+              const inputs = drawn.map((one) => input(serial.agents, one));
+              const one_by_one: AuthorizeResult[] = [];
+              for (const each of inputs) one_by_one.push(await serial.bursar.ledger.authorize(each));
+              // Called in one turn of the event loop: they are decided in one batch.
+              const together = await Promise.all(inputs.map((each) => batched.bursar.ledger.authorize(each)));
+              expect(together.map(summary)).toEqual(one_by_one.map(summary));
+            }
+            expect(await contents(batched.bursar)).toEqual(await contents(serial.bursar));
+          } finally {
+            await Promise.all([serial.drop(), batched.drop()]);
+          }
+        },
+      ),
+      { numRuns: 12 },
+    );
+  }, 240_000);
+
+  describe("around other transactions", () => {
+    let shared: World;
+    beforeAll(async () => {
+      shared = await world(true);
+    });
+    afterAll(async () => {
+      await shared?.drop();
+    });
+
+    it("decide calls on free blocks while another transaction holds one block, and the held block's call after it commits", async () => {
+      const [tight, roomy] = shared.agents as [string, string];
+      const tight_block = (await shared.bursar.ledger.agentBlock(tight))?.block_id;
+      const holder = new pg.Client({ connectionString: shared.url });
+      await holder.connect();
+      try {
+        await holder.query("BEGIN");
+        await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [tight_block]);
+        const args = { amount: 100, currency: "INR" };
+        let tight_done = false;
+        const waiting = shared.bursar.ledger.authorize({ agent_id: tight, tool: "create_order", args: { ...args, idempotency_key: "held-1" } });
+        void waiting.then(() => (tight_done = true));
+        const free = await shared.bursar.ledger.authorize({ agent_id: roomy, tool: "create_order", args: { ...args, idempotency_key: "free-1" } });
+        expect(free.verdict.effect).toBe("ALLOW");
+        expect(tight_done).toBe(false);
+        await holder.query("COMMIT");
+        const held = await waiting;
+        expect(held.verdict.effect).toBe("ALLOW");
+        expect(held.evidence?.seq).toBeGreaterThan(free.evidence?.seq as number);
+      } finally {
+        await holder.end();
+      }
+    });
+
+    it("decide each call on its own when their batch fails, and the failed batch leaves nothing behind", async () => {
+      const { bursar, agents } = shared;
+      const roomy = agents[1] as string;
+      const before = (await bursar.ledger.agentBlock(roomy))?.held as number;
+      let refused = 0;
+      const evidence: EvidenceWriter = {
+        append: (tx, entry) => bursar.log.append(tx, entry),
+        appendMany: async (tx, entries) => {
+          if (entries.length > 1) {
+            refused++;
+            throw new Error("the log refuses batches in this test");
+          }
+          return bursar.log.appendMany(tx, entries);
+        },
+      };
+      const ledger = new Ledger(bursar.driver, { ...bursar.ledger.context, evidence });
+      const results = await Promise.all(
+        [1, 2, 3].map((n) => ledger.authorize({ agent_id: roomy, tool: "create_order", args: { amount: 1_000, currency: "INR", idempotency_key: `fallback-${n}` } })),
+      );
+      expect(refused).toBe(1);
+      expect(results.map((result) => result.verdict.effect)).toEqual(["ALLOW", "ALLOW", "ALLOW"]);
+      expect(results.every((result) => (result.evidence?.seq ?? -1) > 0)).toBe(true);
+      expect((await bursar.ledger.agentBlock(roomy))?.held).toBe(before + 3_000);
+    });
+  });
+});
