@@ -6,6 +6,8 @@
 // take of the log's sequence lock, so the lock order stays blocks → log and one durable commit
 // carries the whole batch (bench:pg: about a dozen round trips per batch instead of 14 per decision).
 
+import { representable } from "../evidence/canonical.js";
+import { append_batch_max } from "../evidence/store.js";
 import { decide } from "../policy/index.js";
 import {
   decisionEntry,
@@ -30,17 +32,16 @@ import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 /** Decisions one batch carries at most. */
 export const decision_batch_max = 32;
 
-/** A lone UTF-16 surrogate: PostgreSQL's jsonb refuses one, so such a key goes the one-call way. */
-const lone_surrogate = /\p{Cs}/u;
-
 /**
- * Calls the batch path decides: create_order by an authenticated agent. A capture (which reads
- * the provider's payment and another reservation) and an anonymous call take the one-call path.
+ * Calls the batch path decides: create_order by an authenticated agent, with arguments the log
+ * can record. A capture (which reads the provider's payment and another reservation) and an
+ * anonymous call take the one-call path, and so do arguments the log would refuse (a lone
+ * surrogate, which jsonb cannot hold either; a number JSON cannot write): their failure must
+ * be theirs alone, not their batch's. The gate hands over only representable arguments.
  */
 export function batchable(input: AuthorizeInput): boolean {
   if (input.tool !== "create_order" || input.agent_id === null || input.payment !== undefined) return false;
-  const key = (input.args as { idempotency_key?: unknown } | null)?.idempotency_key;
-  return typeof key !== "string" || !lone_surrogate.test(key);
+  return representable(input.args) === input.args;
 }
 
 /** Column lists with their PostgreSQL types, for jsonb_to_recordset. */
@@ -139,10 +140,29 @@ class DeferredEvidence implements EvidenceWriter {
     return Promise.all(inputs.map((input) => this.append(tx, input)));
   }
 
+  /** Appends in chunks the log accepts (expiries can add many entries); the transaction keeps
+   *  the sequence lock from the first chunk on, so the entries stay consecutive. */
   async flush(tx: SqlTx): Promise<void> {
-    const written = await this.log.appendMany(tx, this.inputs);
-    written.forEach(({ seq, leaf_hash, receipt }, index) => Object.assign(this.refs[index] as EvidenceRef, { seq, leaf_hash, receipt }));
+    for (let start = 0; start < this.inputs.length; start += append_batch_max) {
+      const written = await this.log.appendMany(tx, this.inputs.slice(start, start + append_batch_max));
+      written.forEach(({ seq, leaf_hash, receipt }, index) => Object.assign(this.refs[start + index] as EvidenceRef, { seq, leaf_hash, receipt }));
+    }
   }
+}
+
+/**
+ * Rows that came back as JSON (json_agg) skipped the driver's integer parser: every number in
+ * them is a stored integer, and one past 2^53 must be refused, not rounded.
+ */
+function safeIntegers<Row extends object>(rows: Row[]): Row[] {
+  for (const row of rows) {
+    for (const [column, value] of Object.entries(row)) {
+      if (typeof value === "number" && !Number.isSafeInteger(value)) {
+        throw new RangeError(`PostgreSQL returned ${value} for ${column}, which is not a safe integer; Bursar stores only integers below 2^53`);
+      }
+    }
+  }
+  return rows;
 }
 
 function identity(agent_id: string, key: string): string {
@@ -201,7 +221,7 @@ async function lockBlocks(tx: SqlTx, agents: string[], now_ms: number, wait: boo
   const rows = (found: BlockRow[]) => new Map(found.map((row) => [row.agent_id, row]));
   if (!wait) {
     const free = (await tx.get<{ blockless: string[]; locked: BlockRow[] }>(lock_free_agent_blocks, params)) as { blockless: string[]; locked: BlockRow[] };
-    const blocks = rows(free.locked);
+    const blocks = rows(safeIntegers(free.locked));
     const skipped = new Set(agents.filter((agent) => !blocks.has(agent) && !free.blockless.includes(agent)));
     if (blocks.size > 0 || skipped.size === 0) return { blocks, skipped };
   }
@@ -213,11 +233,17 @@ async function lockBlocks(tx: SqlTx, agents: string[], now_ms: number, wait: boo
  * results in the same order: null for a call whose block another transaction held (`wait`
  * false), to be decided in a later batch. Rolled back as a whole when anything throws.
  */
+export interface BatchOptions {
+  wait: boolean;
+  /** Filled with the indexes of the calls left out, as the attempt that last ran left them. */
+  skipped?: Set<number>;
+}
+
 export async function authorizeBatch(
   tx: SqlTx,
   context: LedgerContext,
   all: readonly AuthorizeInput[],
-  options: { wait: boolean },
+  options: BatchOptions,
 ): Promise<Array<AuthorizeResult | null>> {
   const now = context.clock();
   const now_ms = now.getTime();
@@ -226,6 +252,8 @@ export async function authorizeBatch(
   const agents = [...new Set(all.map((input) => input.agent_id as string))];
   const { blocks, skipped } = await lockBlocks(tx, agents, now_ms, options.wait);
   const chosen = all.flatMap((input, index) => (skipped.has(input.agent_id as string) ? [] : [index]));
+  options.skipped?.clear();
+  all.forEach((input, index) => skipped.has(input.agent_id as string) && options.skipped?.add(index));
   const inputs = chosen.map((index) => all[index] as AuthorizeInput);
   const keys = inputs.map((input) => callKey(input.agent_id as string, input.tool, input.args));
   const pairs = keys.map((key, index) => ({ agent_id: inputs[index]?.agent_id as string, key: key.key }));
@@ -234,7 +262,7 @@ export async function authorizeBatch(
     await expire(tx, batch, blocks, state.due);
     state = await readState(tx, blocks, pairs, now_ms);
   }
-  const stored = new Map(state.keys.map((row) => [identity(row.agent_id, row.key), row]));
+  const stored = new Map(safeIntegers(state.keys).map((row) => [identity(row.agent_id, row.key), row]));
   const calls = new Map(state.calls.map(([agent_id, count]) => [agent_id, Number(count)]));
 
   const writes: Writes = { reservations: [], approvals: [], replaced: [], keys: [], money_calls: [], held: new Map() };
@@ -302,7 +330,7 @@ export class DecisionQueue {
   private running = false;
 
   constructor(
-    private readonly runBatch: (inputs: AuthorizeInput[], options: { wait: boolean }) => Promise<Array<AuthorizeResult | null>>,
+    private readonly runBatch: (inputs: AuthorizeInput[], options: BatchOptions) => Promise<Array<AuthorizeResult | null>>,
     private readonly runOne: (input: AuthorizeInput) => Promise<AuthorizeResult>,
   ) {}
 
@@ -319,28 +347,32 @@ export class DecisionQueue {
   private async drain(): Promise<void> {
     for (; this.waiting.length > 0; await turn()) {
       const calls = this.waiting.splice(0, decision_batch_max);
+      const skipped = new Set<number>();
       try {
         // Batches of different processes skip each other's blocks instead of queueing behind
         // them; a call skipped once is in the next batch, which waits, so every call is decided.
         const results = await this.runBatch(
           calls.map((call) => call.input),
-          { wait: calls.some((call) => call.deferred) },
+          { wait: calls.some((call) => call.deferred), skipped },
         );
-        const skipped: Waiting[] = [];
+        const left_out: Waiting[] = [];
         calls.forEach((call, index) => {
           const result = results[index];
           if (result) call.resolve(result);
-          else skipped.push({ ...call, deferred: true });
+          else left_out.push({ ...call, deferred: true });
         });
-        this.waiting.unshift(...skipped);
+        this.waiting.unshift(...left_out);
       } catch (error) {
         // The batch may have committed: deciding its calls again could hold their money twice.
+        // The calls it left out were never decided and wait for the next batch.
         if (error instanceof CommitOutcomeUnknownError) {
-          for (const call of calls) call.reject(error);
+          for (const call of calls.filter((_, index) => !skipped.has(index))) call.reject(error);
+          this.waiting.unshift(...calls.filter((_, index) => skipped.has(index)).map((call) => ({ ...call, deferred: true })));
           continue;
         }
-        // Rolled back: one call's failure must not fail the others, so each is decided on its own.
-        for (const call of calls) this.runOne(call.input).then(call.resolve, call.reject);
+        // Rolled back: one call's failure must not fail the others, so each is decided on its
+        // own, in order (one agent's calls must not overtake each other), before the next batch.
+        for (const call of calls) await this.runOne(call.input).then(call.resolve, call.reject);
       }
     }
     this.running = false;

@@ -9,7 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateSigningKeyPem } from "../../src/evidence/index.js";
 import { sequentialIds } from "../../src/ids.js";
 import { createBursar, type Bursar } from "../../src/index.js";
-import { batchable, decision_batch_max } from "../../src/ledger/authorize-batch.js";
+import { append_batch_max } from "../../src/evidence/index.js";
+import { batchable, decision_batch_max, DecisionQueue } from "../../src/ledger/authorize-batch.js";
+import { CommitOutcomeUnknownError } from "../../src/ledger/postgres.js";
 import { Ledger, type AuthorizeInput, type AuthorizeResult, type EvidenceWriter } from "../../src/ledger/index.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
@@ -26,6 +28,54 @@ describe("batchable", () => {
     expect(batchable({ ...order, agent_id: null })).toBe(false);
     expect(batchable({ ...order, tool: "capture_payment" })).toBe(false);
     expect(batchable({ ...order, args: { ...order.args, idempotency_key: "lone \ud800 surrogate" } })).toBe(false);
+    expect(batchable({ ...order, args: { ...order.args, notes: { memo: "lone \udc00 surrogate" } } })).toBe(false);
+    expect(batchable({ ...order, args: { ...order.args, amount: Infinity } })).toBe(false);
+  });
+});
+
+describe("DecisionQueue", () => {
+  const result = (name: string) => ({ name }) as unknown as AuthorizeResult;
+  const call = (name: string): AuthorizeInput => ({ agent_id: "agt_1", tool: "create_order", args: { name } });
+  const nameOf = (input: AuthorizeInput) => (input.args as { name: string }).name;
+
+  it("decides the calls of a failed batch one after another, in the order they were made", async () => {
+    const started: string[] = [];
+    const queue = new DecisionQueue(
+      async () => {
+        throw new Error("the batch failed");
+      },
+      async (input) => {
+        started.push(nameOf(input));
+        // The first call is the slowest: started together, the later ones would finish first.
+        await new Promise((resolve) => setTimeout(resolve, started.length === 1 ? 30 : 1));
+        return result(nameOf(input));
+      },
+    );
+    const finished: string[] = [];
+    await Promise.all(["a", "b", "c"].map((name) => queue.decide(call(name)).then(() => finished.push(name))));
+    expect(started).toEqual(["a", "b", "c"]);
+    expect(finished).toEqual(["a", "b", "c"]);
+  });
+
+  it("gives the commit-outcome-unknown error only to the calls its batch decided; the others go to the next batch", async () => {
+    const batches: string[][] = [];
+    const queue = new DecisionQueue(
+      async (inputs, options) => {
+        batches.push(inputs.map(nameOf));
+        if (batches.length === 1) {
+          options.skipped?.add(1); // "b" was left out: its block was held elsewhere
+          throw new CommitOutcomeUnknownError("the connection broke during COMMIT");
+        }
+        return inputs.map((input) => result(nameOf(input)));
+      },
+      async () => {
+        throw new Error("not decided one by one");
+      },
+    );
+    const [a, b] = await Promise.allSettled(["a", "b"].map((name) => queue.decide(call(name))));
+    expect(a).toMatchObject({ status: "rejected", reason: { code: "commit_outcome_unknown" } });
+    expect(b).toEqual({ status: "fulfilled", value: result("b") });
+    expect(batches).toEqual([["a", "b"], ["b"]]);
   });
 });
 
@@ -178,8 +228,60 @@ describe.skipIf(!pg_server)("batched decisions on PostgreSQL", () => {
       );
       expect(refused).toBe(1);
       expect(results.map((result) => result.verdict.effect)).toEqual(["ALLOW", "ALLOW", "ALLOW"]);
+      const seqs = results.map((result) => result.evidence?.seq as number);
+      expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
       expect(results.every((result) => (result.evidence?.seq ?? -1) > 0)).toBe(true);
       expect((await bursar.ledger.agentBlock(roomy))?.held).toBe(before + 3_000);
     });
+
+    it("refuse a stored integer past 2^53 instead of rounding it, as one decision does", async () => {
+      const { bursar, agents } = shared;
+      const roomy = agents[1] as string;
+      const block_id = (await bursar.ledger.agentBlock(roomy))?.block_id;
+      await bursar.driver.transaction((tx) => tx.run("UPDATE blocks SET unreconciled = 1152921504606846976 WHERE block_id = ?", [block_id as string]));
+      try {
+        const call = bursar.ledger.authorize({ agent_id: roomy, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: "huge-1" } });
+        await expect(call).rejects.toThrow(/not a safe integer/);
+      } finally {
+        await bursar.driver.transaction((tx) => tx.run("UPDATE blocks SET unreconciled = 0 WHERE block_id = ?", [block_id as string]));
+      }
+    });
   });
+
+  it("expire more leases in one batch than one append takes, and decide the call in that batch", async () => {
+    const schema = await freshSchema(pg_server as string);
+    const clock = manualClock();
+    const bursar = await createBursar({ db: schema.url, signingKey, clock, ids: sequentialIds() });
+    try {
+      const { agent_id } = await bursar.operator.createAgent({ name: "busy" });
+      await bursar.operator.createBlock({ agent_id, currency: "INR", reserved: 1_000_000, velocity: { max_calls: 10_000, window_seconds: 60 } });
+      const leases = append_batch_max + 10;
+      for (let start = 0; start < leases; start += decision_batch_max) {
+        const count = Math.min(decision_batch_max, leases - start);
+        await Promise.all(
+          Array.from({ length: count }, (_, index) =>
+            bursar.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: `lease-${start + index}` } }),
+          ),
+        );
+      }
+      clock.advance(bursar.ledger.context.lease_ms + 1_000);
+      const appended: number[] = [];
+      const evidence: EvidenceWriter = {
+        append: (tx, entry) => bursar.log.append(tx, entry),
+        appendMany: async (tx, entries) => {
+          appended.push(entries.length);
+          return bursar.log.appendMany(tx, entries);
+        },
+      };
+      const ledger = new Ledger(bursar.driver, { ...bursar.ledger.context, evidence });
+      const result = await ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: "after" } });
+      expect(result.verdict.effect).toBe("ALLOW");
+      // One entry per expired lease, then the decision: in chunks the log accepts, in one batch.
+      expect(appended).toEqual([append_batch_max, leases + 1 - append_batch_max]);
+      expect((await bursar.ledger.inbox()).unknown_outcomes.length).toBeGreaterThan(0);
+    } finally {
+      await bursar.close();
+      await schema.drop();
+    }
+  }, 60_000);
 });
