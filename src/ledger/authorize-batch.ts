@@ -4,7 +4,7 @@
 // once, keeps them current in memory as its decisions hold money, and writes every row in a few
 // statements at the end. Its evidence entries are appended last, in decision order, under one
 // take of the log's sequence lock, so the lock order stays blocks → log and one durable commit
-// carries the whole batch (bench:pg: about a dozen round trips per batch instead of 14 per decision).
+// carries the whole batch (seven round trips per batch, where a decision alone makes 14).
 
 import { representable } from "../evidence/canonical.js";
 import { append_batch_max } from "../evidence/store.js";
@@ -120,7 +120,7 @@ interface State {
 
 /**
  * The batch's evidence writer: entries are kept in the order they were recorded (the expiries
- * a decision's snapshot causes, then the decision) and appended by `flush` in one appendMany.
+ * that fell due, then the decisions) and appended by `flush` after every row is written.
  * `append` answers at once with a reference that flush fills in; nothing reads one before that.
  */
 class DeferredEvidence implements EvidenceWriter {
@@ -228,17 +228,17 @@ async function lockBlocks(tx: SqlTx, agents: string[], now_ms: number, wait: boo
   return { blocks: rows(await tx.all<BlockRow>(lock_agent_blocks, params)), skipped: new Set() };
 }
 
-/**
- * Decides `inputs` (each batchable) in order, in the caller's transaction, and returns their
- * results in the same order: null for a call whose block another transaction held (`wait`
- * false), to be decided in a later batch. Rolled back as a whole when anything throws.
- */
 export interface BatchOptions {
   wait: boolean;
   /** Filled with the indexes of the calls left out, as the attempt that last ran left them. */
   skipped?: Set<number>;
 }
 
+/**
+ * Decides `all` (each batchable) in order, in the caller's transaction, and returns their
+ * results in the same order: null for a call whose block another transaction held (`wait`
+ * false), to be decided in a later batch. Rolled back as a whole when anything throws.
+ */
 export async function authorizeBatch(
   tx: SqlTx,
   context: LedgerContext,
@@ -251,9 +251,12 @@ export async function authorizeBatch(
   const batch: LedgerContext = { ...context, evidence };
   const agents = [...new Set(all.map((input) => input.agent_id as string))];
   const { blocks, skipped } = await lockBlocks(tx, agents, now_ms, options.wait);
-  const chosen = all.flatMap((input, index) => (skipped.has(input.agent_id as string) ? [] : [index]));
+  const chosen: number[] = [];
   options.skipped?.clear();
-  all.forEach((input, index) => skipped.has(input.agent_id as string) && options.skipped?.add(index));
+  for (const [index, input] of all.entries()) {
+    if (skipped.has(input.agent_id as string)) options.skipped?.add(index);
+    else chosen.push(index);
+  }
   const inputs = chosen.map((index) => all[index] as AuthorizeInput);
   const keys = inputs.map((input) => callKey(input.agent_id as string, input.tool, input.args));
   const pairs = keys.map((key, index) => ({ agent_id: inputs[index]?.agent_id as string, key: key.key }));
@@ -323,7 +326,7 @@ interface Waiting {
 /**
  * Gathers concurrent batchable decisions of one process: one batch is in flight at a time, and
  * the next takes every call that arrived meanwhile (up to decision_batch_max). A lone call goes
- * at once as a batch of one, so batching adds no wait when the gate is quiet.
+ * in the next turn of the event loop as a batch of one: batching adds no wait when it is quiet.
  */
 export class DecisionQueue {
   private readonly waiting: Waiting[] = [];
@@ -345,6 +348,14 @@ export class DecisionQueue {
   }
 
   private async drain(): Promise<void> {
+    try {
+      await this.batches();
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async batches(): Promise<void> {
     for (; this.waiting.length > 0; await turn()) {
       const calls = this.waiting.splice(0, decision_batch_max);
       const skipped = new Set<number>();
@@ -375,7 +386,6 @@ export class DecisionQueue {
         for (const call of calls) await this.runOne(call.input).then(call.resolve, call.reject);
       }
     }
-    this.running = false;
   }
 }
 
