@@ -70,6 +70,7 @@ async function worker(db: string, agents: string[], start_ms: number, end_ms: nu
   let count = 0;
   let errors = 0;
   let next = 0;
+  const cpu_start = process.cpuUsage();
   const loop = async () => {
     while (Date.now() < end_ms) {
       const agent_id = agents[Math.floor(Math.random() * agents.length)] as string;
@@ -87,8 +88,9 @@ async function worker(db: string, agents: string[], start_ms: number, end_ms: nu
     }
   };
   await Promise.all(Array.from({ length: loops_per_process }, loop));
+  const cpu = process.cpuUsage(cpu_start);
   await bursar.close();
-  process.stdout.write(JSON.stringify({ count, errors, late_ms }));
+  process.stdout.write(JSON.stringify({ count, errors, late_ms, cpu_ms: (cpu.user + cpu.system) / 1000 }));
 }
 
 const skeleton_blocks = 100;
@@ -195,7 +197,7 @@ async function batchedWorker(db: string, start_ms: number, end_ms: number): Prom
 }
 
 function runWorker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string, key: string) {
-  return new Promise<{ count: number; errors: number; late_ms: number }>((resolve, reject) => {
+  return new Promise<{ count: number; errors: number; late_ms: number; cpu_ms?: number }>((resolve, reject) => {
     const child = spawn(process.execPath, [process.argv[1] as string, "--worker", db, agents.join(","), String(start_ms), String(end_ms), tag], {
       env: { ...process.env, BENCH_SIGNING_KEY: key },
       stdio: ["ignore", "pipe", "inherit"],
@@ -222,7 +224,15 @@ async function withSchema<T>(work: (url: string) => Promise<T>): Promise<T> {
 
 type Variant = "default" | "unprepared" | "unbatched";
 
-async function postgresRate(processes: number, blocks: number, key: string, variant: Variant = "default"): Promise<{ rate: number; errors: number; late_ms: number }> {
+interface Rate {
+  rate: number;
+  errors: number;
+  late_ms: number;
+  /** CPU the worker processes spent per decision (Node only; the database's is not counted). */
+  node_cpu_ms: number;
+}
+
+async function postgresRate(processes: number, blocks: number, key: string, variant: Variant = "default"): Promise<Rate> {
   return withSchema(async (url) => {
     const { agents } = await setupBlocks(url, key, blocks);
     const start_ms = Date.now() + start_delay_ms;
@@ -234,6 +244,7 @@ async function postgresRate(processes: number, blocks: number, key: string, vari
       rate: count / seconds,
       errors: results.reduce((sum, result) => sum + result.errors, 0),
       late_ms: Math.max(...results.map((result) => result.late_ms)),
+      node_cpu_ms: results.reduce((sum, result) => sum + (result.cpu_ms ?? 0), 0) / Math.max(1, count),
     };
   });
 }
@@ -284,10 +295,14 @@ async function rawCommitRate(connections: number): Promise<number> {
 }
 
 /** The ledger as it runs beside `other`, over 100 blocks, in two rounds of alternating order: mean rates. */
-async function alternating(processes: number, key: string, other: Exclude<Variant, "default">): Promise<{ usual: number; other: number }> {
-  const pair = { usual: 0, other: 0 };
+async function alternating(processes: number, key: string, other: Exclude<Variant, "default">) {
+  const pair = { usual: 0, other: 0, usual_cpu_ms: 0, other_cpu_ms: 0 };
   for (const order of [[other, "default"], ["default", other]] as const) {
-    for (const variant of order) pair[variant === "default" ? "usual" : "other"] += (await postgresRate(processes, 100, key, variant)).rate / 2;
+    for (const variant of order) {
+      const measured = await postgresRate(processes, 100, key, variant);
+      pair[variant === "default" ? "usual" : "other"] += measured.rate / 2;
+      pair[variant === "default" ? "usual_cpu_ms" : "other_cpu_ms"] += measured.node_cpu_ms / 2;
+    }
   }
   return pair;
 }
@@ -352,7 +367,8 @@ async function main(): Promise<void> {
   const batch_pair = await alternating(4, key, "unbatched");
   console.log(
     `  PostgreSQL, 4 processes, 100 blocks, side by side in 2 alternating rounds: decisions batched ${batch_pair.usual.toFixed(0)}/s, ` +
-      `one transaction each ${batch_pair.other.toFixed(0)}/s (ratio ${(batch_pair.usual / batch_pair.other).toFixed(2)})`,
+      `one transaction each ${batch_pair.other.toFixed(0)}/s (ratio ${(batch_pair.usual / batch_pair.other).toFixed(2)}); ` +
+      `Node CPU per decision ${batch_pair.usual_cpu_ms.toFixed(3)} vs ${batch_pair.other_cpu_ms.toFixed(3)} ms`,
   );
   const spread = rates.get("4x100") ?? 0;
   const hot = rates.get("4x1") ?? 0;
