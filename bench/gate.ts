@@ -6,13 +6,14 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { closeSync, fdatasync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import type { FastifyInstance } from "fastify";
 import { loadConfig } from "../src/config.js";
 import { randomSecret } from "../src/datadir.js";
+import { fdatasyncAsync } from "../src/ledger/sqlite-wal.js";
 import { tool_declarations } from "../src/gate/tools.js";
 import type { Provider } from "../src/provider/port.js";
 import { createRazorpayProvider } from "../src/provider/razorpay/index.js";
@@ -249,7 +250,7 @@ const flush_samples = 200;
  * The floor under the added latency: the first phase's frames must be on disk before the
  * provider is called. Writes hold_frames WAL-shaped frames (a 24-byte header and a 4 KiB page
  * each, so unaligned, as SQLite writes them) over a preallocated file in the bench's temporary
- * directory and flushes them with fdatasync on libuv's thread pool, as the driver does.
+ * directory and flushes them with the driver's own flush (fdatasync on libuv's thread pool).
  */
 async function walFlushFloor(): Promise<{ p50_ms: number; p99_ms: number }> {
   const dir = mkdtempSync(join(tmpdir(), "bursar-bench-flush-"));
@@ -257,7 +258,7 @@ async function walFlushFloor(): Promise<{ p50_ms: number; p99_ms: number }> {
   try {
     const batch = Buffer.alloc(hold_frames * wal_frame_bytes, 7);
     for (let sample = 0; sample < flush_samples; sample++) writeSync(fd, batch, 0, batch.length, sample * batch.length);
-    await new Promise<void>((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
+    await fdatasyncAsync(fd);
     const header = Buffer.alloc(24, 1);
     const page = Buffer.alloc(4096, 2);
     const times: number[] = [];
@@ -268,7 +269,7 @@ async function walFlushFloor(): Promise<{ p50_ms: number; p99_ms: number }> {
         writeSync(fd, page, 0, page.length, at + header.length);
       }
       const start = performance.now();
-      await new Promise<void>((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
+      await fdatasyncAsync(fd);
       times.push(performance.now() - start);
     }
     times.sort((a, b) => a - b);

@@ -189,7 +189,8 @@ async function flushWrites(tx: SqlTx, writes: Writes): Promise<void> {
     JSON.stringify(writes.money_calls),
     JSON.stringify(deltas),
   ]);
-  if (Number(written?.adjusted) !== deltas.length) throw new Error(`${deltas.length - Number(written?.adjusted)} of the batch's blocks vanished while adjusting them`);
+  const adjusted = Number(written?.adjusted);
+  if (adjusted !== deltas.length) throw new Error(`${deltas.length - adjusted} of the batch's blocks vanished while adjusting them`);
   for (const approval of writes.approvals) await insertApproval(tx, approval);
 }
 
@@ -211,6 +212,12 @@ async function expire(tx: SqlTx, context: LedgerContext, blocks: Map<string, Blo
   }
 }
 
+/** What lock_free_agent_blocks answers: the blocks it locked, and the agents with no block. */
+interface FreeBlocks {
+  blockless: string[];
+  locked: BlockRow[];
+}
+
 /**
  * The agents' blocks, locked. Without `wait`, blocks another transaction holds are skipped (the
  * calls on them wait for a later batch instead of holding this one up), unless every block is
@@ -220,7 +227,7 @@ async function lockBlocks(tx: SqlTx, agents: string[], now_ms: number, wait: boo
   const params = [now_ms, JSON.stringify(agents)];
   const rows = (found: BlockRow[]) => new Map(found.map((row) => [row.agent_id, row]));
   if (!wait) {
-    const free = (await tx.get<{ blockless: string[]; locked: BlockRow[] }>(lock_free_agent_blocks, params)) as { blockless: string[]; locked: BlockRow[] };
+    const free = (await tx.get<FreeBlocks>(lock_free_agent_blocks, params)) as FreeBlocks;
     const blocks = rows(safeIntegers(free.locked));
     const skipped = new Set(agents.filter((agent) => !blocks.has(agent) && !free.blockless.includes(agent)));
     if (blocks.size > 0 || skipped.size === 0) return { blocks, skipped };

@@ -112,7 +112,7 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
 
 /** The key's row while its call is executing: a lease, and the reservation it holds. The key
  *  belongs to the caller (the CALLER guard makes that the reservation's owner too). */
-export function inFlightRow(context: LedgerContext, input: AuthorizeInput, key: CallKey, reservation: ReservationRow, now_ms: number): IdempotencyRow {
+function inFlightRow(context: LedgerContext, input: AuthorizeInput, key: CallKey, reservation: ReservationRow, now_ms: number): IdempotencyRow {
   return {
     agent_id: input.agent_id as string,
     key: key.key,
@@ -188,20 +188,14 @@ export async function insertApproval(tx: SqlTx, approval: ApprovalRow): Promise<
   );
 }
 
-async function holdMoney(
-  tx: SqlTx,
-  context: LedgerContext,
-  input: AuthorizeInput,
-  snap: Snapshot,
-  verdict: Verdict,
-  now_ms: number,
-): Promise<Written> {
-  const rows = holdRows(context, input, snap.block as BlockRow, snap.key as CallKey, verdict, now_ms);
-  await insertReservation(tx, rows.reservation);
-  await adjustBlock(tx, rows.reservation.block_id, { held: rows.reservation.amount });
-  if (rows.approval) await insertApproval(tx, rows.approval);
-  await putIdempotency(tx, rows.idempotency, snap.key_row);
-  return rows.approval ? { reservation: rows.reservation, approval: rows.approval } : { reservation: rows.reservation };
+/** Writes a hold's rows one statement at a time (the batched path writes many holds' rows together). */
+async function writeHold(tx: SqlTx, rows: ReturnType<typeof holdRows>, replace_key: boolean): Promise<Written> {
+  const { reservation, approval } = rows;
+  await insertReservation(tx, reservation);
+  await adjustBlock(tx, reservation.block_id, { held: reservation.amount });
+  if (approval) await insertApproval(tx, approval);
+  await putIdempotency(tx, rows.idempotency, replace_key);
+  return approval ? { reservation, approval } : { reservation };
 }
 
 /** A capture binds its payment to the reservation now, so no second payment can claim it. */
@@ -237,7 +231,9 @@ async function writeDecision(
   if (verdict.replay) return {};
   if (input.agent_id) await tx.run("INSERT INTO money_calls (agent_id, at_ms) VALUES (?, ?)", [input.agent_id, now_ms]);
   if (verdict.effect === "BLOCK") return {};
-  if (input.tool === "create_order") return holdMoney(tx, context, input, snap, verdict, now_ms);
+  if (input.tool === "create_order") {
+    return writeHold(tx, holdRows(context, input, snap.block as BlockRow, snap.key as CallKey, verdict, now_ms), snap.key_row);
+  }
   return bindCapture(tx, context, input, snap, now_ms);
 }
 

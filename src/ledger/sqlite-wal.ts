@@ -15,7 +15,7 @@ export interface Waiter {
   reject: (error: unknown) => void;
 }
 
-function fdatasyncAsync(fd: number): Promise<void> {
+export function fdatasyncAsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fdatasync(fd, (error) => (error ? reject(error) : resolve())));
 }
 
