@@ -6,6 +6,7 @@ import * as admin from "../../src/cli/commands/admin.js";
 import * as agent from "../../src/cli/commands/agent.js";
 import * as bench from "../../src/cli/commands/bench.js";
 import * as block from "../../src/cli/commands/block.js";
+import * as export_log from "../../src/cli/commands/export.js";
 import * as mcp_stdio from "../../src/cli/commands/mcp-stdio.js";
 import * as migrate from "../../src/cli/commands/migrate.js";
 import { ensureBuilt } from "../support/build.js";
@@ -17,6 +18,12 @@ const table = [
   { name: "block", module: block, options: Object.keys(block.block_options), env: ["BURSAR_URL", "BURSAR_ADMIN_TOKEN"] },
   { name: "admin", module: admin, options: [], env: ["BURSAR_DATA_DIR", "BURSAR_ADMIN_TOKEN"] },
   { name: "migrate", module: migrate, options: [], env: ["BURSAR_DATA_DIR", "BURSAR_DB"] },
+  {
+    name: "export",
+    module: export_log,
+    options: ["out", "checkpoint"],
+    env: ["BURSAR_DB", "BURSAR_PG_PREPARED_STATEMENTS", "BURSAR_DATA_DIR", "BURSAR_SIGNING_KEY", "BURSAR_LOG_ORIGIN"],
+  },
   { name: "bench", module: bench, options: [], env: ["BENCH_SECONDS", ...bench.bench_names] },
 ];
 

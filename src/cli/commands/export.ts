@@ -31,6 +31,7 @@ options:
 
 environment:
   BURSAR_DB            database: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
+  BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without them)
   BURSAR_DATA_DIR      data directory (default ./.bursar)
   BURSAR_SIGNING_KEY   Ed25519 private key PEM (default $BURSAR_DATA_DIR/signing-key.pem; never generated here)
   BURSAR_LOG_ORIGIN    log origin (default bursar.local/log); must match the log's
@@ -39,7 +40,7 @@ environment:
 function openDatabase(env: Config): SqlDriver {
   const postgres = /^postgres(ql)?:\/\//.test(env.db);
   if (!postgres && env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
-  return openDriver(env.db);
+  return openDriver(env.db, env);
 }
 
 /** Cuts a checkpoint at the current head when the key is here; else uses the latest stored one. */
