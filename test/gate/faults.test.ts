@@ -6,7 +6,7 @@
 // repeat the call.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { payOrder, testServer, type TestServer } from "../support/server.js";
+import { paidOrder, payOrder, testServer, type TestServer } from "../support/server.js";
 
 type Structured = Record<string, unknown>;
 let server: TestServer;
@@ -61,9 +61,7 @@ describe("provider faults", () => {
 
   it("a capture whose answer is lost is settled from the re-fetched payment", async () => {
     const { agent, client } = await buyer("f-capture-reset");
-    const created = await client.callTool({ name: "create_order", arguments: { amount: 9_000, currency: "INR" } });
-    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
-    const payment_id = await payOrder(server.url, order_id);
+    const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
     faults().set({ reset_next: 1, after_processing: true, only_routes: ["POST /v1/payments/:id/capture"] });
     const captured = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
     expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
@@ -72,9 +70,7 @@ describe("provider faults", () => {
 
   it("a capture that failed before it took effect leaves the money held and the agent may retry", async () => {
     const { agent, client } = await buyer("f-capture-5xx");
-    const created = await client.callTool({ name: "create_order", arguments: { amount: 9_000, currency: "INR" } });
-    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
-    const payment_id = await payOrder(server.url, order_id);
+    const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
     faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
     const failed = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
     expect(failed.isError).toBe(true);
@@ -113,9 +109,7 @@ describe("provider faults", () => {
 
   it("duplicate and out-of-order webhook deliveries apply once", async () => {
     const { agent, client } = await buyer("f-webhooks");
-    const created = await client.callTool({ name: "create_order", arguments: { amount: 4_000, currency: "INR" } });
-    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
-    const payment_id = await payOrder(server.url, order_id);
+    const { payment_id } = await paidOrder(server.url, client, { amount: 4_000, currency: "INR" });
     // Capture at the provider directly, so only the webhooks can settle it.
     faults().set({ webhook_duplicate_next: 3, webhook_out_of_order_next: 1 });
     expect(await captureAtProvider(payment_id, 4_000)).toMatchObject({ kind: "ok" });
@@ -127,8 +121,7 @@ describe("provider faults", () => {
 
 /** An order the provider created whose answer the gate never got: its reservation awaits the order. */
 async function lostOrder(name: string, amount: number) {
-  const agent = await server.agent(name);
-  const client = await server.client(agent.token);
+  const { agent, client } = await buyer(name);
   faults().set({ error_5xx_next: 1, after_processing: true, only_routes: ["POST /v1/orders"] });
   const created = await client.callTool({ name: "create_order", arguments: { amount, currency: "INR" } });
   faults().reset();
@@ -145,8 +138,7 @@ describe("provider lookups without an answer", () => {
     // Only payment.captured is let through: order.paid names the receipt itself and needs no lookup.
     faults().set({ webhook_drop_next: 100 });
     const payment_id = await payOrder(server.url, order_id);
-    const captured = await server.started.bursar.gate.gateContext.provider.capturePayment(payment_id, { amount: 10_000, currency: "INR" });
-    expect(captured).toMatchObject({ kind: "ok" });
+    expect(await captureAtProvider(payment_id, 10_000)).toMatchObject({ kind: "ok" });
     const event = server.started.simulator!.state.outbox().find((entry) => entry.event === "payment.captured" && entry.body.includes(payment_id));
     if (!event) throw new Error("the simulator emitted no payment.captured");
     faults().set({ webhook_drop_next: 0, rate_limit_next: 1_000, only_routes: ["GET /v1/orders/:id"] });
@@ -172,11 +164,8 @@ describe("provider lookups without an answer", () => {
   }
 
   it("a rate-limited payment pre-fetch refuses the capture under R3 and says to repeat the same call", async () => {
-    const agent = await server.agent("lk-capture");
-    const client = await server.client(agent.token);
-    const created = await client.callTool({ name: "create_order", arguments: { amount: 8_000, currency: "INR" } });
-    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
-    const payment_id = await payOrder(server.url, order_id);
+    const { client } = await buyer("lk-capture");
+    const { payment_id } = await paidOrder(server.url, client, { amount: 8_000, currency: "INR" });
     faults().set({ rate_limit_next: 1, only_routes: ["GET /v1/payments/:id"] });
     const args = { payment_id, amount: 8_000, currency: "INR", idempotency_key: "cap-1" };
     const refused = await client.callTool({ name: "capture_payment", arguments: args });

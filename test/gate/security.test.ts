@@ -3,7 +3,7 @@
 // text cannot move a decision.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { operator_token, payOrder, testServer, type TestServer } from "../support/server.js";
+import { operator_token, paidOrder, payOrder, testServer, type TestServer } from "../support/server.js";
 
 type Structured = Record<string, unknown>;
 let server: TestServer;
@@ -80,9 +80,7 @@ describe("the mounted simulator", () => {
   it("answers only the key Bursar generated for itself: another rzp_test_ key cannot create or capture around the gate", async () => {
     const agent = await server.agent("sec-sim");
     const client = await server.client(agent.token);
-    const created = await client.callTool({ name: "create_order", arguments: { amount: 3_000, currency: "INR" } });
-    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
-    const payment_id = await payOrder(server.url, order_id);
+    const { payment_id } = await paidOrder(server.url, client, { amount: 3_000, currency: "INR" });
     const orders_before = server.started.simulator!.state.orders().length;
     const as = (key: string) => ({ authorization: `Basic ${Buffer.from(key).toString("base64")}`, "content-type": "application/json" });
     for (const key of ["rzp_test_anything:whatever", "rzp_test_bursarlocal:guessed-secret", "rzp_test_bursarlocal:"]) {

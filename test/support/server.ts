@@ -81,3 +81,11 @@ export async function payOrder(url: string, order_id: string, card = "4111111111
   if (!body.razorpay_payment_id) throw new Error(`checkout failed: ${JSON.stringify(body)}`);
   return body.razorpay_payment_id;
 }
+
+/** Creates an order through the gate as `client`'s agent and pays it at the simulator's test checkout. */
+export async function paidOrder(url: string, client: Client, args: Record<string, unknown>): Promise<{ order_id: string; payment_id: string }> {
+  const created = await client.callTool({ name: "create_order", arguments: args });
+  const order = (created.structuredContent as { order?: { id: string } } | undefined)?.order;
+  if (!order) throw new Error(`create_order got no order: ${JSON.stringify(created.structuredContent)}`);
+  return { order_id: order.id, payment_id: await payOrder(url, order.id) };
+}
