@@ -33,7 +33,7 @@ function withEvidence(structured: Record<string, unknown>, evidence: EvidenceRef
 }
 
 /** A reason that ends by inviting a retry: IN_FLIGHT, and R3 when the provider did not confirm the payment. */
-const retry_invited = /; retry( shortly| later)?$/;
+const retry_invited = /; retry( shortly)?$/;
 
 /**
  * A refusal, with one line of advice for the model. Where the refusal is transient the advice

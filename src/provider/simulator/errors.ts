@@ -32,27 +32,24 @@ export function badRequest(description: string, field?: string, metadata: Record
   return { status: 400, body: { error } satisfies RazorpayErrorBody };
 }
 
+/** An error raised outside any payment step (authentication, the rate limiter, a failure of
+ *  Razorpay's own): source, step and reason are "NA". */
+function outsideStep(status: number, code: string, description: string): SimAnswer {
+  const error = { code, description, source: "NA", step: "NA", reason: "NA", metadata: {} };
+  return { status, body: { error } satisfies RazorpayErrorBody };
+}
+
 export function unauthorized(description: string): SimAnswer {
-  const error = { code: "BAD_REQUEST_ERROR", description, source: "NA", step: "NA", reason: "NA", metadata: {} };
-  return { status: 401, body: { error } satisfies RazorpayErrorBody };
+  return outsideStep(401, "BAD_REQUEST_ERROR", description);
 }
 
 export function serverError(status: number): SimAnswer {
-  const error = {
-    code: "SERVER_ERROR",
-    description: "The server encountered an error. The incident has been reported to admins.",
-    source: "NA",
-    step: "NA",
-    reason: "NA",
-    metadata: {},
-  };
-  return { status, body: { error } satisfies RazorpayErrorBody };
+  return outsideStep(status, "SERVER_ERROR", "The server encountered an error. The incident has been reported to admins.");
 }
 
 /** Razorpay's rate limiter: 429 with its usual error envelope (it asks for a retry with backoff). */
 export function tooManyRequests(): SimAnswer {
-  const error = { code: "BAD_REQUEST_ERROR", description: "Too many requests", source: "NA", step: "NA", reason: "NA", metadata: {} };
-  return { status: 429, body: { error } satisfies RazorpayErrorBody };
+  return outsideStep(429, "BAD_REQUEST_ERROR", "Too many requests");
 }
 
 export function ok(body: unknown): SimAnswer {

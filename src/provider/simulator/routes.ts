@@ -45,12 +45,23 @@ function authenticate(header: string | undefined, accept: RouteContext["accept_k
   return accept(key_id, key_secret) ? undefined : unauthorized(messages.api_key_invalid);
 }
 
-function strike(context: RouteContext, fault: RequestFault, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (fault.kind === "error_5xx" || fault.kind === "error_4xx" || fault.kind === "rate_limit") {
-    const answer =
-      fault.kind === "error_5xx" ? serverError(fault.status) : fault.kind === "rate_limit" ? tooManyRequests() : badRequest("The request was refused by the simulator's error_4xx fault.");
-    return reply.status(answer.status).send(answer.body);
+/** The answer a fault that answers gives; undefined for a fault that cuts or hangs the connection. */
+function errorAnswer(fault: RequestFault): SimAnswer | undefined {
+  switch (fault.kind) {
+    case "error_5xx":
+      return serverError(fault.status);
+    case "error_4xx":
+      return badRequest("The request was refused by the simulator's error_4xx fault.");
+    case "rate_limit":
+      return tooManyRequests();
+    default:
+      return undefined;
   }
+}
+
+function strike(context: RouteContext, fault: RequestFault, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const answer = errorAnswer(fault);
+  if (answer) return reply.status(answer.status).send(answer.body);
   reply.hijack();
   const socket = request.raw.socket;
   if (fault.kind === "reset") {
