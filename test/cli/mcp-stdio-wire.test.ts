@@ -3,9 +3,11 @@
 // refuses, and a connection cut after the gate took a money call.
 
 import { spawn } from "node:child_process";
-import { connect, createConnection, createServer, type Server, type Socket } from "node:net";
+import { createServer as createHttpServer } from "node:http";
+import { connect, createConnection, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
+import { runBursar } from "../support/process.js";
 import { testServer, type TestServer } from "../support/server.js";
 
 interface Piped {
@@ -15,19 +17,9 @@ interface Piped {
   ids: unknown[];
 }
 
-/** Writes raw stdin text to a bridge, closes stdin, collects stdout/stderr; killed after 15 s. */
+/** Writes raw stdin text to a bridge, closes stdin, and collects what it printed and the ids it answered. */
 async function pipe(input: string, env: Record<string, string>): Promise<Piped> {
-  const child = spawn(process.execPath, [bursar_bin, "mcp-stdio"], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  child.stdin.on("error", () => undefined);
-  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
-  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  child.stdin.end(input);
-  const code = await exited;
-  clearTimeout(timer);
+  const { code, stdout, stderr } = await runBursar(["mcp-stdio"], env, input);
   const ids = stdout
     .split("\n")
     .filter((line) => line !== "")
@@ -66,6 +58,25 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(piped.stderr).not.toContain(agent.token);
     expect(piped.code).toBe(2);
     expect(piped.stderr).toContain("BURSAR_AGENT_TOKEN holds whitespace or a control character");
+  });
+
+  it("keeps the token out of what it prints when something in front of the gate echoes the Authorization header", async () => {
+    const agent = await server.agent("echoed");
+    // A misconfigured proxy whose error body quotes the request's headers.
+    const echo = createHttpServer((request, response) => {
+      response.writeHead(502, { "content-type": "application/json" });
+      response.end(JSON.stringify({ error: { code: 502, message: `upstream refused ${String(request.headers.authorization)}` } }));
+    });
+    await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(echo.address() as AddressInfo).port}`;
+      const piped = await pipe(`${JSON.stringify(call(1, "get_block"))}\n`, { BURSAR_URL: url, BURSAR_AGENT_TOKEN: agent.token });
+      expect(JSON.parse(piped.stdout.trim())).toMatchObject({ id: 1, error: { message: expect.stringContaining("upstream refused Bearer [redacted]") } });
+      expect(piped.stdout).not.toContain(agent.token);
+      expect(piped.stderr).not.toContain(agent.token);
+    } finally {
+      await new Promise((resolve) => echo.close(resolve));
+    }
   });
 
   it("answers each request of a JSON-RPC batch (MCP 2025-06-18 has no batches) instead of dropping it", async () => {

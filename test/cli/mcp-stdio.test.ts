@@ -1,7 +1,6 @@
 // `bursar mcp-stdio` end to end: an MCP SDK stdio client spawns the compiled bridge, which
 // forwards to a real in-process gate; plus the bridge's failure modes and its exit on stdin close.
 
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,14 +33,8 @@ interface Piped {
 
 /** Writes the messages to a bridge's stdin, closes it, and collects everything it printed. */
 async function pipeThroughBridge(messages: unknown[], env: Record<string, string>): Promise<Piped> {
-  const child = spawn(process.execPath, [bursar_bin, "mcp-stdio"], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  child.stdin.end(messages.map((message) => `${JSON.stringify(message)}\n`).join(""));
-  const code = await exited;
+  const input = messages.map((message) => `${JSON.stringify(message)}\n`).join("");
+  const { code, stdout, stderr } = await runBursar(["mcp-stdio"], env, input);
   const lines = stdout.split("\n").filter((line) => line !== "");
   return { code, messages: lines.map((line) => JSON.parse(line) as Piped["messages"][number]), stdout, stderr };
 }

@@ -60,13 +60,20 @@ export async function startBursar(args: string[], env: Record<string, string>, t
   };
 }
 
-/** Runs a bursar command to completion. */
-export async function runBursar(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [bursar_bin, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+/** Runs a bursar command to completion; `input` (default none) is written to its stdin, which is then closed. */
+export async function runBursar(
+  args: string[],
+  env: Record<string, string> = {},
+  input?: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [bursar_bin, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  return { code, stdout, stderr };
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  // A command that exits before reading all of it (a refused token) must not fail the test with EPIPE.
+  child.stdin.on("error", () => undefined);
+  child.stdin.end(input ?? "");
+  return { code: await exited, stdout, stderr };
 }

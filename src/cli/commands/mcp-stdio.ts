@@ -21,8 +21,8 @@ export const stdin_buffer_max_bytes = 4 * 1024 * 1024;
 /** JSON-RPC "server error" range: the gate could not be reached or refused the HTTP request. */
 export const bridge_error_code = -32_000;
 /** JSON-RPC's code for a message that is JSON but not a valid request. */
-export const invalid_request_code = -32_600;
-export const batch_refusal = "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message on its own line";
+const invalid_request_code = -32_600;
+const batch_refusal = "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message on its own line";
 
 export const mcp_stdio_options = { url: { type: "string" } } as const;
 
@@ -138,7 +138,7 @@ function requestId(message: unknown): RequestId | undefined {
 }
 
 /** A line the bridge answers itself: the reply (none for a batch of notifications only) and why. */
-export interface Refusal {
+interface Refusal {
   reply: Record<string, unknown> | Array<Record<string, unknown>> | null;
   why: string;
 }
@@ -149,7 +149,7 @@ export interface Refusal {
  * with an id that the SDK's schema refuses. Undefined for every other line, which goes on to
  * the SDK unchanged.
  */
-export function refusedLine(line: string): Refusal | undefined {
+function refusedLine(line: string): Refusal | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(line);
