@@ -4,7 +4,7 @@
 
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { testServer, type TestServer } from "../support/server.js";
+import { rawToolCall, testServer, type TestServer } from "../support/server.js";
 
 type Structured = Record<string, unknown>;
 let server: TestServer;
@@ -26,17 +26,6 @@ async function treeSize(): Promise<number> {
   return answer.body.tree_size;
 }
 
-/** A tools/call whose `arguments` is the raw JSON text given (so keys like "__proto__" survive). */
-async function rawCall(token: string, name: string, args_json: string) {
-  const response = await fetch(`${server.url}/mcp`, {
-    method: "POST",
-    headers: mcp_headers(token),
-    body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":${JSON.stringify(name)},"arguments":${args_json}}}`,
-  });
-  const text = await response.text();
-  return { status: response.status, text };
-}
-
 describe("argument shapes that never reach the policy (DESIGN: any argument shape reaches the policy, refused under R0 with evidence)", () => {
   it("a money call whose arguments carry a \"__proto__\" or \"constructor\" key gets a rule and an evidence entry, not HTTP 400", async () => {
     const agent = await server.agent("proto-smuggler");
@@ -45,7 +34,7 @@ describe("argument shapes that never reach the policy (DESIGN: any argument shap
       '{"amount": 5000, "currency": "INR", "constructor": {"prototype": {"partial_payment": true}}}',
     ]) {
       const before = await treeSize();
-      const answer = await rawCall(agent.token, "create_order", args);
+      const answer = await rawToolCall(server.url, agent.token, "create_order", args);
       // Fastify's default parser answered 400 ("not valid JSON") and nothing was logged.
       expect({ args, status: answer.status, body: answer.text.slice(0, 160) }).toMatchObject({ args, status: 200 });
       const result = (JSON.parse(answer.text) as { result: { isError?: boolean; structuredContent: Structured } }).result;
@@ -56,7 +45,7 @@ describe("argument shapes that never reach the policy (DESIGN: any argument shap
 
   it("a \"__proto__\" note (kept as data by providerNotes) reaches the gate over /mcp", async () => {
     const agent = await server.agent("proto-note");
-    const answer = await rawCall(agent.token, "create_order", '{"amount": 5000, "currency": "INR", "notes": {"__proto__": "x"}}');
+    const answer = await rawToolCall(server.url, agent.token, "create_order", '{"amount": 5000, "currency": "INR", "notes": {"__proto__": "x"}}');
     expect({ status: answer.status, body: answer.text.slice(0, 160) }).toMatchObject({ status: 200 });
     const result = (JSON.parse(answer.text) as { result: { structuredContent: Structured } }).result;
     expect(result.structuredContent).toMatchObject({ effect: expect.any(String), evidence: { seq: expect.any(Number) } });
@@ -66,7 +55,7 @@ describe("argument shapes that never reach the policy (DESIGN: any argument shap
     const agent = await server.agent("positional");
     for (const args of ['[5000, "INR"]', '"amount=5000 currency=INR"', "null"]) {
       const before = await treeSize();
-      const answer = await rawCall(agent.token, "create_order", args);
+      const answer = await rawToolCall(server.url, agent.token, "create_order", args);
       expect(answer.status).toBe(200);
       const body = JSON.parse(answer.text) as { result?: { structuredContent: Structured }; error?: { code: number; message: string } };
       // The SDK's schema answered a JSON-RPC error ("expected record") and nothing was logged.
@@ -95,9 +84,7 @@ describe("Origin validation (docs/clients.md: only loopback origins, which also 
     const agent = await server.agent("rebind");
     const port = new URL(server.url).port;
     const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
-    // A foreign Origin against the loopback Host.
-    expect(await post({ ...mcp_headers(agent.token), host: `127.0.0.1:${port}`, origin: "http://rebind.attacker.example" }, body)).toBe(403);
-    // After DNS rebinding the browser sends Host = Origin's host = the attacker's name: a
+    // (A foreign Origin against the loopback Host: test/gate/security.test.ts.) After DNS rebinding the browser sends Host = Origin's host = the attacker's name: a
     // "same host" rule would let it through.
     const status = await post(
       { ...mcp_headers(agent.token), host: `rebind.attacker.example:${port}`, origin: `http://rebind.attacker.example:${port}` },

@@ -3,7 +3,7 @@
 // text cannot move a decision.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { operator_token, paidOrder, payOrder, testServer, type TestServer } from "../support/server.js";
+import { operator_token, paidOrder, payOrder, rawToolCall, testServer, type TestServer } from "../support/server.js";
 
 type Structured = Record<string, unknown>;
 let server: TestServer;
@@ -147,15 +147,9 @@ describe("argument shapes reach the policy", () => {
     const agent = await server.agent("unwritable");
     // Raw bodies: the SDK client would turn 1e400 into null before sending it.
     const call = async (args: string) => {
-      const response = await fetch(`${server.url}/mcp`, {
-        method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${agent.token}` },
-        body: `{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "create_order", "arguments": ${args}}}`,
-      });
-      expect(response.status).toBe(200);
-      const text = await response.text();
-      const data = text.startsWith("event:") || text.startsWith("data:") ? text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1) : text;
-      return (JSON.parse(data) as { result: { isError?: boolean; structuredContent: Structured } }).result;
+      const answer = await rawToolCall(server.url, agent.token, "create_order", args);
+      expect(answer.status).toBe(200);
+      return (JSON.parse(answer.text) as { result: { isError?: boolean; structuredContent: Structured } }).result;
     };
     const overflow = await call('{"amount": 1e400, "currency": "INR"}');
     expect(overflow.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0", evidence: { seq: expect.any(Number) } });

@@ -89,3 +89,19 @@ export async function paidOrder(url: string, client: Client, args: Record<string
   if (!order) throw new Error(`create_order got no order: ${JSON.stringify(created.structuredContent)}`);
   return { order_id: order.id, payment_id: await payOrder(url, order.id) };
 }
+
+/**
+ * POSTs a tools/call to /mcp whose `arguments` is the raw JSON text given, so what an SDK client
+ * would never send (1e400, a "__proto__" key) reaches the gate. Answers the HTTP status and the
+ * JSON-RPC reply's text (without SSE framing, if the gate streamed it).
+ */
+export async function rawToolCall(url: string, token: string, name: string, args_json: string): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${url}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${token}` },
+    body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":${JSON.stringify(name)},"arguments":${args_json}}}`,
+  });
+  const text = await response.text();
+  const framed = text.startsWith("event:") || text.startsWith("data:");
+  return { status: response.status, text: framed ? text.slice(text.indexOf("{"), text.lastIndexOf("}") + 1) : text };
+}
