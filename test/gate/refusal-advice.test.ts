@@ -5,38 +5,33 @@
 
 import { describe, expect, it } from "vitest";
 import { refusal } from "../../src/gate/results.js";
-import { createBursar, sequentialIds } from "../../src/index.js";
-import { manualClock } from "../support/clock.js";
+import { testLedger } from "../support/ledger.js";
 
 describe("refusal advice", () => {
   it("IN_FLIGHT asks for the same call again, not a changed one", async () => {
-    const bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
+    const t = await testLedger();
     try {
-      const agent = await bursar.operator.createAgent({ name: "buyer" });
-      await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
       const args = { amount: 1000, currency: "INR", idempotency_key: "basket-7" };
       // The first call's decision is committed and its provider call is still running.
-      await bursar.ledger.authorize({ agent_id: agent.agent_id, tool: "create_order", args });
-      const second = await bursar.gate.callTool(agent.token, "create_order", args);
+      await t.order(args);
+      const second = await t.bursar.gate.callToolAs(t.agent_id, "create_order", args);
       expect(second.structuredContent).toMatchObject({ effect: "BLOCK", rule: "IN_FLIGHT" });
       expect(second.content[0]?.text).toContain("Repeat this same call, with the same idempotency_key");
       expect(second.content[0]?.text).not.toContain("Do not retry this call unchanged");
     } finally {
-      await bursar.close();
+      await t.bursar.close();
     }
   });
 
   it("a capture of a payment the provider says does not exist is final, not transient", async () => {
-    const bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
+    const t = await testLedger();
     try {
-      const agent = await bursar.operator.createAgent({ name: "buyer" });
-      await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
-      const result = await bursar.gate.callTool(agent.token, "capture_payment", { payment_id: "pay_NoSuchPayment1", amount: 5000, currency: "INR" });
+      const result = await t.bursar.gate.callToolAs(t.agent_id, "capture_payment", { payment_id: "pay_NoSuchPayment1", amount: 5000, currency: "INR" });
       expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R3" });
       expect(result.content[0]?.text).toContain("Do not retry this call unchanged.");
       expect(result.content[0]?.text).not.toContain("Repeat this same call");
     } finally {
-      await bursar.close();
+      await t.bursar.close();
     }
   });
 

@@ -4,9 +4,7 @@
 // replayed an earlier ALLOW, with an evidence entry saying so. DESIGN.md: "a stray `transfers`
 // field is refused under R0 with evidence"; only `receipt` and `notes` are left out of the key.
 
-import { afterEach, describe, expect, it } from "vitest";
-import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
-import { manualClock } from "../support/clock.js";
+import { describe, expect, it } from "vitest";
 import { testLedger } from "../support/ledger.js";
 
 async function allowedOrder() {
@@ -52,24 +50,21 @@ describe("a derived key binds every argument but receipt and notes", () => {
   });
 });
 
-let bursar: Bursar | undefined;
-afterEach(async () => {
-  await bursar?.close();
-  bursar = undefined;
-});
-
 describe("through the gate: what the agent and the evidence see", () => {
   it("create_order with `transfers` answers BLOCK R0, not 'ALLOWED ... (replayed)'", async () => {
-    bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
-    const agent = await bursar.operator.createAgent({ name: "buyer" });
-    await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
-    const first = await bursar.gate.callTool(agent.token, "create_order", { amount: 5000, currency: "INR" });
-    expect(first.structuredContent.effect).toBe("ALLOW");
-    const routed = await bursar.gate.callTool(agent.token, "create_order", {
-      amount: 5000,
-      currency: "INR",
-      transfers: [{ account: "acc_attacker", amount: 5000, currency: "INR" }],
-    });
-    expect(routed.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
+    const t = await testLedger();
+    const call = (args: Record<string, unknown>) => t.bursar.gate.callToolAs(t.agent_id, "create_order", args);
+    try {
+      const first = await call({ amount: 5000, currency: "INR" });
+      expect(first.structuredContent.effect).toBe("ALLOW");
+      const routed = await call({
+        amount: 5000,
+        currency: "INR",
+        transfers: [{ account: "acc_attacker", amount: 5000, currency: "INR" }],
+      });
+      expect(routed.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
+    } finally {
+      await t.bursar.close();
+    }
   });
 });
