@@ -97,6 +97,20 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, parsed
 }
 
 /** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */
+/** Before a new event about an order no reservation names yet: finds the order's receipt and
+ *  links it (503, so the provider delivers again, when the provider's answer is unknown). */
+async function linkUnlinkedOrder(context: GateContext, event_id: string, parsed: Parsed, order_id: string): Promise<void> {
+  const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, event_id, order_id));
+  if (!unlinked) return;
+  const found = await receiptOf(context, parsed, order_id, unlinked.awaiting_order);
+  if (found.kind === "unknown") {
+    // Not a no-op: the event id stays unspent, so the provider's retry asks again.
+    context.observer?.webhook("deferred");
+    throw new HttpError(503, "provider_unavailable", `the provider's answer about this event's order is unknown (${found.reason}); deliver it again`);
+  }
+  if (found.receipt) await linkByReceipt(context, order_id, found.receipt);
+}
+
 export async function handleWebhook(
   context: GateContext,
   raw_body: Buffer,
@@ -112,16 +126,7 @@ export async function handleWebhook(
   if ("error" in parsed) throw new HttpError(400, "malformed_event", parsed.error);
   // The atomic dedupe is apply's INSERT; reading first spares a redelivery any provider call.
   const order_id = "payment" in parsed ? parsed.payment.order_id : null;
-  const unlinked = order_id === null ? undefined : await context.ledger.driver.read((tx) => unlinkedOrder(tx, event_id, order_id));
-  if (unlinked && order_id !== null) {
-    const found = await receiptOf(context, parsed, order_id, unlinked.awaiting_order);
-    if (found.kind === "unknown") {
-      // Not a no-op: the event id stays unspent, so the provider's retry asks again.
-      context.observer?.webhook("deferred");
-      throw new HttpError(503, "provider_unavailable", `the provider's answer about this event's order is unknown (${found.reason}); deliver it again`);
-    }
-    if (found.receipt) await linkByReceipt(context, order_id, found.receipt);
-  }
+  if (order_id !== null) await linkUnlinkedOrder(context, event_id, parsed, order_id);
   const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, parsed));
   context.observer?.webhook(answer.outcome);
   return answer;
