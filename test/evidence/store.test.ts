@@ -14,6 +14,12 @@ import { newSigner, openTestLog as openLogOn, test_origin, type TestLog } from "
 
 const decision = (n: number) => ({ kind: "gate.decision", source: "gate", body: { n, effect: "ALLOW" } });
 
+/** A bare multi-row INSERT into log_entries, bypassing the log, with these sequence numbers. */
+function entriesInsert(seqs: number[]): string {
+  const rows = seqs.map((seq) => `(${seq}, 'k', 's', 't', '{}', '${"0".repeat(64)}', 'sig')`);
+  return `INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES ${rows.join(", ")}`;
+}
+
 for (const backend of backends()) {
   describe(backend.name, () => {
     /** A fresh log on a fresh database of this backend, closed after the test. */
@@ -118,12 +124,12 @@ for (const backend of backends()) {
           "UPDATE log_head SET size = size + 1",
           "UPDATE log_head SET size = 0",
           "DELETE FROM log_head",
-          "INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES (5, 'k', 's', 't', '{}', '" +
-            "0".repeat(64) +
-            "', 'sig')",
-          "INSERT INTO log_entries (seq, kind, source, received_at, entry_text, leaf_hash, receipt_signature) VALUES (1, 'k', 's', 't', '{}', '" +
-            "0".repeat(64) +
-            "', 'sig')",
+          entriesInsert([5]),
+          entriesInsert([1]),
+          // Several entries in one statement: the next number first but a gap after it, and
+          // consecutive numbers that do not start at the head.
+          entriesInsert([2, 4]),
+          entriesInsert([3, 4]),
         ];
         for (const sql of statements) await expect(driver.transaction((tx) => tx.run(sql)), sql).rejects.toThrow();
         expect(await log.treeSize()).toBe(2);

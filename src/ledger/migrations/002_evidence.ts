@@ -62,7 +62,8 @@ BEGIN SELECT RAISE(ABORT, 'log_checkpoints is append-only'); END;
 `;
 
 // Postgres fires AFTER ROW triggers at the end of a multi-row statement, so the head is
-// checked and advanced in one BEFORE ROW trigger instead.
+// checked and advanced in one BEFORE ROW trigger instead (migration 6 replaces it with one
+// AFTER STATEMENT trigger that advances the head once per INSERT).
 const postgres = `${tables("BIGINT")}
 
 CREATE FUNCTION log_entries_take_next_seq() RETURNS trigger LANGUAGE plpgsql AS $$
