@@ -141,10 +141,12 @@ class DeferredEvidence implements EvidenceWriter {
   }
 
   /** Appends in chunks the log accepts (expiries can add many entries); the transaction keeps
-   *  the sequence lock from the first chunk on, so the entries stay consecutive. */
+   *  the sequence lock from the first chunk on, so the entries stay consecutive. The batch's
+   *  transaction ends with this: its last INSERT goes with the COMMIT. */
   async flush(tx: SqlTx): Promise<void> {
     for (let start = 0; start < this.inputs.length; start += append_batch_max) {
-      const written = await this.log.appendMany(tx, this.inputs.slice(start, start + append_batch_max));
+      const last = start + append_batch_max >= this.inputs.length;
+      const written = await this.log.appendMany(tx, this.inputs.slice(start, start + append_batch_max), { last });
       written.forEach(({ seq, leaf_hash, receipt }, index) => Object.assign(this.refs[start + index] as EvidenceRef, { seq, leaf_hash, receipt }));
     }
   }

@@ -22,8 +22,11 @@ export interface EvidenceInput {
 /** The evidence log as the ledger sees it: appends inside the caller's transaction. */
 export interface EvidenceWriter {
   append(tx: SqlTx, input: EvidenceInput): Promise<EvidenceRef>;
-  /** Appends in order under one take of the sequence lock, each entry with its own receipt. */
-  appendMany(tx: SqlTx, inputs: readonly EvidenceInput[]): Promise<Array<Omit<EvidenceRef, "receipt"> & { receipt?: unknown }>>;
+  /**
+   * Appends in order under one take of the sequence lock, each entry with its own receipt. With
+   * `last`, the transaction runs nothing after it (the final INSERT goes with the COMMIT).
+   */
+  appendMany(tx: SqlTx, inputs: readonly EvidenceInput[], options?: { last?: boolean }): Promise<Array<Omit<EvidenceRef, "receipt"> & { receipt?: unknown }>>;
 }
 
 export interface LedgerContext {

@@ -14,6 +14,13 @@ export interface SqlTx {
   get<Row>(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined>;
   all<Row>(sql: string, params?: readonly SqlValue[]): Promise<Row[]>;
   run(sql: string, params?: readonly SqlValue[]): Promise<RunResult>;
+  /**
+   * Runs `sql` as the transaction's last statement, together with its COMMIT: on PostgreSQL both
+   * go in one round trip, so locks the transaction holds are released a round trip sooner (the
+   * log's sequence lock, above all). Nothing may run after it; its error fails the transaction
+   * when it commits. Parameters are strings, numbers, bigints or null.
+   */
+  runWithCommit(sql: string, params?: readonly SqlValue[]): void;
   /** `FOR UPDATE` where the dialect has row locks; empty on SQLite (its writer lock is the whole file). */
   readonly forUpdate: string;
 }

@@ -93,6 +93,27 @@ interface Prepared extends Translated {
  * quoted identifier, never use `$` or comments: each of those is refused rather than guessed at.
  */
 export function toPositional(sql: string): Translated {
+  return substitute(sql, (index) => `$${index + 1}`);
+}
+
+/**
+ * `sql` with each `?` replaced by its parameter as an SQL literal, for the simple query protocol
+ * (which takes several statements in one message but no parameters). Strings are quoted by the
+ * driver's escapeLiteral; a number must be finite; a byte array is refused.
+ */
+export function withLiterals(sql: string, params: readonly unknown[], quote: (text: string) => string): string {
+  const { placeholders } = toPositional(sql);
+  if (placeholders !== params.length) throw new Error(`statement has ${placeholders} placeholders but ${params.length} parameters: ${sql}`);
+  return substitute(sql, (index) => {
+    const value = params[index];
+    if (value === null) return "NULL";
+    if (typeof value === "string") return quote(value);
+    if (typeof value === "bigint" || (typeof value === "number" && Number.isFinite(value))) return String(value);
+    throw new Error(`parameter ${index + 1} cannot be written as an SQL literal: ${typeof value}`);
+  }).text;
+}
+
+function substitute(sql: string, placeholder: (index: number) => string): Translated {
   if (sql.includes("$")) throw new Error(`SQL for the port must not contain '$': ${sql}`);
   if (sql.includes("--") || sql.includes("/*")) throw new Error(`SQL for the port must not contain comments: ${sql}`);
   let text = "";
@@ -107,7 +128,7 @@ export function toPositional(sql: string): Translated {
       quote = char;
       text += char;
     } else if (char === "?") {
-      text += `$${++placeholders}`;
+      text += placeholder(placeholders++);
     } else {
       text += char;
     }
@@ -230,8 +251,10 @@ export class PostgresDriver implements SqlDriver {
     return found;
   }
 
-  private txOn(client: pg.PoolClient): SqlTx {
+  /** `last` receives the statement runWithCommit queues, with its parameters written as literals. */
+  private txOn(client: pg.PoolClient, last: { sql?: string }): SqlTx {
     const query = async <Row>(sql: string, params?: readonly SqlValue[]) => {
+      if (last.sql !== undefined) throw new Error("nothing runs in a transaction after its runWithCommit statement");
       const { name, text } = this.translate(sql, params);
       const values = normalize(params);
       return client.query<Row & pg.QueryResultRow>(this.prepared_statements ? { name, text, values } : { text, values });
@@ -242,6 +265,10 @@ export class PostgresDriver implements SqlDriver {
       get: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows[0] as Row | undefined,
       all: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows as Row[],
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
+      runWithCommit: (sql: string, params?: readonly SqlValue[]) => {
+        if (last.sql !== undefined) throw new Error("a transaction runs one statement with its COMMIT");
+        last.sql = withLiterals(sql, normalize(params), (text) => client.escapeLiteral(text));
+      },
     };
   }
 
@@ -255,18 +282,21 @@ export class PostgresDriver implements SqlDriver {
     }
     const { client } = checkout;
     let phase: Phase = "work";
+    const last: { sql?: string } = {};
     try {
       await client.query(begin);
-      const result = await work(this.txOn(client));
+      const result = await work(this.txOn(client, last));
       // Broken while no statement was in flight: COMMIT would never be sent, so the server rolled
       // the transaction back and it is safe to retry. Thrown in the work phase for that reason.
       if (checkout.broken) throw checkout.broken;
       phase = "commit";
-      await client.query("COMMIT");
+      // The simple query protocol runs both statements from one message; if the first fails,
+      // the server skips the COMMIT and leaves the transaction aborted (rolled back below).
+      await client.query(last.sql === undefined ? "COMMIT" : `${last.sql}; COMMIT`);
       return result;
     } catch (error) {
       if (isConnectionError(error)) checkout.broken ??= error as Error;
-      else if (phase === "work" && !checkout.broken) {
+      else if ((phase === "work" || last.sql !== undefined) && !checkout.broken) {
         await client.query("ROLLBACK").catch((rollback: Error) => (checkout.broken = rollback));
       }
       throw new AttemptError(error, phase);

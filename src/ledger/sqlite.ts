@@ -116,6 +116,8 @@ export class SqliteDriver implements SqlDriver {
         const info = this.statement(sql).run(...normalize(params));
         return { changes: info.changes };
       },
+      // SQLite has no round trips to save: the statement runs now.
+      runWithCommit: (sql: string, params?: readonly SqlValue[]) => void this.statement(sql).run(...normalize(params)),
     };
   }
 

@@ -30,8 +30,9 @@ describe.skipIf(!pg_server)("a money call whose COMMIT went unconfirmed", () => 
     const agent = await bursar.operator.createAgent({ name: "buyer" });
     const block = await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 100_000, ttl_seconds: 3_600 });
     const args = { amount: 5_000, currency: "INR", idempotency_key: "cut-at-commit" };
-    // The next COMMIT is the decision's: it commits, and its answer never arrives.
-    proxy.arm({ sql: /^COMMIT/, when: "after_reply" });
+    // The next COMMIT is the decision's (sent with the batch's last INSERT into the log): it
+    // commits, and its answer never arrives.
+    proxy.arm({ sql: /(^|; )COMMIT$/, when: "after_reply" });
     const result = await bursar.gate.callToolAs(agent.agent_id, "create_order", args);
     expect(proxy.cut).toHaveLength(1);
     expect(result.isError).toBe(true);

@@ -4,7 +4,7 @@
 
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
-import { PostgresDriver, pg_transaction_attempts_max, pg_write_transactions_max, toPositional } from "../../src/ledger/postgres.js";
+import { PostgresDriver, pg_transaction_attempts_max, pg_write_transactions_max, toPositional, withLiterals } from "../../src/ledger/postgres.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
 
 const pg_server = postgresServerUrl();
@@ -24,6 +24,23 @@ describe("toPositional", () => {
     expect(() => toPositional("SELECT $1")).toThrow(/\$/);
     expect(() => toPositional("SELECT 1 -- ?")).toThrow(/comments/);
     expect(() => toPositional("SELECT 'open")).toThrow(/unterminated/);
+  });
+});
+
+describe("withLiterals", () => {
+  const quote = (text: string) => `Q(${text})`;
+
+  it("writes each parameter as a literal: strings through the driver's quoting, numbers, bigints and null as they are", () => {
+    expect(withLiterals("INSERT INTO t VALUES (?, ?, ?, ?)", ["it's", 42, 9_007_199_254_740_993n, null], quote)).toBe(
+      "INSERT INTO t VALUES (Q(it's), 42, 9007199254740993, NULL)",
+    );
+  });
+
+  it("refuses what has no literal form and a parameter count that does not match", () => {
+    expect(() => withLiterals("SELECT ?", [Number.NaN], quote)).toThrow(/parameter 1/);
+    expect(() => withLiterals("SELECT ?", [new Uint8Array([1])], quote)).toThrow(/parameter 1/);
+    expect(() => withLiterals("SELECT ?, ?", ["a"], quote)).toThrow(/2 placeholders but 1 parameters/);
+    expect(() => withLiterals("SELECT '?'", [], quote)).toThrow(/inside a quoted literal/);
   });
 });
 
@@ -122,6 +139,30 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     ).rejects.toThrow("the state change failed");
     expect(attempts).toBe(1);
     expect(await driver.read((tx) => tx.all("SELECT 1 FROM settings WHERE name = 'rolled'"))).toEqual([]);
+  });
+
+  it("runs a runWithCommit statement with the COMMIT: its text arrives exactly, and nothing may follow it", async () => {
+    const value = "quote ' backslash \\ \\x00 newline \n emoji \u{1F600} $1 ?";
+    await driver.transaction(async (tx) => {
+      tx.runWithCommit("INSERT INTO settings (name, value) VALUES (?, ?)", ["with-commit", value]);
+      await expect(tx.run("SELECT 1")).rejects.toThrow(/after its runWithCommit/);
+    });
+    expect(await driver.read((tx) => tx.all("SELECT value FROM settings WHERE name = 'with-commit'"))).toEqual([{ value }]);
+  });
+
+  it("fails the transaction when its runWithCommit statement fails, commits nothing and leaves the connection usable", async () => {
+    await expect(
+      driver.transaction(async (tx) => {
+        await tx.run("INSERT INTO settings (name, value) VALUES ('before-failed-last', 'x')");
+        tx.runWithCommit("INSERT INTO settings (name, value) VALUES (?, ?)", ["with-commit", "a second row with the same name"]);
+      }),
+    ).rejects.toThrow(/duplicate key/);
+    expect(await driver.read((tx) => tx.all("SELECT 1 FROM settings WHERE name = 'before-failed-last'"))).toEqual([]);
+    // Every pooled connection still works: none was handed back inside the aborted transaction.
+    const counts = await Promise.all(
+      Array.from({ length: 8 }, () => driver.transaction((tx) => tx.get<{ n: number }>("SELECT COUNT(*) AS n FROM settings WHERE name = 'with-commit'"))),
+    );
+    expect(counts.map((row) => row?.n)).toEqual(Array.from({ length: 8 }, () => 1));
   });
 
   it("prepares nothing with prepared_statements: false (for a pooler that cannot keep them)", async () => {
