@@ -93,27 +93,6 @@ interface Prepared extends Translated {
  * quoted identifier, never use `$` or comments: each of those is refused rather than guessed at.
  */
 export function toPositional(sql: string): Translated {
-  return substitute(sql, (index) => `$${index + 1}`);
-}
-
-/**
- * `sql` with each `?` replaced by its parameter as an SQL literal, for the simple query protocol
- * (which takes several statements in one message but no parameters). Strings are quoted by the
- * driver's escapeLiteral; a number must be finite; a byte array is refused.
- */
-export function withLiterals(sql: string, params: readonly unknown[], quote: (text: string) => string): string {
-  const { placeholders } = toPositional(sql);
-  if (placeholders !== params.length) throw new Error(`statement has ${placeholders} placeholders but ${params.length} parameters: ${sql}`);
-  return substitute(sql, (index) => {
-    const value = params[index];
-    if (value === null) return "NULL";
-    if (typeof value === "string") return quote(value);
-    if (typeof value === "bigint" || (typeof value === "number" && Number.isFinite(value))) return String(value);
-    throw new Error(`parameter ${index + 1} cannot be written as an SQL literal: ${typeof value}`);
-  }).text;
-}
-
-function substitute(sql: string, placeholder: (index: number) => string): Translated {
   if (sql.includes("$")) throw new Error(`SQL for the port must not contain '$': ${sql}`);
   if (sql.includes("--") || sql.includes("/*")) throw new Error(`SQL for the port must not contain comments: ${sql}`);
   let text = "";
@@ -128,13 +107,29 @@ function substitute(sql: string, placeholder: (index: number) => string): Transl
       quote = char;
       text += char;
     } else if (char === "?") {
-      text += placeholder(placeholders++);
+      text += `$${++placeholders}`;
     } else {
       text += char;
     }
   }
   if (quote) throw new Error(`unterminated quote in SQL: ${sql}`);
   return { text, placeholders };
+}
+
+/**
+ * A statement in toPositional's form with each `$n` replaced by parameter n as an SQL literal,
+ * for the simple query protocol (which takes several statements in one message but no
+ * parameters). toPositional refused any other `$`, so every `$n` is a placeholder. Strings are
+ * quoted by the driver's escapeLiteral; a number must be finite; anything else is refused.
+ */
+export function withLiterals(positional: string, params: readonly unknown[], quote: (text: string) => string): string {
+  return positional.replace(/\$(\d+)/g, (_, number: string) => {
+    const value = params[Number(number) - 1];
+    if (value === null) return "NULL";
+    if (typeof value === "string") return quote(value);
+    if (typeof value === "bigint" || (typeof value === "number" && Number.isFinite(value))) return String(value);
+    throw new Error(`parameter ${number} cannot be written as an SQL literal: ${typeof value}`);
+  });
 }
 
 const connection_error_codes = new Set([
@@ -267,7 +262,7 @@ export class PostgresDriver implements SqlDriver {
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
       runWithCommit: (sql: string, params?: readonly SqlValue[]) => {
         if (last.sql !== undefined) throw new Error("a transaction runs one statement with its COMMIT");
-        last.sql = withLiterals(sql, normalize(params), (text) => client.escapeLiteral(text));
+        last.sql = withLiterals(this.translate(sql, params).text, normalize(params), (text) => client.escapeLiteral(text));
       },
     };
   }
