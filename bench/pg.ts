@@ -12,6 +12,7 @@
 // those skeleton decisions as the ledger batches decisions (one batch in flight per process,
 // gathered over a turn of the event loop, set-based statements, one log append per batch) but
 // with no policy, hashing or signing: the ceiling of the ledger's design on this machine.
+// The goal's cell is measured three times in one run; the verdict takes their mean.
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -20,14 +21,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { generateSigningKeyPem } from "../src/evidence/index.js";
+import { decision_batch_max } from "../src/ledger/authorize-batch.js";
 import { pg_pool_connections_max } from "../src/ledger/postgres.js";
 import { createBursar } from "../src/index.js";
 import { unbounded_block } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 3);
 const server = process.env.BURSAR_BENCH_PG ?? process.env.BURSAR_TEST_PG ?? "postgres://postgres@127.0.0.1:5432/test";
-/** Concurrent decision loops per process (the pool holds 10 connections). */
-const loops_per_process = Number(process.env.BENCH_LOOPS ?? 16);
+/**
+ * Concurrent decision loops per process: the calls a gate process has in flight. Batching
+ * decouples them from the pool's 10 connections; at 16 a process's batches were too small to
+ * keep the log lock busy, so the goal's cell is also printed at 16 beside the default.
+ */
+const loops_per_process = Number(process.env.BENCH_LOOPS ?? 32);
+const loops_compared = 16;
 const process_counts = [1, 2, 4] as const;
 const block_counts = [1, 100] as const;
 /** Workers start together at a shared instant this far after spawning (node start + createBursar). */
@@ -125,12 +132,9 @@ async function skeletonWorker(db: string, start_ms: number, end_ms: number): Pro
   process.stdout.write(JSON.stringify({ count, errors, late_ms: 0 }));
 }
 
-/** Decisions one batched-yardstick transaction carries (the ledger's loops are 16 per process). */
-const batch_decisions_max = 16;
-
 /**
  * One batched-yardstick worker: the loops' decisions are gathered, as the ledger's DecisionQueue
- * gathers them, into one transaction at a time of up to batch_decisions_max that locks their
+ * gathers them, into one transaction at a time of up to decision_batch_max that locks their
  * blocks in id order, writes all holds in one INSERT and all block updates in one UPDATE, then
  * locks a one-row log head and appends one log row per decision. No policy, no hashing, no
  * signatures: the ceiling for the ledger's design, which batches decisions and assigns log
@@ -143,7 +147,7 @@ async function batchedWorker(db: string, start_ms: number, end_ms: number): Prom
   let running = false;
   const drain = async () => {
     for (; queue.length > 0; await new Promise((resolve) => setImmediate(resolve))) {
-      const batch = queue.splice(0, batch_decisions_max);
+      const batch = queue.splice(0, decision_batch_max);
       const blocks = batch.map((decision) => decision.block);
       const client = await pool.connect();
       try {
@@ -156,13 +160,13 @@ async function batchedWorker(db: string, start_ms: number, end_ms: number): Prom
           values: [blocks],
         });
         const head = await client.query<{ size: string }>({ name: "head", text: "SELECT size FROM skeleton_head WHERE id = 1 FOR UPDATE" });
-        await client.query({
-          name: "append",
-          text: "INSERT INTO skeleton_log (seq, body) SELECT $1::bigint + g, $2 FROM generate_series(0, $3::int - 1) g",
-          values: [head.rows[0]?.size, "y".repeat(800), batch.length],
-        });
-        await client.query({ name: "advance", text: "UPDATE skeleton_head SET size = size + $1 WHERE id = 1", values: [batch.length] });
-        await client.query("COMMIT");
+        const size = head.rows[0]?.size ?? "";
+        if (!/^\d+$/.test(size)) throw new Error(`skeleton_head.size is ${size}`);
+        // The append goes with the COMMIT in one message, as the ledger sends its last log INSERT.
+        await client.query(
+          `INSERT INTO skeleton_log (seq, body) SELECT ${size} + g, '${"y".repeat(800)}' FROM generate_series(0, ${batch.length - 1}) g; ` +
+            `UPDATE skeleton_head SET size = size + ${batch.length} WHERE id = 1; COMMIT`,
+        );
         for (const decision of batch) decision.done();
       } catch (error) {
         await client.query("ROLLBACK").catch(() => undefined);
@@ -197,10 +201,10 @@ async function batchedWorker(db: string, start_ms: number, end_ms: number): Prom
   process.stdout.write(JSON.stringify({ count, errors, late_ms: 0 }));
 }
 
-function runWorker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string, key: string) {
+function runWorker(db: string, agents: string[], start_ms: number, end_ms: number, tag: string, key: string, loops = loops_per_process) {
   return new Promise<{ count: number; errors: number; late_ms: number; cpu_ms?: number }>((resolve, reject) => {
     const child = spawn(process.execPath, [process.argv[1] as string, "--worker", db, agents.join(","), String(start_ms), String(end_ms), tag], {
-      env: { ...process.env, BENCH_SIGNING_KEY: key },
+      env: { ...process.env, BENCH_SIGNING_KEY: key, BENCH_LOOPS: String(loops) },
       stdio: ["ignore", "pipe", "inherit"],
     });
     let out = "";
@@ -233,13 +237,13 @@ interface Rate {
   node_cpu_ms: number;
 }
 
-async function postgresRate(processes: number, blocks: number, key: string, variant: Variant = "default"): Promise<Rate> {
+async function postgresRate(processes: number, blocks: number, key: string, variant: Variant = "default", loops = loops_per_process): Promise<Rate> {
   return withSchema(async (url) => {
     const { agents } = await setupBlocks(url, key, blocks);
     const start_ms = Date.now() + start_delay_ms;
     const end_ms = start_ms + seconds * 1000;
     const tag = variant === "default" ? "p" : variant;
-    const results = await Promise.all(Array.from({ length: processes }, (_, index) => runWorker(url, agents, start_ms, end_ms, `${tag}${index}`, key)));
+    const results = await Promise.all(Array.from({ length: processes }, (_, index) => runWorker(url, agents, start_ms, end_ms, `${tag}${index}`, key, loops)));
     const count = results.reduce((sum, result) => sum + result.count, 0);
     return {
       rate: count / seconds,
@@ -297,10 +301,11 @@ async function rawCommitRate(connections: number): Promise<number> {
 
 /** The ledger as it runs beside `other`, over 100 blocks, in two rounds of alternating order: mean rates. */
 async function alternating(processes: number, key: string, other: Exclude<Variant, "default">) {
-  const pair = { usual: 0, other: 0, usual_cpu_ms: 0, other_cpu_ms: 0 };
+  const pair = { usual: 0, other: 0, usual_cpu_ms: 0, other_cpu_ms: 0, usual_rates: [] as number[] };
   for (const order of [[other, "default"], ["default", other]] as const) {
     for (const variant of order) {
       const measured = await postgresRate(processes, 100, key, variant);
+      if (variant === "default") pair.usual_rates.push(measured.rate);
       pair[variant === "default" ? "usual" : "other"] += measured.rate / 2;
       pair[variant === "default" ? "usual_cpu_ms" : "other_cpu_ms"] += measured.node_cpu_ms / 2;
     }
@@ -371,13 +376,26 @@ async function main(): Promise<void> {
       `one transaction each ${batch_pair.other.toFixed(0)}/s (ratio ${(batch_pair.usual / batch_pair.other).toFixed(2)}); ` +
       `Node CPU per decision ${batch_pair.usual_cpu_ms.toFixed(3)} vs ${batch_pair.other_cpu_ms.toFixed(3)} ms`,
   );
+  const fewer = await postgresRate(4, 100, key, "default", loops_compared);
+  console.log(
+    `  PostgreSQL, 4 processes, 100 blocks, ${loops_compared} loops per process instead of ${loops_per_process}: ${fewer.rate.toFixed(0)} decisions/s` +
+      ` (Node CPU per decision ${fewer.node_cpu_ms.toFixed(3)} ms)`,
+  );
   const spread = rates.get("4x100") ?? 0;
   const hot = rates.get("4x1") ?? 0;
+  // The goal's cell was measured three times in this run (its own cell and the two batched
+  // rounds beside unbatched); the machine's speed drifts, so the verdict takes their mean.
+  const goal_rates = [spread, ...batch_pair.usual_rates];
+  const goal_mean = goal_rates.reduce((sum, rate) => sum + rate, 0) / goal_rates.length;
   console.log(`  ratios: 4 vs 1 process over 100 blocks ${(spread / (rates.get("1x100") ?? 1)).toFixed(2)}; 100 blocks vs 1 block (4 processes) ${(spread / (hot || 1)).toFixed(2)}`);
   console.log(`  serialization bound (one hot block, 4 processes): ${hot.toFixed(0)} decisions/s`);
   console.log(`  ledger (4 processes, 100 blocks) / raw single-connection commits: ${(spread / raw_one).toFixed(2)}`);
   console.log(`  ledger (4 processes, 100 blocks) / decision skeleton: ${(spread / skeleton).toFixed(2)}; / batched skeleton: ${(spread / batched.rate).toFixed(2)}`);
-  console.log(`  goal >= 2000/s with 4 processes over 100 blocks: ${spread >= 2000 ? "met" : "NOT met"} (${spread.toFixed(0)}/s; the skeleton alone reaches ${skeleton.toFixed(0)}/s here, the batched skeleton ${batched.rate.toFixed(0)}/s)`);
+  console.log(
+    `  goal >= 2000/s with 4 processes over 100 blocks: ${goal_mean >= 2000 ? "met" : "NOT met"} (${goal_mean.toFixed(0)}/s, the mean of ` +
+      `${goal_rates.map((rate) => rate.toFixed(0)).join(", ")} measured in this run; the skeleton alone reaches ${skeleton.toFixed(0)}/s here, ` +
+      `the batched skeleton ${batched.rate.toFixed(0)}/s)`,
+  );
 }
 
 if (process.argv[2] === "--worker") {
