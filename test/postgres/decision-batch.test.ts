@@ -191,6 +191,43 @@ describe.skipIf(!pg_server)("batched decisions on PostgreSQL", () => {
       }
     });
 
+    it("make a skipped call's next batch wait for that call's block only, and skip another held block again", async () => {
+      const [tight, roomy, , revoked] = shared.agents as [string, string, string, string];
+      const block_of = async (agent_id: string) => (await shared.bursar.ledger.agentBlock(agent_id))?.block_id;
+      const holders = [new pg.Client({ connectionString: shared.url }), new pg.Client({ connectionString: shared.url })] as const;
+      const [tight_holder, roomy_holder] = holders;
+      await Promise.all(holders.map((holder) => holder.connect()));
+      try {
+        for (const [holder, agent_id] of [[tight_holder, tight], [roomy_holder, roomy]] as const) {
+          await holder.query("BEGIN");
+          await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [await block_of(agent_id)]);
+        }
+        const order = (agent_id: string, key: string) =>
+          shared.bursar.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+        // Batch 1 locks the revoked agent's free block and skips tight's call.
+        const tight_call = order(tight, "only-own-block-tight");
+        const revoked_call = order(revoked, "only-own-block-revoked");
+        await new Promise((resolve) => setImmediate(resolve));
+        // Made while batch 1 runs: batch 2 has tight's skipped call and this one.
+        let roomy_done = false;
+        const roomy_call = order(roomy, "only-own-block-roomy");
+        void roomy_call.then(() => (roomy_done = true));
+        expect((await revoked_call).verdict.effect).toBe("BLOCK");
+        await tight_holder.query("COMMIT");
+        // Batch 2 waited for tight's block alone: roomy's, still held, was skipped again. Had
+        // it waited for every block, tight's call would wait for the roomy holder below.
+        const released = setTimeout(() => void roomy_holder.query("COMMIT"), 10_000);
+        const tight_result = await tight_call;
+        clearTimeout(released);
+        expect(tight_result.verdict.effect).toBe("ALLOW");
+        expect(roomy_done).toBe(false);
+        await roomy_holder.query("COMMIT");
+        expect((await roomy_call).verdict.effect).toBe("ALLOW");
+      } finally {
+        await Promise.all(holders.map((holder) => holder.end()));
+      }
+    });
+
     it("decide each call on its own when their batch fails, and the failed batch leaves nothing behind", async () => {
       const { bursar, agents } = shared;
       const roomy = agents[1] as string;
