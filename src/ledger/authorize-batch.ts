@@ -4,7 +4,8 @@
 // once, keeps them current in memory as its decisions hold money, and writes every row in a few
 // statements at the end. Its evidence entries are appended last, in decision order, under one
 // take of the log's sequence lock, so the lock order stays blocks → log and one durable commit
-// carries the whole batch (seven round trips per batch, where a decision alone makes 14).
+// carries the whole batch (six round trips per batch, seven when it waits for a skipped call's
+// block, where a decision alone makes 14; the last log INSERT goes with the COMMIT).
 
 import { representable } from "../evidence/canonical.js";
 import { append_batch_max } from "../evidence/store.js";

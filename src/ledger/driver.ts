@@ -18,7 +18,7 @@ export interface SqlTx {
    * Runs `sql` as the transaction's last statement, together with its COMMIT: on PostgreSQL both
    * go in one round trip, so locks the transaction holds are released a round trip sooner (the
    * log's sequence lock, above all). Nothing may run after it; its error fails the transaction
-   * when it commits. Parameters are strings, numbers, bigints or null.
+   * when it commits. Parameters are strings, safe integers, bigints or null.
    */
   runWithCommit(sql: string, params?: readonly SqlValue[]): void;
   /** `FOR UPDATE` where the dialect has row locks; empty on SQLite (its writer lock is the whole file). */

@@ -120,15 +120,17 @@ export function toPositional(sql: string): Translated {
  * A statement in toPositional's form with each `$n` replaced by parameter n as an SQL literal,
  * for the simple query protocol (which takes several statements in one message but no
  * parameters). toPositional refused any other `$`, so every `$n` is a placeholder. Strings are
- * quoted by the driver's escapeLiteral; a number must be finite; anything else is refused.
+ * quoted by the driver's escapeLiteral. Integers are bracketed, so a negative one after a minus
+ * sign cannot start a `--` comment; a fractional number is refused (a BIGINT column would round
+ * its literal where it refuses the bound value), and so is anything else.
  */
 export function withLiterals(positional: string, params: readonly unknown[], quote: (text: string) => string): string {
   return positional.replace(/\$(\d+)/g, (_, number: string) => {
     const value = params[Number(number) - 1];
     if (value === null) return "NULL";
     if (typeof value === "string") return quote(value);
-    if (typeof value === "bigint" || (typeof value === "number" && Number.isFinite(value))) return String(value);
-    throw new Error(`parameter ${number} cannot be written as an SQL literal: ${typeof value}`);
+    if (typeof value === "bigint" || Number.isSafeInteger(value)) return `(${String(value)})`;
+    throw new Error(`parameter ${number} cannot be written as an SQL literal: ${typeof value === "number" ? value : typeof value}`);
   });
 }
 
@@ -193,6 +195,15 @@ class Checkout {
   release(): void {
     this.client.release(this.broken);
     this.client.off("error", this.listener);
+  }
+}
+
+/** The answer to `<statement>; COMMIT` must be two results, the last the COMMIT: anything else
+ *  means the text did not parse as the two statements it was built to be. */
+function committed(answer: pg.QueryResult | pg.QueryResult[]): void {
+  const results = Array.isArray(answer) ? answer : [answer];
+  if (results.length !== 2 || results[1]?.command !== "COMMIT") {
+    throw new Error(`a statement sent with COMMIT answered ${results.map((result) => result.command).join(", ")} instead of it and COMMIT`);
   }
 }
 
@@ -287,7 +298,8 @@ export class PostgresDriver implements SqlDriver {
       phase = "commit";
       // The simple query protocol runs both statements from one message; if the first fails,
       // the server skips the COMMIT and leaves the transaction aborted (rolled back below).
-      await client.query(last.sql === undefined ? "COMMIT" : `${last.sql}; COMMIT`);
+      if (last.sql === undefined) await client.query("COMMIT");
+      else committed(await client.query(`${last.sql}; COMMIT`));
       return result;
     } catch (error) {
       if (isConnectionError(error)) checkout.broken ??= error as Error;

@@ -102,22 +102,29 @@ export class SqliteDriver implements SqlDriver {
     return statement;
   }
 
+  /** A transaction's statements; a write transaction gets its own, so runWithCommit can end it. */
   private makeTx(): SqlTx {
     const normalize = (params: readonly SqlValue[] | undefined) =>
       (params ?? []).map((value) => (typeof value === "boolean" ? Number(value) : value));
+    let ended = false;
+    const statement = (sql: string) => {
+      if (ended) throw new Error("nothing runs in a transaction after its runWithCommit statement");
+      return this.statement(sql);
+    };
     return {
       dialect: "sqlite",
       forUpdate: "",
-      get: async <Row>(sql: string, params?: readonly SqlValue[]) =>
-        this.statement(sql).get(...normalize(params)) as Row | undefined,
-      all: async <Row>(sql: string, params?: readonly SqlValue[]) =>
-        this.statement(sql).all(...normalize(params)) as Row[],
+      get: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).get(...normalize(params)) as Row | undefined,
+      all: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).all(...normalize(params)) as Row[],
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => {
-        const info = this.statement(sql).run(...normalize(params));
+        const info = statement(sql).run(...normalize(params));
         return { changes: info.changes };
       },
-      // SQLite has no round trips to save: the statement runs now.
-      runWithCommit: (sql: string, params?: readonly SqlValue[]) => void this.statement(sql).run(...normalize(params)),
+      // SQLite has no round trips to save: the statement runs now, and ends what may run.
+      runWithCommit: (sql: string, params?: readonly SqlValue[]) => {
+        statement(sql).run(...normalize(params));
+        ended = true;
+      },
     };
   }
 
@@ -158,7 +165,7 @@ export class SqliteDriver implements SqlDriver {
         this.db.exec("SAVEPOINT bursar_tx");
       }
       try {
-        result = await work(this.tx);
+        result = await work(this.makeTx());
       } catch (error) {
         if (opens_group) this.undoGroup();
         else this.undoSavepoint(error);

@@ -110,6 +110,14 @@ for (const backend of backends()) {
         expect(results.map((r) => r.seq)).toEqual(Array.from({ length: 123 }, (_, i) => i + 1));
         expect(await log.treeSize()).toBe(124);
       });
+      it("appendMany with last ends the transaction: its entries commit, and a statement after it is refused", async () => {
+        const { driver, log } = await openTestLog();
+        await driver.transaction(async (tx) => {
+          await log.appendMany(tx, [decision(1), decision(2)], { last: true });
+          await expect(tx.run("SELECT 1")).rejects.toThrow(/after its runWithCommit/);
+        });
+        expect(await log.treeSize()).toBe(3);
+      });
     });
 
     describe("the tables defend themselves", () => {

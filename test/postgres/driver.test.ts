@@ -30,13 +30,16 @@ describe("toPositional", () => {
 describe("withLiterals", () => {
   const quote = (text: string) => `Q(${text})`;
 
-  it("writes each parameter as a literal: strings through the driver's quoting, numbers, bigints and null as they are", () => {
+  it("writes each parameter as a literal: strings through the driver's quoting, integers bracketed, null as it is", () => {
     const { text } = toPositional("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     const params = ["it's", 42, 9_007_199_254_740_993n, null, "5", "6", "7", "8", "9", "10", "$1"];
-    expect(withLiterals(text, params, quote)).toBe("INSERT INTO t VALUES (Q(it's), 42, 9007199254740993, NULL, Q(5), Q(6), Q(7), Q(8), Q(9), Q(10), Q($1))");
+    expect(withLiterals(text, params, quote)).toBe("INSERT INTO t VALUES (Q(it's), (42), (9007199254740993), NULL, Q(5), Q(6), Q(7), Q(8), Q(9), Q(10), Q($1))");
+    // A negative integer after a minus sign must not become the start of a -- comment.
+    expect(withLiterals("SELECT 10-$1", [-5], quote)).toBe("SELECT 10-(-5)");
   });
 
   it("refuses what has no literal form, and a placeholder without a parameter", () => {
+    expect(() => withLiterals("SELECT $1", [0.5], quote)).toThrow(/parameter 1 cannot be written as an SQL literal: 0.5/);
     expect(() => withLiterals("SELECT $1", [Number.NaN], quote)).toThrow(/parameter 1/);
     expect(() => withLiterals("SELECT $1", [new Uint8Array([1])], quote)).toThrow(/parameter 1/);
     expect(() => withLiterals("SELECT $1, $2", ["a"], quote)).toThrow(/parameter 2 cannot be written/);
@@ -147,6 +150,18 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
       await expect(tx.run("SELECT 1")).rejects.toThrow(/after its runWithCommit/);
     });
     expect(await driver.read((tx) => tx.all("SELECT value FROM settings WHERE name = 'with-commit'"))).toEqual([{ value }]);
+  });
+
+  it("commits a runWithCommit statement whose negative parameter follows a minus sign, touching only the rows it names", async () => {
+    await driver.transaction(async (tx) => {
+      await tx.run("CREATE TABLE minus_check (k TEXT PRIMARY KEY, n BIGINT NOT NULL)");
+      await tx.run("INSERT INTO minus_check (k, n) VALUES ('a', 0), ('b', 0)");
+    });
+    await driver.transaction(async (tx) => tx.runWithCommit("UPDATE minus_check SET n = 10-? WHERE k = ?", [-5, "a"]));
+    expect(await driver.read((tx) => tx.all("SELECT k, n FROM minus_check ORDER BY k"))).toEqual([
+      { k: "a", n: 15 },
+      { k: "b", n: 0 },
+    ]);
   });
 
   it("fails the transaction when its runWithCommit statement fails, commits nothing and leaves the connection usable", async () => {
