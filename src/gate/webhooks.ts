@@ -96,7 +96,6 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, parsed
   return answer;
 }
 
-/** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */
 /** Before a new event about an order no reservation names yet: finds the order's receipt and
  *  links it (503, so the provider delivers again, when the provider's answer is unknown). */
 async function linkUnlinkedOrder(context: GateContext, event_id: string, parsed: Parsed, order_id: string): Promise<void> {
@@ -111,6 +110,7 @@ async function linkUnlinkedOrder(context: GateContext, event_id: string, parsed:
   if (found.receipt) await linkByReceipt(context, order_id, found.receipt);
 }
 
+/** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */
 export async function handleWebhook(
   context: GateContext,
   raw_body: Buffer,

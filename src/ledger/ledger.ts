@@ -62,7 +62,7 @@ export class Ledger {
     // serializes across processes; batches share them. SQLite decides in-process and gains nothing.
     if (driver.dialect === "postgres" && options.batch_decisions !== false) {
       this.decisions = new DecisionQueue(
-        (inputs, options) => this.tx((tx) => authorizeBatch(tx, this.context, inputs, options)),
+        (inputs, batch) => this.tx((tx) => authorizeBatch(tx, this.context, inputs, batch)),
         (input) => this.tx((tx) => authorize(tx, this.context, input)),
       );
     }
