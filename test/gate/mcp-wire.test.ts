@@ -84,8 +84,9 @@ describe("Origin validation (docs/clients.md: only loopback origins, which also 
     const agent = await server.agent("rebind");
     const port = new URL(server.url).port;
     const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
-    // (A foreign Origin against the loopback Host: test/gate/security.test.ts.) After DNS rebinding the browser sends Host = Origin's host = the attacker's name: a
-    // "same host" rule would let it through.
+    // (A foreign Origin against the loopback Host: test/gate/security.test.ts.) After DNS
+    // rebinding the browser sends Host = Origin's host = the attacker's name: a "same host" rule
+    // would let it through.
     const status = await post(
       { ...mcp_headers(agent.token), host: `rebind.attacker.example:${port}`, origin: `http://rebind.attacker.example:${port}` },
       body,

@@ -235,12 +235,12 @@ describe.skipIf(!pg_server)("batched decisions on PostgreSQL", () => {
       let refused = 0;
       const evidence: EvidenceWriter = {
         append: (tx, entry) => bursar.log.append(tx, entry),
-        appendMany: async (tx, entries) => {
+        appendMany: async (tx, entries, options) => {
           if (entries.length > 1) {
             refused++;
             throw new Error("the log refuses batches in this test");
           }
-          return bursar.log.appendMany(tx, entries);
+          return bursar.log.appendMany(tx, entries, options);
         },
       };
       const ledger = new Ledger(bursar.driver, { ...bursar.ledger.context, evidence });
@@ -289,9 +289,9 @@ describe.skipIf(!pg_server)("batched decisions on PostgreSQL", () => {
       const appended: number[] = [];
       const evidence: EvidenceWriter = {
         append: (tx, entry) => bursar.log.append(tx, entry),
-        appendMany: async (tx, entries) => {
+        appendMany: async (tx, entries, options) => {
           appended.push(entries.length);
-          return bursar.log.appendMany(tx, entries);
+          return bursar.log.appendMany(tx, entries, options);
         },
       };
       const ledger = new Ledger(bursar.driver, { ...bursar.ledger.context, evidence });
