@@ -299,18 +299,23 @@ async function rawCommitRate(connections: number): Promise<number> {
   });
 }
 
-/** The ledger as it runs beside `other`, over 100 blocks, in two rounds of alternating order: mean rates. */
+/**
+ * The ledger as it runs beside `other`, over 100 blocks, in two rounds of alternating order:
+ * each side's rates, and its mean rate and Node CPU per decision.
+ */
 async function alternating(processes: number, key: string, other: Exclude<Variant, "default">) {
-  const pair = { usual: 0, other: 0, usual_cpu_ms: 0, other_cpu_ms: 0, usual_rates: [] as number[] };
+  const sides = { usual: [] as Rate[], other: [] as Rate[] };
   for (const order of [[other, "default"], ["default", other]] as const) {
-    for (const variant of order) {
-      const measured = await postgresRate(processes, 100, key, variant);
-      if (variant === "default") pair.usual_rates.push(measured.rate);
-      pair[variant === "default" ? "usual" : "other"] += measured.rate / 2;
-      pair[variant === "default" ? "usual_cpu_ms" : "other_cpu_ms"] += measured.node_cpu_ms / 2;
-    }
+    for (const variant of order) sides[variant === "default" ? "usual" : "other"].push(await postgresRate(processes, 100, key, variant));
   }
-  return pair;
+  const mean = (rates: Rate[], of: (rate: Rate) => number) => rates.reduce((sum, rate) => sum + of(rate), 0) / rates.length;
+  return {
+    usual_rates: sides.usual.map((rate) => rate.rate),
+    usual: mean(sides.usual, (rate) => rate.rate),
+    other: mean(sides.other, (rate) => rate.rate),
+    usual_cpu_ms: mean(sides.usual, (rate) => rate.node_cpu_ms),
+    other_cpu_ms: mean(sides.other, (rate) => rate.node_cpu_ms),
+  };
 }
 
 /** SQLite single process, one block, one loop at a time (its writer lock admits one transaction). */
