@@ -117,10 +117,21 @@ export function toPositional(sql: string): Translated {
 }
 
 /**
+ * A string as an SQL literal, exactly as node-postgres's escapeLiteral writes it: quotes doubled,
+ * and with any backslash the ` E'…'` form with backslashes doubled, so it reads the same with
+ * standard_conforming_strings on or off. The driver's loop appends one character at a time; an
+ * evidence entry is a kilobyte of text, and replaceAll is over ten times faster on it.
+ */
+export function quoteLiteral(text: string): string {
+  const quoted = text.replaceAll("'", "''");
+  return text.includes("\\") ? ` E'${quoted.replaceAll("\\", "\\\\")}'` : `'${quoted}'`;
+}
+
+/**
  * A statement in toPositional's form with each `$n` replaced by parameter n as an SQL literal,
  * for the simple query protocol (which takes several statements in one message but no
  * parameters). toPositional refused any other `$`, so every `$n` is a placeholder. Strings are
- * quoted by the driver's escapeLiteral. Integers are bracketed, so a negative one after a minus
+ * quoted by `quote` (quoteLiteral). Integers are bracketed, so a negative one after a minus
  * sign cannot start a `--` comment; a fractional number is refused (a BIGINT column would round
  * its literal where it refuses the bound value), and so is anything else.
  */
@@ -273,7 +284,7 @@ export class PostgresDriver implements SqlDriver {
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
       runWithCommit: (sql: string, params?: readonly SqlValue[]) => {
         if (last.sql !== undefined) throw new Error("a transaction runs one statement with its COMMIT");
-        last.sql = withLiterals(this.translate(sql, params).text, normalize(params), (text) => client.escapeLiteral(text));
+        last.sql = withLiterals(this.translate(sql, params).text, normalize(params), quoteLiteral);
       },
     };
   }

@@ -2,9 +2,18 @@
 // integers, the schema's constraints, migrations racing under the advisory lock, bounded retry
 // of deadlocks and lost connections, and the database clock.
 
+import fc from "fast-check";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
-import { PostgresDriver, pg_transaction_attempts_max, pg_write_transactions_max, toPositional, withLiterals } from "../../src/ledger/postgres.js";
+import {
+  PostgresDriver,
+  pg_transaction_attempts_max,
+  pg_write_transactions_max,
+  quoteLiteral,
+  toPositional,
+  withLiterals,
+} from "../../src/ledger/postgres.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
 
 const pg_server = postgresServerUrl();
@@ -24,6 +33,24 @@ describe("toPositional", () => {
     expect(() => toPositional("SELECT $1")).toThrow(/\$/);
     expect(() => toPositional("SELECT 1 -- ?")).toThrow(/comments/);
     expect(() => toPositional("SELECT 'open")).toThrow(/unterminated/);
+  });
+});
+
+/** Text PostgreSQL stores as it is (no NUL, well-formed UTF-16), rich in what quoting must handle. */
+const literal_text = fc
+  .array(fc.oneof(fc.constantFrom("'", "\\", "''", "\\'", "$1", "?", "--", "\n", " E'", "\\x00"), fc.string({ unit: "grapheme" })), { maxLength: 8 })
+  .map((parts) => parts.join(""))
+  .filter((text) => !text.includes("\u0000"));
+
+describe("quoteLiteral", () => {
+  it("writes every string exactly as the driver's escapeLiteral does", () => {
+    const driver_client = new pg.Client();
+    fc.assert(
+      fc.property(fc.oneof(literal_text, fc.string({ unit: "binary" })), (text) => {
+        expect(quoteLiteral(text)).toBe(driver_client.escapeLiteral(text));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });
 
@@ -150,6 +177,18 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
       await expect(tx.run("SELECT 1")).rejects.toThrow(/after its runWithCommit/);
     });
     expect(await driver.read((tx) => tx.all("SELECT value FROM settings WHERE name = 'with-commit'"))).toEqual([{ value }]);
+  });
+
+  it("stores any text sent by runWithCommit exactly as given", async () => {
+    let row = 0;
+    await fc.assert(
+      fc.asyncProperty(literal_text, async (value) => {
+        const name = `literal-${row++}`;
+        await driver.transaction(async (tx) => tx.runWithCommit("INSERT INTO settings (name, value) VALUES (?, ?)", [name, value]));
+        expect(await driver.read((tx) => tx.get("SELECT value FROM settings WHERE name = ?", [name]))).toEqual({ value });
+      }),
+      { numRuns: 60 },
+    );
   });
 
   it("commits a runWithCommit statement whose negative parameter follows a minus sign, touching only the rows it names", async () => {
