@@ -91,6 +91,28 @@ describe("SQLite WAL durability", () => {
     await driver.close();
   });
 
+  it("shares one COMMIT between transactions started one after the other in the same turn of the event loop", async () => {
+    const { held, driver } = await heldDriver();
+    let first_ran!: () => void;
+    const first_work_done = new Promise<void>((resolve) => (first_ran = resolve));
+    const first = driver.transaction(async (tx) => {
+      await tx.run("INSERT INTO t (v) VALUES (1)");
+      first_ran();
+    });
+    await first_work_done;
+    // Microtasks only: the first transaction has left the lock, and this turn has not ended.
+    for (let tick = 0; tick < 10; tick++) await Promise.resolve();
+    const second = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"));
+    expect(await settled(Promise.all([first, second]))).toBe(false);
+    expect(held.asked).toBe(1);
+    held.release();
+    await first;
+    // Had the first committed on leaving, the second's COMMIT would need a flush of its own.
+    expect(held.asked).toBe(1);
+    await expect(second).resolves.toEqual({ changes: 1 });
+    await driver.close();
+  });
+
   it("answers a read only once what it saw is durable", async () => {
     const { held, driver } = await heldDriver();
     const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (7)"));
@@ -125,8 +147,11 @@ describe("SQLite WAL durability", () => {
     const opener_fails = [insertThen(1, true), insertThen(2, false), insertThen(3, true), insertThen(4, false)];
     await expect(opener_fails[0]).rejects.toThrow("work 1 failed");
     await expect(opener_fails[2]).rejects.toThrow("work 3 failed");
+    const survivors = Promise.all([opener_fails[1], opener_fails[3]]);
+    expect(await settled(survivors)).toBe(false);
+    expect(held.asked).toBe(1);
     held.release();
-    await Promise.all([opener_fails[1], opener_fails[3]]);
+    await survivors;
     expect(held.asked).toBe(1);
     const rows = await driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t ORDER BY v"));
     expect(rows).toEqual([{ v: 2 }, { v: 4 }]);
