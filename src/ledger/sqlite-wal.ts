@@ -73,14 +73,15 @@ export class WalSync {
     if (this.flushing || !this.waiters.some((waiter) => waiter.commit <= this.committed)) return;
     this.flushing = true;
     const covers = this.committed;
-    let fd: number;
+    let flushed: Promise<void>;
     try {
-      fd = this.walFd();
+      // A flush that throws instead of rejecting fails the same way: nothing here throws.
+      flushed = this.flushFd(this.walFd());
     } catch (error) {
       this.fail(error);
       return;
     }
-    this.flushFd(fd).then(
+    flushed.then(
       () => {
         this.synced = Math.max(this.synced, covers);
         this.flushing = false;

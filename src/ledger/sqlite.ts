@@ -272,10 +272,13 @@ export class SqliteDriver implements SqlDriver {
     if (this.commit_scheduled) return;
     this.commit_scheduled = true;
     setImmediate(() => {
-      void this.mutex.run(async () => {
-        this.commit_scheduled = false;
-        if (this.db.open && this.db.inTransaction) this.commitGroup();
-      });
+      this.mutex
+        .run(async () => {
+          this.commit_scheduled = false;
+          if (this.db.open && this.db.inTransaction) this.commitGroup();
+        })
+        // commitGroup reports its failures to the group; anything else poisons the driver.
+        .catch((error: unknown) => this.failGroup(error, true));
     });
   }
 
@@ -325,6 +328,8 @@ export class SqliteDriver implements SqlDriver {
   async migrate(migrations: readonly Migration[]): Promise<number[]> {
     const release = await this.mutex.take();
     try {
+      // Migrations run before any write; should a group still be open, it is committed first.
+      if (this.db.inTransaction) this.commitGroup();
       this.db.exec(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
       );
@@ -361,7 +366,8 @@ export class SqliteDriver implements SqlDriver {
   async close(): Promise<void> {
     const release = await this.mutex.take();
     try {
-      // A group left open (its last member queued behind this close) is committed and flushed first.
+      // A group left open (its last member queued behind this close, or its commit scheduled)
+      // is committed and flushed first.
       if (this.db.open && this.db.inTransaction) this.commitGroup();
       await this.wal.durable(this.wal.last).catch(() => undefined);
       this.wal.close();

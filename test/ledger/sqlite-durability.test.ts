@@ -102,6 +102,7 @@ describe("SQLite WAL durability", () => {
     await first_work_done;
     // Microtasks only: the first transaction has left the lock, and this turn has not ended.
     for (let tick = 0; tick < 10; tick++) await Promise.resolve();
+    expect(held.asked).toBe(0);
     const second = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"));
     expect(await settled(Promise.all([first, second]))).toBe(false);
     expect(held.asked).toBe(1);
@@ -200,6 +201,18 @@ describe("SQLite WAL durability", () => {
     await expect(write).rejects.toThrow(/EIO/);
     await expect(driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"))).rejects.toThrow(/refuses further work/);
     await expect(driver.read((tx) => tx.all("SELECT v FROM t"))).rejects.toThrow(/refuses further work/);
+    await driver.close();
+  });
+
+  it("fails the group's callers the same way when the flush throws instead of rejecting", async () => {
+    const { driver } = await fileDriver({
+      flush: () => {
+        throw Object.assign(new Error("EBADF: bad file descriptor, fdatasync"), { code: "EBADF" });
+      },
+    });
+    const writes = [1, 2].map((v) => driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", [v])));
+    for (const write of writes) await expect(write).rejects.toThrow(/EBADF/);
+    await expect(driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (3)"))).rejects.toThrow(/refuses further work/);
     await driver.close();
   });
 });
