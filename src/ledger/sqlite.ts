@@ -25,8 +25,8 @@ export interface SqliteOptions {
 }
 
 /** Group commit: transactions that queue up behind one another, or start in the same turn of
- *  the event loop, share one COMMIT (one fsync), but no more than this many, and no group stays
- *  open longer than this. */
+ *  the event loop, share one COMMIT (one fsync), but no more than this many, and a group older
+ *  than this is committed as soon as a member leaves it. */
 export const group_commit_transactions_max = 64;
 export const group_commit_open_ms_max = 20;
 
