@@ -24,7 +24,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { generateSigningKeyPem } from "../src/evidence/index.js";
 import { decision_batch_max } from "../src/ledger/authorize-batch.js";
-import { pg_pool_connections_max } from "../src/ledger/postgres.js";
+import { pg_pool_connections_max, withLiterals } from "../src/ledger/postgres.js";
 import { createBursar } from "../src/index.js";
 import { unbounded_block } from "./support.js";
 
@@ -203,13 +203,13 @@ async function batchedWorker(db: string, window: Window): Promise<void> {
           values: [blocks],
         });
         const head = await client.query<{ size: string }>({ name: "head", text: "SELECT size FROM skeleton_head WHERE id = 1 FOR UPDATE" });
-        const size = head.rows[0]?.size ?? "";
-        if (!/^\d+$/.test(size)) throw new Error(`skeleton_head.size is ${size}`);
-        // The append goes with the COMMIT in one message, as the ledger sends its last log INSERT.
-        await client.query(
-          `INSERT INTO skeleton_log (seq, body) SELECT ${size} + g, '${"y".repeat(800)}' FROM generate_series(0, ${batch.length - 1}) g; ` +
-            `UPDATE skeleton_head SET size = size + ${batch.length} WHERE id = 1; COMMIT`,
+        // The append goes with the COMMIT in one message, its values written as literals by the
+        // driver's own withLiterals, as the ledger sends its last log INSERT.
+        const append = withLiterals(
+          "INSERT INTO skeleton_log (seq, body) SELECT $1::bigint + g, $2 FROM generate_series(0, $3) g; UPDATE skeleton_head SET size = size + $4 WHERE id = 1",
+          [head.rows[0]?.size ?? null, "y".repeat(800), batch.length - 1, batch.length],
         );
+        await client.query(`${append}; COMMIT`);
         for (const decision of batch) decision.done();
       } catch (error) {
         await client.query("ROLLBACK").catch(() => undefined);

@@ -234,16 +234,20 @@ async function lockBlocks(
   now_ms: number,
   wait_for: ReadonlySet<string>,
 ): Promise<{ blocks: Map<string, BlockRow>; skipped: Set<string> }> {
-  const rows = (found: BlockRow[]) => new Map(found.map((row) => [row.agent_id, row]));
+  /** Waits for the blocks of `these` agents, in block id order. */
+  const waitFor = async (these: string[]) => {
+    const found = await tx.all<BlockRow>(lock_agent_blocks, [now_ms, JSON.stringify(these)]);
+    return new Map(found.map((row) => [row.agent_id, row]));
+  };
   const waited = agents.filter((agent) => wait_for.has(agent));
   const rest = agents.filter((agent) => !wait_for.has(agent));
-  const blocks = waited.length > 0 ? rows(await tx.all<BlockRow>(lock_agent_blocks, [now_ms, JSON.stringify(waited)])) : new Map<string, BlockRow>();
+  const blocks = waited.length > 0 ? await waitFor(waited) : new Map<string, BlockRow>();
   if (rest.length === 0) return { blocks, skipped: new Set() };
   const free = (await tx.get<FreeBlocks>(lock_free_agent_blocks, [now_ms, JSON.stringify(rest)])) as FreeBlocks;
   for (const row of safeIntegers(free.locked)) blocks.set(row.agent_id, row);
   const skipped = new Set(rest.filter((agent) => !blocks.has(agent) && !free.blockless.includes(agent)));
   if (blocks.size > 0 || skipped.size === 0) return { blocks, skipped };
-  return { blocks: rows(await tx.all<BlockRow>(lock_agent_blocks, [now_ms, JSON.stringify(agents)])), skipped: new Set() };
+  return { blocks: await waitFor(agents), skipped: new Set() };
 }
 
 export interface BatchOptions {

@@ -4,6 +4,11 @@
 /** A parameter bound into a statement. Booleans are stored as 0/1. */
 export type SqlValue = string | number | bigint | null | Uint8Array;
 
+/** Parameters as both drivers bind them: a boolean that slipped past the type as 0/1, the rest as they are. */
+export function bindable(params: readonly SqlValue[] | undefined): unknown[] {
+  return (params ?? []).map((value) => (typeof value === "boolean" ? Number(value) : value));
+}
+
 export interface RunResult {
   changes: number;
 }

@@ -4,7 +4,7 @@
 
 import pg from "pg";
 import type { Clock } from "../clock.js";
-import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue } from "./driver.js";
+import { bindable, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
 import { Permits } from "./permits.js";
 
 export const pg_pool_connections_max = 10;
@@ -131,15 +131,15 @@ export function quoteLiteral(text: string): string {
  * A statement in toPositional's form with each `$n` replaced by parameter n as an SQL literal,
  * for the simple query protocol (which takes several statements in one message but no
  * parameters). toPositional refused any other `$`, so every `$n` is a placeholder. Strings are
- * quoted by `quote` (quoteLiteral). Integers are bracketed, so a negative one after a minus
+ * quoted by quoteLiteral. Integers are bracketed, so a negative one after a minus
  * sign cannot start a `--` comment; a fractional number is refused (a BIGINT column would round
  * its literal where it refuses the bound value), and so is anything else.
  */
-export function withLiterals(positional: string, params: readonly unknown[], quote: (text: string) => string): string {
+export function withLiterals(positional: string, params: readonly unknown[]): string {
   return positional.replace(/\$(\d+)/g, (_, number: string) => {
     const value = params[Number(number) - 1];
     if (value === null) return "NULL";
-    if (typeof value === "string") return quote(value);
+    if (typeof value === "string") return quoteLiteral(value);
     if (typeof value === "bigint" || Number.isSafeInteger(value)) return `(${String(value)})`;
     throw new Error(`parameter ${number} cannot be written as an SQL literal: ${typeof value === "number" ? value : typeof value}`);
   });
@@ -218,10 +218,6 @@ function committed(answer: pg.QueryResult | pg.QueryResult[]): void {
   }
 }
 
-function normalize(params: readonly SqlValue[] | undefined): unknown[] {
-  return (params ?? []).map((value) => (typeof value === "boolean" ? Number(value) : value));
-}
-
 export class PostgresDriver implements SqlDriver {
   readonly dialect = "postgres" as const;
   readonly pool: pg.Pool;
@@ -273,7 +269,7 @@ export class PostgresDriver implements SqlDriver {
     const query = async <Row>(sql: string, params?: readonly SqlValue[]) => {
       if (last.sql !== undefined) throw new Error("nothing runs in a transaction after its runWithCommit statement");
       const { name, text } = this.translate(sql, params);
-      const values = normalize(params);
+      const values = bindable(params);
       return client.query<Row & pg.QueryResultRow>(this.prepared_statements ? { name, text, values } : { text, values });
     };
     return {
@@ -284,7 +280,7 @@ export class PostgresDriver implements SqlDriver {
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => ({ changes: (await query(sql, params)).rowCount ?? 0 }),
       runWithCommit: (sql: string, params?: readonly SqlValue[]) => {
         if (last.sql !== undefined) throw new Error("a transaction runs one statement with its COMMIT");
-        last.sql = withLiterals(this.translate(sql, params).text, normalize(params), quoteLiteral);
+        last.sql = withLiterals(this.translate(sql, params).text, bindable(params));
       },
     };
   }

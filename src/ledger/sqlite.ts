@@ -4,7 +4,7 @@
 
 import Database from "better-sqlite3";
 import { chmodSync, statSync } from "node:fs";
-import type { Migration, RunResult, SqlDriver, SqlTx, SqlValue, TransactionOptions } from "./driver.js";
+import { bindable, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue, type TransactionOptions } from "./driver.js";
 import { Permits } from "./permits.js";
 import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
 
@@ -105,8 +105,6 @@ export class SqliteDriver implements SqlDriver {
 
   /** A transaction's statements; a write transaction gets its own, so runWithCommit can end it. */
   private makeTx(): SqlTx {
-    const normalize = (params: readonly SqlValue[] | undefined) =>
-      (params ?? []).map((value) => (typeof value === "boolean" ? Number(value) : value));
     let ended = false;
     const statement = (sql: string) => {
       if (ended) throw new Error("nothing runs in a transaction after its runWithCommit statement");
@@ -115,15 +113,15 @@ export class SqliteDriver implements SqlDriver {
     return {
       dialect: "sqlite",
       forUpdate: "",
-      get: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).get(...normalize(params)) as Row | undefined,
-      all: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).all(...normalize(params)) as Row[],
+      get: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).get(...bindable(params)) as Row | undefined,
+      all: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).all(...bindable(params)) as Row[],
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => {
-        const info = statement(sql).run(...normalize(params));
+        const info = statement(sql).run(...bindable(params));
         return { changes: info.changes };
       },
       // SQLite has no round trips to save: the statement runs now, and ends what may run.
       runWithCommit: (sql: string, params?: readonly SqlValue[]) => {
-        statement(sql).run(...normalize(params));
+        statement(sql).run(...bindable(params));
         ended = true;
       },
     };
