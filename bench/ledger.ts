@@ -7,7 +7,7 @@ import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createBursar } from "../src/index.js";
+import { createBursar, type Bursar } from "../src/index.js";
 import { unbounded_block } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 3);
@@ -42,6 +42,49 @@ async function ledgerRate(dir: string, concurrency: number): Promise<{ rate: num
   return { rate, count };
 }
 
+const flood_calls = Number(process.env.BENCH_VELOCITY_FLOOD ?? 20_000);
+const velocity_sample_calls = 2_000;
+
+/** Decisions/s of `count` calls by `agent_id`, 16 at once, each expected to get `rule`. */
+async function decisionRate(bursar: Bursar, agent_id: string, count: number, rule: string): Promise<number> {
+  let left = count;
+  const start = performance.now();
+  const loop = async () => {
+    while (left-- > 0) {
+      const args = { amount: 1000, currency: "INR", idempotency_key: `v-${agent_id}-${left}-${performance.now()}` };
+      const result = await bursar.ledger.authorize({ agent_id, tool: "create_order", args });
+      if (result.verdict.rule !== rule) throw new Error(`expected ${rule}, got ${result.verdict.rule}`);
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, loop));
+  return count / ((performance.now() - start) / 1000);
+}
+
+/**
+ * An agent past its velocity limit keeps calling (an injected agent in a loop does): R6
+ * refusals/s right after it reached max_calls, and again once flood_calls more refusals sit in
+ * its window. Refusals are velocity rows too; a count that scanned all of them would slow every
+ * decision behind the one write lock.
+ */
+async function velocityRates(dir: string): Promise<{ first: number; flooded: number }> {
+  const bursar = await createBursar({ db: join(dir, "velocity.db") });
+  const velocity = { max_calls: 10, window_seconds: 3_600 };
+  const agentPastLimit = async (name: string) => {
+    const agent = await bursar.operator.createAgent({ name });
+    await bursar.operator.createBlock({ ...unbounded_block, velocity, agent_id: agent.agent_id });
+    await decisionRate(bursar, agent.agent_id, velocity.max_calls, "ALLOW");
+    return agent.agent_id;
+  };
+  // A warm-up agent first, so the measured agent's first sample is not the code's first run.
+  await decisionRate(bursar, await agentPastLimit("warm-up"), velocity_sample_calls, "R6");
+  const agent_id = await agentPastLimit("flooding");
+  const first = await decisionRate(bursar, agent_id, velocity_sample_calls, "R6");
+  await decisionRate(bursar, agent_id, flood_calls, "R6");
+  const flooded = await decisionRate(bursar, agent_id, velocity_sample_calls, "R6");
+  await bursar.close();
+  return { first, flooded };
+}
+
 function rawRate(dir: string): { rate: number; count: number } {
   const db = new Database(join(dir, "raw.db"));
   db.pragma("journal_mode = WAL");
@@ -63,15 +106,24 @@ function rawRate(dir: string): { rate: number; count: number } {
 }
 
 async function main(): Promise<void> {
+  if (!Number.isSafeInteger(flood_calls) || flood_calls < 0 || flood_calls > 1_000_000) {
+    throw new Error(`bench:ledger: BENCH_VELOCITY_FLOOD must be an integer from 0 to 1000000, got ${process.env.BENCH_VELOCITY_FLOOD}`);
+  }
   const dir = mkdtempSync(join(tmpdir(), "bursar-bench-ledger-"));
   try {
     const raw = rawRate(dir);
     const one = await ledgerRate(dir, 1);
     const sixteen = await ledgerRate(dir, 16);
+    const velocity = await velocityRates(dir);
     console.log(`bench:ledger (${seconds} s each, file-backed SQLite, WAL; raw: synchronous=FULL; ledger: WAL flushed off the event loop; each decision writes its evidence entry)`);
     console.log(`  raw one-row BEGIN IMMEDIATE…COMMIT           : ${raw.rate.toFixed(0).padStart(8)} tx/s   (${raw.count})`);
     console.log(`  ledger authorize, 1 at a time (durable)      : ${one.rate.toFixed(0).padStart(8)} decisions/s (${one.count})  ratio ${(one.rate / raw.rate).toFixed(3)}`);
     console.log(`  ledger authorize, 16 at once (group commit)  : ${sixteen.rate.toFixed(0).padStart(8)} decisions/s (${sixteen.count})  ratio ${(sixteen.rate / raw.rate).toFixed(3)}`);
+    console.log(`  ${"R6 refusals, 16 at once, just past max_calls".padEnd(45)}: ${velocity.first.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})`);
+    console.log(
+      `  ${`R6 refusals, ${flood_calls} more in the window`.padEnd(45)}: ${velocity.flooded.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})  ` +
+        `ratio ${(velocity.flooded / velocity.first).toFixed(3)} to just past`,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

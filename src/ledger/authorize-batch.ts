@@ -96,9 +96,9 @@ const lock_free_agent_blocks = `WITH chosen AS MATERIALIZED (
 /**
  * What the decisions read, in one round trip once their blocks are locked: blocks with an
  * in-flight lease or pending approval that ran out (what a one-call snapshot expires first), the
- * rows of the batch's keys, and each agent's calls in its block's velocity window. Every table
- * is reached through an index per key or agent (LIMIT 1 keeps the planner from hashing the
- * whole key table instead).
+ * rows of the batch's keys, and each agent's calls in its block's velocity window, counted up to
+ * the block's max_calls as countCalls counts them. Every table is reached through an index per
+ * key or agent (LIMIT 1 keeps the planner from hashing the whole key table instead).
  */
 const read_state = `SELECT
   (SELECT COALESCE(json_agg(due.block_id), '[]') FROM (
@@ -110,8 +110,9 @@ const read_state = `SELECT
   (SELECT COALESCE(json_agg(k), '[]') FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, key text)
      CROSS JOIN LATERAL (SELECT * FROM idempotency_keys WHERE agent_id = x.agent_id AND key = x.key LIMIT 1) AS k) AS keys,
   (SELECT COALESCE(json_agg(json_build_array(x.agent_id,
-     (SELECT COUNT(*) FROM money_calls m WHERE m.agent_id = x.agent_id AND m.at_ms > x.since_ms AND m.at_ms <= ?))), '[]')
-   FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, since_ms bigint)) AS calls`;
+     (SELECT COUNT(*) FROM (SELECT 1 FROM money_calls m
+        WHERE m.agent_id = x.agent_id AND m.at_ms > x.since_ms AND m.at_ms <= ? LIMIT x.max_calls) AS in_window))), '[]')
+   FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, since_ms bigint, max_calls bigint)) AS calls`;
 
 interface State {
   due: string[];
@@ -199,7 +200,11 @@ async function flushWrites(tx: SqlTx, writes: Writes): Promise<void> {
 
 async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs: Array<{ agent_id: string; key: string }>, now_ms: number): Promise<State> {
   const ids = JSON.stringify([...blocks.values()].map((row) => row.block_id));
-  const windows = [...blocks.values()].map((block) => ({ agent_id: block.agent_id, since_ms: now_ms - block.velocity_window_seconds * 1000 }));
+  const windows = [...blocks.values()].map((block) => ({
+    agent_id: block.agent_id,
+    since_ms: now_ms - block.velocity_window_seconds * 1000,
+    max_calls: block.velocity_max_calls,
+  }));
   const row = await tx.get<State>(read_state, [ids, now_ms, ids, now_ms, JSON.stringify(pairs), now_ms, JSON.stringify(windows)]);
   return row as State;
 }

@@ -95,7 +95,9 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
   const key_row = stored !== undefined;
   if (stored && !(await stillReplays(tx, context, stored, now_ms))) stored = undefined;
   const calls_in_window =
-    block && input.agent_id ? await countCalls(tx, input.agent_id, now_ms, block.velocity_window_seconds) : 0;
+    block && input.agent_id
+      ? await countCalls(tx, input.agent_id, now_ms, { window_seconds: block.velocity_window_seconds, max_calls: block.velocity_max_calls })
+      : 0;
   const state: PolicyState = {
     block: block ? blockState(block) : null,
     calls_in_window,

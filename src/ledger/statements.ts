@@ -114,10 +114,16 @@ export function approvalByReservation(tx: SqlTx, reservation_id: string): Promis
   return tx.get<ApprovalRow>("SELECT * FROM approvals WHERE reservation_id = ?", [reservation_id]);
 }
 
-export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, window_seconds: number): Promise<number> {
+/**
+ * The agent's money calls in the window (now − window_seconds, now], counted up to max_calls:
+ * the velocity guard asks only whether max_calls is reached, and refused calls are rows too, so
+ * an agent that keeps calling past its limit would otherwise make every count (under the one
+ * write lock) scan all of them.
+ */
+export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, velocity: { window_seconds: number; max_calls: number }): Promise<number> {
   const row = await tx.get<{ calls: number | string }>(
-    "SELECT COUNT(*) AS calls FROM money_calls WHERE agent_id = ? AND at_ms > ? AND at_ms <= ?",
-    [agent_id, now_ms - window_seconds * 1000, now_ms],
+    "SELECT COUNT(*) AS calls FROM (SELECT 1 FROM money_calls WHERE agent_id = ? AND at_ms > ? AND at_ms <= ? LIMIT ?) AS in_window",
+    [agent_id, now_ms - velocity.window_seconds * 1000, now_ms, velocity.max_calls],
   );
   return Number(row?.calls ?? 0);
 }

@@ -85,7 +85,8 @@ export interface CaptureState {
 export interface PolicyState {
   /** The caller's block: the active one, else the latest; for a capture, its reservation's block. */
   block: BlockState | null;
-  /** The caller's money calls with timestamp in (now − window, now]. */
+  /** The caller's money calls with timestamp in (now − window, now], counted up to max_calls
+   *  (all the velocity guard needs to know). */
   calls_in_window: number;
   idempotency: IdempotencyState;
   capture?: CaptureState;

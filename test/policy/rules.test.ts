@@ -2,6 +2,7 @@
 // (when BURSAR_TEST_PG is set) on PostgreSQL: one suite, both backends.
 
 import { describe, expect, it } from "vitest";
+import { countCalls } from "../../src/ledger/statements.js";
 import { guard_table, type Guard } from "../../src/policy/index.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { fresh, testLedger as sqliteOrPostgresLedger, type TestLedger } from "../support/ledger.js";
@@ -132,6 +133,20 @@ for (const backend of backends()) {
         expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("ALLOW");
         expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("ALLOW");
         expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("R6");
+      });
+
+      it("counts the window only up to max_calls, so refusals past the limit cost no more to decide", async () => {
+        const t = await testLedger({ velocity: { max_calls: 3, window_seconds: 60 } });
+        for (let call = 0; call < 3; call++) expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("ALLOW");
+        for (let call = 0; call < 40; call++) expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("R6");
+        const now_ms = t.clock().getTime();
+        const count = (max_calls: number) =>
+          t.bursar.ledger.driver.read((tx) => countCalls(tx, t.agent_id, now_ms, { window_seconds: 60, max_calls }));
+        expect(await count(3)).toBe(3);
+        expect(await count(1000)).toBe(43);
+        // Every one of the 43 calls leaves the window at its seam.
+        t.clock.advance(60_000);
+        expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("ALLOW");
       });
     });
 
