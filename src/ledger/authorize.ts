@@ -1,6 +1,7 @@
 // authorize: in one transaction, read the caller's snapshot, decide, and write the hold (or
 // the velocity count of a refusal) together with the decision's evidence entry.
 
+import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import { scrub } from "../evidence/scrub.js";
 import { decide, type IdempotencyState, type PaymentState, type PolicyState, type Verdict } from "../policy/index.js";
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
@@ -258,9 +259,58 @@ export interface Decided {
   stored?: IdempotencyRow | undefined;
 }
 
+/**
+ * A decision records the call's tool name and arguments (scrubbed) up to these sizes. Only
+ * calls the policy refuses exceed them: ALLOWLIST refuses every undeclared tool, and R0 every
+ * undeclared or over-long argument (the most a valid call carries is about 30 KB of canonical
+ * JSON). Past them the entry keeps the value's size and SHA-256 instead of the value, still
+ * bound by the entry's hash, so an agent cannot fill the log's disk at the pace of its
+ * refusals: with 1 MB of arguments it wrote 37 MB/s of evidence from one loop, measured.
+ */
+export const decision_args_bytes_max = 65_536;
+export const decision_tool_bytes_max = 256;
+
+/** What a value is recorded as in place of itself: its canonical JSON's size and SHA-256. */
+interface OmittedValue {
+  bytes: number;
+  sha256: string;
+}
+
+/**
+ * True when `value`'s canonical JSON surely fits in `limit` bytes: each string or key unit
+ * takes at most 6 bytes (a \u escape) and each value at most 32 more (a number, quotes,
+ * separators). Stops as soon as that bound passes the limit, so a huge value costs no more to
+ * look at than a small one.
+ */
+function surelyFits(value: unknown, limit: number): boolean {
+  let budget = limit;
+  const walk = (item: unknown): boolean => {
+    budget -= 32;
+    if (typeof item === "string") budget -= 6 * item.length;
+    else if (Array.isArray(item)) {
+      for (const element of item) if (!walk(element)) return false;
+    } else if (item !== null && typeof item === "object") {
+      for (const [name, element] of Object.entries(item)) {
+        budget -= 6 * name.length;
+        if (!walk(element)) return false;
+      }
+    }
+    return budget >= 0;
+  };
+  return walk(value);
+}
+
+/** `value` itself when its canonical JSON fits in `limit` bytes, else its size and hash. */
+function recordedValue(value: unknown, limit: number): { value: unknown } | { omitted: OmittedValue } {
+  if (surelyFits(value, limit)) return { value };
+  const text = canonicalJson(value);
+  const bytes = Buffer.byteLength(text, "utf8");
+  return bytes <= limit ? { value } : { omitted: { bytes, sha256: sha256Hex(text) } };
+}
+
 export function decisionEntry(decided: Decided): Record<string, unknown> {
   const { input, key, verdict } = decided;
-  return {
+  const entry: Record<string, unknown> = {
     agent_id: input.agent_id,
     block_id: decided.block?.block_id ?? null,
     tool: input.tool,
@@ -271,6 +321,11 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
     approval_id: decided.approval?.approval_id ?? decided.stored?.approval_id ?? null,
     payment: input.payment ?? null,
   };
+  const tool = recordedValue(input.tool, decision_tool_bytes_max);
+  if ("omitted" in tool) Object.assign(entry, { tool: null, tool_omitted: tool.omitted });
+  const args = recordedValue(entry.args, decision_args_bytes_max);
+  if ("omitted" in args) Object.assign(entry, { args: null, args_omitted: args.omitted });
+  return entry;
 }
 
 export function decisionResult(decided: Decided, evidence: EvidenceRef | undefined): AuthorizeResult {

@@ -98,12 +98,18 @@ const field_checks: Readonly<Record<string, (value: unknown) => string | undefin
   payment_id: checkPaymentId,
 };
 
+/** An argument name as a refusal shows it: the name is the agent's, and may be a megabyte long. */
+const shown_name_chars_max = 64;
+function shownName(name: string): string {
+  return name.length > shown_name_chars_max ? `${name.slice(0, shown_name_chars_max)}… (${name.length} characters)` : name;
+}
+
 /** The first R0 problem with a money call's arguments, or undefined when they are sound. */
 export function argumentProblem(tool: string, args: unknown, block_currency: string): string | undefined {
   if (!isPlainObject(args)) return `arguments must be an object, got ${describe(args)}`;
   const declared = declared_arguments[tool] ?? [];
   for (const name of Object.keys(args)) {
-    if (!declared.includes(name)) return `argument ${name} is not declared for ${tool}; it is refused`;
+    if (!declared.includes(name)) return `argument ${shownName(name)} is not declared for ${tool}; it is refused`;
   }
   for (const name of required_arguments[tool] ?? []) {
     if (args[name] === undefined) return `${name} is required`;

@@ -1,8 +1,13 @@
 // The gate in-process through createBursar: the Razorpay client reaches the embedded
-// simulator by the same wire format, and webhooks come back signed.
+// simulator by the same wire format, and webhooks come back signed. A refused call cannot make
+// the log store what it sent: arguments and tool names past the decision entry's limits are
+// recorded by size and SHA-256, still bound by the entry's hash.
 
 import { afterEach, describe, expect, it } from "vitest";
+import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
+import type { StoredEntry } from "../../src/evidence/store.js";
 import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
+import { decision_args_bytes_max, decision_tool_bytes_max } from "../../src/ledger/authorize.js";
 import { manualClock } from "../support/clock.js";
 
 let bursar: Bursar | undefined;
@@ -42,5 +47,78 @@ describe("gate in-process", () => {
     await b.simulator!.simulator.deliverWebhooksNow();
     const block = await b.gate.callTool(token, "get_block", {});
     expect(block.structuredContent).toMatchObject({ spent: 50_000, held: 0 });
+  });
+});
+
+/** The body of the decision entry a tool result's evidence names, and the entry's stored size. */
+async function decisionBody(b: Bursar, result: { structuredContent: Record<string, unknown> }): Promise<{ body: Record<string, unknown>; text: string }> {
+  const { seq } = result.structuredContent.evidence as { seq: number };
+  const [stored] = await b.log.entries(seq, seq + 1);
+  const entry = (stored as StoredEntry).entry;
+  expect(entry.kind).toBe("gate.decision");
+  return { body: entry.body as Record<string, unknown>, text: canonicalJson(entry) };
+}
+
+describe("decision entries past their size limits", () => {
+  it("1 MB of undeclared arguments: R0, the entry keeps their size and hash, not them", async () => {
+    const { b, token } = await setup();
+    const args = { amount: 1000, currency: "INR", idempotency_key: "big-1", junk: "x".repeat(1_000_000) };
+    const result = await b.gate.callTool(token, "create_order", args);
+    expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
+    const { body, text } = await decisionBody(b, result);
+    expect(text.length).toBeLessThan(4_000);
+    const canonical = canonicalJson(args);
+    expect(body).toMatchObject({ tool: "create_order", args: null, args_omitted: { bytes: canonical.length, sha256: sha256Hex(canonical) } });
+  });
+
+  it("arguments whose canonical JSON is exactly the limit are stored whole; one byte more is not", async () => {
+    const { b, token } = await setup();
+    const base = { amount: 1000, currency: "INR", idempotency_key: "edge" };
+    const overhead = canonicalJson({ ...base, junk: "" }).length;
+    const at_limit = { ...base, junk: "y".repeat(decision_args_bytes_max - overhead) };
+    expect(canonicalJson(at_limit).length).toBe(decision_args_bytes_max);
+    const stored = await decisionBody(b, await b.gate.callTool(token, "create_order", at_limit));
+    expect(stored.body).toMatchObject({ args: at_limit });
+    expect(stored.body.args_omitted).toBeUndefined();
+
+    const over = { ...base, idempotency_key: "edgf", junk: `${at_limit.junk}y` };
+    const omitted = await decisionBody(b, await b.gate.callTool(token, "create_order", over));
+    expect(omitted.body).toMatchObject({ args: null, args_omitted: { bytes: decision_args_bytes_max + 1 } });
+  });
+
+  it("escaped characters count as the bytes canonical JSON writes for them", async () => {
+    const { b, token } = await setup();
+    // 12,000 control characters are 72,000 bytes once escaped, though only 12,000 characters.
+    const args = { amount: 1000, currency: "INR", idempotency_key: "ctl", junk: "\u0001".repeat(12_000) };
+    const { body } = await decisionBody(b, await b.gate.callTool(token, "create_order", args));
+    expect(body).toMatchObject({ args: null, args_omitted: { bytes: canonicalJson(args).length } });
+    expect(canonicalJson(args).length).toBeGreaterThan(decision_args_bytes_max);
+  });
+
+  it("a 1 MB tool name: ALLOWLIST, recorded by size and hash; a valid call's entry is unchanged", async () => {
+    const { b, token } = await setup();
+    const name = "t".repeat(1_000_000);
+    const refused = await b.gate.callTool(token, name, { amount: 1000 });
+    expect(refused.structuredContent).toMatchObject({ effect: "BLOCK", rule: "ALLOWLIST" });
+    const { body, text } = await decisionBody(b, refused);
+    expect(text.length).toBeLessThan(2_000);
+    expect(body).toMatchObject({ tool: null, tool_omitted: { bytes: canonicalJson(name).length, sha256: sha256Hex(canonicalJson(name)) } });
+    expect(canonicalJson(name).length).toBeGreaterThan(decision_tool_bytes_max);
+
+    const allowed = await b.gate.callTool(token, "create_order", { amount: 1000, currency: "INR", receipt: "r-1" });
+    expect(allowed.isError).toBeUndefined();
+    const valid = await decisionBody(b, allowed);
+    expect(valid.body).toMatchObject({ tool: "create_order", args: { amount: 1000, currency: "INR", receipt: "r-1" } });
+    expect(valid.body.tool_omitted).toBeUndefined();
+    expect(valid.body.args_omitted).toBeUndefined();
+  });
+
+  it("an undeclared argument with a 1 MB name is refused with a reason of bounded length", async () => {
+    const { b, token } = await setup();
+    const result = await b.gate.callTool(token, "create_order", { amount: 1000, currency: "INR", ["k".repeat(1_000_000)]: 1 });
+    expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
+    const reason = result.structuredContent.reason as string;
+    expect(reason).toMatch(/^argument k{64}… \(1000000 characters\) is not declared for create_order/);
+    expect(reason.length).toBeLessThan(200);
   });
 });
