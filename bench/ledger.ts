@@ -62,8 +62,8 @@ async function decisionRate(bursar: Bursar, agent_id: string, count: number, rul
 
 /**
  * An agent past its velocity limit keeps calling (an injected agent in a loop does): R6
- * refusals/s right after it reached max_calls, and again once flood_calls more refusals sit in
- * its window. Refusals are velocity rows too; a count that scanned all of them would slow every
+ * refusals/s over its first velocity_sample_calls refusals past max_calls, and over as many
+ * again once flood_calls more refusals sit in its window. Refusals are velocity rows too; a count that scanned all of them would slow every
  * decision behind the one write lock.
  */
 async function velocityRates(dir: string): Promise<{ first: number; flooded: number }> {
@@ -119,10 +119,10 @@ async function main(): Promise<void> {
     console.log(`  raw one-row BEGIN IMMEDIATE…COMMIT           : ${raw.rate.toFixed(0).padStart(8)} tx/s   (${raw.count})`);
     console.log(`  ledger authorize, 1 at a time (durable)      : ${one.rate.toFixed(0).padStart(8)} decisions/s (${one.count})  ratio ${(one.rate / raw.rate).toFixed(3)}`);
     console.log(`  ledger authorize, 16 at once (group commit)  : ${sixteen.rate.toFixed(0).padStart(8)} decisions/s (${sixteen.count})  ratio ${(sixteen.rate / raw.rate).toFixed(3)}`);
-    console.log(`  ${"R6 refusals, 16 at once, just past max_calls".padEnd(45)}: ${velocity.first.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})`);
+    console.log(`  ${"R6 refusals, 16 at once, first past max_calls".padEnd(45)}: ${velocity.first.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})`);
     console.log(
       `  ${`R6 refusals, ${flood_calls} more in the window`.padEnd(45)}: ${velocity.flooded.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})  ` +
-        `ratio ${(velocity.flooded / velocity.first).toFixed(3)} to just past`,
+        `ratio ${(velocity.flooded / velocity.first).toFixed(3)} to the first`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -198,7 +198,8 @@ async function flushWrites(tx: SqlTx, writes: Writes): Promise<void> {
   for (const approval of writes.approvals) await insertApproval(tx, approval);
 }
 
-async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs: Array<{ agent_id: string; key: string }>, now_ms: number): Promise<State> {
+/** Exported for the test that holds the velocity count to max_calls. */
+export async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs: Array<{ agent_id: string; key: string }>, now_ms: number): Promise<State> {
   const ids = JSON.stringify([...blocks.values()].map((row) => row.block_id));
   const windows = [...blocks.values()].map((block) => ({
     agent_id: block.agent_id,

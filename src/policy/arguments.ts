@@ -98,11 +98,27 @@ const field_checks: Readonly<Record<string, (value: unknown) => string | undefin
   payment_id: checkPaymentId,
 };
 
-/** An argument name as a refusal shows it: the name is the agent's, and may be a megabyte long. */
-const shown_name_chars_max = 64;
+/**
+ * An argument name as a refusal shows it: the name is the agent's, and may be a megabyte long.
+ * A longer one is cut after 64 code units, never inside a surrogate pair (half a character
+ * would make the refusal's evidence unwritable), and its length is given in characters.
+ */
+const shown_name_units_max = 64;
 function shownName(name: string): string {
-  return name.length > shown_name_chars_max ? `${name.slice(0, shown_name_chars_max)}… (${name.length} characters)` : name;
+  if (name.length <= shown_name_units_max) return name;
+  const cut = isHighSurrogate(name.charCodeAt(shown_name_units_max - 1)) ? shown_name_units_max - 1 : shown_name_units_max;
+  let characters = name.length;
+  for (let i = 0; i < name.length - 1; i++) {
+    if (isHighSurrogate(name.charCodeAt(i)) && isLowSurrogate(name.charCodeAt(i + 1))) {
+      characters--;
+      i++;
+    }
+  }
+  return `${name.slice(0, cut)}… (${characters} characters)`;
 }
+
+const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
+const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
 
 /** The first R0 problem with a money call's arguments, or undefined when they are sound. */
 export function argumentProblem(tool: string, args: unknown, block_currency: string): string | undefined {

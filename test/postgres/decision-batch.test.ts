@@ -10,11 +10,12 @@ import { generateSigningKeyPem } from "../../src/evidence/index.js";
 import { sequentialIds } from "../../src/ids.js";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { append_batch_max } from "../../src/evidence/index.js";
-import { batchable, decision_batch_max, DecisionQueue } from "../../src/ledger/authorize-batch.js";
+import { batchable, decision_batch_max, DecisionQueue, readState } from "../../src/ledger/authorize-batch.js";
+import { lockBlock } from "../../src/ledger/statements.js";
 import { CommitOutcomeUnknownError } from "../../src/ledger/postgres.js";
 import { Ledger, type AuthorizeInput, type AuthorizeResult, type EvidenceWriter } from "../../src/ledger/index.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
-import { manualClock } from "../support/clock.js";
+import { manualClock, type ManualClock } from "../support/clock.js";
 
 const pg_server = postgresServerUrl();
 const signingKey = generateSigningKeyPem();
@@ -65,6 +66,7 @@ describe("DecisionQueue", () => {
 
 interface World {
   bursar: Bursar;
+  clock: ManualClock;
   url: string;
   agents: string[];
   drop(): Promise<void>;
@@ -73,7 +75,8 @@ interface World {
 /** A fresh schema with four agents: a tight block, a roomy one, none, and a revoked one. */
 async function world(batch_decisions: boolean): Promise<World> {
   const schema = await freshSchema(pg_server as string);
-  const bursar = await createBursar({ db: schema.url, signingKey, clock: manualClock(), ids: sequentialIds(), pg_batch_decisions: batch_decisions });
+  const clock = manualClock();
+  const bursar = await createBursar({ db: schema.url, signingKey, clock, ids: sequentialIds(), pg_batch_decisions: batch_decisions });
   const agents: string[] = [];
   for (const name of ["tight", "roomy", "blockless", "revoked"]) agents.push((await bursar.operator.createAgent({ name })).agent_id);
   const [tight, roomy, , revoked] = agents as [string, string, string, string];
@@ -90,6 +93,7 @@ async function world(batch_decisions: boolean): Promise<World> {
   await bursar.operator.revoke(gone.block_id);
   return {
     bursar,
+    clock,
     url: schema.url,
     agents,
     drop: async () => {
@@ -131,6 +135,28 @@ function summary(result: AuthorizeResult) {
 }
 
 describe.skipIf(!pg_server)("batched decisions on PostgreSQL", () => {
+  it("count an agent's calls in its velocity window only up to its block's max_calls", async () => {
+    const w = await world(true);
+    try {
+      const tight = w.agents[0] as string;
+      const rules = [];
+      for (let call = 0; call < 20; call++) {
+        const args = { amount: 100, currency: "INR", idempotency_key: `velocity-${call}` };
+        const decided = await w.bursar.ledger.authorize({ agent_id: tight, tool: "create_order", args });
+        rules.push(decided.verdict.rule);
+      }
+      expect(rules).toEqual([...Array<string>(6).fill("ALLOW"), ...Array<string>(14).fill("R6")]);
+      const block_id = (await w.bursar.ledger.agentBlock(tight))?.block_id as string;
+      const state = await w.bursar.driver.transaction(async (tx) => {
+        const block = await lockBlock(tx, block_id);
+        return readState(tx, new Map([[tight, block!]]), [], w.clock().getTime());
+      });
+      expect(state.calls.map(([agent_id, calls]) => [agent_id, Number(calls)])).toEqual([[tight, 6]]);
+    } finally {
+      await w.drop();
+    }
+  });
+
   it("decide exactly as the same calls one after another: verdicts, rows and the evidence log byte for byte", async () => {
     await fc.assert(
       fc.asyncProperty(
