@@ -57,16 +57,24 @@ const card_digits_max = 19;
 const digit_run_pattern = /(?<![0-9A-Za-z])\d+(?:[ -]\d+)*(?![0-9A-Za-z])/g;
 const card_prefilter = /\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d/;
 
-/** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. */
+/** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. Only names
+ *  up to key_verdict_chars_max are remembered: the names are the senders', and 10,000 of a
+ *  megabyte each would be kept for the life of the process. */
 const key_verdicts = new Map<string, boolean>();
 const key_verdicts_max = 10_000;
+const key_verdict_chars_max = 64;
+
+/** How many key names are remembered (for the test that long ones are not). */
+export function rememberedKeyNames(): number {
+  return key_verdicts.size;
+}
 
 export function isSecretKeyName(key: string): boolean {
   const known = key_verdicts.get(key);
   if (known !== undefined) return known;
   const normalized = key.toLowerCase().replace(/[-_.]/g, "");
   const secret = secret_key_names.has(normalized) || secret_key_fragments.some((fragment) => normalized.includes(fragment));
-  if (key_verdicts.size < key_verdicts_max) key_verdicts.set(key, secret);
+  if (key_verdicts.size < key_verdicts_max && key.length <= key_verdict_chars_max) key_verdicts.set(key, secret);
   return secret;
 }
 

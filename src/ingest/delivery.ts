@@ -155,7 +155,7 @@ function countLines(bytes: Buffer): number {
 
 /** A record parsed from its own text: with the first key it holds twice, if any. */
 function parsedRecord(index: number, text: string, value: unknown, sha256: string): ReceivedRecord {
-  const [duplicate] = duplicateKeyPaths(text);
+  const [duplicate] = duplicateKeyPaths(text, 1);
   return duplicate === undefined ? { index, value, sha256 } : { index, value, sha256, duplicate_key: duplicate };
 }
 

@@ -3,6 +3,8 @@
 // …,"decision":"allow"}` would be stored as allow under a hash of bytes that say deny too. A
 // record with a key twice in one object is refused instead, naming the place.
 
+import { shown_segments_max, shownPath } from "../policy/text.js";
+
 interface Frame {
   /** Keys seen so far in this object; null for an array. */
   keys: Set<string> | null;
@@ -30,18 +32,29 @@ function stringEnd(text: string, open: number): number {
   }
 }
 
+/**
+ * The path of a duplicate key, as shownPath shows it: only the segments it shows are read, so
+ * a key a megabyte long, or nesting thousands deep, costs no more to name than a short one.
+ */
+function duplicatePath(stack: readonly Frame[], key: string): string {
+  const segments = stack.slice(1, 1 + shown_segments_max + 1).map((frame) => frame.segment);
+  if (segments.length <= shown_segments_max) segments.push(key);
+  return shownPath(segments);
+}
+
 /** Duplicates reported per text at most: one per record of the largest delivery is enough. */
 export const duplicate_keys_reported_max = 500;
 
 /**
  * The paths (`agent.id`, `args.items.2.sku`, `3.decision` inside an array) of keys that occur a
  * second time in one object of `text`, which must be valid JSON; empty when keys are unique.
- * Keys are compared as decoded, so `"a"` and `"\u0061"` are the same key.
+ * Keys are compared as decoded, so `"a"` and `"\u0061"` are the same key. Stops after
+ * `reported_max` of them.
  */
-export function duplicateKeyPaths(text: string): string[] {
+export function duplicateKeyPaths(text: string, reported_max = duplicate_keys_reported_max): string[] {
   const found: string[] = [];
   const stack: Frame[] = [];
-  for (let i = 0; i < text.length && found.length < duplicate_keys_reported_max; i++) {
+  for (let i = 0; i < text.length && found.length < reported_max; i++) {
     const code = text.charCodeAt(i);
     const top = stack[stack.length - 1];
     if (code === quote) {
@@ -49,7 +62,7 @@ export function duplicateKeyPaths(text: string): string[] {
       if (top?.keys && top.expect_key) {
         const raw = text.slice(i + 1, end);
         const key = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
-        if (top.keys.has(key)) found.push([...stack.slice(1).map((frame) => frame.segment), key].join("."));
+        if (top.keys.has(key)) found.push(duplicatePath(stack, key));
         top.keys.add(key);
         top.key = key;
         top.expect_key = false;

@@ -5,6 +5,7 @@ import type { z } from "zod";
 import { canonical_depth_max, CanonicalJsonError, canonicalSha256Hex, hasLoneSurrogate } from "../evidence/index.js";
 import { isPlainObject } from "../policy/index.js";
 import { HttpError } from "../errors.js";
+import { shownPath } from "../policy/text.js";
 import type { ReceivedRecord } from "./delivery.js";
 import { decision_record_schema, surelyValidRecord, type DecisionRecord } from "./schema.js";
 
@@ -31,7 +32,8 @@ const lone_surrogate_message = "holds a lone surrogate (a \\uD800-\\uDFFF escape
 const out_of_range_message = "holds a number JSON cannot represent exactly (out of range)";
 const too_deep_message = `is nested deeper than ${canonical_depth_max} levels`;
 
-const fieldName = (path: readonly string[]) => (path.length > 0 ? path.join(".") : "(record)");
+/** A problem's field: the path with each (sender-chosen, possibly huge) key shortened. */
+const fieldName = (path: readonly string[]) => (path.length > 0 ? shownPath(path) : "(record)");
 
 /**
  * Adds a problem for every place in `value` canonical JSON cannot write, walking as canonicalJson
@@ -73,9 +75,9 @@ function zodProblems(index: number, issues: readonly z.core.$ZodIssue[]): Record
   return issues.flatMap((issue) => {
     const path = issue.path.map(String);
     if (issue.code === "unrecognized_keys") {
-      return issue.keys.map((key) => ({ index, field: [...path, key].join("."), message: "unknown field" }));
+      return issue.keys.map((key) => ({ index, field: fieldName([...path, key]), message: "unknown field" }));
     }
-    return [{ index, field: path.length > 0 ? path.join(".") : "(record)", message: issue.message }];
+    return [{ index, field: fieldName(path), message: issue.message }];
   });
 }
 

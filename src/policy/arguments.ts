@@ -1,5 +1,6 @@
 // R0's argument checks: every reason names the field and the limit it broke.
 
+import { characterCount, shortened, shown_units_max } from "./text.js";
 import {
   amount_max_minor,
   amount_min_minor,
@@ -98,27 +99,10 @@ const field_checks: Readonly<Record<string, (value: unknown) => string | undefin
   payment_id: checkPaymentId,
 };
 
-/**
- * An argument name as a refusal shows it: the name is the agent's, and may be a megabyte long.
- * A longer one is cut after 64 code units, never inside a surrogate pair (half a character
- * would make the refusal's evidence unwritable), and its length is given in characters.
- */
-const shown_name_units_max = 64;
+/** An argument name as a refusal shows it: the name is the agent's, and may be a megabyte long. */
 function shownName(name: string): string {
-  if (name.length <= shown_name_units_max) return name;
-  const cut = isHighSurrogate(name.charCodeAt(shown_name_units_max - 1)) ? shown_name_units_max - 1 : shown_name_units_max;
-  let characters = name.length;
-  for (let i = 0; i < name.length - 1; i++) {
-    if (isHighSurrogate(name.charCodeAt(i)) && isLowSurrogate(name.charCodeAt(i + 1))) {
-      characters--;
-      i++;
-    }
-  }
-  return `${name.slice(0, cut)}… (${characters} characters)`;
+  return name.length <= shown_units_max ? name : `${shortened(name)} (${characterCount(name)} characters)`;
 }
-
-const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
-const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
 
 /** The first R0 problem with a money call's arguments, or undefined when they are sound. */
 export function argumentProblem(tool: string, args: unknown, block_currency: string): string | undefined {

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
 import { exportLog } from "../../src/evidence/export.js";
 import { newToken } from "../../src/ids.js";
-import { isSecretValue, luhnValid, scrub, scrubbedCanonicalJson, scrubCounting } from "../../src/evidence/scrub.js";
+import { isSecretKeyName, isSecretValue, luhnValid, rememberedKeyNames, scrub, scrubbedCanonicalJson, scrubCounting } from "../../src/evidence/scrub.js";
 import { openTestLog, tempDir } from "./support.js";
 
 /** What the two paths give for one value: the text and count, or the error's class and message. */
@@ -19,6 +19,17 @@ function outcome(run: () => { text: string; redactions: number }): string {
     return `${(error as Error).name}: ${(error as Error).message}`;
   }
 }
+
+describe("isSecretKeyName", () => {
+  it("judges a key name of any length, and remembers only short ones (the names are the senders')", () => {
+    const before = rememberedKeyNames();
+    expect(isSecretKeyName(`${"x".repeat(100_000)}password`)).toBe(true);
+    expect(isSecretKeyName(`long_${"y".repeat(100_000)}`)).toBe(false);
+    expect(rememberedKeyNames()).toBe(before);
+    expect(isSecretKeyName(`remembered_${process.hrtime.bigint()}`)).toBe(false);
+    expect(rememberedKeyNames()).toBe(before + 1);
+  });
+});
 
 describe("scrubbedCanonicalJson", () => {
   it("is canonicalJson(scrub(value)) with the same redaction count, on values full of secrets", () => {

@@ -218,7 +218,24 @@ describe("validation is all or nothing", () => {
     const deep = JSON.stringify(record("evt_args_deep", { args: { deep: "DEEP" } })).replace('"DEEP"', `${"[".repeat(300)}${"]".repeat(300)}`);
     const [problem] = (await refused(deep, 422)).details.problems as Array<{ field: string; message: string }>;
     expect(problem!.message).toBe("is nested deeper than 256 levels");
-    expect(problem!.field).toMatch(/^args\.deep(\.0)+$/);
+    // The path is shown up to its first 16 segments.
+    expect(problem!.field).toMatch(/^args\.deep(\.0){14}\.…$/);
+  });
+
+  it("names a huge key by a shortened path: a 7 KB line of a thousand 1e400s under a 2,000-character key answers in under 250 KB", async () => {
+    const key = "k".repeat(2_000);
+    const line = JSON.stringify(record("evt_args_huge_key", { args: "ARGS" })).replace('"ARGS"', `{"${key}":[${Array(1_000).fill("1e400").join(",")}]}`);
+    const answer = await deliver(h, source, line);
+    expect(answer.status).toBe(422);
+    // Each problem used to repeat the whole key: over 2 MB for this line.
+    expect(JSON.stringify(answer.body).length).toBeLessThan(250_000);
+    const problems = answer.body.error.details.problems as Array<{ field: string; message: string }>;
+    expect(problems).toHaveLength(1_000);
+    expect(problems[0]).toEqual({ index: 0, field: `args.${"k".repeat(64)}….0`, message: expect.stringContaining("out of range") });
+    const twice = JSON.stringify(record("evt_dup_huge", { args: { [key]: { a: 1 } } })).replace('"a":1', '"a":1,"a":2');
+    expect((await refused(twice, 422)).details.problems).toEqual([
+      { index: 0, field: `args.${"k".repeat(64)}….a`, message: expect.stringContaining("occurs twice") },
+    ]);
   });
 
   it("allows any shape inside args (free-form) but not outside", async () => {

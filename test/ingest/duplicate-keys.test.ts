@@ -25,6 +25,14 @@ describe("duplicateKeyPaths", () => {
     }
   });
 
+  it("names a duplicate under a huge key or deep nesting by a shortened path, and stops at reported_max", () => {
+    const key = "k".repeat(100_000);
+    expect(duplicateKeyPaths(`{"${key}":{"a":1,"a":2}}`)).toEqual([`${"k".repeat(64)}….a`]);
+    const deep = `${'{"d":'.repeat(40)}{"a":1,"a":2}${"}".repeat(40)}`;
+    expect(duplicateKeyPaths(deep)).toEqual([`${Array(16).fill("d").join(".")}.…`]);
+    expect(duplicateKeyPaths('{"k":1,"k":2,"k":3}', 1)).toEqual(["k"]);
+  });
+
   it("finds none in JSON that JSON.stringify wrote, with or without indentation", () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.constantFrom(0, 2), (value, indent) => {

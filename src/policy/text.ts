@@ -1,0 +1,44 @@
+// Caller-chosen text as messages show it: a key, an argument name or a field path may be a
+// megabyte long, and a refusal or a 422 must not repeat it whole.
+
+/** Code units of one shown name or path segment, and segments of one shown path. */
+export const shown_units_max = 64;
+export const shown_segments_max = 16;
+
+const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
+const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
+
+/**
+ * `text` cut after `units_max` UTF-16 code units with "…" appended, never inside a surrogate
+ * pair (half a character could not be written as evidence); `text` itself when it fits.
+ */
+export function shortened(text: string, units_max = shown_units_max): string {
+  if (text.length <= units_max) return text;
+  const cut = isHighSurrogate(text.charCodeAt(units_max - 1)) ? units_max - 1 : units_max;
+  return `${text.slice(0, cut)}…`;
+}
+
+/** Characters (code points) in `text`: a surrogate pair counts once. */
+export function characterCount(text: string): number {
+  let characters = text.length;
+  for (let i = 0; i < text.length - 1; i++) {
+    if (isHighSurrogate(text.charCodeAt(i)) && isLowSurrogate(text.charCodeAt(i + 1))) {
+      characters--;
+      i++;
+    }
+  }
+  return characters;
+}
+
+/** The most of a shown path. */
+export const shown_path_units_max = 256;
+
+/**
+ * A field path (`args.items.2.sku`): each segment shortened, at most shown_segments_max of
+ * them, and the whole at most shown_path_units_max code units (then shortened at its end).
+ */
+export function shownPath(segments: readonly string[]): string {
+  const shown = segments.slice(0, shown_segments_max).map((segment) => shortened(segment));
+  if (segments.length > shown_segments_max) shown.push("…");
+  return shortened(shown.join("."), shown_path_units_max);
+}
