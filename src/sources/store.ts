@@ -75,7 +75,7 @@ export class SourceStore {
   private readonly sealer: SecretSealer;
   private readonly clock: Clock;
   private readonly ids: IdSource;
-  private readonly observerCache = new Map<string, { at_ms: number; source: ObserverSource | null }>();
+  private readonly observerCache = new Map<string, { at_ms: number; source: ObserverSource }>();
 
   constructor(options: SourceStoreOptions) {
     this.driver = options.driver;
@@ -255,7 +255,11 @@ export class SourceStore {
       row && row.disabled_at_ms === null && row.upstream_url
         ? { source_id: row.source_id, upstream: new URL(row.upstream_url), shadow: row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null }
         : null;
-    if (this.observerCache.size >= observer_cache_entries_max) this.observerCache.clear();
+    // Only valid tokens are remembered, so anyone sending random tokens cannot push them out;
+    // a token found invalid (a source disabled meanwhile) is forgotten, never served again.
+    this.observerCache.delete(hash);
+    if (!source) return null;
+    if (this.observerCache.size >= observer_cache_entries_max) this.observerCache.delete(this.observerCache.keys().next().value as string);
     this.observerCache.set(hash, { at_ms: now_ms, source });
     return source;
   }

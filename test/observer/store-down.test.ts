@@ -8,7 +8,7 @@ import type { AppendInput } from "../../src/evidence/index.js";
 import type { SqlDriver, SqlTx } from "../../src/ledger/driver.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { SecretSealer } from "../../src/sources/sealed.js";
-import { observer_cache_ttl_ms, SourceStore } from "../../src/sources/store.js";
+import { observer_cache_entries_max, observer_cache_ttl_ms, SourceStore } from "../../src/sources/store.js";
 import { harness, master_key, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, sdkClient, StoppableStore, toolCall, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -144,6 +144,13 @@ describe("an observer token lookup while the database is unreachable", () => {
       h.clock.advance(observer_cache_ttl_ms + 1_000);
       expect((await instance.observerByToken(observed.observer_token))?.source_id).toBe(observed.id);
       await expect(instance.observerByToken("bsr_obs_never_issued")).rejects.toThrow();
+
+      // Random tokens looked up meanwhile do not push the valid one out of the cache.
+      driver.start();
+      for (let lookup = 0; lookup < observer_cache_entries_max + 100; lookup++) expect(await instance.observerByToken(`bsr_obs_random_${lookup}`)).toBeNull();
+      await driver.stop();
+      h.clock.advance(observer_cache_ttl_ms + 1_000);
+      expect((await instance.observerByToken(observed.observer_token))?.source_id).toBe(observed.id);
 
       expect((await h.api("POST", `/api/v1/evidence-sources/${observed.id}/disable`)).status).toBe(200);
       driver.start();
