@@ -13,6 +13,10 @@ import { signDeliveryReceipt, signReceiptFields, type DeliveryReceipt, type Deli
 
 export const log_format_version = 1;
 export const entries_page_max = 1000;
+/** A page of entries stops once its entry text passes this many characters (16 Mi). */
+export const entries_page_chars_max = 16 * 1_048_576;
+/** Rows read per query while filling a page, so a page never reads far past its limit. */
+const entries_read_rows = 16;
 export const append_batch_max = 1000;
 export const checkpoint_every_default = 1000;
 export const checkpoint_seconds_default = 10;
@@ -381,19 +385,28 @@ export class EvidenceLog {
     }
   }
 
-  /** Entries [start, end), at most entries_page_max; end is clamped to the committed size. */
+  /**
+   * Entries [start, end), at most entries_page_max, and no more once entries_page_chars_max of
+   * entry text is reached (the first entry always comes): entries of up to 4 MiB each would make
+   * a full page gigabytes. Callers learn where the page stopped from its length.
+   */
   async entries(start: number, end: number): Promise<StoredEntry[]> {
     if (!Number.isSafeInteger(start) || start < 0) throw new EvidenceRangeError("start", 0, "start must be a non-negative integer");
     if (!Number.isSafeInteger(end) || end < start || end - start > entries_page_max) {
       throw new EvidenceRangeError("end", start + entries_page_max, `end must be from start to start + ${entries_page_max}`);
     }
-    const rows = await this.driver.read((tx) => readEntryRows(tx, start, end));
-    return rows.map((row) => ({
-      seq: row.seq,
-      leaf_hash: row.leaf_hash,
-      entry: JSON.parse(row.entry_text) as Entry,
-      receipt: this.receiptOf(row),
-    }));
+    const page: StoredEntry[] = [];
+    let chars = 0;
+    for (let from = start; from < end; from += entries_read_rows) {
+      const rows = await this.driver.read((tx) => readEntryRows(tx, from, Math.min(end, from + entries_read_rows)));
+      for (const row of rows) {
+        chars += row.entry_text.length;
+        if (page.length > 0 && chars > entries_page_chars_max) return page;
+        page.push({ seq: row.seq, leaf_hash: row.leaf_hash, entry: JSON.parse(row.entry_text) as Entry, receipt: this.receiptOf(row) });
+      }
+      if (rows.length < Math.min(end, from + entries_read_rows) - from) break;
+    }
+    return page;
   }
 
   /** The entry's own signed receipt; null for a batch writer's entry (its batch receipt covers it). */

@@ -65,9 +65,10 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
         throw new HttpError(422, "invalid_query", message, { param: "end", limit: start + entries_page_max });
       }
       const size = await deps.log.treeSize();
-      const end = Math.max(start, Math.min(requested, size));
-      const entries = end > start ? await withRange(() => deps.log.entries(start, end)) : [];
-      return { start, end, tree_size: size, entries };
+      const clamped = Math.max(start, Math.min(requested, size));
+      const entries = clamped > start ? await withRange(() => deps.log.entries(start, clamped)) : [];
+      // A page of large entries stops early (see EvidenceLog.entries): `end` says where.
+      return { start, end: start + entries.length, tree_size: size, entries };
     });
 
     app.get("/api/v1/log/proof/inclusion", async (request) => {
