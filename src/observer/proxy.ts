@@ -16,6 +16,8 @@ import { SseReader } from "./sse.js";
 export const observer_token_header = "x-bursar-observer-token";
 /** Bodies larger than this are still relayed in full, but not parsed: a request's tools/calls are only counted. */
 export const observed_body_bytes_max = 4_194_304;
+/** tools/call requests recorded from one HTTP request (a JSON-RPC batch); the rest go in the gap. */
+export const observed_calls_per_request_max = 100;
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's own; the token is Bursar's. */
 const request_headers_dropped = new Set(["host", "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", observer_token_header]);
@@ -140,7 +142,12 @@ class Exchange {
     const calls = toolCalls(parsed);
     // The calls' arguments are parts of the body: each is charged an equal share of its bytes.
     const share_bytes = Math.ceil(tap.bytes / Math.max(1, calls.length));
-    for (const call of calls) {
+    // A batch of tiny calls would otherwise write an entry per call, filling the queue all
+    // sources share: past the limit, calls are counted in the gap instead.
+    if (calls.length > observed_calls_per_request_max) {
+      this.context.recorder.unrecorded(calls.length - observed_calls_per_request_max, "too_large", this.source.source_id);
+    }
+    for (const call of calls.slice(0, observed_calls_per_request_max)) {
       const pending: PendingCall = {
         source: this.source,
         session: this.session,

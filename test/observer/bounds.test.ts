@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex, type AppendInput } from "../../src/evidence/index.js";
 import { jsonrpc_id_chars_max, pending_bytes_max } from "../../src/observer/calls.js";
-import { observed_body_bytes_max } from "../../src/observer/proxy.js";
+import { observed_body_bytes_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, StoppableStore, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -68,6 +68,18 @@ describe("pending calls", () => {
     const evicted = outcomes.filter((outcome) => outcome.reason === "evicted").length;
     expect(evicted).toBeGreaterThanOrEqual(4);
     expect(outcomes.filter((outcome) => outcome.type === "result")).toHaveLength(calls - evicted);
+  });
+});
+
+describe("a batch of many tool calls", () => {
+  it(`records the first ${observed_calls_per_request_max} calls of one request and counts the rest in the gap`, async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-stateless-json`);
+    const headers = { "x-bursar-observer-token": source.observer_token };
+    const batch = Array.from({ length: observed_calls_per_request_max + 50 }, (_, id) => toolCall(id, "echo", { text: `call ${id}` }));
+    await raw(source.observer_url, "POST", headers, batch);
+    expect(await recorded(source.id)).toHaveLength(observed_calls_per_request_max);
+    const gaps = (await h.entries("system.evidence_gap")).map((gap) => gap.entry.body as { by_source: Record<string, number>; reasons: string[] });
+    expect(gaps.filter((gap) => gap.by_source[source.id] !== undefined)).toEqual([expect.objectContaining({ by_source: { [source.id]: 50 }, reasons: ["too_large"] })]);
   });
 });
 
