@@ -139,20 +139,21 @@ class Exchange {
     }
     const parsed = tap.json();
     if (parsed === undefined) return;
-    const calls = toolCalls(parsed);
-    // The calls' arguments are parts of the body: each is charged an equal share of its bytes.
-    const share_bytes = Math.ceil(tap.bytes / Math.max(1, calls.length));
+    const calls = toolCalls(parsed).map((call) => ({ ...call, held: heldId(call.id) }));
     // A batch of tiny calls would otherwise write an entry per call, filling the queue all
-    // sources share: past the limit, calls are counted in the gap instead.
-    if (calls.length > observed_calls_per_request_max) {
-      this.context.recorder.unrecorded(calls.length - observed_calls_per_request_max, "too_large", this.source.source_id);
-    }
-    for (const call of calls.slice(0, observed_calls_per_request_max)) {
+    // sources share: past the limit, calls are counted in the gap instead. A kept call whose id
+    // comes again past the limit is too: a response with that id could be either one's.
+    const past_limit = new Set(calls.slice(observed_calls_per_request_max).map((call) => call.held.key));
+    const kept = calls.slice(0, observed_calls_per_request_max).filter((call) => !past_limit.has(call.held.key));
+    if (kept.length < calls.length) this.context.recorder.unrecorded(calls.length - kept.length, "too_large", this.source.source_id);
+    // The calls' arguments are parts of the body: each kept call is charged an equal share of its bytes.
+    const share_bytes = Math.ceil(tap.bytes / Math.max(1, kept.length));
+    for (const call of kept) {
       const pending: PendingCall = {
         source: this.source,
         session: this.session,
         exchange: this.number,
-        id: heldId(call.id),
+        id: call.held,
         tool: call.tool,
         args: call.args,
         started_at: this.started_at,

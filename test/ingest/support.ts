@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import { OperatorTokens } from "../../src/datadir.js";
+import type { StoredEntry } from "../../src/evidence/store.js";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { signatureHeader } from "../../src/ingest/signature.js";
 import { buildServer } from "../../src/server/app.js";
@@ -60,10 +61,11 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   };
   const treeSize = () => bursar.log.treeSize();
   const entries = async (kind?: string) => {
-    const all = await bursar.log.entries(0, Math.min(await treeSize(), 1000));
+    // Every entry, page by page: a page holds at most 1,000, and fewer when they are large.
     const size = await treeSize();
-    const rest = size > 1000 ? await bursar.log.entries(1000, Math.min(size, 2000)) : [];
-    return [...all, ...rest]
+    const all: StoredEntry[] = [];
+    while (all.length < size) all.push(...(await bursar.log.entries(all.length, Math.min(size, all.length + 1000))));
+    return all
       .filter((stored) => kind === undefined || stored.entry.kind === kind)
       .map((stored) => ({ seq: stored.seq, entry: stored.entry as unknown as Record<string, unknown> & { body: Record<string, unknown> } }));
   };

@@ -81,6 +81,17 @@ describe("a batch of many tool calls", () => {
     const gaps = (await h.entries("system.evidence_gap")).map((gap) => gap.entry.body as { by_source: Record<string, number>; reasons: string[] });
     expect(gaps.filter((gap) => gap.by_source[source.id] !== undefined)).toEqual([expect.objectContaining({ by_source: { [source.id]: 50 }, reasons: ["too_large"] })]);
   });
+
+  it("does not record a kept call whose id comes again past the limit: a response could be either one's", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-stateless-json`);
+    const headers = { "x-bursar-observer-token": source.observer_token };
+    const batch = Array.from({ length: observed_calls_per_request_max + 1 }, (_, id) => toolCall(id, "echo", { text: `call ${id}` }));
+    batch.push(toolCall(5, "echo", { text: "call 5 again" }));
+    await raw(source.observer_url, "POST", headers, batch);
+    const bodies = await recorded(source.id);
+    expect(bodies).toHaveLength(observed_calls_per_request_max - 1);
+    expect(bodies.map((body) => body.jsonrpc_id)).not.toContain(5);
+  });
 });
 
 describe("requests too large to inspect", () => {
