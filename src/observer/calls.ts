@@ -4,6 +4,7 @@
 
 import { representable } from "../evidence/canonical.js";
 import { canonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
+import { cutText } from "../policy/text.js";
 import type { ObserverSource } from "../sources/store.js";
 import { shadowVerdict } from "./shadow.js";
 
@@ -81,15 +82,9 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 const isId = (value: unknown): value is JsonRpcId => typeof value === "string" || (typeof value === "number" && Number.isFinite(value));
 
-/**
- * At most `chars_max` UTF-16 units of `text`, never ending inside a surrogate pair, with lone
- * surrogates replaced: canonical JSON has no form for half a character, so a cut must not make one.
- */
+/** At most `chars_max` UTF-16 units of `text` (cut as cutText cuts), with lone surrogates replaced. */
 export function boundedText(text: string, chars_max: number): string {
-  let end = Math.min(text.length, chars_max);
-  const last = text.charCodeAt(end - 1);
-  if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
-  return representable(text.slice(0, end)) as string;
+  return representable(cutText(text, chars_max)) as string;
 }
 
 /** The tools/call requests among parsed JSON-RPC messages (one message or a batch). */

@@ -9,13 +9,17 @@ const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
 const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
 
 /**
- * `text` cut after `units_max` UTF-16 code units with "…" appended, never inside a surrogate
- * pair (half a character could not be written as evidence); `text` itself when it fits.
+ * At most `units_max` UTF-16 code units of `text`, never ending inside a surrogate pair: half a
+ * character has no canonical JSON form, so evidence holding it could not be written.
  */
-export function shortened(text: string, units_max = shown_units_max): string {
+export function cutText(text: string, units_max: number): string {
   if (text.length <= units_max) return text;
-  const cut = isHighSurrogate(text.charCodeAt(units_max - 1)) ? units_max - 1 : units_max;
-  return `${text.slice(0, cut)}…`;
+  return text.slice(0, isHighSurrogate(text.charCodeAt(units_max - 1)) ? units_max - 1 : units_max);
+}
+
+/** `text` cut as cutText cuts it, with "…" appended; `text` itself when it fits. */
+export function shortened(text: string, units_max = shown_units_max): string {
+  return text.length <= units_max ? text : `${cutText(text, units_max)}…`;
 }
 
 /** Characters (code points) in `text`: a surrogate pair counts once. */
