@@ -15,8 +15,6 @@ export const log_format_version = 1;
 export const entries_page_max = 1000;
 /** A page of entries stops once its entry text passes this many characters (16 Mi). */
 export const entries_page_chars_max = 16 * 1_048_576;
-/** Rows read per query while filling a page, so a page never reads far past its limit. */
-const entries_read_rows = 16;
 export const append_batch_max = 1000;
 export const checkpoint_every_default = 1000;
 export const checkpoint_seconds_default = 10;
@@ -125,6 +123,24 @@ export async function readEntryRows(tx: SqlTx, start: number, end: number): Prom
     [start, end],
   );
   return rows.map((row) => ({ ...row, seq: toIndex(row.seq) }));
+}
+
+/**
+ * Where a page of entries from `start` ends: at `end`, or before the entry whose text would take
+ * the page past entries_page_chars_max (the first entry is always in). The database measures the
+ * texts, so the rows past the page are never read into memory.
+ */
+async function pageEnd(tx: SqlTx, start: number, end: number): Promise<number> {
+  const sizes = await tx.all<{ chars: number | string }>(
+    "SELECT length(entry_text) AS chars FROM log_entries WHERE seq >= ? AND seq < ? ORDER BY seq",
+    [start, end],
+  );
+  let chars = 0;
+  for (const [index, size] of sizes.entries()) {
+    chars += Number(size.chars);
+    if (index > 0 && chars > entries_page_chars_max) return start + index;
+  }
+  return end;
 }
 
 function toCheckpoint(row: CheckpointRow): StoredCheckpoint {
@@ -395,18 +411,13 @@ export class EvidenceLog {
     if (!Number.isSafeInteger(end) || end < start || end - start > entries_page_max) {
       throw new EvidenceRangeError("end", start + entries_page_max, `end must be from start to start + ${entries_page_max}`);
     }
-    const page: StoredEntry[] = [];
-    let chars = 0;
-    for (let from = start; from < end; from += entries_read_rows) {
-      const rows = await this.driver.read((tx) => readEntryRows(tx, from, Math.min(end, from + entries_read_rows)));
-      for (const row of rows) {
-        chars += row.entry_text.length;
-        if (page.length > 0 && chars > entries_page_chars_max) return page;
-        page.push({ seq: row.seq, leaf_hash: row.leaf_hash, entry: JSON.parse(row.entry_text) as Entry, receipt: this.receiptOf(row) });
-      }
-      if (rows.length < Math.min(end, from + entries_read_rows) - from) break;
-    }
-    return page;
+    const rows = await this.driver.read(async (tx) => readEntryRows(tx, start, await pageEnd(tx, start, end)));
+    return rows.map((row) => ({
+      seq: row.seq,
+      leaf_hash: row.leaf_hash,
+      entry: JSON.parse(row.entry_text) as Entry,
+      receipt: this.receiptOf(row),
+    }));
   }
 
   /** The entry's own signed receipt; null for a batch writer's entry (its batch receipt covers it). */
