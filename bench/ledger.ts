@@ -45,13 +45,16 @@ async function ledgerRate(dir: string, concurrency: number): Promise<{ rate: num
 const flood_calls = Number(process.env.BENCH_VELOCITY_FLOOD ?? 20_000);
 const velocity_sample_calls = 2_000;
 
+/** Every velocity call has a key of its own, so none replays another. */
+let velocity_keys = 0;
+
 /** Decisions/s of `count` calls by `agent_id`, 16 at once, each expected to get `rule`. */
 async function decisionRate(bursar: Bursar, agent_id: string, count: number, rule: string): Promise<number> {
   let left = count;
   const start = performance.now();
   const loop = async () => {
     while (left-- > 0) {
-      const args = { amount: 1000, currency: "INR", idempotency_key: `v-${agent_id}-${left}-${performance.now()}` };
+      const args = { amount: 1000, currency: "INR", idempotency_key: `v-${velocity_keys++}` };
       const result = await bursar.ledger.authorize({ agent_id, tool: "create_order", args });
       if (result.verdict.rule !== rule) throw new Error(`expected ${rule}, got ${result.verdict.rule}`);
     }
