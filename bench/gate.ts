@@ -241,7 +241,7 @@ async function runSlice(clients: readonly Client[], duration_ms: number, calls_m
 
 // ---------------------------------------------------------------- measuring and reporting
 
-/** WAL frames one create_order's first phase (decision, hold, evidence) commits: about 15 of the call's 23, measured. */
+/** WAL frames one create_order's first phase (decision, hold, evidence) commits: about 15 of the call's 22, measured. */
 const hold_frames = 15;
 const wal_frame_bytes = 24 + 4096;
 const flush_samples = 200;
