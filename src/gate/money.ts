@@ -3,7 +3,7 @@
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
 import { scrub } from "../evidence/index.js";
-import { blockSummary as summaryOfRow, type AuthorizeResult, type CallRef } from "../ledger/index.js";
+import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef } from "../ledger/index.js";
 import type { PaymentState } from "../policy/index.js";
 import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -127,7 +127,8 @@ async function afterCaptureError(
 }
 
 export async function capturePayment(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
-  const payment = await paymentState(context, args);
+  // A call refused whatever the payment is never makes the provider answer for it.
+  const payment = (await context.ledger.capturePaymentMatters(agent_id, args)) ? await paymentState(context, args) : payment_not_asked;
   const auth = await context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment });
   const early = await decided(context, auth, "capture_payment");
   if (early) return early;

@@ -32,7 +32,7 @@ export interface AuthorizeInput {
   agent_id: string | null;
   tool: string;
   args: unknown;
-  /** For capture_payment: what the provider reported for args.payment_id, fetched first. */
+  /** For capture_payment: what the provider reported for args.payment_id (fetched first), or payment_not_asked. */
   payment?: PaymentState;
 }
 

@@ -6,6 +6,7 @@ import { newToken, sha256Hex } from "../ids.js";
 import { control_characters } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
 import { authorizeBatch, batchable, DecisionQueue } from "./authorize-batch.js";
+import { capturePaymentMatters } from "./payment-matters.js";
 import { approvalExpiredError, beginApproval, denyApproval, denyPending, type ApprovalGrant } from "./approvals.js";
 import { newBlockRow, type CreateBlockInput } from "./blocks.js";
 import {
@@ -192,6 +193,12 @@ export class Ledger {
       await record(tx, this.context, "gate.operator", { action: "block.unfreeze", block_id, unreconciled: block.unreconciled });
       return blockView((await lockBlock(tx, block_id)) as BlockRow);
     });
+  }
+
+  /** Whether capture_payment needs the payment from the provider: false when the call is refused
+   *  (or replayed) whatever the payment is (src/ledger/payment-matters.ts). */
+  capturePaymentMatters(agent_id: string, args: unknown): Promise<boolean> {
+    return this.driver.read((tx) => capturePaymentMatters(tx, this.context, agent_id, args));
   }
 
   authorize(input: AuthorizeInput): Promise<AuthorizeResult> {

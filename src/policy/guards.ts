@@ -159,6 +159,7 @@ function captureProblem(call: PolicyCall, state: PolicyState): string | undefine
   const capture = state.capture;
   if (!capture) throw new Error("capture_payment decided without capture state");
   if (!capture.payment.fetched) {
+    if (capture.payment.asked === false) return `the payment was not looked up (${capture.payment.reason}); retry`;
     // Only a provider that did not answer is worth asking again; a refusal (no such payment) is final.
     return `the provider did not confirm the payment (${capture.payment.reason})${capture.payment.unanswered ? "; retry" : ""}`;
   }

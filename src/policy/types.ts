@@ -63,8 +63,10 @@ export type IdempotencyState =
 
 /** What the provider reported for the payment a capture names (fetched before the decision). */
 export type PaymentState =
-  /** `unanswered`: the provider did not answer (a timeout, a 5xx), so asking again may succeed. */
-  | { fetched: false; reason: string; unanswered?: boolean }
+  /** `unanswered`: the provider did not answer (a timeout, a 5xx), so asking again may succeed.
+   *  `asked: false`: the gate did not ask, because every block the caller could capture on
+   *  refused the call before its payment mattered (asking again, should that change, may succeed). */
+  | { fetched: false; reason: string; unanswered?: boolean; asked?: false }
   | { fetched: true; id: string; order_id: string; amount: number; currency: string; status: string };
 
 export interface ReservationState {

@@ -1,0 +1,110 @@
+// capture_payment asks the provider for the payment only when the payment can change the
+// verdict. A capture refused before R3 on every block its caller could capture on (revoked, past
+// the velocity limit, malformed, over the per-call cap) or replayed is decided without a provider
+// request, so a refused agent looping on captures cannot make the gate call the provider.
+
+import { describe, expect, it } from "vitest";
+import type { StoredEntry } from "../../src/evidence/store.js";
+import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
+import { payment_not_asked } from "../../src/ledger/index.js";
+import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
+import { manualClock } from "../support/clock.js";
+
+type Result = Awaited<ReturnType<Bursar["gate"]["callTool"]>>;
+
+for (const backend of backends()) {
+  describe(`${backend.name}: capture_payment looks the payment up only when it matters`, () => {
+    async function setup(block: Record<string, unknown> = {}) {
+      const db = await backend.db();
+      const clock = manualClock();
+      const b = await createBursar({ db, clock, ids: sequentialIds() });
+      if (isPostgresUrl(db)) closeAfterTest(b);
+      const agent = await b.operator.createAgent({ name: "buyer" });
+      const created = await b.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400, ...block });
+      const call = (tool: string, args: Record<string, unknown>) => b.gate.callTool(agent.token, tool, args);
+      /** An order created through the gate and paid by card at the simulator: its payment id. */
+      const paidOrder = async (amount: number, key: string): Promise<string> => {
+        const order = (await call("create_order", { amount, currency: "INR", idempotency_key: key })).structuredContent.order as { id: string };
+        const paid = await b.simulator!.app.inject({ method: "POST", url: `/simulator/sim/orders/${order.id}/pay`, payload: { card: "4111111111111111" } });
+        expect(paid.statusCode).toBeLessThan(300);
+        return (paid.json() as { razorpay_payment_id: string }).razorpay_payment_id;
+      };
+      const providerRequests = () => b.simulator!.simulator.state.apiRequests();
+      const decisionPayment = async (result: Result) => {
+        const { seq } = result.structuredContent.evidence as { seq: number };
+        const [stored] = await b.log.entries(seq, seq + 1);
+        return ((stored as StoredEntry).entry.body as { payment: unknown }).payment;
+      };
+      const close = () => (isPostgresUrl(db) ? Promise.resolve() : b.close());
+      return { b, clock, agent, block_id: created.block_id, call, paidOrder, providerRequests, decisionPayment, close };
+    }
+
+    it("a revoked block's capture is refused by R4 without a provider request, and the entry says the payment was not asked", async () => {
+      const t = await setup();
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      await t.b.operator.revoke(t.block_id);
+      const before = t.providerRequests();
+      const refused = await t.call("capture_payment", { payment_id, amount: 5_000, currency: "INR" });
+      expect(refused.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R4" });
+      expect(t.providerRequests()).toBe(before);
+      expect(await t.decisionPayment(refused)).toEqual({ ...payment_not_asked });
+      await t.close();
+    });
+
+    it("past the velocity limit, malformed or over the cap: refused by R6, R0, R5 with no provider request", async () => {
+      const t = await setup({ per_call_cap: 10_000, velocity: { max_calls: 4, window_seconds: 60 } });
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      const before = t.providerRequests();
+      expect((await t.call("capture_payment", { payment_id, amount: "5000", currency: "INR" })).structuredContent).toMatchObject({ rule: "R0" });
+      expect((await t.call("capture_payment", { payment_id, amount: 20_000, currency: "INR" })).structuredContent).toMatchObject({ rule: "R5" });
+      expect(t.providerRequests()).toBe(before);
+      // Four money calls in the window now (the order and the two refusals, then this one): the fifth is R6.
+      const allowed = await t.call("capture_payment", { payment_id, amount: 5_000, currency: "INR" });
+      expect(allowed.structuredContent).toMatchObject({ effect: "ALLOW" });
+      const after_capture = t.providerRequests();
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const limited = await t.call("capture_payment", { payment_id, amount: 5_000, currency: "INR", idempotency_key: `again-${attempt}` });
+        expect(limited.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R6" });
+      }
+      expect(t.providerRequests()).toBe(after_capture);
+      await t.close();
+    });
+
+    it("a replayed capture answers from the stored result without a provider request", async () => {
+      const t = await setup();
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      const args = { payment_id, amount: 5_000, currency: "INR", idempotency_key: "capture-1" };
+      const first = await t.call("capture_payment", args);
+      expect(first.structuredContent).toMatchObject({ effect: "ALLOW" });
+      const before = t.providerRequests();
+      const replayed = await t.call("capture_payment", args);
+      expect(replayed.structuredContent).toMatchObject({ effect: "ALLOW", replayed: true, payment: { id: payment_id, status: "captured" } });
+      expect(t.providerRequests()).toBe(before);
+      await t.close();
+    });
+
+    it("an agent whose block is revoked still has a capture on its new block's reservation looked up and allowed", async () => {
+      const t = await setup();
+      await t.b.operator.revoke(t.block_id);
+      await t.b.operator.createBlock({ agent_id: t.agent.agent_id, currency: "INR", reserved: 100_000, ttl_seconds: 86_400 });
+      const payment_id = await t.paidOrder(40_000, "order-2");
+      const captured = await t.call("capture_payment", { payment_id, amount: 40_000, currency: "INR" });
+      expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
+      await t.close();
+    });
+
+    it("should the block change between the check and the decision, R3 refuses the unlooked-up payment and says retry", async () => {
+      const t = await setup();
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      const decided = await t.b.ledger.authorize({
+        agent_id: t.agent.agent_id,
+        tool: "capture_payment",
+        args: { payment_id, amount: 5_000, currency: "INR" },
+        payment: payment_not_asked,
+      });
+      expect(decided.verdict).toMatchObject({ effect: "BLOCK", rule: "R3" });
+      expect(decided.verdict.reason).toMatch(/^the payment was not looked up \(.+\); retry$/);
+      await t.close();
+    });
+  });
+}
