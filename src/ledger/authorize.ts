@@ -82,16 +82,27 @@ async function lockCallerBlock(tx: SqlTx, input: AuthorizeInput, reservation: Re
   return lockAgentBlock(tx, input.agent_id, now_ms);
 }
 
+/**
+ * For a capture without its payment (not asked, or not confirmed): the reservation its key
+ * already holds, if any. A replay is then decided on, and shows, the block it captured on, as it
+ * would be had the payment been fetched, not the agent's current block.
+ */
+async function keyedReservation(tx: SqlTx, input: AuthorizeInput, key: CallKey | null): Promise<ReservationRow | null> {
+  if (input.tool !== "capture_payment" || input.payment?.fetched || !input.agent_id || !key) return null;
+  const row = await getIdempotency(tx, input.agent_id, key.key);
+  return row?.reservation_id ? ((await getReservation(tx, row.reservation_id)) ?? null) : null;
+}
+
 async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput, now_ms: number): Promise<Snapshot> {
   const payment = input.payment?.fetched ? input.payment : undefined;
   const candidate = payment ? ((await reservationByOrder(tx, payment.order_id)) ?? null) : null;
-  let block = (await lockCallerBlock(tx, input, candidate, now_ms)) ?? null;
+  const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args) : null;
+  let block = (await lockCallerBlock(tx, input, candidate ?? (await keyedReservation(tx, input, key)), now_ms)) ?? null;
   if (block && input.agent_id) {
     const expired = (await expireLeasesOfBlock(tx, context, block.block_id)) + (await expireApprovals(tx, context, block.block_id));
     if (expired > 0) block = (await lockBlock(tx, block.block_id)) ?? null;
   }
   const reservation = candidate ? ((await getReservation(tx, candidate.reservation_id)) ?? null) : null;
-  const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args) : null;
   let stored = key && input.agent_id ? await getIdempotency(tx, input.agent_id, key.key) : undefined;
   const key_row = stored !== undefined;
   if (stored && !(await stillReplays(tx, context, stored, now_ms))) stored = undefined;

@@ -15,9 +15,9 @@ import { countCalls, getIdempotency } from "./statements.js";
 /** The guards that run before R3 in the frozen table: only they can decide without the payment. */
 const guards_before_payment: ReadonlySet<string> = new Set(guard_table.slice(0, guard_table.findIndex((guard) => guard.id === "R3")).map((guard) => guard.id));
 
-/** createBlock allows one active block per agent; should an agent ever have more live blocks than
- *  this, the payment is always looked up: the check is only a shortcut. */
-export const live_blocks_checked_max = 8;
+/** Blocks checked at most; an agent with more (with live blocks only: createBlock allows one
+ *  active block per agent) always has the payment looked up: the check is only a shortcut. */
+export const blocks_checked_max = 8;
 
 /** The payment state a capture is decided with when the gate did not ask the provider. */
 export const payment_not_asked: PaymentState = Object.freeze({
@@ -29,21 +29,24 @@ export const payment_not_asked: PaymentState = Object.freeze({
 /**
  * False when a guard before R3 refuses (or replays) the capture on every block it could be
  * decided on. A capture is decided on its reservation's block, one of the caller's own unless
- * CALLER refuses it; a revoked, frozen or expired block refuses at R4 or R2 whatever the payment,
- * so only live blocks are checked, with the guards of the context's table that come before R3
- * (a mutant table without some guard checks without it too). Read-only: the decision's own
+ * CALLER refuses it. The guards are the context's table's up to R3 (a mutant table without some
+ * guard checks without it too); with R4 and R2 among them a revoked, frozen or expired block
+ * refuses whatever the payment, so only live blocks are read. Read-only: the decision's own
  * transaction reads everything again, and should the answer have changed meanwhile, R3 refuses
  * the payment it was not given with "retry".
  */
 export async function capturePaymentMatters(tx: SqlTx, context: LedgerContext, agent_id: string, args: unknown): Promise<boolean> {
   const now = context.clock();
   const now_ms = now.getTime();
-  const live = await tx.all<BlockRow>(
-    `SELECT * FROM blocks WHERE agent_id = ? AND revoked_at_ms IS NULL AND frozen_at_ms IS NULL AND expires_at_ms > ?
-     ORDER BY created_at_ms DESC LIMIT ${live_blocks_checked_max + 1}`,
-    [agent_id, now_ms],
+  const guards = context.guards.filter((guard) => guards_before_payment.has(guard.id));
+  // Only a table with R4 and R2 refuses on a dead block whatever the payment; without either, every block is checked.
+  const live_only = guards.some((guard) => guard.id === "R4") && guards.some((guard) => guard.id === "R2");
+  const blocks = await tx.all<BlockRow>(
+    `SELECT * FROM blocks WHERE agent_id = ?${live_only ? " AND revoked_at_ms IS NULL AND frozen_at_ms IS NULL AND expires_at_ms > ?" : ""}
+     ORDER BY created_at_ms DESC LIMIT ${blocks_checked_max + 1}`,
+    live_only ? [agent_id, now_ms] : [agent_id],
   );
-  if (live.length > live_blocks_checked_max) return true;
+  if (blocks.length > blocks_checked_max) return true;
   const key = callKey(agent_id, "capture_payment", args);
   let stored = await getIdempotency(tx, agent_id, key.key);
   // A lease that ran out is settled by the decision's own transaction first: its answer is unknown here.
@@ -52,8 +55,7 @@ export async function capturePaymentMatters(tx: SqlTx, context: LedgerContext, a
   const call = { tool: "capture_payment", args, agent_id, params_hash: key.params_hash };
   const capture = { payment: payment_not_asked, reservation: null };
   const idempotency = idempotencyState(stored);
-  const guards = context.guards.filter((guard) => guards_before_payment.has(guard.id));
-  for (const block of live.length > 0 ? live : [null]) {
+  for (const block of blocks.length > 0 ? blocks : [null]) {
     const calls_in_window = block
       ? await countCalls(tx, agent_id, now_ms, { window_seconds: block.velocity_window_seconds, max_calls: block.velocity_max_calls })
       : 0;

@@ -5,8 +5,9 @@
 
 import { describe, expect, it } from "vitest";
 import type { StoredEntry } from "../../src/evidence/store.js";
-import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
+import { createBursar, sequentialIds, withoutGuard, type Bursar } from "../../src/index.js";
 import { payment_not_asked } from "../../src/ledger/index.js";
+import type { Guard } from "../../src/policy/index.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
 
@@ -14,10 +15,10 @@ type Result = Awaited<ReturnType<Bursar["gate"]["callTool"]>>;
 
 for (const backend of backends()) {
   describe(`${backend.name}: capture_payment looks the payment up only when it matters`, () => {
-    async function setup(block: Record<string, unknown> = {}) {
+    async function setup(block: Record<string, unknown> = {}, guards?: readonly Guard[]) {
       const db = await backend.db();
       const clock = manualClock();
-      const b = await createBursar({ db, clock, ids: sequentialIds() });
+      const b = await createBursar({ db, clock, ids: sequentialIds(), guards });
       if (isPostgresUrl(db)) closeAfterTest(b);
       const agent = await b.operator.createAgent({ name: "buyer" });
       const created = await b.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400, ...block });
@@ -90,6 +91,47 @@ for (const backend of backends()) {
       const payment_id = await t.paidOrder(40_000, "order-2");
       const captured = await t.call("capture_payment", { payment_id, amount: 40_000, currency: "INR" });
       expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
+      await t.close();
+    });
+
+    it("a replayed capture shows the block it captured on, not the agent's new block", async () => {
+      const t = await setup();
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      const args = { payment_id, amount: 5_000, currency: "INR", idempotency_key: "capture-1" };
+      expect((await t.call("capture_payment", args)).structuredContent).toMatchObject({ effect: "ALLOW" });
+      await t.b.operator.revoke(t.block_id);
+      await t.b.operator.createBlock({ agent_id: t.agent.agent_id, currency: "INR", reserved: 77_000, ttl_seconds: 86_400 });
+      const replayed = await t.call("capture_payment", args);
+      expect(replayed.structuredContent).toMatchObject({ effect: "ALLOW", replayed: true, block: { reserved: 1_000_000, spent: 5_000 } });
+      await t.close();
+    });
+
+    it("an in-flight key whose lease ran out has the payment looked up: the decision settles the lease first", async () => {
+      const t = await setup();
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      const args = { payment_id, amount: 5_000, currency: "INR", idempotency_key: "capture-1" };
+      const fetched = await t.b.provider.fetchPayment(payment_id);
+      if (fetched.kind !== "ok") throw new Error("the simulator did not answer for the payment");
+      const { id, order_id, amount, currency, status } = fetched.value;
+      const payment = { fetched: true as const, id, order_id: order_id as string, amount, currency, status };
+      // A capture decided and never completed (its process died): its key stays in flight.
+      const started = await t.b.ledger.authorize({ agent_id: t.agent.agent_id, tool: "capture_payment", args, payment });
+      expect(started.verdict.effect).toBe("ALLOW");
+      t.clock.advance(t.b.ledger.context.lease_ms + 1);
+      const before = t.providerRequests();
+      await t.call("capture_payment", args);
+      expect(t.providerRequests()).toBeGreaterThan(before);
+      await t.close();
+    });
+
+    it("with a guard table without R4 (a mutant), a revoked block's capture is looked up as that table decides it", async () => {
+      const t = await setup({}, withoutGuard("R4"));
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      await t.b.operator.revoke(t.block_id);
+      const before = t.providerRequests();
+      const result = await t.call("capture_payment", { payment_id, amount: 5_000, currency: "INR" });
+      expect(t.providerRequests()).toBeGreaterThan(before);
+      expect(result.structuredContent).toMatchObject({ effect: "ALLOW" });
       await t.close();
     });
 
