@@ -43,6 +43,15 @@ export interface TransactionOptions {
   async_commit?: boolean;
 }
 
+export interface ReadOptions {
+  /**
+   * What the read sees is never reported to anyone; it only steers what the caller does next
+   * (whether to ask the provider, say). It answers at once instead of waiting, as every other
+   * read does, until the writes it saw are durable.
+   */
+  unreported?: boolean;
+}
+
 export interface SqlDriver {
   readonly dialect: Dialect;
   /**
@@ -53,7 +62,7 @@ export interface SqlDriver {
    */
   transaction<T>(work: (tx: SqlTx) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** A read-only snapshot; never blocks writers for long. */
-  read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T>;
+  read<T>(work: (tx: SqlTx) => Promise<T>, options?: ReadOptions): Promise<T>;
   /** Applies the migrations not yet recorded in `schema_migrations`, in version order. */
   migrate(migrations: readonly Migration[]): Promise<number[]>;
   close(): Promise<void>;

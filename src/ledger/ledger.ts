@@ -198,7 +198,7 @@ export class Ledger {
   /** Whether capture_payment needs the payment from the provider: false when the call is refused
    *  (or replayed) whatever the payment is (src/ledger/payment-matters.ts). */
   capturePaymentMatters(agent_id: string, args: unknown): Promise<boolean> {
-    return this.driver.read((tx) => capturePaymentMatters(tx, this.context, agent_id, args));
+    return this.driver.read((tx) => capturePaymentMatters(tx, this.context, agent_id, args), { unreported: true });
   }
 
   authorize(input: AuthorizeInput): Promise<AuthorizeResult> {

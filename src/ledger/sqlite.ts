@@ -4,7 +4,7 @@
 
 import Database from "better-sqlite3";
 import { chmodSync, statSync } from "node:fs";
-import { bindable, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue, type TransactionOptions } from "./driver.js";
+import { bindable, type Migration, type ReadOptions, type RunResult, type SqlDriver, type SqlTx, type SqlValue, type TransactionOptions } from "./driver.js";
 import { Permits } from "./permits.js";
 import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
 
@@ -185,18 +185,19 @@ export class SqliteDriver implements SqlDriver {
    * group-committing database does) or in its own deferred transaction. A read inside the group
    * joins it as a member: it is answered once the group's COMMIT is durable, and fails with the
    * group, so it never reports writes that a failed COMMIT or a later member's error rolled back.
+   * An `unreported` read answers at once in either case (see ReadOptions).
    */
-  async read<T>(work: (tx: SqlTx) => Promise<T>): Promise<T> {
+  async read<T>(work: (tx: SqlTx) => Promise<T>, options: ReadOptions = {}): Promise<T> {
     this.assertHealthy();
     const release = await this.mutex.take();
-    let durable: Promise<void>;
+    let durable: Promise<void> | undefined;
     let result: T;
     try {
       if (this.db.inTransaction) {
         result = await work(this.tx);
-        durable = new Promise<void>((resolve, reject) => this.group.push({ resolve, reject, async_commit: false }));
+        if (!options.unreported) durable = new Promise<void>((resolve, reject) => this.group.push({ resolve, reject, async_commit: false }));
       } else {
-        // What this read sees is reported only once it is durable: the commits made so far.
+        // What this read sees is reported only once it is durable (unless unreported): the commits made so far.
         const seen = this.wal.last;
         await this.begin("DEFERRED");
         try {
@@ -204,7 +205,7 @@ export class SqliteDriver implements SqlDriver {
         } finally {
           if (this.db.inTransaction) this.db.exec("COMMIT");
         }
-        durable = this.wal.durable(seen);
+        if (!options.unreported) durable = this.wal.durable(seen);
       }
     } finally {
       this.leave(release);

@@ -125,6 +125,22 @@ describe("SQLite WAL durability", () => {
     await driver.close();
   });
 
+  it("answers an unreported read at once, inside the open group or after its COMMIT, while the flush is pending", async () => {
+    const { held, driver } = await heldDriver();
+    const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (5)"));
+    // In the same turn the group is still open: the read sees its pending write and does not join it.
+    const inside = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"), { unreported: true });
+    expect(await settled(inside)).toBe(true);
+    await expect(inside).resolves.toEqual([{ v: 5 }]);
+    // The group has committed and waits for its flush: a deferred read of its own, answered at once.
+    const after = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"), { unreported: true });
+    expect(await settled(after)).toBe(true);
+    expect(await settled(write)).toBe(false);
+    held.release();
+    await write;
+    await driver.close();
+  });
+
   it("resolves an async_commit transaction at COMMIT, flushes it anyway, and reads wait for that flush", async () => {
     const { held, driver } = await heldDriver();
     const second_phase = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
