@@ -9,6 +9,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprot
 import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
+import { performance as node_performance } from "node:perf_hooks";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import type { FastifyInstance } from "fastify";
 import { loadConfig } from "../src/config.js";
@@ -139,6 +140,8 @@ async function serverWorker(role: Role): Promise<void> {
   assert(port, "serverWorker runs only in a worker thread");
   const { ready, close } = role === "bursar" ? await startBursar() : await startBare();
   port.on("message", (message: unknown) => {
+    // The server thread's busy time so far: the bench reads it around each slice.
+    if (message === "busy") return port.postMessage({ busy_ms: node_performance.eventLoopUtilization().active });
     if (message !== "close") return;
     close().then(
       () => port.postMessage({ closed: true }),
@@ -154,6 +157,9 @@ interface RunningServer {
   role: Role;
   ready: Ready;
   stop: () => Promise<void>;
+  /** Milliseconds the server's thread has been busy since it started (its event loop's active
+   *  time); only for a server on a thread of its own. */
+  busyMs?: () => Promise<number>;
 }
 
 function withTimeout<T>(promise: Promise<T>, timeout_ms: number, what: string): Promise<T> {
@@ -171,13 +177,22 @@ async function spawnWorker(role: Role): Promise<RunningServer> {
     worker.once("exit", (code) => reject(new Error(`the ${role} server exited with ${code} before it was ready`)));
     worker.once("message", (message: { ready: Ready }) => resolve(message.ready));
   });
+  const busyMs = () =>
+    withTimeout(
+      new Promise<number>((resolve) => {
+        worker.once("message", (message: { busy_ms: number }) => resolve(message.busy_ms));
+        worker.postMessage("busy");
+      }),
+      worker_close_timeout_ms,
+      `reading the ${role} server's busy time`,
+    );
   const stop = async () => {
     const closed = new Promise<void>((resolve) => worker.once("message", () => resolve()));
     worker.postMessage("close");
     await withTimeout(closed, worker_close_timeout_ms, `closing the ${role} server`).catch(() => undefined);
     await worker.terminate();
   };
-  return { role, ready: await withTimeout(ready, worker_start_timeout_ms, `starting the ${role} server`), stop };
+  return { role, ready: await withTimeout(ready, worker_start_timeout_ms, `starting the ${role} server`), stop, busyMs };
 }
 
 async function spawnServer(role: Role): Promise<RunningServer> {
@@ -287,6 +302,8 @@ interface Measured {
   calls: number;
   elapsed_ms: number;
   slice_rates: number[];
+  /** The server thread's busy time during the slices (NaN when the server shares the clients' thread). */
+  server_busy_ms: number;
 }
 
 function percentile(sorted: readonly number[], fraction: number): number {
@@ -317,15 +334,18 @@ async function measureConcurrency(servers: readonly RunningServer[], concurrency
     clients.set(server.role, connected);
     progress(`warming up ${server.role}, ${concurrency} client(s)`);
     await runSlice(connected, Number.POSITIVE_INFINITY, warmup_calls);
-    results.set(server.role, { role: server.role, concurrency, latencies_ms: [], calls: 0, elapsed_ms: 0, slice_rates: [] });
+    results.set(server.role, { role: server.role, concurrency, latencies_ms: [], calls: 0, elapsed_ms: 0, slice_rates: [], server_busy_ms: server.busyMs ? 0 : Number.NaN });
   }
   const slice_ms = (measure_seconds * 1000) / slices_per_configuration;
   for (let slice = 0; slice < slices_per_configuration; slice++) {
     const order = slice % 2 === 0 ? servers : [...servers].reverse();
     for (const server of order) {
       progress(`measuring ${server.role}, ${concurrency} client(s), slice ${slice + 1}/${slices_per_configuration}`);
+      const busy_before = await server.busyMs?.();
       const result = await runSlice(clients.get(server.role) as Client[], slice_ms, calls_per_slice_max);
+      const busy_after = await server.busyMs?.();
       const measured = results.get(server.role) as Measured;
+      if (busy_before !== undefined && busy_after !== undefined) measured.server_busy_ms += busy_after - busy_before;
       for (const latency_ms of result.latencies_ms) measured.latencies_ms.push(latency_ms);
       measured.calls += result.calls;
       measured.elapsed_ms += result.elapsed_ms;
@@ -369,6 +389,29 @@ function printComparison(all: readonly Measured[]): void {
   }
 }
 
+/**
+ * Where the throughput goes: each server's thread time per call. Once a server's thread is busy
+ * nearly all the time, its calls/s is 1 / (its busy time per call), so at 16 clients the ratio
+ * follows from the bare server's busy time per call over Bursar's.
+ */
+function printServerThreads(all: readonly Measured[]): void {
+  if (all.some((measured) => Number.isNaN(measured.server_busy_ms))) return;
+  console.log("");
+  console.log("server threads (event loop active time): busy per call, and busy share of the slices");
+  console.log("clients   bare µs/call   bursar µs/call   busy bare / bursar   bare/bursar per call");
+  for (const concurrency of concurrency_levels) {
+    const of = (role: Role) => all.find((m) => m.role === role && m.concurrency === concurrency) as Measured;
+    const per_call_us = (measured: Measured) => (measured.server_busy_ms * 1000) / measured.calls;
+    const share = (measured: Measured) => `${((100 * measured.server_busy_ms) / measured.elapsed_ms).toFixed(0)}%`;
+    const bare = of("bare");
+    const bursar = of("bursar");
+    console.log(
+      `${String(concurrency).padStart(7)}   ${fixed(per_call_us(bare), 0, 12)}   ${fixed(per_call_us(bursar), 0, 14)}   ` +
+        `${`${share(bare)} / ${share(bursar)}`.padStart(18)}   ${fixed(per_call_us(bare) / per_call_us(bursar), 3, 20)}`,
+    );
+  }
+}
+
 async function main(): Promise<void> {
   assert(measure_seconds > 0 && measure_seconds <= 20, "BENCH_SECONDS must be in (0, 20]");
   assert(Number.isSafeInteger(slices_per_configuration) && slices_per_configuration >= 1 && slices_per_configuration <= 10, "BENCH_SLICES must be 1..10");
@@ -390,6 +433,7 @@ async function main(): Promise<void> {
     console.log("");
     printMeasured(all);
     printComparison(all);
+    printServerThreads(all);
     const floor = await walFlushFloor();
     console.log("");
     console.log(
