@@ -32,7 +32,7 @@ function withEvidence(structured: Record<string, unknown>, evidence: EvidenceRef
   return view ? { ...structured, evidence: view } : structured;
 }
 
-/** A reason that ends by inviting a retry: IN_FLIGHT, and R3 when the provider did not confirm the payment. */
+/** A reason that ends by inviting a retry: IN_FLIGHT, and R3 when the provider did not confirm the payment or it was not looked up. */
 const retry_invited = /; retry( shortly)?$/;
 
 /**

@@ -2,7 +2,7 @@
 // for it. A capture that every block its caller could capture on refuses before R3 (a replayed,
 // conflicting or in-flight idempotency key, the velocity limit, malformed arguments, the per-call
 // cap, or no live block at all) is refused whatever the provider would say, so the gate decides it
-// without asking: a revoked or rate-limited agent cannot make the gate call the provider.
+// without asking: such refusals, however many, never reach the provider.
 
 import { decide, guard_table, type PaymentState } from "../policy/index.js";
 import { idempotencyState, stillReplays } from "./authorize.js";
