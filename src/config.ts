@@ -2,6 +2,7 @@
 // one line naming the variable and what it accepts.
 
 import { join, resolve } from "node:path";
+import { lookups_per_minute_default, lookups_per_minute_max } from "./gate/lookups.js";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -30,6 +31,8 @@ export interface Config {
   checkpoint_seconds: number;
   /** Provider request timeout; an in-flight key's lease is twice this. */
   provider_timeout_ms: number;
+  /** Provider look-ups (fetch_order, fetch_payment) per agent per minute; 0: unlimited. */
+  lookups_per_minute: number;
   /** pino level for the server's log (BURSAR_LOG_LEVEL). */
   log_level: LogLevel;
 }
@@ -130,6 +133,7 @@ export function loadConfig(env: Env = process.env): Config {
     checkpoint_every: integer(env, "BURSAR_CHECKPOINT_EVERY", 1000, 1, 1_000_000),
     checkpoint_seconds: integer(env, "BURSAR_CHECKPOINT_SECONDS", 10, 1, 86_400),
     provider_timeout_ms: integer(env, "BURSAR_PROVIDER_TIMEOUT_MS", 10_000, 100, 120_000),
+    lookups_per_minute: integer(env, "BURSAR_LOOKUPS_PER_MINUTE", lookups_per_minute_default, 0, lookups_per_minute_max),
     log_level: oneOf(env, "BURSAR_LOG_LEVEL", log_levels, "info"),
   };
   if (config.admin_token !== undefined && config.admin_token.length < 16) {
@@ -162,6 +166,7 @@ export const environment_help = `Environment:
   BURSAR_CHECKPOINT_EVERY    entries between checkpoints (default 1000)
   BURSAR_CHECKPOINT_SECONDS  seconds between checkpoints while entries are pending (default 10)
   BURSAR_PROVIDER_TIMEOUT_MS provider request timeout (default 10000); an in-flight call's lease is twice this
+  BURSAR_LOOKUPS_PER_MINUTE  fetch_order and fetch_payment calls that reach the provider, per agent per minute (default 60; 0: unlimited)
   BURSAR_LOG_LEVEL           log level: fatal, error, warn, info (default), debug, trace or silent
   BURSAR_URL                 the gate a client command talks to (agent, block, buyer, mcp-stdio; default http://127.0.0.1:8787)
   BURSAR_AGENT_TOKEN         the agent token for mcp-stdio and buyer

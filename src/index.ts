@@ -6,6 +6,7 @@ import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
 import { createLogSigner, EvidenceLog } from "./evidence/index.js";
 import { Gate } from "./gate/gate.js";
+import { LookupBudget, lookups_per_minute_default } from "./gate/lookups.js";
 import type { GateObserver } from "./gate/observer.js";
 import { randomBase62, randomIds, type IdSource } from "./ids.js";
 import { Ledger, ledger_defaults, migrations, SqliteDriver, type SqlDriver } from "./ledger/index.js";
@@ -42,6 +43,8 @@ export interface BursarOptions {
   observer?: GateObserver;
   lease_ms?: number;
   approval_lifetime_ms?: number;
+  /** Provider look-ups (fetch_order, fetch_payment) per agent per minute; default 60, 0: unlimited. */
+  lookups_per_minute?: number;
 }
 
 export interface Bursar {
@@ -115,7 +118,8 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
   } else {
     provider = options.provider;
   }
-  const gate = new Gate(ledger, provider, options.observer);
+  const lookups = new LookupBudget(options.lookups_per_minute ?? lookups_per_minute_default, clock);
+  const gate = new Gate(ledger, provider, options.observer, lookups);
   const operator = {
     createAgent: ledger.createAgent.bind(ledger),
     createBlock: ledger.createBlock.bind(ledger),

@@ -2,13 +2,19 @@
 
 import type { BlockSummary, BlockView, Ledger } from "../ledger/index.js";
 import type { Provider } from "../provider/port.js";
+import type { LookupBudget } from "./lookups.js";
 import type { GateObserver } from "./observer.js";
 
 export interface GateContext {
   ledger: Ledger;
   provider: Provider;
   observer?: GateObserver;
+  /** Each agent's provider look-ups (fetch_order, fetch_payment) per minute. */
+  lookups: LookupBudget;
 }
+
+/** What webhook settlement needs of the gate: no agent makes these calls, so no look-up budget. */
+export type WebhookContext = Pick<GateContext, "ledger" | "provider" | "observer">;
 
 export function summary(view: BlockView): BlockSummary {
   return {

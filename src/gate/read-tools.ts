@@ -14,6 +14,18 @@ function providerProblem(outcome: Exclude<ProviderOutcome<unknown>, { kind: "ok"
   return readError("provider_refused", outcome.error.description);
 }
 
+/** The agent's look-ups of this minute are spent: the answer, with when to ask again. Otherwise one is taken. */
+function lookupSpent(context: GateContext, agent_id: string): ToolResult | undefined {
+  const taken = context.lookups.take(agent_id);
+  if (taken.ok) return undefined;
+  const limit = context.lookups.per_minute;
+  return readError(
+    "rate_limited",
+    `this agent has made its ${limit} provider look-ups (fetch_order, fetch_payment) of the last minute; ask again in ${taken.retry_after_s} s`,
+    { retry_after_s: taken.retry_after_s },
+  );
+}
+
 async function ownsOrder(context: GateContext, agent_id: string, order_id: string): Promise<boolean> {
   const row = await context.ledger.driver.read((tx) =>
     tx.get<{ agent_id: string }>("SELECT agent_id FROM reservations WHERE order_id = ?", [order_id]),
@@ -25,6 +37,8 @@ export async function fetchOrder(context: GateContext, agent_id: string, args: R
   const order_id = args.order_id;
   if (!isOrderId(order_id)) return refusal({ rule: "R0", reason: "order_id must match ^order_[A-Za-z0-9]{1,40}$" });
   if (!(await ownsOrder(context, agent_id, order_id))) return refusal({ rule: "CALLER", reason: `order ${order_id} ${not_yours}` });
+  const spent = lookupSpent(context, agent_id);
+  if (spent) return spent;
   const outcome = await context.provider.fetchOrder(order_id);
   if (outcome.kind !== "ok") return providerProblem(outcome);
   const order = orderView(outcome.value);
@@ -34,6 +48,8 @@ export async function fetchOrder(context: GateContext, agent_id: string, args: R
 export async function fetchPayment(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
   const payment_id = args.payment_id;
   if (!isPaymentId(payment_id)) return refusal({ rule: "R0", reason: "payment_id must match ^pay_[A-Za-z0-9]{1,40}$" });
+  const spent = lookupSpent(context, agent_id);
+  if (spent) return spent;
   const outcome = await context.provider.fetchPayment(payment_id);
   // A payment the provider does not know (Razorpay answers 400 "does not exist", or 404) gets
   // the same answer as another agent's: the answer must not tell which payment ids exist. Other

@@ -7,7 +7,7 @@ import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../l
 import { settleCapture } from "../ledger/settle.js";
 import { getReservation, lockBlock } from "../ledger/statements.js";
 import type { ParsedWebhook, ProviderPayment } from "../provider/port.js";
-import { paymentView, type GateContext } from "./context.js";
+import { paymentView, type WebhookContext } from "./context.js";
 
 export const webhook_body_max_bytes = 1_048_576;
 export const event_id_length_max = 128;
@@ -50,7 +50,7 @@ type Receipt = { kind: "found"; receipt: string | null } | { kind: "unknown"; re
  * or from the provider only when a reservation could own the order; `unknown` when the
  * provider's answer is (a timeout, a reset, a 5xx).
  */
-async function receiptOf(context: GateContext, parsed: Parsed, order_id: string, awaiting_order: boolean): Promise<Receipt> {
+async function receiptOf(context: WebhookContext, parsed: Parsed, order_id: string, awaiting_order: boolean): Promise<Receipt> {
   if (parsed.type === "order.paid" && parsed.order.receipt) return { kind: "found", receipt: parsed.order.receipt };
   if (!awaiting_order) return { kind: "found", receipt: null };
   const order = await context.provider.fetchOrder(order_id);
@@ -59,7 +59,7 @@ async function receiptOf(context: GateContext, parsed: Parsed, order_id: string,
 }
 
 /** An order whose creation timed out is unknown by id; its receipt names the reservation to link. */
-async function linkByReceipt(context: GateContext, order_id: string, receipt: string): Promise<void> {
+async function linkByReceipt(context: WebhookContext, order_id: string, receipt: string): Promise<void> {
   await context.ledger.transaction(async (tx, ledger_context) => {
     // The block lock comes before any write to its reservations (and before the log's lock).
     const reservation = await getReservation(tx, receipt);
@@ -98,7 +98,7 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, parsed
 
 /** Before a new event about an order no reservation names yet: finds the order's receipt and
  *  links it (503, so the provider delivers again, when the provider's answer is unknown). */
-async function linkUnlinkedOrder(context: GateContext, event_id: string, parsed: Parsed, order_id: string): Promise<void> {
+async function linkUnlinkedOrder(context: WebhookContext, event_id: string, parsed: Parsed, order_id: string): Promise<void> {
   const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, event_id, order_id));
   if (!unlinked) return;
   const found = await receiptOf(context, parsed, order_id, unlinked.awaiting_order);
@@ -112,7 +112,7 @@ async function linkUnlinkedOrder(context: GateContext, event_id: string, parsed:
 
 /** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */
 export async function handleWebhook(
-  context: GateContext,
+  context: WebhookContext,
   raw_body: Buffer,
   headers: { signature: string | undefined; event_id: string | undefined },
 ): Promise<WebhookAnswer> {

@@ -217,6 +217,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
       checkpoint_every: config.checkpoint_every,
       checkpoint_seconds: config.checkpoint_seconds,
       lease_ms: 2 * config.provider_timeout_ms,
+      lookups_per_minute: config.lookups_per_minute,
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;
     app = await serverOf(config, options, files, setup, metrics, opened);

@@ -2,11 +2,11 @@
 // webhook handling, which checks the signature over those exact bytes first.
 
 import type { FastifyInstance } from "fastify";
-import type { GateContext } from "../../gate/context.js";
+import type { WebhookContext } from "../../gate/context.js";
 import { handleWebhook, webhook_body_max_bytes } from "../../gate/webhooks.js";
 import type { RoutePlugin } from "../app.js";
 
-export function webhookRoutes(gate: GateContext): RoutePlugin {
+export function webhookRoutes(gate: WebhookContext): RoutePlugin {
   return async (app: FastifyInstance) => {
     await app.register(async (scope) => {
       // Encapsulated: only this route sees bodies as raw bytes.
