@@ -118,7 +118,9 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
   } else {
     provider = options.provider;
   }
-  const lookups = new LookupBudget(options.lookups_per_minute ?? lookups_per_minute_default, clock);
+  // Look-ups are counted on a monotonic clock, unless a clock is injected (tests move it by hand).
+  const injected = options.clock;
+  const lookups = new LookupBudget(options.lookups_per_minute ?? lookups_per_minute_default, injected ? () => injected().getTime() : undefined);
   const gate = new Gate(ledger, provider, options.observer, lookups);
   const operator = {
     createAgent: ledger.createAgent.bind(ledger),

@@ -17,7 +17,7 @@ export const read_tools = ["fetch_order", "fetch_payment", "get_block", "get_app
 export class Gate {
   private readonly context: GateContext;
 
-  constructor(ledger: Ledger, provider: Provider, observer?: GateObserver, lookups = new LookupBudget(lookups_per_minute_default, ledger.context.clock)) {
+  constructor(ledger: Ledger, provider: Provider, observer?: GateObserver, lookups = new LookupBudget(lookups_per_minute_default)) {
     this.context = observer ? { ledger, provider, observer, lookups } : { ledger, provider, lookups };
   }
 

@@ -15,10 +15,14 @@ export class LookupBudget {
   /** Each agent's look-up times within the last minute, oldest first; most recently seen agent last. */
   private readonly recent = new Map<string, number[]>();
 
-  /** `per_minute` 0 leaves look-ups unlimited. */
+  /**
+   * `per_minute` 0 leaves look-ups unlimited. `now_ms` is a monotonic clock in milliseconds
+   * (default performance.now()), so a wall clock set back cannot lock an agent out; should it go
+   * back anyway (an injected clock), times after now are forgotten.
+   */
   constructor(
     readonly per_minute: number,
-    private readonly clock: () => Date,
+    private readonly now_ms: () => number = () => performance.now(),
   ) {
     if (!Number.isSafeInteger(per_minute) || per_minute < 0 || per_minute > lookups_per_minute_max) {
       throw new RangeError(`lookups_per_minute must be an integer from 0 to ${lookups_per_minute_max}`);
@@ -28,16 +32,16 @@ export class LookupBudget {
   /** Spends one look-up of the agent's minute, or says in how many seconds one is free again. */
   take(agent_id: string): LookupTake {
     if (this.per_minute === 0) return { ok: true };
-    const now_ms = this.clock().getTime();
-    const times = this.recent.get(agent_id) ?? [];
+    const now_ms = this.now_ms();
+    const earlier = this.recent.get(agent_id) ?? [];
     this.recent.delete(agent_id);
+    const times = earlier.length > 0 && (earlier[earlier.length - 1] as number) > now_ms ? [] : earlier;
     while (times.length > 0 && (times[0] as number) <= now_ms - window_ms) times.shift();
     const ok = times.length < this.per_minute;
     if (ok) times.push(now_ms);
     this.recent.set(agent_id, times);
     if (this.recent.size > lookup_agents_max) this.recent.delete(this.recent.keys().next().value as string);
     if (ok) return { ok: true };
-    const free_in_ms = Math.min(window_ms, (times[0] as number) + window_ms - now_ms);
-    return { ok: false, retry_after_s: Math.max(1, Math.ceil(free_in_ms / 1000)) };
+    return { ok: false, retry_after_s: Math.max(1, Math.ceil(((times[0] as number) + window_ms - now_ms) / 1000)) };
   }
 }

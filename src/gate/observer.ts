@@ -7,6 +7,8 @@ export interface GateObserver {
   providerCall(operation: string, outcome: "ok" | "refused" | "unknown", seconds: number): void;
   unknownOutcome(tool: string): void;
   webhook(outcome: string): void;
+  /** A read tool answered rate_limited instead of asking the provider. */
+  lookupLimited(tool: string): void;
 }
 
 export const silent_observer: GateObserver = {
@@ -14,4 +16,5 @@ export const silent_observer: GateObserver = {
   providerCall: () => undefined,
   unknownOutcome: () => undefined,
   webhook: () => undefined,
+  lookupLimited: () => undefined,
 };

@@ -15,9 +15,10 @@ function providerProblem(outcome: Exclude<ProviderOutcome<unknown>, { kind: "ok"
 }
 
 /** The agent's look-ups of this minute are spent: the answer, with when to ask again. Otherwise one is taken. */
-function lookupSpent(context: GateContext, agent_id: string): ToolResult | undefined {
+function lookupSpent(context: GateContext, agent_id: string, tool: string): ToolResult | undefined {
   const taken = context.lookups.take(agent_id);
   if (taken.ok) return undefined;
+  context.observer?.lookupLimited(tool);
   const limit = context.lookups.per_minute;
   return readError(
     "rate_limited",
@@ -37,7 +38,7 @@ export async function fetchOrder(context: GateContext, agent_id: string, args: R
   const order_id = args.order_id;
   if (!isOrderId(order_id)) return refusal({ rule: "R0", reason: "order_id must match ^order_[A-Za-z0-9]{1,40}$" });
   if (!(await ownsOrder(context, agent_id, order_id))) return refusal({ rule: "CALLER", reason: `order ${order_id} ${not_yours}` });
-  const spent = lookupSpent(context, agent_id);
+  const spent = lookupSpent(context, agent_id, "fetch_order");
   if (spent) return spent;
   const outcome = await context.provider.fetchOrder(order_id);
   if (outcome.kind !== "ok") return providerProblem(outcome);
@@ -48,7 +49,7 @@ export async function fetchOrder(context: GateContext, agent_id: string, args: R
 export async function fetchPayment(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
   const payment_id = args.payment_id;
   if (!isPaymentId(payment_id)) return refusal({ rule: "R0", reason: "payment_id must match ^pay_[A-Za-z0-9]{1,40}$" });
-  const spent = lookupSpent(context, agent_id);
+  const spent = lookupSpent(context, agent_id, "fetch_payment");
   if (spent) return spent;
   const outcome = await context.provider.fetchPayment(payment_id);
   // A payment the provider does not know (Razorpay answers 400 "does not exist", or 404) gets

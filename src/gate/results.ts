@@ -159,8 +159,8 @@ export function readResult(text: string, structured: Record<string, unknown>): T
   return result(text, structured, false);
 }
 
-export function readError(code: string, message: string, extra: Record<string, unknown> = {}): ToolResult {
-  return result(message, { error: { code, message }, ...extra }, true);
+export function readError(code: string, message: string, details?: Record<string, unknown>): ToolResult {
+  return result(message, { error: details ? { code, message, details } : { code, message } }, true);
 }
 
 export function blockForAgent(view: BlockView): Record<string, unknown> {

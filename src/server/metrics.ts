@@ -29,6 +29,12 @@ export function createMetrics(): Metrics {
   });
   const unknown = new Counter({ name: "bursar_unknown_outcomes_total", help: "Money calls whose provider outcome is unknown (held for the operator)", labelNames: ["tool"], registers: [registry] });
   const webhooks = new Counter({ name: "bursar_webhooks_total", help: "Provider webhooks by outcome", labelNames: ["outcome"], registers: [registry] });
+  const lookups_limited = new Counter({
+    name: "bursar_lookups_limited_total",
+    help: "fetch_order and fetch_payment calls answered rate_limited (BURSAR_LOOKUPS_PER_MINUTE) instead of asking the provider",
+    labelNames: ["tool"],
+    registers: [registry],
+  });
 
   const evidence_gap = new Counter({ name: "bursar_evidence_gap_calls_total", help: "Observed calls that could not be recorded, by reason", labelNames: ["reason"], registers: [registry] });
   const evidenceGap = (calls: number, reason: string) => evidence_gap.inc({ reason }, calls);
@@ -38,6 +44,7 @@ export function createMetrics(): Metrics {
     providerCall: (operation, outcome, seconds) => provider_seconds.observe({ operation, outcome }, seconds),
     unknownOutcome: (tool) => unknown.inc({ tool }),
     webhook: (outcome) => webhooks.inc({ outcome }),
+    lookupLimited: (tool) => lookups_limited.inc({ tool }),
   };
 
   function timed<A extends unknown[], T>(operation: string, call: (...args: A) => Promise<ProviderOutcome<T>>) {

@@ -7,6 +7,7 @@ import { loadConfig } from "../../src/config.js";
 import { LookupBudget, lookup_agents_max } from "../../src/gate/lookups.js";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { manualClock } from "../support/clock.js";
+import { testServer } from "../support/server.js";
 
 let bursar: Bursar | undefined;
 afterEach(async () => {
@@ -34,27 +35,36 @@ describe("provider look-ups per agent per minute", () => {
     const bob = await t.agent("bob");
     const order = (await alice("create_order", { amount: 5_000, currency: "INR" })).structuredContent.order as { id: string };
     const before = t.providerRequests();
+    // Checks that need no provider answer without spending a look-up.
+    for (let index = 0; index < 5; index++) {
+      expect((await alice("fetch_payment", { payment_id: "not-a-payment" })).structuredContent).toMatchObject({ rule: "R0" });
+      expect((await alice("fetch_order", { order_id: "order_NotAlices1" })).structuredContent).toMatchObject({ rule: "CALLER" });
+    }
     expect((await alice("fetch_order", { order_id: order.id })).structuredContent).toMatchObject({ order: { id: order.id } });
     for (const id of ["pay_Unknown1", "pay_Unknown2"]) {
       expect((await alice("fetch_payment", { payment_id: id })).structuredContent).toMatchObject({ effect: "BLOCK", rule: "CALLER" });
     }
     expect(t.providerRequests()).toBe(before + 3);
 
-    t.clock.advance(20_000);
+    t.clock.advance(20_500);
     const limited = await alice("fetch_payment", { payment_id: "pay_Unknown3" });
     expect(limited.isError).toBe(true);
-    expect(limited.structuredContent).toMatchObject({ error: { code: "rate_limited" }, retry_after_s: 40 });
+    expect(limited.structuredContent).toEqual({
+      error: { code: "rate_limited", message: expect.stringContaining("3 provider look-ups"), details: { retry_after_s: 40 } },
+    });
     expect((await alice("fetch_order", { order_id: order.id })).structuredContent).toMatchObject({ error: { code: "rate_limited" } });
     expect(t.providerRequests()).toBe(before + 3);
 
-    // Checks that need no provider still answer, and spend nothing.
+    // Past the limit too, checks that need no provider still answer.
     expect((await alice("fetch_payment", { payment_id: "not-a-payment" })).structuredContent).toMatchObject({ rule: "R0" });
-    expect((await alice("fetch_order", { order_id: "order_NotAlices1" })).structuredContent).toMatchObject({ rule: "CALLER" });
 
     expect((await bob("fetch_payment", { payment_id: "pay_Unknown4" })).structuredContent).toMatchObject({ rule: "CALLER" });
     expect(t.providerRequests()).toBe(before + 4);
 
-    t.clock.advance(40_000);
+    // 59,999 ms after the first look-up it is still in the window; at 60,000 ms it is not.
+    t.clock.advance(39_499);
+    expect((await alice("fetch_order", { order_id: order.id })).structuredContent).toMatchObject({ error: { details: { retry_after_s: 1 } } });
+    t.clock.advance(1);
     expect((await alice("fetch_order", { order_id: order.id })).structuredContent).toMatchObject({ order: { id: order.id } });
     expect(t.providerRequests()).toBe(before + 5);
   });
@@ -67,9 +77,35 @@ describe("provider look-ups per agent per minute", () => {
     }
   });
 
+  it("a clock set back forgets the look-ups after it instead of locking the agent out", () => {
+    let now_ms = 3_600_000;
+    const budget = new LookupBudget(2, () => now_ms);
+    expect(budget.take("agent").ok).toBe(true);
+    expect(budget.take("agent").ok).toBe(true);
+    expect(budget.take("agent")).toEqual({ ok: false, retry_after_s: 60 });
+    now_ms = 0;
+    expect(budget.take("agent").ok).toBe(true);
+    expect(budget.take("agent").ok).toBe(true);
+    expect(budget.take("agent")).toEqual({ ok: false, retry_after_s: 60 });
+  });
+
+  it("bursar serve takes BURSAR_LOOKUPS_PER_MINUTE and counts rate_limited answers in /metrics", async () => {
+    const server = await testServer({ BURSAR_LOOKUPS_PER_MINUTE: "1" });
+    try {
+      const { token } = await server.agent("looper");
+      const client = await server.client(token);
+      await client.callTool({ name: "fetch_payment", arguments: { payment_id: "pay_Unknown1" } });
+      const limited = await client.callTool({ name: "fetch_payment", arguments: { payment_id: "pay_Unknown2" } });
+      expect(limited.structuredContent).toMatchObject({ error: { code: "rate_limited" } });
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      expect(metrics).toMatch(/bursar_lookups_limited_total\{tool="fetch_payment"\} 1\b/);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("remembers at most lookup_agents_max agents, forgetting the one seen least recently", () => {
-    const clock = manualClock();
-    const budget = new LookupBudget(1, clock);
+    const budget = new LookupBudget(1, () => 0);
     expect(budget.take("first").ok).toBe(true);
     expect(budget.take("first").ok).toBe(false);
     for (let index = 0; index < lookup_agents_max; index++) budget.take(`agent-${index}`);
