@@ -271,14 +271,16 @@ export interface Decided {
 }
 
 /**
- * A decision records the call's tool name and arguments (scrubbed) up to these sizes. Only
- * calls the policy refuses exceed them: ALLOWLIST refuses every undeclared tool, and R0 every
- * undeclared or over-long argument (the most a valid call carries is about 30 KB of canonical
- * JSON). Past them the entry keeps the value's size and SHA-256 instead of the value, still
- * bound by the entry's hash, so an agent cannot fill the log's disk at the pace of its
- * refusals: with 1 MB of arguments it wrote 37 MB/s of evidence from one loop, measured.
+ * A decision records the call's tool name and arguments (scrubbed) up to these sizes: an
+ * allowed or held call's arguments up to 64 KiB (the most a valid call carries is about 30 KB
+ * of canonical JSON), a refused call's up to 4 KiB. Past them the entry keeps the value's size
+ * and SHA-256 instead of the value, still bound by the entry's hash, so an agent cannot fill
+ * the log's disk at the pace of its refusals: with 1 MB of arguments it wrote 37 MB/s of
+ * evidence from one loop, and still 47 MB/s with 60 KB ones refused by R6 (which runs before
+ * R0), measured. A refusal of an ordinary call (well under 4 KiB) keeps its arguments.
  */
 export const decision_args_bytes_max = 65_536;
+export const refused_args_bytes_max = 4_096;
 export const decision_tool_bytes_max = 256;
 
 /** What a value is recorded as in place of itself: its canonical JSON's size and SHA-256. */
@@ -334,7 +336,7 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
   };
   const tool = recordedValue(input.tool, decision_tool_bytes_max);
   if ("omitted" in tool) Object.assign(entry, { tool: null, tool_omitted: tool.omitted });
-  const args = recordedValue(entry.args, decision_args_bytes_max);
+  const args = recordedValue(entry.args, verdict.effect === "BLOCK" ? refused_args_bytes_max : decision_args_bytes_max);
   if ("omitted" in args) Object.assign(entry, { args: null, args_omitted: args.omitted });
   return entry;
 }

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
 import type { StoredEntry } from "../../src/evidence/store.js";
 import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
-import { decision_args_bytes_max, decision_tool_bytes_max } from "../../src/ledger/authorize.js";
+import { decision_args_bytes_max, decision_tool_bytes_max, refused_args_bytes_max } from "../../src/ledger/authorize.js";
 import { manualClock } from "../support/clock.js";
 
 let bursar: Bursar | undefined;
@@ -75,15 +75,35 @@ describe("decision entries past their size limits", () => {
     const { b, token } = await setup();
     const base = { amount: 1000, currency: "INR", idempotency_key: "edge" };
     const overhead = canonicalJson({ ...base, junk: "" }).length;
-    const at_limit = { ...base, junk: "y".repeat(decision_args_bytes_max - overhead) };
-    expect(canonicalJson(at_limit).length).toBe(decision_args_bytes_max);
+    const at_limit = { ...base, junk: "y".repeat(refused_args_bytes_max - overhead) };
+    expect(canonicalJson(at_limit).length).toBe(refused_args_bytes_max);
     const stored = await decisionBody(b, await b.gate.callTool(token, "create_order", at_limit));
     expect(stored.body).toMatchObject({ args: at_limit });
     expect(stored.body.args_omitted).toBeUndefined();
 
     const over = { ...base, idempotency_key: "edgf", junk: `${at_limit.junk}y` };
     const omitted = await decisionBody(b, await b.gate.callTool(token, "create_order", over));
-    expect(omitted.body).toMatchObject({ args: null, args_omitted: { bytes: decision_args_bytes_max + 1 } });
+    expect(omitted.body).toMatchObject({ args: null, args_omitted: { bytes: refused_args_bytes_max + 1 } });
+  });
+
+  it("an allowed call keeps arguments past the refused limit; refused by R6 (before R0), the same call's entry keeps their size and hash", async () => {
+    bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
+    const agent = await bursar.operator.createAgent({ name: "buyer" });
+    await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400, velocity: { max_calls: 1, window_seconds: 60 } });
+    const notes = Object.fromEntries(Array.from({ length: 14 }, (_, index) => [`note_${String(index).padStart(58, "k")}`, "v".repeat(256)]));
+    const allowed_args = { amount: 1000, currency: "INR", idempotency_key: "big-notes-1", notes };
+    expect(canonicalJson(allowed_args).length).toBeGreaterThan(refused_args_bytes_max);
+    const allowed = await bursar.gate.callTool(agent.token, "create_order", allowed_args);
+    expect(allowed.structuredContent).toMatchObject({ effect: "ALLOW" });
+    expect((await decisionBody(bursar, allowed)).body).toMatchObject({ args: { notes } });
+
+    const refused_args = { amount: 1000, currency: "INR", idempotency_key: "big-receipt", receipt: "r".repeat(60_000) };
+    const refused = await bursar.gate.callTool(agent.token, "create_order", refused_args);
+    expect(refused.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R6" });
+    const { body, text } = await decisionBody(bursar, refused);
+    expect(text.length).toBeLessThan(4_000);
+    const canonical = canonicalJson(refused_args);
+    expect(body).toMatchObject({ args: null, args_omitted: { bytes: canonical.length, sha256: sha256Hex(canonical) } });
   });
 
   it("escaped characters count as the bytes canonical JSON writes for them", async () => {
