@@ -1,6 +1,7 @@
 // Real `bursar` processes for tests: spawn, wait for the listen line, kill, collect output.
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { bursar_bin } from "./build.js";
 
@@ -11,17 +12,48 @@ export interface BursarProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** A port free right now on loopback (the tiny race is acceptable in tests). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** The lowest port the kernel hands to outgoing connections (Linux; 32768 when unreadable). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return Number.isSafeInteger(low) ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+function bindable(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.once("error", () => resolve(undefined));
+    server.listen(port, "127.0.0.1", () => {
       const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
+      const bound = typeof address === "object" && address ? address.port : undefined;
+      server.close(() => resolve(bound));
     });
   });
+}
+
+/** Ports below the ephemeral range are tried from here up. */
+const chosen_port_min = 10_000;
+
+/**
+ * A loopback port free right now, for a process the test starts later. It is chosen below the
+ * kernel's ephemeral range, so no outgoing connection (another test's client, a load test on
+ * the same machine) can take it meanwhile; the remaining race is another process binding that
+ * very port on purpose. With no room below the range, any free port.
+ */
+export async function freePort(): Promise<number> {
+  const low = ephemeralLow();
+  if (low - chosen_port_min >= 1_000) {
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const port = await bindable(chosen_port_min + Math.floor(Math.random() * (low - chosen_port_min)));
+      if (port !== undefined) return port;
+    }
+  }
+  const port = await bindable(0);
+  if (port === undefined) throw new Error("no free loopback port");
+  return port;
 }
 
 export async function startBursar(args: string[], env: Record<string, string>, timeout_ms = 20_000): Promise<BursarProcess> {
