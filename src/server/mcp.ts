@@ -118,6 +118,17 @@ export async function answerStateless(server: Server, request: FastifyRequest, r
   return reply;
 }
 
+/**
+ * A JSON-RPC batch (an array) is refused whole, before any of it runs: MCP 2025-06-18 removed
+ * batching, no SDK client sends one, and one POST carrying up to 100 money calls at once let an
+ * agent run them concurrently past every per-request bound (the stdio bridge refuses them too).
+ */
+const batch_refusal = {
+  jsonrpc: "2.0",
+  id: null,
+  error: { code: -32_600, message: "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message in its own request" },
+} as const;
+
 export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
   return async (app: FastifyInstance) => {
     await app.register(async (scope) => {
@@ -126,6 +137,7 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
       scope.post("/mcp", async (request, reply) => {
         const agent_id = await authenticate(access, request, reply);
         if (!agent_id) return reply;
+        if (Array.isArray(request.body)) return reply.status(400).send(batch_refusal);
         return answerStateless(mcpServerFor(gate, agent_id), request, reply);
       });
       const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>

@@ -108,3 +108,22 @@ describe("methods other than POST (the gate's /mcp is stateless)", () => {
     }
   });
 });
+
+describe("JSON-RPC batches (MCP 2025-06-18 removed batching)", () => {
+  it("refuses a batch of money calls whole with 400 and -32600 before any of it runs", async () => {
+    const agent = await server.agent("batcher");
+    const size = await treeSize();
+    const batch = Array.from({ length: 16 }, (_, index) => ({
+      jsonrpc: "2.0",
+      id: index,
+      method: "tools/call",
+      params: { name: "create_order", arguments: { amount: 1_000, currency: "INR", idempotency_key: `batch-${index}` } },
+    }));
+    const response = await fetch(`${server.url}/mcp`, { method: "POST", headers: mcp_headers(agent.token), body: JSON.stringify(batch) });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("batches are not supported") } });
+    expect(await treeSize()).toBe(size);
+    const block = await server.api<{ held: number }>("GET", `/api/v1/blocks/${agent.block_id}`);
+    expect(block.body.held).toBe(0);
+  });
+});
