@@ -11,6 +11,8 @@ export interface GateContext {
   observer?: GateObserver;
   /** Each agent's provider look-ups (fetch_order, fetch_payment) per minute. */
   lookups: LookupBudget;
+  /** Each agent's captures in this process between their look-up check and their decision. */
+  undecided_captures: Map<string, Set<Promise<unknown>>>;
 }
 
 /** What webhook settlement needs of the gate: no agent makes these calls, so no look-up budget. */

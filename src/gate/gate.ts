@@ -18,7 +18,8 @@ export class Gate {
   private readonly context: GateContext;
 
   constructor(ledger: Ledger, provider: Provider, observer?: GateObserver, lookups = new LookupBudget(lookups_per_minute_default)) {
-    this.context = observer ? { ledger, provider, observer, lookups } : { ledger, provider, lookups };
+    const undecided_captures = new Map<string, Set<Promise<unknown>>>();
+    this.context = observer ? { ledger, provider, observer, lookups, undecided_captures } : { ledger, provider, lookups, undecided_captures };
   }
 
   /** The ledger, provider and observer the gate's steps share (for the HTTP routes). */

@@ -126,10 +126,36 @@ async function afterCaptureError(
   return outcomeUnknown(call.reservation_id, String(outcome.result.reason), auth.evidence, false);
 }
 
+/**
+ * Decides a capture, asking the provider for its payment only when the payment can matter: a
+ * call refused whatever the payment is never makes the provider answer for it. The agent's
+ * captures already past that check but not yet decided count toward its velocity limit there,
+ * as they will once decided, so captures sent all at once cannot each fetch the payment; one
+ * not asked for waits for those to be decided first, so it cannot take the velocity slot of an
+ * earlier capture still waiting for the provider.
+ */
+async function decideCapture(context: GateContext, agent_id: string, args: unknown): Promise<AuthorizeResult> {
+  const undecided = context.undecided_captures;
+  const ahead = [...(undecided.get(agent_id) ?? [])];
+  const decision = (async () => {
+    const matters = await context.ledger.capturePaymentMatters(agent_id, args, ahead.length);
+    if (!matters && ahead.length > 0) await Promise.allSettled(ahead);
+    const payment = matters ? await paymentState(context, args) : payment_not_asked;
+    return context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment });
+  })();
+  const pending = undecided.get(agent_id) ?? new Set<Promise<unknown>>();
+  pending.add(decision);
+  undecided.set(agent_id, pending);
+  try {
+    return await decision;
+  } finally {
+    pending.delete(decision);
+    if (pending.size === 0 && undecided.get(agent_id) === pending) undecided.delete(agent_id);
+  }
+}
+
 export async function capturePayment(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
-  // A call refused whatever the payment is never makes the provider answer for it.
-  const payment = (await context.ledger.capturePaymentMatters(agent_id, args)) ? await paymentState(context, args) : payment_not_asked;
-  const auth = await context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment });
+  const auth = await decideCapture(context, agent_id, args);
   const early = await decided(context, auth, "capture_payment");
   if (early) return early;
   const call = callRef(agent_id, auth);

@@ -196,9 +196,10 @@ export class Ledger {
   }
 
   /** Whether capture_payment needs the payment from the provider: false when the call is refused
-   *  (or replayed) whatever the payment is (src/ledger/payment-matters.ts). */
-  capturePaymentMatters(agent_id: string, args: unknown): Promise<boolean> {
-    return this.driver.read((tx) => capturePaymentMatters(tx, this.context, agent_id, args), { unreported: true });
+   *  (or replayed) whatever the payment is (src/ledger/payment-matters.ts). `undecided`: the
+   *  agent's other money calls about to be recorded, counted toward its velocity limit. */
+  capturePaymentMatters(agent_id: string, args: unknown, undecided = 0): Promise<boolean> {
+    return this.driver.read((tx) => capturePaymentMatters(tx, this.context, agent_id, args, undecided), { unreported: true });
   }
 
   authorize(input: AuthorizeInput): Promise<AuthorizeResult> {

@@ -31,11 +31,13 @@ export const payment_not_asked: PaymentState = Object.freeze({
  * decided on. A capture is decided on its reservation's block, one of the caller's own unless
  * CALLER refuses it. The guards are the context's table's up to R3 (a mutant table without some
  * guard checks without it too); with R4 and R2 among them a revoked, frozen or expired block
- * refuses whatever the payment, so only live blocks are read. Read-only: the decision's own
+ * refuses whatever the payment, so only live blocks are read. `undecided` money calls of the
+ * agent, checked but not yet recorded, count toward its velocity limit as they will once
+ * recorded. Read-only: the decision's own
  * transaction reads everything again, and should the answer have changed meanwhile, R3 refuses
  * the payment it was not given with "retry".
  */
-export async function capturePaymentMatters(tx: SqlTx, context: LedgerContext, agent_id: string, args: unknown): Promise<boolean> {
+export async function capturePaymentMatters(tx: SqlTx, context: LedgerContext, agent_id: string, args: unknown, undecided = 0): Promise<boolean> {
   const now = context.clock();
   const now_ms = now.getTime();
   const guards = context.guards.filter((guard) => guards_before_payment.has(guard.id));
@@ -57,7 +59,7 @@ export async function capturePaymentMatters(tx: SqlTx, context: LedgerContext, a
   const idempotency = idempotencyState(stored);
   for (const block of blocks.length > 0 ? blocks : [null]) {
     const calls_in_window = block
-      ? await countCalls(tx, agent_id, now_ms, { window_seconds: block.velocity_window_seconds, max_calls: block.velocity_max_calls })
+      ? undecided + (await countCalls(tx, agent_id, now_ms, { window_seconds: block.velocity_window_seconds, max_calls: block.velocity_max_calls }))
       : 0;
     const state = { block: block ? blockState(block) : null, calls_in_window, idempotency, capture };
     const verdict = decide(call, state, now, guards);

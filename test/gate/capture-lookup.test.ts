@@ -94,6 +94,24 @@ for (const backend of backends()) {
       await t.close();
     });
 
+    it("captures sent all at once count each other toward the velocity limit: past it they wait their turn and are refused without fetching", async () => {
+      const t = await setup({ velocity: { max_calls: 3, window_seconds: 3_600 } });
+      const payment_id = await t.paidOrder(5_000, "order-1");
+      const before = t.providerRequests();
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, index) => t.call("capture_payment", { payment_id, amount: 5_000, currency: "INR", idempotency_key: `burst-${index}` })),
+      );
+      const effects = results.map((result) => `${String(result.structuredContent.effect)} ${String(result.structuredContent.rule ?? "")}`.trim());
+      // The order took one of the 3 calls; the two captures ahead of the rest look the payment up
+      // and both are allowed (one captures it, the other finds it captured), the rest are R6.
+      expect(effects.filter((effect) => effect === "ALLOW")).toHaveLength(2);
+      expect(effects.filter((effect) => effect === "BLOCK R6")).toHaveLength(18);
+      expect((await t.b.ledger.getBlock(t.block_id)).spent).toBe(5_000);
+      // Two look-ups, two capture requests and one re-fetch; every capture fetched before.
+      expect(t.providerRequests() - before).toBeLessThanOrEqual(5);
+      await t.close();
+    });
+
     it("a replayed capture shows the block it captured on, not the agent's new block", async () => {
       const t = await setup();
       const payment_id = await t.paidOrder(5_000, "order-1");
