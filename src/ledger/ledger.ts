@@ -42,8 +42,10 @@ export const agent_name_length_max = 128;
 const second_phase: TransactionOptions = Object.freeze({ async_commit: true });
 export const inbox_reservations_per_block = 20;
 
-/** Agents are never deleted or re-keyed, so a token's agent can be remembered; bounded. */
+/** A token's agent is remembered (bounded), and read again after this long, so an agent
+ *  disabled through another instance sharing the database stops authenticating here too. */
 export const agent_cache_entries_max = 10_000;
+export const agent_cache_ms = 5_000;
 
 export interface LedgerOptions {
   /** PostgreSQL only: decide concurrent create_order calls in shared transactions (default true). */
@@ -51,7 +53,7 @@ export interface LedgerOptions {
 }
 
 export class Ledger {
-  private readonly agents = new Map<string, Agent>();
+  private readonly agents = new Map<string, { agent: Agent; read_at_ms: number }>();
   private readonly decisions: DecisionQueue | undefined;
 
   constructor(
@@ -102,13 +104,38 @@ export class Ledger {
   async authenticateAgent(token: string | undefined): Promise<Agent | null> {
     if (!token) return null;
     const hash = sha256Hex(token);
+    const now_ms = this.now_ms();
     const cached = this.agents.get(hash);
-    if (cached) return cached;
-    const row = await this.driver.read((tx) => tx.get<Agent>("SELECT agent_id, name FROM agents WHERE token_sha256 = ?", [hash]));
-    if (!row) return null;
+    if (cached && now_ms >= cached.read_at_ms && now_ms - cached.read_at_ms < agent_cache_ms) return cached.agent;
+    this.agents.delete(hash);
+    const row = await this.driver.read((tx) =>
+      tx.get<Agent & { disabled_at_ms: number | null }>("SELECT agent_id, name, disabled_at_ms FROM agents WHERE token_sha256 = ?", [hash]),
+    );
+    if (!row || row.disabled_at_ms !== null) return null;
+    const agent = { agent_id: row.agent_id, name: row.name };
     if (this.agents.size >= agent_cache_entries_max) this.agents.clear();
-    this.agents.set(hash, row);
-    return row;
+    this.agents.set(hash, { agent, read_at_ms: now_ms });
+    return agent;
+  }
+
+  /**
+   * Disables an agent: its token authenticates nothing from now on (on other instances sharing
+   * the database, within agent_cache_ms), so its calls reach neither the ledger nor the log.
+   * Its block, holds and approvals are left as they are (revoke the block to refuse and release
+   * them). Idempotent; the first disable is recorded in the log.
+   */
+  async disableAgent(agent_id: string): Promise<Agent & { disabled_at: string }> {
+    const disabled = await this.tx(async (tx) => {
+      const row = await tx.get<Agent & { disabled_at_ms: number | null }>("SELECT agent_id, name, disabled_at_ms FROM agents WHERE agent_id = ?", [agent_id]);
+      if (!row) throw new HttpError(404, "not_found", `no agent ${agent_id}`);
+      if (row.disabled_at_ms !== null) return { ...row, disabled_at_ms: row.disabled_at_ms };
+      const disabled_at_ms = this.now_ms();
+      await tx.run("UPDATE agents SET disabled_at_ms = ? WHERE agent_id = ?", [disabled_at_ms, agent_id]);
+      await record(tx, this.context, "gate.operator", { action: "agent.disable", agent_id });
+      return { ...row, disabled_at_ms };
+    });
+    for (const [hash, cached] of this.agents) if (cached.agent.agent_id === agent_id) this.agents.delete(hash);
+    return { agent_id: disabled.agent_id, name: disabled.name, disabled_at: new Date(Number(disabled.disabled_at_ms)).toISOString() };
   }
 
   async createBlock(input: CreateBlockInput): Promise<BlockView> {

@@ -81,6 +81,24 @@ describe("bursar agent and bursar block", () => {
     expect(down.stderr).toContain(`cannot reach ${url}`);
   });
 
+  it("disables an agent: its token then gets 401 at /mcp; an unknown agent prints the server's 404", async () => {
+    const agent = await server.agent("to-disable");
+    const run = await runBursar(["agent", "disable", agent.agent_id], env);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ agent_id: agent.agent_id, name: "to-disable", disabled_at: expect.any(String) });
+    const call = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${agent.token}` },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    });
+    expect(call.status).toBe(401);
+    const unknown = await runBursar(["agent", "disable", "agt_nobody"], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/bursar agent disable: HTTP 404 not_found: no agent agt_nobody/);
+    const usage = await runBursar(["agent", "disable"], env);
+    expect(usage.code).toBe(2);
+  });
+
   it("exits 2 without calling the server for missing or contradictory arguments", async () => {
     const cases: Array<{ args: string[]; env?: Record<string, string>; message: string }> = [
       { args: ["agent", "create", "--name", "x"], env: { BURSAR_ADMIN_TOKEN: "" }, message: "no operator token" },

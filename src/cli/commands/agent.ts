@@ -97,14 +97,20 @@ export async function printOperatorCall(io: CliIo, command: string, call: () => 
 }
 
 export const help = `usage: bursar agent create --name NAME [--url URL] [--token TOKEN]
+       bursar agent disable ID [--url URL] [--token TOKEN]
 
-Issues an agent through a running server's operator API (POST /api/v1/agents) and prints
+create issues an agent through a running server's operator API (POST /api/v1/agents) and prints
 the JSON result {agent_id, name, token} on stdout. The token is shown once: only its hash
 is stored. On stderr it also prints an export line for BURSAR_AGENT_TOKEN and an MCP client
 configuration for \`bursar mcp-stdio\`. An agent can spend nothing until it has a block:
 \`bursar block create --agent <agent_id> --currency INR ...\`.
 
-Exit codes: 0 created; 1 the server refused (its error message is printed) or is unreachable;
+disable (POST /api/v1/agents/ID/disable) stops the agent's token for good: its calls are
+refused before they reach the ledger or the log (401 at /mcp), on other instances sharing the
+database within 5 s. Its block is left as it is: revoke it too to release what it holds.
+Prints {agent_id, name, disabled_at}; disabling again changes nothing.
+
+Exit codes: 0 created or disabled; 1 the server refused (its error message is printed) or is unreachable;
 2 bad arguments or no operator token.
 
 Options:
@@ -126,10 +132,23 @@ function printHints(io: CliIo, base_url: string, agent: { agent_id?: unknown; to
   println(io.stderr, `Next: bursar block create --agent ${String(agent.agent_id)} --currency INR --reserved 1000000`);
 }
 
+async function disable(rest: string[], values: { name?: string | undefined; url?: string | undefined; token?: string | undefined }, io: CliIo): Promise<number> {
+  const [id, ...extra] = rest;
+  if (!id) throw new UsageError("expected: agent disable ID");
+  if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
+  if (values.name !== undefined) throw new UsageError("--name applies to agent create, not agent disable");
+  const target = operatorTarget(values, io.env);
+  const disabled = await printOperatorCall(io, "agent disable", () => operatorRequest(target, "POST", `/api/v1/agents/${encodeURIComponent(id)}/disable`));
+  return disabled === undefined ? 1 : 0;
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseOptions(argv, agent_options);
   const [action, ...extra] = positionals;
-  if (action !== "create") throw new UsageError(action === undefined ? "expected: agent create --name NAME" : `unknown action ${JSON.stringify(action)} (expected create)`);
+  if (action === "disable") return disable(extra, values, io);
+  if (action !== "create") {
+    throw new UsageError(action === undefined ? "expected: agent create --name NAME, or agent disable ID" : `unknown action ${JSON.stringify(action)} (expected create or disable)`);
+  }
   if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
   const name = values.name;
   if (!name || name.length > agent_name_length_max) throw new UsageError(`--name is required (1 to ${agent_name_length_max} characters)`);

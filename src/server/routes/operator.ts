@@ -48,6 +48,7 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
     const agent = await ledger.createAgent(parseBody(create_agent, request.body));
     return reply.status(201).send(agent);
   });
+  app.post("/api/v1/agents/:id/disable", async (request) => ledger.disableAgent(id(request)));
   app.post("/api/v1/blocks", async (request, reply) => reply.status(201).send(await ledger.createBlock(parseBody(create_block, request.body))));
   app.get("/api/v1/blocks/:id", async (request) => ledger.getBlock(id(request)));
   app.post("/api/v1/blocks/:id/revoke", async (request) => ledger.revoke(id(request)));
