@@ -132,14 +132,18 @@ async function afterCaptureError(
  * captures already past that check but not yet decided count toward its velocity limit there,
  * as they will once decided, so captures sent all at once cannot each fetch the payment; one
  * not asked for waits for those to be decided first, so it cannot take the velocity slot of an
- * earlier capture still waiting for the provider.
+ * earlier capture still waiting for the provider, and is then checked again on what they
+ * recorded (one of them may already have been counted in its row, or recorded nothing).
  */
 async function decideCapture(context: GateContext, agent_id: string, args: unknown): Promise<AuthorizeResult> {
   const undecided = context.undecided_captures;
   const ahead = [...(undecided.get(agent_id) ?? [])];
   const decision = (async () => {
-    const matters = await context.ledger.capturePaymentMatters(agent_id, args, ahead.length);
-    if (!matters && ahead.length > 0) await Promise.allSettled(ahead);
+    let matters = await context.ledger.capturePaymentMatters(agent_id, args, ahead.length);
+    if (!matters && ahead.length > 0) {
+      await Promise.allSettled(ahead);
+      matters = await context.ledger.capturePaymentMatters(agent_id, args);
+    }
     const payment = matters ? await paymentState(context, args) : payment_not_asked;
     return context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment });
   })();

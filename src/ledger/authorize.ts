@@ -3,7 +3,7 @@
 
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import { scrub } from "../evidence/scrub.js";
-import { decide, type IdempotencyState, type PaymentState, type PolicyState, type Verdict } from "../policy/index.js";
+import { decide, isPlainObject, type IdempotencyState, type PaymentState, type PolicyState, type Verdict } from "../policy/index.js";
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import { callKey, type CallKey } from "./keys.js";
@@ -313,6 +313,30 @@ function surelyFits(value: unknown, limit: number): boolean {
   return walk(value);
 }
 
+/** A top-level argument kept when the arguments are recorded by size and hash. */
+const kept_argument_chars_max = 64;
+const kept_arguments_max = 16;
+
+/**
+ * What stays of arguments recorded by size and hash: their top-level numbers, booleans, nulls
+ * and strings of at most 64 characters under names of at most 64 (16 at most), so a refused
+ * call's entry still shows its amount, currency, key and ids; null when they are not an object.
+ */
+function keptArguments(args: unknown): Record<string, unknown> | null {
+  if (!isPlainObject(args)) return null;
+  const kept: Record<string, unknown> = {};
+  let count = 0;
+  for (const [name, value] of Object.entries(args)) {
+    if (count >= kept_arguments_max) break;
+    if (name.length > kept_argument_chars_max) continue;
+    const scalar = value === null || typeof value === "number" || typeof value === "boolean";
+    if (!scalar && !(typeof value === "string" && value.length <= kept_argument_chars_max)) continue;
+    kept[name] = value;
+    count++;
+  }
+  return kept;
+}
+
 /** `value` itself when its canonical JSON fits in `limit` bytes, else its size and hash. */
 function recordedValue(value: unknown, limit: number): { value: unknown } | { omitted: OmittedValue } {
   if (surelyFits(value, limit)) return { value };
@@ -337,7 +361,7 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
   const tool = recordedValue(input.tool, decision_tool_bytes_max);
   if ("omitted" in tool) Object.assign(entry, { tool: null, tool_omitted: tool.omitted });
   const args = recordedValue(entry.args, verdict.effect === "BLOCK" ? refused_args_bytes_max : decision_args_bytes_max);
-  if ("omitted" in args) Object.assign(entry, { args: null, args_omitted: args.omitted });
+  if ("omitted" in args) Object.assign(entry, { args: keptArguments(input.args), args_omitted: args.omitted });
   return entry;
 }
 

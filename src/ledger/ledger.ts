@@ -54,6 +54,8 @@ export interface LedgerOptions {
 
 export class Ledger {
   private readonly agents = new Map<string, { agent: Agent; read_at_ms: number }>();
+  /** Moves on at every disable, so a read that began before it does not refill the cache. */
+  private agents_disabled = 0;
   private readonly decisions: DecisionQueue | undefined;
 
   constructor(
@@ -108,11 +110,13 @@ export class Ledger {
     const cached = this.agents.get(hash);
     if (cached && now_ms >= cached.read_at_ms && now_ms - cached.read_at_ms < agent_cache_ms) return cached.agent;
     this.agents.delete(hash);
+    const disabled_before = this.agents_disabled;
     const row = await this.driver.read((tx) =>
       tx.get<Agent & { disabled_at_ms: number | null }>("SELECT agent_id, name, disabled_at_ms FROM agents WHERE token_sha256 = ?", [hash]),
     );
     if (!row || row.disabled_at_ms !== null) return null;
     const agent = { agent_id: row.agent_id, name: row.name };
+    if (disabled_before !== this.agents_disabled) return agent;
     if (this.agents.size >= agent_cache_entries_max) this.agents.clear();
     this.agents.set(hash, { agent, read_at_ms: now_ms });
     return agent;
@@ -134,6 +138,7 @@ export class Ledger {
       await record(tx, this.context, "gate.operator", { action: "agent.disable", agent_id });
       return { ...row, disabled_at_ms };
     });
+    this.agents_disabled++;
     for (const [hash, cached] of this.agents) if (cached.agent.agent_id === agent_id) this.agents.delete(hash);
     return { agent_id: disabled.agent_id, name: disabled.name, disabled_at: new Date(Number(disabled.disabled_at_ms)).toISOString() };
   }

@@ -112,6 +112,28 @@ for (const backend of backends()) {
       await t.close();
     });
 
+    it("two captures that fit the velocity limit exactly are both allowed, the second sent while the first is being decided", async () => {
+      const t = await setup({ velocity: { max_calls: 4, window_seconds: 3_600 } });
+      const first_payment = await t.paidOrder(5_000, "order-1");
+      const second_payment = await t.paidOrder(5_000, "order-2");
+      // The second capture starts while the first one's decision is running (its velocity row
+      // already written in the open transaction): it must not count the first one twice.
+      const ledger = t.b.ledger;
+      const authorize = ledger.authorize.bind(ledger);
+      let second: Promise<Result> | undefined;
+      ledger.authorize = (input) => {
+        const decided = authorize(input);
+        if (input.tool === "capture_payment" && !second) {
+          second = t.call("capture_payment", { payment_id: second_payment, amount: 5_000, currency: "INR", idempotency_key: "capture-2" });
+        }
+        return decided;
+      };
+      const first = await t.call("capture_payment", { payment_id: first_payment, amount: 5_000, currency: "INR", idempotency_key: "capture-1" });
+      expect(first.structuredContent).toMatchObject({ effect: "ALLOW" });
+      expect((await second)?.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: second_payment, status: "captured" } });
+      await t.close();
+    });
+
     it("a replayed capture shows the block it captured on, not the agent's new block", async () => {
       const t = await setup();
       const payment_id = await t.paidOrder(5_000, "order-1");

@@ -68,7 +68,9 @@ describe("decision entries past their size limits", () => {
     const { body, text } = await decisionBody(b, result);
     expect(text.length).toBeLessThan(4_000);
     const canonical = canonicalJson(args);
-    expect(body).toMatchObject({ tool: "create_order", args: null, args_omitted: { bytes: canonical.length, sha256: sha256Hex(canonical) } });
+    expect(body).toMatchObject({ tool: "create_order", args_omitted: { bytes: canonical.length, sha256: sha256Hex(canonical) } });
+    // Only the short top-level arguments stay: the amount, currency and key, not the junk.
+    expect(body.args).toEqual({ amount: 1000, currency: "INR", idempotency_key: "big-1" });
   });
 
   it("arguments whose canonical JSON is exactly the limit are stored whole; one byte more is not", async () => {
@@ -83,7 +85,8 @@ describe("decision entries past their size limits", () => {
 
     const over = { ...base, idempotency_key: "edgf", junk: `${at_limit.junk}y` };
     const omitted = await decisionBody(b, await b.gate.callTool(token, "create_order", over));
-    expect(omitted.body).toMatchObject({ args: null, args_omitted: { bytes: refused_args_bytes_max + 1 } });
+    expect(omitted.body).toMatchObject({ args: { amount: 1000, currency: "INR", idempotency_key: "edgf" }, args_omitted: { bytes: refused_args_bytes_max + 1 } });
+    expect(omitted.body.args).not.toHaveProperty("junk");
   });
 
   it("an allowed call keeps arguments past the refused limit; refused by R6 (before R0), the same call's entry keeps their size and hash", async () => {
@@ -103,7 +106,8 @@ describe("decision entries past their size limits", () => {
     const { body, text } = await decisionBody(bursar, refused);
     expect(text.length).toBeLessThan(4_000);
     const canonical = canonicalJson(refused_args);
-    expect(body).toMatchObject({ args: null, args_omitted: { bytes: canonical.length, sha256: sha256Hex(canonical) } });
+    expect(body).toMatchObject({ args_omitted: { bytes: canonical.length, sha256: sha256Hex(canonical) } });
+    expect(body.args).toEqual({ amount: 1000, currency: "INR", idempotency_key: "big-receipt" });
   });
 
   it("escaped characters count as the bytes canonical JSON writes for them", async () => {
@@ -111,7 +115,7 @@ describe("decision entries past their size limits", () => {
     // 12,000 control characters are 72,000 bytes once escaped, though only 12,000 characters.
     const args = { amount: 1000, currency: "INR", idempotency_key: "ctl", junk: "\u0001".repeat(12_000) };
     const { body } = await decisionBody(b, await b.gate.callTool(token, "create_order", args));
-    expect(body).toMatchObject({ args: null, args_omitted: { bytes: canonicalJson(args).length } });
+    expect(body).toMatchObject({ args: { amount: 1000, currency: "INR", idempotency_key: "ctl" }, args_omitted: { bytes: canonicalJson(args).length } });
     expect(canonicalJson(args).length).toBeGreaterThan(decision_args_bytes_max);
   });
 

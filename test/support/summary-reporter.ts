@@ -1,6 +1,7 @@
 // Prints the plain closing line CI reads: "N passed, N failed" (and skipped), alone on a line.
 // A test that did not run because its suite or file failed (a beforeAll that threw) counts as
-// failed, not skipped: the line must not read "0 failed" for a run that failed.
+// failed, not skipped, and so do a file that failed before it had tests and an error outside
+// any test: the line must not read "0 failed" for a run that failed.
 
 import type { Reporter, TestCase, TestModule } from "vitest/node";
 
@@ -14,12 +15,15 @@ function keptFromRunning(test: TestCase): boolean {
 }
 
 export default class SummaryReporter implements Reporter {
-  onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
     let passed = 0;
-    let failed = 0;
+    // An error outside any test, or a file that failed before it had tests (an import that threw), is one failure each.
+    let failed = unhandledErrors.length;
     let skipped = 0;
     for (const module of testModules) {
-      for (const test of module.children.allTests()) {
+      const tests = [...module.children.allTests()];
+      if (tests.length === 0 && module.state() === "failed") failed++;
+      for (const test of tests) {
         const state = test.result().state;
         if (state === "passed") passed++;
         else if (state === "failed" || keptFromRunning(test)) failed++;
