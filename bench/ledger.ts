@@ -1,13 +1,16 @@
 // bench:ledger — durable authorizations/s through the ledger beside raw better-sqlite3
 // one-row BEGIN IMMEDIATE … COMMIT transactions/s (synchronous=FULL, WAL) on the same disk. The
 // ledger's driver is as durable (it reports a commit only after fdatasync of the WAL) but flushes
-// off the event loop, one flush for every commit made meanwhile.
+// off the event loop, one flush for every commit made meanwhile. Also what an agent looping past
+// its velocity limit costs: R6 refusals/s as refusals pile up, and database bytes per refusal
+// with ordinary arguments beside 60 KB ones.
 
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createBursar, type Bursar } from "../src/index.js";
+import type { SqliteDriver } from "../src/ledger/sqlite.js";
 import { unbounded_block } from "./support.js";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 3);
@@ -49,12 +52,12 @@ const velocity_sample_calls = 2_000;
 let velocity_keys = 0;
 
 /** Decisions/s of `count` calls by `agent_id`, 16 at once, each expected to get `rule`. */
-async function decisionRate(bursar: Bursar, agent_id: string, count: number, rule: string): Promise<number> {
+async function decisionRate(bursar: Bursar, agent_id: string, count: number, rule: string, extra: Record<string, unknown> = {}): Promise<number> {
   let left = count;
   const start = performance.now();
   const loop = async () => {
     while (left-- > 0) {
-      const args = { amount: 1000, currency: "INR", idempotency_key: `v-${velocity_keys++}` };
+      const args = { amount: 1000, currency: "INR", idempotency_key: `v-${velocity_keys++}`, ...extra };
       const result = await bursar.ledger.authorize({ agent_id, tool: "create_order", args });
       if (result.verdict.rule !== rule) throw new Error(`expected ${rule}, got ${result.verdict.rule}`);
     }
@@ -69,7 +72,19 @@ async function decisionRate(bursar: Bursar, agent_id: string, count: number, rul
  * again once flood_calls more refusals sit in its window. Refusals are velocity rows too; a count that scanned all of them would slow every
  * decision behind the one write lock.
  */
-async function velocityRates(dir: string): Promise<{ first: number; flooded: number }> {
+/** A receipt far past R0's 256 characters, which R6 refuses before R0 looks at it. */
+const oversized_receipt = "r".repeat(60_000);
+
+/** Database bytes (pages in use, as the connection sees them, WAL included) per R6 refusal. */
+async function bytesPerRefusal(bursar: Bursar, agent_id: string, extra: Record<string, unknown>): Promise<number> {
+  const db = (bursar.driver as SqliteDriver).db;
+  const used = () => (Number(db.pragma("page_count", { simple: true })) - Number(db.pragma("freelist_count", { simple: true }))) * Number(db.pragma("page_size", { simple: true }));
+  const before = used();
+  await decisionRate(bursar, agent_id, velocity_sample_calls, "R6", extra);
+  return (used() - before) / velocity_sample_calls;
+}
+
+async function velocityRates(dir: string): Promise<{ first: number; flooded: number; ordinary_bytes: number; oversized_bytes: number }> {
   const bursar = await createBursar({ db: join(dir, "velocity.db") });
   const velocity = { max_calls: 10, window_seconds: 3_600 };
   const agentPastLimit = async (name: string) => {
@@ -84,8 +99,10 @@ async function velocityRates(dir: string): Promise<{ first: number; flooded: num
   const first = await decisionRate(bursar, agent_id, velocity_sample_calls, "R6");
   await decisionRate(bursar, agent_id, flood_calls, "R6");
   const flooded = await decisionRate(bursar, agent_id, velocity_sample_calls, "R6");
+  const ordinary_bytes = await bytesPerRefusal(bursar, agent_id, {});
+  const oversized_bytes = await bytesPerRefusal(bursar, agent_id, { receipt: oversized_receipt });
   await bursar.close();
-  return { first, flooded };
+  return { first, flooded, ordinary_bytes, oversized_bytes };
 }
 
 function rawRate(dir: string): { rate: number; count: number } {
@@ -126,6 +143,11 @@ async function main(): Promise<void> {
     console.log(
       `  ${`R6 refusals, ${flood_calls} more in the window`.padEnd(45)}: ${velocity.flooded.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})  ` +
         `ratio ${(velocity.flooded / velocity.first).toFixed(3)} to the first`,
+    );
+    console.log(`  ${"database bytes per R6 refusal, ordinary call".padEnd(45)}: ${velocity.ordinary_bytes.toFixed(0).padStart(8)} bytes (${velocity_sample_calls})`);
+    console.log(
+      `  ${"database bytes per R6 refusal, 60 KB receipt".padEnd(45)}: ${velocity.oversized_bytes.toFixed(0).padStart(8)} bytes (${velocity_sample_calls})  ` +
+        `ratio ${(velocity.oversized_bytes / velocity.ordinary_bytes).toFixed(3)} to the ordinary`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
