@@ -87,17 +87,24 @@ async function lockCallerBlock(tx: SqlTx, input: AuthorizeInput, reservation: Re
  * already holds, if any. A replay is then decided on, and shows, the block it captured on, as it
  * would be had the payment been fetched, not the agent's current block.
  */
-async function keyedReservation(tx: SqlTx, input: AuthorizeInput, key: CallKey | null): Promise<ReservationRow | null> {
-  if (input.tool !== "capture_payment" || input.payment?.fetched || !input.agent_id || !key) return null;
-  const row = await getIdempotency(tx, input.agent_id, key.key);
+async function keyedReservation(tx: SqlTx, agent_id: string, key: CallKey): Promise<ReservationRow | null> {
+  const row = await getIdempotency(tx, agent_id, key.key);
   return row?.reservation_id ? ((await getReservation(tx, row.reservation_id)) ?? null) : null;
+}
+
+/** What the policy sees of the caller's block: its state, and the agent's calls in its velocity window. */
+export async function blockPolicyState(tx: SqlTx, agent_id: string | null, block: BlockRow | null, now_ms: number): Promise<Pick<PolicyState, "block" | "calls_in_window">> {
+  if (!block || !agent_id) return { block: block ? blockState(block) : null, calls_in_window: 0 };
+  const velocity = { window_seconds: block.velocity_window_seconds, max_calls: block.velocity_max_calls };
+  return { block: blockState(block), calls_in_window: await countCalls(tx, agent_id, now_ms, velocity) };
 }
 
 async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput, now_ms: number): Promise<Snapshot> {
   const payment = input.payment?.fetched ? input.payment : undefined;
   const candidate = payment ? ((await reservationByOrder(tx, payment.order_id)) ?? null) : null;
   const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args) : null;
-  let block = (await lockCallerBlock(tx, input, candidate ?? (await keyedReservation(tx, input, key)), now_ms)) ?? null;
+  const keyed = !payment && input.tool === "capture_payment" && input.agent_id && key ? await keyedReservation(tx, input.agent_id, key) : null;
+  let block = (await lockCallerBlock(tx, input, candidate ?? keyed, now_ms)) ?? null;
   if (block && input.agent_id) {
     const expired = (await expireLeasesOfBlock(tx, context, block.block_id)) + (await expireApprovals(tx, context, block.block_id));
     if (expired > 0) block = (await lockBlock(tx, block.block_id)) ?? null;
@@ -106,15 +113,7 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
   let stored = key && input.agent_id ? await getIdempotency(tx, input.agent_id, key.key) : undefined;
   const key_row = stored !== undefined;
   if (stored && !(await stillReplays(tx, context, stored, now_ms))) stored = undefined;
-  const calls_in_window =
-    block && input.agent_id
-      ? await countCalls(tx, input.agent_id, now_ms, { window_seconds: block.velocity_window_seconds, max_calls: block.velocity_max_calls })
-      : 0;
-  const state: PolicyState = {
-    block: block ? blockState(block) : null,
-    calls_in_window,
-    idempotency: idempotencyState(stored),
-  };
+  const state: PolicyState = { ...(await blockPolicyState(tx, input.agent_id, block, now_ms)), idempotency: idempotencyState(stored) };
   if (input.tool === "capture_payment") {
     state.capture = {
       payment: input.payment ?? { fetched: false, reason: "the payment was not fetched" },

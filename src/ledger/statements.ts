@@ -22,6 +22,11 @@ export async function agentBlockId(tx: SqlTx, agent_id: string, now_ms: number):
   return row?.block_id;
 }
 
+/** The agent's active block if it has one, else its most recent block, unlocked (for a read). */
+export function agentBlock(tx: SqlTx, agent_id: string, now_ms: number): Promise<BlockRow | undefined> {
+  return tx.get<BlockRow>(agentBlockSql("*", ""), [agent_id, now_ms]);
+}
+
 /**
  * agentBlockId then lockBlock, in one statement. On PostgreSQL the row is chosen before its lock
  * is taken, as with the two statements, and the row returned is its version after the lock
