@@ -6,7 +6,7 @@ import type { Ledger } from "../ledger/index.js";
 import { isPlainObject } from "../policy/index.js";
 import type { Provider } from "../provider/port.js";
 import type { GateContext } from "./context.js";
-import { LookupBudget, lookups_per_minute_default } from "./lookups.js";
+import type { LookupBudget } from "./lookups.js";
 import type { GateObserver } from "./observer.js";
 import { capturePayment, createOrder } from "./money.js";
 import { fetchOrder, fetchPayment, getApproval, getBlock } from "./read-tools.js";
@@ -17,7 +17,7 @@ export const read_tools = ["fetch_order", "fetch_payment", "get_block", "get_app
 export class Gate {
   private readonly context: GateContext;
 
-  constructor(ledger: Ledger, provider: Provider, observer?: GateObserver, lookups = new LookupBudget(lookups_per_minute_default)) {
+  constructor(ledger: Ledger, provider: Provider, observer: GateObserver | undefined, lookups: LookupBudget) {
     const undecided_captures = new Map<string, Set<Promise<unknown>>>();
     this.context = observer ? { ledger, provider, observer, lookups, undecided_captures } : { ledger, provider, lookups, undecided_captures };
   }

@@ -6,7 +6,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import { CallToolRequestParamsSchema, CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestParamsSchema, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { Gate } from "../gate/gate.js";
@@ -126,7 +126,7 @@ export async function answerStateless(server: Server, request: FastifyRequest, r
 const batch_refusal = {
   jsonrpc: "2.0",
   id: null,
-  error: { code: -32_600, message: "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message in its own request" },
+  error: { code: ErrorCode.InvalidRequest, message: "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message in its own request" },
 } as const;
 
 export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {

@@ -5,7 +5,7 @@ import { Transform, type Readable, type TransformCallback, type Writable } from 
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { isJSONRPCRequest, isJSONRPCResultResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, isJSONRPCRequest, isJSONRPCResultResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError } from "../../config.js";
 import { parseOptions, println, UsageError, type CliIo } from "../command.js";
 
@@ -20,8 +20,6 @@ export const in_flight_max = 64;
 export const stdin_buffer_max_bytes = 4 * 1024 * 1024;
 /** JSON-RPC "server error" range: the gate could not be reached or refused the HTTP request. */
 export const bridge_error_code = -32_000;
-/** JSON-RPC's code for a message that is JSON but not a valid request. */
-const invalid_request_code = -32_600;
 const batch_refusal = "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message on its own line";
 
 export const mcp_stdio_options = { url: { type: "string" } } as const;
@@ -129,7 +127,7 @@ function errorReply(id: RequestId, message: string): JSONRPCMessage {
 }
 
 function invalidRequest(id: RequestId | null, message: string): Record<string, unknown> {
-  return { jsonrpc: "2.0", id, error: { code: invalid_request_code, message } };
+  return { jsonrpc: "2.0", id, error: { code: ErrorCode.InvalidRequest, message } };
 }
 
 function requestId(message: unknown): RequestId | undefined {
