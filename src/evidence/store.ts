@@ -13,8 +13,8 @@ import { signDeliveryReceipt, signReceiptFields, type DeliveryReceipt, type Deli
 
 export const log_format_version = 1;
 export const entries_page_max = 1000;
-/** A page of entries stops once its entry text passes this many characters (16 Mi). */
-export const entries_page_chars_max = 16 * 1_048_576;
+/** A page of entries stops once its entry text passes this many bytes of UTF-8 (16 MiB). */
+export const entries_page_bytes_max = 16 * 1_048_576;
 export const append_batch_max = 1000;
 export const checkpoint_every_default = 1000;
 export const checkpoint_seconds_default = 10;
@@ -127,18 +127,19 @@ export async function readEntryRows(tx: SqlTx, start: number, end: number): Prom
 
 /**
  * Where a page of entries from `start` ends: at `end`, or before the entry whose text would take
- * the page past entries_page_chars_max (the first entry is always in). The database measures the
- * texts, so the rows past the page are never read into memory.
+ * the page past entries_page_bytes_max (the first entry is always in). octet_length reads each
+ * text's stored size (SQLite's record header, PostgreSQL's TOAST header), not the text: length()
+ * counted characters by reading every entry whole, 400 ms for 200 entries of 3.9 MB.
  */
 async function pageEnd(tx: SqlTx, start: number, end: number): Promise<number> {
-  const sizes = await tx.all<{ chars: number | string }>(
-    "SELECT length(entry_text) AS chars FROM log_entries WHERE seq >= ? AND seq < ? ORDER BY seq",
+  const sizes = await tx.all<{ bytes: number | string }>(
+    "SELECT octet_length(entry_text) AS bytes FROM log_entries WHERE seq >= ? AND seq < ? ORDER BY seq",
     [start, end],
   );
-  let chars = 0;
+  let bytes = 0;
   for (const [index, size] of sizes.entries()) {
-    chars += Number(size.chars);
-    if (index > 0 && chars > entries_page_chars_max) return start + index;
+    bytes += Number(size.bytes);
+    if (index > 0 && bytes > entries_page_bytes_max) return start + index;
   }
   return end;
 }
@@ -402,7 +403,7 @@ export class EvidenceLog {
   }
 
   /**
-   * Entries [start, end), at most entries_page_max, and no more once entries_page_chars_max of
+   * Entries [start, end), at most entries_page_max, and no more once entries_page_bytes_max of
    * entry text is reached (the first entry always comes): entries of up to 4 MiB each would make
    * a full page gigabytes. Callers learn where the page stopped from its length.
    */

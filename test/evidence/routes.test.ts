@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FastifyInstance } from "fastify";
 import { checkConsistencyDocument, checkInclusionDocument, consistencyProofSchema, inclusionProofSchema } from "../../src/evidence/proof.js";
 import { openCheckpoint, parseVerifierKey } from "../../src/evidence/note.js";
-import { entries_page_chars_max } from "../../src/evidence/store.js";
+import { entries_page_bytes_max } from "../../src/evidence/store.js";
 import { buildServer } from "../../src/server/app.js";
 import { logRoutes } from "../../src/server/routes/log.js";
 import { openTestLog, type TestLog } from "./support.js";
@@ -86,14 +86,14 @@ describe("reader routes", () => {
 });
 
 describe("a page of large entries", () => {
-  it(`stops once ${entries_page_chars_max} characters of entry text are reached, at least one entry, and says where in end`, async () => {
+  it(`stops once ${entries_page_bytes_max} bytes of entry text are reached, at least one entry, and says where in end`, async () => {
     const big = await openTestLog();
     const blob = "x".repeat(3_900_000);
     for (let n = 0; n < 6; n++) await big.driver.transaction((tx) => big.log.append(tx, { kind: "ingest.decision", source: "test", body: { n, blob } }));
     const pages = await buildServer({ logger: false, plugins: [logRoutes({ log: big.log, authorizeReader: async (header) => header === reader })] });
     try {
       const first = (await pages.inject({ method: "GET", url: "/api/v1/log/entries?start=0", headers: { authorization: reader } })).json();
-      // Entry 0 is the genesis; four 3.9 MB entries fit under 16 Mi characters, a fifth would not.
+      // Entry 0 is the genesis; four 3.9 MB entries fit under 16 MiB, a fifth would not.
       expect(first).toMatchObject({ start: 0, end: 5, tree_size: 7 });
       expect(first.entries.map((entry: { seq: number }) => entry.seq)).toEqual([0, 1, 2, 3, 4]);
       const rest = (await pages.inject({ method: "GET", url: "/api/v1/log/entries?start=5", headers: { authorization: reader } })).json();
