@@ -4,12 +4,12 @@
 // request, so a refused agent looping on captures cannot make the gate call the provider.
 
 import { describe, expect, it } from "vitest";
-import type { StoredEntry } from "../../src/evidence/store.js";
 import { createBursar, sequentialIds, withoutGuard, type Bursar } from "../../src/index.js";
 import { payment_not_asked } from "../../src/ledger/index.js";
 import type { Guard } from "../../src/policy/index.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
+import { decisionBody } from "../support/decisions.js";
 
 type Result = Awaited<ReturnType<Bursar["gate"]["callTool"]>>;
 
@@ -31,13 +31,8 @@ for (const backend of backends()) {
         return (paid.json() as { razorpay_payment_id: string }).razorpay_payment_id;
       };
       const providerRequests = () => b.simulator!.simulator.state.apiRequests();
-      const decisionPayment = async (result: Result) => {
-        const { seq } = result.structuredContent.evidence as { seq: number };
-        const [stored] = await b.log.entries(seq, seq + 1);
-        return ((stored as StoredEntry).entry.body as { payment: unknown }).payment;
-      };
       const close = () => (isPostgresUrl(db) ? Promise.resolve() : b.close());
-      return { b, clock, agent, block_id: created.block_id, call, paidOrder, providerRequests, decisionPayment, close };
+      return { b, clock, agent, block_id: created.block_id, call, paidOrder, providerRequests, close };
     }
 
     it("a revoked block's capture is refused by R4 without a provider request, and the entry says the payment was not asked", async () => {
@@ -48,7 +43,7 @@ for (const backend of backends()) {
       const refused = await t.call("capture_payment", { payment_id, amount: 5_000, currency: "INR" });
       expect(refused.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R4" });
       expect(t.providerRequests()).toBe(before);
-      expect(await t.decisionPayment(refused)).toEqual({ ...payment_not_asked });
+      expect((await decisionBody(t.b, refused)).body.payment).toEqual({ ...payment_not_asked });
       await t.close();
     });
 

@@ -5,10 +5,10 @@
 
 import { afterEach, describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
-import type { StoredEntry } from "../../src/evidence/store.js";
 import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
 import { decision_args_bytes_max, decision_tool_bytes_max, refused_args_bytes_max } from "../../src/ledger/authorize.js";
 import { manualClock } from "../support/clock.js";
+import { decisionBody } from "../support/decisions.js";
 
 let bursar: Bursar | undefined;
 afterEach(async () => {
@@ -50,14 +50,6 @@ describe("gate in-process", () => {
   });
 });
 
-/** The body of the decision entry a tool result's evidence names, and the entry's stored size. */
-async function decisionBody(b: Bursar, result: { structuredContent: Record<string, unknown> }): Promise<{ body: Record<string, unknown>; text: string }> {
-  const { seq } = result.structuredContent.evidence as { seq: number };
-  const [stored] = await b.log.entries(seq, seq + 1);
-  const entry = (stored as StoredEntry).entry;
-  expect(entry.kind).toBe("gate.decision");
-  return { body: entry.body as Record<string, unknown>, text: canonicalJson(entry) };
-}
 
 describe("decision entries past their size limits", () => {
   it("1 MB of undeclared arguments: R0, the entry keeps their size and hash, not them", async () => {
