@@ -33,6 +33,8 @@ export class WalSync {
   private synced = 0;
   private flushing = false;
   private waiters: Array<Waiter & { commit: number }> = [];
+  /** The flush `later` set for commits nobody waits on. */
+  private later_timer: NodeJS.Timeout | undefined;
   failure: unknown;
 
   constructor(
@@ -47,6 +49,19 @@ export class WalSync {
 
   get last(): number {
     return this.committed;
+  }
+
+  /**
+   * Makes commit number `commit` durable without anyone waiting on it: by the next flush someone
+   * waits for, or after `delay_ms` if none comes first. A failed flush fails the driver as ever.
+   */
+  later(commit: number, delay_ms: number): void {
+    if (commit <= this.synced || this.path === null || this.later_timer !== undefined) return;
+    this.later_timer = setTimeout(() => {
+      this.later_timer = undefined;
+      this.durable(this.committed).catch(() => undefined);
+    }, delay_ms);
+    this.later_timer.unref();
   }
 
   /** Resolves once commit number `commit` (and every one before it) is on disk. */
@@ -111,6 +126,8 @@ export class WalSync {
   }
 
   close(): void {
+    clearTimeout(this.later_timer);
+    this.later_timer = undefined;
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
   }

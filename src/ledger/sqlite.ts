@@ -29,6 +29,9 @@ export interface SqliteOptions {
  *  than this is committed as soon as a member leaves it. */
 export const group_commit_transactions_max = 64;
 export const group_commit_open_ms_max = 20;
+/** A group whose members are all async_commit is flushed by the next flush anyone waits for, or
+ *  after this long: one flush a call instead of two when calls come one at a time. */
+export const async_flush_delay_ms = 5;
 
 /** A member of the open group: async_commit members resolve at COMMIT, the rest after the flush. */
 type GroupMember = Waiter & { async_commit: boolean };
@@ -282,7 +285,8 @@ export class SqliteDriver implements SqlDriver {
   }
 
   /**
-   * COMMIT writes the group's WAL frames; its members resolve once WalSync has flushed them. It
+   * COMMIT writes the group's WAL frames; its members resolve once WalSync has flushed them
+   * (async_commit members at once, their frames flushed within async_flush_delay_ms). It
    * never throws: whatever fails, every member hears of it and the lock is released.
    */
   private commitGroup(): void {
@@ -308,7 +312,10 @@ export class SqliteDriver implements SqlDriver {
     }
     const flushed = waiters.filter((waiter) => !waiter.async_commit);
     for (const waiter of waiters) if (waiter.async_commit) waiter.resolve();
-    // Flushed at once even when nobody waits, so an async commit stays undurable only briefly.
+    if (flushed.length === 0) {
+      this.wal.later(commit, async_flush_delay_ms);
+      return;
+    }
     this.wal.durable(commit).then(
       () => flushed.forEach((waiter) => waiter.resolve()),
       (error: unknown) => flushed.forEach((waiter) => waiter.reject(error)),

@@ -1,7 +1,8 @@
 // The SQLite driver's durability contract with the WAL flushed off the event loop: a write is
 // reported only after the flush that covers its COMMIT (an async_commit one at COMMIT, flushed
-// right after), one flush serves every commit before it, a read waits for what it saw, and a
-// failed flush stops the driver; a read that ran inside a group fails with the group.
+// by the next flush anyone waits for or within async_flush_delay_ms), one flush serves every
+// commit before it, a read waits for what it saw, and a failed flush stops the driver; a read
+// that ran inside a group fails with the group.
 
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
@@ -10,7 +11,7 @@ import { join } from "node:path";
 import type { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { checkpoint_every_commits } from "../../src/ledger/sqlite-wal.js";
-import { SqliteDriver, type SqliteOptions, type WalFlush } from "../../src/ledger/sqlite.js";
+import { async_flush_delay_ms, SqliteDriver, type SqliteOptions, type WalFlush } from "../../src/ledger/sqlite.js";
 
 /** A flush the test releases (or fails) by hand, counting how often the driver asked for one. */
 function heldFlush() {
@@ -141,15 +142,31 @@ describe("SQLite WAL durability", () => {
     await driver.close();
   });
 
-  it("resolves an async_commit transaction at COMMIT, flushes it anyway, and reads wait for that flush", async () => {
+  it("resolves an async_commit transaction at COMMIT and flushes it within async_flush_delay_ms when nothing else does", async () => {
     const { held, driver } = await heldDriver();
     const second_phase = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
     await expect(second_phase).resolves.toEqual({ changes: 1 });
+    expect(held.asked).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
     expect(held.asked).toBe(1);
-    const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"));
-    expect(await settled(read)).toBe(false);
     held.release();
-    await expect(read).resolves.toEqual([{ v: 9 }]);
+    await driver.close();
+  });
+
+  it("lets an async_commit transaction ride on the next flush someone waits for: one flush for both", async () => {
+    const { held, driver } = await heldDriver();
+    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
+    const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (10)"));
+    expect(await settled(write)).toBe(false);
+    expect(held.asked).toBe(1);
+    held.release();
+    await write;
+    // The flush the write waited for covered the earlier commit: the delayed one finds nothing to do.
+    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+    expect(held.asked).toBe(1);
+    const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t ORDER BY v"));
+    await expect(read).resolves.toEqual([{ v: 9 }, { v: 10 }]);
+    expect(held.asked).toBe(1);
     await driver.close();
   });
 
