@@ -55,7 +55,12 @@ async function refuseGrant(tx: SqlTx, context: LedgerContext, approval: Approval
   await record(tx, context, "gate.operator", { action: "approval.recheck_failed", approval_id: approval.approval_id, reason });
 }
 
-/** Moves a pending approval to forwarding after re-checking R2, R4 and its own hold. */
+async function agentDisabled(tx: SqlTx, agent_id: string): Promise<boolean> {
+  const row = await tx.get<{ disabled_at_ms: number | null }>("SELECT disabled_at_ms FROM agents WHERE agent_id = ?", [agent_id]);
+  return row?.disabled_at_ms != null;
+}
+
+/** Moves a pending approval to forwarding after re-checking R2, R4, its own hold and its agent. */
 export async function beginApproval(
   tx: SqlTx,
   context: LedgerContext,
@@ -71,6 +76,7 @@ export async function beginApproval(
   else if (block.frozen_at_ms !== null) problem = "R4: the spending block is frozen";
   else if (now_ms >= block.expires_at_ms) problem = "R2: the spending block has expired";
   else if (!reservation || reservation.status !== "held") problem = "the call's hold is no longer there";
+  else if (await agentDisabled(tx, approval.agent_id)) problem = "the agent is disabled";
   if (problem) {
     await refuseGrant(tx, context, approval, reservation, problem);
     return { refused: problem };

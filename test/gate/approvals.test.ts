@@ -69,6 +69,20 @@ describe("approvals", () => {
     expect((await client.callTool({ name: "get_approval", arguments: { approval_id } })).structuredContent).toMatchObject({ state: "denied" });
   });
 
+  it("approval re-checks the agent: a disabled agent's approval cannot be approved, and its hold is released", async () => {
+    const { agent, structured } = await heldCall("apr-disabled");
+    const approval_id = structured.approval_id as string;
+    expect((await server.api("POST", `/api/v1/agents/${agent.agent_id}/disable`)).status).toBe(200);
+    const orders = server.started.simulator!.state.orders().length;
+    const approve = await server.api<{ error: { code: string; message: string } }>("POST", `/api/v1/approvals/${approval_id}/approve`);
+    expect(approve.status).toBe(409);
+    expect(approve.body.error).toMatchObject({ code: "approval_recheck_failed", message: "the agent is disabled" });
+    expect(server.started.simulator!.state.orders()).toHaveLength(orders);
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
+    const denied = await server.api<{ approvals: Array<{ approval_id: string }> }>("GET", "/api/v1/approvals?state=denied");
+    expect(denied.body.approvals.map((row) => row.approval_id)).toContain(approval_id);
+  });
+
   it("another agent cannot read an approval", async () => {
     const { structured } = await heldCall("apr-owner");
     const other = await server.agent("apr-other");
