@@ -1,6 +1,6 @@
 // Human approval of a HOLD: single-use and atomic (one conditional update moves it from
 // pending to forwarding before the provider is called), re-checking expiry, revocation,
-// freeze and the call's own hold; deny and expiry release the hold.
+// freeze, the call's own hold and its agent; deny and expiry release the hold.
 
 import { HttpError } from "../errors.js";
 import { record, type LedgerContext } from "./context.js";

@@ -153,6 +153,28 @@ describe("SQLite WAL durability", () => {
     await driver.close();
   });
 
+  it("makes a read after an async_commit transaction start the flush at once and wait for it", async () => {
+    const { held, driver } = await heldDriver();
+    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
+    const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"));
+    expect(await settled(read)).toBe(false);
+    expect(held.asked).toBe(1);
+    held.release();
+    await expect(read).resolves.toEqual([{ v: 9 }]);
+    await driver.close();
+  });
+
+  it("refuses all later work once the delayed flush of an async_commit transaction fails", async () => {
+    const { held, driver } = await heldDriver();
+    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
+    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+    expect(held.asked).toBe(1);
+    held.fail(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    await new Promise((resolve) => setImmediate(resolve));
+    await expect(driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (10)"))).rejects.toThrow(/refuses further work/);
+    await driver.close();
+  });
+
   it("lets an async_commit transaction ride on the next flush someone waits for: one flush for both", async () => {
     const { held, driver } = await heldDriver();
     await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });

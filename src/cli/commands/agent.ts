@@ -107,7 +107,8 @@ configuration for \`bursar mcp-stdio\`. An agent can spend nothing until it has 
 
 disable (POST /api/v1/agents/ID/disable) stops the agent's token for good: its calls are
 refused before they reach the ledger or the log (401 at /mcp), on other instances sharing the
-database within 5 s. Its block is left as it is: revoke it too to release what it holds.
+database within 5 s. Its calls waiting for approval can no longer be approved; its block is
+left as it is: revoke it too to release what it holds.
 Prints {agent_id, name, disabled_at}; disabling again changes nothing.
 
 Exit codes: 0 created or disabled; 1 the server refused (its error message is printed) or is unreachable;
