@@ -1,6 +1,7 @@
 // bench:gate — create_order from the MCP SDK client through Bursar beside a bare MCP server (same
 // SDK, same fastify assembly, same simulator over loopback HTTP; no policy, ledger or log).
-// Prints added p50/p99 latency and the throughput ratio at 1 and 16 concurrent clients.
+// Prints added p50/p99 latency and the throughput ratio at 1 and 16 concurrent clients, and
+// where Bursar's time goes by its own /metrics (ledger steps and provider call).
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -304,6 +305,43 @@ interface Measured {
   slice_rates: number[];
   /** The server thread's busy time during the slices (NaN when the server shares the clients' thread). */
   server_busy_ms: number;
+  /** Bursar only: its /metrics histograms' sums and counts over the slices. */
+  steps?: StepTotals;
+}
+
+// ---------------------------------------------------------------- where Bursar's time goes (its /metrics)
+
+/** The histograms of Bursar's /metrics that split a create_order: its two ledger steps and the provider call. */
+const step_series = {
+  decide: 'bursar_ledger_step_seconds_{part}{tool="create_order",step="decide"}',
+  provider: 'bursar_provider_request_seconds_{part}{operation="create_order",outcome="ok"}',
+  complete: 'bursar_ledger_step_seconds_{part}{tool="create_order",step="complete"}',
+} as const;
+type Step = keyof typeof step_series;
+type StepTotals = Record<Step, { seconds: number; count: number }>;
+
+async function stepTotals(url: string): Promise<StepTotals> {
+  const response = await fetch(`${url}/metrics`);
+  const text = await response.text();
+  assert(response.ok, `GET /metrics answered ${response.status}`);
+  const value = (series: string) => {
+    const line = text.split("\n").find((candidate) => candidate.startsWith(`${series} `));
+    assert(line !== undefined, `/metrics has no ${series}`);
+    return Number(line.slice(series.length + 1));
+  };
+  const totals = {} as StepTotals;
+  for (const [step, series] of Object.entries(step_series) as Array<[Step, string]>) {
+    totals[step] = { seconds: value(series.replace("{part}", "sum")), count: value(series.replace("{part}", "count")) };
+  }
+  return totals;
+}
+
+function stepsBetween(before: StepTotals, after: StepTotals): StepTotals {
+  const between = {} as StepTotals;
+  for (const step of Object.keys(step_series) as Step[]) {
+    between[step] = { seconds: after[step].seconds - before[step].seconds, count: after[step].count - before[step].count };
+  }
+  return between;
 }
 
 function percentile(sorted: readonly number[], fraction: number): number {
@@ -336,6 +374,8 @@ async function measureConcurrency(servers: readonly RunningServer[], concurrency
     await runSlice(connected, Number.POSITIVE_INFINITY, warmup_calls);
     results.set(server.role, { role: server.role, concurrency, latencies_ms: [], calls: 0, elapsed_ms: 0, slice_rates: [], server_busy_ms: server.busyMs ? 0 : Number.NaN });
   }
+  const bursar = servers.find((server) => server.role === "bursar") as RunningServer;
+  const steps_before = await stepTotals(bursar.ready.url);
   const slice_ms = (measure_seconds * 1000) / slices_per_configuration;
   for (let slice = 0; slice < slices_per_configuration; slice++) {
     const order = slice % 2 === 0 ? servers : [...servers].reverse();
@@ -352,6 +392,7 @@ async function measureConcurrency(servers: readonly RunningServer[], concurrency
       measured.slice_rates.push(result.calls / (result.elapsed_ms / 1000));
     }
   }
+  (results.get("bursar") as Measured).steps = stepsBetween(steps_before, await stepTotals(bursar.ready.url));
   for (const list of clients.values()) for (const client of list) await client.close();
   return roles.map((role) => results.get(role) as Measured);
 }
@@ -412,6 +453,27 @@ function printServerThreads(all: readonly Measured[]): void {
   }
 }
 
+/**
+ * Bursar's create_order split by its own /metrics: the decision with its hold (flush included),
+ * the provider call and the completion, as mean ms per call over the slices, beside the mean
+ * latency the clients saw. The rest is the MCP, HTTP and gate work around them, and queueing.
+ */
+function printSteps(all: readonly Measured[]): void {
+  console.log("");
+  console.log("bursar's create_order by its /metrics (mean ms per call over the slices; decide and complete include their flush waits)");
+  console.log("clients      decide   provider   complete   all three   whole call   the rest (MCP, HTTP, gate, queueing)");
+  for (const measured of all.filter((m) => m.role === "bursar")) {
+    const steps = measured.steps as StepTotals;
+    const mean = (step: Step) => (steps[step].count > 0 ? (1000 * steps[step].seconds) / steps[step].count : Number.NaN);
+    const three = mean("decide") + mean("provider") + mean("complete");
+    const whole = measured.latencies_ms.reduce((sum, latency) => sum + latency, 0) / measured.latencies_ms.length;
+    console.log(
+      `${String(measured.concurrency).padStart(7)}   ${fixed(mean("decide"), 2, 9)}  ${fixed(mean("provider"), 2, 9)}  ${fixed(mean("complete"), 2, 9)}` +
+        `  ${fixed(three, 2, 10)}   ${fixed(whole, 2, 10)}   ${fixed(whole - three, 2, 10)}`,
+    );
+  }
+}
+
 async function main(): Promise<void> {
   assert(measure_seconds > 0 && measure_seconds <= 20, "BENCH_SECONDS must be in (0, 20]");
   assert(Number.isSafeInteger(slices_per_configuration) && slices_per_configuration >= 1 && slices_per_configuration <= 10, "BENCH_SLICES must be 1..10");
@@ -434,6 +496,7 @@ async function main(): Promise<void> {
     printMeasured(all);
     printComparison(all);
     printServerThreads(all);
+    printSteps(all);
     const floor = await walFlushFloor();
     console.log("");
     console.log(

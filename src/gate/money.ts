@@ -7,6 +7,7 @@ import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, 
 import type { PaymentState } from "../policy/index.js";
 import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
+import { timedStep } from "./observer.js";
 import { replayResult } from "./replay.js";
 import { captureAllowed, captureConflict, held, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
 
@@ -61,12 +62,12 @@ export async function forwardOrder(context: GateContext, call: CallRef, args: Ar
     notes: providerNotes(args),
   });
   const forwarded = outcome.kind === "ok" ? { kind: "ok" as const, value: orderView(outcome.value) as never } : outcome;
-  const completion = await context.ledger.completeOrder(call, forwarded);
+  const completion = await timedStep(context.observer, "create_order", "complete", () => context.ledger.completeOrder(call, forwarded));
   return { result: completion.result, block: summaryOfRow(completion.block), outcome };
 }
 
 export async function createOrder(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
-  const auth = await context.ledger.authorize({ agent_id, tool: "create_order", args });
+  const auth = await timedStep(context.observer, "create_order", "decide", () => context.ledger.authorize({ agent_id, tool: "create_order", args }));
   const early = await decided(context, auth, "create_order");
   if (early) return early;
   if (auth.verdict.effect === "HOLD" && auth.approval && auth.block) {
@@ -96,7 +97,7 @@ async function settled(context: GateContext, call: CallRef, payment: ProviderPay
   // The order is the one the gate bound before capturing, whatever the answer omits.
   const order_id = payment.order_id ?? auth.reservation?.order_id ?? "";
   const view = { ...paymentView(payment), order_id };
-  const completion = await context.ledger.completeCapture(call, view);
+  const completion = await timedStep(context.observer, "capture_payment", "complete", () => context.ledger.completeCapture(call, view));
   if (completion.outcome === "rejected") {
     return captureConflict(view, completion.reason, summaryOfRow(completion.block), completion.evidence);
   }
@@ -145,7 +146,7 @@ async function decideCapture(context: GateContext, agent_id: string, args: unkno
       matters = await context.ledger.capturePaymentMatters(agent_id, args);
     }
     const payment = matters ? await paymentState(context, args) : payment_not_asked;
-    return context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment });
+    return timedStep(context.observer, "capture_payment", "decide", () => context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment }));
   })();
   const pending = undecided.get(agent_id) ?? new Set<Promise<unknown>>();
   pending.add(decision);

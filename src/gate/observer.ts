@@ -2,6 +2,9 @@
 
 import type { Verdict } from "../policy/index.js";
 
+/** The ledger's two steps of a money call: the decision with its hold, and the provider's answer recorded. */
+export type LedgerStep = "decide" | "complete";
+
 export interface GateObserver {
   decision(tool: string, verdict: Verdict): void;
   providerCall(operation: string, outcome: "ok" | "refused" | "unknown", seconds: number): void;
@@ -9,6 +12,8 @@ export interface GateObserver {
   webhook(outcome: string): void;
   /** A read tool answered rate_limited instead of asking the provider. */
   lookupLimited(tool: string): void;
+  /** How long a ledger step of a money call took, its wait for the disk flush included. */
+  ledgerStep(tool: string, step: LedgerStep, seconds: number): void;
 }
 
 export const silent_observer: GateObserver = {
@@ -17,4 +22,16 @@ export const silent_observer: GateObserver = {
   unknownOutcome: () => undefined,
   webhook: () => undefined,
   lookupLimited: () => undefined,
+  ledgerStep: () => undefined,
 };
+
+/** Runs one ledger step of a money call and reports how long it took, whether or not it failed. */
+export async function timedStep<T>(observer: GateObserver | undefined, tool: string, step: LedgerStep, run: () => Promise<T>): Promise<T> {
+  if (!observer) return run();
+  const start = process.hrtime.bigint();
+  try {
+    return await run();
+  } finally {
+    observer.ledgerStep(tool, step, Number(process.hrtime.bigint() - start) / 1e9);
+  }
+}

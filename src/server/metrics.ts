@@ -1,5 +1,5 @@
 // /metrics in Prometheus text format (prom-client): decisions by effect and rule, provider
-// latency, unknown outcomes, webhook outcomes. A registry per server, no global state.
+// latency, ledger step latency, unknown outcomes, webhook outcomes. A registry per server, no global state.
 
 import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GateObserver } from "../gate/observer.js";
@@ -27,6 +27,13 @@ export function createMetrics(): Metrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
+  const ledger_seconds = new Histogram({
+    name: "bursar_ledger_step_seconds",
+    help: "Ledger steps of money calls by tool: decide (the decision, its hold and evidence) and complete (the provider's answer recorded), each with its wait for the disk flush",
+    labelNames: ["tool", "step"],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [registry],
+  });
   const unknown = new Counter({ name: "bursar_unknown_outcomes_total", help: "Money calls whose provider outcome is unknown (held for the operator)", labelNames: ["tool"], registers: [registry] });
   const webhooks = new Counter({ name: "bursar_webhooks_total", help: "Provider webhooks by outcome", labelNames: ["outcome"], registers: [registry] });
   const lookups_limited = new Counter({
@@ -45,6 +52,7 @@ export function createMetrics(): Metrics {
     unknownOutcome: (tool) => unknown.inc({ tool }),
     webhook: (outcome) => webhooks.inc({ outcome }),
     lookupLimited: (tool) => lookups_limited.inc({ tool }),
+    ledgerStep: (tool, step, seconds) => ledger_seconds.observe({ tool, step }, seconds),
   };
 
   function timed<A extends unknown[], T>(operation: string, call: (...args: A) => Promise<ProviderOutcome<T>>) {
