@@ -7,6 +7,11 @@ import { closeSync, fdatasync, fdatasyncSync, openSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 
+/** A commit nobody waits on (an order's second phase) is flushed by the next flush someone waits
+ *  for, or after this long without one: one flush a call instead of two when calls follow one
+ *  another closely. */
+export const async_flush_delay_ms = 5;
+
 /** Flushes the WAL's file descriptor to disk; the default is fdatasync on libuv's thread pool. */
 export type WalFlush = (fd: number) => Promise<void>;
 
@@ -33,8 +38,9 @@ export class WalSync {
   private synced = 0;
   private flushing = false;
   private waiters: Array<Waiter & { commit: number }> = [];
-  /** The flush `later` set for commits nobody waits on. */
+  /** The flush `later` set for commits nobody waits on, and the last such commit. */
   private later_timer: NodeJS.Timeout | undefined;
+  private later_commit = 0;
   failure: unknown;
 
   constructor(
@@ -53,15 +59,30 @@ export class WalSync {
 
   /**
    * Makes commit number `commit` durable without anyone waiting on it: by the next flush someone
-   * waits for, or after `delay_ms` if none comes first. A failed flush fails the driver as ever.
+   * waits for, or by one of its own once async_flush_delay_ms pass without a flush covering it.
+   * A failed flush fails the driver as ever.
    */
-  later(commit: number, delay_ms: number): void {
-    if (commit <= this.synced || this.path === null || this.later_timer !== undefined) return;
+  later(commit: number): void {
+    if (commit <= this.synced || this.path === null) return;
+    this.later_commit = Math.max(this.later_commit, commit);
+    if (this.later_timer === undefined) this.armLater();
+  }
+
+  private armLater(): void {
     this.later_timer = setTimeout(() => {
       this.later_timer = undefined;
-      this.durable(this.committed).catch(() => undefined);
-    }, delay_ms);
+      this.durable(this.later_commit).catch(() => undefined);
+    }, async_flush_delay_ms);
     this.later_timer.unref();
+  }
+
+  /** After a flush: nothing left for the timer, or the commits still left get their delay afresh
+   *  (so that its flush does not start just before the next one someone waits for). */
+  private rearmLater(): void {
+    if (this.later_timer === undefined) return;
+    clearTimeout(this.later_timer);
+    this.later_timer = undefined;
+    if (this.later_commit > this.synced) this.armLater();
   }
 
   /** Resolves once commit number `commit` (and every one before it) is on disk. */
@@ -103,6 +124,7 @@ export class WalSync {
         const still: typeof this.waiters = [];
         for (const waiter of this.waiters) (waiter.commit <= this.synced ? waiter.resolve() : still.push(waiter));
         this.waiters = still;
+        this.rearmLater();
         this.flush();
       },
       (error: unknown) => this.fail(error),

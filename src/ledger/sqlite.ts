@@ -29,9 +29,6 @@ export interface SqliteOptions {
  *  than this is committed as soon as a member leaves it. */
 export const group_commit_transactions_max = 64;
 export const group_commit_open_ms_max = 20;
-/** A group whose members are all async_commit is flushed by the next flush anyone waits for, or
- *  after this long: one flush a call instead of two when calls come one at a time. */
-export const async_flush_delay_ms = 5;
 
 /** A member of the open group: async_commit members resolve at COMMIT, the rest after the flush. */
 type GroupMember = Waiter & { async_commit: boolean };
@@ -313,7 +310,7 @@ export class SqliteDriver implements SqlDriver {
     const flushed = waiters.filter((waiter) => !waiter.async_commit);
     for (const waiter of waiters) if (waiter.async_commit) waiter.resolve();
     if (flushed.length === 0) {
-      this.wal.later(commit, async_flush_delay_ms);
+      this.wal.later(commit);
       return;
     }
     this.wal.durable(commit).then(

@@ -10,8 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { checkpoint_every_commits } from "../../src/ledger/sqlite-wal.js";
-import { async_flush_delay_ms, SqliteDriver, type SqliteOptions, type WalFlush } from "../../src/ledger/sqlite.js";
+import { async_flush_delay_ms, checkpoint_every_commits } from "../../src/ledger/sqlite-wal.js";
+import { SqliteDriver, type SqliteOptions, type WalFlush } from "../../src/ledger/sqlite.js";
 
 /** A flush the test releases (or fails) by hand, counting how often the driver asked for one. */
 function heldFlush() {
@@ -172,6 +172,20 @@ describe("SQLite WAL durability", () => {
     held.fail(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
     await new Promise((resolve) => setImmediate(resolve));
     await expect(driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (10)"))).rejects.toThrow(/refuses further work/);
+    await driver.close();
+  });
+
+  it("flushes an async_commit transaction committed while a flush ran with one of its own afterwards", async () => {
+    const { held, driver } = await heldDriver();
+    const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
+    expect(await settled(write)).toBe(false);
+    expect(held.asked).toBe(1);
+    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"), { async_commit: true });
+    held.release();
+    await write;
+    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+    expect(held.asked).toBe(2);
+    held.release();
     await driver.close();
   });
 
