@@ -283,7 +283,7 @@ export class SqliteDriver implements SqlDriver {
 
   /**
    * COMMIT writes the group's WAL frames; its members resolve once WalSync has flushed them
-   * (async_commit members at once, their frames flushed within async_flush_delay_ms). It
+   * (async_commit members at once, their frames by the next flush or WalSync.later's own). It
    * never throws: whatever fails, every member hears of it and the lock is released.
    */
   private commitGroup(): void {
@@ -310,6 +310,7 @@ export class SqliteDriver implements SqlDriver {
     const flushed = waiters.filter((waiter) => !waiter.async_commit);
     for (const waiter of waiters) if (waiter.async_commit) waiter.resolve();
     if (flushed.length === 0) {
+      // Nobody waits: the next call's flush usually covers it, so it costs no flush of its own.
       this.wal.later(commit);
       return;
     }

@@ -1,5 +1,6 @@
 // /metrics in Prometheus text format (prom-client): decisions by effect and rule, provider
-// latency, ledger step latency, unknown outcomes, webhook outcomes. A registry per server, no global state.
+// latency, ledger step latency, unknown outcomes, webhook outcomes. A registry per server, no
+// global state.
 
 import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GateObserver } from "../gate/observer.js";
