@@ -455,12 +455,13 @@ function printServerThreads(all: readonly Measured[]): void {
 
 /**
  * Bursar's create_order split by its own /metrics: the decision with its hold (flush included),
- * the provider call and the completion, as mean ms per call over the slices, beside the mean
- * latency the clients saw. The rest is the MCP, HTTP and gate work around them, and queueing.
+ * the provider call and the completion (an order's does not wait for its flush), as mean ms per
+ * call over the slices, beside the mean latency the clients saw. The rest is the MCP, HTTP and
+ * gate work around them, and queueing.
  */
 function printSteps(all: readonly Measured[]): void {
   console.log("");
-  console.log("bursar's create_order by its /metrics (mean ms per call over the slices; decide and complete include their flush waits)");
+  console.log("bursar's create_order by its /metrics (mean ms per call over the slices; decide includes its flush wait, complete has none)");
   console.log("clients      decide   provider   complete   all three   whole call   the rest (MCP, HTTP, gate, queueing)");
   for (const measured of all.filter((m) => m.role === "bursar")) {
     const steps = measured.steps as StepTotals;

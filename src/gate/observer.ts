@@ -12,7 +12,7 @@ export interface GateObserver {
   webhook(outcome: string): void;
   /** A read tool answered rate_limited instead of asking the provider. */
   lookupLimited(tool: string): void;
-  /** How long a ledger step of a money call took, its wait for the disk flush included. */
+  /** How long a ledger step of a money call took, including any wait for the disk flush. */
   ledgerStep(tool: string, step: LedgerStep, seconds: number): void;
 }
 

@@ -30,7 +30,7 @@ export function createMetrics(): Metrics {
   });
   const ledger_seconds = new Histogram({
     name: "bursar_ledger_step_seconds",
-    help: "Ledger steps of money calls by tool: decide (the decision, its hold and evidence) and complete (the provider's answer recorded), each with its wait for the disk flush",
+    help: "Ledger steps of money calls by tool: decide (the decision, its hold and evidence, and its disk flush) and complete (the provider's answer recorded; an order's does not wait for its flush)",
     labelNames: ["tool", "step"],
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
