@@ -55,6 +55,13 @@ async function fileDriver(options: Omit<SqliteOptions, "path"> = {}) {
   return { driver, path };
 }
 
+/** An async_commit insert, as an order's second phase is committed. */
+const secondPhase = (driver: SqliteDriver, v: number) => driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (?)", [v]), { async_commit: true });
+
+/** Waits until the delayed flush of an async_commit transaction has been asked for (its timer is
+ *  armed first, so it fires before this one). */
+const pastDelayedFlush = () => new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+
 /** A file-backed driver whose WAL flushes the test releases by hand. */
 async function heldDriver() {
   const held = heldFlush();
@@ -144,10 +151,9 @@ describe("SQLite WAL durability", () => {
 
   it("resolves an async_commit transaction at COMMIT and flushes it within async_flush_delay_ms when nothing else does", async () => {
     const { held, driver } = await heldDriver();
-    const second_phase = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
-    await expect(second_phase).resolves.toEqual({ changes: 1 });
+    await expect(secondPhase(driver, 9)).resolves.toEqual({ changes: 1 });
     expect(held.asked).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+    await pastDelayedFlush();
     expect(held.asked).toBe(1);
     held.release();
     await driver.close();
@@ -155,7 +161,7 @@ describe("SQLite WAL durability", () => {
 
   it("makes a read after an async_commit transaction start the flush at once and wait for it", async () => {
     const { held, driver } = await heldDriver();
-    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
+    await secondPhase(driver, 9);
     const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t"));
     expect(await settled(read)).toBe(false);
     expect(held.asked).toBe(1);
@@ -166,8 +172,8 @@ describe("SQLite WAL durability", () => {
 
   it("refuses all later work once the delayed flush of an async_commit transaction fails", async () => {
     const { held, driver } = await heldDriver();
-    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
-    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+    await secondPhase(driver, 9);
+    await pastDelayedFlush();
     expect(held.asked).toBe(1);
     held.fail(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
     await new Promise((resolve) => setImmediate(resolve));
@@ -180,10 +186,10 @@ describe("SQLite WAL durability", () => {
     const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
     expect(await settled(write)).toBe(false);
     expect(held.asked).toBe(1);
-    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"), { async_commit: true });
+    await secondPhase(driver, 2);
     held.release();
     await write;
-    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+    await pastDelayedFlush();
     expect(held.asked).toBe(2);
     held.release();
     await driver.close();
@@ -191,14 +197,14 @@ describe("SQLite WAL durability", () => {
 
   it("lets an async_commit transaction ride on the next flush someone waits for: one flush for both", async () => {
     const { held, driver } = await heldDriver();
-    await driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (9)"), { async_commit: true });
+    await secondPhase(driver, 9);
     const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (10)"));
     expect(await settled(write)).toBe(false);
     expect(held.asked).toBe(1);
     held.release();
     await write;
     // The flush the write waited for covered the earlier commit: the delayed one finds nothing to do.
-    await new Promise((resolve) => setTimeout(resolve, async_flush_delay_ms + 20));
+    await pastDelayedFlush();
     expect(held.asked).toBe(1);
     const read = driver.read((tx) => tx.all<{ v: number }>("SELECT v FROM t ORDER BY v"));
     await expect(read).resolves.toEqual([{ v: 9 }, { v: 10 }]);
