@@ -18,8 +18,7 @@ export class Gate {
   private readonly context: GateContext;
 
   constructor(ledger: Ledger, provider: Provider, observer: GateObserver | undefined, lookups: LookupBudget) {
-    const undecided_captures = new Map<string, Set<Promise<unknown>>>();
-    this.context = observer ? { ledger, provider, observer, lookups, undecided_captures } : { ledger, provider, lookups, undecided_captures };
+    this.context = { ledger, provider, lookups, undecided_captures: new Map(), ...(observer ? { observer } : {}) };
   }
 
   /** The ledger, provider and observer the gate's steps share (for the HTTP routes). */
