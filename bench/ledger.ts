@@ -66,12 +66,6 @@ async function decisionRate(bursar: Bursar, agent_id: string, count: number, rul
   return count / ((performance.now() - start) / 1000);
 }
 
-/**
- * An agent past its velocity limit keeps calling (an injected agent in a loop does): R6
- * refusals/s over its first velocity_sample_calls refusals past max_calls, and over as many
- * again once flood_calls more refusals sit in its window. Refusals are velocity rows too; a count that scanned all of them would slow every
- * decision behind the one write lock.
- */
 /** A receipt far past R0's 256 characters, which R6 refuses before R0 looks at it. */
 const oversized_receipt = "r".repeat(60_000);
 
@@ -84,6 +78,13 @@ async function bytesPerRefusal(bursar: Bursar, agent_id: string, extra: Record<s
   return (used() - before) / velocity_sample_calls;
 }
 
+/**
+ * An agent past its velocity limit keeps calling (an injected agent in a loop does): R6
+ * refusals/s over its first velocity_sample_calls refusals past max_calls, and over as many
+ * again once flood_calls more refusals sit in its window (refusals are velocity rows too; a
+ * count that scanned all of them would slow every decision behind the one write lock). Also
+ * the database bytes per refusal, with ordinary arguments and with an oversized receipt.
+ */
 async function velocityRates(dir: string): Promise<{ first: number; flooded: number; ordinary_bytes: number; oversized_bytes: number }> {
   const bursar = await createBursar({ db: join(dir, "velocity.db") });
   const velocity = { max_calls: 10, window_seconds: 3_600 };
