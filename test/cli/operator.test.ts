@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuilt } from "../support/build.js";
 import { freePort, runBursar } from "../support/process.js";
-import { operator_token, testServer, type TestServer } from "../support/server.js";
+import { operator_token, rawToolCall, testServer, type TestServer } from "../support/server.js";
 
 describe("bursar agent and bursar block", () => {
   let server: TestServer;
@@ -86,12 +86,7 @@ describe("bursar agent and bursar block", () => {
     const run = await runBursar(["agent", "disable", agent.agent_id], env);
     expect(run.code).toBe(0);
     expect(JSON.parse(run.stdout)).toMatchObject({ agent_id: agent.agent_id, name: "to-disable", disabled_at: expect.any(String) });
-    const call = await fetch(`${server.url}/mcp`, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${agent.token}` },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
-    });
-    expect(call.status).toBe(401);
+    expect((await rawToolCall(server.url, agent.token, "get_block", "{}")).status).toBe(401);
     const unknown = await runBursar(["agent", "disable", "agt_nobody"], env);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/bursar agent disable: HTTP 404 not_found: no agent agt_nobody/);

@@ -9,7 +9,7 @@ import { payment_not_asked } from "../../src/ledger/index.js";
 import type { Guard } from "../../src/policy/index.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
-import { decisionBody } from "../support/decisions.js";
+import { decisionBody, payInProcess } from "../support/inprocess.js";
 
 type Result = Awaited<ReturnType<Bursar["gate"]["callTool"]>>;
 
@@ -26,9 +26,7 @@ for (const backend of backends()) {
       /** An order created through the gate and paid by card at the simulator: its payment id. */
       const paidOrder = async (amount: number, key: string): Promise<string> => {
         const order = (await call("create_order", { amount, currency: "INR", idempotency_key: key })).structuredContent.order as { id: string };
-        const paid = await b.simulator!.app.inject({ method: "POST", url: `/simulator/sim/orders/${order.id}/pay`, payload: { card: "4111111111111111" } });
-        expect(paid.statusCode).toBeLessThan(300);
-        return (paid.json() as { razorpay_payment_id: string }).razorpay_payment_id;
+        return payInProcess(b, order.id);
       };
       const providerRequests = () => b.simulator!.simulator.state.apiRequests();
       const close = () => (isPostgresUrl(db) ? Promise.resolve() : b.close());
@@ -147,8 +145,7 @@ for (const backend of backends()) {
       const args = { payment_id, amount: 5_000, currency: "INR", idempotency_key: "capture-1" };
       const fetched = await t.b.provider.fetchPayment(payment_id);
       if (fetched.kind !== "ok") throw new Error("the simulator did not answer for the payment");
-      const { id, order_id, amount, currency, status } = fetched.value;
-      const payment = { fetched: true as const, id, order_id: order_id as string, amount, currency, status };
+      const payment = { fetched: true as const, ...fetched.value, order_id: fetched.value.order_id as string };
       // A capture decided and never completed (its process died): its key stays in flight.
       const started = await t.b.ledger.authorize({ agent_id: t.agent.agent_id, tool: "capture_payment", args, payment });
       expect(started.verdict.effect).toBe("ALLOW");

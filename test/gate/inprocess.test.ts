@@ -8,7 +8,7 @@ import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
 import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
 import { decision_args_bytes_max, decision_tool_bytes_max, refused_args_bytes_max } from "../../src/ledger/authorize.js";
 import { manualClock } from "../support/clock.js";
-import { decisionBody } from "../support/decisions.js";
+import { decisionBody, payInProcess } from "../support/inprocess.js";
 
 let bursar: Bursar | undefined;
 afterEach(async () => {
@@ -16,17 +16,11 @@ afterEach(async () => {
   bursar = undefined;
 });
 
-async function setup() {
+async function setup(block: Record<string, unknown> = {}) {
   bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
   const agent = await bursar.operator.createAgent({ name: "buyer" });
-  await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+  await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400, ...block });
   return { b: bursar, token: agent.token };
-}
-
-async function pay(b: Bursar, order_id: string, card = "4111111111111111"): Promise<string> {
-  const response = await b.simulator!.app.inject({ method: "POST", url: `/simulator/sim/orders/${order_id}/pay`, payload: { card } });
-  expect(response.statusCode).toBeLessThan(300);
-  return (response.json() as { razorpay_payment_id: string }).razorpay_payment_id;
 }
 
 describe("gate in-process", () => {
@@ -39,7 +33,7 @@ describe("gate in-process", () => {
     expect(created.structuredContent.block).toMatchObject({ held: 50_000, available: 950_000 });
     expect(created.structuredContent.evidence).toMatchObject({ seq: expect.any(Number), leaf_hash: expect.stringMatching(/^[0-9a-f]{64}$/) });
 
-    const payment_id = await pay(b, order.id);
+    const payment_id = await payInProcess(b, order.id);
     const captured = await b.gate.callTool(token, "capture_payment", { payment_id, amount: 50_000, currency: "INR" });
     expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
     expect(captured.structuredContent.block).toMatchObject({ spent: 50_000, held: 0, available: 950_000 });
@@ -82,20 +76,18 @@ describe("decision entries past their size limits", () => {
   });
 
   it("an allowed call keeps arguments past the refused limit; refused by R6 (before R0), the same call's entry keeps their size and hash", async () => {
-    bursar = await createBursar({ db: ":memory:", clock: manualClock(), ids: sequentialIds() });
-    const agent = await bursar.operator.createAgent({ name: "buyer" });
-    await bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400, velocity: { max_calls: 1, window_seconds: 60 } });
+    const { b, token } = await setup({ velocity: { max_calls: 1, window_seconds: 60 } });
     const notes = Object.fromEntries(Array.from({ length: 14 }, (_, index) => [`note_${String(index).padStart(58, "k")}`, "v".repeat(256)]));
     const allowed_args = { amount: 1000, currency: "INR", idempotency_key: "big-notes-1", notes };
     expect(canonicalJson(allowed_args).length).toBeGreaterThan(refused_args_bytes_max);
-    const allowed = await bursar.gate.callTool(agent.token, "create_order", allowed_args);
+    const allowed = await b.gate.callTool(token, "create_order", allowed_args);
     expect(allowed.structuredContent).toMatchObject({ effect: "ALLOW" });
-    expect((await decisionBody(bursar, allowed)).body).toMatchObject({ args: { notes } });
+    expect((await decisionBody(b, allowed)).body).toMatchObject({ args: { notes } });
 
     const refused_args = { amount: 1000, currency: "INR", idempotency_key: "big-receipt", receipt: "r".repeat(60_000) };
-    const refused = await bursar.gate.callTool(agent.token, "create_order", refused_args);
+    const refused = await b.gate.callTool(token, "create_order", refused_args);
     expect(refused.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R6" });
-    const { body, text } = await decisionBody(bursar, refused);
+    const { body, text } = await decisionBody(b, refused);
     expect(text.length).toBeLessThan(4_000);
     const canonical = canonicalJson(refused_args);
     expect(body).toMatchObject({ args_omitted: { bytes: canonical.length, sha256: sha256Hex(canonical) } });

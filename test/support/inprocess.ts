@@ -1,4 +1,5 @@
-// The gate.decision entry a tool result's evidence names, read back from the log.
+// For tests of an in-process Bursar (createBursar, simulator mounted): paying an order at the
+// simulator's test checkout, and reading back the gate.decision entry a tool result names.
 
 import { expect } from "vitest";
 import { canonicalJson } from "../../src/evidence/canonical.js";
@@ -12,4 +13,11 @@ export async function decisionBody(b: Bursar, result: { structuredContent: Recor
   const entry = (stored as StoredEntry).entry;
   expect(entry.kind).toBe("gate.decision");
   return { body: entry.body as Record<string, unknown>, text: canonicalJson(entry) };
+}
+
+/** Pays an order at the in-process simulator's test checkout; returns the payment id. */
+export async function payInProcess(b: Bursar, order_id: string, card = "4111111111111111"): Promise<string> {
+  const response = await b.simulator!.app.inject({ method: "POST", url: `/simulator/sim/orders/${order_id}/pay`, payload: { card } });
+  expect(response.statusCode).toBeLessThan(300);
+  return (response.json() as { razorpay_payment_id: string }).razorpay_payment_id;
 }
