@@ -33,7 +33,6 @@ export const bursar_token_pattern = new RegExp(`\\b${bursar_token_source}`);
 
 const secret_value_patterns: readonly RegExp[] = [
   /\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // Authorization header values
-  /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/, // JWTs
   /\brzp_(?:test|live)_[A-Za-z0-9]+/, // Razorpay key ids
   /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/, // PEM private keys
   /\bsk-[A-Za-z0-9_-]{16,}/, // OpenAI-style API keys
@@ -42,6 +41,41 @@ const secret_value_patterns: readonly RegExp[] = [
   /\bAKIA[0-9A-Z]{16}\b/, // AWS access key ids
   bursar_token_pattern,
 ];
+
+/**
+ * Runs of base64url characters and dots. Each match starts where the last one ended and never
+ * fails part-way, so finding them all is linear in the text.
+ */
+const dotted_run_pattern = /[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*)*/g;
+const jwt_header_prefix = "eyJ";
+const jwt_segment_chars_min = 4;
+
+/**
+ * True when the text holds a JWT: "eyJ" at a word boundary, at least 4 base64url characters, a
+ * dot, at least 4 more, and a second dot (what /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\./
+ * matches). That regex took time quadratic in the text: from every "eyJ" it scanned to the end
+ * of the run looking for the dot, so a 40,000-character "eyJ-eyJ-…" held the event loop for
+ * half a second and a 2 MiB delivery for minutes. Here each run is split at its dots once.
+ */
+function containsJwt(text: string): boolean {
+  for (const [run] of text.matchAll(dotted_run_pattern)) {
+    const segments = run.split(".");
+    for (let i = 0; i + 2 < segments.length; i++) {
+      if (segments[i + 1]!.length >= jwt_segment_chars_min && jwtHeaderEnds(segments[i]!)) return true;
+    }
+  }
+  return false;
+}
+
+/** True when a segment ends in "eyJ" and 4 or more characters, that "eyJ" starting the segment
+ *  or following a dash (the only character of a segment that makes a word boundary). */
+function jwtHeaderEnds(segment: string): boolean {
+  for (let at = segment.indexOf(jwt_header_prefix); at !== -1; at = segment.indexOf(jwt_header_prefix, at + 1)) {
+    // The first such "eyJ" leaves the most characters after it: no later one can pass where it fails.
+    if (at === 0 || segment[at - 1] === "-") return segment.length - at - jwt_header_prefix.length >= jwt_segment_chars_min;
+  }
+  return false;
+}
 
 /** One cheap test every string takes first; only strings it matches run the patterns above. */
 const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[pousr]_|xox|AKIA|bsr_/i;
@@ -136,7 +170,7 @@ function containsCardNumber(text: string): boolean {
 
 /** True when a string value looks like a credential, private key or card number. */
 export function isSecretValue(value: string): boolean {
-  if (secret_value_prefilter.test(value) && secret_value_patterns.some((pattern) => pattern.test(value))) return true;
+  if (secret_value_prefilter.test(value) && (secret_value_patterns.some((pattern) => pattern.test(value)) || containsJwt(value))) return true;
   return containsCardNumber(value);
 }
 

@@ -141,6 +141,26 @@ describe("scrub", () => {
     expect(scrub({ pan: "pan=4111-1111-1111-1111;" }).pan).toBe("[redacted]");
   });
 
+  it("finds a JWT exactly where /\\beyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]{4,}\\./ does, in text made of its pieces", () => {
+    const jwt_pattern = /\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\./;
+    const piece = fc.constantFrom("eyJ", "eyj", "a", "Z9", "_", "-", ".", " ", "é", "abcd", "eyJabcd", "wxyz.");
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 24 }), (pieces) => {
+        const text = pieces.join("");
+        // No other pattern can match these pieces: the verdict is the JWT's alone.
+        expect(isSecretValue(text), text).toBe(jwt_pattern.test(text));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("scrubs 2 MiB of \"eyJ-eyJ-…\" in one pass (the JWT regex took minutes on it: it rescanned from every eyJ)", () => {
+    const text = "eyJ-".repeat(524_288);
+    expect(isSecretValue(text)).toBe(false);
+    expect(isSecretValue(`${text}.abcd.`)).toBe(true);
+    expect(scrubbedCanonicalJson({ args: { note: text } }).redactions).toBe(0);
+  });
+
   it("redacts a card number followed or preceded by more digits: a CVV, an expiry, a reference", () => {
     // The whole run fails Luhn; the card number is a stretch of its groups.
     const values = [
