@@ -93,7 +93,18 @@ async function paymentState(context: GateContext, args: unknown): Promise<Paymen
   return { fetched: true, id: payment.id, order_id: payment.order_id, amount: payment.amount, currency: payment.currency, status: payment.status };
 }
 
+/** Why a payment the provider answered with is not the one this call bound, or undefined. */
+function otherPayment(payment: ProviderPayment, auth: AuthorizeResult): string | undefined {
+  const bound = auth.reservation;
+  if (payment.id === bound?.payment_id && (payment.order_id === null || payment.order_id === bound.order_id)) return undefined;
+  return `the provider answered with payment ${payment.id} of order ${payment.order_id ?? "(none)"}, not ${bound?.payment_id ?? "(none)"} of order ${bound?.order_id ?? "(none)"}`;
+}
+
 async function settled(context: GateContext, call: CallRef, payment: ProviderPayment, auth: AuthorizeResult): Promise<ToolResult> {
+  // An answer about another payment or order settles nothing here (nor on whichever block that
+  // order is): this reservation's outcome is unknown until a webhook or an operator check proves it.
+  const other = otherPayment(payment, auth);
+  if (other) return captureOutcomeUnknown(context, call, auth, other);
   // The order is the one the gate bound before capturing, whatever the answer omits.
   const order_id = payment.order_id ?? auth.reservation?.order_id ?? "";
   const view = { ...paymentView(payment), order_id };
@@ -104,7 +115,22 @@ async function settled(context: GateContext, call: CallRef, payment: ProviderPay
   return captureAllowed(view, summaryOfRow(completion.block), auth.evidence, false);
 }
 
-/** A capture error never releases: ask the provider what happened to the payment. */
+/** Money stays held and the payment bound; the reservation goes to the operator's inbox. */
+async function captureOutcomeUnknown(context: GateContext, call: CallRef, auth: AuthorizeResult, reason: string): Promise<ToolResult> {
+  const outcome = await context.ledger.captureUnknown(call, reason);
+  // A webhook settled the payment while the capture and the re-fetch went unanswered.
+  if (outcome.kind === "settled") return captureAllowed(paymentView(outcome.payment), summaryOfRow(outcome.block), auth.evidence, false);
+  context.observer?.unknownOutcome("capture_payment");
+  return outcomeUnknown(call.reservation_id, String(outcome.result.reason), auth.evidence, false);
+}
+
+/**
+ * A capture error never releases: ask the provider what happened to the payment. Still not
+ * captured: the key is dropped, so the agent may repeat the capture. Only the provider's refusal
+ * (`error`), or a payment that can no longer be captured, proves this capture will not land; after
+ * a timeout, a reset or a 5xx it still may, so the payment then stays bound to the reservation
+ * and no second payment can be captured on it meanwhile.
+ */
 async function afterCaptureError(
   context: GateContext,
   call: CallRef,
@@ -116,15 +142,12 @@ async function afterCaptureError(
   const check = await context.provider.fetchPayment(payment_id);
   if (check.kind === "ok" && check.value.status === "captured") return settled(context, call, check.value, auth);
   if (check.kind === "ok") {
-    await context.ledger.abandonCapture(call, reason);
+    const unbind = error !== undefined || check.value.status !== "authorized";
+    await context.ledger.abandonCapture(call, { payment_id, unbind }, reason);
     const block = await blockSummary(context, auth.block?.block_id as string);
     return providerRefused(call.reservation_id, error ?? { code: "capture_failed", description: reason }, auth.evidence, block);
   }
-  const outcome = await context.ledger.captureUnknown(call, reason);
-  // A webhook settled the payment while the capture and the re-fetch went unanswered.
-  if (outcome.kind === "settled") return captureAllowed(paymentView(outcome.payment), summaryOfRow(outcome.block), auth.evidence, false);
-  context.observer?.unknownOutcome("capture_payment");
-  return outcomeUnknown(call.reservation_id, String(outcome.result.reason), auth.evidence, false);
+  return captureOutcomeUnknown(context, call, auth, reason);
 }
 
 /**

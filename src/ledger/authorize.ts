@@ -19,6 +19,7 @@ import {
   lockBlock,
   putIdempotency,
   reservationByOrder,
+  reservationByPayment,
 } from "./statements.js";
 import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 
@@ -115,9 +116,12 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
   if (stored && !(await stillReplays(tx, context, stored, now_ms))) stored = undefined;
   const state: PolicyState = { ...(await blockPolicyState(tx, input.agent_id, block, now_ms)), idempotency: idempotencyState(stored) };
   if (input.tool === "capture_payment") {
+    // Binding a payment that another reservation holds would break the one-payment-one-reservation rule (R3).
+    const bound = payment && reservation ? await reservationByPayment(tx, payment.id) : undefined;
     state.capture = {
       payment: input.payment ?? { fetched: false, reason: "the payment was not fetched" },
       reservation: reservation ? reservationState(reservation) : null,
+      payment_bound_elsewhere: bound !== undefined && bound.reservation_id !== reservation?.reservation_id,
     };
   }
   return { block, reservation, key, stored, key_row, state };

@@ -134,19 +134,39 @@ export async function completeCapture(
   return { ...settled, result, block: (await lockBlock(tx, reservation.block_id)) as BlockRow };
 }
 
-/** The capture failed but the payment is still only authorized: nothing moved, so the key is
- *  dropped and the payment unbound, and the agent may try again. */
-export async function abandonCapture(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<EvidenceRef | undefined> {
+/**
+ * The capture failed and the payment is not captured: nothing moved, so the key is dropped and
+ * the agent may try again. The payment is unbound too (so another may be captured instead) when
+ * `unbind` says the failed capture cannot land later, unless another capture of that payment is
+ * still in flight: the binding then stays, so no second payment can be captured on the
+ * reservation while the first may still land.
+ */
+export async function abandonCapture(
+  tx: SqlTx,
+  context: LedgerContext,
+  call: CallRef,
+  payment: { payment_id: string; unbind: boolean },
+  reason: string,
+): Promise<EvidenceRef | undefined> {
   const { reservation } = await loadLocked(tx, call);
-  if (reservation.status === "held") {
-    // The provider proved nothing moved: the payment is unbound and the outcome is known again.
+  const unbind =
+    payment.unbind && reservation.status === "held" && reservation.payment_id === payment.payment_id && !(await otherCaptureInFlight(tx, call));
+  if (unbind) {
     await tx.run("UPDATE reservations SET payment_id = NULL, outcome_unknown = 0, unknown_reason = NULL, updated_at_ms = ? WHERE reservation_id = ?", [
       context.clock().getTime(),
       reservation.reservation_id,
     ]);
   }
   await dropIdempotency(tx, call.agent_id, call.key);
-  return record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason });
+  return record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
+}
+
+async function otherCaptureInFlight(tx: SqlTx, call: CallRef): Promise<boolean> {
+  const row = await tx.get<{ one: number }>(
+    "SELECT 1 AS one FROM idempotency_keys WHERE status = 'in_flight' AND reservation_id = ? AND NOT (agent_id = ? AND key = ?) LIMIT 1",
+    [call.reservation_id, call.agent_id, call.key],
+  );
+  return row !== undefined;
 }
 
 export type CaptureUnknownOutcome =

@@ -256,8 +256,8 @@ export class Ledger {
     return this.tx((tx) => completeCapture(tx, this.context, call, payment));
   }
 
-  abandonCapture(call: CallRef, reason: string): Promise<EvidenceRef | undefined> {
-    return this.tx((tx) => abandonCapture(tx, this.context, call, reason));
+  abandonCapture(call: CallRef, payment: { payment_id: string; unbind: boolean }, reason: string): Promise<EvidenceRef | undefined> {
+    return this.tx((tx) => abandonCapture(tx, this.context, call, payment, reason));
   }
 
   captureUnknown(call: CallRef, reason: string): Promise<CaptureUnknownOutcome> {

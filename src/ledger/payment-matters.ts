@@ -48,7 +48,7 @@ export async function capturePaymentMatters(tx: SqlTx, context: LedgerContext, a
     ...seen,
     calls_in_window: seen.calls_in_window + (seen.block ? undecided : 0),
     idempotency: idempotencyState(stored),
-    capture: { payment: payment_not_asked, reservation: null },
+    capture: { payment: payment_not_asked, reservation: null, payment_bound_elsewhere: false },
   };
   const verdict = decide({ tool: "capture_payment", args, agent_id, params_hash: key.params_hash }, state, now, guards);
   return verdict.effect === "ALLOW" && !verdict.replay;

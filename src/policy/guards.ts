@@ -170,6 +170,7 @@ function captureProblem(call: PolicyCall, state: PolicyState): string | undefine
   if (reservation.payment_id && reservation.payment_id !== payment.id) {
     return "the reservation is already bound to another payment";
   }
+  if (capture.payment_bound_elsewhere) return "the payment is already bound to another reservation";
   if (payment.currency !== reservation.currency) return "the payment's currency differs from the reservation's";
   if (payment.amount > reservation.amount) {
     return `the payment amount ${payment.amount} exceeds the reservation's ${reservation.amount}`;
@@ -184,7 +185,7 @@ function captureProblem(call: PolicyCall, state: PolicyState): string | undefine
 const reservationBound: Guard = {
   id: "R3",
   rule: "R3",
-  description: "a capture names a reservation this gate holds for this caller, for no more than its amount, in its currency, unbound to another payment",
+  description: "a capture names a reservation this gate holds for this caller, for no more than its amount, in its currency, unbound to another payment, with a payment unbound to another reservation",
   check: (call, state) => {
     if (call.tool !== "capture_payment") return undefined;
     const problem = captureProblem(call, state);

@@ -82,6 +82,8 @@ export interface CaptureState {
   payment: PaymentState;
   /** The gate's reservation for the payment's order, whoever holds it; null when the gate has none. */
   reservation: ReservationState | null;
+  /** Another of the gate's reservations is already bound to this payment. */
+  payment_bound_elsewhere: boolean;
 }
 
 export interface PolicyState {

@@ -1,0 +1,137 @@
+// One payment, one reservation, whatever the provider does: a capture the provider may still
+// carry out keeps its payment bound, so no second payment on the reservation is captured
+// meanwhile; a capture answered with another payment settles nothing on anyone's block; a
+// payment already bound to one reservation is refused on another (R3), with evidence.
+
+import { describe, expect, it } from "vitest";
+import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
+import type { Provider } from "../../src/provider/port.js";
+import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
+import { manualClock } from "../support/clock.js";
+import { payInProcess } from "../support/inprocess.js";
+import { waitFor } from "../provider/support.js";
+
+type Structured = Record<string, unknown>;
+
+/** The gate's provider with some methods replaced: a provider that misbehaves in one way. */
+function replaceProvider(b: Bursar, methods: Partial<Provider>): Provider {
+  const context = b.gate.gateContext as { provider: Provider };
+  const real = context.provider;
+  context.provider = Object.assign(Object.create(real) as Provider, methods);
+  return real;
+}
+
+for (const backend of backends()) {
+  describe(`${backend.name}: a capture binds one payment to one reservation`, () => {
+    async function setup() {
+      const db = await backend.db();
+      const b = await createBursar({ db, clock: manualClock(), ids: sequentialIds() });
+      if (isPostgresUrl(db)) closeAfterTest(b);
+      const buyer = async (name: string) => {
+        const agent = await b.operator.createAgent({ name });
+        const { block_id } = await b.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+        const call = async (tool: string, args: Record<string, unknown>) => (await b.gate.callTool(agent.token, tool, args)).structuredContent as Structured;
+        const order = async (amount: number, key: string) => ((await call("create_order", { amount, currency: "INR", idempotency_key: key })).order as { id: string }).id;
+        const block = async () => (await b.operator.getBlock(block_id)) as unknown as Record<string, unknown>;
+        return { agent, block_id, call, order, block };
+      };
+      const faults = () => b.simulator!.simulator.faults;
+      const close = () => (isPostgresUrl(db) ? Promise.resolve() : b.close());
+      return { b, buyer, faults, close };
+    }
+
+    /** Agent "a" with one order of 9,000 paid twice at the checkout: two authorized payments on it. */
+    async function twoPayments(t: Awaited<ReturnType<typeof setup>>) {
+      const a = await t.buyer("a");
+      const order_id = await a.order(9_000, "order-1");
+      return { a, first: await payInProcess(t.b, order_id), second: await payInProcess(t.b, order_id) };
+    }
+
+    it("a capture that got a 5xx keeps its payment bound: a second payment on the order is refused (R3), the first is captured on retry", async () => {
+      const t = await setup();
+      const { a, first, second } = await twoPayments(t);
+      t.faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+      expect(await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR" })).toMatchObject({ provider: "refused" });
+      const other = await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" });
+      expect(other).toMatchObject({ effect: "BLOCK", rule: "R3", reason: "the reservation is already bound to another payment" });
+      expect(await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "ALLOW", payment: { id: first, status: "captured" } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000 });
+      await t.close();
+    });
+
+    it("a capture the provider refused (4xx) unbinds its payment: another payment on the order can be captured", async () => {
+      const t = await setup();
+      const { a, first, second } = await twoPayments(t);
+      t.faults().set({ error_4xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+      expect(await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR" })).toMatchObject({ provider: "refused" });
+      expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "ALLOW", payment: { id: second } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000 });
+      await t.close();
+    });
+
+    it("a refused capture leaves the payment bound while another capture of it is still in flight", async () => {
+      const t = await setup();
+      const { a, first, second } = await twoPayments(t);
+      let release: () => void = () => undefined;
+      const held_back = new Promise<void>((resolve) => (release = resolve));
+      let captures = 0;
+      const real = replaceProvider(t.b, {
+        capturePayment: async (payment_id, input) => {
+          // The first capture hangs at the provider; the second is refused outright.
+          if (++captures === 1) {
+            await held_back;
+            return real.capturePayment(payment_id, input);
+          }
+          return { kind: "refused", status: 400, error: { code: "BAD_REQUEST_ERROR", description: "try again later" } };
+        },
+      });
+      const slow = a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "slow" });
+      await waitFor(() => captures === 1, 5_000, "the first capture at the provider");
+      expect(await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "fast" })).toMatchObject({ provider: "refused" });
+      expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "BLOCK", rule: "R3" });
+      release();
+      expect(await slow).toMatchObject({ effect: "ALLOW", payment: { id: first, status: "captured" } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000 });
+      await t.close();
+    });
+
+    it("a capture answered with another agent's payment settles nothing and freezes no block: the outcome is unknown", async () => {
+      const t = await setup();
+      const a = await t.buyer("a");
+      const b = await t.buyer("b");
+      const a_payment = await payInProcess(t.b, await a.order(9_000, "order-a"));
+      const b_payment = await payInProcess(t.b, await b.order(9_000, "order-b"));
+      const real = replaceProvider(t.b, { capturePayment: (_payment_id, input) => real.capturePayment(b_payment, input) });
+      const answered = await a.call("capture_payment", { payment_id: a_payment, amount: 9_000, currency: "INR" });
+      expect(answered).toMatchObject({ effect: "ALLOW", provider: "unknown" });
+      expect(String(answered.reason)).toContain(`the provider answered with payment ${b_payment}`);
+      expect(await a.block()).toMatchObject({ held: 9_000, spent: 0, frozen: false });
+      expect(await b.block()).toMatchObject({ held: 9_000, spent: 0, frozen: false });
+      const inbox = await t.b.operator.inbox();
+      expect(JSON.stringify(inbox)).toContain(String(answered.reservation_id));
+      await t.close();
+    });
+
+    it("a payment bound to one reservation that the provider reports under another order is refused by R3, not a database error", async () => {
+      const t = await setup();
+      const a = await t.buyer("a");
+      const first_order = await a.order(9_000, "order-1");
+      const second_order = await a.order(9_000, "order-2");
+      const payment_id = await payInProcess(t.b, first_order);
+      // A 5xx leaves the payment bound to the first reservation.
+      t.faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+      expect(await a.call("capture_payment", { payment_id, amount: 9_000, currency: "INR" })).toMatchObject({ provider: "refused" });
+      const real = replaceProvider(t.b, {
+        fetchPayment: async (id) => {
+          const fetched = await real.fetchPayment(id);
+          return fetched.kind === "ok" ? { ...fetched, value: { ...fetched.value, order_id: second_order } } : fetched;
+        },
+      });
+      const refused = await a.call("capture_payment", { payment_id, amount: 9_000, currency: "INR", idempotency_key: "elsewhere" });
+      expect(refused).toMatchObject({ effect: "BLOCK", rule: "R3", reason: "the payment is already bound to another reservation" });
+      expect(refused.evidence).toMatchObject({ receipt: { kind: "gate.decision" } });
+      expect(await a.block()).toMatchObject({ held: 18_000, spent: 0 });
+      await t.close();
+    });
+  });
+}
