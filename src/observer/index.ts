@@ -6,7 +6,7 @@ import { Agent as HttpsAgent } from "node:https";
 import type { Socket } from "node:net";
 import type { Clock } from "../clock.js";
 import { HttpError } from "../errors.js";
-import type { ObserverSource, SourceStore } from "../sources/store.js";
+import { observer_token_prefix, type ObserverSource, type SourceStore } from "../sources/store.js";
 import { callEvidence, Correlator } from "./calls.js";
 import { observer_token_header, relay, type RelayContext } from "./proxy.js";
 import { Recorder, type EvidenceSink, type GapReason } from "./recorder.js";
@@ -38,25 +38,45 @@ export interface ObserveTarget {
   url: URL;
 }
 
-/** The upstream URL for a request path below /observe (`rest` starts with "/" or is empty). */
+/**
+ * The upstream URL for a request path below /observe (`rest` starts with "/" or is empty). A
+ * path that would leave the upstream URL's own path ("..", "%2e%2e" or "\\" segments, which the
+ * URL parser resolves) is refused: a token opens its upstream URL and what lies below it only.
+ */
 export function upstreamTarget(upstream: URL, rest: string, query: string): URL {
   // The common case (the token in a header, no path or query below /observe) is the upstream itself.
   if ((rest === "" || rest === "/") && query === "") return upstream;
   const target = new URL(upstream.href);
-  if (rest !== "" && rest !== "/") target.pathname = target.pathname.replace(/\/+$/, "") + rest;
+  if (rest !== "" && rest !== "/") {
+    const base = target.pathname.replace(/\/+$/, "");
+    target.pathname = base + rest;
+    if (target.pathname !== base && !target.pathname.startsWith(`${base}/`)) {
+      throw new HttpError(400, "path_outside_upstream", "the path below /observe may not leave the upstream URL's path (a \"..\" segment)");
+    }
+  }
   if (query !== "") target.search = query;
   return target;
 }
 
-/** Splits `/observe[/{token}]/rest?query`: the header token wins; else the first segment is the token. */
+/**
+ * Splits `/observe[/{token}]/rest?query`: without the header, the first segment is the token.
+ * With it, a first segment shaped like an observer token is still taken as one and never
+ * forwarded: the same token is dropped from the path, and a different one is refused (a gateway
+ * that puts its token in the path and passes its clients' headers through would otherwise let
+ * a client reroute the request with a token of its own, and send the gateway's to that upstream).
+ */
 export function tokenAndRest(url: string, header_token: string | undefined): { token: string | undefined; rest: string; query: string } {
   const query_at = url.indexOf("?");
   const path = query_at === -1 ? url : url.slice(0, query_at);
   const query = query_at === -1 ? "" : url.slice(query_at);
   const below = path.slice(observe_path_prefix.length);
-  if (header_token) return { token: header_token, rest: below, query };
   const match = /^\/([^/]+)(\/.*)?$/.exec(below);
-  return { token: match ? decodeURIComponent(match[1]!) : undefined, rest: match?.[2] ?? "", query };
+  const segment = match ? decodeURIComponent(match[1]!) : undefined;
+  const after = match?.[2] ?? "";
+  if (!header_token) return { token: segment, rest: after, query };
+  if (!segment?.startsWith(observer_token_prefix)) return { token: header_token, rest: below, query };
+  if (segment !== header_token) throw new HttpError(400, "token_conflict", `the ${observer_token_header} header and the path name different observer tokens`);
+  return { token: header_token, rest: after, query };
 }
 
 export class Observer {
@@ -89,7 +109,8 @@ export class Observer {
     let parts: ReturnType<typeof tokenAndRest>;
     try {
       parts = tokenAndRest(url, header_token);
-    } catch {
+    } catch (error) {
+      if (error instanceof HttpError) throw error;
       throw new HttpError(400, "malformed", "the observer path is not valid");
     }
     if (!parts.token) throw new HttpError(401, "unauthorized", `an observer token is required (${observer_token_header} or /observe/{token}/…)`);

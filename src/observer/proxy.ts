@@ -264,6 +264,9 @@ export function relay(context: RelayContext, source: ObserverSource, request: In
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
   headers.push("host", target.host);
+  // A chunked body goes on chunked. Node frames a GET, DELETE or OPTIONS body only when told
+  // to: sent bare on a kept-alive upstream socket, its bytes would be read as requests of their own.
+  if (request.headers["transfer-encoding"] !== undefined) headers.push("transfer-encoding", "chunked");
   const upstream = send({ ...targetOptions(target), method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
   const tap = request.method === "POST" ? new BodyTap(true) : null;
   const destroy = () => {

@@ -17,6 +17,8 @@ export const rotation_grace_seconds_default = 86_400;
 export const rotation_grace_seconds_max = 30 * 86_400;
 /** Observer token lookups are cached this long: disabling or rotating elsewhere takes effect within it. */
 export const observer_cache_ttl_ms = 5_000;
+/** What newToken puts before an observer token's random part: `bsr_obs_…`. */
+export const observer_token_prefix = "bsr_obs_";
 export const observer_cache_entries_max = 1_000;
 
 type Purpose = "signing_key" | "api_key" | "observer_token";
@@ -111,7 +113,7 @@ export class SourceStore {
     const issued: Record<string, string> = {};
     for (const purpose of purposes_of[kind]) {
       const secret_id = this.ids("sec");
-      const value = newToken(purpose === "signing_key" ? "bsr_whsec" : purpose === "api_key" ? "bsr_srckey" : "bsr_obs");
+      const value = newToken(purpose === "signing_key" ? "bsr_whsec" : purpose === "api_key" ? "bsr_srckey" : observer_token_prefix.slice(0, -1));
       const sealed = purpose === "signing_key" ? this.sealer.seal(value, secret_id) : null;
       const hash = purpose === "signing_key" ? null : sha256Hex(value);
       await tx.run(
@@ -238,13 +240,17 @@ export class SourceStore {
     if (cached && now_ms - cached.at_ms < observer_cache_ttl_ms) return cached.source;
     let row: (SourceRow & { expires_at_ms: number | null }) | undefined;
     try {
-      row = await this.driver.read((tx) =>
-        tx.get<SourceRow & { expires_at_ms: number | null }>(
-          `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms FROM evidence_source_secrets k
-           JOIN evidence_sources s ON s.source_id = k.source_id
-           WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
-          [hash, now_ms],
-        ),
+      // Unreported: the answer only lets a request through, so it need not wait for the WAL
+      // flush of whatever it saw (a slow disk would otherwise hold observed traffic).
+      row = await this.driver.read(
+        (tx) =>
+          tx.get<SourceRow & { expires_at_ms: number | null }>(
+            `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms FROM evidence_source_secrets k
+             JOIN evidence_sources s ON s.source_id = k.source_id
+             WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
+            [hash, now_ms],
+          ),
+        { unreported: true },
       );
     } catch (error) {
       if (!cached) throw error;

@@ -1,6 +1,8 @@
 // The chained observer with a real SDK MCP server behind it and the SDK client in front:
 // bytes, statuses and MCP headers pass untouched; each tools/call becomes one observer.call.
 
+import { request as httpRequest } from "node:http";
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalSha256Hex } from "../../src/evidence/index.js";
 import { upstream_sockets_idle_max } from "../../src/observer/index.js";
@@ -61,6 +63,47 @@ describe("byte-for-byte relay", () => {
     const session = await rawSession(`${h.url}/observe/${source.observer_token}/mcp-json`);
     expect(upstream.seen.at(-1)?.path).toBe("/mcp-json");
     expect(session).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("sends a chunked DELETE body framed as chunked: its bytes never reach the upstream as a request of their own", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    const head = `DELETE /observe HTTP/1.1\r\nHost: 127.0.0.1\r\n${"x-bursar-observer-token"}: ${source.observer_token}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`;
+    const socket = connect(Number(new URL(h.url).port), "127.0.0.1");
+    socket.write(head + body);
+    const answer = await new Promise<string>((resolve) => {
+      let text = "";
+      socket.on("data", (chunk: Buffer) => (text += chunk.toString()));
+      socket.on("close", () => resolve(text));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 \d{3}/);
+    // Later requests reuse the kept-alive upstream socket the DELETE went on.
+    for (let i = 0; i < 3; i++) await raw(source.observer_url, "POST", { "x-bursar-observer-token": source.observer_token }, toolCall(1, "echo", {}));
+    expect(upstream.seen.map((seen) => seen.path)).not.toContain("/smuggled");
+  });
+
+  it("refuses a path that would leave the upstream URL's path, without forwarding", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const before = upstream.seen.length;
+    for (const path of ["/observe/%2e%2e/%2e%2e/internal?x=1", "/observe/../mcp-plain", "/observe/a/%2E./%2e%2E/internal", "/observe/..\\internal"]) {
+      const answer = await rawPath(h.url, path, { "x-bursar-observer-token": source.observer_token });
+      expect(answer.status, `${path}: ${answer.text}`).toBe(400);
+      expect(answer.text, path).toContain("path_outside_upstream");
+    }
+    expect(upstream.seen.length).toBe(before);
+  });
+
+  it("with the header, reads a token-shaped first path segment as a token: the same one is never forwarded, another is refused", async () => {
+    const source = await observerSource(h, upstream.url);
+    const other = await observerSource(h, upstream.url);
+    await rawSession(`${h.url}/observe/${source.observer_token}/mcp-json`, { "x-bursar-observer-token": source.observer_token });
+    expect(upstream.seen.at(-1)?.path).toBe("/mcp-json");
+    const before = upstream.seen.length;
+    const conflict = await raw(`${h.url}/observe/${source.observer_token}/mcp-json`, "POST", { "x-bursar-observer-token": other.observer_token }, toolCall(1, "echo", {}));
+    expect(conflict.status).toBe(400);
+    expect(conflict.bytes.toString()).toContain("token_conflict");
+    expect(upstream.seen.length).toBe(before);
   });
 
   it("refuses a missing or wrong token without forwarding", async () => {
@@ -178,3 +221,17 @@ describe("many sessions with open GET streams", () => {
     }
   });
 });
+
+/** A GET whose path goes out exactly as written (fetch would resolve its dot segments first). */
+function rawPath(base: string, path: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(base);
+    const request = httpRequest({ host: url.hostname, port: url.port, path, method: "GET", headers }, (response) => {
+      let text = "";
+      response.on("data", (chunk: Buffer) => (text += chunk.toString()));
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, text }));
+    });
+    request.on("error", reject);
+    request.end();
+  });
+}
