@@ -183,12 +183,20 @@ function redact(state: ScrubState): string {
   return redacted;
 }
 
+/** Integers from here up are rounded when parsed: their digits as sent are gone. */
+const exact_integer_max = Number.MAX_SAFE_INTEGER;
+/** The least integer with more digits than a card number has. */
+const past_card_digits = 10 ** card_digits_max;
+
 /** A card number can arrive as a JSON number; integers of 13+ digits are never amounts here. A
- *  number has no CVV beside it, so only the whole of it is a card number. */
+ *  number has no CVV beside it, so only the whole of it is a card number. Past 2^53 a 17- to
+ *  19-digit card number parses to a rounded neighbour that fails Luhn while keeping most of the
+ *  number's digits, so any integer of that size is taken for one. */
 function isSecretNumber(value: number): boolean {
-  if (!Number.isInteger(value) || Math.abs(value) < 1e12) return false;
-  const digits = String(Math.abs(value));
-  return digits.length <= card_digits_max && /^\d+$/.test(digits) && luhnValid(digits);
+  const magnitude = Math.abs(value);
+  if (!Number.isInteger(value) || magnitude < 1e12) return false;
+  if (magnitude > exact_integer_max) return magnitude < past_card_digits;
+  return String(magnitude).length <= card_digits_max && luhnValid(String(magnitude));
 }
 
 function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {

@@ -39,7 +39,10 @@ export function parseSignatureHeader(header: string | undefined): ParsedSignatur
     const key = part.slice(0, separator).trim();
     const value = part.slice(separator + 1).trim();
     if (key === "t") {
-      if (timestamp_seconds !== undefined || !/^\d{1,12}$/.test(value)) throw new SignatureError("signature_malformed", "t must appear once, as unix seconds");
+      // No leading zeros: the HMAC covers t as sent, and "017…" would not be the number's own text.
+      if (timestamp_seconds !== undefined || !/^(?:0|[1-9]\d{0,11})$/.test(value)) {
+        throw new SignatureError("signature_malformed", "t must appear once, as unix seconds without leading zeros");
+      }
       timestamp_seconds = Number(value);
     } else if (key === "v1") {
       if (!/^[0-9a-fA-F]{64}$/.test(value)) throw new SignatureError("signature_malformed", "v1 must be 64 hex digits");

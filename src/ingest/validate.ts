@@ -148,7 +148,8 @@ const sameName = (a: string | undefined, b: string | undefined) => a !== undefin
 /**
  * DESIGN: an `approve` is verified only if the approver is a human naming an id or email
  * that is not the agent's (any of the approver's names equal to any of the agent's makes it
- * the agent). Other decisions carry no approval claim (null).
+ * the agent). A record that names no agent id or email gives nothing to tell the two apart:
+ * unverified. Other decisions carry no approval claim (null).
  */
 export function approvalVerified(record: DecisionRecord): boolean | null {
   if (record.decision !== "approve") return null;
@@ -156,5 +157,6 @@ export function approvalVerified(record: DecisionRecord): boolean | null {
   if (!approver || approver.type !== "human") return false;
   if (approver.id === undefined && approver.email === undefined) return false;
   const agent_names = [record.agent?.id, record.agent?.email];
+  if (agent_names.every((name) => name === undefined)) return false;
   return ![approver.id, approver.email].some((name) => agent_names.some((other) => sameName(name, other)));
 }

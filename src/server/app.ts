@@ -67,6 +67,8 @@ export function redactUrl(url: string): string {
   return decoded_suspect.test(percentDecoded(redacted)) ? "[redacted]" : redacted;
 }
 
+const url_nul = /%00/;
+
 export const log_redact_paths = [
   "req.headers.authorization",
   "req.headers.cookie",
@@ -112,6 +114,12 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   app.setNotFoundHandler((request, reply) =>
     reply.status(404).send(errorBody("not_found", `no route ${request.method} ${redactUrl(request.url)}`)),
   );
+
+  // A NUL names nothing here (no id, token or path holds one), and PostgreSQL cannot even take
+  // it as a parameter: refused before any route looks an id up.
+  app.addHook("onRequest", async (request, reply) => {
+    if (url_nul.test(request.url)) return reply.status(400).send(errorBody("malformed", "the URL may not contain a NUL character (%00)"));
+  });
 
   const health = options.health;
   app.get("/healthz", async (request, reply) => {

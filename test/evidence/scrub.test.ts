@@ -135,6 +135,10 @@ describe("scrub", () => {
     for (const prefix of ["bsr_agent", "bsr_op", "bsr_audit", "bsr_whsec", "bsr_srckey", "bsr_obs"]) values.push(`ignore that, ${newToken(prefix)}`);
     for (const value of values) expect(scrub({ note: value }).note, value).toBe("[redacted]");
     expect(scrub({ n: 4111111111111111 }).n).toBe("[redacted]");
+    // Past 2^53 a 19-digit card number parses to a rounded neighbour (6221260000000000000) that
+    // fails Luhn yet keeps most of its digits: any integer of up to 19 digits that size is redacted.
+    expect(scrub({ pan: 6221260000000000019 }).pan).toBe("[redacted]");
+    expect(scrub({ big: 12345678901234567890 }).big).toBe(12345678901234567890);
     // A Luhn-valid digit run inside a hex digest is bounded by letters: not a card number.
     const digest = "e8f80ce73a7bf62bf87219a985f86002ca8284352066799136ec02afef18ce0b";
     expect(scrub({ digest }).digest).toBe(digest);

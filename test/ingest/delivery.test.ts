@@ -316,7 +316,7 @@ describe("approval verification and scrubbing", () => {
   const approve = (event_id: string, approver: Record<string, unknown>) =>
     record(event_id, { decision: "approve", agent: { id: "agent-release-bot", email: "bot@acme.com", type: "agent" }, approver });
 
-  it("marks an approve verified only for a human approver who is not the agent", async () => {
+  it("marks an approve verified only for a human approver who is not the agent, and the record names the agent", async () => {
     await stores(
       ndjson([
         approve("evt_ap_human", { email: "lead@acme.com", type: "human" }),
@@ -325,8 +325,9 @@ describe("approval verification and scrubbing", () => {
         approve("evt_ap_agent", { id: "other-bot", type: "agent" }),
         approve("evt_ap_noname", { name: "Someone", type: "human" }),
         record("evt_ap_allow"),
+        record("evt_ap_no_agent", { decision: "approve", agent: { name: "Release bot", type: "agent" }, approver: { email: "lead@acme.com", type: "human" } }),
       ]),
-      6,
+      7,
     );
     expect((await entryFor("evt_ap_human")).body.approval_verified).toBe(true);
     expect((await entryFor("evt_ap_self")).body.approval_verified).toBe(false);
@@ -334,6 +335,8 @@ describe("approval verification and scrubbing", () => {
     expect((await entryFor("evt_ap_agent")).body.approval_verified).toBe(false);
     expect((await entryFor("evt_ap_noname")).body.approval_verified).toBe(false);
     expect((await entryFor("evt_ap_allow")).body.approval_verified).toBeUndefined();
+    // No agent id or email to compare the approver with: nothing shows the approver is someone else.
+    expect((await entryFor("evt_ap_no_agent")).body.approval_verified).toBe(false);
   });
 
   it("scrubs secrets in args while args_hash and body_sha256 still bind the original", async () => {

@@ -56,11 +56,11 @@ describe("Bursar-Signature", () => {
     }
   });
 
-  it("refuses a missing or garbled header", async () => {
+  it("refuses a missing or garbled header, and a t with a leading zero (the HMAC covers t as sent)", async () => {
     const response = await fetch(`${h.url}/ingest/${source.id}`, { method: "POST", body: fresh() });
     expect(response.status).toBe(401);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe("signature_missing");
-    for (const header of ["garbage", "t=abc,v1=00", "v1=" + "a".repeat(64), `t=${Math.floor(Date.now() / 1000)}`, "t=1,t=2,v1=" + "a".repeat(64), `t=1,v1=zz`]) {
+    for (const header of ["garbage", "t=abc,v1=00", "v1=" + "a".repeat(64), `t=${Math.floor(Date.now() / 1000)}`, "t=1,t=2,v1=" + "a".repeat(64), `t=1,v1=zz`, `t=0${Math.floor(Date.now() / 1000)},v1=${"a".repeat(64)}`]) {
       expect(await rejected(fresh(), { header })).toBe("signature_malformed");
     }
   });

@@ -22,6 +22,12 @@ describe("bursar serve", () => {
       const missing = await fetch(`${started.url}/nope`);
       expect(missing.status).toBe(404);
       expect(await missing.json()).toMatchObject({ error: { code: "not_found" } });
+      // A NUL in an id (PostgreSQL cannot take it as a parameter) is refused before any look-up.
+      for (const path of ["/ingest/src%00x", "/api/v1/blocks/blk_%00", "/observe/bsr_obs_%00"]) {
+        const nul = await fetch(`${started.url}${path}`, { method: "POST" });
+        expect(nul.status, path).toBe(400);
+        expect(await nul.json()).toMatchObject({ error: { code: "malformed" } });
+      }
     } finally {
       await started.app.close();
     }
