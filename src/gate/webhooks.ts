@@ -3,6 +3,7 @@
 // as the capture tool. Every webhook, duplicates included, writes one evidence entry.
 
 import { HttpError } from "../errors.js";
+import { hasLoneSurrogate } from "../evidence/canonical.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
 import { settleCapture } from "../ledger/settle.js";
 import { getReservation, lockBlock } from "../ledger/statements.js";
@@ -124,6 +125,12 @@ export async function handleWebhook(
   }
   const parsed = context.provider.parseWebhook(raw_body);
   if ("error" in parsed) throw new HttpError(400, "malformed_event", parsed.error);
+  // An unsupported event is recorded by name: one the log cannot write would fail every redelivery with a 500.
+  if (parsed.type === "unsupported" && hasLoneSurrogate(parsed.event)) throw new HttpError(400, "malformed_event", "the event name holds a lone surrogate");
+  // order.paid is linked by its order's receipt and settled by its payment's order: they must be one order.
+  if (parsed.type === "order.paid" && parsed.order.id !== parsed.payment.order_id) {
+    throw new HttpError(400, "malformed_event", `order.paid names order ${parsed.order.id}, but its payment is on order ${parsed.payment.order_id ?? "(none)"}`);
+  }
   // The atomic dedupe is apply's INSERT; reading first spares a redelivery any provider call.
   const order_id = "payment" in parsed ? parsed.payment.order_id : null;
   if (order_id !== null) await linkUnlinkedOrder(context, event_id, parsed, order_id);

@@ -161,6 +161,22 @@ describe("POST /webhooks/razorpay", () => {
     expect(await log_size()).toBe(before + 1);
   });
 
+  it("signed but not recordable or not consistent → 400, no state change: an event name with a lone surrogate, an order.paid whose payment is on another order", async () => {
+    const { agent, order_id, reservation_id } = await heldOrder(10_000);
+    const other = await heldOrder(10_000);
+    const before = await log_size();
+    const unsupported = { entity: "event", account_id: "acc_Test", event: "refund.\ud800", contains: [], payload: {}, created_at: 1_790_000_000 };
+    expect(await send(unsupported)).toMatchObject({ status: 400, body: { error: { code: "malformed_event" } } });
+    // The order carries this agent's receipt; the payment is on the other agent's order.
+    const payment = { entity: "payment", id: "pay_Mix1", order_id: other.order_id, amount: 10_000, currency: "INR", status: "captured", captured: true, created_at: 1_790_000_000 };
+    const order = { entity: "order", id: order_id, amount: 10_000, amount_paid: 10_000, currency: "INR", receipt: reservation_id, status: "paid", notes: [], created_at: 1_790_000_000 };
+    const paid = { entity: "event", account_id: "acc_Test", event: "order.paid", contains: ["payment", "order"], payload: { payment: { entity: payment }, order: { entity: order } }, created_at: 1_790_000_000 };
+    expect(await send(paid)).toMatchObject({ status: 400, body: { error: { code: "malformed_event" } } });
+    expect(await log_size()).toBe(before);
+    expect(await block(agent.block_id)).toMatchObject({ held: 10_000, spent: 0 });
+    expect(await block(other.agent.block_id)).toMatchObject({ held: 10_000, spent: 0 });
+  });
+
   it("out of order (order.paid before payment.captured) applies once", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     const payment = { entity: "payment", id: "pay_Ooo1", order_id, amount: 10_000, currency: "INR", status: "captured", captured: true, created_at: 1_790_000_000 };
