@@ -68,7 +68,7 @@ export interface PendingCall {
 export type Outcome =
   | { type: "result"; is_error: boolean; result: unknown }
   | { type: "error"; error: unknown }
-  | { type: "no_response"; reason: "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended"; status?: number };
+  | { type: "no_response"; reason: "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled"; status?: number };
 
 export interface CallEvidence {
   input: AppendInput;
@@ -130,7 +130,10 @@ export class Correlator {
   private pending_bytes = 0;
   private exchanges = 0;
 
-  constructor(private readonly onExpired: (call: PendingCall, reason: "timeout" | "evicted") => void) {}
+  constructor(
+    private readonly onExpired: (call: PendingCall, reason: "timeout" | "evicted") => void,
+    private readonly ttl_ms = pending_call_ttl_ms,
+  ) {}
 
   private static key(exchange: number, id_key: string): string {
     return `${exchange}\n${id_key}`;
@@ -198,10 +201,11 @@ export class Correlator {
     return key === undefined ? undefined : this.takeKey(key);
   }
 
-  /** Map order is arrival order, so the expired calls are at the front. */
+  /** Map order is arrival order, so the expired calls are at the front. `now_ms` is on the
+   *  monotonic clock (performance.now()) that calls are started on. */
   expire(now_ms: number): void {
     for (const [key, call] of this.pending) {
-      if (now_ms - call.started_ms < pending_call_ttl_ms) return;
+      if (now_ms - call.started_ms < this.ttl_ms) return;
       this.evict(key, call, "timeout");
     }
   }

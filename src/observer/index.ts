@@ -4,9 +4,10 @@
 import { Agent as HttpAgent, type IncomingMessage, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent } from "node:https";
 import type { Socket } from "node:net";
+import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import { HttpError } from "../errors.js";
-import { observer_token_prefix, type ObserverSource, type SourceStore } from "../sources/store.js";
+import { observer_cache_ttl_ms, observer_token_prefix, type ObserverSource, type SourceStore } from "../sources/store.js";
 import { callEvidence, Correlator } from "./calls.js";
 import { observer_token_header, relay, type RelayContext } from "./proxy.js";
 import { Recorder, type EvidenceSink, type GapReason } from "./recorder.js";
@@ -23,8 +24,15 @@ export const observe_path_prefix = "/observe";
  */
 export const upstream_sockets_idle_max = 256;
 
+/** How often open exchanges' tokens are checked again and calls left unanswered past their time are recorded. */
+export const observer_sweep_ms_default = observer_cache_ttl_ms;
+
 export interface ObserverOptions {
   sources: SourceStore;
+  /** Default observer_sweep_ms_default. */
+  sweep_ms?: number;
+  /** How long a call may wait for its answer before it is recorded as a timeout; default pending_call_ttl_ms. */
+  pending_call_ttl_ms?: number;
   sink: EvidenceSink;
   clock: Clock;
   queue_length_max?: number;
@@ -36,6 +44,8 @@ export interface ObserverOptions {
 export interface ObserveTarget {
   source: ObserverSource;
   url: URL;
+  /** The token that opened the source, checked again while its exchanges stay open. */
+  token: string;
 }
 
 /**
@@ -84,13 +94,17 @@ export class Observer {
   readonly recorder: Recorder;
   readonly correlator: Correlator;
   private closing = false;
+  /** Open exchanges by the token that opened them: a GET stream never ends by itself. */
+  private readonly open = new Map<string, Set<() => void>>();
+  private readonly sweeper: NodeJS.Timeout;
+  private sweeping = false;
 
   constructor(private readonly options: ObserverOptions) {
     this.recorder = new Recorder(options);
     this.correlator = new Correlator((call, reason) => {
       const evidence = callEvidence(call, { type: "no_response", reason }, call.started_ms, "none");
       this.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
-    });
+    }, options.pending_call_ttl_ms);
     this.context = {
       clock: options.clock,
       correlator: this.correlator,
@@ -102,6 +116,28 @@ export class Observer {
       active: new Set(),
       sockets: new Set(),
     };
+    this.sweeper = setInterval(() => void this.sweep(), options.sweep_ms ?? observer_sweep_ms_default);
+    this.sweeper.unref();
+  }
+
+  /**
+   * Records calls left unanswered past their time, even when no new call comes to do it, and
+   * cuts the open exchanges of a token that no longer opens its source (the source disabled, or
+   * the token past its rotation grace): its GET streams would otherwise relay on for ever. While
+   * the database fails, open exchanges go on, as new requests with a known token do.
+   */
+  private async sweep(): Promise<void> {
+    if (this.sweeping || this.closing) return;
+    this.sweeping = true;
+    try {
+      this.correlator.expire(performance.now());
+      for (const [token, cuts] of [...this.open]) {
+        const source = await this.options.sources.observerByToken(token).catch(() => undefined);
+        if (source === null) for (const cut of [...cuts]) cut();
+      }
+    } finally {
+      this.sweeping = false;
+    }
   }
 
   /** The source and upstream URL for a request, or a 401 (no token, or not a valid enabled observer's), or a 503 (a token not seen before while the database fails). */
@@ -122,7 +158,7 @@ export class Observer {
       throw new HttpError(503, "store_unavailable", "the observer token cannot be checked now; try again later");
     }
     if (!source) throw new HttpError(401, "unauthorized", "the observer token is not valid");
-    return { source, url: upstreamTarget(source.upstream, parts.rest, parts.query) };
+    return { source, url: upstreamTarget(source.upstream, parts.rest, parts.query), token: parts.token };
   }
 
   /** Called first for every observer request: remembers its connection, or cuts it when closing. */
@@ -135,7 +171,15 @@ export class Observer {
 
   relay(target: ObserveTarget, request: IncomingMessage, response: ServerResponse): void {
     if (this.closing) return void response.destroy();
-    relay(this.context, target.source, request, response, target.url);
+    const cut = relay(this.context, target.source, request, response, target.url);
+    let cuts = this.open.get(target.token);
+    if (!cuts) this.open.set(target.token, (cuts = new Set()));
+    const open = cuts;
+    open.add(cut);
+    response.once("close", () => {
+      open.delete(cut);
+      if (open.size === 0 && this.open.get(target.token) === open) this.open.delete(target.token);
+    });
   }
 
   /** Cuts open streams (GET streams never end by themselves) and the connections that carried them. */
@@ -147,6 +191,7 @@ export class Observer {
 
   /** Stops: open streams cut, pending calls recorded as no_response, the queue drained (bounded). */
   async close(): Promise<void> {
+    clearInterval(this.sweeper);
     this.cutStreams();
     for (const call of this.correlator.drainAll()) {
       const evidence = callEvidence(call, { type: "no_response", reason: "evicted" }, call.started_ms, "none");

@@ -258,8 +258,8 @@ function badGateway(response: ServerResponse): void {
   response.end(body);
 }
 
-/** Relays one request to `target` and its response back, observing both. */
-export function relay(context: RelayContext, source: ObserverSource, request: IncomingMessage, response: ServerResponse, target: URL): void {
+/** Relays one request to `target` and its response back, observing both. Returns what cuts the exchange. */
+export function relay(context: RelayContext, source: ObserverSource, request: IncomingMessage, response: ServerResponse, target: URL): () => void {
   const exchange = new Exchange(context, source, request);
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
@@ -269,14 +269,19 @@ export function relay(context: RelayContext, source: ObserverSource, request: In
   if (request.headers["transfer-encoding"] !== undefined) headers.push("transfer-encoding", "chunked");
   const upstream = send({ ...targetOptions(target), method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
   const tap = request.method === "POST" ? new BodyTap(true) : null;
+  // Ended from this side (the gateway went away, or Bursar cut the exchange) rather than by the upstream.
+  let cancelled = false;
   const destroy = () => {
+    cancelled = true;
     upstream.destroy();
     response.destroy();
   };
   context.active.add(destroy);
   response.on("close", () => {
     context.active.delete(destroy);
-    if (!response.writableFinished) upstream.destroy();
+    if (response.writableFinished) return;
+    cancelled = true;
+    upstream.destroy();
   });
   request.on("data", (chunk: Buffer) => {
     if (!upstream.write(chunk)) request.pause();
@@ -290,7 +295,9 @@ export function relay(context: RelayContext, source: ObserverSource, request: In
   request.on("error", () => upstream.destroy());
   upstream.on("response", (incoming) => relayResponse(exchange, incoming, response, context));
   upstream.on("error", () => {
-    exchange.settle({ type: "no_response", reason: "http_status", status: 502 }, "none");
+    // Only an upstream that failed gets the 502 Bursar answers in its place.
+    exchange.settle(cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 }, "none");
     badGateway(response);
   });
+  return destroy;
 }

@@ -34,7 +34,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export type HarnessOptions = Partial<Pick<EvidenceSourceOptions, "sink" | "queue_length_max" | "retry_delay_ms">>;
+export type HarnessOptions = Partial<Pick<EvidenceSourceOptions, "sink" | "queue_length_max" | "retry_delay_ms" | "sweep_ms" | "pending_call_ttl_ms">>;
 
 export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const dir = mkdtempSync(join(tmpdir(), "bursar-sources-"));

@@ -22,6 +22,10 @@ export interface EvidenceSourceOptions {
   sink?: EvidenceSink;
   queue_length_max?: number;
   retry_delay_ms?: number;
+  /** How often the observer records calls left unanswered and checks open exchanges' tokens again. */
+  sweep_ms?: number;
+  /** How long an observed call may wait for its answer before it is recorded as a timeout. */
+  pending_call_ttl_ms?: number;
   /** Counts calls the observer could not record (bursar_evidence_gap_calls_total). */
   onUnrecorded?: (calls: number, reason: GapReason) => void;
   /** Operational messages from the observer's writer (never headers, args or results); default stderr. */
@@ -44,6 +48,8 @@ export function evidenceSources(options: EvidenceSourceOptions): EvidenceSources
     clock,
     ...(options.queue_length_max === undefined ? {} : { queue_length_max: options.queue_length_max }),
     ...(options.retry_delay_ms === undefined ? {} : { retry_delay_ms: options.retry_delay_ms }),
+    ...(options.sweep_ms === undefined ? {} : { sweep_ms: options.sweep_ms }),
+    ...(options.pending_call_ttl_ms === undefined ? {} : { pending_call_ttl_ms: options.pending_call_ttl_ms }),
     ...(options.onUnrecorded ? { onUnrecorded: options.onUnrecorded } : {}),
     onError: options.onError ?? ((message) => process.stderr.write(`bursar observer: ${message}\n`)),
   });
