@@ -1,5 +1,6 @@
 // Secret scrubbing for evidence bodies: a deep copy in which values under secret-looking
-// keys, and values that look like credentials or card numbers, become "[redacted]"; and the
+// keys, values that look like credentials or card numbers, and objects with a key that looks
+// like one, become "[redacted]"; and the
 // RFC 8785 text of that copy written in one walk, without making the copy.
 
 import { CanonicalJsonError, canonicalJson, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
@@ -207,8 +208,10 @@ function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   if (Array.isArray(value)) return value.map((item) => scrubValue(item, depth + 1, state));
   const source = value as { toJSON?: () => unknown };
   if (typeof source.toJSON === "function") return scrubValue(source.toJSON(), depth + 1, state);
+  const keys = Object.keys(value);
+  if (keys.some(isSecretValue)) return redact(state);
   const copy: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
+  for (const key of keys) {
     const item = (value as Record<string, unknown>)[key];
     const scrubbed = isSecretKeyName(key) && item !== null && item !== undefined ? redact(state) : scrubValue(item, depth + 1, state);
     // JSON.parse makes "__proto__" an own key; assigning it would set the copy's prototype
@@ -275,6 +278,9 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
   if ("toJSON" in value) throw new NotPlainData();
   const object = value as Record<string, unknown>;
   const keys = Object.keys(object);
+  // A key can carry a secret too ({"4111 1111 1111 1111": "visa"}): renaming it could collide
+  // with another key, so the object is replaced whole.
+  if (keys.some(isSecretValue)) return redactedText(state);
   sortKeys(keys);
   let out = "{";
   let first = true;

@@ -2,7 +2,7 @@
 // settle or mark unknown (one transaction, with evidence). Only a 4xx to order creation
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
-import { scrub } from "../evidence/index.js";
+import { isSecretValue, scrub } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef } from "../ledger/index.js";
 import type { PaymentState } from "../policy/index.js";
 import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
@@ -21,8 +21,9 @@ type Args = Record<string, unknown>;
  */
 export function providerNotes(args: Args): Record<string, string> {
   // fromEntries defines keys, so even "__proto__" stays a note rather than becoming a prototype.
+  // A note whose key looks like a secret is left out (scrubbing would replace all the notes).
   const given = args.notes && typeof args.notes === "object" ? Object.entries(args.notes as Record<string, unknown>) : [];
-  const notes: Record<string, string> = Object.fromEntries(given.map(([key, value]) => [key, String(value)]));
+  const notes: Record<string, string> = Object.fromEntries(given.filter(([key]) => !isSecretValue(key)).map(([key, value]) => [key, String(value)]));
   if (typeof args.receipt === "string") notes.buyer_receipt = args.receipt;
   return scrub(notes);
 }

@@ -1,6 +1,8 @@
 // Fastify assembly: logging without secrets, body limits, the error mapping and graceful
 // shutdown. Routes come from plugins registered by the features; no business logic here.
 
+import { STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
@@ -94,6 +96,7 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     logger: options.logger === undefined ? loggerOptions() : options.logger,
     bodyLimit: body_limit_default_bytes,
     return503OnClosing: true,
+    clientErrorHandler,
   });
   shutdowns.set(app, { grace_ms: options.shutdown_grace_ms ?? shutdown_grace_ms_default, in_flight: countInFlight(app) });
 
@@ -140,6 +143,26 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     app.addHook("onClose", async () => onClose());
   }
   return app;
+}
+
+const client_errors: Record<string, { status: number; message: string }> = {
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, message: "Client Timeout" },
+  HPE_HEADER_OVERFLOW: { status: 431, message: "Exceeded maximum allowed HTTP header size" },
+};
+
+/**
+ * Answers a request Node could not parse as Fastify's own handler does, but logs only the
+ * error's code and message: Fastify logged the whole error, whose `rawPacket` holds the request's
+ * bytes as received, headers (an Authorization, an observer token) included.
+ */
+function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  const { status, message } = client_errors[error.code ?? ""] ?? { status: 400, message: "Client Error" };
+  this.log.trace({ err: { code: error.code, message: error.message } }, "client error");
+  const reason = STATUS_CODES[status] ?? "Bad Request";
+  const body = JSON.stringify({ error: reason, message, statusCode: status });
+  if (socket.writable) socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n\r\n${body}`);
+  socket.destroy(error);
 }
 
 function withTimeout(work: Promise<void>, timeout_ms: number): Promise<void> {

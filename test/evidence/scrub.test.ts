@@ -143,6 +143,11 @@ describe("scrub", () => {
     const digest = "e8f80ce73a7bf62bf87219a985f86002ca8284352066799136ec02afef18ce0b";
     expect(scrub({ digest }).digest).toBe(digest);
     expect(scrub({ pan: "pan=4111-1111-1111-1111;" }).pan).toBe("[redacted]");
+    // A secret in a key: the object holding it is stored as "[redacted]" whole, on both paths.
+    for (const notes of [{ "4111111111111111": "visa", ok: 1 }, { "Bearer abcdefghijklmnop": 1 }]) {
+      expect(scrub({ notes, amount: 5 })).toEqual({ notes: "[redacted]", amount: 5 });
+      expect(scrubbedCanonicalJson({ notes, amount: 5 })).toEqual({ text: '{"amount":5,"notes":"[redacted]"}', redactions: 1 });
+    }
   });
 
   it("finds a JWT exactly where /\\beyJ[A-Za-z0-9_-]{4,}\\.[A-Za-z0-9_-]{4,}\\./ does, in text made of its pieces", () => {

@@ -1,5 +1,6 @@
 // What the agent's notes become at the provider: every key kept as data (even "__proto__", which
-// plain assignment would turn into a prototype and drop), the receipt moved into notes, secrets out.
+// plain assignment would turn into a prototype and drop), the receipt moved into notes, secrets out
+// (a note whose key is secret-shaped is left out whole).
 
 import { describe, expect, it } from "vitest";
 import { providerNotes } from "../../src/gate/money.js";
@@ -12,6 +13,11 @@ describe("providerNotes", () => {
     expect(Object.keys(notes).sort()).toEqual(["__proto__", "buyer_receipt", "sku", "token"]);
     expect(notes).toMatchObject({ sku: "7", buyer_receipt: "r-1", token: "[redacted]" });
     expect(Object.getOwnPropertyDescriptor(notes, "__proto__")?.value).toBe("x");
+  });
+
+  it("leaves out a note whose key is secret-shaped (a card number, a bearer token) and keeps the rest", () => {
+    const notes = providerNotes({ notes: { "4111 1111 1111 1111": "visa", "Bearer abcdefghijklmnop": "x", sku: "7" }, receipt: "r-2" });
+    expect(notes).toEqual({ sku: "7", buyer_receipt: "r-2" });
   });
 
 });

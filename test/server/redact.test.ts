@@ -2,6 +2,7 @@
 // token segment after /observe is redacted whatever the case, repeated or encoded slashes, and
 // Bursar's own token shapes are redacted wherever they appear in the URL.
 
+import { connect, type AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { buildServer, loggerOptions, redactUrl } from "../../src/server/app.js";
@@ -37,15 +38,9 @@ describe("redactUrl", () => {
 
 describe("the access log of a real server", () => {
   it("keeps path tokens out of log lines and 404 answers", async () => {
-    let logs = "";
-    const stream = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logs += chunk.toString();
-        done();
-      },
-    });
-    // The production logger options, writing to `logs`.
-    const app = await buildServer({ logger: { ...(loggerOptions("info") as object), stream } });
+    const log = logLines();
+    // The production logger options, writing to `log`.
+    const app = await buildServer({ logger: { ...(loggerOptions("info") as object), stream: log.stream } });
     const url = await app.listen({ host: "127.0.0.1", port: 0 });
     try {
       for (const path of [`/Observe/${token}`, `//observe/${token}`, `/observe%2F${token}`]) {
@@ -56,7 +51,43 @@ describe("the access log of a real server", () => {
     } finally {
       await app.close();
     }
-    expect(logs).toContain("[redacted]");
-    expect(logs).not.toContain(token);
+    expect(log.text()).toContain("[redacted]");
+    expect(log.text()).not.toContain(token);
+  });
+
+  it("logs a request Node cannot parse by its error alone, even at trace level: never its bytes, headers included", async () => {
+    const log = logLines();
+    const app = await buildServer({ logger: { ...(loggerOptions("trace") as object), stream: log.stream } });
+    await app.listen({ host: "127.0.0.1", port: 0 });
+    const canary = "Bearer canary-client-error-0123456789";
+    try {
+      const socket = connect((app.server.address() as AddressInfo).port, "127.0.0.1");
+      socket.write(`GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: ${canary}\r\nx-bursar-observer-token: ${token}\r\nBad Header Line\r\n\r\n`);
+      const answer = await new Promise<string>((resolve) => {
+        let text = "";
+        socket.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        socket.on("close", () => resolve(text));
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 400 Bad Request/);
+    } finally {
+      await app.close();
+    }
+    expect(log.text()).toContain("client error");
+    // Fastify's own handler logged the error whole: its rawPacket is the request's bytes, as numbers.
+    expect(log.text()).not.toContain("rawPacket");
+    expect(log.text()).not.toContain("canary-client-error");
+    expect(log.text()).not.toContain(token);
   });
 });
+
+/** A log stream and what was written to it. */
+function logLines(): { stream: Writable; text: () => string } {
+  let logs = "";
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logs += chunk.toString();
+      done();
+    },
+  });
+  return { stream, text: () => logs };
+}
