@@ -144,7 +144,9 @@ async function afterCaptureError(
   if (check.kind === "ok" && check.value.status === "captured") return settled(context, call, check.value, auth);
   if (check.kind === "ok") {
     const unbind = error !== undefined || check.value.status !== "authorized";
-    await context.ledger.abandonCapture(call, { payment_id, unbind }, reason);
+    const abandoned = await context.ledger.abandonCapture(call, { payment_id, unbind }, reason);
+    // The capture landed after all, and a webhook settled it meanwhile.
+    if (abandoned.kind === "settled") return captureAllowed(paymentView(abandoned.payment), summaryOfRow(abandoned.block), auth.evidence, false);
     const block = await blockSummary(context, auth.block?.block_id as string);
     return providerRefused(call.reservation_id, error ?? { code: "capture_failed", description: reason }, auth.evidence, block);
   }

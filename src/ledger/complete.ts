@@ -134,12 +134,24 @@ export async function completeCapture(
   return { ...settled, result, block: (await lockBlock(tx, reservation.block_id)) as BlockRow };
 }
 
+/** The payment a webhook or check settled this call's reservation with, having completed its key; else undefined. */
+async function settledMeanwhile(tx: SqlTx, call: CallRef, reservation: ReservationRow): Promise<CapturedPayment | undefined> {
+  if (reservation.status !== "committed") return undefined;
+  const stored = await getIdempotency(tx, call.agent_id, call.key);
+  const result = stored?.status === "stored" && stored.result_json ? (JSON.parse(stored.result_json) as { payment?: CapturedPayment }) : {};
+  return result.payment;
+}
+
+export type AbandonOutcome = { kind: "abandoned"; evidence?: EvidenceRef } | { kind: "settled"; payment: CapturedPayment; block: BlockRow };
+
 /**
  * The capture failed and the payment is not captured: nothing moved, so the key is dropped and
- * the agent may try again. The payment is unbound too (so another may be captured instead) when
- * `unbind` says the failed capture cannot land later, unless another capture of that payment is
- * still in flight: the binding then stays, so no second payment can be captured on the
- * reservation while the first may still land.
+ * the agent may try again. Unless a webhook settled the payment meanwhile (the capture landed
+ * after all): that completed the key, which stays and is what the agent hears. The payment is
+ * unbound too (so another may be captured instead) when `unbind` says the failed capture cannot
+ * land later, unless another capture of that payment may still land (in flight, or its outcome
+ * unknown since its lease ran out): the binding then stays, so no second payment can be
+ * captured on the reservation meanwhile.
  */
 export async function abandonCapture(
   tx: SqlTx,
@@ -147,18 +159,22 @@ export async function abandonCapture(
   call: CallRef,
   payment: { payment_id: string; unbind: boolean },
   reason: string,
-): Promise<EvidenceRef | undefined> {
-  const { reservation } = await loadLocked(tx, call);
+): Promise<AbandonOutcome> {
+  const { reservation, block } = await loadLocked(tx, call);
+  const settled = await settledMeanwhile(tx, call, reservation);
+  if (settled) return { kind: "settled", payment: settled, block };
   const unbind =
-    payment.unbind && reservation.status === "held" && reservation.payment_id === payment.payment_id && !(await otherCaptureInFlight(tx, call));
+    payment.unbind &&
+    reservation.status === "held" &&
+    reservation.payment_id === payment.payment_id &&
+    !reservation.outcome_unknown &&
+    !(await otherCaptureInFlight(tx, call));
   if (unbind) {
-    await tx.run("UPDATE reservations SET payment_id = NULL, outcome_unknown = 0, unknown_reason = NULL, updated_at_ms = ? WHERE reservation_id = ?", [
-      context.clock().getTime(),
-      reservation.reservation_id,
-    ]);
+    await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation.reservation_id]);
   }
   await dropIdempotency(tx, call.agent_id, call.key);
-  return record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
+  const evidence = await record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
+  return evidence ? { kind: "abandoned", evidence } : { kind: "abandoned" };
 }
 
 async function otherCaptureInFlight(tx: SqlTx, call: CallRef): Promise<boolean> {
@@ -180,9 +196,8 @@ export type CaptureUnknownOutcome =
  */
 export async function captureUnknown(tx: SqlTx, context: LedgerContext, call: CallRef, reason: string): Promise<CaptureUnknownOutcome> {
   const { reservation, block } = await loadLocked(tx, call);
-  const stored = await getIdempotency(tx, call.agent_id, call.key);
-  const settled = stored?.status === "stored" && stored.result_json ? (JSON.parse(stored.result_json) as { payment?: CapturedPayment }) : {};
-  if (reservation.status === "committed" && settled.payment) return { kind: "settled", payment: settled.payment, block };
+  const settled = await settledMeanwhile(tx, call, reservation);
+  if (settled) return { kind: "settled", payment: settled, block };
   await markUnknown(tx, context, reservation, reason);
   const result = { provider: "unknown", reservation_id: reservation.reservation_id, reason };
   await storeResult(tx, call.agent_id, call.key, result);

@@ -12,6 +12,7 @@ import { newBlockRow, type CreateBlockInput } from "./blocks.js";
 import {
   abandonCapture,
   captureUnknown,
+  type AbandonOutcome,
   completeCapture,
   completeOrder,
   type CallRef,
@@ -256,7 +257,7 @@ export class Ledger {
     return this.tx((tx) => completeCapture(tx, this.context, call, payment));
   }
 
-  abandonCapture(call: CallRef, payment: { payment_id: string; unbind: boolean }, reason: string): Promise<EvidenceRef | undefined> {
+  abandonCapture(call: CallRef, payment: { payment_id: string; unbind: boolean }, reason: string): Promise<AbandonOutcome> {
     return this.tx((tx) => abandonCapture(tx, this.context, call, payment, reason));
   }
 

@@ -25,7 +25,8 @@ for (const backend of backends()) {
   describe(`${backend.name}: a capture binds one payment to one reservation`, () => {
     async function setup() {
       const db = await backend.db();
-      const b = await createBursar({ db, clock: manualClock(), ids: sequentialIds() });
+      const clock = manualClock();
+      const b = await createBursar({ db, clock, ids: sequentialIds(), lease_ms: 60_000 });
       if (isPostgresUrl(db)) closeAfterTest(b);
       const buyer = async (name: string) => {
         const agent = await b.operator.createAgent({ name });
@@ -37,7 +38,7 @@ for (const backend of backends()) {
       };
       const faults = () => b.simulator!.simulator.faults;
       const close = () => (isPostgresUrl(db) ? Promise.resolve() : b.close());
-      return { b, buyer, faults, close };
+      return { b, clock, buyer, faults, close };
     }
 
     /** Agent "a" with one order of 9,000 paid twice at the checkout: two authorized payments on it. */
@@ -72,25 +73,58 @@ for (const backend of backends()) {
     it("a refused capture leaves the payment bound while another capture of it is still in flight", async () => {
       const t = await setup();
       const { a, first, second } = await twoPayments(t);
-      let release: () => void = () => undefined;
-      const held_back = new Promise<void>((resolve) => (release = resolve));
-      let captures = 0;
-      const real = replaceProvider(t.b, {
-        capturePayment: async (payment_id, input) => {
-          // The first capture hangs at the provider; the second is refused outright.
-          if (++captures === 1) {
-            await held_back;
-            return real.capturePayment(payment_id, input);
-          }
-          return { kind: "refused", status: 400, error: { code: "BAD_REQUEST_ERROR", description: "try again later" } };
-        },
-      });
+      const { release, captures } = holdFirstCapture(t.b);
       const slow = a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "slow" });
-      await waitFor(() => captures === 1, 5_000, "the first capture at the provider");
+      await waitFor(() => captures() === 1, 5_000, "the first capture at the provider");
       expect(await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "fast" })).toMatchObject({ provider: "refused" });
       expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "BLOCK", rule: "R3" });
       release();
       expect(await slow).toMatchObject({ effect: "ALLOW", payment: { id: first, status: "captured" } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000 });
+      await t.close();
+    });
+
+    it("a refused capture leaves the payment bound while an earlier capture of it, its lease run out, may still land", async () => {
+      const t = await setup();
+      const { a, first, second } = await twoPayments(t);
+      const { release, captures } = holdFirstCapture(t.b);
+      const slow = a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "slow" });
+      await waitFor(() => captures() === 1, 5_000, "the first capture at the provider");
+      // Its lease runs out: the next decision marks it outcome-unknown.
+      t.clock.advance(61_000);
+      expect(await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "fast" })).toMatchObject({ provider: "refused" });
+      expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "BLOCK", rule: "R3" });
+      release();
+      await slow;
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000 });
+      await t.close();
+    });
+
+    it("a capture whose error is followed by a webhook settling it tells the agent it was captured, and its key replays that", async () => {
+      const t = await setup();
+      const a = await t.buyer("a");
+      const payment_id = await payInProcess(t.b, await a.order(9_000, "order-1"));
+      let captured = false;
+      let stale_answers = 1;
+      const real = replaceProvider(t.b, {
+        // The capture lands, its answer is lost, and the re-fetch still sees the payment authorized;
+        // the payment.captured webhook arrives before the gate records the failure.
+        capturePayment: async (id, input) => {
+          await real.capturePayment(id, input);
+          captured = true;
+          await t.b.simulator!.simulator.deliverWebhooksNow();
+          return { kind: "unknown", reason: "timeout" };
+        },
+        fetchPayment: async (id) => {
+          const fetched = await real.fetchPayment(id);
+          if (!captured || stale_answers-- <= 0 || fetched.kind !== "ok") return fetched;
+          return { ...fetched, value: { ...fetched.value, status: "authorized" } };
+        },
+      });
+      const args = { payment_id, amount: 9_000, currency: "INR", idempotency_key: "k1" };
+      const answered = await a.call("capture_payment", args);
+      expect(answered).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
+      expect(await a.call("capture_payment", args)).toMatchObject({ effect: "ALLOW", replayed: true, payment: { id: payment_id } });
       expect(await a.block()).toMatchObject({ held: 0, spent: 9_000 });
       await t.close();
     });
@@ -134,4 +168,21 @@ for (const backend of backends()) {
       await t.close();
     });
   });
+}
+
+/** The first capture hangs at the provider until released; every later one is refused outright (a 4xx). */
+function holdFirstCapture(b: Bursar): { release: () => void; captures: () => number } {
+  let release: () => void = () => undefined;
+  const held_back = new Promise<void>((resolve) => (release = resolve));
+  let captures = 0;
+  const real = replaceProvider(b, {
+    capturePayment: async (payment_id, input) => {
+      if (++captures === 1) {
+        await held_back;
+        return real.capturePayment(payment_id, input);
+      }
+      return { kind: "refused", status: 400, error: { code: "BAD_REQUEST_ERROR", description: "try again later" } };
+    },
+  });
+  return { release: () => release(), captures: () => captures };
 }

@@ -96,8 +96,12 @@ for (const backend of backends()) {
       );
       const effects = results.map((result) => `${String(result.structuredContent.effect)} ${String(result.structuredContent.rule ?? "")}`.trim());
       // The order took one of the 3 calls; the two captures ahead of the rest look the payment up
-      // and both are allowed (one captures it, the other finds it captured), the rest are R6.
-      expect(effects.filter((effect) => effect === "ALLOW")).toHaveLength(2);
+      // and are decided: the first captures it; the second is allowed too (and finds it captured)
+      // unless the first had already settled when it was decided (then R3: already committed).
+      // The rest are R6.
+      const allowed = effects.filter((effect) => effect === "ALLOW").length;
+      expect(allowed).toBeGreaterThanOrEqual(1);
+      expect(effects.filter((effect) => effect === "BLOCK R3")).toHaveLength(2 - allowed);
       expect(effects.filter((effect) => effect === "BLOCK R6")).toHaveLength(18);
       expect((await t.b.ledger.getBlock(t.block_id)).spent).toBe(5_000);
       // Two look-ups, two capture requests and one re-fetch; every capture fetched before.
