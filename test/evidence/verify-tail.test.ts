@@ -2,12 +2,14 @@
 // receipts alone: verify checks those receipts' signatures and the entries' seq, and fails on a
 // tail entry that nothing signed vouches for.
 
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { exportLog } from "../../src/evidence/export.js";
 import { leafHash } from "../../src/evidence/merkle.js";
 import { signReceiptFields } from "../../src/evidence/receipt.js";
-import { bufferLines, tail_receipts_deferred_max, verifyExportLines, type VerifyReport } from "../../src/evidence/verify.js";
-import { openTestLog, type TestLog } from "./support.js";
+import { bufferLines, fileLines, tail_receipts_deferred_max, verify_read_chunk_bytes, verifyExportLines, type VerifyReport } from "../../src/evidence/verify.js";
+import { openTestLog, tempDir, type TestLog } from "./support.js";
 
 const entry_count = 12;
 const trusted_size = 5;
@@ -176,5 +178,20 @@ describe("a tail longer than the receipts verify holds back", () => {
     const index = indexOfEntry(long.lines, seq) + 1;
     const forged = long.lines.map((line, i) => (i === index ? line.replace(/"signature":"(.)/, (_, c: string) => `"signature":"${c === "A" ? "B" : "A"}`) : line));
     expect(verify(long, forged).failure).toMatchObject({ seq });
+  });
+});
+
+describe("fileLines", () => {
+  it("yields the same lines as splitting the whole file, for lines that span several read chunks and a last line without a newline", () => {
+    const dir = tempDir();
+    try {
+      const chunk = verify_read_chunk_bytes;
+      const lines = ["short", "x".repeat(chunk * 2 + 17), "", "y".repeat(chunk - 1), "z".repeat(chunk), "tail without newline"];
+      const path = join(dir.path, "export.jsonl");
+      writeFileSync(path, lines.join("\n"));
+      expect([...fileLines(path)].map((line) => line.toString())).toEqual(lines);
+    } finally {
+      dir.remove();
+    }
   });
 });

@@ -73,8 +73,12 @@ function fetchWithTimeout(timeout_ms: number): FetchLike {
 
 /** The gate's `{"error":{code,message}}` body, when the SDK's error message carries one. */
 function gateErrorText(message: string): string | undefined {
-  const body = /\{.*\}\s*$/s.exec(message)?.[0];
-  if (!body) return undefined;
+  // From the first "{" to a last "}" that only whitespace follows. Found by index: the regex
+  // /\{.*\}\s*$/s rescanned from every "{", quadratic in a hostile server's error body.
+  const first = message.indexOf("{");
+  const last = message.lastIndexOf("}");
+  if (first < 0 || last < first || message.slice(last + 1).trim() !== "") return undefined;
+  const body = message.slice(first, last + 1);
   try {
     const parsed = JSON.parse(body) as { error?: { code?: unknown; message?: unknown } };
     if (typeof parsed.error?.message !== "string") return undefined;
