@@ -153,6 +153,13 @@ describe("validation is all or nothing", () => {
     expect(error.details.invalid_records).toBe(2);
   });
 
+  it("answers 422 for a record with 180,000 unknown fields (listing 1,000), not a 500", async () => {
+    const extra = Object.fromEntries(Array.from({ length: 180_000 }, (_, i) => [`k${i}`, 0]));
+    const error = await refused(ndjson([{ ...record("evt_many_unknown"), ...extra }]), 422);
+    expect(error.code).toBe("invalid_records");
+    expect(error.details.problems).toHaveLength(1_000);
+  });
+
   it("refuses an event_id with control characters, naming the field (PostgreSQL text cannot hold NUL)", async () => {
     const error = await refused(ndjson([record("evt_ctl\u0000nul"), record("evt_ctl_ok")]), 422);
     expect(error.details.problems).toEqual([{ index: 0, field: "event_id", message: expect.stringContaining("control characters") }]);
