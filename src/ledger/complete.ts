@@ -142,7 +142,7 @@ async function settledMeanwhile(tx: SqlTx, call: CallRef, reservation: Reservati
   return result.payment;
 }
 
-export type AbandonOutcome = { kind: "abandoned"; evidence?: EvidenceRef } | { kind: "settled"; payment: CapturedPayment; block: BlockRow };
+export type AbandonOutcome = { kind: "abandoned" } | { kind: "settled"; payment: CapturedPayment; block: BlockRow };
 
 /**
  * The capture failed and the payment is not captured: nothing moved, so the key is dropped and
@@ -173,8 +173,8 @@ export async function abandonCapture(
     await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation.reservation_id]);
   }
   await dropIdempotency(tx, call.agent_id, call.key);
-  const evidence = await record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
-  return evidence ? { kind: "abandoned", evidence } : { kind: "abandoned" };
+  await record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
+  return { kind: "abandoned" };
 }
 
 async function otherCaptureInFlight(tx: SqlTx, call: CallRef): Promise<boolean> {

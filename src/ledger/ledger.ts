@@ -21,7 +21,7 @@ import {
   type ForwardOutcome,
   type OrderRecord,
 } from "./complete.js";
-import { record, type EvidenceRef, type LedgerContext } from "./context.js";
+import { record, type LedgerContext } from "./context.js";
 import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
 import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";

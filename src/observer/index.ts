@@ -94,8 +94,6 @@ export class Observer {
   readonly recorder: Recorder;
   readonly correlator: Correlator;
   private closing = false;
-  /** Open exchanges by the token that opened them: a GET stream never ends by itself. */
-  private readonly open = new Map<string, Set<() => void>>();
   private readonly sweeper: NodeJS.Timeout;
   private sweeping = false;
 
@@ -113,7 +111,7 @@ export class Observer {
         http: new HttpAgent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: upstream_sockets_idle_max }),
         https: new HttpsAgent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: upstream_sockets_idle_max }),
       },
-      active: new Set(),
+      active: new Map(),
       sockets: new Set(),
     };
     this.sweeper = setInterval(() => void this.sweep(), options.sweep_ms ?? observer_sweep_ms_default);
@@ -131,9 +129,10 @@ export class Observer {
     this.sweeping = true;
     try {
       this.correlator.expire(performance.now());
-      for (const [token, cuts] of [...this.open]) {
+      for (const token of new Set(this.context.active.values())) {
         const source = await this.options.sources.observerByToken(token).catch(() => undefined);
-        if (source === null) for (const cut of [...cuts]) cut();
+        if (source !== null) continue;
+        for (const [cut, opened_by] of [...this.context.active]) if (opened_by === token) cut();
       }
     } finally {
       this.sweeping = false;
@@ -171,21 +170,13 @@ export class Observer {
 
   relay(target: ObserveTarget, request: IncomingMessage, response: ServerResponse): void {
     if (this.closing) return void response.destroy();
-    const cut = relay(this.context, target.source, request, response, target.url);
-    let cuts = this.open.get(target.token);
-    if (!cuts) this.open.set(target.token, (cuts = new Set()));
-    const open = cuts;
-    open.add(cut);
-    response.once("close", () => {
-      open.delete(cut);
-      if (open.size === 0 && this.open.get(target.token) === open) this.open.delete(target.token);
-    });
+    relay(this.context, target.source, target.token, request, response, target.url);
   }
 
   /** Cuts open streams (GET streams never end by themselves) and the connections that carried them. */
   cutStreams(): void {
     this.closing = true;
-    for (const destroy of [...this.context.active]) destroy();
+    for (const destroy of [...this.context.active.keys()]) destroy();
     for (const socket of [...this.context.sockets]) socket.destroy();
   }
 

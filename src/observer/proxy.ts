@@ -28,8 +28,9 @@ export interface RelayContext {
   correlator: Correlator;
   recorder: Recorder;
   agents: { http: Agent; https: Agent };
-  /** Open exchanges, destroyed when the server closes (GET streams never end by themselves). */
-  active: Set<() => void>;
+  /** Open exchanges (what cuts each) and the token that opened them: cut when the server closes,
+   *  or when their token no longer opens its source (GET streams never end by themselves). */
+  active: Map<() => void, string>;
   /** Connections that carried observer traffic: cut on close, so a gateway's kept-alive socket cannot hold shutdown open. */
   sockets: Set<Socket>;
 }
@@ -258,8 +259,8 @@ function badGateway(response: ServerResponse): void {
   response.end(body);
 }
 
-/** Relays one request to `target` and its response back, observing both. Returns what cuts the exchange. */
-export function relay(context: RelayContext, source: ObserverSource, request: IncomingMessage, response: ServerResponse, target: URL): () => void {
+/** Relays one request, opened by `token`, to `target` and its response back, observing both. */
+export function relay(context: RelayContext, source: ObserverSource, token: string, request: IncomingMessage, response: ServerResponse, target: URL): void {
   const exchange = new Exchange(context, source, request);
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
@@ -276,7 +277,7 @@ export function relay(context: RelayContext, source: ObserverSource, request: In
     upstream.destroy();
     response.destroy();
   };
-  context.active.add(destroy);
+  context.active.set(destroy, token);
   response.on("close", () => {
     context.active.delete(destroy);
     if (response.writableFinished) return;
@@ -299,5 +300,4 @@ export function relay(context: RelayContext, source: ObserverSource, request: In
     exchange.settle(cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 }, "none");
     badGateway(response);
   });
-  return destroy;
 }

@@ -17,8 +17,9 @@ export const rotation_grace_seconds_default = 86_400;
 export const rotation_grace_seconds_max = 30 * 86_400;
 /** Observer token lookups are cached this long: disabling or rotating elsewhere takes effect within it. */
 export const observer_cache_ttl_ms = 5_000;
-/** What newToken puts before an observer token's random part: `bsr_obs_…`. */
-export const observer_token_prefix = "bsr_obs_";
+/** Observer tokens are `bsr_obs_…` (newToken's prefix, then "_"). */
+const observer_token_kind = "bsr_obs";
+export const observer_token_prefix = `${observer_token_kind}_`;
 export const observer_cache_entries_max = 1_000;
 
 type Purpose = "signing_key" | "api_key" | "observer_token";
@@ -113,7 +114,7 @@ export class SourceStore {
     const issued: Record<string, string> = {};
     for (const purpose of purposes_of[kind]) {
       const secret_id = this.ids("sec");
-      const value = newToken(purpose === "signing_key" ? "bsr_whsec" : purpose === "api_key" ? "bsr_srckey" : observer_token_prefix.slice(0, -1));
+      const value = newToken(purpose === "signing_key" ? "bsr_whsec" : purpose === "api_key" ? "bsr_srckey" : observer_token_kind);
       const sealed = purpose === "signing_key" ? this.sealer.seal(value, secret_id) : null;
       const hash = purpose === "signing_key" ? null : sha256Hex(value);
       await tx.run(
