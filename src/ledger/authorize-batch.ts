@@ -274,12 +274,14 @@ export async function authorizeBatch(
   all: readonly AuthorizeInput[],
   options: BatchOptions,
 ): Promise<Array<AuthorizeResult | null>> {
-  const now = context.clock();
-  const now_ms = now.getTime();
   const evidence = context.evidence ? new DeferredEvidence(context.evidence) : null;
   const batch: LedgerContext = { ...context, evidence };
   const agents = [...new Set(all.map((input) => input.agent_id as string))];
-  const { blocks, skipped } = await lockBlocks(tx, agents, now_ms, options.wait_for);
+  const { blocks, skipped } = await lockBlocks(tx, agents, context.clock().getTime(), options.wait_for);
+  // The decisions' time is read once their blocks are locked, as one decision reads it: the
+  // locks may have waited for other transactions, past a block's expiry or a velocity window.
+  const now = context.clock();
+  const now_ms = now.getTime();
   const chosen: number[] = [];
   options.skipped?.clear();
   for (const [index, input] of all.entries()) {

@@ -49,6 +49,8 @@ export interface AuthorizeResult {
 }
 
 interface Snapshot {
+  /** The decision's time, read once the caller's block is locked. */
+  now: Date;
   block: BlockRow | null;
   reservation: ReservationRow | null;
   key: CallKey | null;
@@ -100,12 +102,20 @@ export async function blockPolicyState(tx: SqlTx, agent_id: string | null, block
   return { block: blockState(block), calls_in_window: await countCalls(tx, agent_id, now_ms, velocity) };
 }
 
-async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput, now_ms: number): Promise<Snapshot> {
+/**
+ * What the decision sees. The caller's block is chosen by the time `choose_at` (which block is
+ * active) and locked; the decision's own time is read after that lock, which on PostgreSQL may
+ * have waited for another transaction: a call decided at a stale time could pass R2 after its
+ * block expired, or be counted against the wrong velocity window, while it waited.
+ */
+async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput, choose_at: Date): Promise<Snapshot> {
   const payment = input.payment?.fetched ? input.payment : undefined;
   const candidate = payment ? ((await reservationByOrder(tx, payment.order_id)) ?? null) : null;
   const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args) : null;
   const keyed = !payment && input.tool === "capture_payment" && input.agent_id && key ? await keyedReservation(tx, input.agent_id, key) : null;
-  let block = (await lockCallerBlock(tx, input, candidate ?? keyed, now_ms)) ?? null;
+  let block = (await lockCallerBlock(tx, input, candidate ?? keyed, choose_at.getTime())) ?? null;
+  const now = block ? context.clock() : choose_at;
+  const now_ms = now.getTime();
   if (block && input.agent_id) {
     const expired = (await expireLeasesOfBlock(tx, context, block.block_id)) + (await expireApprovals(tx, context, block.block_id));
     if (expired > 0) block = (await lockBlock(tx, block.block_id)) ?? null;
@@ -124,7 +134,7 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
       payment_bound_elsewhere: bound !== undefined && bound.reservation_id !== reservation?.reservation_id,
     };
   }
-  return { block, reservation, key, stored, key_row, state };
+  return { now, block, reservation, key, stored, key_row, state };
 }
 
 /** The key's row while its call is executing: a lease, and the reservation it holds. The key
@@ -378,9 +388,9 @@ export function decisionResult(decided: Decided, evidence: EvidenceRef | undefin
 }
 
 export async function authorize(tx: SqlTx, context: LedgerContext, input: AuthorizeInput): Promise<AuthorizeResult> {
-  const now = context.clock();
+  const snap = await snapshot(tx, context, input, context.clock());
+  const now = snap.now;
   const now_ms = now.getTime();
-  const snap = await snapshot(tx, context, input, now_ms);
   const verdict = decide(
     { tool: input.tool, args: input.args, agent_id: input.agent_id, params_hash: snap.key?.params_hash ?? "" },
     snap.state,
