@@ -6,10 +6,11 @@ import { representable } from "../evidence/canonical.js";
 import { canonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
 import { cutText } from "../policy/text.js";
 import type { ObserverSource } from "../sources/store.js";
-import { shadowVerdict } from "./shadow.js";
+import type { DeferredInput } from "./recorder.js";
+import { shadowVerdict, type ShadowVerdict } from "./shadow.js";
 
 export const pending_calls_max = 10_000;
-/** Pending calls hold their arguments until answered: bounded in bytes too (a request is up to 4 MiB). */
+/** Pending calls hold their arguments (as text) until answered: bounded in bytes too (a request is up to 4 MiB). */
 export const pending_bytes_max = 64 * 1_048_576;
 /** What a pending or queued call costs besides its variable parts (an estimate). */
 export const call_overhead_bytes = 1024;
@@ -50,6 +51,20 @@ export function heldId(id: JsonRpcId): HeldId {
   return { key: idKey(id), fields: { jsonrpc_id: kept }, bytes: utf8Bytes(String(kept)) };
 }
 
+/**
+ * A value (args, a result) as a pending or queued call holds it until its entry is built: its
+ * hash, and its canonical JSON when small enough to store. Parsed JSON takes up to ~20 times its
+ * text's bytes in the heap, so only text is held, and counted; it is parsed again for the entry.
+ */
+export interface HeldValue {
+  /** `{name}_hash`, and `{name}_omitted` when the value is kept by hash only. */
+  fields: Record<string, string | null>;
+  /** The canonical JSON of a value that is stored; null when it is kept by hash only. */
+  text: string | null;
+  /** The UTF-8 bytes of `text`: what the byte bounds count for it. */
+  bytes: number;
+}
+
 export interface PendingCall {
   source: ObserverSource;
   /** The MCP session id; "" when the server uses none (then only its own request can answer it). */
@@ -58,10 +73,13 @@ export interface PendingCall {
   exchange: number;
   id: HeldId;
   tool: string;
-  args: unknown;
+  args: HeldValue;
+  /** Decided when the call is registered, from the parsed args (which are not kept) and `started_at`. */
+  shadow: ShadowVerdict | null;
   started_at: Date;
   started_ms: number;
-  /** Counted against pending_bytes_max: the overhead, the session id and the call's share of its request body. */
+  /** Counted against pending_bytes_max: the overhead, the session id, and the call's share of its
+   *  request body or what the call holds (heldBytes), whichever is more. */
   bytes: number;
 }
 
@@ -71,7 +89,7 @@ export type Outcome =
   | { type: "no_response"; reason: "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled"; status?: number };
 
 export interface CallEvidence {
-  input: AppendInput;
+  input: CallEntry;
   /** Approximate bytes held while queued: never less than the entry body's JSON (an estimate, not a measure). */
   bytes: number;
 }
@@ -230,21 +248,41 @@ function bound(value: unknown): { text: string; sha256: string } | null {
   }
 }
 
-/** Stores `value` when small; always its hash. `bytes` feeds the queue's byte bound. */
-function keep(name: string, value: unknown): { fields: Record<string, unknown>; bytes: number } {
+/** Holds `value` as its canonical text when small enough to store; always its hash. */
+function hold(name: string, value: unknown): HeldValue {
   const hashed = bound(value);
-  if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, bytes: 0 };
-  if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large" }, bytes: 0 };
-  return { fields: { [`${name}_hash`]: hashed.sha256, [name]: value }, bytes: utf8Bytes(hashed.text) };
+  if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, text: null, bytes: 0 };
+  if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large" }, text: null, bytes: 0 };
+  return { fields: { [`${name}_hash`]: hashed.sha256 }, text: hashed.text, bytes: utf8Bytes(hashed.text) };
 }
 
-function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; bytes: number } {
-  if (outcome.type === "no_response") return { fields: { outcome: { ...outcome } }, bytes: 0 };
-  const kept = keep("result", outcome.type === "result" ? outcome.result : outcome.error);
-  if (outcome.type === "result") return { fields: { outcome: { type: "result", is_error: outcome.is_error }, ...kept.fields }, bytes: kept.bytes };
+/** The entry's fields for a held value: its hash, and the value parsed back from its text when stored. */
+function stored(name: string, held: HeldValue): Record<string, unknown> {
+  // Canonical text parses back to a value with the same canonical (and scrubbed) text: entries are unchanged.
+  return held.text === null ? held.fields : { ...held.fields, [name]: JSON.parse(held.text) as unknown };
+}
+
+/** What a call keeps of its arguments while pending: their text and the shadow verdict, decided
+ *  now (at the call's `started_at`) from the parsed arguments, which are then let go. */
+export function heldArguments(source: ObserverSource, tool: string, args: unknown, started_at: Date): Pick<PendingCall, "args" | "shadow"> {
+  const verdict = shadowVerdict(source.shadow, tool, args, started_at);
+  return { args: hold("args", args), shadow: verdict && { ...verdict, reason: boundedText(verdict.reason, shadow_reason_chars_max) } };
+}
+
+/** The bytes of what a pending call holds that grows with the call: the tool, the id, the args' text and the shadow verdict. */
+export function heldBytes(call: Pick<PendingCall, "tool" | "id" | "args" | "shadow">): number {
+  return utf8Bytes(call.tool) + call.id.bytes + call.args.bytes + shadowBytes(call.shadow);
+}
+
+const shadowBytes = (shadow: ShadowVerdict | null): number => (shadow ? utf8Bytes(shadow.as_tool) + utf8Bytes(shadow.reason) : 0);
+
+function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; result: HeldValue | null; bytes: number } {
+  if (outcome.type === "no_response") return { fields: { outcome: { ...outcome } }, result: null, bytes: 0 };
+  const result = hold("result", outcome.type === "result" ? outcome.result : outcome.error);
+  if (outcome.type === "result") return { fields: { outcome: { type: "result", is_error: outcome.is_error } }, result, bytes: result.bytes };
   const summary = errorSummary(outcome.error);
   const summary_bytes = utf8Bytes(String(summary.code)) + utf8Bytes(String(summary.message));
-  return { fields: { outcome: { type: "error", ...summary }, ...kept.fields }, bytes: kept.bytes + summary_bytes };
+  return { fields: { outcome: { type: "error", ...summary } }, result, bytes: result.bytes + summary_bytes };
 }
 
 export const error_message_chars_max = 1024;
@@ -257,27 +295,42 @@ function errorSummary(error: unknown): { code: number | string | null; message: 
   return { code, message };
 }
 
+/**
+ * An `observer.call` entry as it waits in the recorder's queue: every field but the stored args
+ * and result, which stay canonical text until the entry is built for its batch.
+ */
+export class CallEntry implements DeferredInput {
+  constructor(
+    readonly source_id: string,
+    readonly occurred_at: string,
+    readonly fields: Record<string, unknown>,
+    readonly args: HeldValue,
+    readonly result: HeldValue | null,
+  ) {}
+
+  build(): AppendInput {
+    // Keys in any order: the entry is canonical JSON.
+    const body = { ...this.fields, ...stored("args", this.args), ...(this.result ? stored("result", this.result) : {}) };
+    return { kind: "observer.call", source: this.source_id, occurred_at: this.occurred_at, body };
+  }
+}
+
 /** The `observer.call` entry for a completed (or abandoned) call. Headers are never part of it. */
 export function callEvidence(call: PendingCall, outcome: Outcome, finished_ms: number, transport: string): CallEvidence {
-  const args = keep("args", call.args);
   const result = outcomeFields(outcome);
-  const verdict = shadowVerdict(call.source.shadow, call.tool, call.args, call.started_at);
-  const shadow = verdict && { ...verdict, reason: boundedText(verdict.reason, shadow_reason_chars_max) };
   const upstream = call.source.upstream.origin;
-  const body = {
+  const fields = {
     tool: call.tool,
     ...call.id.fields,
-    ...args.fields,
     ...result.fields,
     started_at: call.started_at.toISOString(),
     duration_ms: Math.max(0, Math.round((finished_ms - call.started_ms) * 1000) / 1000),
     upstream,
     transport,
-    shadow,
+    shadow: call.shadow,
   };
-  const input: AppendInput = { kind: "observer.call", source: call.source.source_id, occurred_at: call.started_at.toISOString(), body };
-  // Every part that can grow is counted: names, the id, the origin, kept values, the error and the reason.
-  const shadow_bytes = shadow ? utf8Bytes(shadow.as_tool) + utf8Bytes(shadow.reason) : 0;
-  const bytes = call_overhead_bytes + utf8Bytes(call.tool) + call.id.bytes + utf8Bytes(upstream) + args.bytes + result.bytes + shadow_bytes;
+  const input = new CallEntry(call.source.source_id, call.started_at.toISOString(), fields, call.args, result.result);
+  // Every part that can grow is counted: names, the id, the origin, held values, the error and the reason.
+  const bytes = call_overhead_bytes + heldBytes(call) + utf8Bytes(upstream) + result.bytes;
   return { input, bytes };
 }

@@ -8,7 +8,7 @@ import { request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
-import { call_overhead_bytes, callEvidence, heldId, idKey, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import { call_overhead_bytes, callEvidence, heldArguments, heldBytes, heldId, idKey, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
 import { ToolCallCounter } from "./count.js";
 import type { Recorder } from "./recorder.js";
 import { SseReader } from "./sse.js";
@@ -100,10 +100,13 @@ class BodyTap {
     this.chunks = [];
   }
 
+  /** The body parsed, or undefined; read once: the tap then lets its bytes go (an exchange can stay open long after). */
   json(): unknown {
     if (this.overflowed || this.bytes === 0) return undefined;
+    const chunks = this.chunks;
+    this.chunks = [];
     try {
-      const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       return JSON.parse(body.toString("utf8")) as unknown;
     } catch {
       return undefined;
@@ -147,19 +150,19 @@ class Exchange {
     const past_limit = new Set(calls.slice(observed_calls_per_request_max).map((call) => call.held.key));
     const kept = calls.slice(0, observed_calls_per_request_max).filter((call) => !past_limit.has(call.held.key));
     if (kept.length < calls.length) this.context.recorder.unrecorded(calls.length - kept.length, "too_large", this.source.source_id);
-    // The calls' arguments are parts of the body: each kept call is charged an equal share of its bytes.
+    // The calls' arguments are parts of the body: each kept call is charged an equal share of its
+    // bytes, or what it holds (its args as canonical text, never parsed) when that is more.
     const share_bytes = Math.ceil(tap.bytes / Math.max(1, kept.length));
     for (const call of kept) {
+      const held = { id: call.held, tool: call.tool, ...heldArguments(this.source, call.tool, call.args, this.started_at) };
       const pending: PendingCall = {
         source: this.source,
         session: this.session,
         exchange: this.number,
-        id: call.held,
-        tool: call.tool,
-        args: call.args,
+        ...held,
         started_at: this.started_at,
         started_ms: this.started_ms,
-        bytes: call_overhead_bytes + Buffer.byteLength(this.session) + share_bytes,
+        bytes: call_overhead_bytes + Buffer.byteLength(this.session) + Math.max(share_bytes, heldBytes(held)),
       };
       this.context.correlator.add(pending);
       this.calls.push(pending.id.key);
@@ -290,8 +293,10 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   });
   upstream.on("drain", () => request.resume());
   request.on("end", () => {
-    exchange.registerCalls(tap);
+    // The upstream gets the end first: reading the calls (parse, hash, shadow verdict) is the
+    // observer's own work. Its response cannot be read before this handler returns.
     upstream.end();
+    exchange.registerCalls(tap);
   });
   request.on("error", () => upstream.destroy());
   upstream.on("response", (incoming) => relayResponse(exchange, incoming, response, context));

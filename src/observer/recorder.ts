@@ -7,14 +7,25 @@ import { CanonicalJsonError, EvidenceInputError, type AppendInput, type Evidence
 import type { SqlDriver } from "../ledger/driver.js";
 
 export const queue_length_max_default = 10_000;
-/** Entries are capped (args and results over 64 KiB are kept by hash only), so this bounds memory too. */
+/** Entries are capped (args and results over 64 KiB are kept by hash only) and an observed call's
+ *  are held as text until written, so this bounds memory too. */
 export const queue_bytes_max = 64 * 1_048_576;
 export const batch_entries_max = 500;
+/** A batch takes entries up to this many counted bytes (at least one entry): a deferred entry's
+ *  values are parsed only for its batch, and parsed JSON takes many times its text's bytes. */
+export const batch_bytes_max = 4 * 1_048_576;
 export const retry_delay_ms_default = 1_000;
 /** Observed calls wait this long to be written together: with SQLite every commit is an fsync
  *  on the event loop, so fewer, larger transactions keep the relay's latency flat. */
 export const flush_delay_ms_default = 100;
 export const close_drain_ms_max = 2_000;
+
+/** An entry built only when its batch is written, so that while queued it holds what it chooses
+ *  (an observed call: its args and result as text, not parsed). Building is pure: a refused batch
+ *  builds its entries again, one by one. */
+export interface DeferredInput {
+  build(): AppendInput;
+}
 
 /** Where observed evidence goes: one append of several entries, atomically. */
 export interface EvidenceSink {
@@ -41,7 +52,7 @@ export interface RecorderOptions {
 }
 
 interface QueuedCall {
-  input: AppendInput;
+  input: AppendInput | DeferredInput;
   bytes: number;
   source_id: string;
 }
@@ -102,7 +113,7 @@ export class Recorder {
   }
 
   /** Never throws and never waits: the proxied call has already been answered. */
-  enqueue(input: AppendInput, bytes: number, source_id: string): void {
+  enqueue(input: AppendInput | DeferredInput, bytes: number, source_id: string): void {
     const full = this.queue.length >= this.queue_length_max || this.queued_bytes + bytes > queue_bytes_max;
     if (this.closed || full) return this.unrecorded(1, "queue_full", source_id);
     this.queue.push({ input, bytes, source_id });
@@ -147,7 +158,7 @@ export class Recorder {
 
   /** One transaction: the gap entry (if any) first, then up to a batch of calls. */
   private async writeBatch(): Promise<boolean> {
-    const batch = this.queue.slice(0, batch_entries_max - (this.gap.calls > 0 ? 1 : 0));
+    const batch = this.nextBatch(batch_entries_max - (this.gap.calls > 0 ? 1 : 0));
     switch (await this.append(batch)) {
       case "written":
         this.dequeue(batch.length);
@@ -159,13 +170,25 @@ export class Recorder {
     }
   }
 
+  /** The queue's first calls: at most `entries_max`, and past the first, at most batch_bytes_max counted bytes. */
+  private nextBatch(entries_max: number): QueuedCall[] {
+    let bytes = 0;
+    let count = 0;
+    for (const call of this.queue) {
+      if (count === entries_max || (count > 0 && bytes + call.bytes > batch_bytes_max)) break;
+      bytes += call.bytes;
+      count += 1;
+    }
+    return this.queue.slice(0, count);
+  }
+
   /**
    * Appends the gap entry (if any) and `calls` atomically. "refused": the log cannot record one
    * of the entries (a bug in what was queued), so retrying the same batch would never succeed.
    */
   private async append(calls: readonly QueuedCall[]): Promise<"written" | "refused" | "store_failed"> {
     const gap = this.gap.calls > 0 ? this.gap : null;
-    const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...calls.map((call) => call.input)];
+    const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...calls.map((call) => built(call.input))];
     if (gap) this.gap = new Gap();
     try {
       await this.options.sink.append(inputs);
@@ -238,6 +261,10 @@ export class Recorder {
     if (this.retry_timer) clearTimeout(this.retry_timer);
     if (!drained) this.options.onError?.(`observer closing with ${this.queue.length} calls unwritten and ${this.gap.calls} unrecorded`);
   }
+}
+
+function built(input: AppendInput | DeferredInput): AppendInput {
+  return "build" in input ? input.build() : input;
 }
 
 function sleep(ms: number): Promise<void> {
