@@ -14,7 +14,7 @@ import type { ToolResult } from "../gate/results.js";
 import { tool_declarations } from "../gate/tools.js";
 import type { RoutePlugin } from "./app.js";
 import { bearer, type Access } from "./auth.js";
-import { errorBody } from "./errors.js";
+import { errorBody, type ErrorBody } from "./errors.js";
 
 export const server_info = { name: "bursar", version: "0.1.0" };
 
@@ -56,7 +56,7 @@ export function mcpServerFor(gate: Gate, agent_id: string): Server {
  * JSON for /mcp, parsed as JSON.parse does: a "__proto__" or "constructor" key stays an own
  * property (JSON.parse never sets a prototype), so the policy sees it and refuses it with
  * evidence, where Fastify's default parser answered 400 and nothing was recorded. Fastify
- * enforces the body limit before the parser runs.
+ * enforces the body limit before the parser runs, and a POST reaches it only once authenticated.
  */
 function parseJsonAsIs(request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
   // GET and DELETE are answered 405 whatever they carry; an empty JSON body must not turn that into a 400.
@@ -84,21 +84,52 @@ export function originAllowed(origin: string | undefined): boolean {
   }
 }
 
-async function authenticate(access: Access, request: FastifyRequest, reply: FastifyReply): Promise<string | undefined> {
+/** The agent each authenticated /mcp POST acts as, set by `authenticate` before its body is read. */
+const authenticated_agents = new WeakMap<FastifyRequest, string>();
+
+/**
+ * The /mcp POST's onRequest hook: Origin, then the bearer token, before the body is read, so a
+ * caller without a token cannot make the gate buffer and parse up to the body limit.
+ */
+async function authenticate(access: Access, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
   if (!originAllowed(request.headers.origin)) {
-    await reply.status(403).send(errorBody("origin_forbidden", "this Origin may not call the gate"));
-    return undefined;
+    return refuse(request, reply, 403, errorBody("origin_forbidden", "this Origin may not call the gate"));
   }
   const token = bearer(request.headers.authorization);
   const agent = token ? await access.ledger.authenticateAgent(token) : null;
-  if (agent) return agent.agent_id;
-  if (token && access.operator.check(token)) {
-    await reply.status(403).send(errorBody("forbidden", "the operator token cannot call money tools; use an agent token"));
+  if (agent) {
+    authenticated_agents.set(request, agent.agent_id);
     return undefined;
   }
+  if (token && access.operator.check(token)) {
+    return refuse(request, reply, 403, errorBody("forbidden", "the operator token cannot call money tools; use an agent token"));
+  }
   const message = token ? "the agent token is not valid" : "an agent bearer token is required";
-  await reply.status(401).header("www-authenticate", "Bearer").send(errorBody("unauthorized", message));
-  return undefined;
+  return refuse(request, reply.header("www-authenticate", "Bearer"), 401, errorBody("unauthorized", message));
+}
+
+/**
+ * Answers a refused POST whose body was never read. Node discards what is left of it once the
+ * answer is sent, so a keep-alive connection stays in step; but a body of no declared length
+ * (chunked) or declared over the limit would be discarded for as long as the caller sends it, so
+ * that connection is closed instead, as Fastify closes it after a 413.
+ */
+function refuse(request: FastifyRequest, reply: FastifyReply, status: number, body: ErrorBody): FastifyReply {
+  if (!bodyDeclaredWithinLimit(request)) reply.header("connection", "close");
+  return reply.status(status).send(body);
+}
+
+function bodyDeclaredWithinLimit(request: FastifyRequest): boolean {
+  if (request.headers["transfer-encoding"] !== undefined) return false;
+  // Node's parser refuses a Content-Length that is not a number; were one to pass, NaN closes.
+  return Number(request.headers["content-length"] ?? 0) <= request.routeOptions.bodyLimit;
+}
+
+/** The agent `authenticate` found for `request`; its absence is a bug (the hook did not run). */
+function authenticatedAgent(request: FastifyRequest): string {
+  const agent_id = authenticated_agents.get(request);
+  if (agent_id === undefined) throw new Error("assertion failed: POST /mcp reached its handler without an authenticated agent");
+  return agent_id;
 }
 
 /**
@@ -134,9 +165,8 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
     await app.register(async (scope) => {
       scope.removeContentTypeParser("application/json");
       scope.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonAsIs);
-      scope.post("/mcp", async (request, reply) => {
-        const agent_id = await authenticate(access, request, reply);
-        if (!agent_id) return reply;
+      scope.post("/mcp", { onRequest: async (request, reply) => authenticate(access, request, reply) }, async (request, reply) => {
+        const agent_id = authenticatedAgent(request);
         if (Array.isArray(request.body)) return reply.status(400).send(batch_refusal);
         return answerStateless(mcpServerFor(gate, agent_id), request, reply);
       });

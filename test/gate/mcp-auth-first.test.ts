@@ -1,0 +1,193 @@
+// POST /mcp checks the Origin and the agent token before it reads the body: a caller without a
+// token cannot make the gate buffer and parse up to 1 MiB of JSON. After such a refusal a
+// keep-alive connection stays usable (Node discards the unread body before the next request),
+// unless the body is chunked or declared over the limit: then the gate closes the connection.
+
+import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { body_limit_default_bytes } from "../../src/server/app.js";
+import { operator_token, testServer, type TestServer } from "../support/server.js";
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await testServer();
+});
+afterAll(async () => server.close());
+
+const tools_list = JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list" });
+
+const mcp_headers = (token?: string): Record<string, string> => ({
+  "content-type": "application/json",
+  accept: "application/json, text/event-stream",
+  ...(token ? { authorization: `Bearer ${token}` } : {}),
+});
+
+interface Answer {
+  status: number;
+  headers: IncomingMessage["headers"];
+  text: string;
+  reused_socket: boolean;
+}
+
+/** POSTs to /mcp over node:http (through `agent` when given) and reads the whole answer. */
+function post(headers: Record<string, string>, body: string, agent?: Agent): Promise<Answer> {
+  const url = new URL(server.url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: url.hostname, port: url.port, path: "/mcp", method: "POST", headers, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("end", () =>
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString("utf8"), reused_socket: req.reusedSocket }),
+      );
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/**
+ * Sends a POST's headers (and `first_chunk`, if given) on a keep-alive connection but never the
+ * rest of its body, and answers the response's status and Connection header; `server_closed`
+ * settles when the gate ends the connection.
+ */
+function refusedBeforeBody(headers: Record<string, string>, first_chunk?: string): Promise<{ status: number; connection: string | undefined; server_closed: Promise<void> }> {
+  const url = new URL(server.url);
+  const agent = new Agent({ keepAlive: true });
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: url.hostname, port: url.port, path: "/mcp", method: "POST", headers, agent });
+    req.on("response", (res) => {
+      const server_closed = new Promise<void>((closed) => req.socket?.once("close", () => closed()));
+      res.resume();
+      res.on("end", () => {
+        resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, server_closed: server_closed.finally(() => agent.destroy()) });
+        // A connection the gate keeps open is the test's to close.
+        if (res.headers.connection !== "close") agent.destroy();
+      });
+    });
+    req.on("error", (error) => (req.destroyed ? undefined : reject(error)));
+    req.flushHeaders();
+    if (first_chunk !== undefined) req.write(first_chunk);
+  });
+}
+
+/** Not JSON at all: the parser would answer 400 `malformed` if it ever saw it. */
+const not_json = "this is { not json";
+
+describe("POST /mcp authenticates before it reads the body", () => {
+  it("answers 401 with WWW-Authenticate: Bearer to a body that is not JSON and no token (the parser's 400 would mean it was parsed first)", async () => {
+    for (const token of [undefined, "bsr_agent_forged"]) {
+      const answer = await post(mcp_headers(token), not_json);
+      expect({ token, status: answer.status, www_authenticate: answer.headers["www-authenticate"] }).toEqual({ token, status: 401, www_authenticate: "Bearer" });
+      expect(JSON.parse(answer.text)).toEqual({ error: { code: "unauthorized", message: token ? "the agent token is not valid" : "an agent bearer token is required" } });
+    }
+  });
+
+  it("answers 401, not 415, to a caller without a token whatever the content type", async () => {
+    // No parser takes application/xml: finding none (415) means the body was about to be read.
+    const xml = await post({ ...mcp_headers(), "content-type": "application/xml" }, "<not-json/>");
+    expect(xml.status).toBe(401);
+  });
+
+  it("answers 403 to a foreign Origin with a valid token, and to the operator token, before parsing the body", async () => {
+    const agent = await server.agent("auth-first-origin");
+    const foreign = await post({ ...mcp_headers(agent.token), origin: "https://evil.example" }, not_json);
+    expect(foreign.status).toBe(403);
+    expect(JSON.parse(foreign.text)).toEqual({ error: { code: "origin_forbidden", message: "this Origin may not call the gate" } });
+    const operator = await post(mcp_headers(operator_token), not_json);
+    expect(operator.status).toBe(403);
+    expect(JSON.parse(operator.text)).toEqual({ error: { code: "forbidden", message: "the operator token cannot call money tools; use an agent token" } });
+  });
+
+  it("answers 401 before the declared body has arrived, and keeps the connection for a body declared within the limit", async () => {
+    // Headers only: had the gate waited for the body it would never answer (the test times out).
+    const answer = await refusedBeforeBody({ ...mcp_headers(), "content-length": String(body_limit_default_bytes) });
+    expect(answer).toMatchObject({ status: 401, connection: "keep-alive" });
+  }, 10_000);
+
+  it("answers 401 and closes the connection to a body declared over the limit or of no declared length (Node would discard it for as long as it came)", async () => {
+    const over_limit = await refusedBeforeBody({ ...mcp_headers(), "content-length": String(body_limit_default_bytes + 1) });
+    expect(over_limit).toMatchObject({ status: 401, connection: "close" });
+    await over_limit.server_closed;
+    const chunked = await refusedBeforeBody({ ...mcp_headers(), "transfer-encoding": "chunked" }, "{");
+    expect(chunked).toMatchObject({ status: 401, connection: "close" });
+    await chunked.server_closed;
+  }, 10_000);
+
+  it("still parses the body of an authenticated agent: invalid JSON is a 400 and tools/list answers", async () => {
+    const agent = await server.agent("auth-first-agent");
+    const malformed = await post(mcp_headers(agent.token), not_json);
+    expect(malformed.status).toBe(400);
+    expect(JSON.parse(malformed.text)).toMatchObject({ error: { code: "malformed" } });
+    const listed = await post(mcp_headers(agent.token), tools_list);
+    expect(listed.status).toBe(200);
+    expect(JSON.parse(listed.text)).toMatchObject({ jsonrpc: "2.0", id: 7, result: { tools: expect.arrayContaining([expect.objectContaining({ name: "create_order" })]) } });
+  });
+});
+
+describe("GET and DELETE /mcp", () => {
+  it("answer 405 with Allow: POST without a token too: only the POST route authenticates", async () => {
+    for (const method of ["GET", "DELETE"]) {
+      const response = await fetch(`${server.url}/mcp`, { method, headers: { origin: "https://evil.example" } });
+      expect({ method, status: response.status, allow: response.headers.get("allow") }).toEqual({ method, status: 405, allow: "POST" });
+    }
+  });
+});
+
+describe("keep-alive after a refusal with an unread body", () => {
+  it("answers the next request on the same connection after a 401 or 403 to a body of exactly the limit (1 MiB)", async () => {
+    const agent = await server.agent("auth-first-keepalive");
+    const connection = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // Valid JSON of exactly the body limit: the most a caller without a token could make the gate parse.
+      const envelope = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { padding: "" } });
+      const large = envelope.replace('"padding":""', `"padding":"${"x".repeat(body_limit_default_bytes - envelope.length)}"`);
+      expect(large.length).toBe(body_limit_default_bytes);
+      for (const token of [undefined, "bsr_agent_forged"]) {
+        const refused = await post(mcp_headers(token), large, connection);
+        expect({ token, status: refused.status }).toEqual({ token, status: 401 });
+        // Had the unread body been left on the wire, its bytes would be read as the next request
+        // line (a 400 from Node's parser and a closed connection), not answered as tools/list.
+        const next = await post(mcp_headers(agent.token), tools_list, connection);
+        expect({ token, status: next.status, reused_socket: next.reused_socket }).toEqual({ token, status: 200, reused_socket: true });
+        expect(JSON.parse(next.text)).toMatchObject({ jsonrpc: "2.0", id: 7, result: { tools: expect.any(Array) } });
+      }
+      const foreign = await post({ ...mcp_headers(agent.token), origin: "https://evil.example" }, large, connection);
+      expect(foreign.status).toBe(403);
+      const after_foreign = await post(mcp_headers(agent.token), tools_list, connection);
+      expect({ status: after_foreign.status, reused_socket: after_foreign.reused_socket }).toEqual({ status: 200, reused_socket: true });
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("keeps fetch's (undici's) connection open and answering after a 401 to a body it never read", async () => {
+    const agent = await server.agent("auth-first-fetch");
+    // fetch cannot say which connection it used, and its pool takes turns between the ones it
+    // has open: the server sees each request's client port, and whether its connection closes.
+    const ports: Array<number | undefined> = [];
+    const closed: Array<number | undefined> = [];
+    const seen = (request: IncomingMessage) => {
+      const port = request.socket.remotePort;
+      ports.push(port);
+      request.socket.once("close", () => closed.push(port));
+    };
+    const http_server = server.started.app.server;
+    http_server.on("request", seen);
+    try {
+      const refused = await fetch(`${server.url}/mcp`, { method: "POST", headers: mcp_headers(), body: "x".repeat(body_limit_default_bytes) });
+      expect(refused.status).toBe(401);
+      expect(await refused.json()).toEqual({ error: { code: "unauthorized", message: "an agent bearer token is required" } });
+      for (let round = 0; round < 3; round++) {
+        const next = await fetch(`${server.url}/mcp`, { method: "POST", headers: mcp_headers(agent.token), body: tools_list });
+        expect({ round, status: next.status }).toEqual({ round, status: 200 });
+        expect(await next.json()).toMatchObject({ jsonrpc: "2.0", id: 7, result: { tools: expect.any(Array) } });
+      }
+    } finally {
+      http_server.off("request", seen);
+    }
+    expect(ports).toHaveLength(4);
+    expect(ports.slice(1)).toContain(ports[0]);
+    expect(closed).toEqual([]);
+  });
+});
