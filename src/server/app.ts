@@ -1,14 +1,23 @@
 // Fastify assembly: logging without secrets, body limits, the error mapping and graceful
 // shutdown. Routes come from plugins registered by the features; no business logic here.
 
-import { STATUS_CODES } from "node:http";
+import { STATUS_CODES, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
 
 /** Default body limit for JSON routes; routes that take more (ingest) set their own. */
 export const body_limit_default_bytes = 1_048_576;
+
+/**
+ * How long a request may take to arrive whole, headers and body: Node's own default, which
+ * Fastify turns off (0), so a body trickled in could hold its connection for ever. Responses
+ * are not bounded by it (an SSE stream runs on once its request has arrived); the only bodies
+ * that are not a few MiB at most are the observer's relayed uploads, and 5 minutes is far past
+ * any MCP message. Node checks it every 30 s, so a request is cut between 5 and 5.5 minutes.
+ */
+export const request_timeout_ms = 300_000;
 
 export type RoutePlugin = (app: FastifyInstance) => void | Promise<void>;
 
@@ -93,6 +102,7 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   const app = Fastify({
     logger: options.logger === undefined ? loggerOptions() : options.logger,
     bodyLimit: body_limit_default_bytes,
+    requestTimeout: request_timeout_ms,
     return503OnClosing: true,
     clientErrorHandler,
   });
@@ -110,6 +120,15 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     const code =
       status === 413 ? "body_too_large" : status === 415 ? "unsupported_media_type" : status === 400 ? "malformed" : "error";
     return reply.status(status).send(errorBody(code, error.message));
+  });
+
+  app.addHook("onRequest", (request, reply, done) => {
+    answers.set(request.raw.socket, reply.raw);
+    done();
+  });
+  app.addHook("onSend", (request, reply, payload, done) => {
+    if (bodyLeftUnbounded(request)) reply.header("connection", "close");
+    done(null, payload);
   });
 
   app.setNotFoundHandler((request, reply) =>
@@ -143,6 +162,39 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   return app;
 }
 
+/**
+ * Whether `request` is answered before its body has arrived, and that body is chunked or declared
+ * over the route's limit. Node discards an unread body after the answer so that the next request
+ * on a kept-alive connection can be read, for as long as the client sends it: a 404, a 401 from an
+ * onRequest hook or a GET route given such a body would keep a core draining it for ever. The
+ * connection is closed instead, as Fastify closes it after a 413; a body declared within the limit
+ * keeps it, since discarding that is bounded. A request whose body has arrived whole (`complete`,
+ * whether or not anything read it) leaves nothing on the wire. Hijacked replies (the MCP transport,
+ * the observer's relay) skip onSend: both read their bodies.
+ */
+function bodyLeftUnbounded(request: FastifyRequest): boolean {
+  // Only an IncomingMessage off a socket has `complete`; an injected request (light-my-request)
+  // has no wire to drain, and leaves it undefined.
+  if (request.raw.complete !== false) return false;
+  if (request.headers["transfer-encoding"] !== undefined) return true;
+  // Node's parser refuses a Content-Length that is not a number; were one to pass, NaN closes.
+  return !(Number(request.headers["content-length"] ?? 0) <= request.routeOptions.bodyLimit);
+}
+
+/** The response to the last request routed on each connection (see answerBegun). */
+const answers = new WeakMap<Socket, ServerResponse>();
+
+/**
+ * Whether the request still arriving on `socket` (the one a client error, such as the request
+ * timeout, cut) already has its answer begun or sent: a 404 to a body still trickling in, or the
+ * observer relaying an upstream's answer during a long upload. An error answer written then
+ * would land inside or after that answer: the connection is only closed.
+ */
+function answerBegun(socket: Socket): boolean {
+  const response = answers.get(socket);
+  return response !== undefined && response.headersSent && !response.req.complete;
+}
+
 const client_errors: Record<string, { status: number; message: string }> = {
   ERR_HTTP_REQUEST_TIMEOUT: { status: 408, message: "Client Timeout" },
   HPE_HEADER_OVERFLOW: { status: 431, message: "Exceeded maximum allowed HTTP header size" },
@@ -159,7 +211,7 @@ function clientErrorHandler(this: FastifyInstance, error: Error & { code?: strin
   this.log.trace({ err: { code: error.code, message: error.message } }, "client error");
   const reason = STATUS_CODES[status] ?? "Bad Request";
   const body = JSON.stringify({ error: reason, message, statusCode: status });
-  if (socket.writable) socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n\r\n${body}`);
+  if (socket.writable && !answerBegun(socket)) socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n\r\n${body}`);
   socket.destroy(error);
 }
 

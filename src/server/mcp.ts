@@ -14,7 +14,7 @@ import type { ToolResult } from "../gate/results.js";
 import { tool_declarations } from "../gate/tools.js";
 import type { RoutePlugin } from "./app.js";
 import { bearer, type Access } from "./auth.js";
-import { errorBody, type ErrorBody } from "./errors.js";
+import { errorBody } from "./errors.js";
 
 export const server_info = { name: "bursar", version: "0.1.0" };
 
@@ -89,11 +89,13 @@ const authenticated_agents = new WeakMap<FastifyRequest, string>();
 
 /**
  * The /mcp POST's onRequest hook: Origin, then the bearer token, before the body is read, so a
- * caller without a token cannot make the gate buffer and parse up to the body limit.
+ * caller without a token cannot make the gate buffer and parse up to the body limit. A refused
+ * body that is chunked or declared over the limit closes the connection (buildServer's rule for
+ * every answer sent before its body was read); one within the limit keeps it.
  */
 async function authenticate(access: Access, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
   if (!originAllowed(request.headers.origin)) {
-    return refuse(request, reply, 403, errorBody("origin_forbidden", "this Origin may not call the gate"));
+    return reply.status(403).send(errorBody("origin_forbidden", "this Origin may not call the gate"));
   }
   const token = bearer(request.headers.authorization);
   const agent = token ? await access.ledger.authenticateAgent(token) : null;
@@ -102,27 +104,10 @@ async function authenticate(access: Access, request: FastifyRequest, reply: Fast
     return undefined;
   }
   if (token && access.operator.check(token)) {
-    return refuse(request, reply, 403, errorBody("forbidden", "the operator token cannot call money tools; use an agent token"));
+    return reply.status(403).send(errorBody("forbidden", "the operator token cannot call money tools; use an agent token"));
   }
   const message = token ? "the agent token is not valid" : "an agent bearer token is required";
-  return refuse(request, reply.header("www-authenticate", "Bearer"), 401, errorBody("unauthorized", message));
-}
-
-/**
- * Answers a refused POST whose body was never read. Node discards what is left of it once the
- * answer is sent, so a keep-alive connection stays in step; but a body of no declared length
- * (chunked) or declared over the limit would be discarded for as long as the caller sends it, so
- * that connection is closed instead, as Fastify closes it after a 413.
- */
-function refuse(request: FastifyRequest, reply: FastifyReply, status: number, body: ErrorBody): FastifyReply {
-  if (!bodyDeclaredWithinLimit(request)) reply.header("connection", "close");
-  return reply.status(status).send(body);
-}
-
-function bodyDeclaredWithinLimit(request: FastifyRequest): boolean {
-  if (request.headers["transfer-encoding"] !== undefined) return false;
-  // Node's parser refuses a Content-Length that is not a number; were one to pass, NaN closes.
-  return Number(request.headers["content-length"] ?? 0) <= request.routeOptions.bodyLimit;
+  return reply.status(401).header("www-authenticate", "Bearer").send(errorBody("unauthorized", message));
 }
 
 /** The agent `authenticate` found for `request`; its absence is a bug (the hook did not run). */

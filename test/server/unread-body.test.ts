@@ -1,0 +1,301 @@
+// A response sent before its request's body was read (a 404, a 401 from an auth hook, a GET route
+// given a body) closes the connection when the unread body is chunked or declared over the
+// route's limit: Node would otherwise discard it after the answer for as long as the client kept
+// sending. A body declared within the limit keeps the connection (discarding it is bounded), and
+// so does an ordinary request with a body that is read.
+
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { body_limit_default_bytes, request_timeout_ms } from "../../src/server/app.js";
+import { operator_token, testServer, type TestServer } from "../support/server.js";
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await testServer();
+});
+afterAll(async () => server.close());
+
+interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Past this, a server still reading what the client sends has not closed the connection. */
+const close_wait_ms = 3_000;
+const chunk_bytes = 64 * 1024;
+
+/** One loopback connection on node:net: the test writes the bytes, and reads responses framed by Content-Length. */
+class RawConnection {
+  readonly closed: Promise<void>;
+  is_closed = false;
+  sent_bytes = 0;
+  private received = Buffer.alloc(0);
+  private readonly responses: RawResponse[] = [];
+  private readonly waiting: Array<() => void> = [];
+
+  private constructor(readonly socket: Socket) {
+    socket.on("data", (chunk: Buffer) => {
+      this.received = Buffer.concat([this.received, chunk]);
+      this.frame();
+    });
+    // EPIPE or ECONNRESET when a write meets the connection the server closed: the close is what is tested.
+    socket.on("error", () => undefined);
+    this.closed = new Promise((resolve) =>
+      socket.once("close", () => {
+        this.is_closed = true;
+        resolve();
+        for (const wake of this.waiting.splice(0)) wake();
+      }),
+    );
+  }
+
+  static async open(url: string): Promise<RawConnection> {
+    const { hostname, port } = new URL(url);
+    const socket = connect({ host: hostname, port: Number(port) });
+    await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+    return new RawConnection(socket);
+  }
+
+  /** Writes a request's head: `head` is the request line and headers without the blank line. */
+  writeHead(head: string): void {
+    this.write(`${head.replaceAll("\n", "\r\n")}\r\nhost: 127.0.0.1\r\n\r\n`);
+  }
+
+  write(data: string | Buffer): boolean {
+    this.sent_bytes += Buffer.byteLength(data);
+    return this.socket.write(data);
+  }
+
+  /** The next whole response; throws if the connection closes (or `timeout_ms` passes) first. */
+  async response(timeout_ms = 5_000): Promise<RawResponse> {
+    const deadline = Date.now() + timeout_ms;
+    while (this.responses.length === 0) {
+      if (this.is_closed) throw new Error("the connection closed before a response");
+      if (Date.now() > deadline) throw new Error(`no response within ${timeout_ms} ms`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 20);
+        this.waiting.push(() => (clearTimeout(timer), resolve()));
+      });
+    }
+    return this.responses.shift() as RawResponse;
+  }
+
+  /**
+   * Keeps writing `chunk` (minding backpressure) until the server closes the connection or
+   * `close_wait_ms` passes; answers whether the server closed it.
+   */
+  async sendUntilClosed(chunk: Buffer): Promise<boolean> {
+    const deadline = Date.now() + close_wait_ms;
+    while (!this.is_closed && !this.socket.destroyed && Date.now() < deadline) {
+      if (this.write(chunk)) {
+        await new Promise((resolve) => setImmediate(resolve));
+        continue;
+      }
+      await Promise.race([
+        new Promise((resolve) => this.socket.once("drain", resolve)),
+        this.closed,
+        new Promise((resolve) => setTimeout(resolve, Math.max(0, deadline - Date.now()))),
+      ]);
+    }
+    if (!this.is_closed) await Promise.race([this.closed, new Promise((resolve) => setTimeout(resolve, 100))]);
+    return this.is_closed;
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  private frame(): void {
+    for (;;) {
+      const head_end = this.received.indexOf("\r\n\r\n");
+      if (head_end < 0) return;
+      const [status_line = "", ...lines] = this.received.subarray(0, head_end).toString("latin1").split("\r\n");
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(":");
+        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      const body_start = head_end + 4;
+      const length = Number(headers["content-length"] ?? 0);
+      if (this.received.length < body_start + length) return;
+      const body = this.received.subarray(body_start, body_start + length).toString("utf8");
+      this.received = this.received.subarray(body_start + length);
+      this.responses.push({ status: Number(status_line.split(" ")[1]), headers, body });
+      for (const wake of this.waiting.splice(0)) wake();
+    }
+  }
+}
+
+const filler = Buffer.alloc(chunk_bytes, "x");
+/** One chunk of a chunked body that never ends. */
+const chunked_filler = Buffer.concat([Buffer.from(`${chunk_bytes.toString(16)}\r\n`), filler, Buffer.from("\r\n")]);
+/** What the measured defect sent: about 100 GB declared, so Node would discard for minutes at ~1 GB/s. */
+const huge_length = "100000000000";
+
+describe("a response sent before the body is read closes a connection whose body is unbounded", () => {
+  const cases = [
+    { name: "an unknown route (404), declared 100 GB", head: `GET /nope HTTP/1.1\ncontent-length: ${huge_length}`, status: 404, chunk: filler },
+    { name: "an unknown route (404), chunked", head: "GET /nope HTTP/1.1\ntransfer-encoding: chunked", status: 404, chunk: chunked_filler },
+    { name: "a GET route given a body (/healthz), declared 100 GB", head: `GET /healthz HTTP/1.1\ncontent-length: ${huge_length}`, status: 200, chunk: filler },
+    {
+      name: "an operator route without a token (401 from its onRequest hook), chunked",
+      head: "POST /api/v1/agents HTTP/1.1\ncontent-type: application/json\ntransfer-encoding: chunked",
+      status: 401,
+      chunk: chunked_filler,
+    },
+    {
+      name: "an operator route with an agent-shaped bad token (401), declared 100 GB",
+      head: `POST /api/v1/agents HTTP/1.1\ncontent-type: application/json\nauthorization: Bearer bsr_agent_forged\ncontent-length: ${huge_length}`,
+      status: 401,
+      chunk: filler,
+    },
+    { name: "the observer without a token (401 before its relay), chunked", head: "POST /observe HTTP/1.1\ncontent-type: application/json\ntransfer-encoding: chunked", status: 401, chunk: chunked_filler },
+    { name: "GET /mcp (405), declared 100 GB", head: `GET /mcp HTTP/1.1\ncontent-length: ${huge_length}`, status: 405, chunk: filler },
+  ];
+
+  for (const { name, head, status, chunk } of cases) {
+    it(`${name}: answers ${status} with Connection: close, then closes while the client is still sending`, async () => {
+      const connection = await RawConnection.open(server.url);
+      try {
+        connection.writeHead(head);
+        connection.write(chunk);
+        const answer = await connection.response();
+        expect({ status: answer.status, connection: answer.headers.connection }).toEqual({ status, connection: "close" });
+        const sent_at_answer = connection.sent_bytes;
+        const started = Date.now();
+        expect(await connection.sendUntilClosed(chunk)).toBe(true);
+        expect(Date.now() - started).toBeLessThan(close_wait_ms);
+        // Bounded by what was in flight when the server closed, not by what the client was willing to send.
+        expect(connection.sent_bytes - sent_at_answer).toBeLessThan(256 * 1024 * 1024);
+      } finally {
+        connection.destroy();
+      }
+    }, 15_000);
+  }
+
+  it("closes a 404 whose body is declared one byte over the limit, and keeps one declared exactly at the limit", async () => {
+    const over = await RawConnection.open(server.url);
+    try {
+      over.writeHead(`GET /nope HTTP/1.1\ncontent-length: ${body_limit_default_bytes + 1}`);
+      const answer = await over.response();
+      expect({ status: answer.status, connection: answer.headers.connection }).toEqual({ status: 404, connection: "close" });
+      await expect(over.sendUntilClosed(filler)).resolves.toBe(true);
+    } finally {
+      over.destroy();
+    }
+    const at_limit = await RawConnection.open(server.url);
+    try {
+      at_limit.writeHead(`GET /nope HTTP/1.1\ncontent-length: ${body_limit_default_bytes}`);
+      const answer = await at_limit.response();
+      expect({ status: answer.status, connection: answer.headers.connection }).toEqual({ status: 404, connection: "keep-alive" });
+      // The rest of the declared body, then a second request: Node discarded the body and reads the request.
+      at_limit.write(Buffer.alloc(body_limit_default_bytes, "x"));
+      at_limit.writeHead("GET /healthz HTTP/1.1");
+      const next = await at_limit.response();
+      expect({ status: next.status, body: JSON.parse(next.body) as unknown, closed: at_limit.is_closed }).toEqual({ status: 200, body: { ok: true }, closed: false });
+    } finally {
+      at_limit.destroy();
+    }
+  }, 15_000);
+});
+
+describe("connections that stay open", () => {
+  it("keeps the connection after a 404 to a small declared body sent in part, and answers the next request on it", async () => {
+    const connection = await RawConnection.open(server.url);
+    try {
+      connection.writeHead("GET /nope HTTP/1.1\ncontent-length: 10");
+      connection.write('{"a":');
+      const refused = await connection.response();
+      expect({ status: refused.status, connection: refused.headers.connection }).toEqual({ status: 404, connection: "keep-alive" });
+      connection.write('"bc"}');
+      connection.writeHead("GET /healthz HTTP/1.1");
+      const next = await connection.response();
+      expect({ status: next.status, body: JSON.parse(next.body) as unknown, connection: next.headers.connection }).toEqual({
+        status: 200,
+        body: { ok: true },
+        connection: "keep-alive",
+      });
+      expect(connection.is_closed).toBe(false);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("keeps the connection for authenticated POSTs with bodies, by Content-Length and chunked alike", async () => {
+    const connection = await RawConnection.open(server.url);
+    try {
+      const body = JSON.stringify({ name: "unread-body-keepalive" });
+      connection.writeHead(`POST /api/v1/agents HTTP/1.1\ncontent-type: application/json\nauthorization: Bearer ${operator_token}\ncontent-length: ${Buffer.byteLength(body)}`);
+      connection.write(body);
+      const first = await connection.response();
+      expect({ status: first.status, connection: first.headers.connection }).toEqual({ status: 201, connection: "keep-alive" });
+      expect(JSON.parse(first.body)).toMatchObject({ name: "unread-body-keepalive", agent_id: expect.any(String) });
+      const second_body = JSON.stringify({ name: "unread-body-chunked" });
+      connection.writeHead(`POST /api/v1/agents HTTP/1.1\ncontent-type: application/json\nauthorization: Bearer ${operator_token}\ntransfer-encoding: chunked`);
+      connection.write(`${Buffer.byteLength(second_body).toString(16)}\r\n${second_body}\r\n0\r\n\r\n`);
+      const second = await connection.response();
+      expect({ status: second.status, connection: second.headers.connection }).toEqual({ status: 201, connection: "keep-alive" });
+      expect(JSON.parse(second.body)).toMatchObject({ name: "unread-body-chunked" });
+      expect(connection.is_closed).toBe(false);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+});
+
+/** Opens a connection and answers the server's side of it too. */
+async function openWithServerSide(): Promise<{ connection: RawConnection; server_socket: Socket }> {
+  const accepted = new Promise<Socket>((resolve) => server.started.app.server.once("connection", resolve));
+  const connection = await RawConnection.open(server.url);
+  return { connection, server_socket: await accepted };
+}
+
+/** What Node's periodic check does to a request still arriving after the request timeout. */
+function cutByRequestTimeout(server_socket: Socket): void {
+  const timeout = Object.assign(new Error("Request timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
+  server.started.app.server.emit("clientError", timeout, server_socket);
+}
+
+describe("a request still arriving when the request timeout cuts it", () => {
+  it("is bounded: the server sets Node's request timeout, which Fastify leaves off by default", () => {
+    expect(request_timeout_ms).toBeGreaterThan(0);
+    expect(server.started.app.server.requestTimeout).toBe(request_timeout_ms);
+  });
+
+  it("gets a 408 and a closed connection when nothing answered it, after an earlier request on the connection was answered", async () => {
+    const { connection, server_socket } = await openWithServerSide();
+    try {
+      connection.writeHead("GET /healthz HTTP/1.1");
+      expect((await connection.response()).status).toBe(200);
+      // Headers that never end.
+      connection.write("GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      cutByRequestTimeout(server_socket);
+      const cut = await connection.response();
+      expect({ status: cut.status, body: JSON.parse(cut.body) as unknown }).toEqual({
+        status: 408,
+        body: { error: "Request Timeout", message: "Client Timeout", statusCode: 408 },
+      });
+      await connection.closed;
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("gets no stray 408 after its answer was sent (a 404 to a body still trickling in): the connection just closes", async () => {
+    const { connection, server_socket } = await openWithServerSide();
+    try {
+      connection.writeHead("GET /nope HTTP/1.1\ncontent-length: 10");
+      connection.write("12345");
+      const refused = await connection.response();
+      expect({ status: refused.status, connection: refused.headers.connection }).toEqual({ status: 404, connection: "keep-alive" });
+      cutByRequestTimeout(server_socket);
+      await expect(connection.response()).rejects.toThrow(/closed before a response/);
+    } finally {
+      connection.destroy();
+    }
+  });
+});
