@@ -84,37 +84,29 @@ export function originAllowed(origin: string | undefined): boolean {
   }
 }
 
-/** The agent each authenticated /mcp POST acts as, set by `authenticate` before its body is read. */
-const authenticated_agents = new WeakMap<FastifyRequest, string>();
-
 /**
- * The /mcp POST's onRequest hook: Origin, then the bearer token, before the body is read, so a
- * caller without a token cannot make the gate buffer and parse up to the body limit. A refused
- * body that is chunked or declared over the limit closes the connection (buildServer's rule for
- * every answer sent before its body was read); one within the limit keeps it.
+ * Origin, then the bearer token: the agent the request acts as, or undefined once refused. Run
+ * twice for each POST: as its onRequest hook, before the body is read, so a caller without a token
+ * cannot make the gate buffer and parse up to the body limit (a refused body that is chunked or
+ * declared over the limit closes the connection: buildServer's rule); and again once the body has
+ * arrived, so an agent disabled while its body was on the way is refused, not let through on the
+ * token its headers carried.
  */
-async function authenticate(access: Access, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+async function authenticate(access: Access, request: FastifyRequest, reply: FastifyReply): Promise<string | undefined> {
   if (!originAllowed(request.headers.origin)) {
-    return reply.status(403).send(errorBody("origin_forbidden", "this Origin may not call the gate"));
+    await reply.status(403).send(errorBody("origin_forbidden", "this Origin may not call the gate"));
+    return undefined;
   }
   const token = bearer(request.headers.authorization);
   const agent = token ? await access.ledger.authenticateAgent(token) : null;
-  if (agent) {
-    authenticated_agents.set(request, agent.agent_id);
+  if (agent) return agent.agent_id;
+  if (token && access.operator.check(token)) {
+    await reply.status(403).send(errorBody("forbidden", "the operator token cannot call money tools; use an agent token"));
     return undefined;
   }
-  if (token && access.operator.check(token)) {
-    return reply.status(403).send(errorBody("forbidden", "the operator token cannot call money tools; use an agent token"));
-  }
   const message = token ? "the agent token is not valid" : "an agent bearer token is required";
-  return reply.status(401).header("www-authenticate", "Bearer").send(errorBody("unauthorized", message));
-}
-
-/** The agent `authenticate` found for `request`; its absence is a bug (the hook did not run). */
-function authenticatedAgent(request: FastifyRequest): string {
-  const agent_id = authenticated_agents.get(request);
-  if (agent_id === undefined) throw new Error("assertion failed: POST /mcp reached its handler without an authenticated agent");
-  return agent_id;
+  await reply.status(401).header("www-authenticate", "Bearer").send(errorBody("unauthorized", message));
+  return undefined;
 }
 
 /**
@@ -150,8 +142,10 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
     await app.register(async (scope) => {
       scope.removeContentTypeParser("application/json");
       scope.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonAsIs);
-      scope.post("/mcp", { onRequest: async (request, reply) => authenticate(access, request, reply) }, async (request, reply) => {
-        const agent_id = authenticatedAgent(request);
+      const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) => ((await authenticate(access, request, reply)) ? undefined : reply);
+      scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
+        const agent_id = await authenticate(access, request, reply);
+        if (!agent_id) return reply;
         if (Array.isArray(request.body)) return reply.status(400).send(batch_refusal);
         return answerStateless(mcpServerFor(gate, agent_id), request, reply);
       });

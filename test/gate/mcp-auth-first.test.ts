@@ -1,5 +1,6 @@
 // POST /mcp checks the Origin and the agent token before it reads the body: a caller without a
-// token cannot make the gate buffer and parse up to 1 MiB of JSON. After such a refusal a
+// token cannot make the gate buffer and parse up to 1 MiB of JSON. It checks them again once the
+// body has arrived, so an agent disabled meanwhile gets nothing through. After such a refusal a
 // keep-alive connection stays usable (Node discards the unread body before the next request),
 // unless the body is chunked or declared over the limit: then the gate closes the connection.
 
@@ -71,6 +72,21 @@ function refusedBeforeBody(headers: Record<string, string>, first_chunk?: string
   });
 }
 
+/**
+ * Sends `req`'s headers and resolves once the gate (in this process) reads its body: once a
+ * listener takes its data, which happens only after the request's onRequest hooks let it pass.
+ */
+async function bodyAwaited(req: ReturnType<typeof httpRequest>): Promise<void> {
+  const http_server = server.started.app.server;
+  const arrived = new Promise<IncomingMessage>((resolve) => http_server.once("request", resolve));
+  req.flushHeaders();
+  const message = await arrived;
+  for (let turn = 0; message.listenerCount("data") === 0; turn++) {
+    if (turn > 10_000) throw new Error("the gate never read the request's body");
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
 /** Not JSON at all: the parser would answer 400 `malformed` if it ever saw it. */
 const not_json = "this is { not json";
 
@@ -113,6 +129,41 @@ describe("POST /mcp authenticates before it reads the body", () => {
     expect(chunked).toMatchObject({ status: 401, connection: "close" });
     await chunked.server_closed;
   }, 10_000);
+
+  it("checks the token again once the body has arrived: an agent disabled while its body was on the way is refused, and nothing is held", async () => {
+    const agent = await server.agent("auth-first-disabled-meanwhile");
+    const call = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 9,
+      method: "tools/call",
+      params: { name: "create_order", arguments: { amount: 5_000, currency: "INR", idempotency_key: "sent-before-disable" } },
+    });
+    const url = new URL(server.url);
+    const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = httpRequest(
+        { host: url.hostname, port: url.port, path: "/mcp", method: "POST", headers: { ...mcp_headers(agent.token), "content-length": String(Buffer.byteLength(call)) } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+        },
+      );
+      req.on("error", reject);
+      // The headers (and the valid token) go now; the body only once the gate, having let them
+      // through, waits for it (it reads the body only past its onRequest hooks), and the agent
+      // has been disabled.
+      void bodyAwaited(req).then(async () => {
+        const disabled = await server.api("POST", `/api/v1/agents/${agent.agent_id}/disable`);
+        expect(disabled.status).toBe(200);
+        req.end(call);
+      }).catch(reject);
+    });
+    const answer = await answered;
+    expect(answer.status).toBe(401);
+    expect(JSON.parse(answer.text)).toEqual({ error: { code: "unauthorized", message: "the agent token is not valid" } });
+    const block = await server.api<{ held: number; spent: number }>("GET", `/api/v1/blocks/${agent.block_id}`);
+    expect(block.body).toMatchObject({ held: 0, spent: 0 });
+  });
 
   it("still parses the body of an authenticated agent: invalid JSON is a 400 and tools/list answers", async () => {
     const agent = await server.agent("auth-first-agent");
