@@ -34,7 +34,12 @@ export interface HeldId {
   bytes: number;
 }
 
-const utf8Bytes = (text: string): number => Buffer.byteLength(text, "utf8");
+/**
+ * What a held string counts for in the byte bounds: its UTF-8 bytes, or its size in the heap when
+ * that is more. V8 keeps a string with any code unit past U+00FF at two bytes a unit, so mostly
+ * ASCII text with one such character takes twice its UTF-8 bytes.
+ */
+const textBytes = (text: string): number => Math.max(Buffer.byteLength(text, "utf8"), /[^\u0000-\u00ff]/.test(text) ? 2 * text.length : 0);
 
 const long = (id: JsonRpcId): id is string => typeof id === "string" && id.length > jsonrpc_id_chars_max;
 
@@ -48,7 +53,7 @@ export function heldId(id: JsonRpcId): HeldId {
     return { key: `hash:${hash}`, fields: { jsonrpc_id_hash: hash, jsonrpc_id_omitted: "too_large" }, bytes: hash.length };
   }
   const kept = typeof id === "string" ? (representable(id) as string) : id;
-  return { key: idKey(id), fields: { jsonrpc_id: kept }, bytes: utf8Bytes(String(kept)) };
+  return { key: idKey(id), fields: { jsonrpc_id: kept }, bytes: textBytes(String(kept)) };
 }
 
 /**
@@ -61,7 +66,7 @@ export interface HeldValue {
   fields: Record<string, string | null>;
   /** The canonical JSON of a value that is stored; null when it is kept by hash only. */
   text: string | null;
-  /** The UTF-8 bytes of `text`: what the byte bounds count for it. */
+  /** What the byte bounds count for `text` (see textBytes). */
   bytes: number;
 }
 
@@ -253,7 +258,7 @@ function hold(name: string, value: unknown): HeldValue {
   const hashed = bound(value);
   if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, text: null, bytes: 0 };
   if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large" }, text: null, bytes: 0 };
-  return { fields: { [`${name}_hash`]: hashed.sha256 }, text: hashed.text, bytes: utf8Bytes(hashed.text) };
+  return { fields: { [`${name}_hash`]: hashed.sha256 }, text: hashed.text, bytes: textBytes(hashed.text) };
 }
 
 /** The entry's fields for a held value: its hash, and the value parsed back from its text when stored. */
@@ -271,17 +276,17 @@ export function heldArguments(source: ObserverSource, tool: string, args: unknow
 
 /** The bytes of what a pending call holds that grows with the call: the tool, the id, the args' text and the shadow verdict. */
 export function heldBytes(call: Pick<PendingCall, "tool" | "id" | "args" | "shadow">): number {
-  return utf8Bytes(call.tool) + call.id.bytes + call.args.bytes + shadowBytes(call.shadow);
+  return textBytes(call.tool) + call.id.bytes + call.args.bytes + shadowBytes(call.shadow);
 }
 
-const shadowBytes = (shadow: ShadowVerdict | null): number => (shadow ? utf8Bytes(shadow.as_tool) + utf8Bytes(shadow.reason) : 0);
+const shadowBytes = (shadow: ShadowVerdict | null): number => (shadow ? textBytes(shadow.as_tool) + textBytes(shadow.reason) : 0);
 
 function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; result: HeldValue | null; bytes: number } {
   if (outcome.type === "no_response") return { fields: { outcome: { ...outcome } }, result: null, bytes: 0 };
   const result = hold("result", outcome.type === "result" ? outcome.result : outcome.error);
   if (outcome.type === "result") return { fields: { outcome: { type: "result", is_error: outcome.is_error } }, result, bytes: result.bytes };
   const summary = errorSummary(outcome.error);
-  const summary_bytes = utf8Bytes(String(summary.code)) + utf8Bytes(String(summary.message));
+  const summary_bytes = textBytes(String(summary.code)) + textBytes(String(summary.message));
   return { fields: { outcome: { type: "error", ...summary } }, result, bytes: result.bytes + summary_bytes };
 }
 
@@ -331,6 +336,6 @@ export function callEvidence(call: PendingCall, outcome: Outcome, finished_ms: n
   };
   const input = new CallEntry(call.source.source_id, call.started_at.toISOString(), fields, call.args, result.result);
   // Every part that can grow is counted: names, the id, the origin, held values, the error and the reason.
-  const bytes = call_overhead_bytes + heldBytes(call) + utf8Bytes(upstream) + result.bytes;
+  const bytes = call_overhead_bytes + heldBytes(call) + textBytes(upstream) + result.bytes;
   return { input, bytes };
 }

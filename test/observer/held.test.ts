@@ -94,6 +94,15 @@ describe("a queued call", () => {
     expect(holdings(large.input).objects).toBe(holdings(small.input).objects);
   });
 
+  it("counts text with a character past U+00FF at two bytes a unit, as the heap holds it, not at its UTF-8 bytes", () => {
+    const ascii = "a".repeat(60_000);
+    const plain = pendingCall({ note: ascii });
+    expect(plain.args.bytes).toBe(Buffer.byteLength(plain.args.text!));
+    const wide = pendingCall({ note: `${ascii}\u4e00` });
+    expect(wide.args.bytes).toBe(2 * wide.args.text!.length);
+    expect(wide.args.bytes).toBeGreaterThan(Buffer.byteLength(wide.args.text!));
+  });
+
   it("builds the entry the parsed values give: the same canonical and scrubbed text, the same hashes (any JSON)", () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.jsonValue(), (args, result) => {
