@@ -1,9 +1,9 @@
 // Fastify assembly: logging without secrets, body limits, the error mapping and graceful
 // shutdown. Routes come from plugins registered by the features; no business logic here.
 
-import { STATUS_CODES, type ServerResponse } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from "fastify";
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
 
@@ -122,12 +122,10 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     return reply.status(status).send(errorBody(code, error.message));
   });
 
-  app.addHook("onRequest", (request, reply, done) => {
-    answers.set(request.raw.socket, reply.raw);
-    done();
-  });
+  guardConnections(app.server);
   app.addHook("onSend", (request, reply, payload, done) => {
-    if (bodyLeftUnbounded(request)) reply.header("connection", "close");
+    routed_answers.add(request.raw);
+    if (bodyLeftUnbounded(request.raw, request.routeOptions.bodyLimit)) reply.header("connection", "close");
     done(null, payload);
   });
 
@@ -164,35 +162,74 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
 
 /**
  * Whether `request` is answered before its body has arrived, and that body is chunked or declared
- * over the route's limit. Node discards an unread body after the answer so that the next request
- * on a kept-alive connection can be read, for as long as the client sends it: a 404, a 401 from an
+ * over `limit`. Node discards an unread body after the answer so that the next request on a
+ * kept-alive connection can be read, for as long as the client sends it: a 404, a 401 from an
  * onRequest hook or a GET route given such a body would keep a core draining it for ever. The
  * connection is closed instead, as Fastify closes it after a 413; a body declared within the limit
- * keeps it, since discarding that is bounded. A request whose body has arrived whole (`complete`,
- * whether or not anything read it) leaves nothing on the wire. Hijacked replies (the MCP transport,
- * the observer's relay) skip onSend: both read their bodies.
+ * keeps it, since discarding that is bounded (per request: a client may send many). A request whose
+ * body has arrived whole (`complete`, whether or not anything read it) leaves nothing on the wire.
  */
-function bodyLeftUnbounded(request: FastifyRequest): boolean {
+function bodyLeftUnbounded(request: IncomingMessage, limit: number): boolean {
   // Only an IncomingMessage off a socket has `complete`; an injected request (light-my-request)
   // has no wire to drain, and leaves it undefined.
-  if (request.raw.complete !== false) return false;
+  if (request.complete !== false) return false;
   if (request.headers["transfer-encoding"] !== undefined) return true;
   // Node's parser refuses a Content-Length that is not a number; were one to pass, NaN closes.
-  return !(Number(request.headers["content-length"] ?? 0) <= request.routeOptions.bodyLimit);
+  return !(Number(request.headers["content-length"] ?? 0) <= limit);
 }
 
-/** The response to the last request routed on each connection (see answerBegun). */
-const answers = new WeakMap<Socket, ServerResponse>();
+/** Requests whose answer went through onSend, which applied its route's own limit. */
+const routed_answers = new WeakSet<IncomingMessage>();
+
+interface ConnectionState {
+  /** Answers on the connection not yet finished (pipelined, streaming, or not begun). */
+  open: Set<ServerResponse>;
+  /** The last request read on it, and its answer. */
+  last: IncomingMessage;
+  last_answer: ServerResponse;
+}
+
+const connections = new WeakMap<Socket, ConnectionState>();
 
 /**
- * Whether the request still arriving on `socket` (the one a client error, such as the request
- * timeout, cut) already has its answer begun or sent: a 404 to a body still trickling in, or the
- * observer relaying an upstream's answer during a long upload. An error answer written then
- * would land inside or after that answer: the connection is only closed.
+ * The same rule for the answers Fastify's hooks never see: Node's own 417 to an unknown Expect,
+ * Fastify's 400 to a URL it cannot decode and 414 to an over-long path parameter, hijacked
+ * replies (the MCP transport and the observer's relay, which read their bodies, unless the
+ * upstream answers first). Such an answer with its body left unbounded (by the server's default
+ * limit) destroys the connection once it is sent. Also keeps what `answerBegun` reads.
+ */
+function guardConnections(server: Server): void {
+  server.prependListener("request", (request: IncomingMessage, response: ServerResponse) => {
+    const state = connections.get(request.socket) ?? { open: new Set(), last: request, last_answer: response };
+    connections.set(request.socket, state);
+    state.open.add(response);
+    state.last = request;
+    state.last_answer = response;
+    response.once("close", () => state.open.delete(response));
+    response.once("finish", () => {
+      if (!routed_answers.has(request) && bodyLeftUnbounded(request, body_limit_default_bytes)) request.socket.destroy();
+    });
+  });
+  // Without a listener Node answers an unknown Expect 417 itself and keeps the connection,
+  // discarding the body after it.
+  server.on("checkExpectation", (_request: IncomingMessage, response: ServerResponse) => {
+    const body = JSON.stringify(errorBody("expectation_failed", "only Expect: 100-continue is supported"));
+    response.writeHead(417, { connection: "close", "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
+    response.end(body);
+  });
+}
+
+/**
+ * Whether an error answer written on `socket` now (a client error, such as the request timeout,
+ * cut the request still arriving) could land inside or after another answer: one is being sent
+ * (a streaming or pipelined answer), or the request still arriving was answered already (a 404
+ * to a body still trickling in). Then the connection is only closed.
  */
 function answerBegun(socket: Socket): boolean {
-  const response = answers.get(socket);
-  return response !== undefined && response.headersSent && !response.req.complete;
+  const state = connections.get(socket);
+  if (!state) return false;
+  for (const answer of state.open) if (answer.headersSent) return true;
+  return !state.last.complete && state.last_answer.headersSent;
 }
 
 const client_errors: Record<string, { status: number; message: string }> = {
