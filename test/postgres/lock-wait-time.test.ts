@@ -16,11 +16,11 @@ const block_ttl_seconds = 60;
 const lock_wait_poll_ms = 10;
 const lock_wait_timeout_ms = 10_000;
 
-/** Resolves once some session of the schema's server waits for a row lock that is not granted. */
-async function someoneWaitsForALock(observer: pg.Client): Promise<void> {
+/** Resolves once a session of the server waits for a lock that `holder_pid`'s session holds. */
+async function someoneWaitsFor(observer: pg.Client, holder_pid: number): Promise<void> {
   const deadline = Date.now() + lock_wait_timeout_ms;
   while (Date.now() < deadline) {
-    const { rows } = await observer.query<{ waiting: string }>("SELECT count(*) AS waiting FROM pg_locks WHERE NOT granted");
+    const { rows } = await observer.query<{ waiting: string }>("SELECT count(*) AS waiting FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", [holder_pid]);
     if (Number(rows[0]?.waiting) > 0) return;
     await new Promise((resolve) => setTimeout(resolve, lock_wait_poll_ms));
   }
@@ -39,11 +39,12 @@ describe.skipIf(!pg_server)("a decision that waits for its block's lock on Postg
         await Promise.all([holder.connect(), observer.connect()]);
         const { agent_id } = await bursar.operator.createAgent({ name: "waits" });
         const block = await bursar.operator.createBlock({ agent_id, currency: "INR", reserved: 100_000, ttl_seconds: block_ttl_seconds });
+        const holder_pid = (await holder.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid as number;
         await holder.query("BEGIN");
         await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [block.block_id]);
         const args = { amount: 1_000, currency: "INR", idempotency_key: "waited" };
         const decided = bursar.ledger.authorize({ agent_id, tool: "create_order", args });
-        await someoneWaitsForALock(observer);
+        await someoneWaitsFor(observer, holder_pid);
         clock.advance((block_ttl_seconds + 1) * 1000);
         await holder.query("COMMIT");
         const { verdict } = await decided;
