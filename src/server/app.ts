@@ -207,7 +207,7 @@ function guardConnections(server: Server): void {
     state.last_answer = response;
     response.once("close", () => state.open.delete(response));
     response.once("finish", () => {
-      if (!routed_answers.has(request) && bodyLeftUnbounded(request, body_limit_default_bytes)) request.socket.destroy();
+      if (!routed_answers.has(request) && bodyLeftUnbounded(request, body_limit_default_bytes)) closeUnread(request.socket);
     });
   });
   // Without a listener Node answers an unknown Expect 417 itself and keeps the connection,
@@ -219,6 +219,22 @@ function guardConnections(server: Server): void {
   });
 }
 
+/** How long a connection closed with its request's body unread lingers for the client to read the answer. */
+export const unread_close_linger_ms = 2_000;
+
+/**
+ * Closes a connection whose answer is sent while its request's body is still coming: stops
+ * reading (nothing more is drained), sends the answer's end (FIN), and destroys the socket once
+ * the client closes or unread_close_linger_ms pass. Destroying it at once would reset the
+ * connection with the client's bytes unread, and a reset can discard answer bytes the client had
+ * not read yet (an upstream's answer relayed by the observer, say, while the upload goes on).
+ */
+function closeUnread(socket: Socket): void {
+  socket.pause();
+  socket.end();
+  setTimeout(() => socket.destroy(), unread_close_linger_ms).unref();
+}
+
 /**
  * Whether an error answer written on `socket` now (a client error, such as the request timeout,
  * cut the request still arriving) could land inside or after another answer: one is being sent
@@ -228,7 +244,9 @@ function guardConnections(server: Server): void {
 function answerBegun(socket: Socket): boolean {
   const state = connections.get(socket);
   if (!state) return false;
-  for (const answer of state.open) if (answer.headersSent) return true;
+  // Any open answer but the cut request's own unstarted one: a 408 written now would be read as
+  // an earlier pipelined request's answer, or land inside one being sent.
+  for (const answer of state.open) if (answer.headersSent || answer !== state.last_answer || state.last.complete) return true;
   return !state.last.complete && state.last_answer.headersSent;
 }
 

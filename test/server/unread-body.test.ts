@@ -319,6 +319,27 @@ describe("a request still arriving when the request timeout cuts it", () => {
     }
   });
 
+  it("gets no 408 while an earlier pipelined request is still unanswered (it would be read as that request's answer)", async () => {
+    const agent = await server.agent("unread-body-pipelined");
+    server.started.simulator!.faults.set({ latency_ms: 1_000 });
+    const { connection, server_socket } = await openWithServerSide();
+    try {
+      const call = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "create_order", arguments: { amount: 1_000, currency: "INR" } } });
+      connection.writeHead(
+        `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${agent.token}\ncontent-length: ${Buffer.byteLength(call)}`,
+      );
+      // The money call, then a pipelined request whose headers never end, cut while the call waits on the provider.
+      connection.write(`${call}GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      cutByRequestTimeout(server_socket);
+      // The connection closes with no 408; the call goes on (it is decided and held whatever the client saw).
+      await expect(connection.response()).rejects.toThrow(/closed before a response/);
+    } finally {
+      server.started.simulator!.faults.reset();
+      connection.destroy();
+    }
+  });
+
   it("gets no stray 408 after its answer was sent (a 404 to a body still trickling in): the connection just closes", async () => {
     const { connection, server_socket } = await openWithServerSide();
     try {
