@@ -281,9 +281,18 @@ function withTimeout(work: Promise<void>, timeout_ms: number): Promise<void> {
 /** Counts requests from arrival until their response ends or their connection closes. */
 function countInFlight(app: FastifyInstance): () => number {
   let in_flight = 0;
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
   app.addHook("onRequest", async (_request, reply) => {
     in_flight++;
-    reply.raw.once("close", () => in_flight--);
+    reply.raw.once("close", () => {
+      in_flight--;
+      // Closing reaps the connections idle then; one whose answer was in flight becomes idle
+      // only now, and would otherwise hold the close open for its keep-alive timeout (72 s).
+      if (closing) setImmediate(() => app.server.closeIdleConnections());
+    });
   });
   return () => in_flight;
 }

@@ -1,5 +1,6 @@
-// /healthz reflects the database, and a shutdown that runs out of grace says how many requests
-// it abandoned.
+// /healthz reflects the database; a shutdown waits for the requests in flight and no longer (their
+// kept-alive connections do not hold it open), and one that runs out of grace says how many
+// requests it abandoned.
 
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -8,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { startServer } from "../../src/server/start.js";
+import { testServer } from "../support/server.js";
 import { dist_index, builtSuiteDir } from "../support/build.js";
 
 describe("health and shutdown", () => {
@@ -40,6 +42,25 @@ describe("health and shutdown", () => {
       await started.app.close();
     }
   });
+
+  it("closes once a money call in flight is answered, not after its kept-alive connections time out", async () => {
+    const server = await testServer();
+    const agent = await server.agent("shutdown-in-flight");
+    // The provider (the mounted simulator) takes a second: the close begins while the call waits on it.
+    server.started.simulator!.faults.set({ latency_ms: 1_000 });
+    const call = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "create_order", arguments: { amount: 1_000, currency: "INR" } } });
+    const answered = fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: call,
+    }).then((response) => response.json() as Promise<{ result?: { isError?: boolean; structuredContent?: { effect?: string } } }>);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const closing_from = Date.now();
+    // Before, the close waited for the connections' keep-alive timeout (72 s) once their answers were sent.
+    const closed = server.close().then(() => Date.now() - closing_from);
+    expect((await answered).result).toMatchObject({ structuredContent: { effect: "ALLOW" } });
+    expect(await Promise.race([closed, new Promise((resolve) => setTimeout(() => resolve("still closing 10 s later"), 10_000))])).toBeLessThan(10_000);
+  }, 20_000);
 
   it("a shutdown past its grace period logs how many requests it abandoned and exits 1", async () => {
     const script = join(dir(), "slow.mjs");
