@@ -196,7 +196,7 @@ const connections = new WeakMap<Socket, ConnectionState>();
  * Fastify's 400 to a URL it cannot decode and 414 to an over-long path parameter, hijacked
  * replies (the MCP transport and the observer's relay, which read their bodies, unless the
  * upstream answers first). Such an answer with its body left unbounded (by the server's default
- * limit) destroys the connection once it is sent. Also keeps what `answerBegun` reads.
+ * limit) closes the connection once it is sent (closeUnread). Also keeps what `answerBegun` reads.
  */
 function guardConnections(server: Server): void {
   server.prependListener("request", (request: IncomingMessage, response: ServerResponse) => {

@@ -78,14 +78,24 @@ function refusedBeforeBody(headers: Record<string, string>, first_chunk?: string
  */
 async function bodyAwaited(req: ReturnType<typeof httpRequest>): Promise<void> {
   const http_server = server.started.app.server;
-  const arrived = new Promise<IncomingMessage>((resolve) => http_server.once("request", resolve));
+  const arrived = new Promise<IncomingMessage>((resolve) => {
+    const seen = (message: IncomingMessage) => {
+      if (message.url !== "/mcp") return;
+      http_server.off("request", seen);
+      resolve(message);
+    };
+    http_server.on("request", seen);
+  });
   req.flushHeaders();
   const message = await arrived;
-  for (let turn = 0; message.listenerCount("data") === 0; turn++) {
-    if (turn > 10_000) throw new Error("the gate never read the request's body");
+  const deadline = Date.now() + body_awaited_timeout_ms;
+  while (message.listenerCount("data") === 0) {
+    if (Date.now() > deadline) throw new Error(`the gate did not read the request's body within ${body_awaited_timeout_ms} ms`);
     await new Promise((resolve) => setImmediate(resolve));
   }
 }
+
+const body_awaited_timeout_ms = 10_000;
 
 /** Not JSON at all: the parser would answer 400 `malformed` if it ever saw it. */
 const not_json = "this is { not json";
