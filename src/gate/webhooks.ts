@@ -3,7 +3,7 @@
 // as the capture tool. Every webhook, duplicates included, writes one evidence entry.
 
 import { HttpError } from "../errors.js";
-import { hasLoneSurrogate } from "../evidence/canonical.js";
+import { hasLoneSurrogate, sha256Hex } from "../evidence/canonical.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
 import { settleCapture } from "../ledger/settle.js";
 import { getReservation, lockBlock } from "../ledger/statements.js";
@@ -73,8 +73,9 @@ async function linkByReceipt(context: WebhookContext, order_id: string, receipt:
   });
 }
 
-async function apply(tx: SqlTx, context: LedgerContext, event_id: string, parsed: Parsed): Promise<WebhookAnswer> {
-  const detail = { event_id, event: parsed.type === "unsupported" ? parsed.event : parsed.type };
+async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_sha256: string, parsed: Parsed): Promise<WebhookAnswer> {
+  // The delivered bytes' hash: a redelivery under a used event id with other bytes shows as such.
+  const detail = { event_id, event: parsed.type === "unsupported" ? parsed.event : parsed.type, body_sha256 };
   const inserted = await tx.run(
     "INSERT INTO webhook_events (event_id, event, payment_id, outcome, received_at_ms) VALUES (?, ?, ?, 'pending', ?) ON CONFLICT (event_id) DO NOTHING",
     [event_id, detail.event, "payment" in parsed ? parsed.payment.id : null, context.clock().getTime()],
@@ -134,7 +135,8 @@ export async function handleWebhook(
   // The atomic dedupe is apply's INSERT; reading first spares a redelivery any provider call.
   const order_id = "payment" in parsed ? parsed.payment.order_id : null;
   if (order_id !== null) await linkUnlinkedOrder(context, event_id, parsed, order_id);
-  const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, parsed));
+  const body_sha256 = sha256Hex(raw_body);
+  const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, body_sha256, parsed));
   context.observer?.webhook(answer.outcome);
   return answer;
 }

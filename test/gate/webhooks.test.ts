@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { sha256Hex } from "../../src/evidence/index.js";
 import { createBursar } from "../../src/index.js";
 import { createRazorpayProvider, signWebhookBody } from "../../src/provider/razorpay/index.js";
 import { buildServer } from "../../src/server/app.js";
@@ -144,14 +145,24 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
   });
 
-  it("a duplicate event id → 200 audited no-op, one evidence entry each", async () => {
+  it("a duplicate event id → 200 audited no-op, one evidence entry each, each with the hash of the bytes it came with", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     const event = paymentEvent("payment.captured", { id: "pay_Dup1", order_id, amount: 10_000, currency: "INR", status: "captured" });
+    const applied_at = await log_size();
     await send(event, "evt_dup_1");
     const before = await log_size();
     expect(await send(event, "evt_dup_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
     expect(await log_size()).toBe(before + 1);
     expect(await block(agent.block_id)).toMatchObject({ spent: 10_000 });
+    // The same event id with other bytes (signed alike): still a duplicate, and its entry says the bytes differ.
+    const other = { ...event, created_at: 1_790_000_001 };
+    expect(await send(other, "evt_dup_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
+    const bodies = (await server.started.bursar.log.entries(applied_at, await log_size())).map((stored) => stored.entry.body as Record<string, unknown>);
+    expect(bodies.map(({ action, event_id, body_sha256 }) => ({ action, event_id, body_sha256 }))).toEqual([
+      { action: "commit", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(event)) },
+      { action: "webhook.duplicate", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(event)) },
+      { action: "webhook.duplicate", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(other)) },
+    ]);
   });
 
   it("an unsupported event → 200 audited no-op", async () => {
