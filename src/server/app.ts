@@ -123,8 +123,9 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   });
 
   guardConnections(app.server);
+  // A routed answer says it closes the connection (guardConnections closes it) under its route's own limit.
   app.addHook("onSend", (request, reply, payload, done) => {
-    routed_answers.add(request.raw);
+    route_limits.set(request.raw, request.routeOptions.bodyLimit);
     if (bodyLeftUnbounded(request.raw, request.routeOptions.bodyLimit)) reply.header("connection", "close");
     done(null, payload);
   });
@@ -178,8 +179,8 @@ function bodyLeftUnbounded(request: IncomingMessage, limit: number): boolean {
   return !(Number(request.headers["content-length"] ?? 0) <= limit);
 }
 
-/** Requests whose answer went through onSend, which applied its route's own limit. */
-const routed_answers = new WeakSet<IncomingMessage>();
+/** The body limit of each request's route, for answers that went through onSend (the others have the default). */
+const route_limits = new WeakMap<IncomingMessage, number>();
 
 interface ConnectionState {
   /** Answers on the connection not yet finished (pipelined, streaming, or not begun). */
@@ -192,11 +193,11 @@ interface ConnectionState {
 const connections = new WeakMap<Socket, ConnectionState>();
 
 /**
- * The same rule for the answers Fastify's hooks never see: Node's own 417 to an unknown Expect,
- * Fastify's 400 to a URL it cannot decode and 414 to an over-long path parameter, hijacked
- * replies (the MCP transport and the observer's relay, which read their bodies, unless the
- * upstream answers first). Such an answer with its body left unbounded (by the server's default
- * limit) closes the connection once it is sent (closeUnread). Also keeps what `answerBegun` reads.
+ * Closes the connection (closeUnread) once an answer is sent with its body left unbounded: by its
+ * route's limit, or the server's default for the answers Fastify's hooks never see (Fastify's 400
+ * to a URL it cannot decode and 414 to an over-long path parameter, hijacked replies such as the
+ * observer's relay when the upstream answers first). Node's own 417 to an unknown Expect is
+ * answered here instead, closing. Also keeps what `answerBegun` reads.
  */
 function guardConnections(server: Server): void {
   server.prependListener("request", (request: IncomingMessage, response: ServerResponse) => {
@@ -207,7 +208,7 @@ function guardConnections(server: Server): void {
     state.last_answer = response;
     response.once("close", () => state.open.delete(response));
     response.once("finish", () => {
-      if (!routed_answers.has(request) && bodyLeftUnbounded(request, body_limit_default_bytes)) closeUnread(request.socket);
+      if (bodyLeftUnbounded(request, route_limits.get(request) ?? body_limit_default_bytes)) closeUnread(request.socket);
     });
   });
   // Without a listener Node answers an unknown Expect 417 itself and keeps the connection,
