@@ -55,11 +55,11 @@ describe("health and shutdown", () => {
       body: call,
     }).then((response) => response.json() as Promise<{ result?: { isError?: boolean; structuredContent?: { effect?: string } } }>);
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const closing_from = Date.now();
-    // Before, the close waited for the connections' keep-alive timeout (72 s) once their answers were sent.
-    const closed = server.close().then(() => Date.now() - closing_from);
+    // Before, the close waited for the connections' keep-alive timeout (72 s) once their answers
+    // were sent: past this test's timeout.
+    const closed = server.close();
     expect((await answered).result).toMatchObject({ structuredContent: { effect: "ALLOW" } });
-    expect(await Promise.race([closed, new Promise((resolve) => setTimeout(() => resolve("still closing 10 s later"), 10_000))])).toBeLessThan(10_000);
+    await closed;
   }, 20_000);
 
   it("a shutdown past its grace period logs how many requests it abandoned and exits 1", async () => {

@@ -153,6 +153,8 @@ describe("a response sent before the body is read closes a connection whose body
     },
     { name: "the observer without a token (401 before its relay), chunked", head: "POST /observe HTTP/1.1\ncontent-type: application/json\ntransfer-encoding: chunked", status: 401, chunk: chunked_filler },
     { name: "GET /mcp (405), declared 100 GB", head: `GET /mcp HTTP/1.1\ncontent-length: ${huge_length}`, status: 405, chunk: filler },
+    { name: "POST /mcp without a token (401 before its body is read), chunked", head: "POST /mcp HTTP/1.1\ncontent-type: application/json\ntransfer-encoding: chunked", status: 401, chunk: chunked_filler },
+    { name: "POST /mcp without a token, declared one byte over the limit", head: `POST /mcp HTTP/1.1\ncontent-type: application/json\ncontent-length: ${body_limit_default_bytes + 1}`, status: 401, chunk: filler },
     { name: "an unknown Expect (417, Node's own answer otherwise), chunked", head: "GET /nope HTTP/1.1\nexpect: foo\ntransfer-encoding: chunked", status: 417, chunk: chunked_filler },
     // Answered by Fastify before routing, past its hooks: the connection is closed without saying so.
     { name: "a URL Fastify cannot decode (400), chunked", head: "GET /healthz%zz HTTP/1.1\ntransfer-encoding: chunked", status: 400, chunk: chunked_filler, says_close: false },
@@ -169,9 +171,7 @@ describe("a response sent before the body is read closes a connection whose body
         expect(answer.status).toBe(status);
         if (says_close) expect(answer.headers.connection).toBe("close");
         const sent_at_answer = connection.sent_bytes;
-        const started = Date.now();
         expect(await connection.sendUntilClosed(chunk)).toBe(true);
-        expect(Date.now() - started).toBeLessThan(close_wait_ms);
         // Bounded by what was in flight when the server closed, not by what the client was willing to send.
         expect(connection.sent_bytes - sent_at_answer).toBeLessThan(256 * 1024 * 1024);
       } finally {
@@ -251,17 +251,30 @@ describe("connections that stay open", () => {
 
 });
 
-/** Opens a connection and answers the server's side of it too. */
-async function openWithServerSide(): Promise<{ connection: RawConnection; server_socket: Socket }> {
+/**
+ * Opens a connection, lets `send` write on it, then does to the request still arriving what Node's
+ * periodic check does once the request timeout has passed; answers what the client reads after:
+ * an answer (the 408), or "closed" when the connection closes without one.
+ */
+async function cutAfter(send: (connection: RawConnection) => Promise<void>): Promise<RawResponse | "closed"> {
   const accepted = new Promise<Socket>((resolve) => server.started.app.server.once("connection", resolve));
   const connection = await RawConnection.open(server.url);
-  return { connection, server_socket: await accepted };
-}
-
-/** What Node's periodic check does to a request still arriving after the request timeout. */
-function cutByRequestTimeout(server_socket: Socket): void {
-  const timeout = Object.assign(new Error("Request timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
-  server.started.app.server.emit("clientError", timeout, server_socket);
+  try {
+    const server_socket = await accepted;
+    await send(connection);
+    // What was written reaches the server's parser before the cut.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const timeout = Object.assign(new Error("Request timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
+    server.started.app.server.emit("clientError", timeout, server_socket);
+    const answer = await connection.response().catch((error: Error) => {
+      if (/closed before a response/.test(error.message)) return "closed" as const;
+      throw error;
+    });
+    await connection.closed;
+    return answer;
+  } finally {
+    connection.destroy();
+  }
 }
 
 describe("a request still arriving when the request timeout cuts it", () => {
@@ -271,86 +284,61 @@ describe("a request still arriving when the request timeout cuts it", () => {
   });
 
   it("gets a 408 and a closed connection when nothing answered it, after an earlier request on the connection was answered", async () => {
-    const { connection, server_socket } = await openWithServerSide();
-    try {
+    const cut = await cutAfter(async (connection) => {
       connection.writeHead("GET /healthz HTTP/1.1");
       expect((await connection.response()).status).toBe(200);
       // Headers that never end.
       connection.write("GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n");
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      cutByRequestTimeout(server_socket);
-      const cut = await connection.response();
-      expect({ status: cut.status, body: JSON.parse(cut.body) as unknown }).toEqual({
-        status: 408,
-        body: { error: "Request Timeout", message: "Client Timeout", statusCode: 408 },
-      });
-      await connection.closed;
-    } finally {
-      connection.destroy();
-    }
+    });
+    expect(cut).toMatchObject({ status: 408 });
+    expect(JSON.parse((cut as RawResponse).body)).toEqual({ error: "Request Timeout", message: "Client Timeout", statusCode: 408 });
   });
 
   it("gets a 408 when its body is still trickling in to a route that reads it and nothing has answered it yet", async () => {
-    const { connection, server_socket } = await openWithServerSide();
-    try {
+    const cut = await cutAfter(async (connection) => {
       connection.writeHead(`POST /api/v1/agents HTTP/1.1\ncontent-type: application/json\nauthorization: Bearer ${operator_token}\ncontent-length: 100`);
       connection.write('{"name":');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      cutByRequestTimeout(server_socket);
-      expect((await connection.response()).status).toBe(408);
-      await connection.closed;
-    } finally {
-      connection.destroy();
-    }
+    });
+    expect(cut).toMatchObject({ status: 408 });
   });
 
   it("gets no stray 408 after an answer Fastify's hooks never saw (a 400 to an undecodable URL, its body still trickling in)", async () => {
-    const { connection, server_socket } = await openWithServerSide();
-    try {
+    const cut = await cutAfter(async (connection) => {
       connection.writeHead("GET /healthz HTTP/1.1");
       expect((await connection.response()).status).toBe(200);
       connection.writeHead("GET /healthz%zz HTTP/1.1\ncontent-length: 10");
       connection.write("12345");
       expect((await connection.response()).status).toBe(400);
-      cutByRequestTimeout(server_socket);
-      await expect(connection.response()).rejects.toThrow(/closed before a response/);
-    } finally {
-      connection.destroy();
-    }
+    });
+    expect(cut).toBe("closed");
   });
 
   it("gets no 408 while an earlier pipelined request is still unanswered (it would be read as that request's answer)", async () => {
     const agent = await server.agent("unread-body-pipelined");
     server.started.simulator!.faults.set({ latency_ms: 1_000 });
-    const { connection, server_socket } = await openWithServerSide();
     try {
       const call = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "create_order", arguments: { amount: 1_000, currency: "INR" } } });
-      connection.writeHead(
-        `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${agent.token}\ncontent-length: ${Buffer.byteLength(call)}`,
-      );
-      // The money call, then a pipelined request whose headers never end, cut while the call waits on the provider.
-      connection.write(`${call}GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      cutByRequestTimeout(server_socket);
-      // The connection closes with no 408; the call goes on (it is decided and held whatever the client saw).
-      await expect(connection.response()).rejects.toThrow(/closed before a response/);
+      const cut = await cutAfter(async (connection) => {
+        connection.writeHead(
+          `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${agent.token}\ncontent-length: ${Buffer.byteLength(call)}`,
+        );
+        // The money call, then a pipelined request whose headers never end, cut while the call waits on the provider.
+        connection.write(`${call}GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n`);
+      });
+      // No 408; the call goes on (it is decided and held whatever the client saw).
+      expect(cut).toBe("closed");
     } finally {
       server.started.simulator!.faults.reset();
-      connection.destroy();
     }
   });
 
   it("gets no stray 408 after its answer was sent (a 404 to a body still trickling in): the connection just closes", async () => {
-    const { connection, server_socket } = await openWithServerSide();
-    try {
+    const cut = await cutAfter(async (connection) => {
       connection.writeHead("GET /nope HTTP/1.1\ncontent-length: 10");
       connection.write("12345");
       const refused = await connection.response();
       expect({ status: refused.status, connection: refused.headers.connection }).toEqual({ status: 404, connection: "keep-alive" });
-      cutByRequestTimeout(server_socket);
-      await expect(connection.response()).rejects.toThrow(/closed before a response/);
-    } finally {
-      connection.destroy();
-    }
+    });
+    expect(cut).toBe("closed");
   });
 });
