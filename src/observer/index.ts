@@ -129,10 +129,11 @@ export class Observer {
     this.sweeping = true;
     try {
       this.correlator.expire(performance.now());
-      for (const token of new Set(this.context.active.values())) {
-        const source = await this.options.sources.observerByToken(token).catch(() => undefined);
-        if (source !== null) continue;
-        for (const [cut, opened_by] of [...this.context.active]) if (opened_by === token) cut();
+      // One look-up per token (null: it opens nothing now; undefined: the database failed).
+      const opens = new Map<string, boolean>();
+      for (const [cut, token] of [...this.context.active]) {
+        if (!opens.has(token)) opens.set(token, (await this.options.sources.observerByToken(token).catch(() => undefined)) !== null);
+        if (opens.get(token) === false && this.context.active.has(cut)) cut();
       }
     } finally {
       this.sweeping = false;
