@@ -52,7 +52,7 @@ export interface RecorderOptions {
 }
 
 interface QueuedCall {
-  input: AppendInput | DeferredInput;
+  input: DeferredInput;
   bytes: number;
   source_id: string;
 }
@@ -113,7 +113,7 @@ export class Recorder {
   }
 
   /** Never throws and never waits: the proxied call has already been answered. */
-  enqueue(input: AppendInput | DeferredInput, bytes: number, source_id: string): void {
+  enqueue(input: DeferredInput, bytes: number, source_id: string): void {
     const full = this.queue.length >= this.queue_length_max || this.queued_bytes + bytes > queue_bytes_max;
     if (this.closed || full) return this.unrecorded(1, "queue_full", source_id);
     this.queue.push({ input, bytes, source_id });
@@ -188,7 +188,7 @@ export class Recorder {
    */
   private async append(calls: readonly QueuedCall[]): Promise<"written" | "refused" | "store_failed"> {
     const gap = this.gap.calls > 0 ? this.gap : null;
-    const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...calls.map((call) => built(call.input))];
+    const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...calls.map((call) => call.input.build())];
     if (gap) this.gap = new Gap();
     try {
       await this.options.sink.append(inputs);
@@ -261,10 +261,6 @@ export class Recorder {
     if (this.retry_timer) clearTimeout(this.retry_timer);
     if (!drained) this.options.onError?.(`observer closing with ${this.queue.length} calls unwritten and ${this.gap.calls} unrecorded`);
   }
-}
-
-function built(input: AppendInput | DeferredInput): AppendInput {
-  return "build" in input ? input.build() : input;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -131,7 +131,7 @@ describe("the recorder's batches", () => {
   async function batches(entries_bytes: readonly number[]): Promise<number[]> {
     const sizes: number[] = [];
     const recorder = new Recorder({ sink: { append: async (inputs) => void sizes.push(inputs.length) }, clock: () => started_at, flush_delay_ms: 0 });
-    const input: AppendInput = { kind: "observer.call", source: source.source_id, body: { tool: "echo" } };
+    const input: DeferredInput = { build: () => ({ kind: "observer.call", source: source.source_id, body: { tool: "echo" } }) };
     for (const bytes of entries_bytes) recorder.enqueue(input, bytes, source.source_id);
     expect(await recorder.drain()).toBe(true);
     return sizes;

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppendInput } from "../../src/evidence/index.js";
 import { tool_name_chars_max } from "../../src/observer/calls.js";
+import type { DeferredInput } from "../../src/observer/recorder.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -94,7 +95,7 @@ describe("evidence canonical JSON cannot write as received", () => {
 
   it("drops only the entry the log refuses and counts it, writing the rest of its batch", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
-    const call = (text: string): AppendInput => ({ kind: "observer.call", source: source.id, body: { tool: "echo", args: { text } } });
+    const call = (text: string): DeferredInput => ({ build: (): AppendInput => ({ kind: "observer.call", source: source.id, body: { tool: "echo", args: { text } } }) });
     const recorder = h.evidence.observer.recorder;
     // Enqueued together, so they are written as one batch; the third has no JSON form.
     for (const text of ["one", "two", "lone \ud800", "four", "five"]) recorder.enqueue(call(text), 1024, source.id);
