@@ -311,11 +311,13 @@ interface Measured {
 
 // ---------------------------------------------------------------- where Bursar's time goes (its /metrics)
 
-/** The histograms of Bursar's /metrics that split a create_order: its two ledger steps and the provider call. */
+/** The histograms of Bursar's /metrics that split a create_order: its two ledger steps and the
+ *  provider call, and the WAL flushes (a decision waits for one; each may cover several calls). */
 const step_series = {
   decide: 'bursar_ledger_step_seconds_{part}{tool="create_order",step="decide"}',
   provider: 'bursar_provider_request_seconds_{part}{operation="create_order",outcome="ok"}',
   complete: 'bursar_ledger_step_seconds_{part}{tool="create_order",step="complete"}',
+  flush: "bursar_sqlite_wal_flush_seconds_{part}",
 } as const;
 type Step = keyof typeof step_series;
 type StepTotals = Record<Step, { seconds: number; count: number }>;
@@ -457,12 +459,13 @@ function printServerThreads(all: readonly Measured[]): void {
  * Bursar's create_order split by its own /metrics: the decision with its hold (flush included),
  * the provider call and the completion (an order's does not wait for its flush), as mean ms per
  * call over the slices, beside the mean latency the clients saw. The rest is the MCP, HTTP and
- * gate work around them, and queueing.
+ * gate work around them, and queueing. Last, the WAL flushes: mean ms each (the disk's share of
+ * a decision) and how many per call (fewer than one when calls share them).
  */
 function printSteps(all: readonly Measured[]): void {
   console.log("");
   console.log("bursar's create_order by its /metrics (mean ms per call over the slices; decide includes its flush wait, complete has none)");
-  console.log("clients      decide   provider   complete   all three   whole call   the rest (MCP, HTTP, gate, queueing)");
+  console.log("clients      decide   provider   complete   all three   whole call   the rest (MCP, HTTP, gate, queueing)   flush ms   flushes/call");
   for (const measured of all.filter((m) => m.role === "bursar")) {
     const steps = measured.steps as StepTotals;
     const mean = (step: Step) => (steps[step].count > 0 ? (1000 * steps[step].seconds) / steps[step].count : Number.NaN);
@@ -470,7 +473,8 @@ function printSteps(all: readonly Measured[]): void {
     const whole = measured.latencies_ms.reduce((sum, latency) => sum + latency, 0) / measured.latencies_ms.length;
     console.log(
       `${String(measured.concurrency).padStart(7)}   ${fixed(mean("decide"), 2, 9)}  ${fixed(mean("provider"), 2, 9)}  ${fixed(mean("complete"), 2, 9)}` +
-        `  ${fixed(three, 2, 10)}   ${fixed(whole, 2, 10)}   ${fixed(whole - three, 2, 10)}`,
+        `  ${fixed(three, 2, 10)}   ${fixed(whole, 2, 10)}   ${fixed(whole - three, 2, 10)}` +
+        `${" ".repeat(28)}${fixed(mean("flush"), 2, 9)}   ${fixed(steps.flush.count / steps.decide.count, 2, 12)}`,
     );
   }
 }

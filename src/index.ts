@@ -11,6 +11,7 @@ import type { GateObserver } from "./gate/observer.js";
 import { randomBase62, randomIds, type IdSource } from "./ids.js";
 import { Ledger, ledger_defaults, migrations, SqliteDriver, type SqlDriver } from "./ledger/index.js";
 import { PostgresDriver } from "./ledger/postgres.js";
+import { timedFlush } from "./ledger/sqlite-wal.js";
 import { guard_table, type Guard } from "./policy/index.js";
 import { embeddedSimulator, type EmbeddedSimulator } from "./provider/embedded.js";
 import type { Provider } from "./provider/port.js";
@@ -60,9 +61,10 @@ export interface Bursar {
 }
 
 /** A postgres:// (or postgresql://) URL opens PostgreSQL; anything else is a SQLite path or ":memory:". */
-export function openDriver(db: string, options: { pg_prepared_statements?: boolean } = {}): SqlDriver {
+export function openDriver(db: string, options: { pg_prepared_statements?: boolean; observer?: GateObserver } = {}): SqlDriver {
   if (/^postgres(ql)?:\/\//.test(db)) return new PostgresDriver({ url: db, prepared_statements: options.pg_prepared_statements });
-  return new SqliteDriver({ path: db });
+  const observer = options.observer;
+  return new SqliteDriver({ path: db, ...(observer ? { flush: timedFlush((seconds) => observer.walFlush(seconds)) } : {}) });
 }
 
 function signingKeyOf(option: KeyObject | string | undefined): KeyObject {

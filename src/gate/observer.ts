@@ -14,6 +14,8 @@ export interface GateObserver {
   lookupLimited(tool: string): void;
   /** How long a ledger step of a money call took, including any wait for the disk flush. */
   ledgerStep(tool: string, step: LedgerStep, seconds: number): void;
+  /** How long one flush of SQLite's WAL to disk took (none on PostgreSQL, whose server flushes). */
+  walFlush(seconds: number): void;
 }
 
 export const silent_observer: GateObserver = {
@@ -23,6 +25,7 @@ export const silent_observer: GateObserver = {
   webhook: () => undefined,
   lookupLimited: () => undefined,
   ledgerStep: () => undefined,
+  walFlush: () => undefined,
 };
 
 /** Runs one ledger step of a money call and reports how long it took, whether or not it failed. */

@@ -15,6 +15,14 @@ export const async_flush_delay_ms = 5;
 /** Flushes the WAL's file descriptor to disk; the default is fdatasync on libuv's thread pool. */
 export type WalFlush = (fd: number) => Promise<void>;
 
+/** The default flush, reporting each flush's duration in seconds (whether or not it failed). */
+export function timedFlush(report: (seconds: number) => void): WalFlush {
+  return (fd) => {
+    const start = process.hrtime.bigint();
+    return fdatasyncAsync(fd).finally(() => report(Number(process.hrtime.bigint() - start) / 1e9));
+  };
+}
+
 export interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;

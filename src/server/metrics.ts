@@ -35,6 +35,12 @@ export function createMetrics(): Metrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [registry],
   });
+  const wal_flush_seconds = new Histogram({
+    name: "bursar_sqlite_wal_flush_seconds",
+    help: "SQLite only: flushes of the WAL to disk (fdatasync on the thread pool), from start to done; one flush covers every commit made before it began",
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1],
+    registers: [registry],
+  });
   const unknown = new Counter({ name: "bursar_unknown_outcomes_total", help: "Money calls whose provider outcome is unknown (held for the operator)", labelNames: ["tool"], registers: [registry] });
   const webhooks = new Counter({ name: "bursar_webhooks_total", help: "Provider webhooks by outcome", labelNames: ["outcome"], registers: [registry] });
   const lookups_limited = new Counter({
@@ -54,6 +60,7 @@ export function createMetrics(): Metrics {
     webhook: (outcome) => webhooks.inc({ outcome }),
     lookupLimited: (tool) => lookups_limited.inc({ tool }),
     ledgerStep: (tool, step, seconds) => ledger_seconds.observe({ tool, step }, seconds),
+    walFlush: (seconds) => wal_flush_seconds.observe(seconds),
   };
 
   function timed<A extends unknown[], T>(operation: string, call: (...args: A) => Promise<ProviderOutcome<T>>) {

@@ -34,7 +34,7 @@ describe("a full purchase over HTTP", () => {
     expect(fetched.structuredContent).toMatchObject({ payment: { status: "captured" } });
   });
 
-  it("/metrics counts decisions by effect and rule, provider and ledger step latency and webhook outcomes", async () => {
+  it("/metrics counts decisions by effect and rule, provider, ledger step and WAL flush latency and webhook outcomes", async () => {
     const agent = await server.agent("metrics", { per_call_cap: 1_000 });
     const client = await server.client(agent.token);
     await client.callTool({ name: "create_order", arguments: { amount: 500, currency: "INR" } });
@@ -45,6 +45,7 @@ describe("a full purchase over HTTP", () => {
     expect(text).toMatch(/bursar_provider_request_seconds_count\{operation="create_order",outcome="ok"\} [1-9]/);
     expect(text).toMatch(/bursar_ledger_step_seconds_count\{tool="create_order",step="decide"\} [2-9]/);
     expect(text).toMatch(/bursar_ledger_step_seconds_count\{tool="create_order",step="complete"\} [1-9]/);
+    expect(text).toMatch(/^bursar_sqlite_wal_flush_seconds_count [1-9]/m);
     expect(text).toMatch(/bursar_webhooks_total\{outcome="(applied|noop)"\} [1-9]/);
   });
 });
