@@ -2,7 +2,7 @@
 // {seq, leaf_hash, kind, at}, and one per ingest delivery listing every record.
 
 import { sign, verify } from "node:crypto";
-import { canonicalJson, isHexSha256 } from "./canonical.js";
+import { canonicalJson, hasLoneSurrogate, isHexSha256 } from "./canonical.js";
 import type { ProofCheck } from "./merkle.js";
 import { keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
 
@@ -45,6 +45,8 @@ export function verifyReceipt(receipt: Receipt, verifier: NoteVerifier): ProofCh
   if (!Number.isSafeInteger(seq) || !isHexSha256(leaf_hash) || typeof kind !== "string" || typeof at !== "string" || typeof signatureText !== "string") {
     return { ok: false, reason: "malformed receipt" };
   }
+  // Nothing signed has a lone surrogate (canonical JSON cannot write one): such a receipt is forged.
+  if (hasLoneSurrogate(kind) || hasLoneSurrogate(at)) return { ok: false, reason: "malformed receipt" };
   const signature = Buffer.from(signatureText, "base64");
   const good = signature.length === 64 && verify(null, receiptMessage(receipt), verifier.publicKey, signature);
   return good ? { ok: true } : { ok: false, reason: "receipt signature does not verify" };

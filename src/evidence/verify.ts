@@ -3,7 +3,7 @@
 // first bad entry or checkpoint range.
 
 import { closeSync, openSync, readSync } from "node:fs";
-import { entryShapeProblem, type Entry } from "./entry.js";
+import { entry_bytes_max, entryShapeProblem, type Entry } from "./entry.js";
 import {
   checkpoint_line_prefix,
   entry_line_prefix,
@@ -17,6 +17,8 @@ import { verifyReceipt, type Receipt } from "./receipt.js";
 
 /** File reads happen in chunks of this size; lines may span chunks. */
 export const verify_read_chunk_bytes = 1 << 20;
+/** No line an export holds is longer than an entry may be: a longer one is refused, and read no further. */
+export const export_line_bytes_max = entry_bytes_max;
 /**
  * Receipts of entries past every signed root seen so far wait (copied) for the next checkpoint
  * line, which makes checking their signatures unnecessary; past either limit the oldest is
@@ -94,6 +96,8 @@ interface PendingEntry {
 /** An entry past every signed root read so far, waiting for a checkpoint line to cover it. */
 interface TailEntry {
   seq: number;
+  /** The entry's leaf hash, hex: what its receipt must sign. */
+  leaf_hash: string;
   /** The receipt line (a copy: file chunks must not be held), or undefined when it had none. */
   receipt: Buffer | undefined;
   /** 1-based line of the receipt, else of the entry. */
@@ -223,6 +227,10 @@ class ExportVerifier {
 
   line(line: Buffer): void {
     this.lineNumber += 1;
+    if (line.length > export_line_bytes_max) {
+      this.settlePending();
+      this.stop({ seq: this.size, message: `line ${this.lineNumber} is longer than ${export_line_bytes_max} bytes, which no export line is` });
+    }
     if (!this.sawHeader) return this.header(line);
     if (startsWith(line, entry_line_prefix)) return this.entry(line);
     if (startsWith(line, receipt_line_prefix)) return this.receipt(line);
@@ -275,7 +283,7 @@ class ExportVerifier {
     if (!pending) return;
     this.pending = undefined;
     this.inspect(pending);
-    if (pending.seq >= this.signedSize) this.deferTail({ seq: pending.seq, receipt: undefined, lineNumber: pending.lineNumber });
+    if (pending.seq >= this.signedSize) this.deferTail({ seq: pending.seq, leaf_hash: pending.leaf.toString("hex"), receipt: undefined, lineNumber: pending.lineNumber });
   }
 
   /** Queues a tail entry until a checkpoint line covers it; past the limits the oldest is settled now. */
@@ -299,11 +307,19 @@ class ExportVerifier {
     if (problem) throw new VerifyStop(problem);
   }
 
-  /** Checks a waiting receipt's signature (its seq and leaf hash already matched its entry). */
+  /**
+   * Checks a waiting receipt's signature, and that the receipt it parses to names its entry: the
+   * fast path read seq and leaf hash by position, while JSON.parse keeps a repeated key's last
+   * value, so a line naming the entry first and another entry's genuine receipt after it would
+   * otherwise vouch for an entry nobody signed.
+   */
   private tailReceiptProblem(waiting: TailEntry): VerifyFailure | undefined {
     const { seq, lineNumber: line } = waiting;
     const receipt = (parseJson(waiting.receipt!) as { receipt?: Receipt } | undefined)?.receipt;
     if (!receipt || typeof receipt !== "object") return { seq, line, message: `line ${line}: malformed receipt line` };
+    if (receipt.seq !== seq || receipt.leaf_hash !== waiting.leaf_hash) {
+      return { seq, line, message: `seq ${seq}: its receipt line names another entry (seq ${String(receipt.seq)}), and no signed checkpoint covers the entry` };
+    }
     const signature = verifyReceipt(receipt, this.verifier);
     if (!signature.ok) return { seq, line, message: `seq ${seq}: receipt does not verify (${signature.reason}), and no signed checkpoint covers the entry` };
     this.receiptsVerified += 1;
@@ -358,7 +374,7 @@ class ExportVerifier {
   private matchedReceipt(pending: PendingEntry, line: Buffer): void {
     if (pending.seq < this.signedSize) return;
     this.inspect(pending);
-    this.deferTail({ seq: pending.seq, receipt: Buffer.from(line), lineNumber: this.lineNumber });
+    this.deferTail({ seq: pending.seq, leaf_hash: pending.leaf.toString("hex"), receipt: Buffer.from(line), lineNumber: this.lineNumber });
   }
 
   private checkpoint(line: Buffer): void {
@@ -467,7 +483,11 @@ export function* bufferLines(data: Buffer): Generator<Buffer> {
   if (start < data.length) yield data.subarray(start);
 }
 
-/** Reads a file's lines in chunks of verify_read_chunk_bytes; lines may span chunks. */
+/**
+ * Reads a file's lines in chunks of verify_read_chunk_bytes; lines may span chunks. Of a line
+ * longer than export_line_bytes_max only its first export_line_bytes_max + 1 bytes are kept, so
+ * memory stays bounded whatever the file holds, and the verifier refuses that line.
+ */
 export function* fileLines(path: string): Generator<Buffer> {
   const fd = openSync(path, "r");
   try {
@@ -475,6 +495,13 @@ export function* fileLines(path: string): Generator<Buffer> {
     // a newline, and a long line is joined once, when it ends: copying the carry onto every
     // chunk made a file without newlines quadratic (256 MiB took minutes).
     let carry: Buffer[] = [];
+    let carried = 0;
+    const keep = (bytes: Buffer) => {
+      const room = export_line_bytes_max + 1 - carried;
+      if (room <= 0) return;
+      carry.push(bytes.length > room ? bytes.subarray(0, room) : bytes);
+      carried += Math.min(bytes.length, room);
+    };
     for (;;) {
       // A fresh chunk per read: a line yielded earlier may still be held (awaiting its receipt).
       const chunk = Buffer.allocUnsafe(verify_read_chunk_bytes);
@@ -484,11 +511,16 @@ export function* fileLines(path: string): Generator<Buffer> {
       let start = 0;
       for (let newline = data.indexOf(10, start); newline >= 0; newline = data.indexOf(10, start)) {
         const end = data.subarray(start, newline);
-        yield carry.length > 0 ? Buffer.concat([...carry, end]) : end;
+        if (carry.length === 0) yield end;
+        else {
+          keep(end);
+          yield Buffer.concat(carry);
+        }
         carry = [];
+        carried = 0;
         start = newline + 1;
       }
-      if (start < data.length) carry.push(data.subarray(start));
+      if (start < data.length) keep(data.subarray(start));
     }
     if (carry.length > 0) yield Buffer.concat(carry);
   } finally {

@@ -41,7 +41,8 @@ describe("receipts", () => {
     const receipt = signReceiptFields(signer, fields);
     expect(receipt.key_id).toBe(signer.keyIdHex);
     expect(verifyReceipt(receipt, verifier).ok).toBe(true);
-    for (const changed of [{ seq: 6 }, { leaf_hash: "cd".repeat(32) }, { kind: "gate.settlement" }, { at: "2026-01-01T00:00:01.000Z" }]) {
+    // A lone surrogate (an export line may carry one) is a malformed receipt, not a throw.
+    for (const changed of [{ seq: 6 }, { leaf_hash: "cd".repeat(32) }, { kind: "gate.settlement" }, { at: "2026-01-01T00:00:01.000Z" }, { kind: "\ud800" }, { at: "x\udc00" }]) {
       expect(verifyReceipt({ ...receipt, ...changed }, verifier).ok).toBe(false);
     }
     expect(verifyReceipt(receipt, parseVerifierKey(newSigner().verifierKey)).ok).toBe(false);

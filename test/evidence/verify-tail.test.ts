@@ -8,7 +8,16 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { exportLog } from "../../src/evidence/export.js";
 import { leafHash } from "../../src/evidence/merkle.js";
 import { signReceiptFields } from "../../src/evidence/receipt.js";
-import { bufferLines, fileLines, tail_receipts_deferred_max, verify_read_chunk_bytes, verifyExportLines, type VerifyReport } from "../../src/evidence/verify.js";
+import {
+  bufferLines,
+  export_line_bytes_max,
+  fileLines,
+  tail_receipts_deferred_max,
+  verify_read_chunk_bytes,
+  verifyExportFile,
+  verifyExportLines,
+  type VerifyReport,
+} from "../../src/evidence/verify.js";
 import { openTestLog, tempDir, type TestLog } from "./support.js";
 
 const entry_count = 12;
@@ -121,6 +130,25 @@ describe("entries past every signed checkpoint", () => {
     expect(report.failure!.message).toMatch(/found seq 5 instead/);
   });
 
+  it("fail when a receipt line names its entry first and carries another entry's genuine receipt after it", () => {
+    // A reviewer's forgery: JSON.parse keeps a repeated key's last value, while the fast path
+    // reads the first. Any agent holds genuine receipts; one must not vouch for a made-up entry.
+    const tail = withoutCheckpointsAbove(exported.lines, trusted_size);
+    const genuine = (JSON.parse(tail.filter(isReceipt).at(-1)!) as { receipt: Record<string, unknown> }).receipt;
+    for (const seq of [trusted_size + 1, entry_count - 1]) {
+      const forged = editEntry(tail, seq, (entry) => {
+        const text = entry.replace(/"amount":\d+/, '"amount":1');
+        const leaf = leafHash(Buffer.from(text, "utf8")).toString("hex");
+        const fields = `"leaf_hash":"${genuine.leaf_hash}","seq":${genuine.seq},"signature":"${genuine.signature}","kind":"${genuine.kind}","key_id":"${genuine.key_id}","at":"${genuine.at}"`;
+        return [text, `{"receipt":{"at":"x","leaf_hash":"${leaf}","seq":${seq},"signature":"x",${fields}}}`];
+      });
+      const report = verify(exported, forged);
+      expect(report.ok, `forged seq ${seq}`).toBe(false);
+      expect(report.failure).toMatchObject({ seq });
+      expect(report.failure!.message).toMatch(/names another entry/);
+    }
+  });
+
   it("fail when one has no receipt; under a signed checkpoint a missing receipt is fine", () => {
     const stripReceipt = (lines: string[], seq: number) => editEntry(lines, seq, (entry) => [entry, undefined]);
     const tail = withoutCheckpointsAbove(exported.lines, 9);
@@ -190,6 +218,23 @@ describe("fileLines", () => {
       const path = join(dir.path, "export.jsonl");
       writeFileSync(path, lines.join("\n"));
       expect([...fileLines(path)].map((line) => line.toString())).toEqual(lines);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it("keeps only the first export_line_bytes_max + 1 bytes of a longer line, and verify refuses it by its line number", () => {
+    const dir = tempDir();
+    try {
+      const path = join(dir.path, "export.jsonl");
+      const [header, ...rest] = exported.lines;
+      writeFileSync(path, `${header}\n${rest[0]}\n{"body":"${"a".repeat(export_line_bytes_max * 3)}"}\n${rest.slice(1).join("\n")}\n`);
+      const lengths = [...fileLines(path)].map((line) => line.length);
+      expect(lengths[2]).toBe(export_line_bytes_max + 1);
+      expect(lengths).toHaveLength(exported.lines.length + 1);
+      const report = verifyExportFile(path, { checkpoint: exported.trusted, key: exported.key });
+      expect(report.ok).toBe(false);
+      expect(report.failure!.message).toBe(`line 3 is longer than ${export_line_bytes_max} bytes, which no export line is`);
     } finally {
       dir.remove();
     }
