@@ -98,6 +98,15 @@ describe("faults after processing", () => {
     expect(found[0]).toMatchObject({ receipt: "rsv_lost_answer", amount: 10_000, status: "created" });
   });
 
+  it("a 400 or a 429 strikes before the request takes effect, whatever after_processing says: Razorpay refuses without acting", async () => {
+    for (const [knob, status] of [["error_4xx_next", 400], ["rate_limit_next", 429]] as const) {
+      const receipt = `rsv_refused_${status}`;
+      sim.simulator.faults.set({ [knob]: 1, after_processing: true, only_routes: ["POST /v1/orders"] });
+      expect(await order(receipt)).toMatchObject({ kind: "refused", status });
+      expect(expectOk(await provider().findOrdersByReceipt(receipt))).toEqual([]);
+    }
+  });
+
   it("a capture whose answer is reset still captured: fetchPayment proves it", async () => {
     const created = expectOk(await order("rsv_capture_reset"));
     const paid = await pay(sim.base_url, created.id);

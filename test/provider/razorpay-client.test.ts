@@ -9,7 +9,9 @@ import { isOrderId, isPaymentId } from "../../src/provider/port.js";
 import { response_body_max_bytes } from "../../src/provider/razorpay/client.js";
 import { createRazorpayProvider } from "../../src/provider/razorpay/index.js";
 import { acceptOnlyKey } from "../../src/provider/simulator/index.js";
-import { expectOk, key_id, key_secret, pay, startSimulator, type RunningSimulator } from "./support.js";
+import { provider_notes_max, provider_text_chars_max } from "../../src/provider/razorpay/transformers.js";
+import { canonicalJson } from "../../src/evidence/canonical.js";
+import { expectOk, key_id, key_secret, pay, startScriptedProvider, startSimulator, wireOrder, type RunningSimulator } from "./support.js";
 
 let sim: RunningSimulator;
 
@@ -235,6 +237,68 @@ describe("answers that are too large", () => {
     } finally {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe("answers from a broken or hostile provider", () => {
+  const order_json = (fields: Parameters<typeof wireOrder>[0]) => ({ status: 200, json: JSON.stringify(wireOrder(fields)) });
+  const payment_json = (id: string, order_id: string) =>
+    JSON.stringify({ id, entity: "payment", amount: 500, currency: "INR", status: "authorized", order_id, captured: false, created_at: 1_700_000_000 });
+
+  it("text with lone surrogates or past the length limit is made representable: a refusal stays a refusal that evidence can hold", async () => {
+    const long = "d".repeat(5_000);
+    const hostile = await startScriptedProvider((_method, path) =>
+      path === "/v1/orders"
+        ? { status: 400, json: `{"error":{"code":"BAD_REQUEST_ERROR","description":"nope \\ud800 here ${long}","field":"x\\udc00"}}` }
+        : { status: 200, json: `{"id":"order_Notes1","entity":"order","amount":500,"currency":"INR","receipt":"r\\ud800","status":"created","notes":{"k\\ud800":"v\\udc00"},"created_at":1}` },
+    );
+    try {
+      const refused = await hostile.provider().createOrder({ amount: 500, currency: "INR", receipt: "rsv_1" });
+      expect(refused.kind).toBe("refused");
+      const error = (refused as { error: { description: string; field: string } }).error;
+      expect(error.description.startsWith("nope \ufffd here ddd")).toBe(true);
+      expect(error.description).toHaveLength(provider_text_chars_max + 1);
+      expect(error.field).toBe("x\ufffd");
+      expect(() => canonicalJson(refused)).not.toThrow();
+      const order = expectOk(await hostile.provider().fetchOrder("order_Notes1"));
+      expect(order).toMatchObject({ receipt: "r\ufffd", notes: { "k\ufffd": "v\ufffd" } });
+    } finally {
+      await hostile.close();
+    }
+  });
+
+  it("an order with more notes than Razorpay could hold is no answer", async () => {
+    const notes = Object.fromEntries(Array.from({ length: provider_notes_max + 1 }, (_, i) => [`n${i}`, "x"]));
+    const hostile = await startScriptedProvider(() => order_json({ id: "order_Many1", amount: 500, receipt: "rsv_1", notes }));
+    try {
+      expect(await hostile.provider().fetchOrder("order_Many1")).toMatchObject({ kind: "unknown", reason: expect.stringContaining(`more than ${provider_notes_max} notes`) });
+    } finally {
+      await hostile.close();
+    }
+  });
+
+  it("an answer about another order, payment or receipt than the one asked for is unknown", async () => {
+    const hostile = await startScriptedProvider((method, path) => {
+      if (method === "POST") return order_json({ id: "order_Other1", amount: 500, receipt: "rsv_someone_else" });
+      if (path === "/v1/orders/order_Mine1") return order_json({ id: "order_Other1", amount: 500, receipt: "rsv_other" });
+      if (path === "/v1/payments/pay_Mine1") return { status: 200, json: payment_json("pay_Other1", "order_Mine1") };
+      if (path === "/v1/orders/order_Mine1/payments") return { status: 200, json: `{"entity":"collection","count":1,"items":[${payment_json("pay_Other1", "order_Other1")}]}` };
+      return { status: 200, json: JSON.stringify({ entity: "collection", count: 1, items: [wireOrder({ id: "order_Other1", amount: 500, receipt: "rsv_other" })] }) };
+    });
+    try {
+      const provider = hostile.provider();
+      const answers = [
+        await provider.createOrder({ amount: 500, currency: "INR", receipt: "rsv_mine" }),
+        await provider.fetchOrder("order_Mine1"),
+        await provider.fetchPayment("pay_Mine1"),
+        await provider.fetchOrderPayments("order_Mine1"),
+        await provider.findOrdersByReceipt("rsv_mine"),
+      ];
+      for (const answer of answers) expect(answer).toMatchObject({ kind: "unknown", reason: expect.stringMatching(/^the provider answered about /) });
+      expect((answers[1] as { reason: string }).reason).toBe("the provider answered about order order_Other1 when asked for order_Mine1");
+    } finally {
+      await hostile.close();
     }
   });
 });

@@ -2,6 +2,8 @@
 // Real servers on 127.0.0.1 port 0, no mocks; every helper returns a close function.
 
 import type { FastifyInstance } from "fastify";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { buildServer } from "../../src/server/app.js";
 import { createSimulator, type Simulator, type SimulatorOptions } from "../../src/provider/simulator/index.js";
 import { createRazorpayProvider, type RazorpayProviderOptions } from "../../src/provider/razorpay/index.js";
@@ -120,4 +122,49 @@ export async function pay(base_url: string, order_id: string, card = "4111111111
 export function expectOk<T>(outcome: { kind: string; value?: T }): T {
   if (outcome.kind !== "ok") throw new Error(`expected ok, got ${JSON.stringify(outcome)}`);
   return outcome.value as T;
+}
+
+/** What a scripted provider answers: a status and the body's JSON text, sent as given (so it can hold what JSON.stringify never writes, such as a lone "\ud800" escape). */
+export interface ScriptedAnswer {
+  status: number;
+  json: string;
+}
+
+export interface ScriptedProvider {
+  base_url: string;
+  provider(overrides?: Partial<RazorpayProviderOptions>): Provider;
+  close(): Promise<void>;
+}
+
+/**
+ * A broken or hostile provider: a real loopback HTTP server whose every answer `script` writes,
+ * given the request's method, path (with query) and parsed JSON body. The razorpay client talks
+ * to it as to Razorpay.
+ */
+export async function startScriptedProvider(script: (method: string, path: string, body: unknown) => ScriptedAnswer): Promise<ScriptedProvider> {
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      const answer = script(request.method ?? "GET", request.url ?? "/", text ? (JSON.parse(text) as unknown) : undefined);
+      response.writeHead(answer.status, { "content-type": "application/json" });
+      response.end(answer.json);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base_url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    base_url,
+    provider: (overrides = {}) => createRazorpayProvider({ key_id, key_secret, base_url, webhook_secret, timeout_ms: 2_000, ...overrides }),
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/** A Razorpay order's wire JSON. */
+export function wireOrder(fields: { id: string; amount: number; receipt: string | null; notes?: Record<string, string> }): Record<string, unknown> {
+  return { entity: "order", amount_paid: 0, currency: "INR", status: "created", notes: {}, created_at: 1_700_000_000, ...fields };
 }

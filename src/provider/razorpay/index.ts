@@ -107,6 +107,18 @@ async function lookup<T>(outcome: Promise<ProviderOutcome<T>>): Promise<Provider
   return { kind: "unknown", reason: `HTTP ${answer.status} from provider: ${answer.error.description}` };
 }
 
+/**
+ * An answer about something other than what was asked is no answer (a broken or hostile
+ * provider, a misrouted proxy): taken at its word, a webhook could link a reservation to a
+ * foreign order, or an agent read another agent's order under its own id. `wrong` names the
+ * mismatch, or returns undefined when the answer is about what was asked.
+ */
+function about<T>(outcome: ProviderOutcome<T>, wrong: (value: T) => string | undefined): ProviderOutcome<T> {
+  if (outcome.kind !== "ok") return outcome;
+  const mismatch = wrong(outcome.value);
+  return mismatch === undefined ? outcome : { kind: "unknown", reason: `the provider answered about ${mismatch}` };
+}
+
 export function createRazorpayProvider(options: RazorpayProviderOptions): Provider {
   checkKeys(options);
   const base_url = options.base_url ?? razorpay_base_url_default;
@@ -131,7 +143,12 @@ export function createRazorpayProvider(options: RazorpayProviderOptions): Provid
       if (typeof input.receipt !== "string" || input.receipt.length > receipt_max_length) {
         return refuseLocally("receipt", `receipt must be a string of at most ${receipt_max_length} characters`);
       }
-      return razorpayCall(config, { method: "POST", path: "/v1/orders", body: toWireOrderCreate(input) }, toProviderOrder);
+      const created = await razorpayCall(config, { method: "POST", path: "/v1/orders", body: toWireOrderCreate(input) }, toProviderOrder);
+      return about(created, (order) =>
+        order.receipt === input.receipt && order.amount === input.amount && order.currency === input.currency.toUpperCase()
+          ? undefined
+          : `another order (receipt ${JSON.stringify(order.receipt)}, ${order.amount} ${order.currency}) than the one it was asked to create`,
+      );
     },
 
     async capturePayment(payment_id: string, input: CaptureInput) {
@@ -144,26 +161,36 @@ export function createRazorpayProvider(options: RazorpayProviderOptions): Provid
 
     async fetchOrder(order_id: string) {
       if (!isOrderId(order_id)) return refuseLocally("order_id", "order_id must match ^order_[A-Za-z0-9]{1,40}$");
-      return lookup(razorpayCall(config, { method: "GET", path: `/v1/orders/${encodeURIComponent(order_id)}` }, toProviderOrder));
+      const order = await lookup(razorpayCall(config, { method: "GET", path: `/v1/orders/${encodeURIComponent(order_id)}` }, toProviderOrder));
+      return about(order, (found) => (found.id === order_id ? undefined : `order ${found.id} when asked for ${order_id}`));
     },
 
     async fetchPayment(payment_id: string) {
       if (!isPaymentId(payment_id)) return refuseLocally("payment_id", "payment_id must match ^pay_[A-Za-z0-9]{1,40}$");
       const path = `/v1/payments/${encodeURIComponent(payment_id)}`;
-      return lookup(razorpayCall(config, { method: "GET", path }, toProviderPayment));
+      const payment = await lookup(razorpayCall(config, { method: "GET", path }, toProviderPayment));
+      return about(payment, (found) => (found.id === payment_id ? undefined : `payment ${found.id} when asked for ${payment_id}`));
     },
 
     async fetchOrderPayments(order_id: string) {
       if (!isOrderId(order_id)) return refuseLocally("order_id", "order_id must match ^order_[A-Za-z0-9]{1,40}$");
       const path = `/v1/orders/${encodeURIComponent(order_id)}/payments`;
-      return lookup(razorpayCall(config, { method: "GET", path }, toProviderPayments));
+      const payments = await lookup(razorpayCall(config, { method: "GET", path }, toProviderPayments));
+      return about(payments, (found) => {
+        const other = found.find((payment) => payment.order_id !== order_id);
+        return other ? `payment ${other.id} of order ${String(other.order_id)} when asked for the payments of ${order_id}` : undefined;
+      });
     },
 
     async findOrdersByReceipt(receipt: string) {
       if (typeof receipt !== "string" || receipt.length === 0 || receipt.length > receipt_max_length) {
         return refuseLocally("receipt", `receipt must be 1 to ${receipt_max_length} characters`);
       }
-      return lookup(razorpayCall(config, { method: "GET", path: "/v1/orders", query: { receipt } }, toProviderOrders));
+      const orders = await lookup(razorpayCall(config, { method: "GET", path: "/v1/orders", query: { receipt } }, toProviderOrders));
+      return about(orders, (found) => {
+        const other = found.find((order) => order.receipt !== receipt);
+        return other ? `order ${other.id} with receipt ${JSON.stringify(other.receipt)} when asked for receipt ${JSON.stringify(receipt)}` : undefined;
+      });
     },
 
     verifyWebhook(raw_body: Buffer, signature_header: string | undefined) {

@@ -2,6 +2,7 @@
 // fit is reported as unparseable (the caller turns that into `unknown`), never guessed at.
 
 import { z } from "zod";
+import { representable } from "../../evidence/canonical.js";
 import {
   order_id_pattern,
   payment_id_pattern,
@@ -11,14 +12,31 @@ import {
   type ProviderPayment,
 } from "../port.js";
 
+/**
+ * The provider's text is outside input like any other: it reaches tool results and evidence. Cut
+ * to this many characters, with lone surrogates (which no evidence entry can hold) replaced by
+ * U+FFFD. Razorpay's own limits are far below it (receipt 40, a note 256 characters).
+ */
+export const provider_text_chars_max = 1_024;
+/** Razorpay allows 15 notes; an answer with more than this many is not a Razorpay answer. */
+export const provider_notes_max = 64;
+
+export function providerText(text: string): string {
+  const cut = text.length > provider_text_chars_max ? `${text.slice(0, provider_text_chars_max)}…` : text;
+  return representable(cut) as string;
+}
+
+const wire_text = z.string().transform(providerText);
+
 /** Razorpay serialises empty notes as `[]` (a PHP quirk) and otherwise as an object. */
 const wire_notes = z
   .union([z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])), z.array(z.never()).max(0)])
   .nullish()
+  .refine((notes) => !notes || Object.keys(notes).length <= provider_notes_max, `more than ${provider_notes_max} notes`)
   .transform((notes): Record<string, string> => {
     if (!notes || Array.isArray(notes)) return {};
     const out: Record<string, string> = {};
-    for (const [key, value] of Object.entries(notes)) out[key] = value === null ? "" : String(value);
+    for (const [key, value] of Object.entries(notes)) out[providerText(key)] = value === null ? "" : providerText(String(value));
     return out;
   });
 
@@ -31,7 +49,7 @@ export const wire_order_schema = z.object({
   amount: minor_amount,
   amount_paid: minor_amount.optional().default(0),
   currency: z.string().regex(/^[A-Z]{3}$/),
-  receipt: z.string().nullable().optional().default(null),
+  receipt: wire_text.nullable().optional().default(null),
   status: z.enum(["created", "attempted", "paid"]),
   notes: wire_notes,
   created_at: unix_seconds,
@@ -45,18 +63,18 @@ export const wire_payment_schema = z.object({
   status: z.enum(["created", "authorized", "captured", "failed", "refunded"]),
   order_id: z.string().regex(order_id_pattern).nullable().optional().default(null),
   captured: z.boolean(),
-  method: z.string().nullable().optional(),
-  error_code: z.string().nullable().optional(),
-  error_description: z.string().nullable().optional(),
+  method: wire_text.nullable().optional(),
+  error_code: wire_text.nullable().optional(),
+  error_description: wire_text.nullable().optional(),
   created_at: unix_seconds,
 });
 
 /** `metadata` etc. are kept out of our type: we take only what a refusal needs to be explained. */
 export const wire_error_schema = z.object({
   error: z.object({
-    code: z.string().min(1),
-    description: z.string(),
-    field: z.string().nullable().optional(),
+    code: z.string().min(1).pipe(wire_text),
+    description: wire_text,
+    field: wire_text.nullable().optional(),
     source: z.string().nullable().optional(),
     step: z.string().nullable().optional(),
     reason: z.string().nullable().optional(),
@@ -76,9 +94,10 @@ export type WirePayment = z.input<typeof wire_payment_schema>;
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
+/** The first issue, in words; its path holds the provider's keys, so it is provider text too. */
 function describeIssues(error: z.ZodError): string {
   const first = error.issues[0];
-  return first ? `${first.path.join(".") || "(root)"}: ${first.message}` : "invalid";
+  return first ? providerText(`${first.path.join(".") || "(root)"}: ${first.message}`) : "invalid";
 }
 
 export function toProviderOrder(json: unknown): Parsed<ProviderOrder> {

@@ -88,8 +88,9 @@ function api(context: RouteContext, route: SimulatorApiRoute, handle: (request: 
     const fault = context.faults.takeRequestFault(route);
     const latency_ms = context.faults.latencyMs();
     if (latency_ms > 0) await sleep(latency_ms, undefined, { signal: context.abort });
-    // A 4xx is a refusal: it never takes effect, whatever after_processing says.
-    if (fault && (fault.kind === "error_4xx" || !context.faults.afterProcessing())) return strike(context, fault, request, reply);
+    // A 4xx (a refusal, or a 429 rate limit) never takes effect, whatever after_processing says.
+    const refusal = fault?.kind === "error_4xx" || fault?.kind === "rate_limit";
+    if (fault && (refusal || !context.faults.afterProcessing())) return strike(context, fault, request, reply);
     const answer = authenticate(request.headers.authorization, context.accept_key) ?? handle(request);
     if (fault) return strike(context, fault, request, reply);
     return reply.status(answer.status).send(answer.body);
