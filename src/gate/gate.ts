@@ -40,7 +40,8 @@ export class Gate {
   /**
    * Calls a tool as an already-authenticated agent. Arguments JSON parsed but canonical JSON
    * cannot write (1e400 parsed to Infinity, a lone surrogate, nesting too deep) are made
-   * representable first, so the call still reaches the policy and its evidence is recorded.
+   * representable first, and so is an undeclared tool's name, so the call still reaches the
+   * policy and its evidence is recorded.
    */
   async callToolAs(agent_id: string, name: string, received: unknown): Promise<ToolResult> {
     const args = representable(received);
@@ -59,7 +60,8 @@ export class Gate {
       case "get_approval":
         return getApproval(this.context, agent_id, plain);
       default:
-        return this.unknownTool(agent_id, name, args);
+        // The name is recorded too: a lone surrogate in it becomes U+FFFD like one in args.
+        return this.unknownTool(agent_id, representable(name) as string, args);
     }
   }
 

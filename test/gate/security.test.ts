@@ -157,6 +157,14 @@ describe("argument shapes reach the policy", () => {
     expect(deep.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0", evidence: { seq: expect.any(Number) } });
     const surrogate = await call('{"amount": 5001, "currency": "INR", "notes": {"gift": "for \\ud800 you"}}');
     expect(surrogate.structuredContent).toMatchObject({ effect: "ALLOW", evidence: { seq: expect.any(Number) } });
+    // An undeclared tool whose name has one (JSON.stringify writes it as the escape \ud800).
+    const named = await rawToolCall(server.url, agent.token, "pay\ud800", "{}");
+    expect(named.status).toBe(200);
+    expect((JSON.parse(named.text) as { result: { structuredContent: Structured } }).result.structuredContent).toMatchObject({
+      effect: "BLOCK",
+      rule: "ALLOWLIST",
+      evidence: { seq: expect.any(Number) },
+    });
   });
 
   it("an id like pay_x/../../orders is refused before any provider call", async () => {
