@@ -3,7 +3,7 @@
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
 import { isSecretValue, scrub } from "../evidence/index.js";
-import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef } from "../ledger/index.js";
+import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord } from "../ledger/index.js";
 import type { PaymentState } from "../policy/index.js";
 import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -28,7 +28,7 @@ export function providerNotes(args: Args): Record<string, string> {
   return scrub(notes);
 }
 
-export function orderView(order: ProviderOrder): Record<string, unknown> {
+export function orderView(order: ProviderOrder): OrderRecord {
   return {
     id: order.id,
     amount: order.amount,

@@ -2,11 +2,12 @@
 // and checking a reservation (settles only a capture the provider proves; never charges).
 
 import { HttpError } from "../errors.js";
-import { record, type ReservationRow } from "../ledger/index.js";
+import type { ReservationRow } from "../ledger/index.js";
+import { orderFound } from "../ledger/complete.js";
 import { lockBlock } from "../ledger/statements.js";
-import type { ProviderPayment } from "../provider/port.js";
+import type { ProviderOrder, ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
-import { forwardOrder } from "./money.js";
+import { forwardOrder, orderView } from "./money.js";
 
 export async function approve(context: GateContext, approval_id: string): Promise<Record<string, unknown>> {
   const grant = await context.ledger.beginApproval(approval_id);
@@ -32,17 +33,11 @@ async function linkOrder(context: GateContext, reservation: ReservationRow): Pro
   // No answer (timeout, 5xx, rate limit) is not "no order": the order may exist, even be paid.
   if (found.kind === "unknown") return { kind: "unknown", reason: found.reason };
   if (found.kind === "refused" || found.value.length === 0) return { kind: "none" };
-  const order = found.value[0] as { id: string };
+  const order = found.value[0] as ProviderOrder;
   await context.ledger.transaction(async (tx, ledger_context) => {
     // The block lock comes before any write to its reservations (and before the log's lock).
     await lockBlock(tx, reservation.block_id);
-    const linked = await tx.run("UPDATE reservations SET order_id = ? WHERE reservation_id = ? AND order_id IS NULL", [
-      order.id,
-      reservation.reservation_id,
-    ]);
-    if (linked.changes === 1) {
-      await record(tx, ledger_context, "gate.settlement", { action: "order.linked", reservation_id: reservation.reservation_id, order_id: order.id });
-    }
+    await orderFound(tx, ledger_context, reservation.reservation_id, orderView(order));
   });
   return { kind: "found", order_id: order.id };
 }

@@ -5,10 +5,12 @@
 import { HttpError } from "../errors.js";
 import { hasLoneSurrogate, sha256Hex } from "../evidence/canonical.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
+import { orderFound } from "../ledger/complete.js";
 import { settleCapture } from "../ledger/settle.js";
 import { getReservation, lockBlock } from "../ledger/statements.js";
-import type { ParsedWebhook, ProviderPayment } from "../provider/port.js";
+import type { ParsedWebhook, ProviderOrder, ProviderPayment } from "../provider/port.js";
 import { paymentView, type WebhookContext } from "./context.js";
+import { orderView } from "./money.js";
 
 export const webhook_body_max_bytes = 1_048_576;
 export const event_id_length_max = 128;
@@ -44,32 +46,29 @@ async function unlinkedOrder(tx: SqlTx, event_id: string, order_id: string): Pro
   return { awaiting_order: awaiting !== undefined };
 }
 
-type Receipt = { kind: "found"; receipt: string | null } | { kind: "unknown"; reason: string };
+type FoundOrder = { kind: "found"; order: ProviderOrder | null } | { kind: "unknown"; reason: string };
 
 /**
- * The receipt (Bursar's reservation id) of an order Bursar does not know by id: from the event,
- * or from the provider only when a reservation could own the order; `unknown` when the
+ * An order Bursar does not know by id, with its receipt (Bursar's reservation id): from the
+ * event, or from the provider only when a reservation could own the order; `unknown` when the
  * provider's answer is (a timeout, a reset, a 5xx).
  */
-async function receiptOf(context: WebhookContext, parsed: Parsed, order_id: string, awaiting_order: boolean): Promise<Receipt> {
-  if (parsed.type === "order.paid" && parsed.order.receipt) return { kind: "found", receipt: parsed.order.receipt };
-  if (!awaiting_order) return { kind: "found", receipt: null };
+async function orderOf(context: WebhookContext, parsed: Parsed, order_id: string, awaiting_order: boolean): Promise<FoundOrder> {
+  if (parsed.type === "order.paid" && parsed.order.receipt) return { kind: "found", order: parsed.order };
+  if (!awaiting_order) return { kind: "found", order: null };
   const order = await context.provider.fetchOrder(order_id);
   if (order.kind === "unknown") return { kind: "unknown", reason: order.reason };
-  return { kind: "found", receipt: order.kind === "ok" ? order.value.receipt : null };
+  return { kind: "found", order: order.kind === "ok" ? order.value : null };
 }
 
 /** An order whose creation timed out is unknown by id; its receipt names the reservation to link. */
-async function linkByReceipt(context: WebhookContext, order_id: string, receipt: string): Promise<void> {
+async function linkByReceipt(context: WebhookContext, order: ProviderOrder & { receipt: string }): Promise<void> {
   await context.ledger.transaction(async (tx, ledger_context) => {
     // The block lock comes before any write to its reservations (and before the log's lock).
-    const reservation = await getReservation(tx, receipt);
+    const reservation = await getReservation(tx, order.receipt);
     if (!reservation) return;
     await lockBlock(tx, reservation.block_id);
-    const linked = await tx.run("UPDATE reservations SET order_id = ? WHERE reservation_id = ? AND order_id IS NULL", [order_id, receipt]);
-    if (linked.changes === 1) {
-      await record(tx, ledger_context, "gate.settlement", { action: "order.linked", reservation_id: receipt, order_id });
-    }
+    await orderFound(tx, ledger_context, reservation.reservation_id, orderView(order));
   });
 }
 
@@ -103,13 +102,14 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
 async function linkUnlinkedOrder(context: WebhookContext, event_id: string, parsed: Parsed, order_id: string): Promise<void> {
   const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, event_id, order_id));
   if (!unlinked) return;
-  const found = await receiptOf(context, parsed, order_id, unlinked.awaiting_order);
+  const found = await orderOf(context, parsed, order_id, unlinked.awaiting_order);
   if (found.kind === "unknown") {
     // Not a no-op: the event id stays unspent, so the provider's retry asks again.
     context.observer?.webhook("deferred");
     throw new HttpError(503, "provider_unavailable", `the provider's answer about this event's order is unknown (${found.reason}); deliver it again`);
   }
-  if (found.receipt) await linkByReceipt(context, order_id, found.receipt);
+  const order = found.order;
+  if (order?.receipt) await linkByReceipt(context, { ...order, receipt: order.receipt });
 }
 
 /** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */

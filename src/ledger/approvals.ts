@@ -5,7 +5,7 @@
 import { HttpError } from "../errors.js";
 import { record, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import type { ApprovalRow, ReservationRow } from "./rows.js";
+import { resultUnknown, type ApprovalRow, type ReservationRow } from "./rows.js";
 import { getApproval, getReservation, lockBlock } from "./statements.js";
 import { releaseHold } from "./settle.js";
 import { expireApproval } from "./sweep.js";
@@ -114,7 +114,7 @@ export async function denyPending(tx: SqlTx, context: LedgerContext, approval: A
  */
 export async function finishApproval(tx: SqlTx, approval_id: string, result: unknown): Promise<void> {
   const approval = await getApproval(tx, approval_id);
-  const unknown = approval?.state === "approved" && (JSON.parse(approval.result_json ?? "{}") as { provider?: unknown }).provider === "unknown";
+  const unknown = approval?.state === "approved" && resultUnknown(approval.result_json);
   if (approval?.state !== "forwarding" && !unknown) return;
   await tx.run("UPDATE approvals SET state = 'approved', result_json = ? WHERE approval_id = ? AND state = ?", [
     JSON.stringify(result),

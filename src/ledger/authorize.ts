@@ -7,7 +7,7 @@ import { decide, isPlainObject, type IdempotencyState, type PaymentState, type P
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import { callKey, type CallKey } from "./keys.js";
-import { blockState, reservationState, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
+import { blockState, reservationState, resultUnknown, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
 import {
   adjustBlock,
   approvalByReservation,
@@ -60,16 +60,20 @@ interface Snapshot {
   state: PolicyState;
 }
 
-/** Whether a stored key still replays: explicit keys always; derived ones for 5 minutes, or
- *  while their reservation waits for approval or has an unknown outcome. */
+/**
+ * Whether a stored key still replays: explicit keys always; derived ones for 5 minutes, or while
+ * their reservation waits for approval, or while the outcome of their own call is unknown (not
+ * an order's whose later capture went unanswered: that order's key would replay it for good).
+ */
 export async function stillReplays(tx: SqlTx, context: LedgerContext, row: IdempotencyRow, now_ms: number): Promise<boolean> {
   if (!row.derived || row.status === "in_flight") return true;
   if (now_ms < row.first_at_ms + context.derived_key_lifetime_ms) return true;
   const reservation = row.reservation_id ? await getReservation(tx, row.reservation_id) : undefined;
   if (!reservation || reservation.status !== "held") return false;
-  if (reservation.outcome_unknown) return true;
   const approval = await approvalByReservation(tx, reservation.reservation_id);
-  return approval?.state === "pending" || approval?.state === "forwarding";
+  if (approval?.state === "pending" || approval?.state === "forwarding") return true;
+  if (!reservation.outcome_unknown) return false;
+  return resultUnknown(row.result_json) || (approval?.state === "approved" && resultUnknown(approval.result_json));
 }
 
 export function idempotencyState(row: IdempotencyRow | undefined): IdempotencyState {

@@ -3,9 +3,9 @@
 
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import type { BlockRow, ReservationRow } from "./rows.js";
+import { resultUnknown, type BlockRow, type ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
-import { dropIdempotency, getIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
+import { approvalByReservation, dropIdempotency, getIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
 
 /** The provider's answer as the ledger needs it (the provider port's outcome has this shape). */
@@ -115,6 +115,36 @@ export async function completeOrder(
   return completion;
 }
 
+/**
+ * An order whose creation's answer was lost, found again by its receipt (an operator check, a
+ * webhook): named on its reservation, whose outcome is known from now on (it leaves the inbox;
+ * the money stays held for the order's payment), and stored for the call that asked for it, so
+ * that its key, or its approval, answers with the order instead of "unknown" (and a derived key
+ * stops replaying once its five minutes are over). The caller holds the block's lock. Returns
+ * false when the reservation already names an order.
+ */
+export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_id: string, order: OrderRecord): Promise<boolean> {
+  const linked = await tx.run(
+    `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
+       outcome_unknown = CASE WHEN status = 'held' THEN 0 ELSE outcome_unknown END,
+       unknown_reason = CASE WHEN status = 'held' THEN NULL ELSE unknown_reason END
+     WHERE reservation_id = ? AND order_id IS NULL`,
+    [order.id, context.clock().getTime(), reservation_id],
+  );
+  if (linked.changes !== 1) return false;
+  const result = { order, reservation_id };
+  const keys = await tx.all<{ agent_id: string; key: string; status: string; result_json: string | null }>(
+    "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'",
+    [reservation_id],
+  );
+  // A key still in flight is completed by its own call, which is still waiting on the provider.
+  for (const row of keys) if (row.status === "stored" && resultUnknown(row.result_json)) await storeResult(tx, row.agent_id, row.key, result);
+  const approval = await approvalByReservation(tx, reservation_id);
+  if (approval) await finishApproval(tx, approval.approval_id, result);
+  await record(tx, context, "gate.settlement", { action: "order.linked", reservation_id, order_id: order.id });
+  return true;
+}
+
 /** The capture call got a captured payment back: settle through the same path as a webhook. */
 export async function completeCapture(
   tx: SqlTx,
@@ -123,6 +153,16 @@ export async function completeCapture(
   payment: CapturedPayment,
 ): Promise<SettleOutcome & { result: Record<string, unknown>; block: BlockRow }> {
   const settled = await settleCapture(tx, context, payment, "capture");
+  // A webhook or check settled it first: the capture's own answer is still evidence.
+  if (settled.outcome === "noop") {
+    settled.evidence = await record(tx, context, "gate.settlement", {
+      action: "capture.duplicate",
+      via: "capture",
+      reservation_id: call.reservation_id,
+      payment,
+      reason: settled.reason,
+    });
+  }
   // A conflict is stored as one, so that the key replays the conflict rather than a capture.
   const result: Record<string, unknown> =
     settled.outcome === "rejected"

@@ -163,3 +163,8 @@ export function reservationState(row: ReservationRow): ReservationState {
     payment_id: row.payment_id,
   };
 }
+
+/** Whether a stored result (a key's or an approval's) says the provider's outcome is unknown. */
+export function resultUnknown(result_json: string | null): boolean {
+  return (JSON.parse(result_json ?? "{}") as { provider?: unknown }).provider === "unknown";
+}

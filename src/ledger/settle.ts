@@ -3,7 +3,7 @@
 
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import type { ReservationRow } from "./rows.js";
+import { resultUnknown, type ReservationRow } from "./rows.js";
 import {
   adjustBlock,
   freezeBlock,
@@ -139,7 +139,7 @@ async function completeCaptureKey(tx: SqlTx, reservation_id: string, payment: Ca
     [reservation_id],
   );
   for (const row of rows) {
-    const unknown = row.status === "stored" && (JSON.parse(row.result_json ?? "{}") as { provider?: unknown }).provider === "unknown";
+    const unknown = row.status === "stored" && resultUnknown(row.result_json);
     if (row.status === "in_flight" || unknown) await storeResult(tx, row.agent_id, row.key, { payment, reservation_id });
   }
 }
