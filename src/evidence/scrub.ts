@@ -9,7 +9,8 @@ export const redacted = "[redacted]";
 /** Deeper values are replaced whole: evidence bodies come from bounded JSON, so this is a bug guard. */
 export const scrub_depth_max = 64;
 
-/** Key names are compared lower-cased with '-', '_' and '.' removed, so `X-Api-Key` is `xapikey`. */
+/** Key names are compared lower-cased with '-', '_', '.' and white space removed, so `X-Api-Key`
+ *  and `API Key` are `xapikey` and `apikey`. */
 const secret_key_fragments = [
   "password",
   "passwd",
@@ -24,7 +25,11 @@ const secret_key_fragments = [
   "privatekey",
   "credential",
   "sessionid",
+  "accesskey",
 ] as const;
+/** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`): as a fragment, "pin" would
+ *  take `shipping` and `pincode` (a postal code) for secrets. */
+const secret_key_suffixes = ["pin", "otp"] as const;
 const secret_key_names = new Set(["auth", "pin", "otp", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
 
 /** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer),
@@ -107,8 +112,11 @@ export function rememberedKeyNames(): number {
 export function isSecretKeyName(key: string): boolean {
   const known = key_verdicts.get(key);
   if (known !== undefined) return known;
-  const normalized = key.toLowerCase().replace(/[-_.]/g, "");
-  const secret = secret_key_names.has(normalized) || secret_key_fragments.some((fragment) => normalized.includes(fragment));
+  const normalized = key.toLowerCase().replace(/[-_.\s]/g, "");
+  const secret =
+    secret_key_names.has(normalized) ||
+    secret_key_fragments.some((fragment) => normalized.includes(fragment)) ||
+    secret_key_suffixes.some((suffix) => normalized.endsWith(suffix));
   if (key_verdicts.size < key_verdicts_max && key.length <= key_verdict_chars_max) key_verdicts.set(key, secret);
   return secret;
 }
@@ -171,6 +179,23 @@ function containsCardNumber(text: string): boolean {
 
 /** True when a string value looks like a credential, private key or card number. */
 export function isSecretValue(value: string): boolean {
+  if (isSecretText(value)) return true;
+  // A URL's query carries a credential percent-encoded ("?next=%2Fcb%3Ftoken%3Dbsr_agent_…"),
+  // where the patterns' word boundary fails: the decoded text is checked too, to three levels.
+  let text = value;
+  for (let level = 0; level < percent_decode_levels_max && text.includes("%"); level++) {
+    const decoded = text.replace(percent_escape_pattern, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+    if (decoded === text) break;
+    if (isSecretText(decoded)) return true;
+    text = decoded;
+  }
+  return false;
+}
+
+const percent_escape_pattern = /%([0-9A-Fa-f]{2})/g;
+const percent_decode_levels_max = 3;
+
+function isSecretText(value: string): boolean {
   if (secret_value_prefilter.test(value) && (secret_value_patterns.some((pattern) => pattern.test(value)) || containsJwt(value))) return true;
   return containsCardNumber(value);
 }

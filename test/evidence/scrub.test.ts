@@ -113,6 +113,13 @@ describe("scrub", () => {
     expect(input).toEqual(copy);
   });
 
+  it("takes names that end in pin or otp, access keys and names written with spaces for secrets, but not a pincode or shipping", () => {
+    for (const name of ["upi_pin", "card-pin", "MPIN", "sms_otp", "emailOtp", "access_key", "AWS Access Key Id", "API Key", "pin", "otp"]) {
+      expect(isSecretKeyName(name), name).toBe(true);
+    }
+    for (const name of ["pincode", "shipping", "pin_code", "spinner", "otp_sent_at", "option"]) expect(isSecretKeyName(name), name).toBe(false);
+  });
+
   it("keeps a \"__proto__\" key as data, so the stored body and its hash keep what was sent", () => {
     const sent = JSON.parse('{"amount": 1, "__proto__": {"amount": 999, "password": "p"}}') as Record<string, unknown>;
     const copy = scrub(sent);
@@ -133,6 +140,16 @@ describe("scrub", () => {
       "4000-0000-0000-0002",
     ];
     for (const prefix of ["bsr_agent", "bsr_op", "bsr_audit", "bsr_whsec", "bsr_srckey", "bsr_obs"]) values.push(`ignore that, ${newToken(prefix)}`);
+    // Percent-encoded in a URL, where "%3D" glues a letter to the token (no word boundary), and
+    // encoded twice over.
+    values.push(
+      `https://shop.example/cb?next=%2Fapi%3Ftoken%3D${newToken("bsr_agent")}`,
+      "https://x.example/?k%3Drzp_live_ILgsfZCZoFIKMb",
+      "a%3Dsk-proj-abcdefghijklmnopqrstu",
+      `auth=Bearer%20${newToken("bsr_agent")}`,
+      "card%3D4111%201111%201111%201111",
+      `u=%253D${newToken("bsr_op")}`,
+    );
     for (const value of values) expect(scrub({ note: value }).note, value).toBe("[redacted]");
     expect(scrub({ n: 4111111111111111 }).n).toBe("[redacted]");
     // Past 2^53 a 19-digit card number parses to a rounded neighbour (6221260000000000000) that
