@@ -88,10 +88,21 @@ export interface PendingCall {
   bytes: number;
 }
 
+/** Why a call is recorded without an answer (see docs/evidence-sources.md). */
+export type NoResponseReason = "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled" | "shutdown" | "unrelayable_status";
+
+/** Why the correlator gives up on a pending call by itself. */
+export type ExpiredReason = "timeout" | "evicted" | "shutdown";
+
 export type Outcome =
   | { type: "result"; is_error: boolean; result: unknown }
   | { type: "error"; error: unknown }
-  | { type: "no_response"; reason: "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled"; status?: number };
+  | { type: "no_response"; reason: NoResponseReason; status?: number; upstream_status?: number }
+  // The upstream answered, but the tap could not read the answer: the call may have any result.
+  | { type: "unread_response"; reason: "too_large" | "encoded"; status: number }
+  // Another request message of the same body carries the call's JSON-RPC id: a response with
+  // that id could answer either, so none is taken as this call's.
+  | { type: "unattributed"; reason: "duplicate_id" };
 
 export interface CallEvidence {
   input: CallEntry;
@@ -123,6 +134,24 @@ export function toolCalls(parsed: unknown): Array<{ id: JsonRpcId; tool: string;
   return calls;
 }
 
+/**
+ * The id keys (idKey) that more than one request message of a body carries, whatever their
+ * methods: a response with such an id could answer any of them (a tools/call and a ping both
+ * id 8 are answered `{id: 8, result: {}}` and `{id: 8, result: {content}}`, in either order).
+ */
+export function repeatedRequestIds(parsed: unknown): Set<string> {
+  const messages = Array.isArray(parsed) ? parsed : [parsed];
+  const seen = new Set<string>();
+  const repeated = new Set<string>();
+  for (const message of messages) {
+    if (!isObject(message) || !("method" in message) || !isId(message.id)) continue;
+    const key = idKey(message.id);
+    if (seen.has(key)) repeated.add(key);
+    else seen.add(key);
+  }
+  return repeated;
+}
+
 /** JSON-RPC responses (result or error with an id) among parsed messages. */
 export function responses(parsed: unknown): Array<{ id: JsonRpcId; outcome: Outcome }> {
   const messages = Array.isArray(parsed) ? parsed : [parsed];
@@ -152,9 +181,10 @@ export class Correlator {
   private readonly in_session = new Map<string, string>();
   private pending_bytes = 0;
   private exchanges = 0;
+  private closed = false;
 
   constructor(
-    private readonly onExpired: (call: PendingCall, reason: "timeout" | "evicted") => void,
+    private readonly onExpired: (call: PendingCall, reason: ExpiredReason) => void,
     private readonly ttl_ms = pending_call_ttl_ms,
   ) {}
 
@@ -177,9 +207,11 @@ export class Correlator {
   }
 
   add(call: PendingCall): void {
+    if (this.closed) return this.onExpired(call, "shutdown");
     this.expire(call.started_ms);
     const key = Correlator.key(call.exchange, call.id.key);
-    // The same id twice in one request (a batch): the first cannot be told apart any more.
+    // The proxy never adds two calls with one id from one request (it records such calls as
+    // unattributed); were it to, the earlier is given up on rather than left unreachable.
     const previous = this.pending.get(key);
     if (previous) this.evict(key, previous, "evicted");
     while (this.pending.size >= pending_calls_max || (this.pending.size > 0 && this.pending_bytes + call.bytes > pending_bytes_max)) {
@@ -201,7 +233,16 @@ export class Correlator {
     if (this.in_session.get(session_key) === key) this.in_session.delete(session_key);
   }
 
-  private evict(key: string, call: PendingCall, reason: "timeout" | "evicted"): void {
+  /**
+   * No pending call of this session and id is taken by a resumed GET stream any more: a later
+   * call of the session with this id cannot be told apart (unattributed), and a response with
+   * the id could be its.
+   */
+  forgetInSession(source_id: string, session: string, id_key: string): void {
+    if (session !== "") this.in_session.delete(Correlator.sessionKey(source_id, session, id_key));
+  }
+
+  private evict(key: string, call: PendingCall, reason: ExpiredReason): void {
     this.remove(key, call);
     this.onExpired(call, reason);
   }
@@ -240,6 +281,15 @@ export class Correlator {
     this.in_session.clear();
     this.pending_bytes = 0;
     return calls;
+  }
+
+  /**
+   * Gives up on every pending call now, synchronously, as shut down (while the log can still take
+   * them), and on any call added later at once: nothing is left pending after the observer stops.
+   */
+  close(): void {
+    this.closed = true;
+    for (const call of this.drainAll()) this.onExpired(call, "shutdown");
   }
 }
 
@@ -282,7 +332,7 @@ export function heldBytes(call: Pick<PendingCall, "tool" | "id" | "args" | "shad
 const shadowBytes = (shadow: ShadowVerdict | null): number => (shadow ? textBytes(shadow.as_tool) + textBytes(shadow.reason) : 0);
 
 function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; result: HeldValue | null; bytes: number } {
-  if (outcome.type === "no_response") return { fields: { outcome: { ...outcome } }, result: null, bytes: 0 };
+  if (outcome.type !== "result" && outcome.type !== "error") return { fields: { outcome: { ...outcome } }, result: null, bytes: 0 };
   const result = hold("result", outcome.type === "result" ? outcome.result : outcome.error);
   if (outcome.type === "result") return { fields: { outcome: { type: "result", is_error: outcome.is_error } }, result, bytes: result.bytes };
   const summary = errorSummary(outcome.error);

@@ -174,21 +174,19 @@ export class Observer {
     relay(this.context, target.source, target.token, request, response, target.url);
   }
 
-  /** Cuts open streams (GET streams never end by themselves) and the connections that carried them. */
-  cutStreams(): void {
-    this.closing = true;
-    for (const destroy of [...this.context.active.keys()]) destroy();
-    for (const socket of [...this.context.sockets]) socket.destroy();
-  }
-
-  /** Stops: open streams cut, pending calls recorded as no_response, the queue drained (bounded). */
+  /**
+   * Stops, while the evidence log is still open (the route closes the observer before the server's
+   * own close shuts the database): every pending call is recorded now as no_response "shutdown",
+   * synchronously, before open streams are cut (a cut exchange would settle its calls only in
+   * later events, after the drain below looked); then the queue is drained (bounded).
+   */
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    this.cutStreams();
-    for (const call of this.correlator.drainAll()) {
-      const evidence = callEvidence(call, { type: "no_response", reason: "evicted" }, call.started_ms, "none");
-      this.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
-    }
+    this.closing = true;
+    this.correlator.close();
+    // GET streams never end by themselves, nor does a gateway's kept-alive connection.
+    for (const destroy of [...this.context.active.keys()]) destroy();
+    for (const socket of [...this.context.sockets]) socket.destroy();
     await this.recorder.close();
     this.context.agents.http.destroy();
     this.context.agents.https.destroy();

@@ -2,13 +2,13 @@
 // with their status, MCP session and resumption headers; a tap beside the stream reads the
 // JSON-RPC messages (JSON or SSE) after each chunk is already on its way.
 
-import { request as httpRequest, type Agent, type IncomingMessage, type ServerResponse } from "node:http";
+import { request as httpRequest, STATUS_CODES, type Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
-import { call_overhead_bytes, callEvidence, heldArguments, heldBytes, heldId, idKey, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import { call_overhead_bytes, callEvidence, heldArguments, heldBytes, heldId, idKey, repeatedRequestIds, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
 import { ToolCallCounter } from "./count.js";
 import type { Recorder } from "./recorder.js";
 import { SseReader } from "./sse.js";
@@ -77,40 +77,86 @@ function targetOptions(target: URL): TargetOptions {
   return options;
 }
 
-/** Collects a body up to the inspection limit; past it, counts a request body's tools/calls (the bytes scanned once, kept nowhere). */
+/**
+ * How the tap can read a body: "plain" UTF-8 JSON (a leading BOM allowed), or not at all — it
+ * is compressed ("encoded": servers behind express.json inflate gzip, deflate and br), or in
+ * another charset the server decodes (the SDK's transport takes any `charset=`).
+ */
+type BodyForm = "plain" | "encoded" | "charset";
+
+const charset_parameter = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+
+/** A request's form by its Content-Encoding and charset; a response's by its Content-Encoding only (the SDK's client reads JSON as UTF-8, whatever its charset). */
+function bodyForm(headers: IncomingHttpHeaders, is_request: boolean): BodyForm {
+  const encoding = headers["content-encoding"]?.trim().toLowerCase();
+  if (encoding !== undefined && encoding !== "" && encoding !== "identity") return "encoded";
+  if (!is_request) return "plain";
+  const charset = charset_parameter.exec(headers["content-type"] ?? "")?.[1]?.toLowerCase();
+  return charset === undefined || charset === "utf-8" || charset === "utf8" ? "plain" : "charset";
+}
+
+/** JSON.parse of UTF-8 bytes, after a leading BOM (which servers' body parsers strip); undefined when they are not JSON. */
+function parseJson(body: Buffer): unknown {
+  const text = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body;
+  try {
+    return JSON.parse(text.toString("utf8")) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Collects a plain body up to the inspection limit. A request body the tap cannot parse has its
+ * tools/calls counted instead: one past the limit or in another charset as its bytes stream
+ * past (scanned once, kept nowhere), one that is not JSON once it has arrived.
+ */
 class BodyTap {
   private chunks: Buffer[] = [];
   bytes = 0;
   overflowed = false;
-  /** Present once a request body overflowed. */
+  /** Present once a request body is known not to be parsed (except a compressed one: its bytes say nothing). */
   counter: ToolCallCounter | null = null;
 
-  constructor(private readonly is_request: boolean) {}
+  constructor(
+    private readonly is_request: boolean,
+    readonly form: BodyForm,
+  ) {
+    if (is_request && form === "charset") this.counter = new ToolCallCounter();
+  }
 
   push(chunk: Buffer): void {
-    if (this.overflowed) return this.counter?.push(chunk);
     this.bytes += chunk.length;
+    if (this.form !== "plain" || this.overflowed) return this.counter?.push(chunk);
     if (this.bytes <= observed_body_bytes_max) return void this.chunks.push(chunk);
     this.overflowed = true;
-    if (this.is_request) {
-      this.counter = new ToolCallCounter();
-      for (const kept of this.chunks) this.counter.push(kept);
-      this.counter.push(chunk);
-    }
+    if (this.is_request) this.countHeld(chunk);
     this.chunks = [];
+  }
+
+  private countHeld(last?: Buffer): void {
+    this.counter = new ToolCallCounter();
+    for (const kept of this.chunks) this.counter.push(kept);
+    if (last) this.counter.push(last);
   }
 
   /** The body parsed, or undefined; read once: the tap then lets its bytes go (an exchange can stay open long after). */
   json(): unknown {
-    if (this.overflowed || this.bytes === 0) return undefined;
-    const chunks = this.chunks;
+    if (this.form !== "plain" || this.overflowed || this.bytes === 0) return undefined;
+    const parsed = parseJson(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
+    if (parsed === undefined && this.is_request) this.countHeld();
     this.chunks = [];
-    try {
-      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      return JSON.parse(body.toString("utf8")) as unknown;
-    } catch {
-      return undefined;
-    }
+    return parsed;
+  }
+
+  /**
+   * The tools/calls of a request body that was not parsed (call after json()): as counted, or at
+   * least one when its bytes cannot be counted (compressed; in a charset such as UTF-16, where
+   * JSON's own characters are not single bytes) and there are any.
+   */
+  unparsedCalls(): number {
+    if (this.form === "plain") return this.counter?.calls ?? 0;
+    if (this.bytes === 0) return 0;
+    return Math.max(1, this.counter?.calls ?? 0);
   }
 }
 
@@ -136,25 +182,25 @@ class Exchange {
 
   registerCalls(tap: BodyTap | null): void {
     if (!tap) return;
-    if (tap.overflowed) {
-      const calls = tap.counter?.calls ?? 0;
-      if (calls > 0) this.context.recorder.unrecorded(calls, "too_large", this.source.source_id);
+    const parsed = tap.json();
+    if (parsed === undefined) {
+      // The server may well read what the tap cannot (it inflates, decodes, or parses past the
+      // limit): the calls are counted, never dropped without a trace.
+      const calls = tap.unparsedCalls();
+      if (calls > 0) this.context.recorder.unrecorded(calls, tap.overflowed ? "too_large" : "unparsed", this.source.source_id);
       return;
     }
-    const parsed = tap.json();
-    if (parsed === undefined) return;
-    const calls = toolCalls(parsed).map((call) => ({ ...call, held: heldId(call.id) }));
+    const calls = toolCalls(parsed);
     // A batch of tiny calls would otherwise write an entry per call, filling the queue all
-    // sources share: past the limit, calls are counted in the gap instead. A kept call whose id
-    // comes again past the limit is too: a response with that id could be either one's.
-    const past_limit = new Set(calls.slice(observed_calls_per_request_max).map((call) => call.held.key));
-    const kept = calls.slice(0, observed_calls_per_request_max).filter((call) => !past_limit.has(call.held.key));
+    // sources share: past the limit, calls are counted in the gap instead.
+    const kept = calls.slice(0, observed_calls_per_request_max);
     if (kept.length < calls.length) this.context.recorder.unrecorded(calls.length - kept.length, "too_large", this.source.source_id);
+    const repeated = repeatedRequestIds(parsed);
     // The calls' arguments are parts of the body: each kept call is charged an equal share of its
     // bytes, or what it holds (its args as canonical text, never parsed) when that is more.
     const share_bytes = Math.ceil(tap.bytes / Math.max(1, kept.length));
     for (const call of kept) {
-      const held = { id: call.held, tool: call.tool, ...heldArguments(this.source, call.tool, call.args, this.started_at) };
+      const held = { id: heldId(call.id), tool: call.tool, ...heldArguments(this.source, call.tool, call.args, this.started_at) };
       const pending: PendingCall = {
         source: this.source,
         session: this.session,
@@ -164,6 +210,14 @@ class Exchange {
         started_ms: this.started_ms,
         bytes: call_overhead_bytes + Buffer.byteLength(this.session) + Math.max(share_bytes, heldBytes(held)),
       };
+      // Another request message of this body has its id: no response can be told to be its own.
+      // As the latest call of its session with this id, it would have taken the id's place for a
+      // resumed GET stream; nor is an earlier request's call given a response that may be its.
+      if (repeated.has(pending.id.key)) {
+        this.record(pending, { type: "unattributed", reason: "duplicate_id" }, "none");
+        this.context.correlator.forgetInSession(this.source.source_id, this.session, pending.id.key);
+        continue;
+      }
       this.context.correlator.add(pending);
       this.calls.push(pending.id.key);
     }
@@ -220,28 +274,74 @@ function sseTap(exchange: Exchange, transport: string, correlator: Correlator): 
   return { push: (chunk) => reader.push(chunk), end };
 }
 
-function jsonTap(exchange: Exchange, status: number): ResponseTap {
-  const tap = exchange.calls.length > 0 ? new BodyTap(false) : null;
+function jsonTap(exchange: Exchange, status: number, form: BodyForm): ResponseTap {
+  const tap = exchange.calls.length > 0 ? new BodyTap(false, form) : null;
   return {
     push: (chunk) => tap?.push(chunk),
     end: () => {
       if (!tap) return;
       const parsed = tap.json();
       if (parsed !== undefined) exchange.answer(parsed, "json");
-      exchange.settle({ type: "no_response", reason: parsed === undefined && status < 400 ? "unreadable_response" : "http_status", status }, "json");
+      exchange.settle(unanswered(tap, parsed, status), "json");
     },
   };
 }
 
+/** The outcome of a call its request's JSON response did not answer. */
+function unanswered(tap: BodyTap, parsed: unknown, status: number): Outcome {
+  // An answer came, but the tap did not read it: whatever it says, it is not "no response".
+  if (tap.form === "encoded") return { type: "unread_response", reason: "encoded", status };
+  if (tap.overflowed) return { type: "unread_response", reason: "too_large", status };
+  return { type: "no_response", reason: parsed === undefined && status < 400 ? "unreadable_response" : "http_status", status };
+}
+
+/** A compressed SSE stream: nothing in it can be read, so its request's calls are settled as unread when it ends. */
+function unreadStreamTap(exchange: Exchange, transport: string, status: number): ResponseTap {
+  return { push: () => undefined, end: () => exchange.settle({ type: "unread_response", reason: "encoded", status }, transport) };
+}
+
 function responseTap(exchange: Exchange, upstream: IncomingMessage, correlator: Correlator): ResponseTap {
   const type = String(upstream.headers["content-type"] ?? "").toLowerCase();
-  if (type.startsWith("text/event-stream")) return sseTap(exchange, exchange.request.method === "GET" ? "sse_get" : "sse", correlator);
-  return jsonTap(exchange, upstream.statusCode ?? 0);
+  const status = upstream.statusCode ?? 0;
+  const form = bodyForm(upstream.headers, false);
+  if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form);
+  const transport = exchange.request.method === "GET" ? "sse_get" : "sse";
+  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, correlator);
+}
+
+/**
+ * Writes the upstream's status line and headers; false when Node's client took a status line its
+ * server cannot write. A reason phrase it refuses (a control character: `200 O\x01K`) gives way
+ * to the status's standard one, which clients ignore anyway (RFC 9112 §4); a status outside
+ * 100–999 (`099`) cannot be relayed at all. Never throws: a throw here would end the process.
+ */
+function writeUpstreamHead(response: ServerResponse, upstream: IncomingMessage): boolean {
+  const status = upstream.statusCode ?? 0;
+  if (!Number.isInteger(status) || status < 100 || status > 999) return false;
+  const headers = keptHeaders(upstream.rawHeaders, response_headers_dropped);
+  try {
+    response.writeHead(status, upstream.statusMessage, headers);
+    return true;
+  } catch {
+    // Node keeps the refused phrase as the response's statusMessage (it checks the phrase before
+    // any header): every later writeHead names its phrase, or it would be refused again.
+  }
+  try {
+    response.writeHead(status, STATUS_CODES[status] ?? "unknown", headers);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: ServerResponse, context: RelayContext): void {
+  if (!writeUpstreamHead(response, upstream)) {
+    exchange.settle({ type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: upstream.statusCode ?? 0 }, "none");
+    // The rest of this answer is not read: its connection goes, rather than back to the pool.
+    upstream.destroy();
+    return badGateway(response, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
+  }
   const tap = responseTap(exchange, upstream, context.correlator);
-  response.writeHead(upstream.statusCode ?? 502, upstream.statusMessage, keptHeaders(upstream.rawHeaders, response_headers_dropped));
   if (upstream.headers["content-length"] === undefined) response.flushHeaders();
   upstream.on("data", (chunk: Buffer) => {
     if (!response.write(chunk)) upstream.pause();
@@ -255,10 +355,12 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
   upstream.on("error", () => response.destroy());
 }
 
-function badGateway(response: ServerResponse): void {
+function badGateway(response: ServerResponse, code: string, message: string): void {
   if (response.headersSent) return void response.destroy();
-  const body = JSON.stringify({ error: { code: "upstream_unreachable", message: "the observed MCP server did not answer" } });
-  response.writeHead(502, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
+  // Whatever a refused writeHead may have set on the response goes: the 502 is Bursar's own.
+  for (const name of response.getHeaderNames()) response.removeHeader(name);
+  const body = JSON.stringify({ error: { code, message } });
+  response.writeHead(502, "Bad Gateway", { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
   response.end(body);
 }
 
@@ -272,7 +374,7 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   // to: sent bare on a kept-alive upstream socket, its bytes would be read as requests of their own.
   if (request.headers["transfer-encoding"] !== undefined) headers.push("transfer-encoding", "chunked");
   const upstream = send({ ...targetOptions(target), method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
-  const tap = request.method === "POST" ? new BodyTap(true) : null;
+  const tap = request.method === "POST" ? new BodyTap(true, bodyForm(request.headers, true)) : null;
   // Ended from this side (the gateway went away, or Bursar cut the exchange) rather than by the upstream.
   let cancelled = false;
   const destroy = () => {
@@ -303,6 +405,6 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   upstream.on("error", () => {
     // Only an upstream that failed gets the 502 Bursar answers in its place.
     exchange.settle(cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 }, "none");
-    badGateway(response);
+    badGateway(response, "upstream_unreachable", "the observed MCP server did not answer");
   });
 }

@@ -37,7 +37,7 @@ export function logSink(driver: SqlDriver, log: EvidenceLog): EvidenceSink {
   return { append: async (inputs) => void (await driver.transaction((tx) => log.appendMany(tx, inputs, { receipts: false }))) };
 }
 
-export type GapReason = "queue_full" | "store_unavailable" | "unrecordable" | "too_large";
+export type GapReason = "queue_full" | "store_unavailable" | "unrecordable" | "too_large" | "unparsed";
 
 export interface RecorderOptions {
   sink: EvidenceSink;
@@ -243,13 +243,17 @@ export class Recorder {
     this.retry_timer.unref();
   }
 
-  /** Waits until the queue is empty and nothing is unrecorded-but-unreported, or `timeout_ms` passes. */
+  /**
+   * Waits until the queue is empty and nothing is unrecorded-but-unreported, or `timeout_ms` passes.
+   * Its waits keep the process alive (the flush's own do not): at shutdown nothing else may be
+   * left to, and the process would exit with the queue unwritten.
+   */
   async drain(timeout_ms = close_drain_ms_max): Promise<boolean> {
     const deadline = Date.now() + timeout_ms;
     while (this.queue.length > 0 || this.gap.calls > 0 || this.flushing) {
       if (Date.now() >= deadline) return false;
-      if (this.flushing) await Promise.race([this.flushing, sleep(10)]);
-      else await sleep(10);
+      if (this.flushing) await Promise.race([this.flushing, sleep(10, true)]);
+      else await sleep(10, true);
     }
     return true;
   }
@@ -263,6 +267,9 @@ export class Recorder {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+function sleep(ms: number, keep_alive = false): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    if (!keep_alive) timer.unref();
+  });
 }

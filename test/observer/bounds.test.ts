@@ -7,7 +7,7 @@ import { sha256Hex, type AppendInput } from "../../src/evidence/index.js";
 import { jsonrpc_id_chars_max, pending_bytes_max } from "../../src/observer/calls.js";
 import { observed_body_bytes_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, StoppableStore, toolCall } from "./support.js";
+import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 
 let h: Harness;
@@ -26,10 +26,7 @@ afterAll(async () => {
   await upstream.close();
 });
 
-async function recorded(source_id: string) {
-  expect(await h.evidence.observer.recorder.drain(10_000)).toBe(true);
-  return (await h.entries("observer.call")).filter((stored) => stored.entry.source === source_id).map((stored) => stored.entry.body);
-}
+const recorded = (source_id: string) => recordedCalls(h, source_id, 10_000);
 
 describe("queued evidence", () => {
   it("keeps a JSON-RPC id longer than the limit by its hash, and counts each queued call at least at its size", async () => {
@@ -59,8 +56,11 @@ describe("pending calls", () => {
     const headers = { "x-bursar-observer-token": source.observer_token };
     const pad = "p".repeat(3_500_000);
     const calls = Math.ceil(pending_bytes_max / pad.length) + 4;
-    // All pending at once: each is answered only after the last was sent.
-    const answers = await Promise.all(Array.from({ length: calls }, (_, i) => raw(source.observer_url, "POST", headers, toolCall(i, "slow", { i, pad, delay_ms: 3_000 }))));
+    // All pending at once: each is answered only once the last has reached the upstream.
+    const group = `bounded-${source.id}`;
+    const answers = await Promise.all(
+      Array.from({ length: calls }, (_, i) => raw(source.observer_url, "POST", headers, toolCall(i, "slow", { i, pad, wait_for: calls, group }))),
+    );
     for (const [i, answer] of answers.entries()) expect(answer.bytes.toString()).toContain(`\\"i\\":${i}`);
 
     const outcomes = (await recorded(source.id)).map((body) => body.outcome as { type: string; reason?: string });
@@ -82,15 +82,16 @@ describe("a batch of many tool calls", () => {
     expect(gaps.filter((gap) => gap.by_source[source.id] !== undefined)).toEqual([expect.objectContaining({ by_source: { [source.id]: 50 }, reasons: ["too_large"] })]);
   });
 
-  it("does not record a kept call whose id comes again past the limit: a response could be either one's", async () => {
+  it("records a kept call whose id comes again past the limit as unattributed, never with a result: a response could be either one's", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-stateless-json`);
     const headers = { "x-bursar-observer-token": source.observer_token };
     const batch = Array.from({ length: observed_calls_per_request_max + 1 }, (_, id) => toolCall(id, "echo", { text: `call ${id}` }));
     batch.push(toolCall(5, "echo", { text: "call 5 again" }));
     await raw(source.observer_url, "POST", headers, batch);
     const bodies = await recorded(source.id);
-    expect(bodies).toHaveLength(observed_calls_per_request_max - 1);
-    expect(bodies.map((body) => body.jsonrpc_id)).not.toContain(5);
+    expect(bodies).toHaveLength(observed_calls_per_request_max);
+    const fifth = bodies.filter((body) => body.jsonrpc_id === 5);
+    expect(fifth.map((body) => [body.args, body.outcome, body.result])).toEqual([[{ text: "call 5" }, { type: "unattributed", reason: "duplicate_id" }, undefined]]);
   });
 });
 

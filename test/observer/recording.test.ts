@@ -8,7 +8,7 @@ import type { AppendInput } from "../../src/evidence/index.js";
 import { tool_name_chars_max } from "../../src/observer/calls.js";
 import type { DeferredInput } from "../../src/observer/recorder.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, toolCall } from "./support.js";
+import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 
 let h: Harness;
@@ -25,10 +25,7 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function recorded(source_id: string) {
-  await h.evidence.observer.recorder.drain();
-  return (await h.entries("observer.call")).filter((stored) => stored.entry.source === source_id).map((stored) => stored.entry.body);
-}
+const recorded = (source_id: string) => recordedCalls(h, source_id);
 
 describe("without an MCP session id", () => {
   for (const path of ["/mcp-stateless-json", "/mcp-stateless"]) {

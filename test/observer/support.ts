@@ -5,10 +5,24 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+import type { AddressInfo, Server } from "node:net";
 import type { AppendInput } from "../../src/evidence/index.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
 import type { EvidenceSink } from "../../src/observer/index.js";
 import type { Harness } from "../ingest/support.js";
+
+/** The bodies of the observer.call entries a source's calls wrote, once the queue has drained
+ *  (the drain must succeed within `drain_ms`). */
+export async function recorded(h: Harness, source_id: string, drain_ms = 5_000): Promise<Array<Record<string, unknown>>> {
+  if (!(await h.evidence.observer.recorder.drain(drain_ms))) throw new Error(`the observer's queue did not drain within ${drain_ms} ms`);
+  return (await h.entries("observer.call")).filter((stored) => stored.entry.source === source_id).map((stored) => stored.entry.body as Record<string, unknown>);
+}
+
+/** Listens on a loopback port; returns the server's base URL. */
+export async function listenLoopback(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
 
 export interface ObserverSourceCreated {
   id: string;

@@ -23,10 +23,32 @@ const tools = [
   { name: "rpc_error", description: "a JSON-RPC error", inputSchema: { type: "object" as const } },
   { name: "poll", description: "closes its SSE stream, answers on the resumed stream", inputSchema: { type: "object" as const } },
   { name: "big", description: "a large result", inputSchema: { type: "object" as const, properties: { size: { type: "number" } } } },
-  { name: "slow", description: "answers its arguments but pad after delay_ms", inputSchema: { type: "object" as const, properties: { delay_ms: { type: "number" } } } },
+  {
+    name: "slow",
+    description: "answers its arguments but pad after delay_ms, or once wait_for calls of its group have arrived",
+    inputSchema: { type: "object" as const, properties: { delay_ms: { type: "number" }, wait_for: { type: "number" }, group: { type: "string" } } },
+  },
 ];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Longest a `slow` call waits for the rest of its group: a test that sent too few still ends. */
+const barrier_wait_ms_max = 30_000;
+const barriers = new Map<string, { arrived: number; open: () => void; opened: Promise<void> }>();
+
+/** Resolves once `count` calls of `group` have arrived (whatever the machine's load), or after barrier_wait_ms_max. */
+function barrier(group: string, count: number): Promise<void> {
+  let entry = barriers.get(group);
+  if (!entry) {
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    entry = { arrived: 0, open, opened };
+    barriers.set(group, entry);
+  }
+  entry.arrived += 1;
+  if (entry.arrived >= count) entry.open();
+  return Promise.race([entry.opened, sleep(barrier_wait_ms_max).then(() => undefined)]);
+}
 
 function mcpServer(): Server {
   const server = new Server({ name: "upstream", version: "1.0.0" }, { capabilities: { tools: {} } });
@@ -49,6 +71,7 @@ function mcpServer(): Server {
       case "big":
         return { content: [{ type: "text", text: "x".repeat(Number(args.size ?? 100_000)) }] };
       case "slow": {
+        if (typeof args.wait_for === "number") await barrier(String(args.group), args.wait_for);
         await sleep(Number(args.delay_ms ?? 0));
         const { pad: _pad, ...answered } = args;
         return { content: [{ type: "text", text: JSON.stringify(answered) }] };

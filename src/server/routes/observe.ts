@@ -21,12 +21,9 @@ export function observeRoutes(observer: Observer): RoutePlugin {
       };
       scope.all("/observe", handler);
       scope.all("/observe/*", handler);
-      // preClose runs before the server's own onClose closes the database: drain while it is open.
-      scope.addHook("preClose", async () => {
-        observer.cutStreams();
-        await observer.recorder.drain();
-      });
-      scope.addHook("onClose", async () => observer.close());
+      // preClose runs before the server's own onClose closes the database: the observer records
+      // its open calls and drains its queue while the database is open.
+      scope.addHook("preClose", async () => observer.close());
     });
   };
 }

@@ -1,0 +1,105 @@
+// A JSON-RPC id that two request messages of one body share (a batch) cannot tell their responses
+// apart: a tools/call with such an id is recorded as unattributed, never with a result that may be
+// another message's, whatever that other message's method.
+
+import { createServer, type Server } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { harness, type Harness } from "../ingest/support.js";
+import { waitFor } from "../provider/support.js";
+import { listenLoopback, observerSource, raw, recorded as recordedCalls, toolCall } from "./support.js";
+
+let h: Harness;
+let upstream: Server;
+let upstream_url: string;
+
+interface Message {
+  id?: number;
+  method?: string;
+  params?: { name?: string };
+}
+
+/** Answers every request message of a body, in order: a tools/call with a result naming its tool, any other method with `{}`. */
+function answer(message: Message): unknown {
+  const result = message.method === "tools/call" ? { content: [{ type: "text", text: `ran ${message.params?.name}` }] } : {};
+  return { jsonrpc: "2.0", id: message.id, result };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A GET is a session's stream: it sends one response, with id 5, and ends. */
+const get_stream_event = `event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: 5, result: { content: [{ type: "text", text: "from the GET stream" }] } })}\n\n`;
+
+beforeAll(async () => {
+  upstream = createServer((request, response) => {
+    if (request.method === "GET") return void response.writeHead(200, { "content-type": "text/event-stream" }).end(get_stream_event);
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", async () => {
+      const parsed = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Message | Message[];
+      const answered = Array.isArray(parsed) ? parsed.filter((message) => message.id !== undefined && message.method !== undefined).map(answer) : answer(parsed);
+      // The tool "slow" is answered only after a while.
+      if (!Array.isArray(parsed) && parsed.params?.name === "slow") await sleep(500);
+      response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answered));
+    });
+  });
+  upstream_url = `${await listenLoopback(upstream)}/mcp`;
+  h = await harness();
+});
+afterAll(async () => {
+  await h.close();
+  await new Promise((resolve) => upstream.close(resolve));
+});
+
+const recorded = (source_id: string) => recordedCalls(h, source_id);
+
+const ping = (id: number) => ({ jsonrpc: "2.0", id, method: "ping" });
+const unattributed = { type: "unattributed", reason: "duplicate_id" };
+
+describe("a JSON-RPC id repeated within one request body", () => {
+  it("records both tools/calls sharing it as unattributed, and a call with an id of its own with its result", async () => {
+    const source = await observerSource(h, upstream_url);
+    const batch = [toolCall(5, "transfer_funds", { amount: 100 }), toolCall(5, "big", {}), toolCall(6, "echo", {})];
+    const answered = await raw(source.observer_url, "POST", { "x-bursar-observer-token": source.observer_token }, batch);
+    expect(answered.status).toBe(200);
+
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => [body.tool, body.jsonrpc_id, body.outcome])).toEqual([
+      ["transfer_funds", 5, unattributed],
+      ["big", 5, unattributed],
+      ["echo", 6, { type: "result", is_error: false }],
+    ]);
+    expect(bodies.map((body) => "result" in body)).toEqual([false, false, true]);
+    expect(bodies[2]!.result).toEqual({ content: [{ type: "text", text: "ran echo" }] });
+  });
+
+  it("records a tools/call sharing its id with a ping as unattributed, not with the ping's result", async () => {
+    const source = await observerSource(h, upstream_url);
+    const answered = await raw(source.observer_url, "POST", { "x-bursar-observer-token": source.observer_token }, [toolCall(8, "big", {}), ping(8)]);
+    expect(answered.status).toBe(200);
+    expect((await recorded(source.id)).map((body) => [body.tool, body.outcome, body.result])).toEqual([["big", unattributed, undefined]]);
+  });
+
+  it("still matches a call whose id only a notification or a response in the body also names (neither is answered)", async () => {
+    const source = await observerSource(h, upstream_url);
+    const batch = [toolCall(9, "echo", {}), { jsonrpc: "2.0", method: "notifications/progress", params: { id: 9 } }, { jsonrpc: "2.0", id: 9, result: {} }];
+    await raw(source.observer_url, "POST", { "x-bursar-observer-token": source.observer_token }, batch);
+    expect((await recorded(source.id)).map((body) => body.outcome)).toEqual([{ type: "result", is_error: false }]);
+  });
+
+  it("gives no earlier call of the session a resumed GET stream's response with that id: it may be the unattributed call's", async () => {
+    const source = await observerSource(h, upstream_url);
+    const headers = { "x-bursar-observer-token": source.observer_token, "mcp-session-id": "session-1" };
+    const slow = raw(source.observer_url, "POST", headers, toolCall(5, "slow", {}));
+    await waitFor(() => h.evidence.observer.correlator.size === 1, 5_000, "the slow call to be pending");
+    await raw(source.observer_url, "POST", headers, [toolCall(5, "echo", {}), ping(5)]);
+    expect((await raw(source.observer_url, "GET", headers)).bytes.toString()).toContain("from the GET stream");
+    expect((await slow).status).toBe(200);
+
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => [body.tool, body.outcome, body.transport])).toEqual([
+      ["echo", unattributed, "none"],
+      ["slow", { type: "result", is_error: false }, "json"],
+    ]);
+    expect(bodies[1]!.result).toEqual({ content: [{ type: "text", text: "ran slow" }] });
+  });
+});

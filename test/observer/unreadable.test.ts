@@ -1,0 +1,149 @@
+// Bodies the tap cannot read as they are. A request body in a form MCP servers accept — a leading
+// BOM, compressed (express.json inflates it), another charset (the SDK decodes any) — still runs
+// its tools upstream: it is parsed when the tap can (a BOM), its calls counted in the gap when it
+// cannot. A response the tap did not read (compressed, or past the inspection limit) is recorded
+// as unread, never as no response: the call was answered.
+
+import { createServer, type Server } from "node:http";
+import { gunzipSync, gzipSync } from "node:zlib";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { observed_body_bytes_max } from "../../src/observer/proxy.js";
+import { harness, type Harness } from "../ingest/support.js";
+import { listenLoopback, observerSource, recorded as recordedCalls, toolCall } from "./support.js";
+
+let h: Harness;
+let upstream: Server;
+let upstream_url: string;
+/** The tools the upstream ran, in order. */
+const ran: string[] = [];
+
+interface Message {
+  id?: number;
+  method?: string;
+  params?: { name?: string };
+}
+
+/** The answer's bytes and headers for each path: plain JSON, gzipped JSON, a gzipped SSE event, or JSON past the inspection limit. */
+function answerFor(path: string, answered: unknown): { headers: Record<string, string>; bytes: Buffer } {
+  const json = JSON.stringify(answered);
+  if (path === "/gzip-json") return { headers: { "content-type": "application/json", "content-encoding": "gzip" }, bytes: gzipSync(json) };
+  if (path === "/gzip-sse") return { headers: { "content-type": "text/event-stream", "content-encoding": "gzip" }, bytes: gzipSync(`event: message\ndata: ${json}\n\n`) };
+  if (path === "/large") {
+    const padded = { ...(answered as Record<string, unknown>), pad: "p".repeat(observed_body_bytes_max) };
+    return { headers: { "content-type": "application/json" }, bytes: Buffer.from(JSON.stringify(padded)) };
+  }
+  return { headers: { "content-type": "application/json" }, bytes: Buffer.from(json) };
+}
+
+/** Reads a body as express.json and the SDK's transport do: inflated, decoded by its charset, a BOM dropped. */
+function lenientParse(body: Buffer, encoding: string | undefined, content_type: string | undefined): Message | Message[] {
+  const inflated = encoding === "gzip" ? gunzipSync(body) : body;
+  const charset = /charset=([^;\s]+)/i.exec(content_type ?? "")?.[1] ?? "utf-8";
+  return JSON.parse(new TextDecoder(charset).decode(inflated)) as Message | Message[];
+}
+
+beforeAll(async () => {
+  upstream = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      let parsed: Message | Message[];
+      try {
+        parsed = lenientParse(Buffer.concat(chunks), request.headers["content-encoding"], request.headers["content-type"]);
+      } catch {
+        return void response.writeHead(400, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}');
+      }
+      const messages = Array.isArray(parsed) ? parsed : [parsed];
+      const answered = messages.map((message) => {
+        ran.push(message.params?.name ?? "");
+        return { jsonrpc: "2.0", id: message.id, result: { content: [{ type: "text", text: `ran ${message.params?.name}` }] } };
+      });
+      const { headers, bytes } = answerFor(request.url ?? "/", Array.isArray(parsed) ? answered : answered[0]);
+      response.writeHead(200, { ...headers, "content-length": String(bytes.length) }).end(bytes);
+    });
+  });
+  upstream_url = `${await listenLoopback(upstream)}`;
+  h = await harness();
+});
+afterAll(async () => {
+  await h.close();
+  await new Promise((resolve) => upstream.close(resolve));
+});
+
+async function post(path: string, headers: Record<string, string>, body: Buffer) {
+  const source = await observerSource(h, `${upstream_url}${path}`);
+  const response = await fetch(source.observer_url, {
+    method: "POST",
+    headers: { accept: "application/json, text/event-stream", "content-type": "application/json", "x-bursar-observer-token": source.observer_token, ...headers },
+    body: new Uint8Array(body),
+  });
+  return { source_id: source.id, status: response.status, text: await response.text() };
+}
+
+const recorded = (source_id: string) => recordedCalls(h, source_id, 5_000);
+
+/** The calls the gap entries count for this source, and their reasons. */
+async function gap(source_id: string) {
+  expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
+  const bodies = (await h.entries("system.evidence_gap")).map((stored) => stored.entry.body as { by_source: Record<string, number>; reasons: string[] });
+  const mine = bodies.filter((body) => body.by_source[source_id] !== undefined);
+  return { calls: mine.reduce((sum, body) => sum + body.by_source[source_id]!, 0), reasons: [...new Set(mine.flatMap((body) => body.reasons))] };
+}
+
+const batch = (names: string[]) => JSON.stringify(names.map((name, i) => toolCall(i + 1, name, { amount: 100 })));
+
+describe("a request body the tap cannot parse as it is", () => {
+  it("records a call whose body starts with a UTF-8 BOM, as the server reads it", async () => {
+    const sent = await post("/json", {}, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(toolCall(1, "transfer_funds", { amount: 100 })))]));
+    expect(sent.status).toBe(200);
+    const bodies = await recorded(sent.source_id);
+    expect(bodies.map((body) => [body.tool, body.args, body.outcome])).toEqual([["transfer_funds", { amount: 100 }, { type: "result", is_error: false }]]);
+    expect(await gap(sent.source_id)).toEqual({ calls: 0, reasons: [] });
+  });
+
+  const forms: Array<[string, Record<string, string>, Buffer, number]> = [
+    // Compressed bytes say nothing of the calls inside: at least one is counted.
+    ["gzip-compressed", { "content-encoding": "gzip" }, gzipSync(batch(["transfer_funds", "refund"])), 1],
+    // UTF-16: JSON's own characters are not single bytes, so the calls cannot be counted either.
+    ["in UTF-16LE", { "content-type": "application/json; charset=utf-16le" }, Buffer.from(batch(["transfer_funds", "refund"]), "utf16le"), 1],
+    // An ASCII-compatible charset: the scan counts each call.
+    ["in ISO-8859-1", { "content-type": "application/json; charset=ISO-8859-1" }, Buffer.from(batch(["transfer_funds", "refund"]), "latin1"), 2],
+  ];
+  for (const [form, headers, body, counted] of forms) {
+    it(`counts the calls of a body ${form} in the gap as unparsed (${counted}), and relays it untouched`, async () => {
+      const before = ran.length;
+      const sent = await post("/json", headers, body);
+      expect(sent.status).toBe(200);
+      expect(ran.slice(before)).toEqual(["transfer_funds", "refund"]);
+      expect(await recorded(sent.source_id)).toEqual([]);
+      expect(await gap(sent.source_id)).toEqual({ calls: counted, reasons: ["unparsed"] });
+    });
+  }
+
+  it("counts the calls of a body that is not JSON in the gap as unparsed, and the /metrics counter with them", async () => {
+    const unparsed = async () => Number(/bursar_evidence_gap_calls_total\{reason="unparsed"\} (\d+)/.exec(await (await fetch(`${h.url}/metrics`)).text())?.[1] ?? 0);
+    const before = await unparsed();
+    const sent = await post("/json", {}, Buffer.from(`${batch(["transfer_funds", "refund"])},`));
+    expect(sent.status).toBe(400);
+    expect(await gap(sent.source_id)).toEqual({ calls: 2, reasons: ["unparsed"] });
+    expect((await unparsed()) - before).toBe(2);
+  });
+});
+
+describe("a response the tap did not read", () => {
+  const cases: Array<[string, string, Record<string, unknown>]> = [
+    ["past the inspection limit", "/large", { type: "unread_response", reason: "too_large", status: 200 }],
+    ["gzip-compressed JSON", "/gzip-json", { type: "unread_response", reason: "encoded", status: 200 }],
+    ["a gzip-compressed SSE stream", "/gzip-sse", { type: "unread_response", reason: "encoded", status: 200 }],
+  ];
+  for (const [what, path, outcome] of cases) {
+    it(`records the call as answered but unread, not as no response (${what})`, async () => {
+      const sent = await post(path, {}, Buffer.from(JSON.stringify(toolCall(1, "transfer_funds", { amount: 100 }))));
+      expect(sent.status).toBe(200);
+      expect(sent.text).toContain("ran transfer_funds");
+      const bodies = await recorded(sent.source_id);
+      expect(bodies.map((body) => body.outcome)).toEqual([outcome]);
+      expect(bodies[0]).not.toHaveProperty("result");
+    });
+  }
+});
