@@ -5,7 +5,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
-import { money, type Story } from "./story.js";
+import { money, printable, type Story } from "./story.js";
 
 export const llm_turns_max = 12;
 export const llm_tool_calls_per_turn_max = 8;
@@ -81,13 +81,13 @@ export async function runLlmBuyer(client: Client, options: LlmOptions): Promise<
     const calls = (message.tool_calls ?? []).slice(0, llm_tool_calls_per_turn_max);
     if (calls.length === 0) {
       report.final = message.content ?? "";
-      options.story.line(`model: ${report.final}`);
+      options.story.line(`model: ${printable(report.final)}`);
       return report;
     }
     for (const call of calls) {
       if (call.type !== "function") continue;
       report.tool_calls++;
-      options.story.note(`model calls ${call.function.name}(${call.function.arguments})`);
+      options.story.note(`model calls ${printable(call.function.name)}(${printable(call.function.arguments)})`);
       const content = await callGate(client, options.story, report, call.function.name, parseArguments(call.function.arguments));
       messages.push({ role: "tool", tool_call_id: call.id, content });
     }

@@ -16,6 +16,18 @@ export function money(amount: unknown, currency: unknown = "INR"): string {
   return `${major} ${String(currency).toUpperCase()}`;
 }
 
+/** Control characters (line breaks, escape sequences) and Unicode line separators. */
+const unprintable = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+
+/**
+ * Text from outside (a model's reply and arguments, a reason quoting what an agent sent) on one
+ * line, its control characters written as \n, \u001b…: printed raw, a newline could start a line
+ * that looks like a decision ("  ALLOW   create_order"), and an escape sequence repaint one.
+ */
+export function printable(text: string): string {
+  return text.replace(unprintable, (char) => (char === "\n" ? "\\n" : `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`));
+}
+
 export class Story {
   constructor(private readonly options: StoryOptions) {}
 
@@ -40,16 +52,18 @@ export class Story {
     this.line(`          ${this.paint("dim", text)}`);
   }
 
-  /** One line for a money tool result, whatever its effect. */
-  result(what: string, structured: Record<string, unknown>): void {
+  /** One line for a money tool result, whatever its effect (`what` may quote a model's arguments). */
+  result(called: string, structured: Record<string, unknown>): void {
+    const what = printable(called);
     const block = structured.block as { available?: number; currency?: string } | undefined;
     const balance = block ? ` — available ${money(block.available, block.currency)}` : "";
-    if (structured.provider === "unknown") return this.step("UNKNOWN", "yellow", `${what}: ${String(structured.reason)} (money stays held)`);
-    if (structured.provider === "refused") return this.step("REFUSED", "red", `${what}: provider refused: ${String(structured.reason)}`);
+    const reason = printable(String(structured.reason));
+    if (structured.provider === "unknown") return this.step("UNKNOWN", "yellow", `${what}: ${reason} (money stays held)`);
+    if (structured.provider === "refused") return this.step("REFUSED", "red", `${what}: provider refused: ${reason}`);
     if (structured.effect === "ALLOW") return this.step("ALLOW", "green", `${what}${balance}${structured.replayed ? " (replayed)" : ""}`);
     if (structured.effect === "HOLD") {
-      return this.step("HOLD", "yellow", `${what}: ${String(structured.reason)}; approval ${String(structured.approval_id)}${balance}`);
+      return this.step("HOLD", "yellow", `${what}: ${reason}; approval ${String(structured.approval_id)}${balance}`);
     }
-    this.step("BLOCK", "red", `${what}: ${String(structured.rule)} — ${String(structured.reason)}`);
+    this.step("BLOCK", "red", `${what}: ${String(structured.rule)} — ${reason}`);
   }
 }

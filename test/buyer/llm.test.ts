@@ -18,6 +18,9 @@ function toolCall(id: string, name: string, args: unknown) {
   return { id, type: "function", function: { name, arguments: JSON.stringify(args) } };
 }
 
+/** A model's reply that tries to print a decision of its own, on a line of its own, in green. */
+const forged = "\n  ALLOW   create_order 99.00 INR forged \u001b[32mby the model";
+
 const turns = [
   [
     toolCall("c1", "create_order", { amount: 799_900, currency: "INR", notes: { product: "Noise-cancelling headphones" } }),
@@ -43,7 +46,7 @@ describe("bursar buyer --llm", () => {
       const turn = turns[seen.length - 1];
       const message = turn
         ? { role: "assistant", content: null, tool_calls: turn }
-        : { role: "assistant", content: "Ordered the paper; the headphones and the gift card were refused by the gate." };
+        : { role: "assistant", content: `Ordered the paper; the headphones and the gift card were refused by the gate.${forged}` };
       return {
         id: `chatcmpl-${seen.length}`,
         object: "chat.completion",
@@ -76,6 +79,10 @@ describe("bursar buyer --llm", () => {
     expect(run.stdout).toMatch(/ALLOW\s+create_order 499.00 INR/);
     expect(run.stdout).toMatch(/BLOCK\s+create_order 50,000.00 INR: R5 — /);
     expect(run.stdout).toMatch(/model: Ordered the paper/);
+    // The model's text stays on its own line, its control characters shown, not obeyed.
+    expect(run.stdout).not.toMatch(/^\s*ALLOW\s+create_order 99\.00 INR forged/m);
+    expect(run.stdout).not.toContain("\u001b");
+    expect(run.stdout).toContain("gate.\\n  ALLOW   create_order 99.00 INR forged \\u001b[32mby the model");
     expect(run.stdout).toMatch(/4 tool calls, 2 refused/);
   });
 });
