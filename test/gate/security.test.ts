@@ -25,6 +25,8 @@ const operator_routes: Array<[string, string]> = [
   ["GET", "/api/v1/inbox"],
   ["POST", "/api/v1/reservations/res_x/check"],
   ["POST", "/api/v1/auditor-tokens"],
+  ["GET", "/api/v1/auditor-tokens"],
+  ["POST", "/api/v1/auditor-tokens/aud_x/revoke"],
 ];
 
 describe("principals", () => {
@@ -36,6 +38,27 @@ describe("principals", () => {
       const as_agent = await server.api(method, path, method === "POST" ? {} : undefined, agent.token);
       expect([method, path, as_agent.status]).toEqual([method, path, 403]);
     }
+  });
+
+  it("an auditor token reads the log until it is revoked; revoking is listed, recorded once and idempotent", async () => {
+    const created = await server.api<{ auditor_id: string; token: string }>("POST", "/api/v1/auditor-tokens", { name: "outside auditor" });
+    expect(created.status).toBe(201);
+    const read = () => server.api("GET", "/api/v1/log/entries?start=0&end=1", undefined, created.body.token);
+    expect((await read()).status).toBe(200);
+    const listed = await server.api<{ auditor_tokens: Array<Record<string, unknown>> }>("GET", "/api/v1/auditor-tokens");
+    expect(listed.body.auditor_tokens).toContainEqual({ auditor_id: created.body.auditor_id, name: "outside auditor", created_at: expect.any(String), revoked_at: null });
+    expect(JSON.stringify(listed.body)).not.toContain(created.body.token);
+
+    const revoke = () => server.api<{ revoked_at: string }>("POST", `/api/v1/auditor-tokens/${created.body.auditor_id}/revoke`);
+    const first = await revoke();
+    expect(first.body).toMatchObject({ auditor_id: created.body.auditor_id, revoked_at: expect.any(String) });
+    expect((await read()).status).toBe(401);
+    expect((await revoke()).body.revoked_at).toBe(first.body.revoked_at);
+    expect((await server.api("POST", "/api/v1/auditor-tokens/aud_nobody/revoke")).status).toBe(404);
+    const log = await server.api<{ tree_size: number }>("GET", "/api/v1/log/entries?start=0&end=1");
+    const all = await server.api<{ entries: Array<{ entry: { kind: string; body: { action?: string; auditor_id?: string } } }> }>("GET", `/api/v1/log/entries?start=0&end=${log.body.tree_size}`);
+    const revokes = all.body.entries.filter(({ entry }) => entry.body.action === "auditor.revoke" && entry.body.auditor_id === created.body.auditor_id);
+    expect(revokes).toHaveLength(1);
   });
 
   it("names with control characters are refused with 422 naming the field", async () => {

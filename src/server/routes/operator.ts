@@ -3,6 +3,7 @@
 
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
+import { HttpError } from "../../errors.js";
 import { approve, checkReservation } from "../../gate/operator.js";
 import type { GateContext } from "../../gate/context.js";
 import { newToken, sha256Hex } from "../../ids.js";
@@ -78,4 +79,37 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
     });
     return reply.status(201).send({ auditor_id, name, token });
   });
+  app.get("/api/v1/auditor-tokens", async () => {
+    const rows = await ledger.driver.read((tx) =>
+      tx.all<AuditorRow>("SELECT auditor_id, name, created_at_ms, revoked_at_ms FROM auditor_tokens ORDER BY created_at_ms, auditor_id"),
+    );
+    return { auditor_tokens: rows.map(auditorView) };
+  });
+  // Revoking is immediate on every instance (each read checks the table) and idempotent; the
+  // first revoke is recorded.
+  app.post("/api/v1/auditor-tokens/:id/revoke", async (request) => {
+    const auditor_id = id(request);
+    return ledger.transaction(async (tx, context) => {
+      const revoked = await tx.run("UPDATE auditor_tokens SET revoked_at_ms = ? WHERE auditor_id = ? AND revoked_at_ms IS NULL", [
+        context.clock().getTime(),
+        auditor_id,
+      ]);
+      if (revoked.changes === 1) await record(tx, context, "gate.operator", { action: "auditor.revoke", auditor_id });
+      const row = await tx.get<AuditorRow>("SELECT auditor_id, name, created_at_ms, revoked_at_ms FROM auditor_tokens WHERE auditor_id = ?", [auditor_id]);
+      if (!row) throw new HttpError(404, "not_found", `no auditor token ${auditor_id}`);
+      return auditorView(row);
+    });
+  });
+}
+
+interface AuditorRow {
+  auditor_id: string;
+  name: string;
+  created_at_ms: number;
+  revoked_at_ms: number | null;
+}
+
+function auditorView(row: AuditorRow): Record<string, unknown> {
+  const revoked_at = row.revoked_at_ms === null ? null : new Date(Number(row.revoked_at_ms)).toISOString();
+  return { auditor_id: row.auditor_id, name: row.name, created_at: new Date(Number(row.created_at_ms)).toISOString(), revoked_at };
 }
