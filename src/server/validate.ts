@@ -15,7 +15,35 @@ export function nameSchema(max: number) {
     .refine((name) => !control_characters.test(name), "must not contain control characters");
 }
 
+/** NUL, which PostgreSQL text cannot hold, and a lone surrogate, which no evidence entry can. */
+const unstorable = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Deeper than any operator body's schema reaches: left to the schema, which refuses it. */
+const unstorable_depth_max = 64;
+
+/** The path of the first string (key or value) in `value` that holds what cannot be stored. */
+function unstorablePath(value: unknown, path: readonly (string | number)[]): string | undefined {
+  if (typeof value === "string") return unstorable.test(value) ? path.join(".") || "(body)" : undefined;
+  if (typeof value !== "object" || value === null || path.length >= unstorable_depth_max) return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const at = [...path, Array.isArray(value) ? Number(key) : key];
+    if (unstorable.test(key)) return at.join(".");
+    const found = unstorablePath(item, at);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/**
+ * A body's fields by the schema, 422 naming each bad field. Any string in it, key or value, that
+ * holds NUL or a lone surrogate is refused first (422 naming it): stored, it failed as a 500.
+ */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const bad = unstorablePath(body, []);
+  if (bad !== undefined) {
+    const message = "must not contain a NUL character or a lone surrogate";
+    throw new HttpError(422, "validation_failed", `${bad}: ${message}`, { issues: [{ field: bad, message }] });
+  }
   const parsed = schema.safeParse(body ?? {});
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.map((issue) => ({

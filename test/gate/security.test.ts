@@ -61,6 +61,21 @@ describe("principals", () => {
     expect(revokes).toHaveLength(1);
   });
 
+  it("a NUL or a lone surrogate anywhere in an operator body is refused with 422 naming the field, not a 500", async () => {
+    const agent = await server.agent("hostile-strings");
+    for (const [path, body, field] of [
+      ["/api/v1/agents", { name: "\ud800" }, "name"],
+      ["/api/v1/auditor-tokens", { name: "x\udc00y" }, "name"],
+      ["/api/v1/blocks", { agent_id: "a\u0000b", currency: "INR", reserved: 1 }, "agent_id"],
+      ["/api/v1/blocks", { agent_id: agent.agent_id, currency: "INR", reserved: 1, "\ud83d": 1 }, "\ud83d"],
+      ["/api/v1/evidence-sources", { kind: "decisions", name: "ok", shadow: { tools: { "pay\ud800": "create_order" } } }, "shadow.tools.pay\ud800"],
+    ] as const) {
+      const answer = await server.api<{ error: { code: string; message: string } }>("POST", path, body);
+      expect(answer.status, path).toBe(422);
+      expect(answer.body.error).toMatchObject({ code: "validation_failed", message: `${field}: must not contain a NUL character or a lone surrogate` });
+    }
+  });
+
   it("names with control characters are refused with 422 naming the field", async () => {
     for (const [path, body] of [
       ["/api/v1/agents", { name: "buyer\u0000" }],
