@@ -3,7 +3,7 @@
 
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
 
@@ -105,6 +105,7 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     requestTimeout: request_timeout_ms,
     return503OnClosing: true,
     clientErrorHandler,
+    frameworkErrors,
   });
   shutdowns.set(app, { grace_ms: options.shutdown_grace_ms ?? shutdown_grace_ms_default, in_flight: countInFlight(app) });
 
@@ -251,22 +252,35 @@ function answerBegun(socket: Socket): boolean {
   return !state.last.complete && state.last_answer.headersSent;
 }
 
-const client_errors: Record<string, { status: number; message: string }> = {
-  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, message: "Client Timeout" },
-  HPE_HEADER_OVERFLOW: { status: 431, message: "Exceeded maximum allowed HTTP header size" },
+/** Errors the router meets before any route (an undecodable URL, an over-long path segment):
+ *  answered in Bursar's error shape, without echoing the path (it may hold a token). */
+const framework_errors: Record<string, { status: number; code: string; message: string }> = {
+  FST_ERR_BAD_URL: { status: 400, code: "malformed", message: "the URL is not valid (a malformed percent-encoding)" },
+  FST_ERR_MAX_PARAM_LENGTH: { status: 414, code: "uri_too_long", message: "a path segment is too long" },
+};
+
+function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const known = framework_errors[error.code];
+  if (known) return void reply.status(known.status).send(errorBody(known.code, known.message));
+  reply.status(500).send(errorBody("internal", "internal error"));
+}
+
+const client_errors: Record<string, { status: number; code: string; message: string }> = {
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, code: "request_timeout", message: "the request did not arrive in time" },
+  HPE_HEADER_OVERFLOW: { status: 431, code: "headers_too_large", message: "the request's headers are larger than the server takes" },
 };
 
 /**
- * Answers a request Node could not parse as Fastify's own handler does, but logs only the
+ * Answers a request Node could not parse, in Bursar's error shape, and logs only the
  * error's code and message: Fastify logged the whole error, whose `rawPacket` holds the request's
  * bytes as received, headers (an Authorization, an observer token) included.
  */
 function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Socket): void {
   if (error.code === "ECONNRESET" || socket.destroyed) return;
-  const { status, message } = client_errors[error.code ?? ""] ?? { status: 400, message: "Client Error" };
+  const { status, code, message } = client_errors[error.code ?? ""] ?? { status: 400, code: "malformed", message: "the request is not valid HTTP" };
   this.log.trace({ err: { code: error.code, message: error.message } }, "client error");
   const reason = STATUS_CODES[status] ?? "Bad Request";
-  const body = JSON.stringify({ error: reason, message, statusCode: status });
+  const body = JSON.stringify(errorBody(code, message));
   if (socket.writable && !answerBegun(socket)) socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n\r\n${body}`);
   socket.destroy(error);
 }

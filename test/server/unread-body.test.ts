@@ -161,6 +161,26 @@ describe("a response sent before the body is read closes a connection whose body
     { name: "a path parameter over Fastify's length (414), chunked", head: `POST /ingest/${"s".repeat(150)} HTTP/1.1\ntransfer-encoding: chunked`, status: 414, chunk: chunked_filler, says_close: false },
   ];
 
+  it("answers what the router or Node's parser refuses in Bursar's error shape, without echoing the path", async () => {
+    const token = "bsr_obs_secretsecretsecretsecret";
+    for (const [head, status, code] of [
+      [`GET /observe/${token}/%FF HTTP/1.1`, 400, "malformed"],
+      [`POST /ingest/${"s".repeat(150)} HTTP/1.1\ncontent-length: 0`, 414, "uri_too_long"],
+      [`GET /healthz HTTP/1.1\nx-big: ${"h".repeat(20_000)}`, 431, "headers_too_large"],
+    ] as const) {
+      const connection = await RawConnection.open(server.url);
+      try {
+        connection.writeHead(head);
+        const answer = await connection.response();
+        expect(answer.status, head.slice(0, 40)).toBe(status);
+        expect(JSON.parse(answer.body)).toEqual({ error: { code, message: expect.any(String) } });
+        expect(answer.body).not.toContain(token);
+      } finally {
+        connection.destroy();
+      }
+    }
+  });
+
   for (const { name, head, status, chunk, says_close = true } of cases) {
     it(`${name}: answers ${status}${says_close ? " with Connection: close" : ""}, then closes while the client is still sending`, async () => {
       const connection = await RawConnection.open(server.url);
@@ -291,7 +311,7 @@ describe("a request still arriving when the request timeout cuts it", () => {
       connection.write("GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n");
     });
     expect(cut).toMatchObject({ status: 408 });
-    expect(JSON.parse((cut as RawResponse).body)).toEqual({ error: "Request Timeout", message: "Client Timeout", statusCode: 408 });
+    expect(JSON.parse((cut as RawResponse).body)).toEqual({ error: { code: "request_timeout", message: "the request did not arrive in time" } });
   });
 
   it("gets a 408 when its body is still trickling in to a route that reads it and nothing has answered it yet", async () => {
