@@ -46,8 +46,9 @@ const step = z.union([
   z.object({ revoke: caller }).strict(),
   z.object({ freeze: caller }).strict(),
   z.object({ unfreeze: caller }).strict(),
-  z.object({ approve: z.string() }).strict(),
-  z.object({ deny: z.string() }).strict(),
+  // `refused: true`: the operator's decision is expected to be refused; any other error fails the case.
+  z.object({ approve: z.string(), refused: z.literal(true).optional() }).strict(),
+  z.object({ deny: z.string(), refused: z.literal(true).optional() }).strict(),
   z.object({ corrupt_block: caller }).strict(),
   z.object({ fault: args }).strict(),
   z.object({ webhook: webhook_spec }).strict(),
@@ -94,6 +95,7 @@ export type WebhookSpec = z.infer<typeof webhook_spec>;
 export function loadCases(dir: string): EvalCase[] {
   const cases: EvalCase[] = [];
   const seen = new Set<string>();
+  const twins: Array<{ where: string; twin: string }> = [];
   for (const file of readdirSync(dir).filter((name) => name.endsWith(".jsonl")).sort()) {
     const lines = readFileSync(join(dir, file), "utf8").split("\n");
     lines.forEach((line, index) => {
@@ -113,8 +115,11 @@ export function loadCases(dir: string): EvalCase[] {
       if (seen.has(parsed.data.id)) throw new Error(`${where}: duplicate case id ${parsed.data.id}`);
       seen.add(parsed.data.id);
       cases.push(parsed.data);
+      if (parsed.data.twin !== undefined) twins.push({ where, twin: parsed.data.twin });
     });
   }
+  // A payload case is scored against its twin's outcome, so the twin must be in the same run.
+  for (const { where, twin } of twins) if (!seen.has(twin)) throw new Error(`${where}: twin: no case ${twin}`);
   return cases;
 }
 

@@ -1,16 +1,26 @@
 // Guard-deletion mutation scoring: for each guard in the table, a gate built without that one
 // guard (instance-level, through createBursar's guard table) runs every case; a guard is
-// killed when some case notices. Plus the "gate off" figure: every guard removed.
+// killed when some case's verdict changes. A case that crashes instead is counted apart and
+// kills nothing, except for FAIL_CLOSED, whose mutant must let the exception escape.
+// Plus the "gate off" figure: every guard removed.
 
 import { guard_table, withoutGuard, type Guard } from "../policy/index.js";
 import type { EvalCase } from "./cases.js";
 import { runCase, type Outcome } from "./run.js";
-import { score } from "./score.js";
+import { score, withTwins } from "./score.js";
+
+/** The guard whose removal is expected to show as an exception: it is what turns one into a BLOCK. */
+export const guard_killed_by_exception = "FAIL_CLOSED";
 
 export interface MutantResult {
   guard: string;
   rule: string;
   description: string;
+  /** Cases whose verdict no longer matched their label. */
+  killed_by_verdict: string[];
+  /** Cases that crashed (the harness or the gate threw). */
+  killed_by_exception: string[];
+  /** The cases that count as killing the guard: killed_by_verdict, and for FAIL_CLOSED killed_by_exception too. */
   killed_by: string[];
 }
 
@@ -34,7 +44,7 @@ export async function runAll(cases: readonly EvalCase[], guards: readonly Guard[
     outcomes.push(await runCase(eval_case, guards));
     onCase?.();
   }
-  return outcomes;
+  return withTwins(cases, outcomes);
 }
 
 export function gateOffRow(label: string, cases: readonly EvalCase[], outcomes: readonly Outcome[]): GateOffRow {
@@ -55,8 +65,17 @@ export async function mutate(cases: readonly EvalCase[], onCase?: () => void): P
   const mutants: MutantResult[] = [];
   for (const guard of guard_table) {
     const outcomes = await runAll(cases, withoutGuard(guard.id), onCase);
-    const killed_by = cases.filter((eval_case, index) => !score(eval_case, outcomes[index] as Outcome).correct).map((eval_case) => eval_case.id);
-    mutants.push({ guard: guard.id, rule: guard.rule, description: guard.description, killed_by });
+    const caught: string[] = [];
+    const killed_by_verdict: string[] = [];
+    const killed_by_exception: string[] = [];
+    cases.forEach((eval_case, index) => {
+      const outcome = outcomes[index] as Outcome;
+      if (score(eval_case, outcome).correct) return;
+      caught.push(eval_case.id);
+      (outcome.error === undefined ? killed_by_verdict : killed_by_exception).push(eval_case.id);
+    });
+    const killed_by = guard.id === guard_killed_by_exception ? caught : killed_by_verdict;
+    mutants.push({ guard: guard.id, rule: guard.rule, description: guard.description, killed_by_verdict, killed_by_exception, killed_by });
   }
   const on = await runAll(cases, guard_table, onCase);
   const off = await runAll(cases, Object.freeze([]), onCase);
@@ -67,7 +86,8 @@ export function mutationMarkdown(report: MutationReport, cases: number): string 
   const rows = report.mutants.map((mutant) => {
     const shown = mutant.killed_by.slice(0, 4).map((id) => `\`${id}\``).join(", ");
     const more = mutant.killed_by.length > 4 ? ` and ${mutant.killed_by.length - 4} more` : "";
-    return `| ${mutant.guard} | ${mutant.rule} | ${mutant.killed_by.length > 0 ? "killed" : "**SURVIVED**"} | ${mutant.killed_by.length} | ${shown}${more} |`;
+    const result = mutant.killed_by.length === 0 ? "**SURVIVED**" : mutant.guard === guard_killed_by_exception ? "killed (fails closed)" : "killed";
+    return `| ${mutant.guard} | ${mutant.rule} | ${result} | ${mutant.killed_by_verdict.length} | ${mutant.killed_by_exception.length} | ${shown}${more} |`;
   });
   const gate = report.gate_off.map((row) => `| ${row.label} | ${row.calls_through} | ${(row.amount_through / 100).toFixed(2)} | ${row.webhooks_applied_wrongly} |`);
   const survived = report.mutants.filter((mutant) => mutant.killed_by.length === 0).length;
@@ -76,12 +96,14 @@ export function mutationMarkdown(report: MutationReport, cases: number): string 
     "",
     "Regenerate with `bursar mutate`. Each row is a gate built without that one guard (through",
     `createBursar's guard table, per instance), re-running all ${cases} labelled cases; a guard is`,
-    "killed when at least one case's verdict changes.",
+    "killed when at least one case's verdict changes. A case that crashes instead (the harness or",
+    "the gate threw) is counted under \"by exception\" and kills nothing, except for FAIL_CLOSED:",
+    "that guard is what turns an exception into a BLOCK, so its mutant is expected to throw.",
     "",
     `**${report.mutants.length - survived} of ${report.mutants.length} guards killed${survived > 0 ? `; ${survived} survived` : ""}.**`,
     "",
-    "| guard | rule | result | cases that caught it | first of them |",
-    "|---|---|---|---|---|",
+    "| guard | rule | result | cases: by verdict | cases: by exception | first of those that kill it |",
+    "|---|---|---|---|---|---|",
     ...rows,
     "",
     "## The gate off",

@@ -29,6 +29,8 @@ export interface Outcome {
   status?: number;
   /** The amount a money call asked for, when it was an integer (for "money moved"). */
   amount?: number;
+  /** For an injection payload case, what its clean twin got (runAll fills it in). */
+  twin?: { effect?: string; rule?: string; error?: string };
   error?: string;
 }
 
@@ -57,7 +59,10 @@ function substitute(value: unknown, world: World): unknown {
     const match = /^\$(order|payment|approval|reservation)\.(last|\d+)$/.exec(value);
     if (!match) return value;
     const list = world.vars[match[1] as keyof World["vars"]];
-    return (match[2] === "last" ? list[list.length - 1] : list[Number(match[2])]) ?? `missing_${match[1]}`;
+    const found = match[2] === "last" ? list[list.length - 1] : list[Number(match[2])];
+    // A reference to nothing is a broken case, not an argument to send on.
+    if (found === undefined) throw new Error(`${value} names no ${match[1]} (the case made ${list.length})`);
+    return found;
   }
   if (Array.isArray(value)) return value.map((item) => substitute(item, world));
   if (value && typeof value === "object") {
@@ -89,7 +94,22 @@ async function pay(world: World, order: string, card = "4111111111111111"): Prom
   const response = await world.bursar.simulator!.app.inject({ method: "POST", url: `/simulator/sim/orders/${order_id}/pay`, payload: { card } });
   const body = response.json() as { razorpay_payment_id?: string; error?: { metadata?: { payment_id?: string } } };
   const payment_id = body.razorpay_payment_id ?? body.error?.metadata?.payment_id;
-  if (payment_id) world.vars.payment.push(payment_id);
+  if (!payment_id) throw new Error(`the checkout answered ${response.statusCode} with no payment id`);
+  world.vars.payment.push(payment_id);
+}
+
+/** An operator's approve or deny; it must succeed, or be refused when the step says `refused`. */
+async function operatorDecision(world: World, action: "approve" | "deny", approval: string, refused: boolean): Promise<void> {
+  const approval_id = substitute(approval, world) as string;
+  let error: unknown;
+  try {
+    if (action === "approve") await approve(world.bursar.gate.gateContext, approval_id);
+    else await world.bursar.ledger.deny(approval_id);
+  } catch (caught) {
+    error = caught;
+  }
+  if (error !== undefined && !refused) throw error;
+  if (error === undefined && refused) throw new Error(`the operator's ${action} was expected to be refused, and succeeded`);
 }
 
 function webhookBody(spec: WebhookSpec, world: World): string {
@@ -160,8 +180,8 @@ async function runStep(world: World, step: Step): Promise<void> {
   else if ("freeze" in step) await blockStep(world, step.freeze, "freeze");
   else if ("unfreeze" in step) await blockStep(world, step.unfreeze, "unfreeze");
   else if ("corrupt_block" in step) await blockStep(world, step.corrupt_block, "corrupt");
-  else if ("approve" in step) await approve(world.bursar.gate.gateContext, substitute(step.approve, world) as string).catch(() => undefined);
-  else if ("deny" in step) await world.bursar.ledger.deny(substitute(step.deny, world) as string).catch(() => undefined);
+  else if ("approve" in step) await operatorDecision(world, "approve", step.approve, step.refused === true);
+  else if ("deny" in step) await operatorDecision(world, "deny", step.deny, step.refused === true);
   else if ("fault" in step) world.bursar.simulator!.simulator.faults.set(step.fault);
   else if ("webhook" in step) await sendWebhook(world, step.webhook);
 }
@@ -193,15 +213,27 @@ function callOutcome(structured: Record<string, unknown>, args: unknown): Outcom
   return Number.isSafeInteger(amount) ? { effect, rule, amount: amount as number } : { effect, rule };
 }
 
+/** Runs one part of a case; an error names the part (a setup step, the call) it came from. */
+async function within<T>(part: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw new Error(`${part}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
 export async function runCase(eval_case: EvalCase, guards: readonly Guard[]): Promise<Outcome> {
   let world: World | undefined;
   try {
     world = await createWorld(eval_case, guards);
-    for (const step of eval_case.setup ?? []) await runStep(world, step);
+    for (const [index, step] of (eval_case.setup ?? []).entries()) {
+      await within(`setup step ${index + 1} (${Object.keys(step)[0]})`, () => runStep(world as World, step));
+    }
     if (eval_case.at !== undefined) world.clock.now_ms = Math.max(world.clock.now_ms, eval_start_ms + eval_case.at);
-    if (eval_case.webhook) return await sendWebhook(world, eval_case.webhook);
+    const webhook = eval_case.webhook;
+    if (webhook) return await within("webhook", () => sendWebhook(world as World, webhook));
     const call = eval_case.call as CallSpec;
-    const structured = await callTool(world, { ...call, as: call.as ?? eval_case.caller ?? "A" });
+    const structured = await within("call", () => callTool(world as World, { ...call, as: call.as ?? eval_case.caller ?? "A" }));
     return callOutcome(structured, substitute(call.args, world));
   } catch (error) {
     return { error: error instanceof Error ? error.message : String(error) };
