@@ -107,7 +107,14 @@ function razorpayChecks(config: Config): void {
   }
   if (!key_secret) throw new ConfigError("RAZORPAY_KEY_SECRET is required when BURSAR_PROVIDER=razorpay");
   if (!webhook_secret) throw new ConfigError("RAZORPAY_WEBHOOK_SECRET is required when BURSAR_PROVIDER=razorpay");
+  // Every request carries the key secret (HTTP Basic): a live one goes over TLS, or stays on this machine.
+  const base = new URL(config.razorpay.base_url);
+  if (key_id.startsWith("rzp_live_") && base.protocol !== "https:" && !loopback_hosts.has(base.hostname)) {
+    throw new ConfigError(`RAZORPAY_BASE_URL=${JSON.stringify(config.razorpay.base_url)}: a live key's secret is sent only over https (or to this machine)`);
+  }
 }
+
+const loopback_hosts = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 export function loadConfig(env: Env = process.env): Config {
   const data_dir = resolve(env.BURSAR_DATA_DIR || "./.bursar");
@@ -138,6 +145,10 @@ export function loadConfig(env: Env = process.env): Config {
   };
   if (config.admin_token !== undefined && config.admin_token.length < 16) {
     throw new ConfigError("BURSAR_ADMIN_TOKEN: expected at least 16 characters");
+  }
+  // A bearer token is one run of visible ASCII: one with a space or other characters could be set but never sent.
+  if (config.admin_token !== undefined && !/^[\x21-\x7e]+$/.test(config.admin_token)) {
+    throw new ConfigError("BURSAR_ADMIN_TOKEN: expected visible ASCII characters only (no spaces)");
   }
   if (config.master_key !== undefined && config.master_key.length < master_key_chars_min) {
     throw new ConfigError(`BURSAR_MASTER_KEY: expected at least ${master_key_chars_min} characters`);

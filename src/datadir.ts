@@ -7,6 +7,8 @@ import { ConfigError } from "./config.js";
 import { newToken } from "./ids.js";
 
 export const operator_token_hash_file = "operator-token.sha256";
+/** The simulator's webhook signing secret, kept across starts. */
+export const webhook_secret_file_name = "webhook-secret";
 /** The stored hash is the SHA-256 of the token in lowercase hex, nothing else. */
 const operator_token_hash_pattern = /^[0-9a-f]{64}$/;
 

@@ -74,7 +74,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
       io.stderr.write(`bursar ${name}: ${error.message}\n(see bursar ${name} --help)\n`);
       return 2;
     }
-    if (error instanceof Error && error.name === "ConfigError") {
+    if (error instanceof Error && (error.name === "ConfigError" || error.name === "CommandError")) {
       io.stderr.write(`bursar ${name}: ${error.message}\n`);
       return 2;
     }

@@ -2,13 +2,12 @@
 // directory (mode 0600) on first use, and the public verifier key derived from it.
 
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { secretFile } from "../datadir.js";
 import { formatVerifierKey, isValidKeyName, keyId, keyIdHex, rawPublicKey, type NoteSigner } from "./note.js";
 
 export const signing_key_file_name = "signing-key.pem";
-export const signing_key_file_mode = 0o600;
-export const data_dir_mode = 0o700;
 
 export class SigningKeyError extends Error {
   // ConfigError is the name the CLI turns into a one-line message with exit code 2.
@@ -51,6 +50,11 @@ export function loadSigningKey(path: string): KeyObject {
   } catch (error) {
     throw new SigningKeyError(`cannot read signing key ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
+  return parseSigningKey(pem, path);
+}
+
+/** An Ed25519 private key from PEM text read from `path` (named in the errors). */
+function parseSigningKey(pem: string, path: string): KeyObject {
   let key: KeyObject;
   try {
     key = createPrivateKey({ key: pem, format: "pem" });
@@ -84,20 +88,15 @@ export interface LoadedSigningKey {
 /**
  * The signing key per the configuration: BURSAR_SIGNING_KEY if set, else the data directory's
  * signing-key.pem, generated with mode 0600 when `create` is set and it is missing. Creation
- * uses an exclusive open, so two processes starting at once end up sharing one key.
+ * goes through secretFile: the key is written in full to a staged file and published with a hard
+ * link, so no process ever reads a half-written key, a crash leaves no empty one, and of two
+ * processes starting at once the loser reads the winner's key.
  */
 export function resolveSigningKey(location: SigningKeyLocation): LoadedSigningKey {
   if (location.explicitPath) return { privateKey: loadSigningKey(location.explicitPath), path: location.explicitPath, created: false };
   const path = join(location.dataDir, signing_key_file_name);
-  let created = false;
-  if (location.create) {
-    mkdirSync(dirname(path), { recursive: true, mode: data_dir_mode });
-    try {
-      writeFileSync(path, generateSigningKeyPem(), { flag: "wx", mode: signing_key_file_mode });
-      created = true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-    }
-  }
-  return { privateKey: loadSigningKey(path), path, created };
+  if (!location.create) return { privateKey: loadSigningKey(path), path, created: false };
+  // secretFile stores the value plus one newline; the PEM already ends with one.
+  const stored = secretFile(location.dataDir, signing_key_file_name, () => generateSigningKeyPem().trimEnd());
+  return { privateKey: parseSigningKey(stored.value, path), path, created: stored.created };
 }

@@ -14,6 +14,7 @@ import {
   OperatorTokens,
   randomSecret,
   secretFile,
+  webhook_secret_file_name,
   type PendingOperatorToken,
 } from "../datadir.js";
 import { canonicalJson, resolveSigningKey, signing_key_file_name } from "../evidence/index.js";
@@ -34,7 +35,6 @@ import { webhookRoutes } from "./routes/webhooks.js";
 
 export const maintenance_interval_ms = 1_000;
 export const simulator_key_id = "rzp_test_bursarlocal";
-export const webhook_secret_file_name = "webhook-secret";
 /** A money call makes at most this many provider requests in a row (capture: fetch, capture, re-check). */
 export const provider_requests_per_call_max = 3;
 export const shutdown_margin_ms = 5_000;

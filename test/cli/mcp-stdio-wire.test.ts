@@ -1,11 +1,14 @@
 // `bursar mcp-stdio` (the compiled bridge) in front of a real gate, fed what a well-behaved
 // client never sends: a token with a line break in it, batches, a request the SDK's schema
-// refuses, and a connection cut after the gate took a money call.
+// refuses, a line over the bridge's 4 MiB limit, and a connection cut after the gate took a
+// money call.
 
 import { spawn } from "node:child_process";
 import { createServer as createHttpServer } from "node:http";
 import { connect, createConnection, createServer, type AddressInfo, type Server, type Socket } from "node:net";
+import { existsSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { leadingRequestId, stdin_buffer_max_bytes } from "../../src/cli/commands/mcp-stdio.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 import { testServer, type TestServer } from "../support/server.js";
@@ -105,6 +108,103 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(piped.code).toBe(0);
   });
 
+  it("answers a line over the 4 MiB limit with -32600 for its id, then answers the next request", async () => {
+    const agent = await server.agent("overlong");
+    const overlong = call(5, "get_block", { pad: "x".repeat(stdin_buffer_max_bytes) });
+    const piped = await pipe(`${JSON.stringify(overlong)}\n${JSON.stringify(call(6, "get_block"))}\n`, {
+      BURSAR_URL: server.url,
+      BURSAR_AGENT_TOKEN: agent.token,
+    });
+    // It printed "ignoring unreadable input: ReadBuffer exceeded…" and exited 1, answering neither.
+    expect(piped.code).toBe(0);
+    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: unknown; error?: { code: number; message: string }; result?: unknown });
+    expect(answers.find((answer) => answer.id === 5)).toEqual({
+      jsonrpc: "2.0",
+      id: 5,
+      error: { code: -32600, message: expect.stringContaining(`longer than ${stdin_buffer_max_bytes} bytes`) },
+    });
+    expect(answers.find((answer) => answer.id === 6)?.result).toMatchObject({ structuredContent: { block_id: agent.block_id } });
+    expect(answers).toHaveLength(2);
+  });
+
+  it("forwards a line of exactly 4 MiB (the gate refuses its body) and answers one byte more itself", async () => {
+    const agent = await server.agent("line-limit");
+    /** A request line of exactly `bytes` bytes, its newline included. */
+    const lineOf = (id: number, bytes: number) => {
+      const empty = JSON.stringify(call(id, "get_block", { pad: "" }));
+      return `${JSON.stringify(call(id, "get_block", { pad: "x".repeat(bytes - empty.length - 1) }))}\n`;
+    };
+    const input = lineOf(10, stdin_buffer_max_bytes) + lineOf(11, stdin_buffer_max_bytes + 1);
+    expect(input.length).toBe(2 * stdin_buffer_max_bytes + 1);
+    const piped = await pipe(input, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: number; error: { code: number; message: string } });
+    expect(answers.find((answer) => answer.id === 10)?.error).toMatchObject({ code: -32000, message: expect.stringContaining("HTTP 413") });
+    expect(answers.find((answer) => answer.id === 11)?.error).toMatchObject({ code: -32600, message: expect.stringContaining("longer than") });
+    expect(piped.code).toBe(0);
+  });
+
+  it("answers over-long lines whose id is not at their start with id null, the last one cut off by end of input", async () => {
+    const agent = await server.agent("overlong-late-id");
+    const pad = "x".repeat(stdin_buffer_max_bytes);
+    const late_id = JSON.stringify({ jsonrpc: "2.0", params: { name: "get_block", arguments: { pad } }, id: 7, method: "tools/call" });
+    const unended = JSON.stringify(call(8, "get_block", { pad })).slice(0, -2); // cut before its end, no newline
+    const piped = await pipe(`${late_id}\n${JSON.stringify(call(9, "get_block"))}\n${unended}`, {
+      BURSAR_URL: server.url,
+      BURSAR_AGENT_TOKEN: agent.token,
+    });
+    expect(piped.code).toBe(0);
+    // The cut-off line's start does hold its id, so it is answered with it.
+    expect(piped.ids.sort()).toEqual([8, 9, null].sort());
+    expect(piped.stderr).not.toContain("ReadBuffer");
+  });
+
+  it.skipIf(!existsSync("/proc/self/status"))("keeps memory bounded on a 256 MiB line: its bytes past the limit are dropped, not buffered", async () => {
+    const child = spawn(process.execPath, [bursar_bin, "mcp-stdio"], {
+      env: { ...process.env, BURSAR_URL: "http://127.0.0.1:1", BURSAR_AGENT_TOKEN: "bsr_agent_x" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    const listeners = new Set<() => void>();
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+      for (const listener of listeners) listener();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    // Waits end when the bridge exits: it used to die at 4 MiB, leaving the test waiting for drain.
+    const gone = exited.then((code) => Promise.reject(new Error(`the bridge exited ${code}`)));
+    gone.catch(() => undefined);
+    const answered = (id: number) => {
+      const answer = new Promise<void>((resolve) => {
+        const check = () => stdout.includes(`"id":${id},`) && resolve();
+        listeners.add(check);
+        check();
+      });
+      return Promise.race([gone, answer]);
+    };
+    const peak_kib = () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1]);
+    const write = async (text: string) => {
+      if (!child.stdin.write(text)) await Promise.race([gone, new Promise((resolve) => child.stdin.once("drain", resolve))]);
+    };
+    child.stdin.on("error", () => undefined);
+    try {
+      await write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })}\n`);
+      await answered(1);
+      const before_kib = peak_kib();
+      const line_mib = 256;
+      await write('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"pad":"');
+      const mebibyte = "x".repeat(1024 * 1024);
+      for (let written = 0; written < line_mib; written++) await write(mebibyte);
+      await write(`"}}\n${JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/list" })}\n`);
+      await answered(3);
+      expect(stdout).toContain('"id":2,"error":{"code":-32600');
+      // Buffering the line would grow the peak by its 256 MiB; garbage not yet collected adds ~40.
+      expect((peak_kib() - before_kib) / 1024).toBeLessThan(line_mib / 2);
+    } finally {
+      child.stdin.end();
+      if ((await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve("running"), 5_000))])) === "running") child.kill("SIGKILL");
+    }
+  });
+
   describe("the gate received the money call but the connection broke before its answer", () => {
     let proxy: Server;
     let proxy_url = "";
@@ -179,4 +279,21 @@ it("stops cleanly (exit 0, a line on stderr) when its stdin is reset, instead of
   expect(stderr).not.toMatch(/Unhandled 'error' event/);
   expect(stderr).toContain("stdin failed");
   expect(code).toBe(0);
+});
+
+describe("the id an over-long line is answered with, read from its first bytes", () => {
+  it.each([
+    ['{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":', 7],
+    ['{ "method" : "tools/call", "id" : "abc-1", "params":', "abc-1"],
+    ['{"jsonrpc":"2.0","id":0,"method":"x","params":', 0],
+    ['{"jsonrpc":"2.0","id":7,"result":{"content":', null], // a response: not ours to answer as a request
+    ['{"params":{"pad":"…"},"id":7,"method":"tools/call"', null], // the id comes after the big member
+    ['[{"jsonrpc":"2.0","id":1,"method":"x",', null], // a batch
+    ['{"jsonrpc":"2.0","id":01,"method":"x",', null], // not a JSON number
+    ['{"jsonrpc":"2.0","id":1.5,"method":"x",', null],
+    ['{"jsonrpc":"2.0","id":"a\\"b","method":"x",', null], // an escape: not read cheaply
+    ["not json at all", null],
+  ] as const)("%s → %s", (start, id) => {
+    expect(leadingRequestId(start)).toBe(id);
+  });
 });

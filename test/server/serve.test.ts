@@ -43,6 +43,15 @@ describe("bursar serve", () => {
     expect(() =>
       loadConfig({ BURSAR_PROVIDER: "razorpay", RAZORPAY_KEY_ID: "rzp_live_abc", RAZORPAY_KEY_SECRET: "s", RAZORPAY_WEBHOOK_SECRET: "w" }),
     ).toThrow(/BURSAR_ALLOW_LIVE/);
+    // A live key's secret goes over https only, or to this machine; a test key may use plain http.
+    const live = { BURSAR_PROVIDER: "razorpay", RAZORPAY_KEY_ID: "rzp_live_abc", RAZORPAY_KEY_SECRET: "s", RAZORPAY_WEBHOOK_SECRET: "w", BURSAR_ALLOW_LIVE: "1" };
+    expect(() => loadConfig({ ...live, RAZORPAY_BASE_URL: "http://proxy.example" })).toThrow(/RAZORPAY_BASE_URL="http:\/\/proxy.example": a live key's secret is sent only over https/);
+    for (const base of ["https://api.razorpay.com", "http://127.0.0.1:8788", "http://localhost:8788"]) {
+      expect(loadConfig({ ...live, RAZORPAY_BASE_URL: base }).razorpay.base_url).toBe(base);
+    }
+    expect(loadConfig({ ...live, RAZORPAY_KEY_ID: "rzp_test_abc", RAZORPAY_BASE_URL: "http://proxy.example" }).provider).toBe("razorpay");
+    // A token with a space could be set but never sent as a bearer token.
+    expect(() => loadConfig({ BURSAR_ADMIN_TOKEN: "correct horse battery staple" })).toThrow(/BURSAR_ADMIN_TOKEN: expected visible ASCII characters only/);
   });
 
   it("shuts down gracefully on SIGTERM and exits 0", async () => {

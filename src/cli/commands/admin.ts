@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { loadConfig } from "../../config.js";
 import { operator_token_hash_file, OperatorTokens } from "../../datadir.js";
-import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { parseOptions, println, usingPath, UsageError, type CliIo } from "../command.js";
 
 export const help = `usage: bursar admin rotate
 
@@ -35,7 +35,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     );
   }
   const config = loadConfig(io.env);
-  const { generated } = OperatorTokens.rotate(config.data_dir);
+  const { generated } = usingPath(`BURSAR_DATA_DIR=${config.data_dir}`, () => OperatorTokens.rotate(config.data_dir));
   println(io.stdout, `New operator token (shown once; only its hash is stored in ${join(config.data_dir, operator_token_hash_file)}):`);
   println(io.stdout, `  ${generated}`);
   println(io.stdout, "");

@@ -2,7 +2,7 @@
 // the signed checkpoint it ends on, for `bursar verify` to check offline.
 
 import { once } from "node:events";
-import { createWriteStream, existsSync, writeFileSync } from "node:fs";
+import { createWriteStream, existsSync, openSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
 import { loadConfig, type Config } from "../../config.js";
@@ -12,7 +12,8 @@ import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../
 import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
 import { openDriver } from "../../index.js";
-import { parsing, println, UsageError, type CliIo } from "../command.js";
+import { CommandError, parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
+import { landingPath, refuseOwnedTarget } from "../owned-files.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -28,6 +29,11 @@ options:
   --out FILE          where to write the JSONL export (required; overwritten)
   --checkpoint FILE   also write the final signed checkpoint (note text) here; verify with
                       bursar verify FILE --checkpoint CP --key "$(bursar key)"
+
+Neither may be a file Bursar owns (exit 2 before anything is written): the database and its
+-wal/-shm/-journal files, the data directory's signing-key.pem, master-key, webhook-secret
+and operator-token.sha256, or BURSAR_SIGNING_KEY. The export holds the whole (scrubbed) log:
+store it as you would the database.
 
 environment:
   BURSAR_DB            database: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
@@ -61,18 +67,29 @@ async function writeTo(stream: Writable, text: string): Promise<void> {
   if (!stream.write(text)) await once(stream, "drain");
 }
 
+/** Refuses outputs that would overwrite a file Bursar owns, or each other. */
+function checkOutputs(out: string, checkpoint: string | undefined, env: Config): void {
+  refuseOwnedTarget("--out", out, env);
+  if (checkpoint === undefined) return;
+  refuseOwnedTarget("--checkpoint", checkpoint, env);
+  if (landingPath(checkpoint) === landingPath(out)) throw new CommandError(`--checkpoint ${checkpoint}: the same file as --out; choose another path`);
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parsing(() =>
     parseArgs({ args: argv, options: { out: { type: "string" }, checkpoint: { type: "string" } }, strict: true }),
   );
   if (!values.out) throw new UsageError("--out FILE is required");
   const env = loadConfig(io.env);
+  checkOutputs(values.out, values.checkpoint, env);
   const driver = openDatabase(env);
   try {
     await driver.migrate([migration]);
     const checkpoint = await finalCheckpoint(driver, env, io);
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
-    const stream = createWriteStream(values.out, { mode: 0o644 });
+    const out = values.out;
+    // Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
+    const stream = createWriteStream(out, { fd: usingPath(`--out ${out}`, () => openSync(out, "w", 0o644)) });
     const summary = await exportLog(driver, {
       size: checkpoint.size,
       exported_at: systemClock().toISOString(),
@@ -80,7 +97,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     });
     stream.end();
     await once(stream, "finish");
-    if (values.checkpoint) writeFileSync(values.checkpoint, checkpoint.note);
+    const checkpoint_path = values.checkpoint;
+    if (checkpoint_path) usingPath(`--checkpoint ${checkpoint_path}`, () => writeFileSync(checkpoint_path, checkpoint.note));
     println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${values.out} (${summary.bytes} bytes)`);
     if (values.checkpoint) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${values.checkpoint}`);
     return 0;

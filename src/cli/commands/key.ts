@@ -3,7 +3,7 @@
 
 import { loadConfig } from "../../config.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
-import { parsing, println, type CliIo } from "../command.js";
+import { parsing, println, usingPath, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -25,7 +25,8 @@ environment:
 export async function run(argv: string[], io: CliIo): Promise<number> {
   parsing(() => parseArgs({ args: argv, options: {}, strict: true }));
   const env = loadConfig(io.env);
-  const loaded = resolveSigningKey({ explicitPath: env.signing_key_path, dataDir: env.data_dir, create: true });
+  const source = env.signing_key_path ? `BURSAR_SIGNING_KEY=${env.signing_key_path}` : `BURSAR_DATA_DIR=${env.data_dir}`;
+  const loaded = usingPath(source, () => resolveSigningKey({ explicitPath: env.signing_key_path, dataDir: env.data_dir, create: true }));
   if (loaded.created) println(io.stderr, `bursar key: generated a new signing key at ${loaded.path}`);
   println(io.stdout, createLogSigner(loaded.privateKey, env.log_origin).verifierKey);
   return 0;

@@ -16,7 +16,7 @@ export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
 /** Above the gate's 1 MiB body limit, so an oversized message is refused by the gate with its
- *  own error rather than by the bridge's line buffer. */
+ *  own error rather than by the bridge; a line longer still is answered -32600 by the bridge. */
 export const stdin_buffer_max_bytes = 4 * 1024 * 1024;
 /** JSON-RPC "server error" range: the gate could not be reached or refused the HTTP request. */
 export const bridge_error_code = -32_000;
@@ -29,7 +29,9 @@ export const help = `usage: bursar mcp-stdio [--url URL]
 A stdio MCP server for clients that only speak stdio (Claude Desktop, IDEs). It forwards
 every JSON-RPC message unchanged to a running gate's /mcp (Streamable HTTP) with
 Authorization: Bearer $BURSAR_AGENT_TOKEN, and writes the gate's answers to stdout.
-A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error.
+A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error, and
+so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
+null): its bytes are dropped up to its newline, and the bridge reads on.
 
 It holds only the agent token: it never opens the data directory or the database.
 stdout carries nothing but MCP messages; diagnostics go to stderr. It exits 0 when stdin
@@ -172,36 +174,94 @@ function refusedLine(line: string): Refusal | undefined {
   return { reply: invalidRequest(id, why), why };
 }
 
+/** How much of an overlong line's start is searched for its id: enough for the leading
+ *  "jsonrpc", "id" and "method" members clients write first, and no more. */
+const overlong_id_scan_bytes = 1024;
+/** A member at the start of a message whose value is a plain string or integer, e.g. `"id": 7,`. */
+const leading_member = /\s*"(jsonrpc|id|method)"\s*:\s*("[^"\\\u0000-\u001f]{0,256}"|-?(?:0|[1-9]\d{0,14}))\s*,/y;
+
+/**
+ * The id of a request from the first bytes of its line, when they hold it as a leading member
+ * beside "method" (the order MCP clients write), else null. Only a request is answered with its
+ * own id: an oversized response to the gate's request must not be answered as if it were one.
+ */
+export function leadingRequestId(start: string): RequestId | null {
+  const opening = /^\s*\{/.exec(start);
+  if (!opening) return null;
+  const members = new Map<string, unknown>();
+  leading_member.lastIndex = opening[0].length;
+  for (let match = leading_member.exec(start); match && members.size < 3; match = leading_member.exec(start)) {
+    members.set(match[1]!, JSON.parse(match[2]!));
+  }
+  const id = members.get("id");
+  const request = typeof members.get("method") === "string";
+  return request && (typeof id === "string" || typeof id === "number") ? id : null;
+}
+
+/** The refusal for a line longer than stdin_buffer_max_bytes, from its first bytes. */
+function overlongLine(start: Buffer): Refusal {
+  const why = `a message longer than ${stdin_buffer_max_bytes} bytes (the bridge's line limit); its bytes were discarded`;
+  return { reply: invalidRequest(leadingRequestId(start.toString("utf8")), why), why };
+}
+
+/** The first `bytes` bytes of a line held in pieces. */
+function startOf(pieces: readonly Buffer[], bytes: number): Buffer {
+  const first = pieces[0];
+  if (first && first.length >= bytes) return first.subarray(0, bytes);
+  return Buffer.concat(pieces).subarray(0, bytes);
+}
+
 /**
  * Sorts stdin into lines ahead of the SDK's reader: lines refusedLine answers are answered here,
  * the rest pass through byte for byte, and a last line without a newline is ended with one so
- * the SDK reads it too.
+ * the SDK reads it too. A line longer than stdin_buffer_max_bytes (which would make the SDK's
+ * reader fail and close the transport) is answered with -32600 as soon as it passes the limit,
+ * and its remaining bytes are dropped up to its newline: memory stays under the limit.
  */
 class LineSorter extends Transform {
-  private pending: Buffer = Buffer.alloc(0);
+  /** The start of a line whose newline has not arrived, in the chunks it came in. */
+  private pending: Buffer[] = [];
+  private pending_bytes = 0;
+  /** Inside an overlong line already answered: its bytes are dropped until its newline. */
+  private discarding = false;
 
   constructor(private readonly answer: (refusal: Refusal) => void) {
     super();
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
-    let data = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
-    for (let end = data.indexOf(0x0a); end !== -1; end = data.indexOf(0x0a)) {
-      this.sort(data.subarray(0, end + 1));
-      data = data.subarray(end + 1);
+    let rest = chunk;
+    for (let end = rest.indexOf(0x0a); end !== -1; end = rest.indexOf(0x0a)) {
+      this.collect(rest.subarray(0, end + 1), true);
+      rest = rest.subarray(end + 1);
     }
-    // An overlong line goes on as it arrives: the SDK's reader enforces its own size limit.
-    if (data.length > stdin_buffer_max_bytes) {
-      this.push(data);
-      data = Buffer.alloc(0);
-    }
-    this.pending = data;
+    if (rest.length > 0) this.collect(rest, false);
     done();
   }
 
   override _flush(done: TransformCallback): void {
-    if (this.pending.length > 0) this.sort(Buffer.concat([this.pending, Buffer.from("\n")]));
+    if (this.pending_bytes > 0) this.collect(Buffer.from("\n"), true);
     done();
+  }
+
+  /** One piece of a line: all of what remains of it when `ends_line`, else its continuation. */
+  private collect(piece: Buffer, ends_line: boolean): void {
+    if (this.discarding) {
+      this.discarding = !ends_line;
+      return;
+    }
+    this.pending.push(piece);
+    this.pending_bytes += piece.length;
+    if (this.pending_bytes > stdin_buffer_max_bytes) {
+      this.answer(overlongLine(startOf(this.pending, overlong_id_scan_bytes)));
+      this.discarding = !ends_line;
+    } else if (ends_line) {
+      this.sort(this.pending.length === 1 ? piece : Buffer.concat(this.pending, this.pending_bytes));
+    } else {
+      return;
+    }
+    this.pending = [];
+    this.pending_bytes = 0;
   }
 
   private sort(line: Buffer): void {

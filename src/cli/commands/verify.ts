@@ -1,11 +1,12 @@
 // `bursar verify`: checks an exported log, or a proof fetched from the HTTP routes, offline
-// with only the public verifier key. Exit 0 verified, 1 not verified, 2 bad usage.
+// with only the public verifier key. Exit 0 verified, 1 not verified, 2 bad usage or a file
+// that cannot be read.
 
-import { accessSync, constants, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { keyIdHex, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
 import { checkConsistencyDocument, checkInclusionDocument, consistencyProofSchema, inclusionProofSchema } from "../../evidence/proof.js";
 import { verifyExportFile, type VerifyReport } from "../../evidence/verify.js";
-import { parsing, println, UsageError, type CliIo } from "../command.js";
+import { parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -85,12 +86,9 @@ function verifyFile(file: string, values: { checkpoint?: string; key?: string; o
   verifierOf(values.key);
   const origin = originOf(values.origin);
   const checkpoint = readText(values.checkpoint, "checkpoint");
-  try {
-    accessSync(file, constants.R_OK);
-  } catch {
-    throw new UsageError(`cannot read export ${file}`);
-  }
-  const report = verifyExportFile(file, { checkpoint, key: values.key!.trim(), origin, allReceipts: values["all-receipts"] ?? false });
+  // Unreadable, missing or a directory (EISDIR): one line naming the file, exit 2.
+  const options = { checkpoint, key: values.key!.trim(), origin, allReceipts: values["all-receipts"] ?? false };
+  const report = usingPath(`export ${file}`, () => verifyExportFile(file, options));
   if (!report.ok) {
     println(io.stderr, describeFailure(report));
     return 1;

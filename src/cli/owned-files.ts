@@ -1,0 +1,79 @@
+// Files Bursar owns (the SQLite database and its journals, the data directory's keys and
+// secrets), so a command that writes where the user says never overwrites one of them.
+
+import { readlinkSync, realpathSync, statSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import type { Config } from "../config.js";
+import { errorCode, operator_token_hash_file, webhook_secret_file_name } from "../datadir.js";
+import { signing_key_file_name } from "../evidence/keys.js";
+import { master_key_file_name } from "../sources/sealed.js";
+import { CommandError } from "./command.js";
+
+/** Beside a SQLite database: its write-ahead log, shared memory index and rollback journal. */
+const sqlite_companion_suffixes = ["-wal", "-shm", "-journal"] as const;
+/** Every file the data directory holds besides the database (start.ts checks these modes too). */
+const data_dir_file_names = [signing_key_file_name, master_key_file_name, webhook_secret_file_name, operator_token_hash_file] as const;
+
+/** The paths of every file Bursar owns under this configuration, as configured (not resolved). */
+export function ownedFiles(config: Config): string[] {
+  const owned = data_dir_file_names.map((name) => join(config.data_dir, name));
+  if (config.signing_key_path) owned.push(config.signing_key_path);
+  const sqlite = config.db !== ":memory:" && !/^postgres(ql)?:\/\//.test(config.db);
+  if (sqlite) owned.push(config.db, ...sqlite_companion_suffixes.map((suffix) => `${config.db}${suffix}`));
+  return owned;
+}
+
+/** Links followed when resolving where a missing path lands (as the kernel's ELOOP limit). */
+const symlink_hops_max = 40;
+
+/**
+ * Where writing to `path` lands: the real path of an existing file (through any symlink), the
+ * target of a symlink to a missing file (opening it creates that target), else the real path of
+ * its directory plus its name, else the absolute path as given.
+ */
+export function landingPath(path: string): string {
+  let absolute = resolve(path);
+  for (let hop = 0; hop < symlink_hops_max; hop++) {
+    try {
+      return realpathSync(absolute);
+    } catch (error) {
+      if (errorCode(error) !== "ENOENT") return absolute;
+    }
+    try {
+      absolute = resolve(realpathSync(dirname(absolute)), readlinkSync(absolute));
+    } catch {
+      break;
+    }
+  }
+  try {
+    return join(realpathSync(dirname(absolute)), basename(absolute));
+  } catch {
+    return absolute;
+  }
+}
+
+/** Device and inode of an existing file (a hard link to an owned file has the same pair). */
+function identity(path: string): string | undefined {
+  try {
+    const stats = statSync(path);
+    return `${stats.dev}:${stats.ino}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Refuses (CommandError, exit 2) an output path that would overwrite a file Bursar owns: the
+ * same landing path as one of them (through symlinks and `..`), or the same inode
+ * (a hard link). `option` names where the path came from, e.g. `--out`.
+ */
+export function refuseOwnedTarget(option: string, path: string, config: Config): void {
+  const landing = landingPath(path);
+  const target = identity(landing);
+  for (const owned of ownedFiles(config)) {
+    const same_inode = target !== undefined && identity(owned) === target;
+    if (landingPath(owned) === landing || same_inode) {
+      throw new CommandError(`${option} ${path}: refusing to overwrite ${owned}, a file Bursar owns; choose another path`);
+    }
+  }
+}
