@@ -138,7 +138,9 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(input.length).toBe(2 * stdin_buffer_max_bytes + 1);
     const piped = await pipe(input, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
     const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: number; error: { code: number; message: string } });
-    expect(answers.find((answer) => answer.id === 10)?.error).toMatchObject({ code: -32000, message: expect.stringContaining("HTTP 413") });
+    // The gate answers 413 and closes the connection without reading the rest of the body: the
+    // bridge reads that 413, or, when the close cuts its upload first (EPIPE), a broken connection.
+    expect(answers.find((answer) => answer.id === 10)?.error).toMatchObject({ code: -32000, message: expect.stringMatching(/HTTP 413|broke before its answer/) });
     expect(answers.find((answer) => answer.id === 11)?.error).toMatchObject({ code: -32600, message: expect.stringContaining("longer than") });
     expect(piped.code).toBe(0);
   });
