@@ -94,11 +94,16 @@ export async function completeOrder(
   } else if (outcome.kind === "refused") {
     await releaseHold(tx, context, reservation, `provider refused the order: ${outcome.error.description}`);
     result = { provider: "refused", status: outcome.status, error: outcome.error, reservation_id: reservation.reservation_id };
+  } else if (reservation.order_id !== null) {
+    // A check or a webhook found the order by its receipt while this call waited on the provider
+    // (orderFound stored it for this call's key): the outcome is known, whatever this answer says.
+    result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason, order_id: reservation.order_id };
   } else {
     await markUnknown(tx, context, reservation, outcome.reason);
     result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason };
   }
-  await storeOutcome(tx, call, result, outcome.kind !== "refused");
+  const linked_meanwhile = outcome.kind === "unknown" && reservation.order_id !== null;
+  if (!linked_meanwhile) await storeOutcome(tx, call, result, outcome.kind !== "refused");
   const evidence = await record(tx, context, "gate.settlement", {
     action: `order.${outcome.kind}`,
     agent_id: call.agent_id,
@@ -137,8 +142,11 @@ export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_
     "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'",
     [reservation_id],
   );
-  // A key still in flight is completed by its own call, which is still waiting on the provider.
-  for (const row of keys) if (row.status === "stored" && resultUnknown(row.result_json)) await storeResult(tx, row.agent_id, row.key, result);
+  // A key still in flight gets the order too: its call, still waiting on the provider, may yet
+  // hear nothing (completeOrder then leaves the order in place).
+  for (const row of keys) {
+    if (row.status === "in_flight" || resultUnknown(row.result_json)) await storeResult(tx, row.agent_id, row.key, result);
+  }
   const approval = await approvalByReservation(tx, reservation_id);
   if (approval) await finishApproval(tx, approval.approval_id, result);
   await record(tx, context, "gate.settlement", { action: "order.linked", reservation_id, order_id: order.id });

@@ -7,6 +7,7 @@
 
 import { afterEach, describe, expect, it } from "vitest";
 import { checkReservation } from "../../src/gate/operator.js";
+import { orderFound } from "../../src/ledger/complete.js";
 import { settleCapture } from "../../src/ledger/settle.js";
 import { testLedger, type TestLedger } from "../support/ledger.js";
 
@@ -50,6 +51,20 @@ describe("an order found again by its receipt", () => {
     expect(later.replayed).toBeUndefined();
     expect(later.reservation_id).not.toBe(derived.reservation_id);
     expect(later.order).toMatchObject({ id: expect.stringMatching(/^order_/) });
+  });
+
+  it("found while its own call still waits on the provider, it stays known when that call then hears nothing", async () => {
+    const { bursar, agent_id } = await setUp();
+    const decided = await bursar.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 1_700, currency: "INR", idempotency_key: "slow-1" } });
+    const call = { agent_id, key: decided.key!.key, reservation_id: decided.reservation!.reservation_id };
+    // An operator check (or a webhook) finds the order by its receipt meanwhile...
+    const order = { id: "order_Found1", amount: 1_700, currency: "INR", status: "created" };
+    await bursar.ledger.transaction((tx, context) => orderFound(tx, context, call.reservation_id, order));
+    // ...and then the call's own request times out.
+    await bursar.ledger.completeOrder(call, { kind: "unknown", reason: "no answer within 10000 ms" });
+    expect((await bursar.ledger.inbox()).unknown_outcomes).toEqual([]);
+    const replay = await bursar.gate.callToolAs(agent_id, "create_order", { amount: 1_700, currency: "INR", idempotency_key: "slow-1" });
+    expect(replay.structuredContent).toMatchObject({ replayed: true, order: { id: "order_Found1" } });
   });
 
   it("a derived order key does not replay for good because a later capture on its order went unanswered", async () => {
