@@ -1,8 +1,8 @@
 // Files Bursar owns (the SQLite database and its journals, the data directory's keys and
 // secrets), so a command that writes where the user says never overwrites one of them.
 
-import { readlinkSync, realpathSync, statSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readlinkSync, realpathSync, statSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import type { Config } from "../config.js";
 import { errorCode, operator_token_hash_file, webhook_secret_file_name } from "../datadir.js";
 import { signing_key_file_name } from "../evidence/keys.js";
@@ -29,26 +29,29 @@ const symlink_hops_max = 40;
 /**
  * Where writing to `path` lands: the real path of an existing file (through any symlink), the
  * target of a symlink to a missing file (opening it creates that target), else the real path of
- * its directory plus its name, else the absolute path as given.
+ * its directory plus its name, else the absolute path as given. The path is never normalised as
+ * text: the kernel follows `link/..` through the link first, so the C library's realpath is used
+ * (Node's own resolves `..` as text first, and took `link/../.bursar/bursar.db` for another file).
  */
 export function landingPath(path: string): string {
-  let absolute = resolve(path);
+  let current = path;
   for (let hop = 0; hop < symlink_hops_max; hop++) {
     try {
-      return realpathSync(absolute);
+      return realpathSync.native(current);
     } catch (error) {
-      if (errorCode(error) !== "ENOENT") return absolute;
+      if (errorCode(error) !== "ENOENT") return resolve(current);
     }
     try {
-      absolute = resolve(realpathSync(dirname(absolute)), readlinkSync(absolute));
+      const target = readlinkSync(current);
+      current = isAbsolute(target) ? target : `${realpathSync.native(dirname(current))}/${target}`;
     } catch {
       break;
     }
   }
   try {
-    return join(realpathSync(dirname(absolute)), basename(absolute));
+    return join(realpathSync.native(dirname(current)), basename(current));
   } catch {
-    return absolute;
+    return resolve(current);
   }
 }
 
@@ -76,4 +79,22 @@ export function refuseOwnedTarget(option: string, path: string, config: Config):
       throw new CommandError(`${option} ${path}: refusing to overwrite ${owned}, a file Bursar owns; choose another path`);
     }
   }
+}
+
+/**
+ * Opens `path` for writing, checked once more by what was opened: the file is opened without
+ * truncating it, and refused (closed untouched) when it is one Bursar owns, whatever path led to
+ * it; only then is it emptied. Returns the descriptor.
+ */
+export function openOutput(option: string, path: string, config: Config): number {
+  refuseOwnedTarget(option, path, config);
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT, 0o644);
+  const opened = fstatSync(fd);
+  const owned = ownedFiles(config).find((file) => identity(file) === `${opened.dev}:${opened.ino}`);
+  if (owned !== undefined) {
+    closeSync(fd);
+    throw new CommandError(`${option} ${path}: refusing to overwrite ${owned}, a file Bursar owns; choose another path`);
+  }
+  ftruncateSync(fd, 0);
+  return fd;
 }

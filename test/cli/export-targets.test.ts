@@ -3,7 +3,7 @@
 // directory or a hard link) are refused in one line with exit 2, and the file is unchanged.
 
 import { createHash } from "node:crypto";
-import { existsSync, linkSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -36,6 +36,9 @@ beforeAll(async () => {
   symlinkSync(data_dir, join(scratch, "data-link"));
   linkSync(join(data_dir, "signing-key.pem"), join(scratch, "hard-link-to-key"));
   symlinkSync(join(data_dir, "bursar.db-journal"), join(scratch, "link-to-missing-journal"));
+  // hop/.. is elsewhere (the kernel follows the link first), not scratch as the text reads.
+  mkdirSync(join(scratch, "elsewhere", "inner"), { recursive: true });
+  symlinkSync(join(scratch, "elsewhere", "inner"), join(scratch, "hop"));
   env = { BURSAR_DATA_DIR: data_dir, BURSAR_DB: "", BURSAR_SIGNING_KEY: "", BURSAR_LOG_ORIGIN: "" };
 });
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -51,6 +54,7 @@ describe("bursar export output targets", () => {
     ["--out naming the database's WAL", "--out", () => join(data_dir, "bursar.db-wal"), "bursar.db-wal"],
     ["--out naming the shared-memory file through ..", "--out", () => `${data_dir}/../${basename(data_dir)}/bursar.db-shm`, "bursar.db-shm"],
     ["--out naming the master key through a symlinked directory", "--out", () => join(scratch, "data-link", "master-key"), "master-key"],
+    ["--out naming the database through a symlink and ..", "--out", () => `${scratch}/hop/../../${basename(data_dir)}/bursar.db`, "bursar.db"],
     ["--out naming the webhook secret", "--out", () => join(data_dir, "webhook-secret"), "webhook-secret"],
     ["--out naming the operator token hash", "--out", () => join(data_dir, "operator-token.sha256"), "operator-token.sha256"],
     ["--out naming a hard link to the signing key", "--out", () => join(scratch, "hard-link-to-key"), "signing-key.pem"],

@@ -2,7 +2,7 @@
 // the signed checkpoint it ends on, for `bursar verify` to check offline.
 
 import { once } from "node:events";
-import { createWriteStream, existsSync, openSync, writeFileSync } from "node:fs";
+import { closeSync, createWriteStream, existsSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
 import { loadConfig, type Config } from "../../config.js";
@@ -13,7 +13,7 @@ import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
 import { openDriver } from "../../index.js";
 import { CommandError, parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
-import { landingPath, refuseOwnedTarget } from "../owned-files.js";
+import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -89,7 +89,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
     const out = values.out;
     // Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
-    const stream = createWriteStream(out, { fd: usingPath(`--out ${out}`, () => openSync(out, "w", 0o644)) });
+    const stream = createWriteStream(out, { fd: usingPath(`--out ${out}`, () => openOutput("--out", out, env)) });
     const summary = await exportLog(driver, {
       size: checkpoint.size,
       exported_at: systemClock().toISOString(),
@@ -98,7 +98,14 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     stream.end();
     await once(stream, "finish");
     const checkpoint_path = values.checkpoint;
-    if (checkpoint_path) usingPath(`--checkpoint ${checkpoint_path}`, () => writeFileSync(checkpoint_path, checkpoint.note));
+    if (checkpoint_path) {
+      const fd = usingPath(`--checkpoint ${checkpoint_path}`, () => openOutput("--checkpoint", checkpoint_path, env));
+      try {
+        writeFileSync(fd, checkpoint.note);
+      } finally {
+        closeSync(fd);
+      }
+    }
     println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${values.out} (${summary.bytes} bytes)`);
     if (values.checkpoint) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${values.checkpoint}`);
     return 0;
