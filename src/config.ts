@@ -8,6 +8,16 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/**
+ * A file system error (a Node system error: it has a `syscall`) on a path the user chose, as a
+ * ConfigError naming where the path came from (`BURSAR_DATA_DIR=/srv/x`, `--out /tmp/log`):
+ * ENOTDIR, EISDIR, EACCES… are the user's to fix, not a stack trace. Other errors pass through.
+ */
+export function fileError(error: unknown, subject: string): unknown {
+  if (!(error instanceof Error) || !("syscall" in error)) return error;
+  return new ConfigError(`${subject}: cannot use it (${error.message})`);
+}
+
 export interface Config {
   data_dir: string;
   db: string;
@@ -114,7 +124,8 @@ function razorpayChecks(config: Config): void {
   }
 }
 
-const loopback_hosts = new Set(["localhost", "127.0.0.1", "[::1]"]);
+/** Host names (as URL.hostname gives them) that reach this machine only. */
+export const loopback_hosts: ReadonlySet<string> = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 export function loadConfig(env: Env = process.env): Config {
   const data_dir = resolve(env.BURSAR_DATA_DIR || "./.bursar");

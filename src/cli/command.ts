@@ -1,6 +1,7 @@
 // What every `bursar <command>` module exports, and small helpers they share.
 
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { fileError } from "../config.js";
 
 export interface CliIo {
   stdout: NodeJS.WritableStream;
@@ -22,22 +23,12 @@ export class UsageError extends Error {
 }
 
 /** An operating error the command reports as one line on stderr, exit 2, without a usage hint
- *  (a path that cannot be used, an output the command refuses to write). */
+ *  (an output the command refuses to write). */
 export class CommandError extends Error {
   override name = "CommandError";
 }
 
-/**
- * A file system error (a Node system error: it has a `syscall`) on a path the user chose, as a
- * CommandError naming where the path came from (`BURSAR_DATA_DIR=/srv/x`, `--out /tmp/log`):
- * ENOTDIR, EISDIR, EACCES… are the user's to fix, not a stack trace. Other errors pass through.
- */
-export function fileError(error: unknown, subject: string): unknown {
-  if (!(error instanceof Error) || !("syscall" in error)) return error;
-  return new CommandError(`${subject}: cannot use it (${error.message})`);
-}
-
-/** Runs `use`, turning its file system errors into one line naming `subject` (see fileError). */
+/** Runs `use`, turning its file system errors into one line naming `subject` (config.ts fileError, as `bursar serve` reports them). */
 export function usingPath<T>(subject: string, use: () => T): T {
   try {
     return use();

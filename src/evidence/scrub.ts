@@ -30,7 +30,7 @@ const secret_key_fragments = [
 /** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`): as a fragment, "pin" would
  *  take `shipping` and `pincode` (a postal code) for secrets. */
 const secret_key_suffixes = ["pin", "otp"] as const;
-const secret_key_names = new Set(["auth", "pin", "otp", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
+const secret_key_names = new Set(["auth", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
 
 /** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer),
  *  unanchored, and as a word in text. */

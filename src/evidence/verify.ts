@@ -96,8 +96,8 @@ interface PendingEntry {
 /** An entry past every signed root read so far, waiting for a checkpoint line to cover it. */
 interface TailEntry {
   seq: number;
-  /** The entry's leaf hash, hex: what its receipt must sign. */
-  leaf_hash: string;
+  /** The entry's leaf hash: what its receipt must sign. */
+  leaf: Buffer;
   /** The receipt line (a copy: file chunks must not be held), or undefined when it had none. */
   receipt: Buffer | undefined;
   /** 1-based line of the receipt, else of the entry. */
@@ -285,7 +285,7 @@ class ExportVerifier {
     if (!pending) return;
     this.pending = undefined;
     this.inspect(pending);
-    if (pending.seq >= this.signedSize) this.deferTail({ seq: pending.seq, leaf_hash: pending.leaf.toString("hex"), receipt: undefined, lineNumber: pending.lineNumber });
+    if (pending.seq >= this.signedSize) this.deferTail({ seq: pending.seq, leaf: pending.leaf, receipt: undefined, lineNumber: pending.lineNumber });
   }
 
   /** Queues a tail entry until a checkpoint line covers it; past the limits the oldest is settled now. */
@@ -319,7 +319,7 @@ class ExportVerifier {
     const { seq, lineNumber: line } = waiting;
     const receipt = (parseJson(waiting.receipt!) as { receipt?: Receipt } | undefined)?.receipt;
     if (!receipt || typeof receipt !== "object") return { seq, line, message: `line ${line}: malformed receipt line` };
-    if (receipt.seq !== seq || receipt.leaf_hash !== waiting.leaf_hash) {
+    if (receipt.seq !== seq || receipt.leaf_hash !== waiting.leaf.toString("hex")) {
       return { seq, line, message: `seq ${seq}: its receipt line names another entry (seq ${String(receipt.seq)}), and no signed checkpoint covers the entry` };
     }
     const signature = verifyReceipt(receipt, this.verifier);
@@ -376,7 +376,7 @@ class ExportVerifier {
   private matchedReceipt(pending: PendingEntry, line: Buffer): void {
     if (pending.seq < this.signedSize) return;
     this.inspect(pending);
-    this.deferTail({ seq: pending.seq, leaf_hash: pending.leaf.toString("hex"), receipt: Buffer.from(line), lineNumber: this.lineNumber });
+    this.deferTail({ seq: pending.seq, leaf: pending.leaf, receipt: Buffer.from(line), lineNumber: this.lineNumber });
   }
 
   private checkpoint(line: Buffer): void {

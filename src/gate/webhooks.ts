@@ -62,10 +62,10 @@ async function orderOf(context: WebhookContext, parsed: Parsed, order_id: string
 }
 
 /** An order whose creation timed out is unknown by id; its receipt names the reservation to link. */
-async function linkByReceipt(context: WebhookContext, order: ProviderOrder & { receipt: string }): Promise<void> {
+async function linkByReceipt(context: WebhookContext, order: ProviderOrder, receipt: string): Promise<void> {
   await context.ledger.transaction(async (tx, ledger_context) => {
     // The block lock comes before any write to its reservations (and before the log's lock).
-    const reservation = await getReservation(tx, order.receipt);
+    const reservation = await getReservation(tx, receipt);
     if (!reservation) return;
     await lockBlock(tx, reservation.block_id);
     await orderFound(tx, ledger_context, reservation.reservation_id, orderView(order));
@@ -108,8 +108,7 @@ async function linkUnlinkedOrder(context: WebhookContext, event_id: string, pars
     context.observer?.webhook("deferred");
     throw new HttpError(503, "provider_unavailable", `the provider's answer about this event's order is unknown (${found.reason}); deliver it again`);
   }
-  const order = found.order;
-  if (order?.receipt) await linkByReceipt(context, { ...order, receipt: order.receipt });
+  if (found.order?.receipt) await linkByReceipt(context, found.order, found.order.receipt);
 }
 
 /** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */

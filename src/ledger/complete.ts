@@ -3,9 +3,9 @@
 
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import { resultUnknown, type BlockRow, type ReservationRow } from "./rows.js";
+import type { BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
-import { approvalByReservation, dropIdempotency, getIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
+import { approvalByReservation, completeKeys, dropIdempotency, getIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
 
 /** The provider's answer as the ledger needs it (the provider port's outcome has this shape). */
@@ -68,6 +68,12 @@ async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unk
   return dropIdempotency(tx, call.agent_id, call.key);
 }
 
+/** Names an order on its reservation (params: order id, now, then the WHERE's): a held one's
+ *  outcome is known from then on, whatever marked it unknown (its lease ran out first). */
+const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
+     outcome_unknown = CASE WHEN status = 'held' THEN 0 ELSE outcome_unknown END,
+     unknown_reason = CASE WHEN status = 'held' THEN NULL ELSE unknown_reason END`;
+
 export async function completeOrder(
   tx: SqlTx,
   context: LedgerContext,
@@ -82,18 +88,14 @@ export async function completeOrder(
   let left: { reservation: ReservationRow; block: BlockRow } | undefined;
   if (outcome.kind === "ok") {
     // The order exists: an outcome marked unknown meanwhile (the lease ran out first) is known now.
-    const updated = await tx.get<ReservationRow>(
-      `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
-         outcome_unknown = CASE WHEN status = 'held' THEN 0 ELSE outcome_unknown END,
-         unknown_reason = CASE WHEN status = 'held' THEN NULL ELSE unknown_reason END
-       WHERE reservation_id = ? RETURNING *`,
-      [outcome.value.id, now_ms, reservation.reservation_id],
-    );
+    const updated = await tx.get<ReservationRow>(`${name_order_sql} WHERE reservation_id = ? RETURNING *`, [outcome.value.id, now_ms, reservation.reservation_id]);
     left = { reservation: updated as ReservationRow, block: locked.block };
     result = { order: outcome.value, reservation_id: reservation.reservation_id };
+    await storeOutcome(tx, call, result, true);
   } else if (outcome.kind === "refused") {
     await releaseHold(tx, context, reservation, `provider refused the order: ${outcome.error.description}`);
     result = { provider: "refused", status: outcome.status, error: outcome.error, reservation_id: reservation.reservation_id };
+    await storeOutcome(tx, call, result, false);
   } else if (reservation.order_id !== null) {
     // A check or a webhook found the order by its receipt while this call waited on the provider
     // (orderFound stored it for this call's key): the outcome is known, whatever this answer says.
@@ -101,9 +103,8 @@ export async function completeOrder(
   } else {
     await markUnknown(tx, context, reservation, outcome.reason);
     result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason };
+    await storeOutcome(tx, call, result, true);
   }
-  const linked_meanwhile = outcome.kind === "unknown" && reservation.order_id !== null;
-  if (!linked_meanwhile) await storeOutcome(tx, call, result, outcome.kind !== "refused");
   const evidence = await record(tx, context, "gate.settlement", {
     action: `order.${outcome.kind}`,
     agent_id: call.agent_id,
@@ -129,24 +130,12 @@ export async function completeOrder(
  * false when the reservation already names an order.
  */
 export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_id: string, order: OrderRecord): Promise<boolean> {
-  const linked = await tx.run(
-    `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
-       outcome_unknown = CASE WHEN status = 'held' THEN 0 ELSE outcome_unknown END,
-       unknown_reason = CASE WHEN status = 'held' THEN NULL ELSE unknown_reason END
-     WHERE reservation_id = ? AND order_id IS NULL`,
-    [order.id, context.clock().getTime(), reservation_id],
-  );
+  const linked = await tx.run(`${name_order_sql} WHERE reservation_id = ? AND order_id IS NULL`, [order.id, context.clock().getTime(), reservation_id]);
   if (linked.changes !== 1) return false;
   const result = { order, reservation_id };
-  const keys = await tx.all<{ agent_id: string; key: string; status: string; result_json: string | null }>(
-    "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'",
-    [reservation_id],
-  );
   // A key still in flight gets the order too: its call, still waiting on the provider, may yet
   // hear nothing (completeOrder then leaves the order in place).
-  for (const row of keys) {
-    if (row.status === "in_flight" || resultUnknown(row.result_json)) await storeResult(tx, row.agent_id, row.key, result);
-  }
+  await completeKeys(tx, reservation_id, "create_order", result);
   const approval = await approvalByReservation(tx, reservation_id);
   if (approval) await finishApproval(tx, approval.approval_id, result);
   await record(tx, context, "gate.settlement", { action: "order.linked", reservation_id, order_id: order.id });

@@ -3,15 +3,15 @@
 
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import { resultUnknown, type ReservationRow } from "./rows.js";
+import type { ReservationRow } from "./rows.js";
 import {
   adjustBlock,
+  completeKeys,
   freezeBlock,
   getReservation,
   lockBlock,
   reservationByOrder,
   reservationByPayment,
-  storeResult,
 } from "./statements.js";
 
 export interface CapturedPayment {
@@ -128,22 +128,6 @@ async function reject(
   return { outcome: "rejected", reason, reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };
 }
 
-/**
- * Finishes a capture call's key, whichever path (tool result, webhook or check) settles first:
- * a key still in flight, and one that stored an unknown outcome (the capture and its re-fetch
- * went unanswered, or its lease ran out), now replay the settled payment.
- */
-async function completeCaptureKey(tx: SqlTx, reservation_id: string, payment: CapturedPayment): Promise<void> {
-  const rows = await tx.all<{ agent_id: string; key: string; status: string; result_json: string | null }>(
-    "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = 'capture_payment'",
-    [reservation_id],
-  );
-  for (const row of rows) {
-    const unknown = row.status === "stored" && resultUnknown(row.result_json);
-    if (row.status === "in_flight" || unknown) await storeResult(tx, row.agent_id, row.key, { payment, reservation_id });
-  }
-}
-
 async function commit(
   tx: SqlTx,
   context: LedgerContext,
@@ -161,7 +145,8 @@ async function commit(
   );
   if (result.changes !== 1) throw new Error(`reservation ${reservation.reservation_id} changed under its block lock`);
   await adjustBlock(tx, reservation.block_id, { held: -reservation.amount, spent: payment.amount });
-  await completeCaptureKey(tx, reservation.reservation_id, payment);
+  // A capture key in flight, or one whose capture went unanswered, now replays the settled payment.
+  await completeKeys(tx, reservation.reservation_id, "capture_payment", { payment, reservation_id: reservation.reservation_id });
   const evidence = await record(tx, context, "gate.settlement", {
     action: "commit",
     via,

@@ -1,7 +1,7 @@
 // Small typed SQL steps shared by the ledger operations; each runs inside the caller's transaction.
 
 import type { SqlTx } from "./driver.js";
-import type { ApprovalRow, BlockRow, IdempotencyRow, ReservationRow } from "./rows.js";
+import { resultUnknown, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
 
 /** Locks the block row for the rest of the transaction (row lock on PostgreSQL). */
 export function lockBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undefined> {
@@ -98,6 +98,21 @@ export async function putIdempotency(tx: SqlTx, row: IdempotencyRow, replace: bo
       row.approval_id, row.result_json, row.first_at_ms, row.lease_expires_at_ms,
     ],
   );
+}
+
+/**
+ * Gives `result` to the keys of a reservation's `tool` calls that do not know it yet: one still in
+ * flight, and one that stored an unknown outcome. Whichever path learns the outcome first (the
+ * call itself, a webhook, an operator check), the keys then replay it.
+ */
+export async function completeKeys(tx: SqlTx, reservation_id: string, tool: "create_order" | "capture_payment", result: unknown): Promise<void> {
+  const rows = await tx.all<{ agent_id: string; key: string; status: string; result_json: string | null }>(
+    "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = ?",
+    [reservation_id, tool],
+  );
+  for (const row of rows) {
+    if (row.status === "in_flight" || resultUnknown(row.result_json)) await storeResult(tx, row.agent_id, row.key, result);
+  }
 }
 
 export async function storeResult(tx: SqlTx, agent_id: string, key: string, result: unknown): Promise<void> {

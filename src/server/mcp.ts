@@ -9,6 +9,7 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import { CallToolRequestParamsSchema, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
+import { loopback_hosts } from "../config.js";
 import type { Gate } from "../gate/gate.js";
 import type { ToolResult } from "../gate/results.js";
 import { tool_declarations } from "../gate/tools.js";
@@ -68,8 +69,6 @@ function parseJsonAsIs(request: FastifyRequest, body: string, done: (error: Erro
   }
 }
 
-const loopback_origin_hosts = new Set(["localhost", "127.0.0.1", "[::1]"]);
-
 /**
  * Browsers send Origin; only loopback origins may drive the gate. A "same host as the Host
  * header" rule would not stop DNS rebinding: after a rebind the page's Origin and the Host
@@ -78,7 +77,7 @@ const loopback_origin_hosts = new Set(["localhost", "127.0.0.1", "[::1]"]);
 export function originAllowed(origin: string | undefined): boolean {
   if (!origin) return true;
   try {
-    return loopback_origin_hosts.has(new URL(origin).hostname);
+    return loopback_hosts.has(new URL(origin).hostname);
   } catch {
     return false;
   }

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { createBursar, type Bursar } from "../index.js";
-import { ConfigError, type Config } from "../config.js";
+import { ConfigError, fileError, type Config } from "../config.js";
 import {
   ensureDataDir,
   errorCode,
@@ -130,12 +130,6 @@ interface DataDirSetup {
   exposed: string[];
 }
 
-/** A file-system error (it has a syscall) as one line naming the variable to fix; others as they are. */
-function fileError(error: unknown, variable: string, value: string): unknown {
-  if (error instanceof ConfigError || !(error instanceof Error) || !("syscall" in error)) return error;
-  return new ConfigError(`${variable}=${value}: cannot use it (${error.message})`);
-}
-
 function dataDirSetup(config: Config): DataDirSetup {
   const data_dir = config.data_dir;
   let pending: PendingOperatorToken | undefined;
@@ -156,7 +150,7 @@ function dataDirSetup(config: Config): DataDirSetup {
     return setup;
   } catch (error) {
     pending?.discard();
-    throw fileError(error, "BURSAR_DATA_DIR", data_dir);
+    throw fileError(error, `BURSAR_DATA_DIR=${data_dir}`);
   }
 }
 
@@ -164,7 +158,7 @@ function signingKey(config: Config): KeyObject {
   try {
     return resolveSigningKey({ explicitPath: config.signing_key_path, dataDir: config.data_dir, create: true }).privateKey;
   } catch (error) {
-    throw config.signing_key_path ? fileError(error, "BURSAR_SIGNING_KEY", config.signing_key_path) : error;
+    throw config.signing_key_path ? fileError(error, `BURSAR_SIGNING_KEY=${config.signing_key_path}`) : error;
   }
 }
 
@@ -278,7 +272,7 @@ function commitToken(pending: PendingOperatorToken, data_dir: string): ReturnTyp
   try {
     return pending.commit();
   } catch (error) {
-    throw fileError(error, "BURSAR_DATA_DIR", data_dir);
+    throw fileError(error, `BURSAR_DATA_DIR=${data_dir}`);
   }
 }
 

@@ -1,6 +1,7 @@
 // Request bodies validated by zod: a failure is 422 naming every bad field by path.
 
 import { z } from "zod";
+import { hasLoneSurrogate } from "../evidence/canonical.js";
 import { control_characters } from "../policy/index.js";
 import { HttpError } from "./errors.js";
 
@@ -16,18 +17,18 @@ export function nameSchema(max: number) {
 }
 
 /** NUL, which PostgreSQL text cannot hold, and a lone surrogate, which no evidence entry can. */
-const unstorable = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const unstorable = (text: string): boolean => text.includes("\u0000") || hasLoneSurrogate(text);
 
 /** Deeper than any operator body's schema reaches: left to the schema, which refuses it. */
 const unstorable_depth_max = 64;
 
 /** The path of the first string (key or value) in `value` that holds what cannot be stored. */
 function unstorablePath(value: unknown, path: readonly (string | number)[]): string | undefined {
-  if (typeof value === "string") return unstorable.test(value) ? path.join(".") || "(body)" : undefined;
+  if (typeof value === "string") return unstorable(value) ? path.join(".") || "(body)" : undefined;
   if (typeof value !== "object" || value === null || path.length >= unstorable_depth_max) return undefined;
   for (const [key, item] of Object.entries(value)) {
     const at = [...path, Array.isArray(value) ? Number(key) : key];
-    if (unstorable.test(key)) return at.join(".");
+    if (unstorable(key)) return at.join(".");
     const found = unstorablePath(item, at);
     if (found !== undefined) return found;
   }

@@ -81,7 +81,7 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
   });
   app.get("/api/v1/auditor-tokens", async () => {
     const rows = await ledger.driver.read((tx) =>
-      tx.all<AuditorRow>("SELECT auditor_id, name, created_at_ms, revoked_at_ms FROM auditor_tokens ORDER BY created_at_ms, auditor_id"),
+      tx.all<AuditorRow>(`${select_auditors} ORDER BY created_at_ms, auditor_id`),
     );
     return { auditor_tokens: rows.map(auditorView) };
   });
@@ -95,12 +95,14 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
         auditor_id,
       ]);
       if (revoked.changes === 1) await record(tx, context, "gate.operator", { action: "auditor.revoke", auditor_id });
-      const row = await tx.get<AuditorRow>("SELECT auditor_id, name, created_at_ms, revoked_at_ms FROM auditor_tokens WHERE auditor_id = ?", [auditor_id]);
+      const row = await tx.get<AuditorRow>(`${select_auditors} WHERE auditor_id = ?`, [auditor_id]);
       if (!row) throw new HttpError(404, "not_found", `no auditor token ${auditor_id}`);
       return auditorView(row);
     });
   });
 }
+
+const select_auditors = "SELECT auditor_id, name, created_at_ms, revoked_at_ms FROM auditor_tokens";
 
 interface AuditorRow {
   auditor_id: string;
