@@ -86,6 +86,11 @@ function url(env: Env, name: string, fallback: string): string {
   return raw.replace(/\/+$/, "");
 }
 
+/** Whether BURSAR_DB names PostgreSQL (a postgres:// or postgresql:// URL) rather than a SQLite file. */
+export function isPostgresUrl(db: string): boolean {
+  return /^postgres(ql)?:\/\//.test(db);
+}
+
 /** BURSAR_DB: a postgres:// (or postgresql://) URL, ":memory:", or a SQLite file path; any
  *  other scheme (mysql://, sqlite://, file://) would otherwise be taken for a file path. */
 function database(env: Env, data_dir: string): string {

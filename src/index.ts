@@ -4,6 +4,7 @@
 import type { KeyObject } from "node:crypto";
 import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
+import { isPostgresUrl } from "./config.js";
 import { createLogSigner, EvidenceLog } from "./evidence/index.js";
 import { Gate } from "./gate/gate.js";
 import { LookupBudget, lookups_per_minute_default } from "./gate/lookups.js";
@@ -62,7 +63,7 @@ export interface Bursar {
 
 /** A postgres:// (or postgresql://) URL opens PostgreSQL; anything else is a SQLite path or ":memory:". */
 export function openDriver(db: string, options: { pg_prepared_statements?: boolean; observer?: GateObserver } = {}): SqlDriver {
-  if (/^postgres(ql)?:\/\//.test(db)) return new PostgresDriver({ url: db, prepared_statements: options.pg_prepared_statements });
+  if (isPostgresUrl(db)) return new PostgresDriver({ url: db, prepared_statements: options.pg_prepared_statements });
   const observer = options.observer;
   return new SqliteDriver({ path: db, ...(observer ? { flush: timedFlush((seconds) => observer.walFlush(seconds)) } : {}) });
 }

@@ -3,22 +3,18 @@
 
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import type { Config } from "../config.js";
-import { errorCode, operator_token_hash_file, webhook_secret_file_name } from "../datadir.js";
-import { signing_key_file_name } from "../evidence/keys.js";
-import { master_key_file_name } from "../sources/sealed.js";
+import { isPostgresUrl, type Config } from "../config.js";
+import { data_dir_secret_files } from "../data-files.js";
+import { errorCode } from "../datadir.js";
 import { CommandError } from "./command.js";
 
 /** Beside a SQLite database: its write-ahead log, shared memory index and rollback journal. */
 const sqlite_companion_suffixes = ["-wal", "-shm", "-journal"] as const;
-/** Every file the data directory holds besides the database (start.ts checks these modes too). */
-const data_dir_file_names = [signing_key_file_name, master_key_file_name, webhook_secret_file_name, operator_token_hash_file] as const;
-
 /** The paths of every file Bursar owns under this configuration, as configured (not resolved). */
-export function ownedFiles(config: Config): string[] {
-  const owned = data_dir_file_names.map((name) => join(config.data_dir, name));
+function ownedFiles(config: Config): string[] {
+  const owned = data_dir_secret_files.map((name) => join(config.data_dir, name));
   if (config.signing_key_path) owned.push(config.signing_key_path);
-  const sqlite = config.db !== ":memory:" && !/^postgres(ql)?:\/\//.test(config.db);
+  const sqlite = config.db !== ":memory:" && !isPostgresUrl(config.db);
   if (sqlite) owned.push(config.db, ...sqlite_companion_suffixes.map((suffix) => `${config.db}${suffix}`));
   return owned;
 }
@@ -82,12 +78,11 @@ export function refuseOwnedTarget(option: string, path: string, config: Config):
 }
 
 /**
- * Opens `path` for writing, checked once more by what was opened: the file is opened without
- * truncating it, and refused (closed untouched) when it is one Bursar owns, whatever path led to
- * it; only then is it emptied. Returns the descriptor.
+ * Opens `path` for writing (a path refuseOwnedTarget let through), checked once more by what was
+ * opened: the file is opened without truncating it, and refused (closed untouched) when it is one
+ * Bursar owns, whatever path led to it; only then is it emptied. Returns the descriptor.
  */
 export function openOutput(option: string, path: string, config: Config): number {
-  refuseOwnedTarget(option, path, config);
   const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT, 0o644);
   const opened = fstatSync(fd);
   const owned = ownedFiles(config).find((file) => identity(file) === `${opened.dev}:${opened.ino}`);

@@ -10,7 +10,7 @@ import { runCase, type Outcome } from "./run.js";
 import { score, withTwins } from "./score.js";
 
 /** The guard whose removal is expected to show as an exception: it is what turns one into a BLOCK. */
-export const guard_killed_by_exception = "FAIL_CLOSED";
+const guard_killed_by_exception = "FAIL_CLOSED";
 
 export interface MutantResult {
   guard: string;

@@ -89,10 +89,10 @@ export interface PendingCall {
 }
 
 /** Why a call is recorded without an answer (see docs/evidence-sources.md). */
-export type NoResponseReason = "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled" | "shutdown" | "unrelayable_status";
+type NoResponseReason = "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled" | "shutdown" | "unrelayable_status";
 
 /** Why the correlator gives up on a pending call by itself. */
-export type ExpiredReason = "timeout" | "evicted" | "shutdown";
+type ExpiredReason = "timeout" | "evicted" | "shutdown";
 
 export type Outcome =
   | { type: "result"; is_error: boolean; result: unknown }
@@ -134,13 +134,17 @@ export function toolCalls(parsed: unknown): Array<{ id: JsonRpcId; tool: string;
   return calls;
 }
 
+const no_repeated_ids: ReadonlySet<string> = new Set();
+
 /**
  * The id keys (idKey) that more than one request message of a body carries, whatever their
  * methods: a response with such an id could answer any of them (a tools/call and a ping both
  * id 8 are answered `{id: 8, result: {}}` and `{id: 8, result: {content}}`, in either order).
  */
-export function repeatedRequestIds(parsed: unknown): Set<string> {
-  const messages = Array.isArray(parsed) ? parsed : [parsed];
+export function repeatedRequestIds(parsed: unknown): ReadonlySet<string> {
+  // One message repeats nothing: the common case costs no set.
+  if (!Array.isArray(parsed)) return no_repeated_ids;
+  const messages = parsed;
   const seen = new Set<string>();
   const repeated = new Set<string>();
   for (const message of messages) {

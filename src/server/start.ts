@@ -5,25 +5,25 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { createBursar, type Bursar } from "../index.js";
-import { ConfigError, fileError, type Config } from "../config.js";
+import { ConfigError, fileError, isPostgresUrl, type Config } from "../config.js";
+import { data_dir_secret_files } from "../data-files.js";
 import {
   ensureDataDir,
   errorCode,
   exposedDataDirPaths,
-  operator_token_hash_file,
   OperatorTokens,
   randomSecret,
   secretFile,
   webhook_secret_file_name,
   type PendingOperatorToken,
 } from "../datadir.js";
-import { canonicalJson, resolveSigningKey, signing_key_file_name } from "../evidence/index.js";
+import { canonicalJson, resolveSigningKey } from "../evidence/index.js";
 import type { KeyObject } from "node:crypto";
 import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
 import { acceptOnlyKey, createSimulator, type Simulator } from "../provider/simulator/index.js";
-import { master_key_file_name, resolveMasterKey } from "../sources/sealed.js";
+import { resolveMasterKey } from "../sources/sealed.js";
 import { buildServer, loggerOptions, type RoutePlugin } from "./app.js";
 import { isReader, type Access } from "./auth.js";
 import { mcpRoutes } from "./mcp.js";
@@ -143,8 +143,7 @@ function dataDirSetup(config: Config): DataDirSetup {
         : undefined;
     const master_key = resolveMasterKey(config);
     const signing_key = signingKey(config);
-    const names = [operator_token_hash_file, master_key_file_name, webhook_secret_file_name, signing_key_file_name];
-    const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed: exposedDataDirPaths(data_dir, names) };
+    const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed: exposedDataDirPaths(data_dir, data_dir_secret_files) };
     if (pending) setup.pending = pending;
     if (webhook_secret !== undefined) setup.webhook_secret = webhook_secret;
     return setup;
@@ -168,7 +167,7 @@ const postgres_unreachable_codes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AG
 function databaseError(db: string, error: unknown): unknown {
   const message = error instanceof Error ? error.message : String(error);
   const code = errorCode(error) ?? "";
-  if (/^postgres(ql)?:\/\//.test(db)) {
+  if (isPostgresUrl(db)) {
     if (!postgres_unreachable_codes.has(code) && !/timeout|connect|terminated/i.test(message)) return error;
     const shown = new URL(db);
     if (shown.password) shown.password = "***";

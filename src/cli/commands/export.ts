@@ -5,7 +5,7 @@ import { once } from "node:events";
 import { closeSync, createWriteStream, existsSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
-import { loadConfig, type Config } from "../../config.js";
+import { isPostgresUrl, loadConfig, type Config } from "../../config.js";
 import { exportLog } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
@@ -44,7 +44,7 @@ environment:
 `;
 
 function openDatabase(env: Config): SqlDriver {
-  const postgres = /^postgres(ql)?:\/\//.test(env.db);
+  const postgres = isPostgresUrl(env.db);
   if (!postgres && env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
   return openDriver(env.db, env);
 }

@@ -193,9 +193,8 @@ export function leadingRequestId(start: string): RequestId | null {
   for (let match = leading_member.exec(start); match && members.size < 3; match = leading_member.exec(start)) {
     members.set(match[1]!, JSON.parse(match[2]!));
   }
-  const id = members.get("id");
   const request = typeof members.get("method") === "string";
-  return request && (typeof id === "string" || typeof id === "number") ? id : null;
+  return request ? (requestId({ id: members.get("id") }) ?? null) : null;
 }
 
 /** The refusal for a line longer than stdin_buffer_max_bytes, from its first bytes. */
@@ -206,9 +205,8 @@ function overlongLine(start: Buffer): Refusal {
 
 /** The first `bytes` bytes of a line held in pieces. */
 function startOf(pieces: readonly Buffer[], bytes: number): Buffer {
-  const first = pieces[0];
-  if (first && first.length >= bytes) return first.subarray(0, bytes);
-  return Buffer.concat(pieces).subarray(0, bytes);
+  // A total length cuts the copy short: only the first `bytes` are copied, not the whole line.
+  return Buffer.concat(pieces, Math.min(bytes, pieces.reduce((sum, piece) => sum + piece.length, 0)));
 }
 
 /**

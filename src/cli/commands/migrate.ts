@@ -3,7 +3,7 @@
 
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { loadConfig } from "../../config.js";
+import { isPostgresUrl, loadConfig } from "../../config.js";
 import { openDriver } from "../../index.js";
 import { migrations, type SqlDriver } from "../../ledger/index.js";
 import { parseOptions, println, UsageError, type CliIo } from "../command.js";
@@ -24,7 +24,7 @@ The other BURSAR_* variables are validated as for \`bursar serve\`.`;
 
 /** The database as shown to a person: a postgres URL without its credentials. */
 export function displayDb(db: string): string {
-  if (!/^postgres(ql)?:\/\//.test(db)) return db;
+  if (!isPostgresUrl(db)) return db;
   try {
     const url = new URL(db);
     url.username = "";
@@ -36,7 +36,7 @@ export function displayDb(db: string): string {
 }
 
 function ensureParent(db: string): void {
-  if (db === ":memory:" || /^postgres(ql)?:\/\//.test(db)) return;
+  if (db === ":memory:" || isPostgresUrl(db)) return;
   // The data directory also holds keys and the token hash: create it private, as `bursar serve` does.
   mkdirSync(dirname(db), { recursive: true, mode: 0o700 });
 }
