@@ -24,21 +24,29 @@ function answer(message: Message): unknown {
   return { jsonrpc: "2.0", id: message.id, result };
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Opened once the upstream has served a GET stream: the tool "slow" is answered only after that. */
+let stream_served!: () => void;
+let served = new Promise<void>((resolve) => (stream_served = resolve));
 
 /** A GET is a session's stream: it sends one response, with id 5, and ends. */
 const get_stream_event = `event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: 5, result: { content: [{ type: "text", text: "from the GET stream" }] } })}\n\n`;
 
 beforeAll(async () => {
   upstream = createServer((request, response) => {
-    if (request.method === "GET") return void response.writeHead(200, { "content-type": "text/event-stream" }).end(get_stream_event);
+    if (request.method === "GET") {
+      response.writeHead(200, { "content-type": "text/event-stream" }).end(get_stream_event);
+      return stream_served();
+    }
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", async () => {
       const parsed = JSON.parse(Buffer.concat(chunks).toString("utf8")) as Message | Message[];
       const answered = Array.isArray(parsed) ? parsed.filter((message) => message.id !== undefined && message.method !== undefined).map(answer) : answer(parsed);
-      // The tool "slow" is answered only after a while.
-      if (!Array.isArray(parsed) && parsed.params?.name === "slow") await sleep(500);
+      // The tool "slow" is answered only once a GET stream has been served, however slow the machine.
+      if (!Array.isArray(parsed) && parsed.params?.name === "slow") {
+        await served;
+        served = new Promise<void>((resolve) => (stream_served = resolve));
+      }
       response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answered));
     });
   });

@@ -6,7 +6,7 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harness, type Harness } from "../ingest/support.js";
-import { observerSource } from "./support.js";
+import { listenLoopback, observerSource } from "./support.js";
 
 const answer_bytes = 256 * 1024;
 const upload_bytes = 64 * 1024 * 1024;
@@ -23,9 +23,7 @@ beforeAll(async () => {
     response.writeHead(401, { "content-type": "application/json", "content-length": answer.length });
     response.end(answer);
   });
-  await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-  const address = upstream.address() as { port: number };
-  upstream_url = `http://127.0.0.1:${address.port}/mcp`;
+  upstream_url = `${await listenLoopback(upstream)}/mcp`;
   h = await harness();
 });
 afterAll(async () => {
@@ -48,7 +46,10 @@ function upload(url: string, token: string, chunked: boolean, read_delay_ms: num
     const request = httpRequest({ host: target.hostname, port: target.port, path: target.pathname, method: "POST", headers });
     const result: Upload = { status: undefined, answer_bytes: 0, answer_ended: false, uploaded_bytes: 0 };
     const deadline = setTimeout(() => reject(new Error(`the upload was neither answered nor closed: ${JSON.stringify(result)}`)), 20_000);
+    // Settled once the answer has been read to its end, or cut: resolved at once when none came.
+    let answer_closed: Promise<void> = Promise.resolve();
     request.on("response", (response) => {
+      answer_closed = new Promise((closed) => response.once("close", () => closed()));
       result.status = response.statusCode;
       response.pause();
       setTimeout(() => response.resume(), read_delay_ms);
@@ -59,9 +60,11 @@ function upload(url: string, token: string, chunked: boolean, read_delay_ms: num
     // EPIPE or ECONNRESET on the upload once the observer closed: expected, and what ends it.
     request.on("error", () => undefined);
     request.on("close", () => {
-      clearTimeout(deadline);
-      // Give the answer's last bytes, already received, their turn to be read.
-      setTimeout(() => resolve(result), read_delay_ms + 100);
+      // The answer's last bytes, already received, are read (late, by read_delay_ms) before its close.
+      void answer_closed.then(() => {
+        clearTimeout(deadline);
+        resolve(result);
+      });
     });
     const pump = () => {
       while (result.uploaded_bytes < upload_bytes && !request.destroyed) {

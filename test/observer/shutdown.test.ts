@@ -9,7 +9,7 @@ import { resolveSigningKey } from "../../src/evidence/index.js";
 import { createBursar } from "../../src/index.js";
 import { waitFor } from "../provider/support.js";
 import { testServer } from "../support/server.js";
-import { toolCall, type ObserverSourceCreated } from "./support.js";
+import { listenLoopback, toolCall, type ObserverSourceCreated } from "./support.js";
 
 let upstream: Server;
 let upstream_url: string;
@@ -21,8 +21,7 @@ beforeAll(async () => {
     request.resume();
     request.on("end", () => held.push({ request, response }));
   });
-  await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
-  upstream_url = `http://127.0.0.1:${(upstream.address() as { port: number }).port}/mcp`;
+  upstream_url = `${await listenLoopback(upstream)}/mcp`;
 });
 afterAll(async () => {
   upstream.closeAllConnections();

@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { startServer } from "../../src/server/start.js";
-import { testServer } from "../support/server.js";
+import { rawToolCall, testServer } from "../support/server.js";
 import { dist_index, builtSuiteDir } from "../support/build.js";
 
 describe("health and shutdown", () => {
@@ -47,18 +47,18 @@ describe("health and shutdown", () => {
     const server = await testServer();
     const agent = await server.agent("shutdown-in-flight");
     // The provider (the mounted simulator) takes a second: the close begins while the call waits on it.
-    server.started.simulator!.faults.set({ latency_ms: 1_000 });
-    const call = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "create_order", arguments: { amount: 1_000, currency: "INR" } } });
-    const answered = fetch(`${server.url}/mcp`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
-      body: call,
-    }).then((response) => response.json() as Promise<{ result?: { isError?: boolean; structuredContent?: { effect?: string } } }>);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    const simulator = server.started.simulator!;
+    simulator.faults.set({ latency_ms: 1_000 });
+    const asked_before = simulator.state.apiRequests();
+    const answered = rawToolCall(server.url, agent.token, "create_order", '{"amount": 1000, "currency": "INR"}');
+    // The close begins once the gate has asked the provider, and not before.
+    while (simulator.state.apiRequests() === asked_before) await new Promise((resolve) => setImmediate(resolve));
     // Before, the close waited for the connections' keep-alive timeout (72 s) once their answers
     // were sent: past this test's timeout.
     const closed = server.close();
-    expect((await answered).result).toMatchObject({ structuredContent: { effect: "ALLOW" } });
+    const answer = await answered;
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.text)).toMatchObject({ result: { structuredContent: { effect: "ALLOW" } } });
     await closed;
   }, 20_000);
 

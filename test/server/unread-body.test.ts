@@ -282,8 +282,12 @@ async function cutAfter(send: (connection: RawConnection) => Promise<void>): Pro
   try {
     const server_socket = await accepted;
     await send(connection);
-    // What was written reaches the server's parser before the cut.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Everything written has reached the server (its parser reads as bytes arrive) before the cut.
+    const deadline = Date.now() + 10_000;
+    while (server_socket.bytesRead < connection.sent_bytes) {
+      if (Date.now() > deadline) throw new Error(`the server read ${server_socket.bytesRead} of ${connection.sent_bytes} bytes written`);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
     const timeout = Object.assign(new Error("Request timeout"), { code: "ERR_HTTP_REQUEST_TIMEOUT" });
     server.started.app.server.emit("clientError", timeout, server_socket);
     const answer = await connection.response().catch((error: Error) => {
