@@ -2,4 +2,18 @@
 
 export type Clock = () => Date;
 
-export const systemClock: Clock = () => new Date();
+/**
+ * A clock that never goes backwards: each reading is the later of `now()` and the last reading.
+ * When the host's clock steps back (an NTP correction), time stands still until it catches up,
+ * so leases, approval lifetimes and velocity windows are not stretched by the step, and a block
+ * that expired stays expired. PostgreSQL's database clock does the same (postgres.ts).
+ */
+export function monotonicClock(now: () => number = Date.now): Clock {
+  let last_ms = -Infinity;
+  return () => {
+    last_ms = Math.max(last_ms, now());
+    return new Date(last_ms);
+  };
+}
+
+export const systemClock: Clock = monotonicClock();

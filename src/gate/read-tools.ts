@@ -65,8 +65,10 @@ export async function fetchPayment(context: GateContext, agent_id: string, args:
 }
 
 export async function getBlock(context: GateContext, agent_id: string): Promise<ToolResult> {
-  const view = await context.ledger.agentBlock(agent_id);
+  let view = await context.ledger.agentBlock(agent_id);
   if (!view) return readError("no_block", "this agent has no spending block");
+  // Money held for an approval that has run out is available again, as the next money call would find.
+  if ((await context.ledger.expireDueApprovals(view.block_id)) > 0) view = (await context.ledger.agentBlock(agent_id)) ?? view;
   const block = blockForAgent(view);
   return readResult(
     `Block ${view.block_id}: available ${view.available} of ${view.reserved} ${view.currency}; spent ${view.spent}, held ${view.held}${view.revoked ? "; REVOKED" : ""}${view.frozen ? "; FROZEN" : ""}.`,
@@ -76,9 +78,13 @@ export async function getBlock(context: GateContext, agent_id: string): Promise<
 
 export async function getApproval(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
   const approval_id = args.approval_id;
-  const approval = typeof approval_id === "string" ? await context.ledger.approval(approval_id) : undefined;
+  let approval = typeof approval_id === "string" ? await context.ledger.approval(approval_id) : undefined;
   if (!approval || approval.agent_id !== agent_id) {
     return refusal({ rule: "CALLER", reason: "no such approval for this agent" });
+  }
+  // Past its lifetime it is expired (its hold released), whether or not the sweep has run yet.
+  if (approval.state === "pending" && (await context.ledger.expireDueApprovals(approval.block_id)) > 0) {
+    approval = (await context.ledger.approval(approval.approval_id)) ?? approval;
   }
   // Forwarding is the instant between an operator's approval and the provider's answer.
   const state = approval.state === "forwarding" ? "approved" : approval.state;

@@ -111,7 +111,7 @@ const read_state = `SELECT
      CROSS JOIN LATERAL (SELECT * FROM idempotency_keys WHERE agent_id = x.agent_id AND key = x.key LIMIT 1) AS k) AS keys,
   (SELECT COALESCE(json_agg(json_build_array(x.agent_id,
      (SELECT COUNT(*) FROM (SELECT 1 FROM money_calls m
-        WHERE m.agent_id = x.agent_id AND m.at_ms > x.since_ms AND m.at_ms <= ? LIMIT x.max_calls) AS in_window))), '[]')
+        WHERE m.agent_id = x.agent_id AND m.at_ms > x.since_ms LIMIT x.max_calls) AS in_window))), '[]')
    FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, since_ms bigint, max_calls bigint)) AS calls`;
 
 interface State {
@@ -206,7 +206,7 @@ export async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs:
     since_ms: now_ms - block.velocity_window_seconds * 1000,
     max_calls: block.velocity_max_calls,
   }));
-  const row = await tx.get<State>(read_state, [ids, now_ms, ids, now_ms, JSON.stringify(pairs), now_ms, JSON.stringify(windows)]);
+  const row = await tx.get<State>(read_state, [ids, now_ms, ids, now_ms, JSON.stringify(pairs), JSON.stringify(windows)]);
   return row as State;
 }
 

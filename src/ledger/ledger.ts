@@ -329,6 +329,20 @@ export class Ledger {
     return total;
   }
 
+  /**
+   * Expires the block's pending approvals whose lifetime is over, releasing their holds, before a
+   * read tool reports the block or an approval: the sweep runs only every second in `bursar
+   * serve` and not at all in the library, and an expired approval must not read as pending.
+   * Writes nothing (one read) when none is due. Returns how many expired.
+   */
+  async expireDueApprovals(block_id: string): Promise<number> {
+    const due = await this.driver.read((tx) =>
+      tx.get("SELECT 1 AS one FROM approvals WHERE block_id = ? AND state = 'pending' AND expires_at_ms <= ? LIMIT 1", [block_id, this.now_ms()]),
+    );
+    if (!due) return 0;
+    return this.tx(async (tx) => ((await lockBlock(tx, block_id)) ? expireApprovals(tx, this.context, block_id) : 0));
+  }
+
   async inbox(): Promise<Inbox> {
     return this.driver.read(async (tx) => {
       const pending_approvals = await tx.all<ApprovalRow>(

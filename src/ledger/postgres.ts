@@ -3,7 +3,7 @@
 // retry of transient failures, migrations under an advisory lock, and the database's clock.
 
 import pg from "pg";
-import type { Clock } from "../clock.js";
+import { monotonicClock, type Clock } from "../clock.js";
 import { bindable, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
 import { Permits } from "./permits.js";
 
@@ -420,7 +420,6 @@ export class PostgresDriver implements SqlDriver {
    */
   async databaseClock(): Promise<Clock> {
     let offset_ms = (await this.measureClockOffset()).offset_ms;
-    let last_ms = 0;
     if (this.resync) clearInterval(this.resync);
     this.resync = setInterval(() => {
       this.measureClockOffset()
@@ -428,10 +427,7 @@ export class PostgresDriver implements SqlDriver {
         .catch(() => undefined); // keep the last offset; the next resync tries again
     }, pg_clock_resync_ms);
     this.resync.unref();
-    return () => {
-      last_ms = Math.max(last_ms, Math.round(Date.now() + offset_ms));
-      return new Date(last_ms);
-    };
+    return monotonicClock(() => Math.round(Date.now() + offset_ms));
   }
 
   async close(): Promise<void> {

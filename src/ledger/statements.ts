@@ -135,15 +135,16 @@ export function approvalByReservation(tx: SqlTx, reservation_id: string): Promis
 }
 
 /**
- * The agent's money calls in the window (now − window_seconds, now], counted up to max_calls:
- * the velocity guard asks only whether max_calls is reached, and refused calls are rows too, so
- * an agent that keeps calling past its limit would otherwise make every count (under the one
- * write lock) scan all of them.
+ * The agent's money calls since now − window_seconds, counted up to max_calls: the velocity
+ * guard asks only whether max_calls is reached, and refused calls are rows too, so an agent that
+ * keeps calling past its limit would otherwise make every count (under the one write lock) scan
+ * all of them. Calls stamped after `now` count too: after the host's clock steps back they are
+ * the window's most recent calls, and leaving them out would let as many calls through again.
  */
 export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, velocity: { window_seconds: number; max_calls: number }): Promise<number> {
   const row = await tx.get<{ calls: number | string }>(
-    "SELECT COUNT(*) AS calls FROM (SELECT 1 FROM money_calls WHERE agent_id = ? AND at_ms > ? AND at_ms <= ? LIMIT ?) AS in_window",
-    [agent_id, now_ms - velocity.window_seconds * 1000, now_ms, velocity.max_calls],
+    "SELECT COUNT(*) AS calls FROM (SELECT 1 FROM money_calls WHERE agent_id = ? AND at_ms > ? LIMIT ?) AS in_window",
+    [agent_id, now_ms - velocity.window_seconds * 1000, velocity.max_calls],
   );
   return Number(row?.calls ?? 0);
 }

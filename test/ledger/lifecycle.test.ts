@@ -1,8 +1,9 @@
-// Lifecycle edges: revoking while an approval has silently expired, an approved call whose
-// forwarding process died, a capture settled by its webhook while the call's own answer was
-// lost, and closing the database with a group commit still open.
+// Lifecycle edges: reading or revoking while an approval has silently expired, the host's clock
+// stepping back, an approved call whose forwarding process died, a capture settled by its webhook
+// while the call's own answer was lost, and closing the database with a group commit still open.
 
 import { describe, expect, it } from "vitest";
+import { monotonicClock } from "../../src/clock.js";
 import type { ReservationRow } from "../../src/ledger/rows.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { fresh, testLedger, type TestLedger } from "../support/ledger.js";
@@ -17,6 +18,53 @@ describe("revocation and expired approvals", () => {
     expect(revoked).toMatchObject({ revoked: true, held: 0 });
     expect((await t.bursar.ledger.approval(held.approval?.approval_id as string))?.state).toBe("expired");
     expect((await t.order(fresh({ amount: 1_000, currency: "INR" }))).verdict.rule).toBe("R4");
+  });
+});
+
+describe("reading an approval whose lifetime ran out before the sweep", () => {
+  it("get_approval says expired and get_block no longer counts its hold", async () => {
+    const t = await testLedger({ approval_threshold: 1_000 });
+    const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+    const approval_id = held.approval?.approval_id as string;
+    const read = async (tool: string, args: Record<string, unknown> = {}) =>
+      (await t.bursar.gate.callToolAs(t.agent_id, tool, args)).structuredContent as Record<string, unknown>;
+    expect(await read("get_block")).toMatchObject({ held: 15_000 });
+    t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms - 1);
+    expect(await read("get_approval", { approval_id })).toMatchObject({ state: "pending" });
+    t.clock.advance(1);
+    expect(await read("get_block")).toMatchObject({ held: 0 });
+    expect(await read("get_approval", { approval_id })).toMatchObject({ state: "expired" });
+    expect((await t.bursar.ledger.approval(approval_id))?.state).toBe("expired");
+  });
+
+  it("get_approval alone expires it too", async () => {
+    const t = await testLedger({ approval_threshold: 1_000 });
+    const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+    const approval_id = held.approval?.approval_id as string;
+    t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms);
+    const answer = await t.bursar.gate.callToolAs(t.agent_id, "get_approval", { approval_id });
+    expect(answer.structuredContent).toMatchObject({ state: "expired" });
+    expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(0);
+  });
+});
+
+describe("the host's clock stepping back", () => {
+  it("the system clock holds still until the host's clock catches up", () => {
+    const readings = [1_000, 5_000, 2_000, 4_999, 5_000, 7_000];
+    const clock = monotonicClock(() => readings.shift() as number);
+    expect(Array.from({ length: 6 }, () => clock().getTime())).toEqual([1_000, 5_000, 5_000, 5_000, 5_000, 7_000]);
+  });
+
+
+  it("calls stamped after the stepped-back now still count toward velocity (R6)", async () => {
+    const t = await testLedger({ velocity: { max_calls: 3, window_seconds: 60 } });
+    for (let call = 0; call < 3; call++) expect((await t.order(fresh({ amount: 100, currency: "INR" }))).verdict.effect).toBe("ALLOW");
+    expect((await t.order(fresh({ amount: 100, currency: "INR" }))).verdict.rule).toBe("R6");
+    t.clock.advance(-1_000);
+    expect((await t.order(fresh({ amount: 100, currency: "INR" }))).verdict.rule).toBe("R6");
+    // The window still ends: 60 s after the calls (by the clock that stepped back), they stop counting.
+    t.clock.advance(61_000);
+    expect((await t.order(fresh({ amount: 100, currency: "INR" }))).verdict.effect).toBe("ALLOW");
   });
 });
 
