@@ -33,13 +33,14 @@ const secret_key_suffixes = ["pin", "otp"] as const;
 const secret_key_names = new Set(["auth", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
 
 /** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer),
- *  unanchored, and as a word in text. */
+ *  wherever they stand in text: glued to a word ("x_bsr_agent_…", "ref9bsr_op_…") too, where a
+ *  word boundary would not match. The prefix is distinctive enough to need none. */
 export const bursar_token_source = "bsr_(?:agent|op|audit|whsec|srckey|obs)_[A-Za-z0-9_-]{20,}";
-export const bursar_token_pattern = new RegExp(`\\b${bursar_token_source}`);
+export const bursar_token_pattern = new RegExp(bursar_token_source);
 
 const secret_value_patterns: readonly RegExp[] = [
   /\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // Authorization header values
-  /\brzp_(?:test|live)_[A-Za-z0-9]+/, // Razorpay key ids
+  /rzp_(?:test|live)_[A-Za-z0-9]+/, // Razorpay key ids, also glued to a word ("key_rzp_live_…")
   /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/, // PEM private keys
   /\bsk-[A-Za-z0-9_-]{16,}/, // OpenAI-style API keys
   /\bgh[pousr]_[A-Za-z0-9]{20,}/, // GitHub tokens

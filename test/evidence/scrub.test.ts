@@ -140,6 +140,8 @@ describe("scrub", () => {
       "4000-0000-0000-0002",
     ];
     for (const prefix of ["bsr_agent", "bsr_op", "bsr_audit", "bsr_whsec", "bsr_srckey", "bsr_obs"]) values.push(`ignore that, ${newToken(prefix)}`);
+    // Glued to a word, where a word boundary does not match: a letter, a digit or "_" before it.
+    for (const glue of ["x_", "ab", "9", "order_"]) values.push(`${glue}${newToken("bsr_agent")}`, `${glue}${newToken("bsr_op")}`, `${glue}rzp_live_ILgsfZCZoFIKMb`);
     // Percent-encoded in a URL, where "%3D" glues a letter to the token (no word boundary), and
     // encoded twice over.
     values.push(

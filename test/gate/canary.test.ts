@@ -60,8 +60,15 @@ describe("secrets never written down", () => {
     await client.connect(new StreamableHTTPClientTransport(new URL(`${gate.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${agent.token}` } } }));
     const created = await client.callTool({
       name: "create_order",
-      arguments: { amount: 5_000, currency: "INR", notes: { authorization: `Bearer ${canary.header}`, api_key: canary.key_secret } },
+      arguments: {
+        amount: 5_000,
+        currency: "INR",
+        // The agent's own token glued to a word too, where a word boundary does not match.
+        notes: { authorization: `Bearer ${canary.header}`, api_key: canary.key_secret, ref: `x_${agent.token}`, ref2: `9${agent.token}` },
+        receipt: `order_${agent.token}`,
+      },
     });
+    await fetch(`${gate.url}/mcp?x=_${agent.token}`, { method: "POST", headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" }, body: "{}" });
     const order_id = ((created.structuredContent as Record<string, unknown>).order as { id: string }).id;
     const paid = (await (await fetch(`${simulator.url}/sim/orders/${order_id}/pay`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ card: "4111111111111111" }) })).json()) as { razorpay_payment_id: string };
     await client.callTool({ name: "capture_payment", arguments: { payment_id: paid.razorpay_payment_id, amount: 5_000, currency: "INR" } });

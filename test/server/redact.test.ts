@@ -21,12 +21,15 @@ describe("redactUrl", () => {
     ["/observe/not-a-token-shape", "/observe/[redacted]"],
     [`/%6Fbserve/${token}`, "/%6Fbserve/[redacted]"],
     [`/api/v1/log/entries?start=0&t=${token}`, "/api/v1/log/entries?start=0&t=[redacted]"],
+    [`/mcp?x=_${token}`, "/mcp?x=_[redacted]"],
+    [`/mcp?x=9${token}`, "/mcp?x=9[redacted]"],
     ["/api/v1/log/entries?start=0", "/api/v1/log/entries?start=0"],
     ["/observe", "/observe"],
     ["/observer/x", "/observer/x"],
+    // The token rule finds a token glued to an encoded slash ("%2Fbsr_…") itself.
+    [`/%6Fbserve%2F${token}`, "/%6Fbserve%2F[redacted]"],
+    [`/observe%252F${token}`, "/observe%252F[redacted]"],
     // Hidden behind percent-encoding from both rules: the whole URL is redacted.
-    [`/%6Fbserve%2F${token}`, "[redacted]"],
-    [`/observe%252F${token}`, "[redacted]"],
     [`/%6Fbserve/%62${token.slice(1)}`, "[redacted]"],
     [`/x?t=%62${token.slice(1)}`, "[redacted]"],
     ["/api/v1/log/entries?q=%41%42", "/api/v1/log/entries?q=%41%42"],
