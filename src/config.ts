@@ -182,7 +182,7 @@ export const environment_help = `Environment:
   BURSAR_DB                  SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
   BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without prepared statements); default 1
   BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
-  BURSAR_ADMIN_TOKEN         operator token; unset: generated on a fresh data directory and printed once
+  BURSAR_ADMIN_TOKEN         operator token; unset: generated when the data directory holds no token hash, printed once on stderr
   BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay
   RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com)
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator

@@ -4,9 +4,13 @@ export const amount_min_minor = 100;
 export const amount_max_minor = 1_000_000_000;
 export const reserved_max_minor = 1_000_000_000_000;
 export const block_lifetime_max_seconds = 90 * 24 * 3600;
-export const receipt_length_max = 256;
+/** A note value of at most 255 characters passes both Razorpay's documented limit (256) and the
+ *  simulator's (255, as in Razorpay's error text), so a call the policy allows is not refused by
+ *  the provider after its money is held. The agent's receipt travels as the note `buyer_receipt`,
+ *  which takes one of the 15 notes Razorpay allows. */
+export const receipt_length_max = 255;
 export const notes_keys_max = 14;
-export const note_value_length_max = 256;
+export const note_value_length_max = 255;
 export const note_key_length_max = 64;
 export const idempotency_key_length_max = 255;
 

@@ -24,6 +24,19 @@ async function setup(block: Record<string, unknown> = {}) {
 }
 
 describe("gate in-process", () => {
+  it("a receipt and a note value of 255 characters reach the provider and make an order; 256 are refused under R0 before any hold", async () => {
+    const { b, token } = await setup();
+    const at_limit = await b.gate.callTool(token, "create_order", { amount: 1_000, currency: "INR", receipt: "r".repeat(255), notes: { gift: "n".repeat(255) } });
+    expect(at_limit.isError).toBeUndefined();
+    expect(at_limit.structuredContent).toMatchObject({ effect: "ALLOW", order: { amount: 1_000, notes: { gift: "n".repeat(255), buyer_receipt: "r".repeat(255) } } });
+    for (const [key, over] of [["receipt-256", { receipt: "r".repeat(256) }], ["note-256", { notes: { gift: "n".repeat(256) } }]] as const) {
+      const refused = await b.gate.callTool(token, "create_order", { amount: 1_000, currency: "INR", idempotency_key: key, ...over });
+      expect(refused.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
+    }
+    expect((await b.gate.callTool(token, "get_block", {})).structuredContent).toMatchObject({ held: 1_000 });
+  });
+
+
   it("create → pay → capture settles held into spent, with evidence on every result", async () => {
     const { b, token } = await setup();
     const created = await b.gate.callTool(token, "create_order", { amount: 50_000, currency: "inr", receipt: "basket-1" });
@@ -77,7 +90,7 @@ describe("decision entries past their size limits", () => {
 
   it("an allowed call keeps arguments past the refused limit; refused by R6 (before R0), the same call's entry keeps their size and hash", async () => {
     const { b, token } = await setup({ velocity: { max_calls: 1, window_seconds: 60 } });
-    const notes = Object.fromEntries(Array.from({ length: 14 }, (_, index) => [`note_${String(index).padStart(58, "k")}`, "v".repeat(256)]));
+    const notes = Object.fromEntries(Array.from({ length: 14 }, (_, index) => [`note_${String(index).padStart(58, "k")}`, "v".repeat(255)]));
     const allowed_args = { amount: 1000, currency: "INR", idempotency_key: "big-notes-1", notes };
     expect(canonicalJson(allowed_args).length).toBeGreaterThan(refused_args_bytes_max);
     const allowed = await b.gate.callTool(token, "create_order", allowed_args);

@@ -12,8 +12,10 @@ Runs Bursar over HTTP: GET /healthz, the MCP gate at /mcp, the operator API unde
 the evidence log routes and (with BURSAR_PROVIDER=simulator, the default) the Razorpay
 simulator under /simulator. Stops gracefully on SIGINT/SIGTERM.
 
-On a fresh data directory it generates the operator token, stores only its hash
-(mode 0600) and prints the token once, with the next commands to run.
+When BURSAR_ADMIN_TOKEN is unset and the data directory holds no operator token hash (a
+fresh one, or one whose hash file was removed), it generates the operator token, stores only
+its hash (mode 0600) and prints the token once on stderr, apart from the JSON logs on stdout,
+with the next commands to run.
 
 Options:
   --host HOST   listen address (overrides BURSAR_HOST)
@@ -42,14 +44,15 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   closeOnSignals(started.app);
   println(io.stdout, `bursar listening on ${started.url}`);
   if (started.generated_token) {
-    println(io.stdout, "");
-    println(io.stdout, "Operator token (shown once; only its hash is stored in the data directory):");
-    println(io.stdout, `  ${started.generated_token}`);
-    println(io.stdout, "");
-    println(io.stdout, "Next:");
-    println(io.stdout, `  export BURSAR_URL=${started.url} BURSAR_ADMIN_TOKEN=<the token above>`);
-    println(io.stdout, '  bursar agent create --name buyer-1');
-    println(io.stdout, "  bursar block create --agent <agent_id> --currency INR --reserved 1000000");
+    // On stderr: stdout carries the JSON logs, which must never hold a token.
+    println(io.stderr, "");
+    println(io.stderr, "Operator token (shown once; only its hash is stored in the data directory):");
+    println(io.stderr, `  ${started.generated_token}`);
+    println(io.stderr, "");
+    println(io.stderr, "Next:");
+    println(io.stderr, `  export BURSAR_URL=${started.url} BURSAR_ADMIN_TOKEN=<the token above>`);
+    println(io.stderr, "  bursar agent create --name buyer-1");
+    println(io.stderr, "  bursar block create --agent <agent_id> --currency INR --reserved 1000000");
   }
   await new Promise<void>((resolve) => started.app.server.once("close", () => resolve()));
   return 0;
