@@ -137,6 +137,17 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
     expect(statSync(join(data_dir, "bursar.db")).mode & 0o777).toBe(0o600);
   });
 
+  it("prints a generated operator token on stderr only: stdout, which carries the JSON logs, never holds it", async () => {
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: join(dir(), "banner"), BURSAR_LOG_LEVEL: "info" });
+    await fetch(`${server.url}/healthz`);
+    expect(await server.stop()).toBe(0);
+    const token = /bsr_op_\S+/.exec(server.output())?.[0];
+    expect(token).toBeDefined();
+    expect(server.stdout()).toContain("listening on");
+    expect(server.stdout()).toContain('"level"');
+    expect(server.stdout()).not.toContain(token);
+  });
+
   it("warns once about a data directory or secret file others can read, and leaves their modes alone", async () => {
     const data_dir = join(dir(), "exposed");
     mkdirSync(data_dir, { mode: 0o755 });

@@ -8,7 +8,9 @@ import { bursar_bin } from "./build.js";
 export interface BursarProcess {
   child: ChildProcessWithoutNullStreams;
   url: string;
+  /** Both streams, interleaved as they arrived. */
   output(): string;
+  stdout(): string;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -62,7 +64,11 @@ export async function startBursar(args: string[], env: Record<string, string>, t
     stdio: ["pipe", "pipe", "pipe"],
   });
   let output = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  let stdout = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+    stdout += chunk.toString();
+  });
   child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no listen line within ${timeout_ms} ms:\n${output}`)), timeout_ms);
@@ -83,6 +89,7 @@ export async function startBursar(args: string[], env: Record<string, string>, t
     child,
     url,
     output: () => output,
+    stdout: () => stdout,
     stop: (signal = "SIGTERM") =>
       new Promise((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
