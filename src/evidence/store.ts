@@ -325,11 +325,25 @@ export class EvidenceLog {
 
   /**
    * Brings the in-memory tree up to the committed head by reading the leaf hashes it lacks.
-   * Returns the committed size it reached.
+   * Returns the committed size it reached. First it checks that the table still holds the last
+   * leaf this process has seen: a database restored to an earlier point, or a failover to a
+   * replica that missed the last commits, loses entries that checkpoints may already cover, and
+   * signing on top of the tree held here would sign entries no store holds (or, once the log has
+   * grown back, a root its entries do not make). That is refused loudly, never signed over.
    */
   private async syncTree(): Promise<number> {
     return this.treeLock.run(async () => {
-      const target = await this.treeSize();
+      const seen = this.tree.size;
+      const { target, last } = await this.driver.read(async (tx) => ({
+        target: await readTreeSize(tx),
+        last: seen === 0 ? undefined : await tx.get<{ leaf_hash: string }>("SELECT leaf_hash FROM log_entries WHERE seq = ?", [seen - 1]),
+      }));
+      if (seen > 0 && (target < seen || last?.leaf_hash !== this.tree.leaf(seen - 1).toString("hex"))) {
+        throw new EvidenceIntegrityError(
+          `the stored log no longer holds what this process saw: ${target} entries stored, ${seen} seen, and entry ${seen - 1} ` +
+            `${last ? "differs" : "is gone"} (was the database restored or failed over to a replica that lacked the last commits?); refusing to sign`,
+        );
+      }
       while (this.tree.size < target) {
         const from = this.tree.size;
         const to = Math.min(target, from + sync_rows_per_query);
@@ -345,7 +359,7 @@ export class EvidenceLog {
           this.tree.append(Buffer.from(row.leaf_hash, "hex"));
         }
       }
-      return Math.max(target, this.tree.size);
+      return target;
     });
   }
 

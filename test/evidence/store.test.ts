@@ -169,6 +169,33 @@ for (const backend of backends()) {
         expect((await log.latestCheckpoint())!.size).toBe(2);
       });
 
+      it("refuses to sign once the stored log lost entries this process saw (a restore, a failover), before and after it grows back", async () => {
+        const { driver, log } = await openTestLog();
+        await driver.transaction((tx) => log.appendMany(tx, [1, 2, 3, 4].map(decision)));
+        expect((await log.checkpoint()).size).toBe(5);
+        // Entries 3 and 4 are lost, as a database restored to an earlier point would lose them.
+        const lose =
+          backend.name === "sqlite"
+            ? ["DROP TRIGGER log_entries_no_delete", "DROP TRIGGER log_head_forward_only", "DELETE FROM log_entries WHERE seq >= 3", "UPDATE log_head SET size = 3"]
+            : [
+                "ALTER TABLE log_entries DISABLE TRIGGER USER",
+                "ALTER TABLE log_head DISABLE TRIGGER USER",
+                "DELETE FROM log_entries WHERE seq >= 3",
+                "UPDATE log_head SET size = 3",
+                "ALTER TABLE log_entries ENABLE TRIGGER USER",
+                "ALTER TABLE log_head ENABLE TRIGGER USER",
+              ];
+        await driver.transaction(async (tx) => {
+          for (const sql of lose) await tx.run(sql);
+        });
+        await expect(log.checkpoint()).rejects.toThrow(/3 entries stored, 5 seen/);
+        await driver.transaction((tx) => log.appendMany(tx, [5, 6, 7].map(decision)));
+        expect(await log.treeSize()).toBe(6);
+        await expect(log.checkpoint()).rejects.toThrow(/entry 4 differs/);
+        await expect(log.checkpoint()).rejects.toBeInstanceOf(EvidenceIntegrityError);
+        expect((await log.latestCheckpoint())!.size).toBe(5);
+      });
+
       it("serves inclusion and consistency proofs that verify against signed checkpoints", async () => {
         const { driver, log } = await openTestLog();
         const verifier = parseVerifierKey(log.verifierKey);
