@@ -131,9 +131,16 @@ export class Ledger {
    */
   async disableAgent(agent_id: string): Promise<Agent & { disabled_at: string }> {
     const disabled = await this.tx(async (tx) => {
-      const row = await tx.get<Agent & { disabled_at_ms: number | null }>("SELECT agent_id, name, disabled_at_ms FROM agents WHERE agent_id = ?", [agent_id]);
+      // The agent row is locked first (as createBlock does), so of two disables on two instances
+      // the second waits and finds the first's; then the agent's blocks, in id order, so an
+      // approval being granted on one (under its block's lock) either finishes first, its
+      // evidence before the disable's, or finds the agent disabled.
+      const agent_lock = tx.dialect === "postgres" ? "FOR NO KEY UPDATE" : "";
+      const row = await tx.get<Agent & { disabled_at_ms: number | null }>(`SELECT agent_id, name, disabled_at_ms FROM agents WHERE agent_id = ? ${agent_lock}`, [agent_id]);
       if (!row) throw new HttpError(404, "not_found", `no agent ${agent_id}`);
       if (row.disabled_at_ms !== null) return { ...row, disabled_at_ms: row.disabled_at_ms };
+      const blocks = await tx.all<{ block_id: string }>("SELECT block_id FROM blocks WHERE agent_id = ? ORDER BY block_id", [agent_id]);
+      for (const { block_id } of blocks) await lockBlock(tx, block_id);
       const disabled_at_ms = this.now_ms();
       await tx.run("UPDATE agents SET disabled_at_ms = ? WHERE agent_id = ?", [disabled_at_ms, agent_id]);
       await record(tx, this.context, "gate.operator", { action: "agent.disable", agent_id });

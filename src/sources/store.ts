@@ -130,9 +130,11 @@ export class SourceStore {
     await this.log.append(tx, { kind: "gate.operator", source: "gate", body });
   }
 
-  private async row(tx: SqlTx, source_id: string): Promise<SourceRow> {
+  /** The source's row; `lock` (in a write transaction) holds it until commit, so that of two
+   *  changes to one source on two instances the second waits and sees the first's. */
+  private async row(tx: SqlTx, source_id: string, lock = false): Promise<SourceRow> {
     const row = await tx.get<SourceRow>(
-      "SELECT source_id, kind, name, upstream_url, shadow_json, created_at_ms, disabled_at_ms FROM evidence_sources WHERE source_id = ?",
+      `SELECT source_id, kind, name, upstream_url, shadow_json, created_at_ms, disabled_at_ms FROM evidence_sources WHERE source_id = ? ${lock ? tx.forUpdate : ""}`,
       [source_id],
     );
     if (!row) throw new HttpError(404, "not_found", "no such evidence source");
@@ -163,7 +165,7 @@ export class SourceStore {
     const now_ms = this.now_ms();
     const until_ms = now_ms + grace_seconds * 1000;
     const secrets = await this.driver.transaction(async (tx) => {
-      const row = await this.row(tx, source_id);
+      const row = await this.row(tx, source_id, true);
       if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source cannot be rotated");
       await tx.run(
         "UPDATE evidence_source_secrets SET expires_at_ms = ? WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
@@ -179,7 +181,7 @@ export class SourceStore {
 
   async disable(source_id: string): Promise<SourceView> {
     await this.driver.transaction(async (tx) => {
-      const row = await this.row(tx, source_id);
+      const row = await this.row(tx, source_id, true);
       if (row.disabled_at_ms !== null) return;
       await tx.run("UPDATE evidence_sources SET disabled_at_ms = ? WHERE source_id = ?", [this.now_ms(), source_id]);
       await this.record(tx, { action: "source.disable", source_id });
@@ -190,7 +192,7 @@ export class SourceStore {
 
   async setShadow(source_id: string, shadow: ShadowSettings | null): Promise<SourceView> {
     await this.driver.transaction(async (tx) => {
-      const row = await this.row(tx, source_id);
+      const row = await this.row(tx, source_id, true);
       if (row.kind !== "observer") throw new HttpError(409, "not_an_observer", "shadow settings apply to observer sources only");
       await tx.run("UPDATE evidence_sources SET shadow_json = ? WHERE source_id = ?", [shadow ? JSON.stringify(shadow) : null, source_id]);
       await this.record(tx, { action: "source.shadow", source_id, shadow });
