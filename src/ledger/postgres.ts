@@ -19,9 +19,25 @@ export const pg_connect_timeout_ms = 5_000;
 export const pg_statement_timeout_ms = 15_000;
 /** A session stuck inside a transaction (a wedged process) gives its row locks back after this. */
 export const pg_idle_in_transaction_timeout_ms = 30_000;
-/** Attempts per transaction for serialization failures, deadlocks and lost connections. */
+/** Attempts per transaction for serialization failures and deadlocks. */
 export const pg_transaction_attempts_max = 8;
 export const pg_retry_backoff_ms_max = 200;
+/**
+ * A transaction whose connection was lost (before its COMMIT was sent) is tried again for this
+ * long: a database restart or failover takes seconds, and a write failing then fails a money
+ * call's second phase after the provider has already answered (its hold stays; the lease
+ * expires it to outcome-unknown). Write permits are held meanwhile, so writes queue, not pile up.
+ */
+export const pg_reconnect_budget_ms = 10_000;
+export const pg_reconnect_backoff_ms_max = 1_000;
+/**
+ * A statement whose answer has not arrived after this long fails on the client: a connection
+ * whose server vanished without a FIN or RST (a host that died, a failover that dropped packets)
+ * would otherwise wait for TCP to give up, about 15 minutes, holding a write permit. Above
+ * statement_timeout, so a live server always answers first; TCP keepalives probe idle ones.
+ */
+export const pg_query_timeout_ms = pg_statement_timeout_ms + 5_000;
+export const pg_keepalive_idle_ms = 10_000;
 /** Migrations wait this long for another process's migration before giving up. */
 export const pg_migration_timeout_ms = 120_000;
 /** Round trips per clock measurement; the one with the shortest round trip wins (as NTP does). */
@@ -53,6 +69,9 @@ export interface PostgresOptions {
    * bench:pg's side-by-side comparison.
    */
   prepared_statements?: boolean;
+  /** Tests shorten these (defaults pg_query_timeout_ms, pg_reconnect_budget_ms). */
+  query_timeout_ms?: number;
+  reconnect_budget_ms?: number;
 }
 
 /** Thrown when the connection broke while COMMIT was in flight: the transaction may or may not
@@ -162,7 +181,7 @@ function isConnectionError(error: unknown): boolean {
   const code = codeOf(error);
   if (code && connection_error_codes.has(code)) return true;
   const message = error instanceof Error ? error.message : "";
-  return /Connection terminated|connection error|timeout exceeded when trying to connect|Client was closed/i.test(message);
+  return /Connection terminated|connection error|timeout exceeded when trying to connect|Client was closed|Query read timeout/i.test(message);
 }
 
 function isStalePlan(error: unknown): boolean {
@@ -209,6 +228,12 @@ class Checkout {
   }
 }
 
+/** A query that fails with "Query read timeout" when its answer takes longer than `ms`
+ *  (node-postgres reads query_timeout from the query config; its types leave it out). */
+function timed(config: pg.QueryConfig, ms: number): pg.QueryConfig {
+  return Object.assign(config, { query_timeout: ms });
+}
+
 /** The answer to `<statement>; COMMIT` must be two results, the last the COMMIT: anything else
  *  means the text did not parse as the two statements it was built to be. */
 function committed(answer: pg.QueryResult | pg.QueryResult[]): void {
@@ -226,11 +251,15 @@ export class PostgresDriver implements SqlDriver {
   /** Statement names are never reused, so a name always stands for one text on every connection. */
   private statements_named = 0;
   private readonly prepared_statements: boolean;
+  private readonly query_timeout_ms: number;
+  private readonly reconnect_budget_ms: number;
   private resync: NodeJS.Timeout | undefined;
   private closed = false;
 
   constructor(options: PostgresOptions) {
     this.prepared_statements = options.prepared_statements ?? true;
+    this.query_timeout_ms = options.query_timeout_ms ?? pg_query_timeout_ms;
+    this.reconnect_budget_ms = options.reconnect_budget_ms ?? pg_reconnect_budget_ms;
     this.writers = new Permits(options.write_transactions_max ?? pg_write_transactions_max);
     this.pool = new pg.Pool({
       connectionString: options.url,
@@ -240,6 +269,8 @@ export class PostgresDriver implements SqlDriver {
       statement_timeout: pg_statement_timeout_ms,
       idle_in_transaction_session_timeout: pg_idle_in_transaction_timeout_ms,
       application_name: "bursar",
+      keepAlive: true,
+      keepAliveInitialDelayMillis: pg_keepalive_idle_ms,
       types,
     });
     // An idle client whose server went away emits here; the pool drops it, the next checkout reconnects.
@@ -270,7 +301,7 @@ export class PostgresDriver implements SqlDriver {
       if (last.sql !== undefined) throw new Error("nothing runs in a transaction after its runWithCommit statement");
       const { name, text } = this.translate(sql, params);
       const values = bindable(params);
-      return client.query<Row & pg.QueryResultRow>(this.prepared_statements ? { name, text, values } : { text, values });
+      return client.query<Row & pg.QueryResultRow>(timed(this.prepared_statements ? { name, text, values } : { text, values }, this.query_timeout_ms));
     };
     return {
       dialect: "postgres",
@@ -296,8 +327,10 @@ export class PostgresDriver implements SqlDriver {
     const { client } = checkout;
     let phase: Phase = "work";
     const last: { sql?: string } = {};
+    // A timed-out statement leaves its connection unusable: it is marked broken (destroyed on release).
+    const control = (text: string) => client.query(timed({ text }, this.query_timeout_ms));
     try {
-      await client.query(begin);
+      await control(begin);
       const result = await work(this.txOn(client, last));
       // Broken while no statement was in flight: COMMIT would never be sent, so the server rolled
       // the transaction back and it is safe to retry. Thrown in the work phase for that reason.
@@ -305,13 +338,13 @@ export class PostgresDriver implements SqlDriver {
       phase = "commit";
       // The simple query protocol runs both statements from one message; if the first fails,
       // the server skips the COMMIT and leaves the transaction aborted (rolled back below).
-      if (last.sql === undefined) await client.query("COMMIT");
-      else committed(await client.query(`${last.sql}; COMMIT`));
+      if (last.sql === undefined) await control("COMMIT");
+      else committed(await control(`${last.sql}; COMMIT`));
       return result;
     } catch (error) {
       if (isConnectionError(error)) checkout.broken ??= error as Error;
       else if ((phase === "work" || last.sql !== undefined) && !checkout.broken) {
-        await client.query("ROLLBACK").catch((rollback: Error) => (checkout.broken = rollback));
+        await control("ROLLBACK").catch((rollback: Error) => (checkout.broken = rollback));
       }
       throw new AttemptError(error, phase);
     } finally {
@@ -320,6 +353,7 @@ export class PostgresDriver implements SqlDriver {
   }
 
   private async withRetry<T>(begin: string, work: (tx: SqlTx) => Promise<T>, readonly: boolean): Promise<T> {
+    const started_ms = performance.now();
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.attempt(begin, work);
@@ -334,8 +368,9 @@ export class PostgresDriver implements SqlDriver {
         const stale = isStalePlan(cause);
         if (stale) this.translated.clear();
         const transient = connection || stale || contention_codes.has(codeOf(cause) ?? "");
-        if (!transient || attempt >= pg_transaction_attempts_max || this.closed) throw cause;
-        const backoff = Math.min(pg_retry_backoff_ms_max, 5 * 2 ** attempt);
+        const again = connection ? performance.now() - started_ms < this.reconnect_budget_ms : attempt < pg_transaction_attempts_max;
+        if (!transient || !again || this.closed) throw cause;
+        const backoff = Math.min(connection ? pg_reconnect_backoff_ms_max : pg_retry_backoff_ms_max, 5 * 2 ** attempt);
         await sleep(backoff / 2 + Math.random() * (backoff / 2));
       }
     }

@@ -85,6 +85,41 @@ describe.skipIf(!pg_server)("PostgresDriver over a connection that is cut", () =
     expect(uncaught).toEqual([]);
   });
 
+  it("rides out a restart of a few seconds: a transaction begun while connections are refused commits once they are taken again", async () => {
+    proxy.cutAll();
+    proxy.refuse(true);
+    const reopened = new Promise<void>((resolve) =>
+      setTimeout(() => {
+        proxy.refuse(false);
+        resolve();
+      }, 2_000),
+    );
+    let attempts = 0;
+    await driver.transaction(async (tx) => {
+      attempts++;
+      await tx.run("INSERT INTO settings (name, value) VALUES ('restart', ?)", [String(attempts)]);
+    });
+    await reopened;
+    expect(attempts).toBeGreaterThanOrEqual(1);
+    expect(await settingValues("restart")).toEqual([{ value: String(attempts) }]);
+    expect(uncaught).toEqual([]);
+  });
+
+  it("fails a statement on a connection gone silent (no FIN, no RST) within the query timeout, and the next transaction reconnects", async () => {
+    const quick = new PostgresDriver({ url: proxy.url(schema.url), pool_connections_max: 1, query_timeout_ms: 300, reconnect_budget_ms: 1_000 });
+    try {
+      await quick.read((tx) => tx.get("SELECT 1 AS one"));
+      proxy.silence(true);
+      await expect(quick.transaction((tx) => tx.run("INSERT INTO settings (name, value) VALUES ('silent', '1')"))).rejects.toThrow(/Query read timeout|connection timeout/);
+      proxy.silence(false);
+      await quick.transaction((tx) => tx.run("INSERT INTO settings (name, value) VALUES ('silent', '2')"));
+      expect(await settingValues("silent")).toEqual([{ value: "2" }]);
+    } finally {
+      proxy.silence(false);
+      await quick.close();
+    }
+  });
+
   it("fails a migration whose connection is cut with the connection error, and a later migration applies", async () => {
     const other = await freshSchema(pg_server as string);
     const migrating = new PostgresDriver({ url: proxy.url(other.url), pool_connections_max: 1 });

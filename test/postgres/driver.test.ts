@@ -8,7 +8,6 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
 import {
   PostgresDriver,
-  pg_transaction_attempts_max,
   pg_write_transactions_max,
   quoteLiteral,
   toPositional,
@@ -257,12 +256,11 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     }
   });
 
-  it("gives up on an unreachable server after a bounded number of attempts", async () => {
-    const nowhere = new PostgresDriver({ url: "postgres://postgres@127.0.0.1:1/test" });
-    const started = Date.now();
+  it("gives up on an unreachable server once its reconnect budget is spent, with the connection error", async () => {
+    // The default budget (pg_reconnect_budget_ms, 10 s) rides out a restart; a short one keeps the test short.
+    const nowhere = new PostgresDriver({ url: "postgres://postgres@127.0.0.1:1/test", reconnect_budget_ms: 300 });
     try {
       await expect(nowhere.transaction((tx) => tx.get("SELECT 1 AS one"))).rejects.toMatchObject({ code: "ECONNREFUSED" });
-      expect(Date.now() - started).toBeLessThan(pg_transaction_attempts_max * 1_000);
     } finally {
       await nowhere.close();
     }

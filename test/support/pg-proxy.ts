@@ -22,6 +22,11 @@ export interface PgProxy {
   arm(plan: CutPlan): void;
   /** Cuts every open connection now. */
   cutAll(): void;
+  /** While on, every new connection is closed at once, as while the database restarts. */
+  refuse(on: boolean): void;
+  /** While on, nothing is forwarded either way and nothing is closed: a server that vanished
+   *  without a FIN or RST (a dead host, a failover that drops packets). */
+  silence(on: boolean): void;
   /** Queries that were cut, in order. */
   readonly cut: string[];
   close(): Promise<void>;
@@ -50,8 +55,11 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
   let plan: CutPlan | undefined;
   const cut: string[] = [];
   const sockets = new Set<net.Socket>();
+  let refusing = false;
+  let silent = false;
 
   const server = net.createServer((client) => {
+    if (refusing) return void client.destroy();
     const upstream = net.connect(target_port, target.hostname);
     sockets.add(client).add(upstream);
     const destroy = () => {
@@ -74,6 +82,7 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
       return undefined;
     };
     client.on("data", (chunk: Buffer) => {
+      if (silent) return;
       pending = Buffer.concat([pending, chunk]);
       for (;;) {
         // The startup packet (and an SSL request before it) has no type byte.
@@ -98,7 +107,11 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
         upstream.write(message);
       }
     });
-    upstream.on("data", (chunk: Buffer) => (cut_on_reply ? destroy() : client.write(chunk)));
+    upstream.on("data", (chunk: Buffer) => {
+      if (silent) return;
+      if (cut_on_reply) destroy();
+      else client.write(chunk);
+    });
     for (const socket of [client, upstream]) {
       socket.on("error", destroy);
       socket.on("close", () => {
@@ -123,6 +136,12 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
     },
     cutAll() {
       for (const socket of sockets) socket.destroy();
+    },
+    refuse(on: boolean) {
+      refusing = on;
+    },
+    silence(on: boolean) {
+      silent = on;
     },
     cut,
     close() {
