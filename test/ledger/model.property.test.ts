@@ -1,6 +1,8 @@
 // Model-based property test: random sequences of authorize / complete / settle / release /
-// revoke / deny / unknown against a simple model. Balances always match the model, the
-// invariant spent + held <= reserved always holds, and settlement applies exactly once.
+// revoke / deny / unknown against a simple model. The model predicts every verdict (ALLOW,
+// HOLD, R4, R0, R5, R1) and when each approval expires, by its own reckoning; balances always
+// match it, the invariant spent + held <= reserved always holds, and settlement applies
+// exactly once.
 // Runs on SQLite and on PostgreSQL (each run on a fresh schema, so fewer runs there).
 
 import fc from "fast-check";
@@ -16,6 +18,8 @@ interface ModelReservation {
   order_id: string | null;
   in_flight: boolean;
   approval_id: string | null;
+  /** When the model expects the approval to expire (its lifetime after the HOLD). */
+  approval_expires_at_ms: number | null;
 }
 
 interface Model {
@@ -55,15 +59,22 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 
 let order_counter = 0;
 
+const block_limits = { reserved: 1_000_000, per_call_cap: 500_000, approval_threshold: 300_000 } as const;
+
+/** The verdict the rules give, in their order: R4 (revoked), R0 (below 100), R5, R1, HOLD. */
+function expectedVerdict(model: Model, amount: number): string {
+  if (model.revoked) return "R4";
+  if (amount < 100) return "R0";
+  if (amount > block_limits.per_call_cap) return "R5";
+  if (amount > model.reserved - model.spent - model.held) return "R1";
+  if (amount > block_limits.approval_threshold) return "HOLD";
+  return "ALLOW";
+}
+
 async function applyOrder(t: TestLedger, model: Model, amount: number): Promise<void> {
   const result = await t.order({ amount, currency: "INR", idempotency_key: `p-${++order_counter}` });
-  const available = model.reserved - model.spent - model.held;
-  if (result.verdict.effect === "BLOCK") {
-    if (result.verdict.rule === "R1") expect(amount).toBeGreaterThan(available);
-    return;
-  }
-  expect(amount).toBeLessThanOrEqual(available);
-  expect(model.revoked).toBe(false);
+  expect(result.verdict.rule, `amount ${amount}`).toBe(expectedVerdict(model, amount));
+  if (result.verdict.effect === "BLOCK") return;
   model.held += amount;
   model.reservations.push({
     reservation_id: result.reservation?.reservation_id as string,
@@ -73,6 +84,7 @@ async function applyOrder(t: TestLedger, model: Model, amount: number): Promise<
     order_id: null,
     in_flight: result.verdict.effect === "ALLOW",
     approval_id: result.approval?.approval_id ?? null,
+    approval_expires_at_ms: result.verdict.effect === "HOLD" ? t.clock().getTime() + t.bursar.ledger.context.approval_lifetime_ms : null,
   });
 }
 
@@ -129,14 +141,18 @@ async function applyRevoke(t: TestLedger, model: Model) {
   }
 }
 
+/** Releases, by the model's own clock, the approvals whose lifetime is over, and checks that
+ *  the ledger's state of every approval still waiting agrees. */
 async function expireApprovals(t: TestLedger, model: Model) {
+  const now_ms = t.clock().getTime();
   for (const target of model.reservations) {
     if (!target.approval_id || target.status !== "held") continue;
-    const approval = await t.bursar.ledger.approval(target.approval_id);
-    if (approval?.state === "expired") {
+    const due = now_ms >= (target.approval_expires_at_ms as number);
+    if (due) {
       target.status = "released";
       model.held -= target.amount;
     }
+    expect((await t.bursar.ledger.approval(target.approval_id))?.state).toBe(due ? "expired" : "pending");
   }
 }
 
@@ -150,16 +166,11 @@ for (const backend of backends()) {
         fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), async (ops) => {
           const db = await backend.db();
           const t = await testLedger(
-            {
-              reserved: 1_000_000,
-              per_call_cap: 500_000,
-              approval_threshold: 300_000,
-              velocity: { max_calls: 1000, window_seconds: 60 },
-            },
+            { ...block_limits, velocity: { max_calls: 1000, window_seconds: 60 } },
             { db },
           );
           if (isPostgresUrl(db)) closeAfterTest(t.bursar);
-          const model: Model = { reserved: 1_000_000, spent: 0, held: 0, revoked: false, reservations: [] };
+          const model: Model = { reserved: block_limits.reserved, spent: 0, held: 0, revoked: false, reservations: [] };
           try {
             for (const step of ops) {
               const target = model.reservations.length > 0 && "pick" in step ? model.reservations[step.pick % model.reservations.length] : undefined;
