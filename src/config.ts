@@ -91,6 +91,50 @@ export function isPostgresUrl(db: string): boolean {
   return /^postgres(ql)?:\/\//.test(db);
 }
 
+/** BURSAR_DB as shown to a person: a postgres URL with its password masked (`***`). */
+export function maskedDb(db: string): string {
+  if (!isPostgresUrl(db)) return db;
+  try {
+    const shown = new URL(db);
+    if (shown.password) shown.password = "***";
+    return shown.toString();
+  } catch {
+    return "postgres://…";
+  }
+}
+
+/** What a failed connection to PostgreSQL carries: the server is down, unknown, refuses these credentials or this database. */
+const postgres_unreachable_codes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ECONNRESET",
+  "28P01",
+  "28000",
+  "3D000",
+]);
+
+/**
+ * A database that cannot be opened or reached, as a ConfigError of one line naming BURSAR_DB
+ * (a postgres URL without its password): for `bursar serve` and the commands that open the
+ * database themselves (`migrate`, `export`). Other errors pass through.
+ */
+export function databaseError(db: string, error: unknown): unknown {
+  if (error instanceof ConfigError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  const code_text = typeof code === "string" ? code : "";
+  if (isPostgresUrl(db)) {
+    if (!postgres_unreachable_codes.has(code_text) && !/timeout|connect|terminated/i.test(message)) return error;
+    return new ConfigError(`BURSAR_DB=${maskedDb(db)}: cannot reach PostgreSQL (${message})`);
+  }
+  const cannot_open = /^SQLITE_(CANTOPEN|READONLY|PERM|NOTADB|AUTH)/.test(code_text) || /directory does not exist/.test(message);
+  return cannot_open ? new ConfigError(`BURSAR_DB=${db}: cannot open the SQLite database (${message})`) : error;
+}
+
 /** BURSAR_DB: a postgres:// (or postgresql://) URL, ":memory:", or a SQLite file path; any
  *  other scheme (mysql://, sqlite://, file://) would otherwise be taken for a file path. */
 function database(env: Env, data_dir: string): string {
@@ -102,12 +146,14 @@ function database(env: Env, data_dir: string): string {
   return raw;
 }
 
+/** An on/off variable: 1 or true is on, 0 is off, unset or empty is the default; nothing else
+ *  (not yes, false or TRUE), and the message lists exactly that. */
 function flag(env: Env, name: string, fallback = false): boolean {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   if (raw === "0") return false;
   if (raw === "1" || raw === "true") return true;
-  throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected 1 or 0`);
+  throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected 1 or true (on), or 0 (off)`);
 }
 
 function razorpayChecks(config: Config): void {
@@ -180,13 +226,13 @@ export function loadConfig(env: Env = process.env): Config {
 export const environment_help = `Environment:
   BURSAR_DATA_DIR            data directory (default ./.bursar): database, signing key, master key, operator token hash
   BURSAR_DB                  SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
-  BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without prepared statements); default 1
+  BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without prepared statements); default 1 (1 or true: prepared)
   BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
   BURSAR_ADMIN_TOKEN         operator token; unset: generated when the data directory holds no token hash, printed once on stderr
   BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay
   RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com)
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
-  BURSAR_ALLOW_LIVE          1 to accept rzp_live_ keys (refused by default)
+  BURSAR_ALLOW_LIVE          1 or true to accept rzp_live_ keys (0 or unset: refused)
   BURSAR_SIGNING_KEY         Ed25519 private key PEM file (default: generated into the data directory)
   BURSAR_MASTER_KEY          key for encrypting stored source secrets, at least 16 characters (default: generated into the data directory)
   BURSAR_LOG_ORIGIN          checkpoint origin line (default bursar.local/log)
@@ -197,4 +243,6 @@ export const environment_help = `Environment:
   BURSAR_LOG_LEVEL           log level: fatal, error, warn, info (default), debug, trace or silent
   BURSAR_URL                 the gate a client command talks to (agent, block, buyer, mcp-stdio; default http://127.0.0.1:8787)
   BURSAR_AGENT_TOKEN         the agent token for mcp-stdio and buyer
-  BURSAR_LLM_BASE_URL, BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL   for buyer --llm (any OpenAI-compatible endpoint)`;
+  BURSAR_LLM_BASE_URL, BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL   for buyer --llm (any OpenAI-compatible endpoint)
+  BURSAR_SOURCE_SIGNING_KEY  the evidence source's signing key for send-decisions (shown once when the source was created)
+  BURSAR_BENCH_PG            the PostgreSQL URL for bench pg (else BURSAR_TEST_PG, else postgres://postgres@127.0.0.1:5432/test)`;

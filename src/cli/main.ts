@@ -9,7 +9,7 @@ export const commands: ReadonlyArray<{ name: string; summary: string }> = [
   { name: "buyer", summary: "an MCP buyer: --scripted [--overspend] or --llm" },
   { name: "simulator", summary: "run the Razorpay-compatible simulator standalone" },
   { name: "mcp-stdio", summary: "bridge stdio MCP to a running gate's /mcp with BURSAR_AGENT_TOKEN" },
-  { name: "agent", summary: "agent create --name NAME: issue an agent token" },
+  { name: "agent", summary: "agent create --name NAME | disable ID: issue an agent token, or stop one for good" },
   { name: "block", summary: "block create | show | revoke | unfreeze: manage spending blocks" },
   { name: "admin", summary: "admin rotate: issue a new operator token" },
   { name: "key", summary: "print the evidence log's public verifier key" },

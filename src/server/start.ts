@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { createBursar, type Bursar } from "../index.js";
-import { ConfigError, fileError, isPostgresUrl, type Config } from "../config.js";
+import { ConfigError, databaseError, fileError, type Config } from "../config.js";
 import { data_dir_secret_files } from "../data-files.js";
 import {
   ensureDataDir,
@@ -159,22 +159,6 @@ function signingKey(config: Config): KeyObject {
   } catch (error) {
     throw config.signing_key_path ? fileError(error, `BURSAR_SIGNING_KEY=${config.signing_key_path}`) : error;
   }
-}
-
-const postgres_unreachable_codes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ECONNRESET", "28P01", "28000", "3D000"]);
-
-/** A database that cannot be opened or reached, as one line naming BURSAR_DB (without its password). */
-function databaseError(db: string, error: unknown): unknown {
-  const message = error instanceof Error ? error.message : String(error);
-  const code = errorCode(error) ?? "";
-  if (isPostgresUrl(db)) {
-    if (!postgres_unreachable_codes.has(code) && !/timeout|connect|terminated/i.test(message)) return error;
-    const shown = new URL(db);
-    if (shown.password) shown.password = "***";
-    return new ConfigError(`BURSAR_DB=${shown.toString()}: cannot reach PostgreSQL (${message})`);
-  }
-  const cannot_open = /^SQLITE_(CANTOPEN|READONLY|PERM|NOTADB|AUTH)/.test(code) || /directory does not exist/.test(message);
-  return cannot_open ? new ConfigError(`BURSAR_DB=${db}: cannot open the SQLite database (${message})`) : error;
 }
 
 /** Listen errors as one line naming BURSAR_HOST / BURSAR_PORT. */

@@ -30,7 +30,8 @@ describe("configuration checked in loadConfig", () => {
     { variable: "BURSAR_LOG_LEVEL", value: "verbose", message: 'BURSAR_LOG_LEVEL="verbose": expected one of fatal, error, warn, info, debug, trace, silent' },
     { variable: "BURSAR_MASTER_KEY", value: "short", message: "BURSAR_MASTER_KEY: expected at least 16 characters" },
     { variable: "BURSAR_DB", value: "mysql://x/y", message: "BURSAR_DB: scheme mysql:// is not supported; expected a postgres:// URL or a SQLite file path" },
-    { variable: "BURSAR_PG_PREPARED_STATEMENTS", value: "off", message: 'BURSAR_PG_PREPARED_STATEMENTS="off": expected 1 or 0' },
+    { variable: "BURSAR_PG_PREPARED_STATEMENTS", value: "off", message: 'BURSAR_PG_PREPARED_STATEMENTS="off": expected 1 or true (on), or 0 (off)' },
+    { variable: "BURSAR_ALLOW_LIVE", value: "yes", message: 'BURSAR_ALLOW_LIVE="yes": expected 1 or true (on), or 0 (off)' },
   ];
 
   it.each(table)("$variable=$value is refused naming the variable", ({ variable, value, message }) => {
@@ -54,6 +55,14 @@ describe("configuration checked in loadConfig", () => {
     expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "" }).pg_prepared_statements).toBe(true);
     expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "1" }).pg_prepared_statements).toBe(true);
     expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "0" }).pg_prepared_statements).toBe(false);
+    expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "true" }).pg_prepared_statements).toBe(true);
+  });
+
+  it("takes 1 or true, and 0, for BURSAR_ALLOW_LIVE, as its message says", () => {
+    expect(loadConfig({}).allow_live).toBe(false);
+    expect(loadConfig({ BURSAR_ALLOW_LIVE: "1" }).allow_live).toBe(true);
+    expect(loadConfig({ BURSAR_ALLOW_LIVE: "true" }).allow_live).toBe(true);
+    expect(loadConfig({ BURSAR_ALLOW_LIVE: "0" }).allow_live).toBe(false);
   });
 });
 

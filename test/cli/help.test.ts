@@ -39,4 +39,13 @@ describe("CLI --help", () => {
     for (const option of options) expect(result.stdout, `--${option}`).toContain(`--${option}`);
     for (const variable of env) expect(result.stdout, variable).toContain(variable);
   });
+
+  it("bursar --help names each agent action, disable included", async () => {
+    const result = await runBursar(["--help"]);
+    expect(result.code).toBe(0);
+    const line = result.stdout.split("\n").find((text) => /^\s+agent\s/.test(text));
+    expect(line).toContain("agent create --name NAME");
+    expect(line).toContain("disable ID");
+    for (const action of ["agent create", "agent disable"]) expect(agent.help, action).toContain(`bursar ${action}`);
+  });
 });

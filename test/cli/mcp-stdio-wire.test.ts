@@ -8,7 +8,7 @@ import { createServer as createHttpServer } from "node:http";
 import { connect, createConnection, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { existsSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { leadingRequestId, stdin_buffer_max_bytes } from "../../src/cli/commands/mcp-stdio.js";
+import { leadingRequestId, oneLine, stdin_buffer_max_bytes } from "../../src/cli/commands/mcp-stdio.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 import { testServer, type TestServer } from "../support/server.js";
@@ -99,6 +99,18 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     const piped = await pipe(`${JSON.stringify(odd)}\n`, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
     expect(piped.ids).toEqual([3]);
     expect(JSON.parse(piped.stdout.trim())).toMatchObject({ id: 3, error: { code: -32600 } });
+  });
+
+  it("keeps a refused message's warning on one stderr line, so a member name cannot forge a warning of its own", async () => {
+    const agent = await server.agent("forger");
+    // id 4.5 fails the SDK's schema, whose issue quotes every member name, this one's "\n" decoded.
+    const forged = '{"jsonrpc":"2.0","id":4.5,"method":"ping","a\\nbursar mcp-stdio: FORGED":1}';
+    const piped = await pipe(`${forged}\n`, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+    expect(JSON.parse(piped.stdout.trim())).toMatchObject({ id: 4.5, error: { code: -32600 } });
+    const lines = piped.stderr.split("\n").filter((line) => line !== "");
+    expect(lines.filter((line) => line.startsWith("bursar mcp-stdio: FORGED"))).toEqual([]);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^bursar mcp-stdio: refused a message: .*a\\nbursar mcp-stdio: FORGED/);
   });
 
   it("reads a last line that has no newline", async () => {
@@ -281,6 +293,15 @@ it("stops cleanly (exit 0, a line on stderr) when its stdin is reset, instead of
   expect(stderr).not.toMatch(/Unhandled 'error' event/);
   expect(stderr).toContain("stdin failed");
   expect(code).toBe(0);
+});
+
+describe("a warning's text on one line", () => {
+  it("writes C0 and C1 controls, DEL and U+2028/U+2029 as JSON escapes, and leaves the rest alone", () => {
+    expect(oneLine("a\nb\rc\td\u0000e\u001bf\u007fg\u0085h\u009fi\u2028j\u2029k")).toBe(
+      "a\\nb\\rc\\td\\u0000e\\u001bf\\u007fg\\u0085h\\u009fi\\u2028j\\u2029k",
+    );
+    expect(oneLine('plain "text" \\ é ₹ 😀')).toBe('plain "text" \\ é ₹ 😀');
+  });
 });
 
 describe("the id an over-long line is answered with, read from its first bytes", () => {

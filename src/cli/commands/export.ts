@@ -5,7 +5,7 @@ import { once } from "node:events";
 import { closeSync, createWriteStream, existsSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
-import { isPostgresUrl, loadConfig, type Config } from "../../config.js";
+import { databaseError, isPostgresUrl, loadConfig, type Config } from "../../config.js";
 import { exportLog } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
@@ -35,6 +35,9 @@ Neither may be a file Bursar owns (exit 2 before anything is written): the datab
 and operator-token.sha256, or BURSAR_SIGNING_KEY. The export holds the whole (scrubbed) log:
 store it as you would the database.
 
+A database it cannot open or reach is one line naming BURSAR_DB (a postgres URL with its
+password masked), exit 2, as for 'bursar serve'.
+
 environment:
   BURSAR_DB            database: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
   BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without them)
@@ -46,7 +49,11 @@ environment:
 function openDatabase(env: Config): SqlDriver {
   const postgres = isPostgresUrl(env.db);
   if (!postgres && env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
-  return openDriver(env.db, env);
+  try {
+    return openDriver(env.db, env);
+  } catch (error) {
+    throw databaseError(env.db, error);
+  }
 }
 
 /** Cuts a checkpoint at the current head when the key is here; else uses the latest stored one. */
@@ -84,7 +91,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   checkOutputs(values.out, values.checkpoint, env);
   const driver = openDatabase(env);
   try {
-    await driver.migrate([migration]);
+    // PostgreSQL is first reached here: an unreachable server is one line naming BURSAR_DB
+    // (its password masked) and exit 2, as `bursar serve` reports it, not a pg-pool stack.
+    await driver.migrate([migration]).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
     const checkpoint = await finalCheckpoint(driver, env, io);
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
     const out = values.out;

@@ -34,7 +34,8 @@ so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line s
 null): its bytes are dropped up to its newline, and the bridge reads on.
 
 It holds only the agent token: it never opens the data directory or the database.
-stdout carries nothing but MCP messages; diagnostics go to stderr. It exits 0 when stdin
+stdout carries nothing but MCP messages; diagnostics go to stderr, one line each (control
+characters in what they quote are written as JSON escapes, e.g. \\n). It exits 0 when stdin
 closes (after in-flight requests are answered) or on SIGINT/SIGTERM, and exits 1 when the
 gate refuses the token (401/403). An unreachable gate is answered per request with a
 JSON-RPC error (code ${bridge_error_code}) naming the URL; the bridge keeps running. A
@@ -123,6 +124,21 @@ export function describeFailure(error: unknown, endpoint: URL): Failure {
   }
   // Sent, or perhaps sent: the connection broke (reset, closed) before the answer arrived.
   return { message: `the connection to ${where} broke before its answer (${reason}); ${may_have_run}`, fatal: false };
+}
+
+/** C0 controls, DEL, C1 controls (NEL among them) and U+2028/U+2029: each can end or rewrite a
+ *  line on a terminal or in a log collector. */
+const line_breaking = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+const short_escapes: Readonly<Record<string, string>> = { "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f" };
+
+/**
+ * `text` on one line: each control character (and U+2028/U+2029) written as its JSON escape
+ * (`\n`, `\r`, `\u0085`…). A warning quotes what a client sent (a JSON-RPC member's name in a
+ * schema error) and what a server answered; unescaped, a newline in it would start a line of
+ * its own, e.g. a forged `bursar mcp-stdio: …` warning.
+ */
+export function oneLine(text: string): string {
+  return text.replace(line_breaking, (char) => short_escapes[char] ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** Visible ASCII, as any bearer token is: whitespace or a control character would not survive a header. */
@@ -338,8 +354,9 @@ class Bridge {
     if (refusal.reply !== null) this.options.stdout.write(`${JSON.stringify(refusal.reply)}\n`);
   }
 
+  /** One warning is one stderr line, whatever the text it quotes holds (see oneLine). */
   private warn(line: string): void {
-    println(this.options.stderr, `bursar mcp-stdio: ${this.redacted(line)}`);
+    println(this.options.stderr, `bursar mcp-stdio: ${oneLine(this.redacted(line))}`);
   }
 
   /** Error texts from fetch may quote the Authorization header: the token never leaves the bridge. */

@@ -3,7 +3,7 @@
 
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import { isPostgresUrl, loadConfig } from "../../config.js";
+import { ConfigError, databaseError, fileError, isPostgresUrl, loadConfig, maskedDb } from "../../config.js";
 import { openDriver } from "../../index.js";
 import { migrations, type SqlDriver } from "../../ledger/index.js";
 import { parseOptions, println, UsageError, type CliIo } from "../command.js";
@@ -16,6 +16,9 @@ transaction. Prints each version applied, or "up to date". Running it again is h
 \`bursar serve\` also migrates at start; this command lets a deploy do it once, up front.
 
 Options: none.
+
+A database it cannot open or reach is one line on stderr naming BURSAR_DB (a postgres URL
+with its password masked), exit 2, as for \`bursar serve\`.
 
 Environment:
   BURSAR_DATA_DIR   data directory (default ./.bursar); created if missing for the default database
@@ -51,11 +54,17 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     ensureParent(config.db);
     driver = openDriver(config.db);
   } catch (error) {
+    // A database it cannot open (a directory it cannot create, a file that is not SQLite) is
+    // one line naming BURSAR_DB and exit 2, as for `bursar serve`.
+    const reported = fileError(databaseError(config.db, error), `BURSAR_DB=${maskedDb(config.db)}`);
+    if (reported instanceof ConfigError) throw reported;
     println(io.stderr, `bursar migrate: cannot open ${shown}: ${(error as Error).message}`);
     return 1;
   }
   try {
-    const applied = await driver.migrate(migrations);
+    // PostgreSQL is first reached here: an unreachable server is one line naming BURSAR_DB
+    // (its password masked) and exit 2, as `bursar serve` reports it, not a pg-pool stack.
+    const applied = await driver.migrate(migrations).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     const latest = Math.max(...migrations.map((migration) => migration.version));
     if (applied.length === 0) {
       println(io.stdout, `${shown}: up to date (version ${latest})`);
