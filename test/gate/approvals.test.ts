@@ -1,8 +1,12 @@
 // HOLD and human approval over HTTP: the amount is held, approve forwards exactly once
-// (a second approve is 409), deny and expiry release, and the agent learns the outcome
-// with get_approval or by repeating the call.
+// (a second approve is 409), deny and expiry release, approve re-checks the block (revoked,
+// frozen, expired) and the agent before forwarding, and the agent learns the outcome with
+// get_approval or by repeating the call.
 
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signWebhookBody } from "../../src/provider/razorpay/index.js";
 import { testServer, type TestServer } from "../support/server.js";
 
 type Structured = Record<string, unknown>;
@@ -12,8 +16,8 @@ beforeAll(async () => {
 });
 afterAll(async () => server.close());
 
-async function heldCall(name: string, key = "big-1") {
-  const agent = await server.agent(name, { approval_threshold: 10_000 });
+async function heldCall(name: string, key = "big-1", block: Record<string, unknown> = {}) {
+  const agent = await server.agent(name, { approval_threshold: 10_000, ...block });
   const client = await server.client(agent.token);
   const args = { amount: 15_000, currency: "INR", idempotency_key: key };
   const result = await client.callTool({ name: "create_order", arguments: args });
@@ -21,6 +25,24 @@ async function heldCall(name: string, key = "big-1") {
 }
 
 const block = async (block_id: string) => (await server.api<Record<string, number>>("GET", `/api/v1/blocks/${block_id}`)).body;
+
+type McpClient = Awaited<ReturnType<TestServer["client"]>>;
+
+/** Approve is refused by its re-check (409, `reason`): no order reaches the provider, and the
+ *  approval reads denied with that reason, to the agent and in the operator's list. */
+async function expectRecheckRefused(client: McpClient, approval_id: string, reason: string): Promise<void> {
+  const orders = server.started.simulator!.state.orders().length;
+  const approve = await server.api<{ error: { code: string; message: string } }>("POST", `/api/v1/approvals/${approval_id}/approve`);
+  expect(approve.status).toBe(409);
+  expect(approve.body.error).toEqual({ code: "approval_recheck_failed", message: reason });
+  expect(server.started.simulator!.state.orders()).toHaveLength(orders);
+  expect((await client.callTool({ name: "get_approval", arguments: { approval_id } })).structuredContent).toMatchObject({
+    state: "denied",
+    result: { effect: "BLOCK", reason },
+  });
+  const denied = await server.api<{ approvals: Array<{ approval_id: string }> }>("GET", "/api/v1/approvals?state=denied");
+  expect(denied.body.approvals.map((row) => row.approval_id)).toContain(approval_id);
+}
 
 describe("approvals", () => {
   it("HOLD holds the amount; approve forwards once; a second approve is 409", async () => {
@@ -81,6 +103,50 @@ describe("approvals", () => {
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
     const denied = await server.api<{ approvals: Array<{ approval_id: string }> }>("GET", "/api/v1/approvals?state=denied");
     expect(denied.body.approvals.map((row) => row.approval_id)).toContain(approval_id);
+  });
+
+  it("approval re-checks the freeze: a block frozen by a conflicting webhook refuses the approval (409) and releases its hold", async () => {
+    const { agent, client, structured } = await heldCall("apr-frozen");
+    const approval_id = structured.approval_id as string;
+    // An allowed order on the same block, then the provider reports a capture of another amount
+    // on it (signed with the webhook secret, as the provider signs): the block freezes.
+    const created = await client.callTool({ name: "create_order", arguments: { amount: 5_000, currency: "INR" } });
+    expect(created.structuredContent).toMatchObject({ effect: "ALLOW" });
+    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
+    const event = JSON.stringify({
+      entity: "event",
+      account_id: "acc_Test",
+      event: "payment.captured",
+      contains: ["payment"],
+      payload: { payment: { entity: { entity: "payment", id: "pay_AprFrozen1", order_id, amount: 6_000, currency: "INR", status: "captured", captured: true, method: "card", created_at: 1_790_000_000 } } },
+      created_at: 1_790_000_000,
+    });
+    const secret = readFileSync(join(server.dir, "webhook-secret"), "utf8").trim();
+    const conflict = await fetch(`${server.url}/webhooks/razorpay`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-razorpay-signature": signWebhookBody(secret, event), "x-razorpay-event-id": "evt_AprFrozen1" },
+      body: event,
+    });
+    expect(await conflict.json()).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 20_000 });
+
+    await expectRecheckRefused(client, approval_id, "R4: the spending block is frozen");
+    // The held 15,000 is released; the allowed order's 5,000 stays held on the frozen block.
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 5_000, spent: 0 });
+  });
+
+  it("approval re-checks the block's expiry: once the block has expired the approval is refused (409) and its hold released", async () => {
+    // A block that lives 2 s, and an approval that lives 15 minutes: the block runs out first.
+    const { agent, client, structured } = await heldCall("apr-expired", "big-1", { ttl_seconds: 2 });
+    expect(structured).toMatchObject({ effect: "HOLD", approval_id: expect.stringMatching(/^apr_/) });
+    const approval_id = structured.approval_id as string;
+    const { expires_at } = (await server.api<{ expires_at: string }>("GET", `/api/v1/blocks/${agent.block_id}`)).body;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(expires_at) - Date.now()) + 50));
+    // Still pending: nothing but the approve re-check stands between the hold and the provider.
+    expect((await client.callTool({ name: "get_approval", arguments: { approval_id } })).structuredContent).toMatchObject({ state: "pending" });
+
+    await expectRecheckRefused(client, approval_id, "R2: the spending block has expired");
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
   });
 
   it("another agent cannot read an approval", async () => {

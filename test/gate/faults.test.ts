@@ -110,12 +110,37 @@ describe("provider faults", () => {
   it("duplicate and out-of-order webhook deliveries apply once", async () => {
     const { agent, client } = await buyer("f-webhooks");
     const { payment_id } = await paidOrder(server.url, client, { amount: 4_000, currency: "INR" });
+    const log_size = async () => (await server.api<{ tree_size: number }>("GET", "/api/v1/log/entries?start=0&end=0")).body.tree_size;
+    await server.started.simulator!.deliverWebhooksNow(); // payment.authorized, before the knobs
+    const log_start = await log_size();
     // Capture at the provider directly, so only the webhooks can settle it.
     faults().set({ webhook_duplicate_next: 3, webhook_out_of_order_next: 1 });
     expect(await captureAtProvider(payment_id, 4_000)).toMatchObject({ kind: "ok" });
     await server.started.simulator!.deliverWebhooksNow();
     await server.started.simulator!.deliverWebhooksNow();
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 4_000 });
+
+    // The knobs struck: the capture's two events each went out twice, same event id and bytes.
+    const sent = server.started.simulator!.state.outbox().filter((entry) => entry.body.includes(payment_id) && entry.event !== "payment.authorized");
+    expect(sent.map((entry) => [entry.event, entry.delivered_count])).toEqual([
+      ["payment.captured", 2],
+      ["order.paid", 2],
+    ]);
+    // And the gate received every delivery, in this order (every webhook writes one entry): the
+    // held-back payment.captured arrived after order.paid, which settled the payment; each
+    // event's second copy was answered as a duplicate; the late payment.captured moved nothing.
+    const ids = new Set(sent.map((entry) => entry.event_id));
+    const page = await server.api<{ entries: Array<{ entry: { body: { action?: string; event?: string; event_id?: string } } }> }>(
+      "GET",
+      `/api/v1/log/entries?start=${log_start}&end=${await log_size()}`,
+    );
+    const webhook_entries = page.body.entries.filter(({ entry }) => ids.has(entry.body.event_id ?? "")).map(({ entry }) => [entry.body.event, entry.body.action]);
+    expect(webhook_entries).toEqual([
+      ["order.paid", "commit"],
+      ["order.paid", "webhook.duplicate"],
+      ["payment.captured", "webhook.noop"],
+      ["payment.captured", "webhook.duplicate"],
+    ]);
   });
 });
 

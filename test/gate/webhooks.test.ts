@@ -80,6 +80,12 @@ async function orderLookups(): Promise<number> {
 
 const block = async (block_id: string) => (await server.api<Record<string, number | boolean | string>>("GET", `/api/v1/blocks/${block_id}`)).body;
 const log_size = async () => server.started.bursar.log.treeSize();
+const webhook_event_count = async () =>
+  server.started.bursar.driver.read(async (tx) => Number((await tx.get<{ count: number | string }>("SELECT count(*) AS count FROM webhook_events"))!.count));
+const webhook_events_where = (column: "event_id" | "payment_id", value: string) =>
+  server.started.bursar.driver.read((tx) => tx.all<{ event_id: string; payment_id: string | null; outcome: string }>(`SELECT event_id, payment_id, outcome FROM webhook_events WHERE ${column} = ?`, [value]));
+const webhook_events_with_id = (event_id: string) => webhook_events_where("event_id", event_id);
+const webhook_events_of_payment = (payment_id: string) => webhook_events_where("payment_id", payment_id);
 
 describe("POST /webhooks/razorpay", () => {
   it("missing signature → 401, no state change", async () => {
@@ -104,11 +110,21 @@ describe("POST /webhooks/razorpay", () => {
     expect(response.status).toBe(401);
   });
 
-  it("missing event id → 400", async () => {
-    const raw = JSON.stringify(paymentEvent("payment.authorized", { id: "pay_NoId1", order_id: "order_X2", amount: 100, currency: "INR", status: "authorized" }));
-    const response = await post(raw, { "x-razorpay-signature": signWebhookBody(secret, raw) });
-    expect(response.status).toBe(400);
-    expect(response.body).toMatchObject({ error: { code: "event_id_missing" } });
+  it("missing or empty event id → 400, no state change: no webhook_events row, block and log as they were", async () => {
+    // A capture for a held order, so a handler that went on without an event id would move money.
+    const { agent, order_id } = await heldOrder(10_000);
+    const raw = JSON.stringify(paymentEvent("payment.captured", { id: "pay_NoId1", order_id, amount: 10_000, currency: "INR", status: "captured" }));
+    const events_before = await webhook_event_count();
+    const before = await log_size();
+    for (const headers of [{}, { "x-razorpay-event-id": "" }] as Array<Record<string, string>>) {
+      const response = await post(raw, { "x-razorpay-signature": signWebhookBody(secret, raw), ...headers });
+      expect(response.status).toBe(400);
+      expect(response.body).toMatchObject({ error: { code: "event_id_missing" } });
+    }
+    expect(await webhook_event_count()).toBe(events_before);
+    expect(await webhook_events_of_payment("pay_NoId1")).toEqual([]);
+    expect(await block(agent.block_id)).toMatchObject({ held: 10_000, spent: 0, unreconciled: 0, frozen: false });
+    expect(await log_size()).toBe(before);
   });
 
   it("malformed signed JSON → 400, no state change", async () => {
@@ -123,6 +139,23 @@ describe("POST /webhooks/razorpay", () => {
     const raw = new Uint8Array(1_048_577).fill(0x20);
     const response = await post(raw, { "x-razorpay-signature": "0".repeat(64), "x-razorpay-event-id": "evt_big" });
     expect(response.status).toBe(413);
+  });
+
+  it("a validly signed body of exactly 1 MiB is processed; the same body one byte longer → 413", async () => {
+    // docs/gate.md: "body over 1 MiB" is refused, so 1,048,576 bytes is the largest accepted.
+    // Written out, not imported, so a changed limit in src fails here.
+    const limit_bytes = 1_048_576;
+    const event = JSON.stringify({ entity: "event", account_id: "acc_Test", event: "refund.created", contains: ["refund"], payload: {}, created_at: 1_790_000_000 });
+    const padded = (length: number) => event + " ".repeat(length - event.length);
+    const at_limit = padded(limit_bytes);
+    expect(Buffer.byteLength(at_limit)).toBe(limit_bytes);
+    const accepted = await post(at_limit, { "x-razorpay-signature": signWebhookBody(secret, at_limit), "x-razorpay-event-id": "evt_limit_at" });
+    expect(accepted).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    // Signed alike, so only its size can refuse it.
+    const over = padded(limit_bytes + 1);
+    const refused = await post(over, { "x-razorpay-signature": signWebhookBody(secret, over), "x-razorpay-event-id": "evt_limit_over" });
+    expect(refused.status).toBe(413);
+    expect(await webhook_events_with_id("evt_limit_over")).toEqual([]);
   });
 
   it("no webhook secret on the server → 503", async () => {
@@ -198,9 +231,16 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
   });
 
-  it("an unknown order → 200 audited no-op", async () => {
+  it("an unknown order → 200 audited no-op: one webhook.noop entry with the event id and the hash of its bytes", async () => {
     const event = paymentEvent("payment.captured", { id: "pay_Unk1", order_id: "order_Unknown1", amount: 10_000, currency: "INR", status: "captured" });
-    expect(await send(event)).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    const before = await log_size();
+    expect(await send(event, "evt_unknown_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    expect(await log_size()).toBe(before + 1);
+    const [audit] = await server.started.bursar.log.entries(before, before + 1);
+    expect(audit!.entry).toMatchObject({ kind: "gate.settlement", source: "gate" });
+    expect(audit!.entry.body).toMatchObject({ action: "webhook.noop", event_id: "evt_unknown_1", event: "payment.captured", body_sha256: sha256Hex(JSON.stringify(event)) });
+    expect((audit!.entry.body as { reason?: unknown }).reason).toEqual(expect.any(String));
+    expect(await webhook_events_with_id("evt_unknown_1")).toEqual([{ event_id: "evt_unknown_1", payment_id: "pay_Unk1", outcome: "noop" }]);
   });
 
   it("an unknown-order event while no reservation awaits an order → 200 no-op at once, without asking the provider", async () => {

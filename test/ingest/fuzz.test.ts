@@ -1,6 +1,7 @@
 // Random bodies and headers to the ingestion routes never produce a 5xx or a partial store:
-// a 200 adds exactly the records it reports written, anything else adds nothing. Bodies include
-// records with lone surrogates in any field and deliveries with bytes that are not UTF-8.
+// after a 200 every event_id the body held is in the database, each with its log entry, and
+// anything else adds nothing, judged by reading the database rather than the answer. Bodies
+// include records with lone surrogates in any field and deliveries with bytes that are not UTF-8.
 
 import { isUtf8 } from "node:buffer";
 import { request } from "node:http";
@@ -49,7 +50,11 @@ const record_like = fc.oneof(
   fc.jsonValue({ maxDepth: 3 }),
   odd_record,
 );
+/** Several records that mostly pass, now and then one that does not: where a partial store would show. */
+const several = fc.array(fc.oneof({ weight: 3, arbitrary: fc.uuid().map((id) => record(`evt_${id}`)) }, odd_record, fc.constant(record("x"))), { minLength: 2, maxLength: 4 });
 const json_body = fc.oneof(
+  several.map((records) => Buffer.from(JSON.stringify(records))),
+  several.map((records) => Buffer.from(records.map((value) => JSON.stringify(value)).join("\n"))),
   fc.array(record_like, { maxLength: 4 }).map((records) => Buffer.from(JSON.stringify(records))),
   fc.array(record_like, { maxLength: 4 }).map((records) => Buffer.from(records.map((value) => JSON.stringify(value)).join("\r\n"))),
   fc.tuple(fc.uuid(), fc.constantFrom("allow", "deny", "approve"), fc.jsonValue({ maxDepth: 2 })).map(([id, decision, args]) =>
@@ -62,20 +67,79 @@ const bad_utf8 = fc.oneof(
   fc.constantFrom([0x80], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xe2, 0x82], [0xff], [0xfe]),
   fc.uint8Array({ minLength: 1, maxLength: 4 }).map((bytes) => [...bytes]),
 );
+/** A body as sent, and the JSON it was made from (bad bytes put into it can cut an event_id apart). */
 const body = fc.oneof(
-  fc.uint8Array({ maxLength: 300 }).map((bytes) => Buffer.from(bytes)),
-  json_body,
+  fc.uint8Array({ maxLength: 300 }).map((bytes) => ({ bytes: Buffer.from(bytes), origin: Buffer.from(bytes) })),
+  json_body.map((bytes) => ({ bytes, origin: bytes })),
   // A delivery that would be valid JSON, with bytes that are not UTF-8 put in anywhere.
   fc.tuple(json_body, bad_utf8, fc.nat()).map(([bytes, bad, at]) => {
     const cut = at % (bytes.length + 1);
-    return Buffer.concat([bytes.subarray(0, cut), Buffer.from(bad), bytes.subarray(cut)]);
+    return { bytes: Buffer.concat([bytes.subarray(0, cut), Buffer.from(bad), bytes.subarray(cut)]), origin: bytes };
   }),
 );
+
+function parsed(text: string): { value: unknown } | undefined {
+  try {
+    return { value: JSON.parse(text) as unknown };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The event_ids a body names, read apart from src's splitter so a splitter that drops a record
+ * cannot hide it: the whole text as one JSON value (a record, or an array of them), else each
+ * line as one. Parts that are not JSON name none; for a refused body this is a best guess, which
+ * is all "none of them was stored" needs.
+ */
+function sentEventIds(bytes: Buffer): string[] {
+  const ids = new Set<string>();
+  const take = (value: unknown) => {
+    if (typeof value === "object" && value !== null && !Array.isArray(value) && typeof (value as { event_id?: unknown }).event_id === "string") {
+      ids.add((value as { event_id: string }).event_id);
+    }
+  };
+  const text = bytes.toString("utf8");
+  const whole = parsed(text);
+  if (whole) (Array.isArray(whole.value) ? whole.value : [whole.value]).forEach(take);
+  else for (const line of text.split(/\r?\n/)) take(parsed(line)?.value);
+  return [...ids];
+}
+
+interface StoredRecord {
+  event_id: string;
+  seq: number;
+  sha256: string;
+  /** The log entry at `seq`, when there is one. */
+  entry?: { kind: string; source: string; body_sha256: string; event_id: unknown };
+}
+
+/** What the database holds for these event_ids of the source: its ingest_records rows and the log entry each points to. */
+async function stored(event_ids: readonly string[]): Promise<Map<string, StoredRecord>> {
+  if (event_ids.length === 0) return new Map();
+  return h.bursar.driver.read(async (tx) => {
+    const rows = await tx.all<{ event_id: string; seq: number | string; sha256: string; kind: string | null; source: string | null; entry_text: string | null }>(
+      `SELECT r.event_id, r.seq, r.sha256, e.kind, e.source, e.entry_text FROM ingest_records r LEFT JOIN log_entries e ON e.seq = r.seq
+        WHERE r.source_id = ? AND r.event_id IN (${event_ids.map(() => "?").join(", ")})`,
+      [source.id, ...event_ids],
+    );
+    return new Map(
+      rows.map((row) => {
+        const entry = row.entry_text === null ? undefined : (JSON.parse(row.entry_text) as { body_sha256: string; body: { record?: { event_id?: unknown } } });
+        const logged = entry && { kind: row.kind!, source: row.source!, body_sha256: entry.body_sha256, event_id: entry.body.record?.event_id };
+        return [row.event_id, { event_id: row.event_id, seq: Number(row.seq), sha256: row.sha256, ...(logged ? { entry: logged } : {}) }];
+      }),
+    );
+  });
+}
+
+const recordCount = () =>
+  h.bursar.driver.read(async (tx) => Number((await tx.get<{ count: number | string }>("SELECT count(*) AS count FROM ingest_records WHERE source_id = ?", [source.id]))!.count));
 
 describe("fuzzing the ingestion routes", () => {
   it("never answers 5xx and never stores part of a delivery", async () => {
     await fc.assert(
-      fc.asyncProperty(body, fc.dictionary(token, header_value, { maxKeys: 4 }), fc.constantFrom("signed", "unsigned", "garbled", "api", "upload"), async (bytes, extra, mode) => {
+      fc.asyncProperty(body, fc.dictionary(token, header_value, { maxKeys: 4 }), fc.constantFrom("signed", "unsigned", "garbled", "api", "upload"), async ({ bytes, origin }, extra, mode) => {
         const headers: Record<string, string> = { ...extra };
         delete headers["content-length"];
         delete headers["transfer-encoding"];
@@ -87,13 +151,38 @@ describe("fuzzing the ingestion routes", () => {
         if (mode === "api") headers.authorization = `Bearer ${source.api_key}`;
         if (mode === "upload") headers.authorization = "Bearer ingest-operator-token-0123456789";
         const path = mode === "api" ? `/api/v1/evidence-sources/${source.id}/events` : mode === "upload" ? `/api/v1/evidence-sources/${source.id}/upload` : `/ingest/${source.id}`;
+        const event_ids = [...new Set([...sentEventIds(bytes), ...sentEventIds(origin)])];
         const before = await h.treeSize();
+        const records_before = await recordCount();
+        const stored_before = await stored(event_ids);
         const answer = await post(path, headers, bytes);
         expect(answer.status, answer.text).toBeLessThan(500);
+        const stored_after = await stored(event_ids);
+        if (answer.status !== 200) {
+          // Refused: not one row or entry more, and the ids it named are as they were.
+          expect(await h.treeSize()).toBe(before);
+          expect(await recordCount()).toBe(records_before);
+          expect(stored_after).toEqual(stored_before);
+          return;
+        }
         // Bytes that are not UTF-8 are never stored (they would be stored as U+FFFD, not as hashed).
-        if (answer.status === 200) expect(isUtf8(bytes)).toBe(true);
-        const written = answer.status === 200 ? (JSON.parse(answer.text) as { written: number }).written : 0;
-        expect(await h.treeSize()).toBe(before + written);
+        expect(isUtf8(bytes)).toBe(true);
+        // Accepted: every event_id the body held is stored, each with its own ingest.decision
+        // entry; ids received before keep their row; the log grew by the new ids, nothing else.
+        const sent = sentEventIds(bytes);
+        const fresh = sent.filter((event_id) => !stored_before.has(event_id));
+        for (const event_id of sent) {
+          const row = stored_after.get(event_id);
+          expect(row, `${event_id} of an accepted delivery is not in ingest_records`).toBeDefined();
+          expect(row!.entry, `${event_id}'s log entry ${row!.seq} is missing`).toMatchObject({ kind: "ingest.decision", source: source.id, body_sha256: row!.sha256 });
+          // The stored record may have the id scrubbed when it looks like a credential, never another id.
+          expect([event_id, "[redacted]"]).toContain(row!.entry!.event_id);
+          if (stored_before.has(event_id)) expect(row).toEqual(stored_before.get(event_id));
+          else expect(row!.seq).toBeGreaterThanOrEqual(before);
+        }
+        expect(await h.treeSize()).toBe(before + fresh.length);
+        expect(await recordCount()).toBe(records_before + fresh.length);
+        expect((JSON.parse(answer.text) as { written: number }).written).toBe(fresh.length);
       }),
       { numRuns: 300 },
     );
