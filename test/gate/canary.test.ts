@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuilt } from "../support/build.js";
 import { freePort, runBursar, startBursar, type BursarProcess } from "../support/process.js";
+import { waitUntil } from "../support/wait.js";
 
 const canary = {
   key_secret: "CANARY-KEY-SECRET-7f3a9c",
@@ -71,8 +72,17 @@ describe("secrets never written down", () => {
     await fetch(`${gate.url}/mcp?x=_${agent.token}`, { method: "POST", headers: { authorization: `Bearer ${agent.token}`, "content-type": "application/json" }, body: "{}" });
     const order_id = ((created.structuredContent as Record<string, unknown>).order as { id: string }).id;
     const paid = (await (await fetch(`${simulator.url}/sim/orders/${order_id}/pay`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ card: "4111111111111111" }) })).json()) as { razorpay_payment_id: string };
-    await client.callTool({ name: "capture_payment", arguments: { payment_id: paid.razorpay_payment_id, amount: 5_000, currency: "INR" } });
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const captured = await client.callTool({ name: "capture_payment", arguments: { payment_id: paid.razorpay_payment_id, amount: 5_000, currency: "INR" } });
+    expect(captured.structuredContent).toMatchObject({ effect: "ALLOW" });
+    // The payment's webhooks (authorized, captured, and order.paid with the order's notes): wait
+    // until the gate has processed every one (the simulator marks an event delivered on the gate's 2xx,
+    // which the gate sends once the event is recorded), so their traces are in what is checked below.
+    const webhooks = await waitUntil("the gate to process the payment's three webhooks", async () => {
+      const outbox = (await (await fetch(`${simulator.url}/sim/webhooks`)).json()) as { items: Array<{ event_id: string; event: string; body: string; state: string }> };
+      const mine = outbox.items.filter((entry) => entry.body.includes(paid.razorpay_payment_id));
+      return mine.length >= 3 && mine.every((entry) => entry.state === "delivered") ? mine : undefined;
+    });
+    expect(webhooks.map((entry) => entry.event).sort()).toEqual(["order.paid", "payment.authorized", "payment.captured"]);
     await client.close();
     await gate.stop();
 
@@ -84,6 +94,8 @@ describe("secrets never written down", () => {
     const places: Record<string, string> = { logs: gate.output() + exported.stdout + exported.stderr, export: readFileSync(out, "latin1") };
     for (const file of readdirSync(dir).filter((name) => name.startsWith("bursar.db"))) places[file] = readFileSync(join(dir, file), "latin1");
     expect(places.logs).toContain("\"level\"");
+    // The webhooks waited for are in the evidence checked.
+    for (const webhook of webhooks) expect(places.export).toContain(webhook.event_id);
     for (const [place, text] of Object.entries(places)) {
       for (const secret of secrets) expect(text.includes(secret as string), `${secret} found in ${place}`).toBe(false);
     }

@@ -10,6 +10,7 @@ import type { DeferredInput } from "../../src/observer/recorder.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
+import { waitUntil } from "../support/wait.js";
 
 let h: Harness;
 let upstream: Upstream;
@@ -23,8 +24,6 @@ afterAll(async () => {
   await upstream.close();
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 const recorded = (source_id: string) => recordedCalls(h, source_id);
 
 describe("without an MCP session id", () => {
@@ -32,13 +31,24 @@ describe("without an MCP session id", () => {
     it(`records each of two concurrent calls with the same JSON-RPC id with its own result (${path.endsWith("json") ? "JSON" : "SSE"})`, async () => {
       const source = await observerSource(h, `${upstream.url}${path}`);
       const headers = { "x-bursar-observer-token": source.observer_token };
-      // A is answered first, while B (sent after A, same id) is still pending.
-      const [a, b] = await Promise.all([
-        raw(source.observer_url, "POST", headers, toolCall(1, "slow", { who: "A", delay_ms: 300 })),
-        sleep(50).then(() => raw(source.observer_url, "POST", headers, toolCall(1, "slow", { who: "B", delay_ms: 600 }))),
-      ]);
-      expect(a.bytes.toString()).toContain('\\"who\\":\\"A\\"');
-      expect(b.bytes.toString()).toContain('\\"who\\":\\"B\\"');
+      // Each call waits at the upstream's barrier for its group's second arrival, which the test
+      // sends straight to the upstream (past the observer) when that call is to be answered.
+      // (Group names without long digit runs: the observer redacts card-number-like text.)
+      const group = { A: `same-id${path}-A`, B: `same-id${path}-B` };
+      const arrived = () => upstream.seen.filter((request) => request.method === "POST" && request.path === path).length;
+      const release = (who: "A" | "B") => raw(`${upstream.url}${path}`, "POST", {}, toolCall(99, "slow", { wait_for: 2, group: group[who] }));
+      const seen_before = arrived();
+      const a = raw(source.observer_url, "POST", headers, toolCall(1, "slow", { who: "A", wait_for: 2, group: group.A }));
+      await waitUntil("A to reach the upstream", () => arrived() >= seen_before + 1);
+      const b = raw(source.observer_url, "POST", headers, toolCall(1, "slow", { who: "B", wait_for: 2, group: group.B }));
+      await waitUntil("B to reach the upstream", () => arrived() >= seen_before + 2);
+      // Both are pending at once. A is answered first, while B (sent after A, same id) is still pending.
+      await release("A");
+      const a_answer = await a;
+      expect(a_answer.bytes.toString()).toContain('\\"who\\":\\"A\\"');
+      await release("B");
+      const b_answer = await b;
+      expect(b_answer.bytes.toString()).toContain('\\"who\\":\\"B\\"');
 
       const bodies = await recorded(source.id);
       expect(bodies).toHaveLength(2);

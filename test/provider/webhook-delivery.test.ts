@@ -88,8 +88,26 @@ describe("delivery", () => {
   it("with auto delivery off, nothing is sent until deliverWebhooksNow()", async () => {
     const sim = await simulatorWithWebhooks(false);
     await purchase(sim, "rsv_manual");
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // A twin with auto delivery on, given the same purchase after this one, to its own receiver:
+    // once all its events have been delivered, background delivery has had every chance to send
+    // this simulator's earlier events (queued first, on the same timers), had it been on.
+    const twin_receiver = await startReceiver();
+    try {
+      const twin = await startSimulator({ webhook_url: twin_receiver.url, webhook_retry_base_ms: 20 });
+      running.push(twin);
+      await purchase(twin, "rsv_auto_twin");
+      await waitFor(() => twin.simulator.state.outbox().filter((entry) => entry.state === "delivered").length === 3, 5_000, "the twin's three deliveries");
+      expect(twin_receiver.received.map((webhook) => webhook.event)).toEqual(["payment.authorized", "payment.captured", "order.paid"]);
+    } finally {
+      await twin_receiver.close();
+    }
+    // Meanwhile this one attempted nothing: every event still waits, with no attempt made.
     expect(receiver.received).toHaveLength(0);
+    expect(sim.simulator.state.outbox().map((entry) => [entry.event, entry.state, entry.attempts.length])).toEqual([
+      ["payment.authorized", "pending", 0],
+      ["payment.captured", "pending", 0],
+      ["order.paid", "pending", 0],
+    ]);
     expect(await sim.simulator.deliverWebhooksNow()).toEqual({ attempted: 3, delivered: 3, failed: 0 });
     expect(receiver.received.map((webhook) => webhook.event)).toEqual(["payment.authorized", "payment.captured", "order.paid"]);
   });

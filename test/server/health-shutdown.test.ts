@@ -11,6 +11,7 @@ import type { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { startServer } from "../../src/server/start.js";
 import { rawToolCall, testServer } from "../support/server.js";
 import { dist_index, builtSuiteDir } from "../support/build.js";
+import { waitUntil } from "../support/wait.js";
 
 describe("health and shutdown", () => {
   const dir = builtSuiteDir("bursar-health-");
@@ -70,7 +71,8 @@ describe("health and shutdown", () => {
 const app = await buildServer({
   logger: loggerOptions("info"),
   shutdown_grace_ms: 300,
-  plugins: [(app) => void app.get("/slow", () => new Promise(() => undefined))],
+  // Says when the request is in its handler (counted in flight), then never answers.
+  plugins: [(app) => void app.get("/slow", () => (console.log("slow request in handler"), new Promise(() => undefined)))],
 });
 await app.listen({ host: "127.0.0.1", port: 0 });
 closeOnSignals(app);
@@ -79,14 +81,10 @@ console.log("url http://127.0.0.1:" + app.server.address().port);`,
     const child = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    const url = await new Promise<string>((resolve) => {
-      child.stdout.on("data", () => {
-        const match = /url (\S+)/.exec(output);
-        if (match?.[1]) resolve(match[1]);
-      });
-    });
+    const url = await waitUntil("the server's url line", () => /url (\S+)\n/.exec(output)?.[1]);
     const slow = fetch(`${url}/slow`).catch(() => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The signal comes once the request is in flight (its handler has run), so it is the one abandoned.
+    await waitUntil("the slow request to reach its handler", () => output.includes("slow request in handler"));
     const code = await new Promise<number | null>((resolve) => {
       child.on("exit", resolve);
       child.kill("SIGTERM");
