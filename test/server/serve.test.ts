@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { startServer } from "../../src/server/start.js";
 import { bursar_bin, builtSuiteDir } from "../support/build.js";
+import { waitUntil } from "../support/wait.js";
 
 describe("bursar serve", () => {
   const dir = builtSuiteDir("bursar-serve-");
@@ -60,7 +61,9 @@ describe("bursar serve", () => {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let output = "";
+    let errors = "";
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString()));
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no listen line: ${output}`)), 15_000);
       child.stdout.on("data", () => {
@@ -72,8 +75,10 @@ describe("bursar serve", () => {
     });
     const url = /listening on (\S+)/.exec(output)?.[1] as string;
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
-    expect(output).toContain("bursar agent create");
-    expect(output).not.toMatch(/Cannot call addHook|bursar: /);
+    // The generated token and the next steps go to stderr, apart from stdout's logs.
+    await waitUntil("the next steps on stderr", () => errors.includes("bursar agent create"));
+    expect(output).not.toContain("bsr_op_");
+    expect(output + errors).not.toMatch(/Cannot call addHook|bursar: /);
     const code = await new Promise<number | null>((resolve) => {
       child.on("exit", (exit) => resolve(exit));
       child.kill("SIGTERM");
