@@ -17,8 +17,14 @@ export const pg_pool_connections_max = 10;
 export const pg_write_transactions_max = 2;
 export const pg_connect_timeout_ms = 5_000;
 export const pg_statement_timeout_ms = 15_000;
-/** A session stuck inside a transaction (a wedged process) gives its row locks back after this. */
-export const pg_idle_in_transaction_timeout_ms = 30_000;
+/**
+ * A session stuck inside a transaction (a wedged process) gives its row locks back after this:
+ * below the statement timeout, so that another instance's statement waiting on those locks (the
+ * log's sequence lock, which every write takes) is let through before it would be cancelled
+ * (57014, not retried: it would fail the call). Bursar's own transactions never wait between
+ * statements on anything but the event loop.
+ */
+export const pg_idle_in_transaction_timeout_ms = 10_000;
 /** Attempts per transaction for serialization failures and deadlocks. */
 export const pg_transaction_attempts_max = 8;
 export const pg_retry_backoff_ms_max = 200;
@@ -69,9 +75,12 @@ export interface PostgresOptions {
    * bench:pg's side-by-side comparison.
    */
   prepared_statements?: boolean;
-  /** Tests shorten these (defaults pg_query_timeout_ms, pg_reconnect_budget_ms). */
+  /** Tests shorten these (defaults pg_query_timeout_ms, pg_reconnect_budget_ms,
+   *  pg_statement_timeout_ms, pg_idle_in_transaction_timeout_ms). */
   query_timeout_ms?: number;
   reconnect_budget_ms?: number;
+  statement_timeout_ms?: number;
+  idle_in_transaction_timeout_ms?: number;
 }
 
 /** Thrown when the connection broke while COMMIT was in flight: the transaction may or may not
@@ -266,8 +275,8 @@ export class PostgresDriver implements SqlDriver {
       max: options.pool_connections_max ?? pg_pool_connections_max,
       connectionTimeoutMillis: pg_connect_timeout_ms,
       idleTimeoutMillis: 30_000,
-      statement_timeout: pg_statement_timeout_ms,
-      idle_in_transaction_session_timeout: pg_idle_in_transaction_timeout_ms,
+      statement_timeout: options.statement_timeout_ms ?? pg_statement_timeout_ms,
+      idle_in_transaction_session_timeout: options.idle_in_transaction_timeout_ms ?? pg_idle_in_transaction_timeout_ms,
       application_name: "bursar",
       keepAlive: true,
       keepAliveInitialDelayMillis: pg_keepalive_idle_ms,

@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
 import {
   PostgresDriver,
+  pg_idle_in_transaction_timeout_ms,
+  pg_statement_timeout_ms,
   pg_write_transactions_max,
   quoteLiteral,
   toPositional,
@@ -275,6 +277,36 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
       await expect(nowhere.transaction((tx) => tx.get("SELECT 1 AS one"))).rejects.toMatchObject({ code: "ECONNREFUSED" });
     } finally {
       await nowhere.close();
+    }
+  });
+
+  it("ends a session wedged inside a transaction before another's statement waiting on its lock is cancelled", async () => {
+    // The defaults keep this order: a wedged holder of the log's lock is ended first.
+    expect(pg_idle_in_transaction_timeout_ms).toBeLessThan(pg_statement_timeout_ms);
+    // The same order, scaled down: the holder is ended after 1 s idle, the waiter's statement may wait 4 s.
+    await driver.migrate(migrations);
+    const holder = new PostgresDriver({ url: schema.url, pool_connections_max: 1, idle_in_transaction_timeout_ms: 1_000, reconnect_budget_ms: 0 });
+    const waiter = new PostgresDriver({ url: schema.url, pool_connections_max: 1, statement_timeout_ms: 4_000 });
+    const locked = signal();
+    const stuck = signal();
+    try {
+      const wedged = holder
+        .transaction(async (tx) => {
+          await tx.get("SELECT size FROM log_head WHERE id = 1 FOR UPDATE");
+          locked.resolve();
+          await stuck.promise; // a process whose event loop never comes back to this transaction
+        })
+        .catch((error: unknown) => error);
+      await within("the holder to lock log_head", Promise.race([locked.promise, wedged.then((error) => Promise.reject(error))]));
+      const size = await waiter.transaction((tx) => tx.get<{ size: number }>("SELECT size FROM log_head WHERE id = 1 FOR UPDATE"));
+      expect(size?.size).toEqual(expect.any(Number));
+      stuck.resolve();
+      // The holder's COMMIT finds its session ended by the server: the outcome of a write is then unknown.
+      expect(await wedged).toBeInstanceOf(Error);
+    } finally {
+      stuck.resolve();
+      await holder.close();
+      await waiter.close();
     }
   });
 
