@@ -2,11 +2,9 @@
 // `bursar serve` does (docs/configuration.md): one line on stderr naming BURSAR_DB with its
 // password masked, exit 2; never the password, never a pg-pool stack trace.
 
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureBuilt } from "../support/build.js";
+import { describe, expect, it } from "vitest";
+import { builtSuiteDir } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 
 const password = "supersecret";
@@ -14,12 +12,7 @@ const password = "supersecret";
 const unreachable = `postgres://u:${password}@127.0.0.1:1/x`;
 
 describe("a PostgreSQL BURSAR_DB that cannot be reached", () => {
-  let dir: string;
-  beforeAll(() => {
-    ensureBuilt();
-    dir = mkdtempSync(join(tmpdir(), "bursar-db-unreachable-"));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = builtSuiteDir("bursar-db-unreachable-");
 
   const commands = [
     { name: "migrate", args: ["migrate"] },
@@ -28,15 +21,13 @@ describe("a PostgreSQL BURSAR_DB that cannot be reached", () => {
   ];
 
   it.each(commands)("bursar $name prints one line naming BURSAR_DB without its password, and exits 2", async ({ name, args }) => {
-    const data_dir = join(dir, name);
+    const data_dir = join(dir(), name);
     const result = await runBursar(
-      args.map((arg) => (arg === "export.jsonl" ? join(dir, "export.jsonl") : arg)),
+      args.map((arg) => (arg === "export.jsonl" ? join(dir(), "export.jsonl") : arg)),
       { BURSAR_DATA_DIR: data_dir, BURSAR_DB: unreachable, BURSAR_ADMIN_TOKEN: "x".repeat(20) },
     );
     expect(result.code).toBe(2);
     expect(result.stderr).toBe(`bursar ${name}: BURSAR_DB=postgres://u:***@127.0.0.1:1/x: cannot reach PostgreSQL (connect ECONNREFUSED 127.0.0.1:1)\n`);
-    expect(result.stderr.trimEnd().split("\n")).toHaveLength(1);
-    expect(result.stderr).not.toMatch(/^\s+at /m);
     expect(`${result.stdout}${result.stderr}`).not.toContain(password);
     expect(result.stdout).toBe("");
   });

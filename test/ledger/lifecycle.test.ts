@@ -20,24 +20,28 @@ for (const backend of backends()) {
       return t;
     }
 
+    /** A ledger whose agent has one call of 15,000 held for approval (threshold 1,000). */
+    async function heldForApproval(): Promise<{ t: TestLedger; approval_id: string }> {
+      const t = await testLedger({ approval_threshold: 1_000 });
+      const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+      expect(held.verdict.effect).toBe("HOLD");
+      return { t, approval_id: held.approval?.approval_id as string };
+    }
+
     describe("revocation and expired approvals", () => {
       it("revokes even when a pending approval is past its lifetime and not yet swept", async () => {
-        const t = await testLedger({ approval_threshold: 1_000 });
-        const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
-        expect(held.verdict.effect).toBe("HOLD");
+        const { t, approval_id } = await heldForApproval();
         t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms + 1);
         const revoked = await t.bursar.operator.revoke(t.block_id);
         expect(revoked).toMatchObject({ revoked: true, held: 0 });
-        expect((await t.bursar.ledger.approval(held.approval?.approval_id as string))?.state).toBe("expired");
+        expect((await t.bursar.ledger.approval(approval_id))?.state).toBe("expired");
         expect((await t.order(fresh({ amount: 1_000, currency: "INR" }))).verdict.rule).toBe("R4");
       });
     });
 
     describe("reading an approval whose lifetime ran out before the sweep", () => {
       it("get_approval says expired and get_block no longer counts its hold", async () => {
-        const t = await testLedger({ approval_threshold: 1_000 });
-        const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
-        const approval_id = held.approval?.approval_id as string;
+        const { t, approval_id } = await heldForApproval();
         const read = async (tool: string, args: Record<string, unknown> = {}) =>
           (await t.bursar.gate.callToolAs(t.agent_id, tool, args)).structuredContent as Record<string, unknown>;
         expect(await read("get_block")).toMatchObject({ held: 15_000 });
@@ -50,9 +54,7 @@ for (const backend of backends()) {
       });
 
       it("get_approval alone expires it too", async () => {
-        const t = await testLedger({ approval_threshold: 1_000 });
-        const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
-        const approval_id = held.approval?.approval_id as string;
+        const { t, approval_id } = await heldForApproval();
         t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms);
         const answer = await t.bursar.gate.callToolAs(t.agent_id, "get_approval", { approval_id });
         expect(answer.structuredContent).toMatchObject({ state: "expired" });
@@ -66,7 +68,6 @@ for (const backend of backends()) {
         const clock = monotonicClock(() => readings.shift() as number);
         expect(Array.from({ length: 6 }, () => clock().getTime())).toEqual([1_000, 5_000, 5_000, 5_000, 5_000, 7_000]);
       });
-
 
       it("calls stamped after the stepped-back now still count toward velocity (R6)", async () => {
         const t = await testLedger({ velocity: { max_calls: 3, window_seconds: 60 } });
@@ -82,9 +83,7 @@ for (const backend of backends()) {
 
     describe("deciding an approval whose lifetime ran out", () => {
       it("approve and deny answer 409, and the expiry they found stays recorded with its hold released", async () => {
-        const t = await testLedger({ approval_threshold: 1_000 });
-        const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
-        const approval_id = held.approval?.approval_id as string;
+        const { t, approval_id } = await heldForApproval();
         t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms);
         const size = await t.bursar.log.treeSize();
         await expect(t.bursar.ledger.beginApproval(approval_id)).rejects.toMatchObject({ status: 409, code: "approval_expired" });
@@ -98,14 +97,13 @@ for (const backend of backends()) {
         // A few milliseconds before the approval expires, and every reading of the clock moves it
         // on, so that for some start the lifetime runs out between two steps of the revoke.
         for (let early_ms = 1; early_ms <= 12; early_ms++) {
-          const t = await testLedger({ approval_threshold: 1_000 });
-          const held = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+          const { t, approval_id } = await heldForApproval();
           t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms - early_ms);
           t.clock.tickPerRead(1);
           const revoked = await t.bursar.operator.revoke(t.block_id);
           t.clock.tickPerRead(0);
           expect(revoked, `${early_ms} ms early`).toMatchObject({ revoked: true, held: 0 });
-          expect(["denied", "expired"]).toContain((await t.bursar.ledger.approval(held.approval?.approval_id as string))?.state);
+          expect(["denied", "expired"]).toContain((await t.bursar.ledger.approval(approval_id))?.state);
           await t.bursar.close();
         }
       });
