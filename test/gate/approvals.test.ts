@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signWebhookBody } from "../../src/provider/razorpay/index.js";
 import { testServer, type TestServer } from "../support/server.js";
+import { waitUntil } from "../support/wait.js";
 
 type Structured = Record<string, unknown>;
 let server: TestServer;
@@ -141,7 +142,7 @@ describe("approvals", () => {
     expect(structured).toMatchObject({ effect: "HOLD", approval_id: expect.stringMatching(/^apr_/) });
     const approval_id = structured.approval_id as string;
     const { expires_at } = (await server.api<{ expires_at: string }>("GET", `/api/v1/blocks/${agent.block_id}`)).body;
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(expires_at) - Date.now()) + 50));
+    await waitUntil("the block to expire", () => Date.now() > Date.parse(expires_at), { interval_ms: 50 });
     // Still pending: nothing but the approve re-check stands between the hold and the provider.
     expect((await client.callTool({ name: "get_approval", arguments: { approval_id } })).structuredContent).toMatchObject({ state: "pending" });
 

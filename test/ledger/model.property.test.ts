@@ -7,8 +7,8 @@
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
-import { testLedger, type TestLedger } from "../support/ledger.js";
+import { backends } from "../support/backends.js";
+import { backendLedger, type TestLedger } from "../support/ledger.js";
 
 interface ModelReservation {
   reservation_id: string;
@@ -164,12 +164,7 @@ for (const backend of backends()) {
     it("balances match the model and spent + held <= reserved after every step", async () => {
       await fc.assert(
         fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), async (ops) => {
-          const db = await backend.db();
-          const t = await testLedger(
-            { ...block_limits, velocity: { max_calls: 1000, window_seconds: 60 } },
-            { db },
-          );
-          if (isPostgresUrl(db)) closeAfterTest(t.bursar);
+          const t = await backendLedger(backend, { ...block_limits, velocity: { max_calls: 1000, window_seconds: 60 } });
           const model: Model = { reserved: block_limits.reserved, spent: 0, held: 0, revoked: false, reservations: [] };
           try {
             for (const step of ops) {

@@ -4,18 +4,12 @@
 import { describe, expect, it } from "vitest";
 import { countCalls } from "../../src/ledger/statements.js";
 import { guard_table, type Guard } from "../../src/policy/index.js";
-import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
-import { fresh, testLedger as sqliteOrPostgresLedger, type TestLedger } from "../support/ledger.js";
+import { backends } from "../support/backends.js";
+import { backendLedger, fresh } from "../support/ledger.js";
 
 for (const backend of backends()) {
   describe(backend.name, () => {
-    /** A ledger on a fresh database of this backend (closed after the test on PostgreSQL). */
-    async function testLedger(block: Record<string, unknown> = {}, options: { guards?: readonly Guard[] } = {}): Promise<TestLedger> {
-      const db = await backend.db();
-      const t = await sqliteOrPostgresLedger(block, { ...options, db });
-      if (isPostgresUrl(db)) closeAfterTest(t.bursar);
-      return t;
-    }
+    const testLedger = (block: Record<string, unknown> = {}, options: { guards?: readonly Guard[] } = {}) => backendLedger(backend, block, options);
 
     describe("R0: amount and currency", () => {
       const amounts: Array<[string, unknown, string]> = [

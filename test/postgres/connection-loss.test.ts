@@ -4,9 +4,10 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
-import { CommitOutcomeUnknownError, PostgresDriver } from "../../src/ledger/postgres.js";
+import { CommitOutcomeUnknownError, pg_transaction_attempts_max, PostgresDriver } from "../../src/ledger/postgres.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
 import { startPgProxy, type PgProxy } from "../support/pg-proxy.js";
+import { waitUntil } from "../support/wait.js";
 
 const pg_server = postgresServerUrl();
 
@@ -88,19 +89,17 @@ describe.skipIf(!pg_server)("PostgresDriver over a connection that is cut", () =
   it("rides out a restart of a few seconds: a transaction begun while connections are refused commits once they are taken again", async () => {
     proxy.cutAll();
     proxy.refuse(true);
-    const reopened = new Promise<void>((resolve) =>
-      setTimeout(() => {
-        proxy.refuse(false);
-        resolve();
-      }, 2_000),
-    );
+    const refused_before = proxy.refused;
     let attempts = 0;
-    await driver.transaction(async (tx) => {
+    const committed = driver.transaction(async (tx) => {
       attempts++;
       await tx.run("INSERT INTO settings (name, value) VALUES ('restart', ?)", [String(attempts)]);
     });
-    await reopened;
-    expect(attempts).toBeGreaterThanOrEqual(1);
+    // More refused connections than the attempts contention gets: only a budget in time rides it out.
+    const refusals = pg_transaction_attempts_max + 1;
+    await waitUntil(`${refusals} refused connections`, () => proxy.refused - refused_before >= refusals, { interval_ms: 1 });
+    proxy.refuse(false);
+    await committed;
     expect(await settingValues("restart")).toEqual([{ value: String(attempts) }]);
     expect(uncaught).toEqual([]);
   });

@@ -8,6 +8,7 @@ import { buildServer } from "../../src/server/app.js";
 import { createSimulator, type Simulator, type SimulatorOptions } from "../../src/provider/simulator/index.js";
 import { createRazorpayProvider, type RazorpayProviderOptions } from "../../src/provider/razorpay/index.js";
 import type { Provider } from "../../src/provider/port.js";
+import { waitUntil } from "../support/wait.js";
 
 export const webhook_secret = "whsec_test_provider_suite";
 export const key_id = "rzp_test_ProviderSuite01";
@@ -102,11 +103,7 @@ export async function startReceiver(): Promise<WebhookReceiver> {
 }
 
 export async function waitFor(predicate: () => boolean, timeout_ms = 5_000, what = "condition"): Promise<void> {
-  const deadline = performance.now() + timeout_ms;
-  while (!predicate()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  await waitUntil(what, predicate, { timeout_ms, interval_ms: 10 });
 }
 
 /** Pays an order through the simulator's test checkout. */

@@ -53,7 +53,7 @@ describe("health and shutdown", () => {
     const asked_before = simulator.state.apiRequests();
     const answered = rawToolCall(server.url, agent.token, "create_order", '{"amount": 1000, "currency": "INR"}');
     // The close begins once the gate has asked the provider, and not before.
-    while (simulator.state.apiRequests() === asked_before) await new Promise((resolve) => setImmediate(resolve));
+    await waitUntil("the gate to ask the provider", () => simulator.state.apiRequests() > asked_before, { interval_ms: 1 });
     // Before, the close waited for the connections' keep-alive timeout (72 s) once their answers
     // were sent: past this test's timeout.
     const closed = server.close();

@@ -4,6 +4,7 @@ import { createBursar, type Bursar } from "../../src/index.js";
 import { sequentialIds } from "../../src/ids.js";
 import type { AuthorizeResult } from "../../src/ledger/index.js";
 import type { Guard } from "../../src/policy/index.js";
+import { closeAfterTest, isPostgresUrl, type Backend } from "./backends.js";
 import { manualClock, type ManualClock } from "./clock.js";
 
 export interface TestLedger {
@@ -36,6 +37,14 @@ export async function testLedger(
     block_id: created.block_id,
     order: (args, agent_id = agent.agent_id) => bursar.ledger.authorize({ agent_id, tool: "create_order", args }),
   };
+}
+
+/** testLedger on a fresh database of `backend`, closed after the test on PostgreSQL. */
+export async function backendLedger(backend: Backend, block: Record<string, unknown> = {}, options: { guards?: readonly Guard[] } = {}): Promise<TestLedger> {
+  const db = await backend.db();
+  const t = await testLedger(block, { ...options, db });
+  if (isPostgresUrl(db)) closeAfterTest(t.bursar);
+  return t;
 }
 
 let counter = 0;

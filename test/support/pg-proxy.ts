@@ -24,6 +24,8 @@ export interface PgProxy {
   cutAll(): void;
   /** While on, every new connection is closed at once, as while the database restarts. */
   refuse(on: boolean): void;
+  /** Connections closed at once so far, while refusing. */
+  readonly refused: number;
   /** While on, nothing is forwarded either way and nothing is closed: a server that vanished
    *  without a FIN or RST (a dead host, a failover that drops packets). */
   silence(on: boolean): void;
@@ -56,10 +58,14 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
   const cut: string[] = [];
   const sockets = new Set<net.Socket>();
   let refusing = false;
+  let refused = 0;
   let silent = false;
 
   const server = net.createServer((client) => {
-    if (refusing) return void client.destroy();
+    if (refusing) {
+      refused++;
+      return void client.destroy();
+    }
     const upstream = net.connect(target_port, target.hostname);
     sockets.add(client).add(upstream);
     const destroy = () => {
@@ -139,6 +145,9 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
     },
     refuse(on: boolean) {
       refusing = on;
+    },
+    get refused() {
+      return refused;
     },
     silence(on: boolean) {
       silent = on;

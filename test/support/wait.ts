@@ -27,16 +27,10 @@ export async function waitUntil<T>(
 }
 
 /** A promise the test resolves by hand: a barrier one side waits on and the other opens. */
-export function signal<T = void>(): { promise: Promise<T>; resolve: (value: T) => void; settled: () => boolean } {
+export function signal<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
   let resolve!: (value: T) => void;
-  let done = false;
-  const promise = new Promise<T>((res) => {
-    resolve = (value: T) => {
-      done = true;
-      res(value);
-    };
-  });
-  return { promise, resolve, settled: () => done };
+  const promise = new Promise<T>((res) => (resolve = res));
+  return { promise, resolve };
 }
 
 /** `promise`, or a loud failure naming `what` if it has not settled within `timeout_ms`. */
