@@ -91,6 +91,9 @@ export function isPostgresUrl(db: string): boolean {
   return /^postgres(ql)?:\/\//.test(db);
 }
 
+/** Visible ASCII, as any bearer token is: whitespace or a control character would not survive a header. */
+export const token_shape = /^[\x21-\x7e]+$/;
+
 /** BURSAR_DB as shown to a person: a postgres URL with its password masked (`***`). */
 export function maskedDb(db: string): string {
   if (!isPostgresUrl(db)) return db;
@@ -209,7 +212,7 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("BURSAR_ADMIN_TOKEN: expected at least 16 characters");
   }
   // A bearer token is one run of visible ASCII: one with a space or other characters could be set but never sent.
-  if (config.admin_token !== undefined && !/^[\x21-\x7e]+$/.test(config.admin_token)) {
+  if (config.admin_token !== undefined && !token_shape.test(config.admin_token)) {
     throw new ConfigError("BURSAR_ADMIN_TOKEN: expected visible ASCII characters only (no spaces)");
   }
   if (config.master_key !== undefined && config.master_key.length < master_key_chars_min) {

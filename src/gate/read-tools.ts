@@ -83,7 +83,8 @@ export async function getApproval(context: GateContext, agent_id: string, args: 
     return refusal({ rule: "CALLER", reason: "no such approval for this agent" });
   }
   // Past its lifetime it is expired (its hold released), whether or not the sweep has run yet.
-  if (approval.state === "pending" && (await context.ledger.expireDueApprovals(approval.block_id)) > 0) {
+  const due = approval.state === "pending" && approval.expires_at_ms <= context.ledger.context.clock().getTime();
+  if (due && (await context.ledger.expireDueApprovals(approval.block_id)) > 0) {
     approval = (await context.ledger.approval(approval.approval_id)) ?? approval;
   }
   // Forwarding is the instant between an operator's approval and the provider's answer.

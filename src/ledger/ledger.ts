@@ -25,7 +25,7 @@ import { record, type LedgerContext } from "./context.js";
 import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
 import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
-import { agentBlockId, freezeBlock, getApproval, getReservation, lockBlock } from "./statements.js";
+import { agentBlockId, freezeBlock, getApproval, getReservation, lockAgent, lockBlock } from "./statements.js";
 import { blocksDue, expireApprovals, expireForwarding, expireLeasesOfBlock } from "./sweep.js";
 
 export interface Agent {
@@ -131,16 +131,14 @@ export class Ledger {
    */
   async disableAgent(agent_id: string): Promise<Agent & { disabled_at: string }> {
     const disabled = await this.tx(async (tx) => {
-      // The agent row is locked first (as createBlock does), so of two disables on two instances
-      // the second waits and finds the first's; then the agent's blocks, in id order, so an
-      // approval being granted on one (under its block's lock) either finishes first, its
-      // evidence before the disable's, or finds the agent disabled.
-      const agent_lock = tx.dialect === "postgres" ? "FOR NO KEY UPDATE" : "";
-      const row = await tx.get<Agent & { disabled_at_ms: number | null }>(`SELECT agent_id, name, disabled_at_ms FROM agents WHERE agent_id = ? ${agent_lock}`, [agent_id]);
+      // The agent row first (as createBlock locks it), so of two disables the second finds the
+      // first's; then the agent's blocks, in id order, so an approval being granted on one (under
+      // its block's lock) either finishes first, its evidence before the disable's, or finds the
+      // agent disabled.
+      const row = await lockAgent<Agent & { disabled_at_ms: number | null }>(tx, agent_id, "agent_id, name, disabled_at_ms");
       if (!row) throw new HttpError(404, "not_found", `no agent ${agent_id}`);
       if (row.disabled_at_ms !== null) return { ...row, disabled_at_ms: row.disabled_at_ms };
-      const blocks = await tx.all<{ block_id: string }>("SELECT block_id FROM blocks WHERE agent_id = ? ORDER BY block_id", [agent_id]);
-      for (const { block_id } of blocks) await lockBlock(tx, block_id);
+      await tx.all(`SELECT block_id FROM blocks WHERE agent_id = ? ORDER BY block_id ${tx.forUpdate}`, [agent_id]);
       const disabled_at_ms = this.now_ms();
       await tx.run("UPDATE agents SET disabled_at_ms = ? WHERE agent_id = ?", [disabled_at_ms, agent_id]);
       await record(tx, this.context, "gate.operator", { action: "agent.disable", agent_id });
@@ -154,10 +152,8 @@ export class Ledger {
   async createBlock(input: CreateBlockInput): Promise<BlockView> {
     return this.tx(async (tx) => {
       const now_ms = this.now_ms();
-      // The agent row is locked first so two instances cannot both create "the" active block
-      // (NO KEY UPDATE: it does not block the foreign-key checks of the agent's own money calls).
-      const agent_lock = tx.dialect === "postgres" ? "FOR NO KEY UPDATE" : "";
-      const agent = await tx.get<Agent>(`SELECT agent_id, name FROM agents WHERE agent_id = ? ${agent_lock}`, [input.agent_id]);
+      // The agent row is locked first so two instances cannot both create "the" active block.
+      const agent = await lockAgent<Agent>(tx, input.agent_id, "agent_id, name");
       if (!agent) throw new HttpError(404, "not_found", `agent_id: no agent ${String(input.agent_id)}`);
       const row = newBlockRow(input, this.context.ids("blk"), now_ms);
       const current = await agentBlockId(tx, input.agent_id, now_ms);

@@ -8,6 +8,15 @@ export function lockBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undef
   return tx.get<BlockRow>(`SELECT * FROM blocks WHERE block_id = ? ${tx.forUpdate}`, [block_id]);
 }
 
+/**
+ * The agent's row, locked until commit on PostgreSQL (NO KEY UPDATE: it does not block the
+ * foreign-key checks of the agent's own money calls), so that of two changes to one agent on two
+ * instances the second waits and sees the first's. On SQLite the writer lock serializes them.
+ */
+export function lockAgent<Row>(tx: SqlTx, agent_id: string, columns: string): Promise<Row | undefined> {
+  return tx.get<Row>(`SELECT ${columns} FROM agents WHERE agent_id = ? ${tx.dialect === "postgres" ? "FOR NO KEY UPDATE" : ""}`, [agent_id]);
+}
+
 /** Which of an agent's blocks is "its" block: the active one if any, else the most recent. One `?`: now. */
 export const agent_block_order = "CASE WHEN revoked_at_ms IS NULL AND expires_at_ms > ? THEN 0 ELSE 1 END, created_at_ms DESC, block_id DESC";
 

@@ -6,7 +6,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, isJSONRPCRequest, isJSONRPCResultResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
-import { ConfigError } from "../../config.js";
+import { ConfigError, token_shape } from "../../config.js";
 import { parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
@@ -141,9 +141,6 @@ export function oneLine(text: string): string {
   return text.replace(line_breaking, (char) => short_escapes[char] ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
-/** Visible ASCII, as any bearer token is: whitespace or a control character would not survive a header. */
-const token_shape = /^[\x21-\x7e]+$/;
-
 function errorReply(id: RequestId, message: string): JSONRPCMessage {
   return { jsonrpc: "2.0", id, error: { code: bridge_error_code, message } };
 }
@@ -219,12 +216,6 @@ function overlongLine(start: Buffer): Refusal {
   return { reply: invalidRequest(leadingRequestId(start.toString("utf8")), why), why };
 }
 
-/** The first `bytes` bytes of a line held in pieces. */
-function startOf(pieces: readonly Buffer[], bytes: number): Buffer {
-  // A total length cuts the copy short: only the first `bytes` are copied, not the whole line.
-  return Buffer.concat(pieces, Math.min(bytes, pieces.reduce((sum, piece) => sum + piece.length, 0)));
-}
-
 /**
  * Sorts stdin into lines ahead of the SDK's reader: lines refusedLine answers are answered here,
  * the rest pass through byte for byte, and a last line without a newline is ended with one so
@@ -267,7 +258,8 @@ class LineSorter extends Transform {
     this.pending.push(piece);
     this.pending_bytes += piece.length;
     if (this.pending_bytes > stdin_buffer_max_bytes) {
-      this.answer(overlongLine(startOf(this.pending, overlong_id_scan_bytes)));
+      // A total length cuts the copy short: only the line's first bytes are copied, not all of it.
+      this.answer(overlongLine(Buffer.concat(this.pending, Math.min(overlong_id_scan_bytes, this.pending_bytes))));
       this.discarding = !ends_line;
     } else if (ends_line) {
       this.sort(this.pending.length === 1 ? piece : Buffer.concat(this.pending, this.pending_bytes));
