@@ -136,12 +136,26 @@ const batch_refusal = {
   error: { code: ErrorCode.InvalidRequest, message: "JSON-RPC batches are not supported (MCP 2025-06-18 removed batching): send each message in its own request" },
 } as const;
 
+/**
+ * A body in a content coding (gzip, br, …) is refused before it is read: the gate reads JSON as
+ * sent, and such bytes would otherwise fail as "not JSON" (400) when the fault is the coding
+ * (RFC 9110 §15.5.16: 415, with the codings accepted in Accept-Encoding).
+ */
+function encodedBody(request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
+  const coding = request.headers["content-encoding"]?.trim().toLowerCase();
+  if (coding === undefined || coding === "" || coding === "identity") return undefined;
+  return reply
+    .status(415)
+    .header("accept-encoding", "identity")
+    .send(errorBody("unsupported_media_type", "the gate reads request bodies without a content coding: send JSON with no Content-Encoding (or identity)"));
+}
+
 export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
   return async (app: FastifyInstance) => {
     await app.register(async (scope) => {
       scope.removeContentTypeParser("application/json");
       scope.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonAsIs);
-      const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) => ((await authenticate(access, request, reply)) ? undefined : reply);
+      const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) => ((await authenticate(access, request, reply)) ? encodedBody(request, reply) : reply);
       scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
         const agent_id = await authenticate(access, request, reply);
         if (!agent_id) return reply;

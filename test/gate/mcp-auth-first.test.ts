@@ -5,6 +5,7 @@
 // unless the body is chunked or declared over the limit: then the gate closes the connection.
 
 import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { body_limit_default_bytes } from "../../src/server/app.js";
 import { operator_token, testServer, type TestServer } from "../support/server.js";
@@ -33,6 +34,10 @@ interface Answer {
 
 /** POSTs to /mcp over node:http (through `agent` when given) and reads the whole answer. */
 function post(headers: Record<string, string>, body: string, agent?: Agent): Promise<Answer> {
+  return postBytes(headers, Buffer.from(body, "utf8"), agent);
+}
+
+function postBytes(headers: Record<string, string>, body: Buffer, agent?: Agent): Promise<Answer> {
   const url = new URL(server.url);
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: url.hostname, port: url.port, path: "/mcp", method: "POST", headers, agent }, (res) => {
@@ -180,6 +185,40 @@ describe("POST /mcp authenticates before it reads the body", () => {
     const listed = await post(mcp_headers(agent.token), tools_list);
     expect(listed.status).toBe(200);
     expect(JSON.parse(listed.text)).toMatchObject({ jsonrpc: "2.0", id: 7, result: { tools: expect.arrayContaining([expect.objectContaining({ name: "create_order" })]) } });
+  });
+
+  it("answers 415 with Accept-Encoding: identity to a compressed body, before reading it (it is not malformed JSON), and takes identity", async () => {
+    const agent = await server.agent("auth-first-encoded");
+    for (const coding of ["gzip", "GZIP", "br"]) {
+      const req = httpRequest({ host: new URL(server.url).hostname, port: new URL(server.url).port, path: "/mcp", method: "POST", headers: { ...mcp_headers(agent.token), "content-encoding": coding } });
+      const answered = new Promise<IncomingMessage>((resolve, reject) => {
+        req.on("response", resolve);
+        req.on("error", reject);
+      });
+      req.flushHeaders();
+      // Answered while the body has not been sent at all.
+      const response = await answered;
+      const text = await new Promise<string>((resolve) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+      });
+      req.destroy();
+      expect({ coding, status: response.statusCode, accept_encoding: response.headers["accept-encoding"], code: (JSON.parse(text) as { error: { code: string } }).error.code }).toEqual({
+        coding,
+        status: 415,
+        accept_encoding: "identity",
+        code: "unsupported_media_type",
+      });
+    }
+    // Sent whole, on a kept-alive connection that then answers the next request.
+    const keep = new Agent({ keepAlive: true });
+    const whole = await postBytes({ ...mcp_headers(agent.token), "content-encoding": "gzip" }, gzipSync(tools_list), keep);
+    const next = await post(mcp_headers(agent.token), tools_list, keep);
+    keep.destroy();
+    expect({ whole: whole.status, next: next.status, reused: next.reused_socket }).toEqual({ whole: 415, next: 200, reused: true });
+    const identity = await post({ ...mcp_headers(agent.token), "content-encoding": "identity" }, tools_list);
+    expect(identity.status).toBe(200);
   });
 });
 
