@@ -160,8 +160,13 @@ export function signDeliveryReceipt(signer: NoteSigner, fields: DeliveryReceiptF
 }
 
 export function verifyDeliveryReceipt(receipt: DeliveryReceipt, verifier: NoteVerifier): ProofCheck {
-  if (receipt.key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${receipt.key_id}, not ${keyIdHex(verifier.keyId)}` };
-  const signature = Buffer.from(receipt.signature, "base64");
+  // Read from a file it is untrusted JSON: the fields read here must have their types first.
+  const { source, received_at, records, key_id, signature: signatureText } = (typeof receipt === "object" && receipt !== null ? receipt : {}) as Partial<DeliveryReceipt>;
+  if (typeof source !== "string" || typeof received_at !== "string" || !Array.isArray(records) || typeof key_id !== "string" || typeof signatureText !== "string") {
+    return { ok: false, reason: "not a delivery receipt (source, received_at, records, key_id and signature are required)" };
+  }
+  if (key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${JSON.stringify(key_id)}, not ${keyIdHex(verifier.keyId)}` };
+  const signature = Buffer.from(signatureText, "base64");
   const good = signature.length === 64 && verify(null, deliveryMessage(receipt), verifier.publicKey, signature);
   return good ? { ok: true } : { ok: false, reason: "delivery receipt signature does not verify" };
 }

@@ -43,6 +43,8 @@ export interface VerifyOptions {
    * checked when it disagrees with its entry or when no signed checkpoint covers its entry.
    */
   allReceipts?: boolean;
+  /** Called with every entry's seq and recomputed leaf hash as it is read (trust them only once the report is ok). */
+  onLeaf?: (seq: number, leaf: Buffer) => void;
 }
 
 export interface VerifyFailure {
@@ -255,6 +257,7 @@ class ExportVerifier {
     this.settlePending();
     if (this.size === this.trusted.size) this.checkTrusted();
     const leaf = leafHash(line);
+    this.options.onLeaf?.(this.size, leaf);
     this.pending = { seq: this.size, line, leaf, lineNumber: this.lineNumber };
     this.range.append(leaf);
     if (this.range.size === this.trusted.size) this.trustedRoot = this.range.root();

@@ -4,8 +4,9 @@
 
 import { readFileSync } from "node:fs";
 import { keyIdHex, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
+import { verifyDeliveryReceipt, type DeliveryReceipt } from "../../evidence/receipt.js";
 import { checkConsistencyDocument, checkInclusionDocument, consistencyProofSchema, inclusionProofSchema } from "../../evidence/proof.js";
-import { verifyExportFile, type VerifyReport } from "../../evidence/verify.js";
+import { verifyExportFile, type VerifyOptions, type VerifyReport } from "../../evidence/verify.js";
 import { parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
@@ -13,6 +14,7 @@ export const help = `
 usage: bursar verify FILE --checkpoint CP --key KEY [--origin ORIGIN] [--all-receipts]
        bursar verify --inclusion PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
        bursar verify --consistency PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
+       bursar verify --delivery-receipts RECEIPTS --key KEY [FILE --checkpoint CP [--origin ORIGIN]]
 
 Verifies offline; needs no secret, no network and no environment variable.
 
@@ -26,6 +28,13 @@ match, else the root mismatch, and exits 1.
 With --inclusion / --consistency: checks a JSON proof exactly as returned by
 GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
 signed by KEY (the checkpoint embedded in the proof, or CP when given).
+
+With --delivery-receipts: checks the signature of every ingest delivery receipt in RECEIPTS
+against KEY: one JSON per line, as 'bursar send-decisions --receipts' writes them (a whole
+answer of POST /ingest/{source_id}, with its "receipt", will do too; blank lines are
+skipped). With FILE and CP as well, FILE is verified as above and every record a receipt
+lists must name an entry of it: the entry at its seq has its leaf hash. It names the first
+bad receipt by its line in RECEIPTS and exits 1.
 
 Every checkpoint must name the log's origin: ORIGIN, or else KEY's name (Bursar names its
 key after BURSAR_LOG_ORIGIN). The signature line's key name is not signed, so this is what
@@ -42,6 +51,9 @@ options:
                       checkpoint covers its entry)
   --inclusion PROOF   verify an inclusion proof JSON file
   --consistency PROOF verify a consistency proof JSON file
+  --delivery-receipts RECEIPTS
+                      verify ingest delivery receipts (JSON lines), and with FILE that each
+                      listed record is in the verified export
 `;
 
 function readText(path: string, what: string): string {
@@ -81,13 +93,19 @@ function describeFailure(report: VerifyReport): string {
   return `FAIL ${failure.message}${line}\n  ${where}`;
 }
 
-function verifyFile(file: string, values: { checkpoint?: string; key?: string; origin?: string; "all-receipts"?: boolean }, io: CliIo): number {
+type ExportArguments = ProofArguments & { "all-receipts"?: boolean | undefined };
+
+/** What verifying an export takes from the command line; a usage error when CP or KEY is missing or bad. */
+function exportOptions(values: ExportArguments): VerifyOptions {
   if (!values.checkpoint) throw new UsageError("--checkpoint CP is required to verify an export");
   verifierOf(values.key);
   const origin = originOf(values.origin);
-  const checkpoint = readText(values.checkpoint, "checkpoint");
+  return { checkpoint: readText(values.checkpoint, "checkpoint"), key: values.key!.trim(), ...(origin === undefined ? {} : { origin }), allReceipts: values["all-receipts"] ?? false };
+}
+
+function verifyFile(file: string, values: ExportArguments, io: CliIo): number {
+  const options = exportOptions(values);
   // Unreadable, missing or a directory (EISDIR): one line naming the file, exit 2.
-  const options = { checkpoint, key: values.key!.trim(), origin, allReceipts: values["all-receipts"] ?? false };
   const report = usingPath(`export ${file}`, () => verifyExportFile(file, options));
   if (!report.ok) {
     println(io.stderr, describeFailure(report));
@@ -141,6 +159,70 @@ function verifyProof(kind: "inclusion" | "consistency", path: string, values: Pr
   return 0;
 }
 
+/** One listed record of a receipt whose signature verified: the entry it names. */
+interface Listed {
+  line: number;
+  event_id: string;
+  seq: number;
+  leaf_hash: string;
+}
+
+/** The receipts in a file: one JSON per line (blank lines skipped), each a receipt or an ingest answer holding one. */
+function receiptLines(text: string): Array<{ line: number; value: unknown }> {
+  const found: Array<{ line: number; value: unknown }> = [];
+  text.split("\n").forEach((raw, index) => {
+    const line = raw.trim();
+    if (line === "") return;
+    let value: unknown;
+    try {
+      value = JSON.parse(line) as unknown;
+    } catch {
+      value = undefined;
+    }
+    const answer = value as { receipt?: unknown } | undefined;
+    found.push({ line: index + 1, value: typeof answer === "object" && answer !== null && typeof answer.receipt === "object" ? answer.receipt : value });
+  });
+  return found;
+}
+
+function verifyDeliveries(path: string, file: string | undefined, values: ExportArguments, io: CliIo): number {
+  const verifier = verifierOf(values.key);
+  const options = file === undefined ? undefined : exportOptions(values);
+  const receipts = receiptLines(readText(path, "delivery receipts"));
+  if (receipts.length === 0) throw new UsageError(`${path} holds no delivery receipt`);
+  const listed: Listed[] = [];
+  for (const { line, value } of receipts) {
+    const check = verifyDeliveryReceipt(value as DeliveryReceipt, verifier);
+    if (!check.ok) {
+      println(io.stderr, `FAIL ${path} line ${line}: ${check.reason}`);
+      return 1;
+    }
+    for (const record of (value as DeliveryReceipt).records) listed.push({ line, event_id: record.event_id, seq: record.seq, leaf_hash: record.leaf_hash });
+  }
+  const signed = `OK ${receipts.length} delivery receipts listing ${listed.length} records, signed by ${verifier.name}+${keyIdHex(verifier.keyId)}`;
+  if (file === undefined || options === undefined) {
+    println(io.stdout, signed);
+    return 0;
+  }
+  const wanted = new Set(listed.map((record) => record.seq));
+  const leaves = new Map<number, string>();
+  const onLeaf = (seq: number, leaf: Buffer) => void (wanted.has(seq) && leaves.set(seq, leaf.toString("hex")));
+  const report = usingPath(`export ${file}`, () => verifyExportFile(file, { ...options, onLeaf }));
+  if (!report.ok) {
+    println(io.stderr, describeFailure(report));
+    return 1;
+  }
+  for (const record of listed) {
+    const leaf = leaves.get(record.seq);
+    if (leaf === record.leaf_hash) continue;
+    const found = leaf === undefined ? `the export holds no entry ${record.seq} (it has ${report.entries})` : `entry ${record.seq} of the export has leaf hash ${leaf}, the receipt ${record.leaf_hash}`;
+    println(io.stderr, `FAIL ${path} line ${record.line}: record ${JSON.stringify(record.event_id)}: ${found}`);
+    return 1;
+  }
+  println(io.stdout, `${signed}; every record is in ${file} at its seq with its leaf hash, and the export verifies (${report.entries} entries, tree size ${report.tree_size}, root ${report.root_hash})`);
+  return 0;
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parsing(() =>
     parseArgs({
@@ -152,13 +234,20 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         "all-receipts": { type: "boolean" },
         inclusion: { type: "string" },
         consistency: { type: "string" },
+        "delivery-receipts": { type: "string" },
       },
       allowPositionals: true,
       strict: true,
     }),
   );
+  if (values["delivery-receipts"] !== undefined) {
+    if (values.inclusion !== undefined || values.consistency !== undefined || positionals.length > 1) {
+      throw new UsageError("--delivery-receipts takes at most one export FILE, and no --inclusion or --consistency");
+    }
+    return verifyDeliveries(values["delivery-receipts"], positionals[0], values, io);
+  }
   const modes = [positionals.length > 0, values.inclusion !== undefined, values.consistency !== undefined].filter(Boolean).length;
-  if (modes !== 1 || positionals.length > 1) throw new UsageError("give exactly one of: FILE, --inclusion PROOF, --consistency PROOF");
+  if (modes !== 1 || positionals.length > 1) throw new UsageError("give exactly one of: FILE, --inclusion PROOF, --consistency PROOF, --delivery-receipts RECEIPTS");
   if (values.inclusion) return verifyProof("inclusion", values.inclusion, values, io);
   if (values.consistency) return verifyProof("consistency", values.consistency, values, io);
   return verifyFile(positionals[0]!, values, io);
