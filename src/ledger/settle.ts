@@ -112,8 +112,12 @@ async function reject(
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
-  await freezeBlock(tx, reservation.block_id, reason, now_ms);
   const unreconciled = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms) : 0;
+  // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
+  // capture, and retries for a day): it froze the block when first counted, and freezing again
+  // would undo an operator's unfreeze given after reviewing it.
+  const already_counted = money_moved && unreconciled === 0;
+  if (!already_counted) await freezeBlock(tx, reservation.block_id, reason, now_ms);
   const evidence = await record(tx, context, "gate.settlement", {
     action: "reject",
     via,
@@ -121,7 +125,7 @@ async function reject(
     block_id: reservation.block_id,
     payment,
     unreconciled,
-    ...(money_moved && unreconciled === 0 ? { already_counted: true } : {}),
+    ...(already_counted ? { already_counted: true } : {}),
     reason,
     ...detail,
   });

@@ -324,7 +324,7 @@ describe("POST /webhooks/razorpay", () => {
     });
   }
 
-  it("a payment conflict: a second payment captured on one reservation freezes the block", async () => {
+  it("a payment conflict: a second payment captured on one reservation freezes the block, once per payment", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     await send(paymentEvent("payment.captured", { id: "pay_First1", order_id, amount: 10_000, currency: "INR", status: "captured" }));
     const answer = await send(paymentEvent("payment.captured", { id: "pay_Second1", order_id, amount: 10_000, currency: "INR", status: "captured" }));
@@ -338,10 +338,21 @@ describe("POST /webhooks/razorpay", () => {
     };
     (order_paid.payload as Record<string, unknown>).order = { entity: { id: order_id, entity: "order", amount: 10_000, amount_paid: 10_000, amount_due: 0, currency: "INR", receipt: null, status: "paid", attempts: 1, notes: [], created_at: 1_790_000_000 } };
     expect((await send(order_paid)).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 10_000, unreconciled: 10_000 });
+    // Unfrozen by the operator once reviewed, it stays unfrozen when the provider reports the
+    // same, already counted payment again; the report is still recorded.
+    expect((await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`)).body).toMatchObject({ frozen: false });
+    const before = await log_size();
     expect((await send(paymentEvent("payment.captured", { id: "pay_Second1", order_id, amount: 10_000, currency: "INR", status: "captured" }))).body).toMatchObject({
       outcome: "rejected",
     });
-    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 10_000, unreconciled: 10_000 });
+    expect(await log_size()).toBe(before + 1);
+    expect(await block(agent.block_id)).toMatchObject({ frozen: false, spent: 10_000, unreconciled: 10_000 });
+    // A conflicting payment not seen before still freezes it.
+    expect((await send(paymentEvent("payment.captured", { id: "pay_Third1", order_id, amount: 10_000, currency: "INR", status: "captured" }))).body).toMatchObject({
+      outcome: "rejected",
+    });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 10_000, unreconciled: 20_000 });
   });
 
   it("an unexpected database failure → generic 500 and the transaction rolls back", async () => {
