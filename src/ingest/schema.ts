@@ -32,7 +32,24 @@ const policy = z.strictObject({
   version: short_text.optional(),
 });
 
-const occurred_at = z.iso.datetime({ offset: true }).refine(isRfc3339, "must be an RFC 3339 time with at most 9 fraction digits");
+/** isRfc3339's limit: the log keeps at most nanoseconds. */
+const occurred_at_fraction_digits_max = 9;
+const occurred_at = z.iso
+  .datetime({ offset: true })
+  .refine(isRfc3339, `must be an RFC 3339 time with at most ${occurred_at_fraction_digits_max} fraction digits`);
+
+/**
+ * The pattern published for occurred_at: zod's date-time pattern that the check above runs (a real
+ * calendar date, hours 00–23, seconds 00–59, upper-case T and Z, an offset up to ±23:59), its
+ * unbounded fraction cut to isRfc3339's limit. Date.parse reads every 4-digit year, so isRfc3339
+ * adds nothing else, and a JSON Schema validator and the server agree on every time.
+ */
+function publishedTimePattern(checked: string): string {
+  const unbounded = "(?:\\.\\d+)?";
+  // A zod upgrade that writes the fraction otherwise must fail here, not publish a looser pattern.
+  if (checked.split(unbounded).length !== 2) throw new Error(`occurred_at: zod's date-time pattern has no single ${unbounded}: ${checked}`);
+  return checked.replace(unbounded, `(?:\\.\\d{1,${occurred_at_fraction_digits_max}})?`);
+}
 
 const decision_fields = z.strictObject({
   schema: z.enum(decision_schema_ids),
@@ -124,7 +141,12 @@ export function surelyValidRecord(value: unknown): boolean {
 
 /** The JSON Schema served at GET /schemas/gateway-decision-1.json (the args/args_hash rule as oneOf). */
 export function decisionJsonSchema(): Record<string, unknown> {
-  const generated = z.toJSONSchema(decision_fields, { target: "draft-2020-12" }) as Record<string, unknown>;
+  const generated = z.toJSONSchema(decision_fields, {
+    target: "draft-2020-12",
+    override: ({ zodSchema, jsonSchema }) => {
+      if (zodSchema === occurred_at && typeof jsonSchema.pattern === "string") jsonSchema.pattern = publishedTimePattern(jsonSchema.pattern);
+    },
+  }) as Record<string, unknown>;
   return {
     ...generated,
     $id: json_schema_id,

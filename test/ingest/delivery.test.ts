@@ -407,4 +407,37 @@ describe("other routes into the same path", () => {
     expect(schema.oneOf).toEqual([{ required: ["args"] }, { required: ["args_hash"] }]);
     expect(schema.required).toEqual(expect.arrayContaining(["schema", "event_id", "occurred_at", "decision", "tool"]));
   });
+
+  it("publishes an occurred_at pattern that the server agrees with: 9 fraction digits are taken and 10 refused by both", async () => {
+    const response = await fetch(`${h.url}/schemas/gateway-decision-1.json`);
+    const pattern = new RegExp(((await response.json()) as Record<string, any>).properties.occurred_at.pattern, "u");
+    const nine = "2026-10-09T14:03:11.123456789Z";
+    const ten = "2026-10-09T14:03:11.1234567891Z";
+    expect([pattern.test(nine), pattern.test(ten)]).toEqual([true, false]);
+    const times = [
+      nine,
+      ten,
+      "2026-10-09T14:03:11Z",
+      "2026-10-09T14:03:11.5+05:30",
+      "2026-10-09T14:03:11-00:00",
+      "2024-02-29T00:00:00Z",
+      "2026-10-09t14:03:11z",
+      "2026-10-09 14:03:11Z",
+      "2026-10-09T14:03:60Z",
+      "2026-10-09T14:03Z",
+      "2026-10-09T14:03:11.Z",
+      "2026-10-09T14:03:11+0530",
+      "2026-10-09T14:03:11+24:00",
+      "2026-02-29T00:00:00Z",
+    ];
+    // One delivery of every time: the 422 names each record the server refuses, and stores none.
+    const error = await refused(ndjson(times.map((occurred_at, i) => record(`evt_time_${i}`, { occurred_at }))), 422);
+    const problems = error.details.problems as Array<{ index: number; field: string }>;
+    expect(problems.every((problem) => problem.field === "occurred_at")).toBe(true);
+    // A time can fail both the date-time format and the fraction check: two problems, one record.
+    const server_refuses = [...new Set(problems.map((problem) => times[problem.index]))];
+    expect(server_refuses).toContain(ten);
+    expect(server_refuses).not.toContain(nine);
+    expect(server_refuses).toEqual(times.filter((time) => !pattern.test(time)));
+  });
 });

@@ -1,6 +1,7 @@
 // `bursar send-decisions`: what integrators copy. Reads a .jsonl file of decision records,
-// posts it to a source's webhook in deliveries of at most 500 records (and 2 MiB), each
-// signed with Bursar-Signature, and appends every delivery receipt it gets back.
+// checks that each line is one JSON record, posts it to a source's webhook in deliveries of at
+// most 500 records (and 2 MiB), each signed with Bursar-Signature, and appends every delivery
+// receipt it gets back.
 
 import { appendFileSync, readFileSync } from "node:fs";
 import { systemClock } from "../../clock.js";
@@ -19,11 +20,17 @@ Signs and posts FILE (JSON Lines: one bursar.gateway-decision/1 record per line)
 source's webhook POST {URL}/ingest/{ID}, in deliveries of at most N records (default and
 maximum ${records_per_delivery_max}) and at most ${delivery_bytes_max} bytes. Each delivery carries
   Bursar-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(signing key, t + "." + body)>
-Lines are sent byte for byte, so each record's hash is over the exact line you wrote.
+Every non-blank line must be one whole JSON record: FILE is checked before anything is
+sent, and a record written over several lines (pretty-printed) is refused, naming its
+first line. One UTF-8 byte order mark (EF BB BF) at the start of FILE, as PowerShell 5 and
+some Windows editors write, is left out. Lines are sent byte for byte; each record's hash
+is over its JSON text exactly as you wrote it (the line ending and the spaces, tabs and
+CRs around the text excluded).
 A repeated run is safe: records already received return their first receipt.
 Stops at the first refused delivery and prints the server's answer (with file line numbers).
 Exit codes: 0 all sent; 1 a delivery was refused or the server could not be reached;
-2 bad arguments, an unreadable FILE or an unwritable receipts file.
+2 bad arguments, an unreadable FILE, a line of FILE that is not JSON on its own, or an
+unwritable receipts file.
 
 options:
   --url URL          the Bursar server, e.g. http://127.0.0.1:8787
@@ -43,20 +50,51 @@ interface Delivery {
   body: Buffer;
 }
 
-/** Non-blank lines with their 1-based numbers, each kept byte for byte (without its line ending). */
+const utf8_byte_order_mark = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/** What the server leaves out around a line's JSON text (src/ingest/delivery.ts): space, tab, CR (LF ends the line). */
+function isBlankByte(byte: number): boolean {
+  return byte === 0x20 || byte === 0x09 || byte === 0x0d || byte === 0x0a;
+}
+
+function isBlank(bytes: Buffer): boolean {
+  return bytes.every(isBlankByte);
+}
+
+/**
+ * Non-blank lines with their 1-based numbers, each kept byte for byte (without its line ending),
+ * after one leading byte order mark: the server would read it as part of line 1's JSON.
+ */
 function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
-  const data = readOrExplain(path);
-  if (data.length > file_bytes_max) throw new UsageError(`${path} is larger than ${file_bytes_max} bytes; split it`);
+  const read = readOrExplain(path);
+  if (read.length > file_bytes_max) throw new UsageError(`${path} is larger than ${file_bytes_max} bytes; split it`);
+  const data = read.subarray(0, utf8_byte_order_mark.length).equals(utf8_byte_order_mark) ? read.subarray(utf8_byte_order_mark.length) : read;
   const records: Array<{ line: number; bytes: Buffer }> = [];
   let start = 0;
   for (let line = 1; start < data.length; line++) {
     let end = data.indexOf(0x0a, start);
     if (end === -1) end = data.length;
     const bytes = data.subarray(start, end > start && data[end - 1] === 0x0d ? end - 1 : end);
-    if (bytes.toString("utf8").trim() !== "") records.push({ line, bytes });
+    if (!isBlank(bytes)) records.push({ line, bytes });
     start = end + 1;
   }
   return records;
+}
+
+/**
+ * Refuses FILE, before anything is sent, at its first line that is not JSON on its own. The server
+ * may read a delivery whose lines are pieces of one pretty-printed object as that one object, and
+ * refuses both halves of one cut by a delivery boundary, while this command counts lines as records.
+ */
+function checkOneRecordPerLine(records: ReadonlyArray<{ line: number; bytes: Buffer }>): void {
+  for (const record of records) {
+    try {
+      // JSON.parse skips the same whitespace the server leaves out around the line's text.
+      JSON.parse(record.bytes.toString("utf8"));
+    } catch {
+      throw new UsageError(`line ${record.line} is not JSON on its own: each record must be one line of JSON (write a pretty-printed record on one line, e.g. with jq -c)`);
+    }
+  }
 }
 
 function systemMessage(error: unknown): string {
@@ -164,7 +202,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const key = io.env[signing_key_variable];
   if (!key) throw new UsageError(`${signing_key_variable} must hold the source's signing key`);
   const endpoint = `${baseUrl(values.url)}/ingest/${encodeURIComponent(values.source)}`;
-  const planned = deliveries(fileRecords(file), batch);
+  const records = fileRecords(file);
+  checkOneRecordPerLine(records);
+  const planned = deliveries(records, batch);
   const total = planned.reduce((sum, delivery) => sum + delivery.lines.length, 0);
   let sent = 0;
   let written = 0;
