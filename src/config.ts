@@ -94,12 +94,18 @@ export function isPostgresUrl(db: string): boolean {
 /** Visible ASCII, as any bearer token is: whitespace or a control character would not survive a header. */
 export const token_shape = /^[\x21-\x7e]+$/;
 
-/** BURSAR_DB as shown to a person: a postgres URL with its password masked (`***`). */
+/** Query parameters of a postgres URL that carry a secret (compared lower-cased); `passfile` is a path, not one. */
+const postgres_secret_parameters: ReadonlySet<string> = new Set(["password", "sslpassword"]);
+
+/** BURSAR_DB as shown to a person: a postgres URL with its password masked (`***`), in `user:pass@` and in `?password=`. */
 export function maskedDb(db: string): string {
   if (!isPostgresUrl(db)) return db;
   try {
     const shown = new URL(db);
     if (shown.password) shown.password = "***";
+    for (const name of [...shown.searchParams.keys()]) {
+      if (postgres_secret_parameters.has(name.toLowerCase())) shown.searchParams.set(name, "***");
+    }
     return shown.toString();
   } catch {
     return "postgres://…";

@@ -1,8 +1,9 @@
-// `bursar migrate` on a fresh path: creates the directory, applies every migration once,
-// and a second run reports "up to date".
+// `bursar migrate` on a fresh path: creates the default database's directory, applies every
+// migration once, and a second run reports "up to date". An explicit BURSAR_DB's directory must
+// exist, as for `bursar serve`.
 
 import Database from "better-sqlite3";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -47,10 +48,21 @@ describe("bursar migrate", () => {
 
   it("migrates the database BURSAR_DB names, outside the data directory", async () => {
     const db_path = join(dir, "elsewhere", "nested", "ledger.db");
+    mkdirSync(join(dir, "elsewhere", "nested"), { recursive: true });
     const data_dir = join(dir, "unused-data-dir");
     const result = await runBursar(["migrate"], { BURSAR_DATA_DIR: data_dir, BURSAR_DB: db_path });
     expect(result.code).toBe(0);
     expect(recordedVersions(db_path)).toEqual(versions);
     expect(existsSync(data_dir)).toBe(false);
+  });
+
+  it("refuses an explicit BURSAR_DB whose directory does not exist, as serve does: one line, exit 2, nothing created", async () => {
+    const missing_dir = join(dir, "missing", "dir");
+    const db_path = join(missing_dir, "x.db");
+    const result = await runBursar(["migrate"], { BURSAR_DATA_DIR: join(dir, "unused-data-dir-2"), BURSAR_DB: db_path });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`bursar migrate: BURSAR_DB=${db_path}: cannot open the SQLite database (Cannot open database because the directory does not exist)\n`);
+    expect(result.stdout).toBe("");
+    expect(existsSync(join(dir, "missing"))).toBe(false);
   });
 });

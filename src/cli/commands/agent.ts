@@ -152,7 +152,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   }
   if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
   const name = values.name;
-  if (!name || name.length > agent_name_length_max) throw new UsageError(`--name is required (1 to ${agent_name_length_max} characters)`);
+  if (!name) throw new UsageError(`--name is required (1 to ${agent_name_length_max} characters)`);
+  if (name.length > agent_name_length_max) throw new UsageError(`--name: ${name.length} characters; at most ${agent_name_length_max}`);
   const target = operatorTarget(values, io.env);
   const created = await printOperatorCall(io, "agent create", () => operatorRequest(target, "POST", "/api/v1/agents", { name }));
   if (created === undefined) return 1;

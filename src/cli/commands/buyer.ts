@@ -2,11 +2,13 @@
 // --overspend to meet every rule) or driven by a real model through an OpenAI-compatible API.
 
 import { join } from "node:path";
+import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { connect, type Connection } from "../../buyer/connect.js";
 import { runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
 import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { describeFailure } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
        bursar buyer --llm [--task TEXT] [--url URL] [--token T | --stdio]
@@ -28,7 +30,8 @@ An MCP buyer that spends through a running gate with an agent token.
   --operator-token T lets --overspend revoke the block mid-run (default $BURSAR_ADMIN_TOKEN)
   --stdio            speak MCP over stdio through 'bursar mcp-stdio' instead of HTTP
 
-Exit codes: 0 done; 1 the gate could not be reached (one line naming the URL); 2 bad arguments.
+Exit codes: 0 done; 1 the gate could not be reached, or refused the agent token (one line
+naming the URL); 2 bad arguments.
 
 Environment: BURSAR_URL, BURSAR_AGENT_TOKEN, BURSAR_ADMIN_TOKEN, BURSAR_LLM_BASE_URL,
 BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL.`;
@@ -94,6 +97,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   try {
     client = await connect(connection);
   } catch (error) {
+    // The gate answered but refused the token: say so, in `bursar mcp-stdio`'s words, rather
+    // than suggest it is not running.
+    if (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403)) {
+      const answered = describeFailure(error, new URL(`${url}/mcp`)).message;
+      println(io.stderr, `bursar buyer: ${answered}; the agent token (${values.token ? "--token" : "BURSAR_AGENT_TOKEN"}) was refused`);
+      return 1;
+    }
     println(io.stderr, `bursar buyer: cannot connect to the gate at ${url}/mcp (${reason(error)}); is \`bursar serve\` running? (set BURSAR_URL or --url)`);
     return 1;
   }

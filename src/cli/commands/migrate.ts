@@ -22,24 +22,14 @@ with its password masked), exit 2, as for \`bursar serve\`.
 
 Environment:
   BURSAR_DATA_DIR   data directory (default ./.bursar); created if missing for the default database
-  BURSAR_DB         SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
+  BURSAR_DB         SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL; an
+                    explicit SQLite path's directory must exist (one line naming BURSAR_DB, exit 2)
 The other BURSAR_* variables are validated as for \`bursar serve\`.`;
 
-/** The database as shown to a person: a postgres URL without its credentials. */
-export function displayDb(db: string): string {
-  if (!isPostgresUrl(db)) return db;
-  try {
-    const url = new URL(db);
-    url.username = "";
-    url.password = "";
-    return url.href;
-  } catch {
-    return "postgres://…";
-  }
-}
-
-function ensureParent(db: string): void {
-  if (db === ":memory:" || isPostgresUrl(db)) return;
+/** Creates the data directory for the default database only; an explicit BURSAR_DB's directory
+ *  must exist, as for `bursar serve`, so a mistyped path fails instead of growing a new tree. */
+function ensureDefaultParent(db: string, explicit: boolean): void {
+  if (explicit || db === ":memory:" || isPostgresUrl(db)) return;
   // The data directory also holds keys and the token hash: create it private, as `bursar serve` does.
   mkdirSync(dirname(db), { recursive: true, mode: 0o700 });
 }
@@ -48,10 +38,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const { positionals } = parseOptions(argv, {});
   if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
   const config = loadConfig(io.env);
-  const shown = displayDb(config.db);
+  const shown = maskedDb(config.db);
   let driver: SqlDriver;
   try {
-    ensureParent(config.db);
+    ensureDefaultParent(config.db, Boolean(io.env.BURSAR_DB));
     driver = openDriver(config.db);
   } catch (error) {
     // A database it cannot open (a directory it cannot create, a file that is not SQLite) is

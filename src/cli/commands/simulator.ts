@@ -1,9 +1,11 @@
 // `bursar simulator`: runs the Razorpay-compatible simulator standalone at `/` until SIGINT/SIGTERM.
 
 import { parseArgs } from "node:util";
+import type { FastifyInstance } from "fastify";
 import { buildServer } from "../../server/app.js";
-import { createSimulator } from "../../provider/simulator/index.js";
-import { UsageError, parsing, println, type CliIo } from "../command.js";
+import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
+import { errorCode } from "../../datadir.js";
+import { CommandError, UsageError, parsing, println, type CliIo } from "../command.js";
 
 export const simulator_port_default = 8788;
 export const simulator_host_default = "127.0.0.1";
@@ -52,6 +54,23 @@ function parseWebhookUrl(text: string | undefined): string | undefined {
   throw new UsageError("--webhook-url must be an http(s) URL");
 }
 
+/** Listen errors as one line naming --host / --port (exit 2), as `bursar serve` reports them. */
+async function listen(app: FastifyInstance, simulator: Simulator, host: string, port: number): Promise<string> {
+  try {
+    return await app.listen({ port, host });
+  } catch (error) {
+    await simulator.close().then(() => app.close());
+    const code = errorCode(error);
+    const address = `--host ${host} --port ${port}`;
+    if (code === "EADDRINUSE") throw new CommandError(`${address}: the address is already in use (another bursar simulator?)`);
+    if (code === "EACCES") throw new CommandError(`${address}: permission denied (ports below 1024 need privileges)`);
+    if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_NONAME") {
+      throw new CommandError(`--host ${host}: cannot listen on this address (${(error as Error).message})`);
+    }
+    throw error;
+  }
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parsing(() =>
     parseArgs({
@@ -73,7 +92,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
 
   const simulator = createSimulator({ webhook_secret, webhook_url });
   const app = await buildServer({ plugins: [async (server) => void (await server.register(simulator.plugin))] });
-  const address = await app.listen({ port, host });
+  const address = await listen(app, simulator, host, port);
   println(io.stdout, `bursar simulator listening on ${address}`);
   println(io.stdout, `  Razorpay API:  ${address}/v1/orders (Basic auth: any rzp_test_ key id, non-empty secret)`);
   println(io.stdout, `  checkout:      POST ${address}/sim/orders/{order_id}/pay {"card":"4111111111111111"}`);
