@@ -22,6 +22,8 @@ const secret_key_fragments = [
   "cookie",
   "cvv",
   "cvc",
+  "securitycode",
+  "cardcode",
   "privatekey",
   "credential",
   "sessionid",
@@ -30,7 +32,7 @@ const secret_key_fragments = [
 /** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`): as a fragment, "pin" would
  *  take `shipping` and `pincode` (a postal code) for secrets. */
 const secret_key_suffixes = ["pin", "otp"] as const;
-const secret_key_names = new Set(["auth", "pwd", "keysecret", "signingkey", "masterkey", "xapikey"]);
+const secret_key_names = new Set(["auth", "pwd", "keysecret", "signingkey", "masterkey", "xapikey", "csc", "cvn", "cav2"]);
 
 /** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer),
  *  wherever they stand in text: glued to a word ("x_bsr_agent_…", "ref9bsr_op_…") too, where a
@@ -91,12 +93,13 @@ const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[po
 const card_digits_min = 13;
 const card_digits_max = 19;
 /**
- * Runs of digits grouped by single spaces or dashes, as printed on cards. A group glued to a
- * letter is left out (the regex backtracks to the group boundary before it): a digest's digits
- * are glued to its hex letters, and are not a card number.
+ * Runs of digits grouped by one or two separators, as cards are printed and typed: spaces, tabs,
+ * dashes, dots, slashes or underscores ("4111 1111 1111 1111", "4111.1111.1111.1111",
+ * "4111  1111"). A group glued to a letter is left out (the regex backtracks to the group
+ * boundary before it): a digest's digits are glued to its hex letters, and are not a card number.
  */
-const digit_run_pattern = /(?<![0-9A-Za-z])\d+(?:[ -]\d+)*(?![0-9A-Za-z])/g;
-const card_prefilter = /\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d[ -]?\d/;
+const digit_run_pattern = /(?<![0-9A-Za-z])\d+(?:[ \t./_-]{1,2}\d+)*(?![0-9A-Za-z])/g;
+const card_prefilter = /\d(?:[ \t./_-]{0,2}\d){12}/;
 
 /** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. Only names
  *  up to key_verdict_chars_max are remembered: the names are the senders', and 10,000 of a
@@ -141,7 +144,7 @@ export function luhnValid(digits: string): boolean {
 const doubled_digit = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9];
 
 /**
- * True when some consecutive groups of a run (digits between single spaces or dashes) hold 13 to
+ * True when some consecutive groups of a run (digits between separators) hold 13 to
  * 19 digits together that pass Luhn and do not start with 0 (no issuer number does; without this
  * 13 zeros would pass). A card number printed next to its CVV, expiry or a reference is such a
  * stretch of groups ("4111 1111 1111 1111 123"). Windows start and end at group boundaries only:
@@ -155,7 +158,7 @@ function hasCardWindow(run: string): boolean {
   let count = 0;
   for (let i = 0; i < run.length; i++) {
     const digit = run.charCodeAt(i) - 48;
-    if (digit < 0 || digit > 9) continue; // a single space or dash between groups
+    if (digit < 0 || digit > 9) continue; // a separator between groups
     starts_group[count] = i === 0 || run.charCodeAt(i - 1) - 48 < 0 || run.charCodeAt(i - 1) - 48 > 9 ? 1 : 0;
     digits[count++] = digit;
   }

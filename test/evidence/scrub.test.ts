@@ -204,7 +204,7 @@ describe("scrub", () => {
     expect(scrubbedCanonicalJson({ note: "4111 1111 1111 1111 123" })).toEqual({ text: '{"note":"[redacted]"}', redactions: 1 });
   });
 
-  it("finds a Luhn-valid card number among the groups of any run of digits grouped by single spaces or dashes", () => {
+  it("finds a Luhn-valid card number among the groups of any run of digits grouped by one or two separators", () => {
     const digit = fc.integer({ min: 0, max: 9 });
     /** A card number of 13 to 19 digits, first digit 1-9, made Luhn-valid by its check digit. */
     const card = fc.tuple(fc.integer({ min: 1, max: 9 }), fc.array(digit, { minLength: 11, maxLength: 17 })).map(([first, rest]) => {
@@ -220,7 +220,8 @@ describe("scrub", () => {
     };
     const cuts = fc.array(fc.integer({ min: 1, max: 18 }), { maxLength: 4 });
     fc.assert(
-      fc.property(digits, card, digits, cuts, cuts, fc.constantFrom(" ", "-"), (before, number, after, in_before, in_number, separator) => {
+      fc.property(digits, card, digits, cuts, cuts, fc.constantFrom(" ", "-", ".", "/", "_", "\t", "  ", " - "), (before, number, after, in_before, in_number, separator) => {
+        if (separator === " - ") return; // three characters end a run: the pieces are apart
         const text = [grouped(before, in_before, separator), grouped(number, in_number, separator), after].filter(Boolean).join(separator);
         expect(scrub({ note: `pay ${text}.` }).note, text).toBe("[redacted]");
       }),
@@ -229,12 +230,12 @@ describe("scrub", () => {
   });
 
   it("decides a card number in text exactly as checking every stretch of groups of every run by hand does", () => {
-    /** The rule written plainly: runs of digits joined by single spaces or dashes; a group glued to
-     *  a letter is left out; any consecutive groups holding 13 to 19 digits together, not starting
-     *  with 0, that pass Luhn. */
+    /** The rule written plainly: runs of digits joined by one or two spaces, tabs, dashes, dots,
+     *  slashes or underscores; a group glued to a letter is left out; any consecutive groups
+     *  holding 13 to 19 digits together, not starting with 0, that pass Luhn. */
     const byHand = (text: string) => {
-      for (const match of text.matchAll(/\d+(?:[ -]\d+)*/g)) {
-        const groups = match[0].split(/[ -]/);
+      for (const match of text.matchAll(/\d+(?:[ \t./_-]{1,2}\d+)*/g)) {
+        const groups = match[0].split(/[ \t./_-]+/);
         if (/[A-Za-z]/.test(text[match.index - 1] ?? "")) groups.shift();
         if (/[A-Za-z]/.test(text[match.index + match[0].length] ?? "")) groups.pop();
         for (let first = 0; first < groups.length; first++) {
@@ -248,7 +249,7 @@ describe("scrub", () => {
     };
     const piece = fc.oneof(
       { weight: 4, arbitrary: fc.stringMatching(/^[0-9]{1,8}$/) },
-      fc.constantFrom(" ", "-", "  ", "a", "x", ".", "4111111111111111", "378282246310005", "0000000000000"),
+      fc.constantFrom(" ", "-", "  ", "a", "x", ".", "/", "_", "\t", ",", "4111111111111111", "378282246310005", "0000000000000"),
     );
     fc.assert(
       fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
@@ -257,6 +258,18 @@ describe("scrub", () => {
       }),
       { numRuns: 5_000 },
     );
+  });
+
+  it("finds card numbers typed with dots, slashes, tabs, underscores or double spaces, and CVVs under their other names", () => {
+    for (const typed of ["4111.1111.1111.1111", "4111/1111/1111/1111", "4111\t1111\t1111\t1111", "4111_1111_1111_1111", "4111  1111  1111  1111", "paid with 3782.822463.10005"]) {
+      expect(scrub({ note: typed }).note, typed).toBe("[redacted]");
+    }
+    for (const name of ["security_code", "Security-Code", "csc", "CVN", "card_code", "cvv2", "cav2"]) {
+      expect(scrub({ [name]: "123" })[name], name).toBe("[redacted]");
+    }
+    // Dotted and slashed numbers that are not 13 digits stay: an address, a date, a version.
+    const kept = { ip: "192.168.100.200", date: "2026/12/02", version: "10.4.1", cid: "42", cscope: "x" };
+    expect(scrub(kept)).toEqual(kept);
   });
 
   it("keeps digit runs with no Luhn-valid stretch, runs of zeros, unbroken long runs, and digits glued to letters", () => {
