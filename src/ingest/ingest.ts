@@ -136,26 +136,31 @@ function storedReceipt(receipt: DeliveryReceipt, listed_by_delivery: boolean): s
   return JSON.stringify({ source: receipt.source, received_at: receipt.received_at, key_id: receipt.key_id, signature: receipt.signature });
 }
 
-/** A retry of exactly one earlier delivery gets that delivery's receipt back, byte for byte. */
+/**
+ * A retry of an earlier delivery gets that delivery's receipt back, byte for byte. That delivery
+ * wrote at least one of the records (one that wrote none stored no receipt), so the deliveries
+ * that wrote them are the only candidates: usually one, two when it also repeated an earlier
+ * delivery's records.
+ */
 async function firstReceipt(tx: SqlTx, records: readonly ValidRecord[], stored: Map<string, StoredRecord>): Promise<DeliveryReceipt | undefined> {
-  const deliveries = new Set(records.map((record) => stored.get(record.value.event_id)!.delivery_id));
-  if (deliveries.size !== 1) return undefined;
-  const row = await tx.get<{ receipt_json: string; records: number | string }>("SELECT receipt_json, records FROM ingest_deliveries WHERE delivery_id = ?", [
-    [...deliveries][0]!,
-  ]);
-  if (!row) return undefined;
-  const receipt = JSON.parse(row.receipt_json) as StoredReceipt;
-  if ("records" in receipt) {
-    const same = receipt.records.length === records.length && receipt.records.every((listed, i) => listed.event_id === records[i]!.value.event_id);
-    return same ? receipt : undefined;
-  }
-  // The delivery's own rows, all of them (as many as it listed) and in seq order, are its listing.
   const rows = records.map((record) => stored.get(record.value.event_id)!);
-  const same = Number(row.records) === rows.length && rows.every((listed, i) => i === 0 || listed.seq > rows[i - 1]!.seq);
-  if (!same) return undefined;
-  const { source, received_at, key_id, signature } = receipt;
-  const listed = rows.map(({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }) => ({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }));
-  return { source, received_at, records: listed, key_id, signature };
+  for (const delivery_id of new Set(rows.map((row) => row.delivery_id))) {
+    const row = await tx.get<{ receipt_json: string; records: number | string }>("SELECT receipt_json, records FROM ingest_deliveries WHERE delivery_id = ?", [delivery_id]);
+    if (!row) continue;
+    const receipt = JSON.parse(row.receipt_json) as StoredReceipt;
+    if ("records" in receipt) {
+      const same = receipt.records.length === records.length && receipt.records.every((listed, i) => listed.event_id === records[i]!.value.event_id);
+      if (same) return receipt;
+      continue;
+    }
+    // The delivery's own rows, all of them (as many as it listed) and in seq order, are its listing.
+    const own = Number(row.records) === rows.length && rows.every((listed, i) => listed.delivery_id === delivery_id && (i === 0 || listed.seq > rows[i - 1]!.seq));
+    if (!own) continue;
+    const { source, received_at, key_id, signature } = receipt;
+    const listed = rows.map(({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }) => ({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }));
+    return { source, received_at, records: listed, key_id, signature };
+  }
+  return undefined;
 }
 
 async function insertRecords(tx: SqlTx, source_id: string, delivery_id: string, listed: readonly DeliveryRecord[]): Promise<void> {

@@ -277,12 +277,18 @@ describe("idempotency per (source, event_id)", () => {
       expect(JSON.stringify(again.body.receipt)).toBe(JSON.stringify(first.body.receipt));
       expect(verifyDeliveryReceipt(again.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
     }
-    // A delivery that also listed an earlier record is not one delivery's retry: a new listing, signed.
+    // A delivery that also listed a record an earlier delivery wrote: its retry names two
+    // deliveries' records, and still gets its own first receipt back.
     const mixed = ndjson([earlier, record("evt_bytes_6")]);
     const first = await deliver(h, source, mixed);
+    h.clock.advance(1_000);
     const again = await deliver(h, source, mixed);
-    expect(again.body.receipt.records).toEqual(first.body.receipt.records);
-    expect(verifyDeliveryReceipt(again.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
+    expect(again.body.written).toBe(0);
+    expect(JSON.stringify(again.body.receipt)).toBe(JSON.stringify(first.body.receipt));
+    // The earlier record alone is its own first delivery's retry, not the mixed one's.
+    const alone = await deliver(h, source, ndjson([earlier]));
+    expect((alone.body.receipt.records as Array<{ event_id: string }>).map((r) => r.event_id)).toEqual(["evt_bytes_earlier"]);
+    expect(verifyDeliveryReceipt(alone.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
   });
 
   it("signs a new listing for a retry that reorders or leaves out records of one delivery", async () => {
