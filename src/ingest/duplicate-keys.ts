@@ -48,12 +48,16 @@ export const duplicate_keys_reported_max = 500;
 /**
  * The paths (`agent.id`, `args.items.2.sku`, `3.decision` inside an array) of keys that occur a
  * second time in one object of `text`, which must be valid JSON; empty when keys are unique.
- * Keys are compared as decoded, so `"a"` and `"\u0061"` are the same key. Stops after
- * `reported_max` of them.
+ * Keys are compared as decoded, so `"a"` and `"\u0061"` are the same key. When `text` is an
+ * array (a delivery of records), only each element's first duplicate is named: one element
+ * with thousands of them must not use up `reported_max` before the next element is read.
+ * Stops after `reported_max` of them.
  */
 export function duplicateKeyPaths(text: string, reported_max = duplicate_keys_reported_max): string[] {
   const found: string[] = [];
   const stack: Frame[] = [];
+  /** The root array's element whose duplicate was named last. */
+  let named_element = -1;
   for (let i = 0; i < text.length && found.length < reported_max; i++) {
     const code = text.charCodeAt(i);
     const top = stack[stack.length - 1];
@@ -62,7 +66,14 @@ export function duplicateKeyPaths(text: string, reported_max = duplicate_keys_re
       if (top?.keys && top.expect_key) {
         const raw = text.slice(i + 1, end);
         const key = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
-        if (top.keys.has(key)) found.push(duplicatePath(stack, key));
+        if (top.keys.has(key)) {
+          const root = stack[0]!;
+          if (root.keys !== null) found.push(duplicatePath(stack, key));
+          else if (root.index !== named_element) {
+            named_element = root.index;
+            found.push(duplicatePath(stack, key));
+          }
+        }
         top.keys.add(key);
         top.key = key;
         top.expect_key = false;

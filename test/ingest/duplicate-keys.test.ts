@@ -18,6 +18,8 @@ describe("duplicateKeyPaths", () => {
       ['{"s":"\\\\","s":"c"}', ["s"]],
       ['{"a":[1,2,{"b":[],"b":{}}],"c":"[,{"}', ["a.2.b"]],
       ['{ "k" : 1 , "k" : 2 , "k" : 3 }', ["k", "k"]],
+      // In an array (a delivery), each element's first duplicate only.
+      ['[{"k":1,"k":2,"k":3,"j":1,"j":2},{"a":1},{"q":{"z":1,"z":2},"q":3}]', ["0.k", "2.q.z"]],
     ];
     for (const [text, paths] of cases) {
       JSON.parse(text);
@@ -31,6 +33,9 @@ describe("duplicateKeyPaths", () => {
     const deep = `${'{"d":'.repeat(40)}{"a":1,"a":2}${"}".repeat(40)}`;
     expect(duplicateKeyPaths(deep)).toEqual([`${Array(16).fill("d").join(".")}.…`]);
     expect(duplicateKeyPaths('{"k":1,"k":2,"k":3}', 1)).toEqual(["k"]);
+    // 600 duplicates in the first element leave room to name the second element's.
+    const many = `[{${Array.from({ length: 601 }, () => '"z":1').join(",")}},{"q":1,"q":2}]`;
+    expect(duplicateKeyPaths(many)).toEqual(["0.z", "1.q"]);
   });
 
   it("finds none in JSON that JSON.stringify wrote, with or without indentation", () => {
