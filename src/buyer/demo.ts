@@ -100,35 +100,72 @@ async function verifyLog(story: Story, started: Started, dir: string): Promise<{
   return { verified: report.ok, entries: report.entries };
 }
 
-export async function runDemo(out: NodeJS.WritableStream, interactive: boolean): Promise<DemoResult> {
-  const story = new Story({ out, interactive });
+/**
+ * A demo in progress: `result` settles when the story is told; `stop()` (idempotent) closes the
+ * buyer's client and the servers and deletes the temporary data directory, whenever it is
+ * called — mid-story on SIGINT/SIGTERM, or when the story ends.
+ */
+export interface DemoRun {
+  /** The temporary data directory (deleted by stop()). */
+  dir: string;
+  result: Promise<DemoResult>;
+  stop(): Promise<void>;
+}
+
+export function startDemo(out: NodeJS.WritableStream, interactive: boolean): DemoRun {
   const dir = mkdtempSync(join(tmpdir(), "bursar-demo-"));
   const admin = newToken("bsr_op");
-  const started = await startServer(loadConfig({ BURSAR_DATA_DIR: dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: admin }), { logger: false });
+  const starting = startServer(loadConfig({ BURSAR_DATA_DIR: dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: admin }), { logger: false });
   let client: Client | undefined;
-  try {
-    story.heading("Bursar demo — an AI buyer with a prepaid spending block (simulator, no key, no network)");
-    const agent = await started.bursar.operator.createAgent({ name: "demo-buyer" });
-    const block = await started.bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, per_call_cap: 500_000, approval_threshold: 200_000, velocity: { max_calls: 30, window_seconds: 60 } });
-    story.note(`gate ${started.url}; block ${block.block_id}: ${money(block.reserved)}, per call ≤ ${money(block.per_call_cap)}, approval above ${money(block.approval_threshold)}`);
-    client = await connect({ kind: "http", url: started.url, token: agent.token });
-    story.heading("The basket");
-    const report = await buyBasket(client, { story }, emptyReport());
-    await approveHeld(story, started, admin, client, report);
-    story.heading("Attempts the rules refuse");
-    await refusals(story, client, report);
-    story.heading("Payment and settlement");
-    const keyboard = report.orders.find((order) => order.name === "Mechanical keyboard") ?? report.orders[0];
-    const settled = keyboard ? await payAndCapture(story, started, client, keyboard) : 0;
-    const final = await started.bursar.operator.getBlock(block.block_id);
-    story.note(`block now: spent ${money(final.spent)}, held ${money(final.held)}, available ${money(final.available)}`);
-    const evidence = await verifyLog(story, started, dir);
-    story.line();
-    story.line(`${report.allowed} allowed, ${report.held.length} held and approved, ${report.refusals.length} refused (${[...new Set(report.refusals.map((refusal) => refusal.rule))].join(", ")}), ${settled} settled, log ${evidence.verified ? "verified" : "NOT verified"}.`);
-    return { report, settled, verified: evidence.verified, entries: evidence.entries };
-  } finally {
-    await client?.close().catch(() => undefined);
-    await started.app.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      try {
+        await client?.close().catch(() => undefined);
+        // A server still starting is closed once it has started; one that failed to start has nothing to close.
+        const started = await starting.catch(() => undefined);
+        await started?.app.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    })());
+  const result = (async () => {
+    try {
+      const started = await starting;
+      return await tellStory(new Story({ out, interactive }), started, admin, dir, (connected) => {
+        if (stopping) void connected.close().catch(() => undefined);
+        else client = connected;
+      });
+    } finally {
+      await stop();
+    }
+  })();
+  return { dir, result, stop };
+}
+
+export async function runDemo(out: NodeJS.WritableStream, interactive: boolean): Promise<DemoResult> {
+  return startDemo(out, interactive).result;
+}
+
+async function tellStory(story: Story, started: Started, admin: string, dir: string, connected: (client: Client) => void): Promise<DemoResult> {
+  story.heading("Bursar demo — an AI buyer with a prepaid spending block (simulator, no key, no network)");
+  const agent = await started.bursar.operator.createAgent({ name: "demo-buyer" });
+  const block = await started.bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, per_call_cap: 500_000, approval_threshold: 200_000, velocity: { max_calls: 30, window_seconds: 60 } });
+  story.note(`gate ${started.url}; block ${block.block_id}: ${money(block.reserved)}, per call ≤ ${money(block.per_call_cap)}, approval above ${money(block.approval_threshold)}`);
+  const client = await connect({ kind: "http", url: started.url, token: agent.token });
+  connected(client);
+  story.heading("The basket");
+  const report = await buyBasket(client, { story }, emptyReport());
+  await approveHeld(story, started, admin, client, report);
+  story.heading("Attempts the rules refuse");
+  await refusals(story, client, report);
+  story.heading("Payment and settlement");
+  const keyboard = report.orders.find((order) => order.name === "Mechanical keyboard") ?? report.orders[0];
+  const settled = keyboard ? await payAndCapture(story, started, client, keyboard) : 0;
+  const final = await started.bursar.operator.getBlock(block.block_id);
+  story.note(`block now: spent ${money(final.spent)}, held ${money(final.held)}, available ${money(final.available)}`);
+  const evidence = await verifyLog(story, started, dir);
+  story.line();
+  story.line(`${report.allowed} allowed, ${report.held.length} held and approved, ${report.refusals.length} refused (${[...new Set(report.refusals.map((refusal) => refusal.rule))].join(", ")}), ${settled} settled, log ${evidence.verified ? "verified" : "NOT verified"}.`);
+  return { report, settled, verified: evidence.verified, entries: evidence.entries };
 }

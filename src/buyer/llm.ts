@@ -37,6 +37,47 @@ export interface LlmReport {
   final: string;
 }
 
+/**
+ * A model call that failed: the endpoint answered an error status, or could not be reached.
+ * Its message never holds the API key (an endpoint may echo it back).
+ */
+export class LlmCallError extends Error {
+  override name = "LlmCallError";
+  constructor(
+    message: string,
+    readonly status: number | undefined,
+  ) {
+    super(message);
+  }
+}
+
+/** Characters of an endpoint's own error message quoted in an LlmCallError. */
+export const llm_error_quoted_chars_max = 200;
+
+/** The innermost system reason (ECONNREFUSED, ENOTFOUND) under a connection error, if any. */
+function systemReason(error: unknown): string | undefined {
+  for (let cause = (error as { cause?: unknown }).cause, depth = 0; cause && depth < 4; cause = (cause as { cause?: unknown }).cause, depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+  }
+  return undefined;
+}
+
+/** Turns the OpenAI client's failure into an LlmCallError; anything else is not a model failure and is rethrown as is. */
+function modelFailure(error: unknown, api_key: string): unknown {
+  const redact = (text: string) => text.split(api_key).join("[redacted]").replace(/\s+/g, " ").trim().slice(0, llm_error_quoted_chars_max);
+  if (error instanceof OpenAI.APIConnectionTimeoutError) return new LlmCallError("timed out", undefined);
+  if (error instanceof OpenAI.APIConnectionError) {
+    const reason = systemReason(error);
+    return new LlmCallError(`could not be reached (connection error${reason ? `: ${reason}` : ""})`, undefined);
+  }
+  if (error instanceof OpenAI.APIError && error.status !== undefined) {
+    const said = (error.error as { message?: unknown } | undefined)?.message;
+    return new LlmCallError(`answered HTTP ${error.status}${typeof said === "string" && said.trim() ? `: ${redact(said)}` : ""}`, error.status);
+  }
+  return error;
+}
+
 function toolsFor(listed: Awaited<ReturnType<Client["listTools"]>>): ChatCompletionTool[] {
   return listed.tools.map((tool) => ({
     type: "function" as const,
@@ -74,7 +115,9 @@ export async function runLlmBuyer(client: Client, options: LlmOptions): Promise<
   const report: LlmReport = { tool_calls: 0, refusals: [], final: "" };
   options.story.line(`task: ${task.split("\n")[0]}`);
   for (let turn = 0; turn < llm_turns_max; turn++) {
-    const completion = await openai.chat.completions.create({ model: options.model, messages, tools });
+    const completion = await openai.chat.completions.create({ model: options.model, messages, tools }).catch((error: unknown) => {
+      throw modelFailure(error, options.api_key);
+    });
     const message = completion.choices[0]?.message;
     if (!message) break;
     messages.push(message);

@@ -1,5 +1,6 @@
 // What every `bursar <command>` module exports, and small helpers they share.
 
+import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { fileError } from "../config.js";
 
@@ -57,4 +58,9 @@ export function parseOptions<const T extends OptionsConfig>(argv: string[], opti
 
 export function println(stream: NodeJS.WritableStream, line = ""): void {
   stream.write(`${line}\n`);
+}
+
+/** The shell's status for a process ended by `signal`: 128 + its number (130 for SIGINT, 143 for SIGTERM). */
+export function signalExitCode(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 0);
 }

@@ -3,9 +3,8 @@
 
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { constants } from "node:os";
 import { join } from "node:path";
-import { println, UsageError, type CliIo } from "../command.js";
+import { println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 /** Each is bench/NAME.ts, compiled to dist/bench/NAME.js beside dist/src. */
 export const bench_names = ["ledger", "evidence", "gate", "pg", "ingest", "observer"] as const;
@@ -36,11 +35,6 @@ function listing(): string {
 
 function isBenchName(name: string): name is (typeof bench_names)[number] {
   return (bench_names as readonly string[]).includes(name);
-}
-
-/** 128 + signal number, as a shell reports a child killed by a signal. */
-function signalExitCode(signal: NodeJS.Signals): number {
-  return 128 + (constants.signals[signal] ?? 0);
 }
 
 export async function run(argv: string[], io: CliIo): Promise<number> {

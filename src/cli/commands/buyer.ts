@@ -4,10 +4,10 @@
 import { join } from "node:path";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { connect, type Connection } from "../../buyer/connect.js";
-import { runLlmBuyer } from "../../buyer/llm.js";
+import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
-import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { CommandError, parseOptions, println, UsageError, type CliIo } from "../command.js";
 import { describeFailure } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
@@ -31,7 +31,9 @@ An MCP buyer that spends through a running gate with an agent token.
   --stdio            speak MCP over stdio through 'bursar mcp-stdio' instead of HTTP
 
 Exit codes: 0 done; 1 the gate could not be reached, or refused the agent token (one line
-naming the URL); 2 bad arguments.
+naming the URL), or with --llm a model call failed (one line naming BURSAR_LLM_BASE_URL and
+the HTTP status or connection error); 2 bad arguments, or BURSAR_LLM_BASE_URL is not an
+http(s) URL.
 
 Environment: BURSAR_URL, BURSAR_AGENT_TOKEN, BURSAR_ADMIN_TOKEN, BURSAR_LLM_BASE_URL,
 BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL.`;
@@ -55,7 +57,22 @@ function llmSettings(io: CliIo): { base_url: string; api_key: string; model: str
   if (missing.length > 0) {
     throw new UsageError(`--llm needs ${missing.join(", ")} (an OpenAI-compatible endpoint, e.g. https://api.openai.com/v1, its key and a model name)`);
   }
-  return { base_url: base_url as string, api_key: api_key as string, model: model as string };
+  return { base_url: llmBaseUrl(base_url as string), api_key: api_key as string, model: model as string };
+}
+
+function isHttpUrl(raw: string): boolean {
+  try {
+    const { protocol } = new URL(raw);
+    return protocol === "http:" || protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+/** BURSAR_LLM_BASE_URL must be an http(s) URL; anything else fails at the first model call with a bare "Invalid URL". */
+function llmBaseUrl(raw: string): string {
+  if (!isHttpUrl(raw)) throw new CommandError(`BURSAR_LLM_BASE_URL ${JSON.stringify(raw)}: expected an http(s) URL, e.g. https://api.openai.com/v1`);
+  return raw;
 }
 
 /** The system's short reason (ECONNREFUSED, ENOTFOUND) or the first line of the message. */
@@ -72,13 +89,7 @@ function isNetworkFailure(error: unknown): boolean {
 
 /** --url must be an http(s) URL; anything else fails later with an unhelpful "Invalid URL". */
 function gateUrl(raw: string): string {
-  let protocol: string | undefined;
-  try {
-    protocol = new URL(raw).protocol;
-  } catch {
-    protocol = undefined;
-  }
-  if (protocol !== "http:" && protocol !== "https:") throw new UsageError(`--url ${JSON.stringify(raw)}: expected an http(s) URL, e.g. http://127.0.0.1:8787`);
+  if (!isHttpUrl(raw)) throw new UsageError(`--url ${JSON.stringify(raw)}: expected an http(s) URL, e.g. http://127.0.0.1:8787`);
   return raw.replace(/\/+$/, "");
 }
 
@@ -122,6 +133,11 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     println(io.stdout, `${report.allowed} allowed, ${report.held.length} held, ${report.refusals.length} refused; rules: ${rules.join(", ") || "none"}`);
     return 0;
   } catch (error) {
+    if (error instanceof LlmCallError && llm) {
+      const key_hint = error.status === 401 || error.status === 403 ? "; check BURSAR_LLM_API_KEY" : "";
+      println(io.stderr, `bursar buyer: the model endpoint BURSAR_LLM_BASE_URL (${llm.base_url}) ${error.message}${key_hint}`.split(llm.api_key).join("[redacted]"));
+      return 1;
+    }
     // The gate went away mid-run: one line, as for a failed connect. Anything else is a bug.
     if (!isNetworkFailure(error)) throw error;
     println(io.stderr, `bursar buyer: lost the gate at ${url}/mcp (${reason(error)})`);

@@ -1,7 +1,7 @@
 // bursar demo: the one-command tour (simulator + gate + scripted buyer, temporary data).
 
-import { runDemo } from "../../buyer/demo.js";
-import { parseOptions, type CliIo } from "../command.js";
+import { startDemo, type DemoResult } from "../../buyer/demo.js";
+import { parseOptions, println, signalExitCode, type CliIo } from "../command.js";
 
 export const help = `usage: bursar demo
 
@@ -12,11 +12,45 @@ naming its rule and reason, an order paid through the simulator's test checkout,
 and settled, then exports the evidence log, verifies it offline and prints the signed
 checkpoint. Exits 0 when everything happened as told and the log verified.
 
+Interrupted (SIGINT, Ctrl-C, or SIGTERM), it stops its servers, deletes the temporary data
+directory and exits 130 (SIGINT) or 143 (SIGTERM); a second Ctrl-C while it cleans up ends
+it at once.
+
 Colour only on a terminal (not under CI). No options; no environment variables are read.`;
+
+const interrupting_signals = ["SIGINT", "SIGTERM"] as const;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
   parseOptions(argv, {});
-  const result = await runDemo(io.stdout, io.interactive);
-  const complete = result.report.allowed >= 3 && result.report.held.length >= 1 && result.report.refusals.length >= 3 && result.settled >= 1;
-  return complete && result.verified ? 0 : 1;
+  const demo = startDemo(io.stdout, io.interactive);
+  let interrupted: Promise<number> | undefined;
+  let onSignal!: (signal: NodeJS.Signals) => void;
+  const stopped = new Promise<number>((resolve) => {
+    onSignal = (signal) => {
+      // Only the first: the handlers are `once`, so a second signal ends the process at once.
+      if (interrupted) return;
+      println(io.stderr, `bursar demo: ${signal}: stopping the servers and deleting ${demo.dir}`);
+      interrupted = demo.stop().then(() => signalExitCode(signal));
+      resolve(interrupted);
+    };
+  });
+  for (const signal of interrupting_signals) process.once(signal, onSignal);
+  try {
+    // Stopping mid-story makes the story fail (its gate is gone): that failure is the interruption, not an error.
+    const told = demo.result.then(
+      (result): number => (complete(result) ? 0 : 1),
+      (error: unknown) => {
+        if (interrupted) return interrupted;
+        throw error;
+      },
+    );
+    return await Promise.race([told, stopped]);
+  } finally {
+    for (const signal of interrupting_signals) process.off(signal, onSignal);
+  }
+}
+
+function complete(result: DemoResult): boolean {
+  const told = result.report.allowed >= 3 && result.report.held.length >= 1 && result.report.refusals.length >= 3 && result.settled >= 1;
+  return told && result.verified;
 }

@@ -7,7 +7,7 @@ import { appendFileSync, readFileSync } from "node:fs";
 import { systemClock } from "../../clock.js";
 import { delivery_bytes_max, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
-import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
 export const file_bytes_max = 1_073_741_824;
@@ -27,6 +27,9 @@ some Windows editors write, is left out. Lines are sent byte for byte; each reco
 is over its JSON text exactly as you wrote it (the line ending and the spaces, tabs and
 CRs around the text excluded).
 A repeated run is safe: records already received return their first receipt.
+Interrupted (SIGINT, Ctrl-C, or SIGTERM), it stops the delivery in flight and says in one line
+how many records were accepted so far, in how many deliveries, and that their receipts are in
+the receipts file; it exits 130 (SIGINT) or 143 (SIGTERM). Re-run the same command to finish.
 Stops at the first refused delivery and prints the server's answer (with file line numbers).
 Exit codes: 0 all sent; 1 a delivery was refused or the server could not be reached;
 2 bad arguments, an unreadable FILE, a line of FILE that is not JSON on its own, or an
@@ -134,10 +137,11 @@ function baseUrl(raw: string): string {
 }
 
 /** One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint. */
-async function post(endpoint: string, key: string, delivery: Delivery): Promise<{ status: number; ok: boolean; text: string } | { failed: string }> {
+async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<{ status: number; ok: boolean; text: string } | { failed: string }> {
   try {
     const response = await fetch(endpoint, {
       method: "POST",
+      signal: abort,
       headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
       body: new Uint8Array(delivery.body),
     });
@@ -187,6 +191,16 @@ function describeRefusal(status: number, text: string, delivery: Delivery): stri
   return lines.join("\n");
 }
 
+const interrupting_signals = ["SIGINT", "SIGTERM"] as const;
+
+
+/** The one line an interrupted run ends with, worded as the summary of a whole run ("sent N records in M deliveries"). */
+function interruptedLine(signal: NodeJS.Signals, sent: number, total: number, delivered: number, receipts: string | undefined): string {
+  const deliveries_text = `${delivered} ${delivered === 1 ? "delivery" : "deliveries"}`;
+  const held = receipts === undefined ? "" : `; their receipts are in ${receipts}`;
+  return `bursar send-decisions: interrupted (${signal}): sent ${sent} of ${total} records in ${deliveries_text} before stopping${held}; re-running the same command is safe (records already received return their first receipts)`;
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseOptions(argv, {
     url: { type: "string" },
@@ -206,11 +220,48 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   checkOneRecordPerLine(records);
   const planned = deliveries(records, batch);
   const total = planned.reduce((sum, delivery) => sum + delivery.lines.length, 0);
+  // SIGINT/SIGTERM abort the delivery in flight; the loop then reports what was accepted.
+  const abort = new AbortController();
+  let interrupted: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    interrupted ??= signal;
+    abort.abort();
+  };
+  for (const signal of interrupting_signals) process.once(signal, onSignal);
+  try {
+    return await send(io, { endpoint, key, planned, total, receipts: values.receipts, abort: abort.signal, interrupted: () => interrupted });
+  } finally {
+    for (const signal of interrupting_signals) process.off(signal, onSignal);
+  }
+}
+
+interface Sending {
+  endpoint: string;
+  key: string;
+  planned: Delivery[];
+  total: number;
+  receipts: string | undefined;
+  abort: AbortSignal;
+  /** The signal that interrupted the run, once one has. */
+  interrupted(): NodeJS.Signals | undefined;
+}
+
+async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort, interrupted }: Sending): Promise<number> {
   let sent = 0;
   let written = 0;
+  let delivered = 0;
   progress(io, 0, total);
   for (const delivery of planned) {
-    const response = await post(endpoint, key, delivery);
+    // Interrupted between deliveries, or during one (aborted, so its answer is lost): stop here.
+    // A delivery answered before the signal was heard is still counted and its receipt kept.
+    const response = abort.aborted ? undefined : await post(endpoint, key, delivery, abort);
+    const signal = interrupted();
+    if (signal && (response === undefined || "failed" in response || !response.ok)) {
+      if (io.interactive) io.stderr.write("\n");
+      println(io.stderr, interruptedLine(signal, sent, total, delivered, receipts));
+      return signalExitCode(signal);
+    }
+    if (response === undefined) throw new Error("unreachable: no delivery without an interruption");
     if ("failed" in response || !response.ok) {
       if (io.interactive) io.stderr.write("\n");
       const lines = `lines ${delivery.lines[0]}..${delivery.lines.at(-1)}`;
@@ -223,9 +274,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       return 1;
     }
     const answer = JSON.parse(response.text) as { written: number; receipt: unknown };
-    if (values.receipts) appendReceipt(values.receipts, answer.receipt);
+    if (receipts) appendReceipt(receipts, answer.receipt);
     sent += delivery.lines.length;
     written += answer.written;
+    delivered += 1;
     progress(io, sent, total);
   }
   println(io.stdout, `sent ${sent} records in ${planned.length} deliveries: ${written} new, ${sent - written} already received`);

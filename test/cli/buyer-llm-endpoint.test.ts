@@ -1,0 +1,83 @@
+// `bursar buyer --llm` with a model endpoint that is not a URL, refuses the key (401) or has
+// nothing listening: one line naming BURSAR_LLM_BASE_URL and the failure, no stack trace, and
+// never the API key. Everything is on loopback; nothing reaches the network.
+
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureBuilt } from "../support/build.js";
+import { runBursar } from "../support/process.js";
+import { testServer, type TestServer } from "../support/server.js";
+
+const api_key = "sk-test-do-not-print-0123456789";
+
+function listening(server: Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));
+}
+
+function closed(server: Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+function oneLine(stderr: string): string {
+  const lines = stderr.trimEnd().split("\n");
+  expect(lines, stderr).toHaveLength(1);
+  expect(stderr).not.toMatch(/^\s+at /m);
+  expect(stderr).not.toContain(api_key);
+  return lines[0]!;
+}
+
+describe("bursar buyer --llm with a failing model endpoint", () => {
+  let gate: TestServer;
+  let token: string;
+  let refusing: Server;
+  let refusing_url: string;
+  let unused_url: string;
+  let model_requests = 0;
+
+  beforeAll(async () => {
+    ensureBuilt();
+    gate = await testServer();
+    token = (await gate.agent("llm-buyer")).token;
+    // Stands in for an OpenAI-compatible endpoint that refuses the key, echoing it as some do.
+    refusing = createServer((request, response) => {
+      model_requests++;
+      request.resume();
+      response.writeHead(401, { "content-type": "application/json" });
+      response.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${api_key}`, type: "invalid_request_error", code: "invalid_api_key" } }));
+    });
+    refusing_url = `http://127.0.0.1:${await listening(refusing)}/v1`;
+    const probe = createServer();
+    const port = await listening(probe);
+    await closed(probe);
+    unused_url = `http://127.0.0.1:${port}/v1`;
+  });
+  afterAll(async () => {
+    await closed(refusing);
+    await gate.close();
+  });
+
+  const run = (base_url: string) =>
+    runBursar(["buyer", "--llm", "--url", gate.url, "--token", token], { BURSAR_LLM_BASE_URL: base_url, BURSAR_LLM_API_KEY: api_key, BURSAR_LLM_MODEL: "test-model" });
+
+  it("refuses a BURSAR_LLM_BASE_URL that is not a URL in one line naming it, exit 2", async () => {
+    const result = await run("notaurl");
+    expect(result.code).toBe(2);
+    expect(oneLine(result.stderr)).toBe('bursar buyer: BURSAR_LLM_BASE_URL "notaurl": expected an http(s) URL, e.g. https://api.openai.com/v1');
+  });
+
+  it("reports an endpoint answering 401 as one line with the status and without the key, exit 1", async () => {
+    const result = await run(refusing_url);
+    expect(model_requests).toBeGreaterThan(0);
+    expect(result.code).toBe(1);
+    expect(oneLine(result.stderr)).toBe(
+      `bursar buyer: the model endpoint BURSAR_LLM_BASE_URL (${refusing_url}) answered HTTP 401: Incorrect API key provided: [redacted]; check BURSAR_LLM_API_KEY`,
+    );
+  });
+
+  it("reports an endpoint with nothing listening as one line naming the connection error, exit 1", async () => {
+    const result = await run(unused_url);
+    expect(result.code).toBe(1);
+    expect(oneLine(result.stderr)).toBe(`bursar buyer: the model endpoint BURSAR_LLM_BASE_URL (${unused_url}) could not be reached (connection error: ECONNREFUSED)`);
+  });
+});
