@@ -93,12 +93,18 @@ const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[po
 const card_digits_min = 13;
 const card_digits_max = 19;
 /**
- * Runs of digits grouped by one or two separators, as cards are printed and typed: spaces, tabs,
- * dashes, dots, slashes or underscores ("4111 1111 1111 1111", "4111.1111.1111.1111",
- * "4111  1111"). A group glued to a letter is left out (the regex backtracks to the group
- * boundary before it): a digest's digits are glued to its hex letters, and are not a card number.
+ * Runs of digits grouped as cards are printed and typed: by single spaces or dashes, mixed
+ * ("4111 1111-1111 1111"), or by one separator used throughout the run: a dot, a slash, an
+ * underscore, a tab or two spaces ("4111.1111.1111.1111"). Mixing those (and a space with them)
+ * ends a run, so "10.0.0.1 10.0.0.2" or "27.10.2026 22.10.13" is not one long run of digits
+ * in which some stretch passes Luhn. A group glued to a letter is left out (the regex
+ * backtracks to the group boundary before it): a digest's digits are glued to its hex
+ * letters, and are not a card number.
  */
-const digit_run_pattern = /(?<![0-9A-Za-z])\d+(?:[ \t./_-]{1,2}\d+)*(?![0-9A-Za-z])/g;
+const digit_run_patterns: readonly RegExp[] = [
+  /(?<![0-9A-Za-z])\d+(?:[ -]\d+)*(?![0-9A-Za-z])/g,
+  /(?<![0-9A-Za-z])\d+([./_\t]| {2})\d+(?:\1\d+)*(?![0-9A-Za-z])/g,
+];
 const card_prefilter = /\d(?:[ \t./_-]{0,2}\d){12}/;
 
 /** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. Only names
@@ -177,7 +183,9 @@ function hasCardWindow(run: string): boolean {
 
 function containsCardNumber(text: string): boolean {
   if (!card_prefilter.test(text)) return false;
-  for (const match of text.matchAll(digit_run_pattern)) if (match[0].length >= card_digits_min && hasCardWindow(match[0])) return true;
+  for (const pattern of digit_run_patterns) {
+    for (const match of text.matchAll(pattern)) if (match[0].length >= card_digits_min && hasCardWindow(match[0])) return true;
+  }
   return false;
 }
 

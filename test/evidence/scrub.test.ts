@@ -230,12 +230,14 @@ describe("scrub", () => {
   });
 
   it("decides a card number in text exactly as checking every stretch of groups of every run by hand does", () => {
-    /** The rule written plainly: runs of digits joined by one or two spaces, tabs, dashes, dots,
-     *  slashes or underscores; a group glued to a letter is left out; any consecutive groups
-     *  holding 13 to 19 digits together, not starting with 0, that pass Luhn. */
+    /** The rule written plainly: runs of digits joined by single spaces or dashes, or by one of
+     *  a dot, slash, underscore, tab or two spaces throughout; a group glued to a letter is left
+     *  out; any consecutive groups holding 13 to 19 digits together, not starting with 0, that
+     *  pass Luhn. */
+    const runs = (text: string) => [...text.matchAll(/\d+(?:[ -]\d+)*/g), ...text.matchAll(/\d+([./_\t]| {2})\d+(?:\1\d+)*/g)];
     const byHand = (text: string) => {
-      for (const match of text.matchAll(/\d+(?:[ \t./_-]{1,2}\d+)*/g)) {
-        const groups = match[0].split(/[ \t./_-]+/);
+      for (const match of runs(text)) {
+        const groups = match[0].split(/[^0-9]+/);
         if (/[A-Za-z]/.test(text[match.index - 1] ?? "")) groups.shift();
         if (/[A-Za-z]/.test(text[match.index + match[0].length] ?? "")) groups.pop();
         for (let first = 0; first < groups.length; first++) {
@@ -267,9 +269,27 @@ describe("scrub", () => {
     for (const name of ["security_code", "Security-Code", "csc", "CVN", "card_code", "cvv2", "cav2"]) {
       expect(scrub({ [name]: "123" })[name], name).toBe("[redacted]");
     }
-    // Dotted and slashed numbers that are not 13 digits stay: an address, a date, a version.
-    const kept = { ip: "192.168.100.200", date: "2026/12/02", version: "10.4.1", cid: "42", cscope: "x" };
+    // Dotted and slashed numbers stay, and lists of them: addresses, dates and times, versions.
+    const kept = {
+      ip: "192.168.100.200",
+      peers: "peers 197.14.228.36 141.68.81.148 215.156.184.219 10.0.0.1",
+      date: "2026/12/02",
+      when: "27.10.2026 22.10.13, 28.10.2026 07.45.59",
+      version: "10.4.1",
+      cid: "42",
+      cscope: "x",
+    };
     expect(scrub(kept)).toEqual(kept);
+    // Random address lists were redacted most of the time when a space could join dotted runs.
+    const octet = fc.integer({ min: 0, max: 255 });
+    const address = fc.tuple(octet, octet, octet, octet).map((parts) => parts.join("."));
+    fc.assert(
+      fc.property(fc.array(address, { minLength: 2, maxLength: 6 }), fc.constantFrom(" ", ", ", "\n"), (list, separator) => {
+        const text = list.join(separator);
+        expect(scrub({ peers: text }).peers, text).toBe(text);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 
   it("keeps digit runs with no Luhn-valid stretch, runs of zeros, unbroken long runs, and digits glued to letters", () => {
