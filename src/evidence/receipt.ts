@@ -2,7 +2,7 @@
 // {seq, leaf_hash, kind, at}, and one per ingest delivery listing every record.
 
 import { sign, verify } from "node:crypto";
-import { canonicalJson, hasLoneSurrogate, isHexSha256 } from "./canonical.js";
+import { CanonicalJsonError, canonicalJson, hasLoneSurrogate, isHexSha256 } from "./canonical.js";
 import type { ProofCheck } from "./merkle.js";
 import { keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
 
@@ -167,6 +167,14 @@ export function verifyDeliveryReceipt(receipt: DeliveryReceipt, verifier: NoteVe
   }
   if (key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${JSON.stringify(key_id)}, not ${keyIdHex(verifier.keyId)}` };
   const signature = Buffer.from(signatureText, "base64");
-  const good = signature.length === 64 && verify(null, deliveryMessage(receipt), verifier.publicKey, signature);
+  let message: Buffer;
+  try {
+    message = deliveryMessage(receipt);
+  } catch (error) {
+    // What canonical JSON cannot write (1e400, a lone surrogate) was never signed.
+    if (error instanceof CanonicalJsonError) return { ok: false, reason: `not a delivery receipt (${error.message})` };
+    throw error;
+  }
+  const good = signature.length === 64 && verify(null, message, verifier.publicKey, signature);
   return good ? { ok: true } : { ok: false, reason: "delivery receipt signature does not verify" };
 }

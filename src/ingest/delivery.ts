@@ -38,6 +38,11 @@ export interface SplitDelivery {
 
 const json_whitespace = new Set([0x20, 0x09, 0x0a, 0x0d]);
 
+/** True when `bytes` hold only JSON whitespace: an NDJSON line the server skips as blank. */
+export function isBlankLine(bytes: Buffer): boolean {
+  return bytes.every((byte) => json_whitespace.has(byte));
+}
+
 function trimmedBounds(bytes: Buffer): [number, number] {
   let start = 0;
   let end = bytes.length;

@@ -138,29 +138,26 @@ function storedReceipt(receipt: DeliveryReceipt, listed_by_delivery: boolean): s
 
 /**
  * A retry of an earlier delivery gets that delivery's receipt back, byte for byte. That delivery
- * wrote at least one of the records (one that wrote none stored no receipt), so the deliveries
- * that wrote them are the only candidates: usually one, two when it also repeated an earlier
- * delivery's records.
+ * wrote the newest of the records (the rest it repeated were written before it, and no later
+ * delivery writes a record again; one that wrote none stored no receipt): only the delivery
+ * of the record with the highest seq can have listed exactly these, in this order.
  */
 async function firstReceipt(tx: SqlTx, records: readonly ValidRecord[], stored: Map<string, StoredRecord>): Promise<DeliveryReceipt | undefined> {
   const rows = records.map((record) => stored.get(record.value.event_id)!);
-  for (const delivery_id of new Set(rows.map((row) => row.delivery_id))) {
-    const row = await tx.get<{ receipt_json: string; records: number | string }>("SELECT receipt_json, records FROM ingest_deliveries WHERE delivery_id = ?", [delivery_id]);
-    if (!row) continue;
-    const receipt = JSON.parse(row.receipt_json) as StoredReceipt;
-    if ("records" in receipt) {
-      const same = receipt.records.length === records.length && receipt.records.every((listed, i) => listed.event_id === records[i]!.value.event_id);
-      if (same) return receipt;
-      continue;
-    }
-    // The delivery's own rows, all of them (as many as it listed) and in seq order, are its listing.
-    const own = Number(row.records) === rows.length && rows.every((listed, i) => listed.delivery_id === delivery_id && (i === 0 || listed.seq > rows[i - 1]!.seq));
-    if (!own) continue;
-    const { source, received_at, key_id, signature } = receipt;
-    const listed = rows.map(({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }) => ({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }));
-    return { source, received_at, records: listed, key_id, signature };
+  const delivery_id = rows.reduce((newest, row) => (row.seq > newest.seq ? row : newest)).delivery_id;
+  const row = await tx.get<{ receipt_json: string; records: number | string }>("SELECT receipt_json, records FROM ingest_deliveries WHERE delivery_id = ?", [delivery_id]);
+  if (!row) return undefined;
+  const receipt = JSON.parse(row.receipt_json) as StoredReceipt;
+  if ("records" in receipt) {
+    const same = receipt.records.length === records.length && receipt.records.every((listed, i) => listed.event_id === records[i]!.value.event_id);
+    return same ? receipt : undefined;
   }
-  return undefined;
+  // The delivery's own rows, all of them (as many as it listed) and in seq order, are its listing.
+  const own = Number(row.records) === rows.length && rows.every((listed, i) => listed.delivery_id === delivery_id && (i === 0 || listed.seq > rows[i - 1]!.seq));
+  if (!own) return undefined;
+  const { source, received_at, key_id, signature } = receipt;
+  const listed = rows.map(({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }) => ({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }));
+  return { source, received_at, records: listed, key_id, signature };
 }
 
 async function insertRecords(tx: SqlTx, source_id: string, delivery_id: string, listed: readonly DeliveryRecord[]): Promise<void> {

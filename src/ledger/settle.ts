@@ -81,23 +81,17 @@ export async function markUnknown(
 /**
  * Counts a conflicting payment's money as unreconciled on the block, once per payment id: the
  * provider reports one capture several times (payment.captured and order.paid, redeliveries
- * under new event ids, the capture's answer, operator checks). Returns the amount added now.
+ * under new event ids, the capture's answer, operator checks). False when it was counted before.
  */
-async function countUnreconciled(
-  tx: SqlTx,
-  reservation: ReservationRow,
-  payment: CapturedPayment,
-  reason: string,
-  now_ms: number,
-): Promise<number> {
+async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, reason: string, now_ms: number): Promise<boolean> {
   const counted = await tx.run(
     `INSERT INTO unreconciled_payments (payment_id, reservation_id, block_id, amount, currency, reason, counted_at_ms)
      VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
     [payment.id, reservation.reservation_id, reservation.block_id, payment.amount, payment.currency, reason, now_ms],
   );
-  if (counted.changes !== 1) return 0;
+  if (counted.changes !== 1) return false;
   await adjustBlock(tx, reservation.block_id, { unreconciled: payment.amount });
-  return payment.amount;
+  return true;
 }
 
 async function reject(
@@ -112,11 +106,12 @@ async function reject(
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
-  const unreconciled = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms) : 0;
+  const counted_now = money_moved && (await countUnreconciled(tx, reservation, payment, reason, now_ms));
+  const unreconciled = counted_now ? payment.amount : 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
   // capture, and retries for a day): it froze the block when first counted, and freezing again
   // would undo an operator's unfreeze given after reviewing it.
-  const already_counted = money_moved && unreconciled === 0;
+  const already_counted = money_moved && !counted_now;
   if (!already_counted) await freezeBlock(tx, reservation.block_id, reason, now_ms);
   const evidence = await record(tx, context, "gate.settlement", {
     action: "reject",

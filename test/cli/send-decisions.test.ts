@@ -192,6 +192,17 @@ describe("bursar send-decisions: from a file to deliveries", () => {
     expect(sent.stdout).toBe("");
   });
 
+  it("refuses a line holding an array of records, or a bare value, before sending anything", async () => {
+    const good = JSON.stringify(record("evt_array_good"));
+    const array = JSON.stringify([record("evt_array_1"), record("evt_array_2")]);
+    for (const [line, what] of [[array, "an array of them"], ["42", "a bare value"]] as const) {
+      const sent = await send(`${good}\n${line}\n`);
+      expect(sent.code).toBe(2);
+      expect(sent.stderr.split("\n")[0]).toBe(`bursar send-decisions: line 2 is not a JSON object: each line must hold one record, not ${what}`);
+      expect(sent.receipts).toEqual([]);
+    }
+  });
+
   it("refuses a record written over several lines before sending anything, naming its first line", async () => {
     const good = JSON.stringify(record("evt_pretty_good"));
     const pretty = JSON.stringify(record("evt_pretty_split"), null, 2);

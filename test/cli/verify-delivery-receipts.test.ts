@@ -77,6 +77,13 @@ describe("bursar verify --delivery-receipts", () => {
     const foreign = await verify(["--delivery-receipts", file("receipts.jsonl"), "--key", other]);
     expect(foreign.code).toBe(1);
     expect(foreign.stderr).toMatch(/line 1: receipt signed by key "[0-9a-f]+", not [0-9a-f]+\n$/);
+    // Typed right, with a 64-byte signature, but holding what canonical JSON cannot write.
+    const signature = Buffer.alloc(64).toString("base64");
+    for (const records of ["[1e400]", '[{"event_id":"\\ud800"}]']) {
+      writeFileSync(file("unwritable.jsonl"), `{"source":"s","received_at":"t","records":${records},"key_id":"${(JSON.parse(lines[0]!) as { key_id: string }).key_id}","signature":"${signature}"}\n`);
+      const unwritable = await verify(["--delivery-receipts", file("unwritable.jsonl"), "--key", await key()]);
+      expect({ code: unwritable.code, stderr: unwritable.stderr }).toMatchObject({ code: 1, stderr: expect.stringMatching(/^FAIL .* line 1: not a delivery receipt \(.+\)\n$/) });
+    }
     writeFileSync(file("garbage.jsonl"), `${lines[0]}\n{"records": "nope"}\n`);
     const garbage = await verify(["--delivery-receipts", file("garbage.jsonl"), "--key", await key()]);
     expect({ code: garbage.code, stderr: garbage.stderr }).toEqual({
@@ -100,5 +107,8 @@ describe("bursar verify --delivery-receipts", () => {
     expect({ code: empty.code, stderr: empty.stderr }).toMatchObject({ code: 2, stderr: expect.stringContaining("holds no delivery receipt") });
     const both = await verify(["--delivery-receipts", file("receipts.jsonl"), "--inclusion", file("x.json"), "--key", await key()]);
     expect(both.code).toBe(2);
+    // A checkpoint with no export to check would be ignored while OK is printed.
+    const no_export = await verify(["--delivery-receipts", file("receipts.jsonl"), "--checkpoint", file("log.cp"), "--key", await key()]);
+    expect({ code: no_export.code, stderr: no_export.stderr }).toMatchObject({ code: 2, stderr: expect.stringContaining("give its FILE after RECEIPTS") });
   });
 });

@@ -5,7 +5,7 @@
 
 import { appendFileSync, readFileSync } from "node:fs";
 import { systemClock } from "../../clock.js";
-import { delivery_bytes_max, records_per_delivery_max } from "../../ingest/delivery.js";
+import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
 import { parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
@@ -55,14 +55,6 @@ interface Delivery {
 
 const utf8_byte_order_mark = Buffer.from([0xef, 0xbb, 0xbf]);
 
-/** What the server leaves out around a line's JSON text (src/ingest/delivery.ts): space, tab, CR (LF ends the line). */
-function isBlankByte(byte: number): boolean {
-  return byte === 0x20 || byte === 0x09 || byte === 0x0d || byte === 0x0a;
-}
-
-function isBlank(bytes: Buffer): boolean {
-  return bytes.every(isBlankByte);
-}
 
 /**
  * Non-blank lines with their 1-based numbers, each kept byte for byte (without its line ending),
@@ -78,7 +70,7 @@ function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
     let end = data.indexOf(0x0a, start);
     if (end === -1) end = data.length;
     const bytes = data.subarray(start, end > start && data[end - 1] === 0x0d ? end - 1 : end);
-    if (!isBlank(bytes)) records.push({ line, bytes });
+    if (!isBlankLine(bytes)) records.push({ line, bytes });
     start = end + 1;
   }
   return records;
@@ -91,11 +83,16 @@ function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
  */
 function checkOneRecordPerLine(records: ReadonlyArray<{ line: number; bytes: Buffer }>): void {
   for (const record of records) {
+    let value: unknown;
     try {
       // JSON.parse skips the same whitespace the server leaves out around the line's text.
-      JSON.parse(record.bytes.toString("utf8"));
+      value = JSON.parse(record.bytes.toString("utf8")) as unknown;
     } catch {
       throw new UsageError(`line ${record.line} is not JSON on its own: each record must be one line of JSON (write a pretty-printed record on one line, e.g. with jq -c)`);
+    }
+    // An array would be read by the server as a delivery of its own records (a whole body that is one array).
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      throw new UsageError(`line ${record.line} is not a JSON object: each line must hold one record, not ${Array.isArray(value) ? "an array of them" : "a bare value"}`);
     }
   }
 }

@@ -187,6 +187,9 @@ function receiptLines(text: string): Array<{ line: number; value: unknown }> {
 
 function verifyDeliveries(path: string, file: string | undefined, values: ExportArguments, io: CliIo): number {
   const verifier = verifierOf(values.key);
+  if (file === undefined && (values.checkpoint !== undefined || values["all-receipts"] !== undefined)) {
+    throw new UsageError("--checkpoint and --all-receipts check an export: give its FILE after RECEIPTS, or leave them out");
+  }
   const options = file === undefined ? undefined : exportOptions(values);
   const receipts = receiptLines(readText(path, "delivery receipts"));
   if (receipts.length === 0) throw new UsageError(`${path} holds no delivery receipt`);
