@@ -94,8 +94,8 @@ export function isPostgresUrl(db: string): boolean {
 /** Visible ASCII, as any bearer token is: whitespace or a control character would not survive a header. */
 export const token_shape = /^[\x21-\x7e]+$/;
 
-/** Query parameters of a postgres URL that carry a secret (compared lower-cased); `passfile` is a path, not one. */
-const postgres_secret_parameters: ReadonlySet<string> = new Set(["password", "sslpassword"]);
+/** The value of a postgres URL's query parameter that carries a secret, any case; `passfile` is a path, not one. */
+const postgres_secret_parameter = /([?&](?:ssl)?password=)[^&#]*/gi;
 
 /** BURSAR_DB as shown to a person: a postgres URL with its password masked (`***`), in `user:pass@` and in `?password=`. */
 export function maskedDb(db: string): string {
@@ -103,10 +103,8 @@ export function maskedDb(db: string): string {
   try {
     const shown = new URL(db);
     if (shown.password) shown.password = "***";
-    for (const name of [...shown.searchParams.keys()]) {
-      if (postgres_secret_parameters.has(name.toLowerCase())) shown.searchParams.set(name, "***");
-    }
-    return shown.toString();
+    // Replaced in the text, not through searchParams, which would re-encode every other parameter.
+    return shown.toString().replace(postgres_secret_parameter, "$1***");
   } catch {
     return "postgres://…";
   }

@@ -4,6 +4,7 @@
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
+import { errorCode } from "../datadir.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
 
@@ -96,6 +97,21 @@ export function loggerOptions(level = process.env.BURSAR_LOG_LEVEL ?? "info"): F
       },
     },
   };
+}
+
+/**
+ * Why `app.listen` failed, as one line naming the settings that chose the address (`host` and
+ * `address` name them, `who` says what else may hold the port); undefined for an error that is
+ * not about the address.
+ */
+export function listenFailure(error: unknown, names: { address: string; host: string; who: string }): string | undefined {
+  const code = errorCode(error);
+  if (code === "EADDRINUSE") return `${names.address}: the address is already in use (${names.who}?)`;
+  if (code === "EACCES") return `${names.address}: permission denied (ports below 1024 need privileges)`;
+  if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_NONAME") {
+    return `${names.host}: cannot listen on this address (${(error as Error).message})`;
+  }
+  return undefined;
 }
 
 export async function buildServer(options: ServerOptions = {}): Promise<FastifyInstance> {

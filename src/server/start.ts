@@ -9,7 +9,6 @@ import { ConfigError, databaseError, fileError, type Config } from "../config.js
 import { data_dir_secret_files } from "../data-files.js";
 import {
   ensureDataDir,
-  errorCode,
   exposedDataDirPaths,
   OperatorTokens,
   randomSecret,
@@ -24,7 +23,7 @@ import type { Provider } from "../provider/port.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
 import { acceptOnlyKey, createSimulator, type Simulator } from "../provider/simulator/index.js";
 import { resolveMasterKey } from "../sources/sealed.js";
-import { buildServer, loggerOptions, type RoutePlugin } from "./app.js";
+import { buildServer, listenFailure, loggerOptions, type RoutePlugin } from "./app.js";
 import { isReader, type Access } from "./auth.js";
 import { mcpRoutes } from "./mcp.js";
 import { createMetrics } from "./metrics.js";
@@ -166,14 +165,9 @@ async function listen(app: FastifyInstance, config: Config): Promise<void> {
   try {
     await app.listen({ host: config.host, port: config.port });
   } catch (error) {
-    const code = errorCode(error);
-    const address = `BURSAR_HOST=${config.host} BURSAR_PORT=${config.port}`;
-    if (code === "EADDRINUSE") throw new ConfigError(`${address}: the address is already in use (another bursar serve?)`);
-    if (code === "EACCES") throw new ConfigError(`${address}: permission denied (ports below 1024 need privileges)`);
-    if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_NONAME") {
-      throw new ConfigError(`BURSAR_HOST=${config.host}: cannot listen on this address (${(error as Error).message})`);
-    }
-    throw error;
+    const host = `BURSAR_HOST=${config.host}`;
+    const failure = listenFailure(error, { address: `${host} BURSAR_PORT=${config.port}`, host, who: "another bursar serve" });
+    throw failure === undefined ? error : new ConfigError(failure);
   }
 }
 

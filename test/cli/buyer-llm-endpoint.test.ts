@@ -44,7 +44,8 @@ describe("bursar buyer --llm with a failing model endpoint", () => {
       model_requests++;
       request.resume();
       response.writeHead(401, { "content-type": "application/json" });
-      response.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${api_key}`, type: "invalid_request_error", code: "invalid_api_key" } }));
+      // With a control sequence that would clear a terminal: it is quoted escaped.
+      response.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${api_key}\u001b[2J`, type: "invalid_request_error", code: "invalid_api_key" } }));
     });
     refusing_url = `http://127.0.0.1:${await listening(refusing)}/v1`;
     const probe = createServer();
@@ -71,8 +72,14 @@ describe("bursar buyer --llm with a failing model endpoint", () => {
     expect(model_requests).toBeGreaterThan(0);
     expect(result.code).toBe(1);
     expect(oneLine(result.stderr)).toBe(
-      `bursar buyer: the model endpoint BURSAR_LLM_BASE_URL (${refusing_url}) answered HTTP 401: Incorrect API key provided: [redacted]; check BURSAR_LLM_API_KEY`,
+      `bursar buyer: the model endpoint BURSAR_LLM_BASE_URL (${refusing_url}) answered HTTP 401: Incorrect API key provided: [redacted]\\u001b[2J; check BURSAR_LLM_API_KEY`,
     );
+  });
+
+  it("refuses a BURSAR_LLM_BASE_URL with credentials in it without printing them, exit 2", async () => {
+    const result = await run("https://someone:hunter2-secret@llm.example/v1");
+    expect(result.code).toBe(2);
+    expect(oneLine(result.stderr)).toBe("bursar buyer: BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY");
   });
 
   it("reports an endpoint with nothing listening as one line naming the connection error, exit 1", async () => {

@@ -8,7 +8,7 @@ import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
 import { CommandError, parseOptions, println, UsageError, type CliIo } from "../command.js";
-import { describeFailure } from "./mcp-stdio.js";
+import { describeFailure, oneLine } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
        bursar buyer --llm [--task TEXT] [--url URL] [--token T | --stdio]
@@ -72,6 +72,9 @@ function isHttpUrl(raw: string): boolean {
 /** BURSAR_LLM_BASE_URL must be an http(s) URL; anything else fails at the first model call with a bare "Invalid URL". */
 function llmBaseUrl(raw: string): string {
   if (!isHttpUrl(raw)) throw new CommandError(`BURSAR_LLM_BASE_URL ${JSON.stringify(raw)}: expected an http(s) URL, e.g. https://api.openai.com/v1`);
+  const { username, password } = new URL(raw);
+  // Not echoed: they are credentials. fetch refuses such a URL, and the key has its own variable.
+  if (username !== "" || password !== "") throw new CommandError("BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY");
   return raw;
 }
 
@@ -135,7 +138,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   } catch (error) {
     if (error instanceof LlmCallError && llm) {
       const key_hint = error.status === 401 || error.status === 403 ? "; check BURSAR_LLM_API_KEY" : "";
-      println(io.stderr, `bursar buyer: the model endpoint BURSAR_LLM_BASE_URL (${llm.base_url}) ${error.message}${key_hint}`.split(llm.api_key).join("[redacted]"));
+      // The endpoint's own words are quoted: escaped onto one line, and without the key.
+      const line = `the model endpoint BURSAR_LLM_BASE_URL (${llm.base_url}) ${error.message}${key_hint}`;
+      println(io.stderr, `bursar buyer: ${oneLine(line.split(llm.api_key).join("[redacted]"))}`);
       return 1;
     }
     // The gate went away mid-run: one line, as for a failed connect. Anything else is a bug.

@@ -2,9 +2,8 @@
 
 import { parseArgs } from "node:util";
 import type { FastifyInstance } from "fastify";
-import { buildServer } from "../../server/app.js";
+import { buildServer, listenFailure } from "../../server/app.js";
 import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
-import { errorCode } from "../../datadir.js";
 import { CommandError, UsageError, parsing, println, type CliIo } from "../command.js";
 
 export const simulator_port_default = 8788;
@@ -60,14 +59,8 @@ async function listen(app: FastifyInstance, simulator: Simulator, host: string, 
     return await app.listen({ port, host });
   } catch (error) {
     await simulator.close().then(() => app.close());
-    const code = errorCode(error);
-    const address = `--host ${host} --port ${port}`;
-    if (code === "EADDRINUSE") throw new CommandError(`${address}: the address is already in use (another bursar simulator?)`);
-    if (code === "EACCES") throw new CommandError(`${address}: permission denied (ports below 1024 need privileges)`);
-    if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_NONAME") {
-      throw new CommandError(`--host ${host}: cannot listen on this address (${(error as Error).message})`);
-    }
-    throw error;
+    const failure = listenFailure(error, { address: `--host ${host} --port ${port}`, host: `--host ${host}`, who: "another bursar simulator" });
+    throw failure === undefined ? error : new CommandError(failure);
   }
 }
 
