@@ -46,4 +46,23 @@ describe("bursar demo interrupted", () => {
       }
     });
   }
+
+  it("deletes its directory and exits 141 when its output is closed under it (bursar demo | head)", async () => {
+    const tmp = join(suite_dir(), "EPIPE");
+    mkdirSync(tmp);
+    const demo = startDemo(tmp);
+    try {
+      await waitUntil("the demo's first line", () => demo.stdout().includes("Bursar demo") || demo.child.exitCode !== null);
+      const [entry] = readdirSync(tmp).filter((name) => name.startsWith("bursar-demo-"));
+      expect(entry, demo.stdout() + demo.stderr()).toBeDefined();
+      // What head does once it has its lines: the pipe's reading end goes away.
+      demo.child.stdout.destroy();
+      const exit = await within("the demo to exit", demo.exited);
+      expect(readdirSync(tmp), "left behind after EPIPE").toEqual([]);
+      expect(exit, demo.stderr()).toEqual({ code: 141, signal: null });
+      expect(demo.stderr()).toBe(`bursar demo: its output was closed (EPIPE): stopping the servers and deleting ${join(tmp, entry!)}\n`);
+    } finally {
+      if (demo.child.exitCode === null && demo.child.signalCode === null) demo.child.kill("SIGKILL");
+    }
+  });
 });

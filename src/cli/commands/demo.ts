@@ -14,7 +14,7 @@ checkpoint. Exits 0 when everything happened as told and the log verified.
 
 Interrupted (SIGINT, Ctrl-C, or SIGTERM), it stops its servers, deletes the temporary data
 directory and exits 130 (SIGINT) or 143 (SIGTERM); a second Ctrl-C while it cleans up ends
-it at once.
+it at once. Its output closed under it ('bursar demo | head'), it does the same and exits 141.
 
 Colour only on a terminal (not under CI). No options; no environment variables are read.`;
 
@@ -24,17 +24,21 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   parseOptions(argv, {});
   const demo = startDemo(io.stdout, io.interactive);
   let interrupted: Promise<number> | undefined;
-  let onSignal!: (signal: NodeJS.Signals) => void;
+  let interrupt!: (why: string, status: number) => void;
   const stopped = new Promise<number>((resolve) => {
-    onSignal = (signal) => {
-      // Only the first: the handlers are `once`, so a second signal ends the process at once.
+    interrupt = (why, status) => {
+      // Only the first: the signal handlers are `once`, so a second signal ends the process at once.
       if (interrupted) return;
-      println(io.stderr, `bursar demo: ${signal}: stopping the servers and deleting ${demo.dir}`);
-      interrupted = demo.stop().then(() => signalExitCode(signal));
+      println(io.stderr, `bursar demo: ${why}: stopping the servers and deleting ${demo.dir}`);
+      interrupted = demo.stop().then(() => status);
       resolve(interrupted);
     };
   });
+  const onSignal = (signal: NodeJS.Signals) => interrupt(signal, signalExitCode(signal));
   for (const signal of interrupting_signals) process.once(signal, onSignal);
+  // Output closed under it (`bursar demo | head`): the next write fails with EPIPE, which would
+  // end the process before its directory is deleted. Kept for later writes of the dying story.
+  io.stdout.on("error", (error: NodeJS.ErrnoException) => interrupt(`its output was closed (${error.code ?? error.message})`, signalExitCode("SIGPIPE")));
   try {
     // Stopping mid-story makes the story fail (its gate is gone): that failure is the interruption, not an error.
     const told = demo.result.then(
