@@ -75,14 +75,19 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return raw as T;
 }
 
+/** `raw` parsed, when it is an http(s) URL. */
+export function parseHttpUrl(raw: string): URL | undefined {
+  try {
+    const url = new URL(raw);
+    return url.protocol === "http:" || url.protocol === "https:" ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function url(env: Env, name: string, fallback: string): string {
   const raw = env[name] || fallback;
-  try {
-    const parsed = new URL(raw);
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error("scheme");
-  } catch {
-    throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected an http(s) URL`);
-  }
+  if (!parseHttpUrl(raw)) throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected an http(s) URL`);
   return raw.replace(/\/+$/, "");
 }
 

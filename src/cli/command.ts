@@ -2,7 +2,7 @@
 
 import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { fileError } from "../config.js";
+import { fileError, parseHttpUrl } from "../config.js";
 
 export interface CliIo {
   stdout: NodeJS.WritableStream;
@@ -63,4 +63,17 @@ export function println(stream: NodeJS.WritableStream, line = ""): void {
 /** The shell's status for a process ended by `signal`: 128 + its number (130 for SIGINT, 143 for SIGTERM). */
 export function signalExitCode(signal: NodeJS.Signals): number {
   return 128 + (constants.signals[signal] ?? 0);
+}
+
+/** `raw` as an http(s) URL, or a usage error naming `name` (its option or variable), with an example when given. */
+export function httpUrl(raw: string, name: string, example?: string): URL {
+  const url = parseHttpUrl(raw);
+  if (!url) throw new UsageError(`${name} ${JSON.stringify(raw)}: expected an http(s) URL${example ? `, e.g. ${example}` : ""}`);
+  return url;
+}
+
+/** A command's --url (a server's base URL), without trailing slashes; a usage error unless http(s). */
+export function baseUrlOption(raw: string): string {
+  httpUrl(raw, "--url", "http://127.0.0.1:8787");
+  return raw.replace(/\/+$/, "");
 }

@@ -1,7 +1,7 @@
 // `bursar agent create --name NAME`: issues an agent token through a running server's operator
 // API. Also home of the small operator-API client that `bursar block` shares.
 
-import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const server_url_default = "http://127.0.0.1:8787";
 /** Operator calls are single-row writes; a server that takes longer than this is not answering. */
@@ -32,13 +32,7 @@ export interface OperatorTarget {
 
 export function operatorTarget(values: { url?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv): OperatorTarget {
   const raw = values.url ?? (env.BURSAR_URL || server_url_default);
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
+  const url = httpUrl(raw, "--url/BURSAR_URL");
   const token = values.token ?? env.BURSAR_ADMIN_TOKEN;
   if (!token) throw new UsageError("no operator token: set BURSAR_ADMIN_TOKEN or pass --token");
   return { base_url: url.href.replace(/\/+$/, ""), token };

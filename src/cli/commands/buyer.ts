@@ -4,10 +4,11 @@
 import { join } from "node:path";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { connect, type Connection } from "../../buyer/connect.js";
+import { parseHttpUrl } from "../../config.js";
 import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
-import { CommandError, parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, CommandError, parseOptions, println, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
@@ -60,21 +61,12 @@ function llmSettings(io: CliIo): { base_url: string; api_key: string; model: str
   return { base_url: llmBaseUrl(base_url as string), api_key: api_key as string, model: model as string };
 }
 
-function isHttpUrl(raw: string): boolean {
-  try {
-    const { protocol } = new URL(raw);
-    return protocol === "http:" || protocol === "https:";
-  } catch {
-    return false;
-  }
-}
-
 /** BURSAR_LLM_BASE_URL must be an http(s) URL; anything else fails at the first model call with a bare "Invalid URL". */
 function llmBaseUrl(raw: string): string {
-  if (!isHttpUrl(raw)) throw new CommandError(`BURSAR_LLM_BASE_URL ${JSON.stringify(raw)}: expected an http(s) URL, e.g. https://api.openai.com/v1`);
-  const { username, password } = new URL(raw);
+  const url = parseHttpUrl(raw);
+  if (!url) throw new CommandError(`BURSAR_LLM_BASE_URL ${JSON.stringify(raw)}: expected an http(s) URL, e.g. https://api.openai.com/v1`);
   // Not echoed: they are credentials. fetch refuses such a URL, and the key has its own variable.
-  if (username !== "" || password !== "") throw new CommandError("BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY");
+  if (url.username !== "" || url.password !== "") throw new CommandError("BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY");
   return raw;
 }
 
@@ -90,12 +82,6 @@ function isNetworkFailure(error: unknown): boolean {
   return (error instanceof TypeError && error.message === "fetch failed") || typeof cause?.code === "string";
 }
 
-/** --url must be an http(s) URL; anything else fails later with an unhelpful "Invalid URL". */
-function gateUrl(raw: string): string {
-  if (!isHttpUrl(raw)) throw new UsageError(`--url ${JSON.stringify(raw)}: expected an http(s) URL, e.g. http://127.0.0.1:8787`);
-  return raw.replace(/\/+$/, "");
-}
-
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseOptions(argv, options);
   if (values.scripted === values.llm) throw new UsageError("choose one of --scripted or --llm");
@@ -103,7 +89,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const llm = values.llm ? llmSettings(io) : undefined;
   const token = values.token ?? io.env.BURSAR_AGENT_TOKEN;
   if (!token) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
-  const url = gateUrl(values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787");
+  const url = baseUrlOption(values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787");
   const bin = join(import.meta.dirname, "..", "bin.js");
   const connection: Connection = values.stdio ? { kind: "stdio", url, token, bin } : { kind: "http", url, token };
   const story = new Story({ out: io.stdout, interactive: io.interactive });

@@ -7,7 +7,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, isJSONRPCRequest, isJSONRPCResultResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError, token_shape } from "../../config.js";
-import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
 /** Longer than the gate's longest provider timeout (BURSAR_PROVIDER_TIMEOUT_MS ≤ 120 s), so the
@@ -55,13 +55,7 @@ Example client configuration (Claude Desktop's claude_desktop_config.json):
 
 /** The gate's /mcp endpoint from a base URL (or the endpoint itself). */
 export function mcpEndpoint(raw: string): URL {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`--url/BURSAR_URL ${JSON.stringify(raw)}: expected an http(s) URL`);
+  const url = httpUrl(raw, "--url/BURSAR_URL");
   const path = url.pathname.replace(/\/+$/, "");
   url.pathname = path.endsWith("/mcp") ? path : `${path}/mcp`;
   return url;

@@ -7,7 +7,7 @@ import { appendFileSync, readFileSync } from "node:fs";
 import { systemClock } from "../../clock.js";
 import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
-import { parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
 export const file_bytes_max = 1_073_741_824;
@@ -119,20 +119,6 @@ function appendReceipt(path: string, receipt: unknown): void {
   }
 }
 
-/** --url must be an http(s) URL; without a scheme fetch would fail with a bare "Invalid URL". */
-function baseUrl(raw: string): string {
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    parsed = undefined;
-  }
-  if (parsed === undefined || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) {
-    throw new UsageError(`--url ${JSON.stringify(raw)}: expected an http(s) URL, e.g. http://127.0.0.1:8787`);
-  }
-  return raw.replace(/\/+$/, "");
-}
-
 /** One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint. */
 async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<{ status: number; ok: boolean; text: string } | { failed: string }> {
   try {
@@ -212,7 +198,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > records_per_delivery_max) throw new UsageError(`--batch must be an integer from 1 to ${records_per_delivery_max}`);
   const key = io.env[signing_key_variable];
   if (!key) throw new UsageError(`${signing_key_variable} must hold the source's signing key`);
-  const endpoint = `${baseUrl(values.url)}/ingest/${encodeURIComponent(values.source)}`;
+  const endpoint = `${baseUrlOption(values.url)}/ingest/${encodeURIComponent(values.source)}`;
   const records = fileRecords(file);
   checkOneRecordPerLine(records);
   const planned = deliveries(records, batch);

@@ -2,6 +2,7 @@
 
 import { parseArgs } from "node:util";
 import type { FastifyInstance } from "fastify";
+import { parseHttpUrl } from "../../config.js";
 import { buildServer, listenFailure } from "../../server/app.js";
 import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
 import { CommandError, UsageError, parsing, println, type CliIo } from "../command.js";
@@ -44,13 +45,9 @@ function parsePort(text: string | undefined): number {
 
 function parseWebhookUrl(text: string | undefined): string | undefined {
   if (text === undefined) return undefined;
-  try {
-    const url = new URL(text);
-    if (url.protocol === "http:" || url.protocol === "https:") return url.toString();
-  } catch {
-    // fall through to the usage error
-  }
-  throw new UsageError("--webhook-url must be an http(s) URL");
+  const url = parseHttpUrl(text);
+  if (!url) throw new UsageError("--webhook-url must be an http(s) URL");
+  return url.toString();
 }
 
 /** Listen errors as one line naming --host / --port (exit 2), as `bursar serve` reports them. */
