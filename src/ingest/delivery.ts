@@ -38,10 +38,6 @@ export interface SplitDelivery {
 
 const json_whitespace = new Set([0x20, 0x09, 0x0a, 0x0d]);
 
-/** True when `bytes` hold only JSON whitespace: an NDJSON line the server skips as blank. */
-export function isBlankLine(bytes: Buffer): boolean {
-  return bytes.every((byte) => json_whitespace.has(byte));
-}
 
 function trimmedBounds(bytes: Buffer): [number, number] {
   let start = 0;
@@ -49,6 +45,12 @@ function trimmedBounds(bytes: Buffer): [number, number] {
   while (start < end && json_whitespace.has(bytes[start]!)) start++;
   while (end > start && json_whitespace.has(bytes[end - 1]!)) end--;
   return [start, end];
+}
+
+/** True when `bytes` hold only JSON whitespace: an NDJSON line the server skips as blank. */
+export function isBlankLine(bytes: Buffer): boolean {
+  const [start, end] = trimmedBounds(bytes);
+  return start === end;
 }
 
 /** A lead byte's sequence length and the range its second byte must fall in: RFC 3629's table,

@@ -1,9 +1,8 @@
 // `bursar migrate`: applies the schema migrations not yet recorded in BURSAR_DB and exits,
 // so a deploy can migrate once before starting several instances.
 
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { ConfigError, databaseError, fileError, isPostgresUrl, loadConfig, maskedDb } from "../../config.js";
+import { ConfigError, databaseError, fileError, loadConfig, maskedDb } from "../../config.js";
+import { ensureDataDir } from "../../datadir.js";
 import { openDriver } from "../../index.js";
 import { migrations, type SqlDriver } from "../../ledger/index.js";
 import { parseOptions, println, UsageError, type CliIo } from "../command.js";
@@ -26,14 +25,6 @@ Environment:
                     explicit SQLite path's directory must exist (one line naming BURSAR_DB, exit 2)
 The other BURSAR_* variables are validated as for \`bursar serve\`.`;
 
-/** Creates the data directory for the default database only; an explicit BURSAR_DB's directory
- *  must exist, as for `bursar serve`, so a mistyped path fails instead of growing a new tree. */
-function ensureDefaultParent(db: string, explicit: boolean): void {
-  if (explicit || db === ":memory:" || isPostgresUrl(db)) return;
-  // The data directory also holds keys and the token hash: create it private, as `bursar serve` does.
-  mkdirSync(dirname(db), { recursive: true, mode: 0o700 });
-}
-
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { positionals } = parseOptions(argv, {});
   if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
@@ -41,12 +32,14 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const shown = maskedDb(config.db);
   let driver: SqlDriver;
   try {
-    ensureDefaultParent(config.db, Boolean(io.env.BURSAR_DB));
+    // The default database's data directory is created (private, as `bursar serve` does); an
+    // explicit BURSAR_DB's directory must exist, so a mistyped path fails instead of growing a tree.
+    if (!io.env.BURSAR_DB) ensureDataDir(config.data_dir);
     driver = openDriver(config.db);
   } catch (error) {
     // A database it cannot open (a directory it cannot create, a file that is not SQLite) is
     // one line naming BURSAR_DB and exit 2, as for `bursar serve`.
-    const reported = fileError(databaseError(config.db, error), `BURSAR_DB=${maskedDb(config.db)}`);
+    const reported = fileError(databaseError(config.db, error), `BURSAR_DB=${shown}`);
     if (reported instanceof ConfigError) throw reported;
     println(io.stderr, `bursar migrate: cannot open ${shown}: ${(error as Error).message}`);
     return 1;

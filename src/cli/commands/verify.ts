@@ -103,14 +103,18 @@ function exportOptions(values: ExportArguments): VerifyOptions {
   return { checkpoint: readText(values.checkpoint, "checkpoint"), key: values.key!.trim(), ...(origin === undefined ? {} : { origin }), allReceipts: values["all-receipts"] ?? false };
 }
 
-function verifyFile(file: string, values: ExportArguments, io: CliIo): number {
-  const options = exportOptions(values);
+/** The report of an export that verifies; undefined once its failure is printed. */
+function verifiedExport(file: string, options: VerifyOptions, io: CliIo): VerifyReport | undefined {
   // Unreadable, missing or a directory (EISDIR): one line naming the file, exit 2.
   const report = usingPath(`export ${file}`, () => verifyExportFile(file, options));
-  if (!report.ok) {
-    println(io.stderr, describeFailure(report));
-    return 1;
-  }
+  if (report.ok) return report;
+  println(io.stderr, describeFailure(report));
+  return undefined;
+}
+
+function verifyFile(file: string, values: ExportArguments, io: CliIo): number {
+  const report = verifiedExport(file, exportOptions(values), io);
+  if (!report) return 1;
   println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${receiptsChecked(report)}; origin ${report.origin}, tree size ${report.tree_size}, root ${report.root_hash}`);
   if (report.uncovered > 0) {
     println(io.stdout, `note: ${report.uncovered} entries after the last signed checkpoint rest on their own receipts (signatures checked)`);
@@ -210,11 +214,8 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
   const wanted = new Set(listed.map((record) => record.seq));
   const leaves = new Map<number, string>();
   const onLeaf = (seq: number, leaf: Buffer) => void (wanted.has(seq) && leaves.set(seq, leaf.toString("hex")));
-  const report = usingPath(`export ${file}`, () => verifyExportFile(file, { ...options, onLeaf }));
-  if (!report.ok) {
-    println(io.stderr, describeFailure(report));
-    return 1;
-  }
+  const report = verifiedExport(file, { ...options, onLeaf }, io);
+  if (!report) return 1;
   for (const record of listed) {
     const leaf = leaves.get(record.seq);
     if (leaf === record.leaf_hash) continue;
