@@ -1,17 +1,12 @@
 // The HOLD approval flow README.md and docs/clients.md show: `bursar buyer --scripted` leaves
 // one call held; GET /api/v1/approvals?state=pending lists it, POST …/approve forwards it once,
 // and a later POST …/deny answers 409 approval_decided. Each request as the docs write it:
-// the operator token as `authorization: Bearer $BURSAR_ADMIN_TOKEN`.
+// the operator token as `authorization: Bearer $BURSAR_ADMIN_TOKEN` (server.api sends it so).
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
-import { operator_token, testServer, type TestServer } from "../support/server.js";
-
-async function operatorCall(url: string, method: "GET" | "POST", path: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${operator_token}` } });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
+import { testServer, type TestServer } from "../support/server.js";
 
 describe("approving a HOLD as README.md and docs/clients.md show it", () => {
   let server: TestServer;
@@ -27,20 +22,20 @@ describe("approving a HOLD as README.md and docs/clients.md show it", () => {
     expect(buyer.code).toBe(0);
     expect(buyer.stdout).toContain("1 held");
 
-    const pending = await operatorCall(server.url, "GET", "/api/v1/approvals?state=pending");
+    const pending = await server.api("GET", "/api/v1/approvals?state=pending");
     expect(pending.status).toBe(200);
     const approvals = pending.body.approvals as Array<{ approval_id: string; state: string; tool: string; agent_id: string }>;
     expect(approvals).toHaveLength(1);
     const [approval] = approvals;
     expect(approval).toMatchObject({ state: "pending", tool: "create_order", agent_id: agent.agent_id, approval_id: expect.stringMatching(/^apr_/) });
 
-    const approved = await operatorCall(server.url, "POST", `/api/v1/approvals/${approval?.approval_id}/approve`);
+    const approved = await server.api("POST", `/api/v1/approvals/${approval?.approval_id}/approve`);
     expect(approved.status).toBe(200);
     expect(approved.body).toMatchObject({ approval_id: approval?.approval_id, state: "approved", result: { order: { amount: 249_900, currency: "INR", status: "created" } } });
 
-    const denied = await operatorCall(server.url, "POST", `/api/v1/approvals/${approval?.approval_id}/deny`);
+    const denied = await server.api("POST", `/api/v1/approvals/${approval?.approval_id}/deny`);
     expect(denied.status).toBe(409);
     expect(denied.body).toMatchObject({ error: { code: "approval_decided" } });
-    expect((await operatorCall(server.url, "GET", "/api/v1/approvals?state=pending")).body).toEqual({ approvals: [] });
+    expect((await server.api("GET", "/api/v1/approvals?state=pending")).body).toEqual({ approvals: [] });
   });
 });

@@ -6,7 +6,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureBuilt } from "../support/build.js";
-import { runBursar } from "../support/process.js";
+import { freePort, runBursar } from "../support/process.js";
 import { testServer, type TestServer } from "../support/server.js";
 
 const api_key = "sk-test-do-not-print-0123456789";
@@ -48,10 +48,7 @@ describe("bursar buyer --llm with a failing model endpoint", () => {
       response.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${api_key}\u001b[2J`, type: "invalid_request_error", code: "invalid_api_key" } }));
     });
     refusing_url = `http://127.0.0.1:${await listening(refusing)}/v1`;
-    const probe = createServer();
-    const port = await listening(probe);
-    await closed(probe);
-    unused_url = `http://127.0.0.1:${port}/v1`;
+    unused_url = `http://127.0.0.1:${await freePort()}/v1`;
   });
   afterAll(async () => {
     await closed(refusing);
@@ -61,10 +58,14 @@ describe("bursar buyer --llm with a failing model endpoint", () => {
   const run = (base_url: string) =>
     runBursar(["buyer", "--llm", "--url", gate.url, "--token", token], { BURSAR_LLM_BASE_URL: base_url, BURSAR_LLM_API_KEY: api_key, BURSAR_LLM_MODEL: "test-model" });
 
-  it("refuses a BURSAR_LLM_BASE_URL that is not a URL in one line naming it, exit 2", async () => {
-    const result = await run("notaurl");
+  it.each([
+    { what: "not a URL", base_url: "notaurl", said: 'BURSAR_LLM_BASE_URL "notaurl": expected an http(s) URL, e.g. https://api.openai.com/v1' },
+    // The credentials are not printed.
+    { what: "a URL with credentials", base_url: "https://someone:hunter2-secret@llm.example/v1", said: "BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY" },
+  ])("refuses a BURSAR_LLM_BASE_URL that is $what in one line naming it, exit 2", async ({ base_url, said }) => {
+    const result = await run(base_url);
     expect(result.code).toBe(2);
-    expect(oneLine(result.stderr)).toBe('bursar buyer: BURSAR_LLM_BASE_URL "notaurl": expected an http(s) URL, e.g. https://api.openai.com/v1');
+    expect(oneLine(result.stderr)).toBe(`bursar buyer: ${said}`);
   });
 
   it("reports an endpoint answering 401 as one line with the status and without the key, exit 1", async () => {
@@ -74,12 +75,6 @@ describe("bursar buyer --llm with a failing model endpoint", () => {
     expect(oneLine(result.stderr)).toBe(
       `bursar buyer: the model endpoint BURSAR_LLM_BASE_URL (${refusing_url}) answered HTTP 401: Incorrect API key provided: [redacted]\\u001b[2J; check BURSAR_LLM_API_KEY`,
     );
-  });
-
-  it("refuses a BURSAR_LLM_BASE_URL with credentials in it without printing them, exit 2", async () => {
-    const result = await run("https://someone:hunter2-secret@llm.example/v1");
-    expect(result.code).toBe(2);
-    expect(oneLine(result.stderr)).toBe("bursar buyer: BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY");
   });
 
   it("reports an endpoint with nothing listening as one line naming the connection error, exit 1", async () => {

@@ -4,21 +4,15 @@
 // stands in for the gate: it accepts the first delivery and never answers the second.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bursar_bin, ensureBuilt } from "../support/build.js";
+import { describe, expect, it } from "vitest";
+import { builtSuiteDir, bursar_bin } from "../support/build.js";
 import { waitUntil, within } from "../support/wait.js";
 
-let dir: string;
-beforeAll(() => {
-  ensureBuilt();
-  dir = mkdtempSync(join(tmpdir(), "bursar-send-interrupted-"));
-});
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = builtSuiteDir("bursar-send-interrupted-");
 
 /** A gate that answers the first delivery with a receipt and holds every later one open. */
 async function stallingGate(): Promise<{ url: string; requests(): number; close(): Promise<void> }> {
@@ -49,8 +43,8 @@ describe("bursar send-decisions interrupted", () => {
   for (const [signal, status, with_receipts] of [["SIGINT", 130, true], ["SIGTERM", 143, false]] as const) {
     it(`on ${signal} mid-delivery says what was accepted${with_receipts ? " and where the receipts are" : ""}, exit ${status}`, async () => {
       const gate = await stallingGate();
-      const file = join(dir, `${signal}.jsonl`);
-      const receipts = join(dir, `${signal}-receipts.jsonl`);
+      const file = join(dir(), `${signal}.jsonl`);
+      const receipts = join(dir(), `${signal}-receipts.jsonl`);
       writeFileSync(file, '{"n":1}\n{"n":2}\n{"n":3}\n');
       const args = ["send-decisions", file, "--url", gate.url, "--source", "src_test", "--batch", "1", ...(with_receipts ? ["--receipts", receipts] : [])];
       const child = spawn(process.execPath, [bursar_bin, ...args], { env: { ...process.env, BURSAR_SOURCE_SIGNING_KEY: "bsr_whsec_test", CI: "1" }, stdio: ["ignore", "pipe", "pipe"] });
