@@ -28,6 +28,13 @@ export interface SqlTx {
   runWithCommit(sql: string, params?: readonly SqlValue[]): void;
   /** `FOR UPDATE` where the dialect has row locks; empty on SQLite (its writer lock is the whole file). */
   readonly forUpdate: string;
+  /**
+   * `FOR NO KEY UPDATE` on PostgreSQL, empty on SQLite: a row lock for changes that leave the key
+   * alone, which does not block the foreign-key checks (FOR KEY SHARE) of rows that reference
+   * it. A transaction holding the log's sequence lock may make such checks, so a row another
+   * transaction locks before it appends evidence must be locked this way, or the two deadlock.
+   */
+  readonly forNoKeyUpdate: string;
 }
 
 export type Dialect = "sqlite" | "postgres";

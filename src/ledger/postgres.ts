@@ -315,6 +315,7 @@ export class PostgresDriver implements SqlDriver {
     return {
       dialect: "postgres",
       forUpdate: "FOR UPDATE",
+      forNoKeyUpdate: "FOR NO KEY UPDATE",
       get: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows[0] as Row | undefined,
       all: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows as Row[],
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => ({ changes: (await query(sql, params)).rowCount ?? 0 }),

@@ -14,7 +14,7 @@ export function lockBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undef
  * instances the second waits and sees the first's. On SQLite the writer lock serializes them.
  */
 export function lockAgent<Row>(tx: SqlTx, agent_id: string, columns: string): Promise<Row | undefined> {
-  return tx.get<Row>(`SELECT ${columns} FROM agents WHERE agent_id = ? ${tx.dialect === "postgres" ? "FOR NO KEY UPDATE" : ""}`, [agent_id]);
+  return tx.get<Row>(`SELECT ${columns} FROM agents WHERE agent_id = ? ${tx.forNoKeyUpdate}`, [agent_id]);
 }
 
 /** Which of an agent's blocks is "its" block: the active one if any, else the most recent. One `?`: now. */

@@ -131,10 +131,12 @@ export class SourceStore {
   }
 
   /** The source's row; `lock` (in a write transaction) holds it until commit, so that of two
-   *  changes to one source on two instances the second waits and sees the first's. */
+   *  changes to one source on two instances the second waits and sees the first's. NO KEY
+   *  UPDATE: an ingest into the source holds the log's sequence lock while its rows' foreign
+   *  keys check this row, and the change appends evidence next (FOR UPDATE deadlocked the two). */
   private async row(tx: SqlTx, source_id: string, lock = false): Promise<SourceRow> {
     const row = await tx.get<SourceRow>(
-      `SELECT source_id, kind, name, upstream_url, shadow_json, created_at_ms, disabled_at_ms FROM evidence_sources WHERE source_id = ? ${lock ? tx.forUpdate : ""}`,
+      `SELECT source_id, kind, name, upstream_url, shadow_json, created_at_ms, disabled_at_ms FROM evidence_sources WHERE source_id = ? ${lock ? tx.forNoKeyUpdate : ""}`,
       [source_id],
     );
     if (!row) throw new HttpError(404, "not_found", "no such evidence source");

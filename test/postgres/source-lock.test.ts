@@ -1,0 +1,63 @@
+// A change to an evidence source (rotate, disable, shadow settings) against an ingest into it, on
+// one PostgreSQL database. The change locks the source's row, then waits for the log's sequence
+// lock to append its evidence; an ingest holds that lock while its rows' foreign keys check the
+// same source row (FOR KEY SHARE). With the row locked FOR UPDATE the two deadlocked, and the log
+// lock stayed held for PostgreSQL's deadlock_timeout, stalling every instance's writes. The
+// interleaving is made here by a plain session holding the log lock, so no timing decides it.
+
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/clock.js";
+import { createBursar, type Bursar } from "../../src/index.js";
+import { SecretSealer } from "../../src/sources/sealed.js";
+import { SourceStore } from "../../src/sources/store.js";
+import { freshSchema, postgresServerUrl } from "../support/backends.js";
+import { waitUntil } from "../support/wait.js";
+
+const pg_server = postgresServerUrl();
+
+describe.skipIf(!pg_server)("evidence source changes beside an ingest holding the log lock", () => {
+  let schema: Awaited<ReturnType<typeof freshSchema>> | undefined;
+  let bursar: Bursar;
+  let sources: SourceStore;
+  beforeAll(async () => {
+    schema = await freshSchema(pg_server as string);
+    bursar = await createBursar({ db: schema.url });
+    sources = new SourceStore({ driver: bursar.driver, log: bursar.log, sealer: new SecretSealer("source-lock-master-key-0123456789"), clock: systemClock });
+  });
+  afterAll(async () => {
+    await bursar?.close();
+    await schema?.drop();
+  });
+
+  const changes: Array<[string, "decisions" | "observer", (source_id: string) => Promise<unknown>]> = [
+    ["rotate", "decisions", (id) => sources.rotate(id, 60)],
+    ["disable", "decisions", (id) => sources.disable(id)],
+    ["setShadow", "observer", (id) => sources.setShadow(id, null)],
+  ];
+
+  it.each(changes)("%s leaves the source row open to the foreign-key checks of an ingest", async (name, kind, change) => {
+    const { source } = await sources.create({ kind, name: `lock-${name}`, ...(kind === "observer" ? { upstream_url: "http://127.0.0.1:9/mcp" } : {}) });
+    const ingest = new pg.Client({ connectionString: schema!.url });
+    await ingest.connect();
+    try {
+      // Where an ingest stands once it has the log's sequence lock.
+      await ingest.query("BEGIN");
+      await ingest.query("SELECT size FROM log_head WHERE id = 1 FOR UPDATE");
+      const { rows } = await ingest.query<{ xid: string }>("SELECT pg_current_xact_id()::text AS xid");
+      const changed = change(source.id);
+      // The change has locked the source's row and now waits for the log lock this session holds.
+      await waitUntil(`${name} to wait for the log lock`, async () => {
+        const waiting = await ingest.query("SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", [rows[0]!.xid]);
+        return waiting.rowCount === 1;
+      });
+      // What the foreign key of an ingest_deliveries or ingest_records row takes on its source.
+      const checked = await ingest.query("SELECT 1 FROM evidence_sources WHERE source_id = $1 FOR KEY SHARE NOWAIT", [source.id]);
+      expect(checked.rowCount).toBe(1);
+      await ingest.query("ROLLBACK");
+      await changed;
+    } finally {
+      await ingest.end();
+    }
+  });
+});
