@@ -76,9 +76,13 @@ export async function getBlock(context: GateContext, agent_id: string): Promise<
   );
 }
 
+/** What the ledger's ids look like (`apr_` and base62): anything else names no approval, and is
+ *  not looked up (PostgreSQL text cannot even hold the NUL an agent may send). */
+const approval_id_pattern = /^apr_[A-Za-z0-9]{1,40}$/;
+
 export async function getApproval(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
   const approval_id = args.approval_id;
-  let approval = typeof approval_id === "string" ? await context.ledger.approval(approval_id) : undefined;
+  let approval = typeof approval_id === "string" && approval_id_pattern.test(approval_id) ? await context.ledger.approval(approval_id) : undefined;
   if (!approval || approval.agent_id !== agent_id) {
     return refusal({ rule: "CALLER", reason: "no such approval for this agent" });
   }
