@@ -9,7 +9,7 @@ import type { Clock } from "../clock.js";
 import { HttpError } from "../errors.js";
 import { observer_cache_ttl_ms, observer_token_prefix, type ObserverSource, type SourceStore } from "../sources/store.js";
 import { callEvidence, Correlator } from "./calls.js";
-import { observer_token_header, relay, type RelayContext } from "./proxy.js";
+import { HeldBytes, observer_token_header, relay, type RelayContext } from "./proxy.js";
 import { Recorder, type EvidenceSink, type GapReason } from "./recorder.js";
 
 export { logSink, type EvidenceSink, type GapReason } from "./recorder.js";
@@ -93,6 +93,8 @@ export class Observer {
   private readonly context: RelayContext;
   readonly recorder: Recorder;
   readonly correlator: Correlator;
+  /** The bytes the body taps of all open exchanges hold. */
+  readonly held = new HeldBytes();
   private closing = false;
   private readonly sweeper: NodeJS.Timeout;
   private sweeping = false;
@@ -107,6 +109,7 @@ export class Observer {
       clock: options.clock,
       correlator: this.correlator,
       recorder: this.recorder,
+      held: this.held,
       agents: {
         http: new HttpAgent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: upstream_sockets_idle_max }),
         https: new HttpsAgent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: upstream_sockets_idle_max }),

@@ -16,15 +16,38 @@ import { SseReader } from "./sse.js";
 export const observer_token_header = "x-bursar-observer-token";
 /** Bodies larger than this are still relayed in full, but not parsed: a request's tools/calls are only counted. */
 export const observed_body_bytes_max = 4_194_304;
+/** Bytes the body taps of all open exchanges hold at once: a body that would pass it is read as one over observed_body_bytes_max. */
+export const observed_bytes_held_max = 64 * 1_048_576;
 /** tools/call requests recorded from one HTTP request (a JSON-RPC batch); the rest go in the gap. */
 export const observed_calls_per_request_max = 100;
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's own; the token is Bursar's. */
-const request_headers_dropped = new Set(["host", "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", observer_token_header]);
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's own; the token is Bursar's. The
+ * framing is set from the parsed request (framingHeaders), so a Connection header that lists
+ * Content-Length cannot take it off a body that is still forwarded.
+ */
+const request_headers_dropped = new Set(["host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", observer_token_header]);
 const response_headers_dropped = new Set(["connection", "keep-alive", "proxy-connection", "trailer", "transfer-encoding", "upgrade"]);
+
+/** The bytes all body taps hold, one budget shared by every exchange (stalled uploads would otherwise hold 4 MiB each). */
+export class HeldBytes {
+  bytes = 0;
+
+  /** Takes `bytes` when they fit under observed_bytes_held_max. */
+  take(bytes: number): boolean {
+    if (this.bytes + bytes > observed_bytes_held_max) return false;
+    this.bytes += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.bytes -= bytes;
+  }
+}
 
 export interface RelayContext {
   clock: Clock;
+  held: HeldBytes;
   correlator: Correlator;
   recorder: Recorder;
   agents: { http: Agent; https: Agent };
@@ -54,6 +77,20 @@ function keptHeaders(raw: readonly string[], dropped: ReadonlySet<string>): stri
   const without: string[] = [];
   for (let i = 0; i < kept.length; i += 2) if (!listed.has(kept[i]!.toLowerCase())) without.push(kept[i]!, kept[i + 1]!);
   return without;
+}
+
+/**
+ * The upstream request's framing, as Node's parser read the client's: its Transfer-Encoding (the
+ * coding list as it came: Node takes off only the final chunked, so a gzip before it is still on
+ * the bytes, and Node's client chunks them again), else its Content-Length. Node frames a GET,
+ * DELETE or OPTIONS body only when told to: sent bare on a kept-alive upstream socket, its bytes
+ * would be read as requests of their own.
+ */
+function framingHeaders(headers: IncomingHttpHeaders): string[] {
+  const codings = headers["transfer-encoding"];
+  if (codings !== undefined) return ["transfer-encoding", codings];
+  const length = headers["content-length"];
+  return length === undefined ? [] : ["content-length", length];
 }
 
 /** http.request options for an upstream URL (what urlToHttpOptions gives, without credentials: upstream URLs have none). */
@@ -86,11 +123,17 @@ type BodyForm = "plain" | "encoded" | "charset";
 
 const charset_parameter = /;\s*charset\s*=\s*"?([^";\s]*)/i;
 
-/** A request's form by its Content-Encoding and charset; a response's by its Content-Encoding only (the SDK's client reads JSON as UTF-8, whatever its charset). */
+/** Whether a transfer coding other than chunked (gzip, say) is still on the body's bytes. */
+function transferCoded(headers: IncomingHttpHeaders): boolean {
+  return (headers["transfer-encoding"] ?? "").split(",").some((coding) => !["", "chunked"].includes(coding.trim().toLowerCase()));
+}
+
+/** A request's form by its Content-Encoding, transfer codings and charset; a response's by its Content-Encoding only (the SDK's client reads JSON as UTF-8, whatever its charset). */
 function bodyForm(headers: IncomingHttpHeaders, is_request: boolean): BodyForm {
   const encoding = headers["content-encoding"]?.trim().toLowerCase();
   if (encoding !== undefined && encoding !== "" && encoding !== "identity") return "encoded";
   if (!is_request) return "plain";
+  if (transferCoded(headers)) return "encoded";
   const charset = charset_parameter.exec(headers["content-type"] ?? "")?.[1]?.toLowerCase();
   return charset === undefined || charset === "utf-8" || charset === "utf8" ? "plain" : "charset";
 }
@@ -112,6 +155,8 @@ function parseJson(body: Buffer): unknown {
  */
 class BodyTap {
   private chunks: Buffer[] = [];
+  /** What `chunks` hold, taken from the shared HeldBytes. */
+  private held_bytes = 0;
   bytes = 0;
   overflowed = false;
   /** Present once a request body is known not to be parsed (except a compressed one: its bytes say nothing). */
@@ -120,6 +165,7 @@ class BodyTap {
   constructor(
     private readonly is_request: boolean,
     readonly form: BodyForm,
+    private readonly held: HeldBytes,
   ) {
     if (is_request && form === "charset") this.counter = new ToolCallCounter();
   }
@@ -127,9 +173,19 @@ class BodyTap {
   push(chunk: Buffer): void {
     this.bytes += chunk.length;
     if (this.form !== "plain" || this.overflowed) return this.counter?.push(chunk);
-    if (this.bytes <= observed_body_bytes_max) return void this.chunks.push(chunk);
+    if (this.bytes <= observed_body_bytes_max && this.held.take(chunk.length)) {
+      this.held_bytes += chunk.length;
+      return void this.chunks.push(chunk);
+    }
     this.overflowed = true;
     if (this.is_request) this.countHeld(chunk);
+    this.release();
+  }
+
+  /** Lets the kept bytes go, back to the shared budget. */
+  release(): void {
+    this.held.give(this.held_bytes);
+    this.held_bytes = 0;
     this.chunks = [];
   }
 
@@ -144,7 +200,7 @@ class BodyTap {
     if (this.form !== "plain" || this.overflowed || this.bytes === 0) return undefined;
     const parsed = parseJson(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
     if (parsed === undefined && this.is_request) this.countHeld();
-    this.chunks = [];
+    this.release();
     return parsed;
   }
 
@@ -168,6 +224,12 @@ class Exchange {
   readonly started_ms = performance.now();
   /** The keys (idKey) of the tools/call ids this request carried (POST only). */
   readonly calls: string[] = [];
+  /** Ended from this side (the gateway went away, or Bursar cut the exchange) rather than by the upstream. */
+  cancelled = false;
+  /** Whether the request has ended and its calls are known: an upstream may answer before. */
+  private registered = false;
+  /** What the response's end left to do until the calls are known. */
+  private deferred: (() => void) | null = null;
 
   constructor(
     private readonly context: RelayContext,
@@ -180,7 +242,29 @@ class Exchange {
     this.started_at = context.clock();
   }
 
+  get calls_known(): boolean {
+    return this.registered;
+  }
+
+  /** Runs `step` once the request's calls are known: now, or when the request ends. */
+  whenRegistered(step: () => void): void {
+    if (this.registered) return step();
+    this.deferred = step;
+  }
+
+  /** The request closed: before its end, none of its calls can be read, and what waited for them runs now. */
+  requestClosed(): void {
+    if (!this.registered) this.registerCalls(null);
+  }
+
   registerCalls(tap: BodyTap | null): void {
+    this.readCalls(tap);
+    this.registered = true;
+    this.deferred?.();
+    this.deferred = null;
+  }
+
+  private readCalls(tap: BodyTap | null): void {
     if (!tap) return;
     const parsed = tap.json();
     if (parsed === undefined) {
@@ -255,6 +339,8 @@ class Exchange {
 interface ResponseTap {
   push(chunk: Buffer): void;
   end(): void;
+  /** The response broke off before its end; `outcome` is what its calls left unanswered get. */
+  cut(outcome: Outcome): void;
 }
 
 function sseTap(exchange: Exchange, transport: string, correlator: Correlator): ResponseTap {
@@ -266,16 +352,17 @@ function sseTap(exchange: Exchange, transport: string, correlator: Correlator): 
       // Not JSON: the stream carries it on untouched; there is nothing to record.
     }
   });
-  // With a session, a call the stream left unanswered may still be answered on a resumed GET
-  // stream; without one nothing can resume it.
-  const end = () => {
-    if (exchange.session === "") exchange.settle({ type: "no_response", reason: "stream_ended" }, transport);
+  // With a session, a call the stream left unanswered (ended or cut) may still be answered on a
+  // resumed GET stream; without one nothing can resume it.
+  const cut = (outcome: Outcome) => {
+    if (exchange.session === "") exchange.settle(outcome, transport);
   };
-  return { push: (chunk) => reader.push(chunk), end };
+  return { push: (chunk) => reader.push(chunk), end: () => cut({ type: "no_response", reason: "stream_ended" }), cut };
 }
 
-function jsonTap(exchange: Exchange, status: number, form: BodyForm): ResponseTap {
-  const tap = exchange.calls.length > 0 ? new BodyTap(false, form) : null;
+function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldBytes): ResponseTap {
+  // Calls not known yet (the request still arriving) may be ones this answer is for.
+  const tap = exchange.calls.length > 0 || !exchange.calls_known ? new BodyTap(false, form, held) : null;
   return {
     push: (chunk) => tap?.push(chunk),
     end: () => {
@@ -283,6 +370,10 @@ function jsonTap(exchange: Exchange, status: number, form: BodyForm): ResponseTa
       const parsed = tap.json();
       if (parsed !== undefined) exchange.answer(parsed, "json");
       exchange.settle(unanswered(tap, parsed, status), "json");
+    },
+    cut: (outcome) => {
+      tap?.release();
+      exchange.settle(outcome, "json");
     },
   };
 }
@@ -297,16 +388,16 @@ function unanswered(tap: BodyTap, parsed: unknown, status: number): Outcome {
 
 /** A compressed SSE stream: nothing in it can be read, so its request's calls are settled as unread when it ends. */
 function unreadStreamTap(exchange: Exchange, transport: string, status: number): ResponseTap {
-  return { push: () => undefined, end: () => exchange.settle({ type: "unread_response", reason: "encoded", status }, transport) };
+  return { push: () => undefined, end: () => exchange.settle({ type: "unread_response", reason: "encoded", status }, transport), cut: (outcome) => exchange.settle(outcome, transport) };
 }
 
-function responseTap(exchange: Exchange, upstream: IncomingMessage, correlator: Correlator): ResponseTap {
+function responseTap(exchange: Exchange, upstream: IncomingMessage, context: RelayContext): ResponseTap {
   const type = String(upstream.headers["content-type"] ?? "").toLowerCase();
   const status = upstream.statusCode ?? 0;
   const form = bodyForm(upstream.headers, false);
-  if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form);
+  if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form, context.held);
   const transport = exchange.request.method === "GET" ? "sse_get" : "sse";
-  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, correlator);
+  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, context.correlator);
 }
 
 /**
@@ -341,7 +432,7 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
     upstream.destroy();
     return badGateway(response, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
   }
-  const tap = responseTap(exchange, upstream, context.correlator);
+  const tap = responseTap(exchange, upstream, context);
   if (upstream.headers["content-length"] === undefined) response.flushHeaders();
   upstream.on("data", (chunk: Buffer) => {
     if (!response.write(chunk)) upstream.pause();
@@ -350,9 +441,18 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
   response.on("drain", () => upstream.resume());
   upstream.on("end", () => {
     response.end();
-    tap.end();
+    exchange.whenRegistered(() => tap.end());
   });
-  upstream.on("error", () => response.destroy());
+  // Cut before its end: by the upstream (a reset) or from this side. The client's answer is cut
+  // too, so it cannot take the part it got for the whole.
+  upstream.on("close", () => {
+    if (upstream.complete) return;
+    response.destroy();
+    const outcome: Outcome = { type: "no_response", reason: exchange.cancelled ? "cancelled" : "response_cut", status: upstream.statusCode ?? 0 };
+    exchange.whenRegistered(() => tap.cut(outcome));
+  });
+  // The cut's error (ECONNRESET, "aborted") is what its close, above, records.
+  upstream.on("error", () => undefined);
 }
 
 function badGateway(response: ServerResponse, code: string, message: string): void {
@@ -369,16 +469,11 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   const exchange = new Exchange(context, source, request);
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
-  headers.push("host", target.host);
-  // A chunked body goes on chunked. Node frames a GET, DELETE or OPTIONS body only when told
-  // to: sent bare on a kept-alive upstream socket, its bytes would be read as requests of their own.
-  if (request.headers["transfer-encoding"] !== undefined) headers.push("transfer-encoding", "chunked");
+  headers.push("host", target.host, ...framingHeaders(request.headers));
   const upstream = send({ ...targetOptions(target), method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
-  const tap = request.method === "POST" ? new BodyTap(true, bodyForm(request.headers, true)) : null;
-  // Ended from this side (the gateway went away, or Bursar cut the exchange) rather than by the upstream.
-  let cancelled = false;
+  const tap = request.method === "POST" ? new BodyTap(true, bodyForm(request.headers, true), context.held) : null;
   const destroy = () => {
-    cancelled = true;
+    exchange.cancelled = true;
     upstream.destroy();
     response.destroy();
   };
@@ -386,7 +481,7 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   response.on("close", () => {
     context.active.delete(destroy);
     if (response.writableFinished) return;
-    cancelled = true;
+    exchange.cancelled = true;
     upstream.destroy();
   });
   request.on("data", (chunk: Buffer) => {
@@ -401,10 +496,22 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
     exchange.registerCalls(tap);
   });
   request.on("error", () => upstream.destroy());
-  upstream.on("response", (incoming) => relayResponse(exchange, incoming, response, context));
+  // After its end this changes nothing; before it (the gateway went away mid-upload), the tap's
+  // bytes go back to the shared budget, and an answer waiting for the calls goes on without them.
+  request.on("close", () => {
+    tap?.release();
+    exchange.requestClosed();
+  });
+  let answered = false;
+  upstream.on("response", (incoming) => {
+    answered = true;
+    relayResponse(exchange, incoming, response, context);
+  });
   upstream.on("error", () => {
+    // An answer that had begun is recorded by relayResponse, when it ends or is cut.
+    if (answered) return;
     // Only an upstream that failed gets the 502 Bursar answers in its place.
-    exchange.settle(cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 }, "none");
+    exchange.settle(exchange.cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 }, "none");
     badGateway(response, "upstream_unreachable", "the observed MCP server did not answer");
   });
 }

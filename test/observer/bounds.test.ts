@@ -1,11 +1,14 @@
 // Memory bounds while evidence waits: a queued call counts all it holds (a JSON-RPC id can be
 // megabytes, so a long one is kept by hash), and pending calls are bounded in bytes too. Bodies
-// past the inspection limit are relayed, their tools/call requests counted as unrecorded.
+// past the inspection limit are relayed, their tools/call requests counted as unrecorded, and so
+// are bodies arriving while the taps of all exchanges hold their shared limit.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex, type AppendInput } from "../../src/evidence/index.js";
 import { jsonrpc_id_chars_max, pending_bytes_max } from "../../src/observer/calls.js";
-import { observed_body_bytes_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
+import { connect, type Socket } from "node:net";
+import { observed_body_bytes_max, observed_bytes_held_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
+import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -116,4 +119,42 @@ describe("requests too large to inspect", () => {
     expect((JSON.parse(answered.bytes.toString()) as Array<{ id: number }>).map((response) => response.id)).toEqual([1, 2, 3]);
     expect(await gaps()).toEqual([3]);
   });
+});
+
+describe("the bytes all exchanges' taps hold", () => {
+  it("are bounded together: while stalled uploads hold the limit, bodies are read as too large, and the bytes come back when they go", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-large`);
+    const session = await rawSession(`${upstream.url}/mcp-large`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    const gaps = async () => {
+      expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
+      return (await h.entries("system.evidence_gap")).map((gap) => (gap.entry.body.by_source as Record<string, number>)[source.id]).filter((calls) => calls !== undefined);
+    };
+    // Uploads each within the per-body limit, stalled before their declared end, hold all but 1 MiB.
+    const stalled_bytes = observed_body_bytes_max - 65_536;
+    const uploads = Math.ceil((observed_bytes_held_max - 1_048_576) / stalled_bytes);
+    const sockets: Socket[] = [];
+    for (let i = 0; i < uploads; i++) {
+      const socket = connect(Number(new URL(h.url).port), "127.0.0.1");
+      socket.on("error", () => undefined);
+      socket.write(`POST /observe HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${2 * observed_body_bytes_max}\r\nx-bursar-observer-token: ${source.observer_token}\r\n\r\n`);
+      socket.write(Buffer.alloc(stalled_bytes, 0x20));
+      sockets.push(socket);
+    }
+    await waitFor(() => h.evidence.observer.held.bytes === uploads * stalled_bytes, 10_000, "the stalled uploads to be held");
+
+    const pad = "p".repeat(1_572_864);
+    expect((await raw(source.observer_url, "POST", headers, toolCall(1, "echo", { text: pad }))).status).toBe(200);
+    expect(await gaps()).toEqual([1]);
+    expect((await raw(source.observer_url, "POST", headers, toolCall(2, "big", { size: 2_000_000 }))).status).toBe(200);
+    expect((await recorded(source.id)).map((call) => call.outcome)).toEqual([{ type: "unread_response", reason: "too_large", status: 200 }]);
+
+    for (const socket of sockets) socket.destroy();
+    await waitFor(() => h.evidence.observer.held.bytes === 0, 5_000, "the stalled uploads' bytes to come back");
+    expect((await raw(source.observer_url, "POST", headers, toolCall(3, "echo", { text: pad }))).status).toBe(200);
+    expect((await recorded(source.id)).map((call) => [call.jsonrpc_id, call.outcome])).toEqual([
+      [2, { type: "unread_response", reason: "too_large", status: 200 }],
+      [3, { type: "result", is_error: false }],
+    ]);
+  }, 30_000);
 });

@@ -70,17 +70,50 @@ describe("byte-for-byte relay", () => {
     const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
     const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
     const head = `DELETE /observe HTTP/1.1\r\nHost: 127.0.0.1\r\n${"x-bursar-observer-token"}: ${source.observer_token}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`;
-    const socket = connect(Number(new URL(h.url).port), "127.0.0.1");
-    socket.write(head + body);
-    const answer = await new Promise<string>((resolve) => {
-      let text = "";
-      socket.on("data", (chunk: Buffer) => (text += chunk.toString()));
-      socket.on("close", () => resolve(text));
-    });
-    expect(answer).toMatch(/^HTTP\/1\.1 \d{3}/);
+    expect(await rawRequest(h.url, head + body)).toMatch(/^HTTP\/1\.1 \d{3}/);
     // Later requests reuse the kept-alive upstream socket the DELETE went on.
     for (let i = 0; i < 3; i++) await raw(source.observer_url, "POST", { "x-bursar-observer-token": source.observer_token }, toolCall(1, "echo", {}));
     expect(upstream.seen.map((seen) => seen.path)).not.toContain("/smuggled");
+  });
+
+  for (const method of ["DELETE", "GET", "OPTIONS"]) {
+    it(`keeps the Content-Length of a ${method} body when the Connection header lists it: its bytes never reach the upstream as a request of their own`, async () => {
+      const source = await observerSource(h, `${upstream.url}/mcp-json`);
+      const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+      const head = `${method} /observe HTTP/1.1\r\nHost: 127.0.0.1\r\nx-bursar-observer-token: ${source.observer_token}\r\nConnection: close, content-length\r\nContent-Length: ${smuggled.length}\r\n\r\n`;
+      expect(await rawRequest(h.url, head + smuggled)).toMatch(/^HTTP\/1\.1 \d{3}/);
+      expect(upstream.seen.at(-1)).toMatchObject({ method, path: "/mcp-json", headers: { "content-length": String(smuggled.length) } });
+      for (let i = 0; i < 3; i++) await raw(source.observer_url, "POST", { "x-bursar-observer-token": source.observer_token }, toolCall(1, "echo", {}));
+      expect(upstream.seen.map((seen) => seen.path)).not.toContain("/smuggled");
+    });
+  }
+
+  it("forwards a request's transfer codings as they came, and counts the calls of a body still coded (gzip) in the gap", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const body = JSON.stringify(toolCall(7, "echo", {}));
+    for (const codings of ["gzip, chunked", "chunked"]) {
+      const head = `POST /observe HTTP/1.1\r\nHost: 127.0.0.1\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\nTransfer-Encoding: ${codings}\r\nConnection: close\r\n\r\n`;
+      expect(await rawRequest(h.url, `${head}${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`)).toMatch(/^HTTP\/1\.1 \d{3}/);
+      expect(upstream.seen.at(-1)).toMatchObject({ method: "POST", path: "/mcp-json", headers: { "transfer-encoding": codings } });
+    }
+    // The chunked body's call is recorded; the gzip one's bytes, as far as the tap knows, are not JSON.
+    expect((await calls(source.id)).map((entry) => entry.body.jsonrpc_id)).toEqual([7]);
+    const gaps = (await h.entries("system.evidence_gap")).map((gap) => gap.entry.body as { by_source: Record<string, number>; reasons: string[] });
+    expect(gaps.filter((gap) => gap.by_source[source.id] !== undefined)).toEqual([expect.objectContaining({ by_source: { [source.id]: 1 }, reasons: ["unparsed"] })]);
+  });
+
+  it("relays a request whatever its Content-Type (missing, empty, malformed): the upstream answers it, not Bursar", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const body = JSON.stringify(toolCall(1, "echo", {}));
+    for (const type of [undefined, "", " ", "json", "application/json, text/plain", ";;;"]) {
+      const headers = { accept: "application/json, text/event-stream", ...(type === undefined ? {} : { "content-type": type }) };
+      const direct = await fetch(`${upstream.url}/mcp-json`, { method: "POST", headers, body });
+      const before = upstream.seen.length;
+      const observed = await fetch(source.observer_url, { method: "POST", headers: { ...headers, "x-bursar-observer-token": source.observer_token }, body });
+      expect(upstream.seen.length, `Content-Type ${JSON.stringify(type)}`).toBe(before + 1);
+      expect(observed.status).toBe(direct.status);
+      expect(await observed.text()).toBe(await direct.text());
+    }
   });
 
   it("refuses a path that would leave the upstream URL's path, without forwarding", async () => {
@@ -223,6 +256,17 @@ describe("many sessions with open GET streams", () => {
 });
 
 /** A GET whose path goes out exactly as written (fetch would resolve its dot segments first). */
+/** Writes `text` to a new connection to `base`; resolves with all it answered once it closes. */
+function rawRequest(base: string, text: string): Promise<string> {
+  const socket = connect(Number(new URL(base).port), "127.0.0.1");
+  socket.write(text);
+  return new Promise<string>((resolve) => {
+    let answer = "";
+    socket.on("data", (chunk: Buffer) => (answer += chunk.toString()));
+    socket.on("close", () => resolve(answer));
+  });
+}
+
 function rawPath(base: string, path: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const url = new URL(base);

@@ -1,0 +1,114 @@
+// Answers that do not follow the request neatly: an upstream answering before the request body
+// has ended, an answer cut by the upstream after it began, and one the gateway gave up on after
+// its headers. Each call gets the outcome of what happened, not a 502 nobody sent or a timeout.
+
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { harness, type Harness } from "../ingest/support.js";
+import { listenLoopback, observerSource, toolCall, type ObserverSourceCreated } from "./support.js";
+
+let h: Harness;
+let upstream: Server;
+let upstream_url: string;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const answer_json = JSON.stringify({ jsonrpc: "2.0", id: 7, result: { content: [{ type: "text", text: "x".repeat(100_000) }] } });
+
+/**
+ * `/early` answers 401 at once, reading nothing; `/cut-json` sends part of a JSON answer, then
+ * resets the connection; `/hang-json` sends part and waits; `/cut-sse` (session "S1") sends a
+ * resumable SSE event then resets, and answers call 7 on the GET that resumes the stream.
+ */
+function upstreamAnswer(request: IncomingMessage, response: ServerResponse): void {
+  const path = request.url ?? "/";
+  if (path === "/early") return void response.writeHead(401, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"unauthorized"},"id":null}');
+  request.resume();
+  request.on("end", () => {
+    if (path === "/cut-sse" && request.method === "GET") return void response.writeHead(200, { "content-type": "text/event-stream" }).end(`id: ev2\ndata: ${answer_json}\n\n`);
+    if (path === "/cut-sse") response.writeHead(200, { "content-type": "text/event-stream", "mcp-session-id": "S1" }).write("id: ev1\ndata: \n\n");
+    else response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer_json) }).write(answer_json.slice(0, 1000));
+    if (path !== "/hang-json") setTimeout(() => response.socket?.resetAndDestroy(), 50);
+  });
+}
+
+beforeAll(async () => {
+  upstream = createServer(upstreamAnswer);
+  upstream_url = await listenLoopback(upstream);
+  // Calls wait 2 s for their answer here, not 15 minutes: a call left pending shows as a timeout.
+  h = await harness({ sweep_ms: 20, pending_call_ttl_ms: 2_000 });
+});
+afterAll(async () => {
+  await h.close();
+  upstream.closeAllConnections();
+  await new Promise((resolve) => upstream.close(resolve));
+});
+
+/** The source's observer.call entries, once there are any (or after 5 s, when none came). */
+async function recordedCalls(source_id: string): Promise<Array<Record<string, unknown>>> {
+  const deadline = performance.now() + 5_000;
+  for (;;) {
+    await h.evidence.observer.recorder.drain();
+    const calls = (await h.entries("observer.call")).filter((stored) => stored.entry.source === source_id).map((stored) => stored.entry.body);
+    if (calls.length > 0 || performance.now() > deadline) return calls;
+    await sleep(10);
+  }
+}
+
+function headers(source: ObserverSourceCreated): Record<string, string> {
+  return { "x-bursar-observer-token": source.observer_token, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": "S1" };
+}
+
+/** POSTs call 7 in two parts, `pause_ms` apart; resolves with the answer's status. */
+function splitPost(source: ObserverSourceCreated, pause_ms: number): Promise<number> {
+  const body = JSON.stringify(toolCall(7, "pay", { amount: 5 }));
+  const url = new URL(source.observer_url);
+  return new Promise((resolve, reject) => {
+    const request = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { ...headers(source), "content-length": String(body.length) } }, (response) => {
+      response.resume();
+      response.on("end", () => resolve(response.statusCode ?? 0));
+    });
+    request.on("error", reject);
+    request.write(body.slice(0, 10));
+    setTimeout(() => request.end(body.slice(10)), pause_ms);
+  });
+}
+
+describe("answers out of step with their request", () => {
+  it("records the answer an upstream gave before the request body ended (a 401), not a timeout", async () => {
+    const source = await observerSource(h, `${upstream_url}/early`);
+    expect(await splitPost(source, 300)).toBe(401);
+    expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "http_status", status: 401 }, "json"]]);
+  });
+
+  it("records a JSON answer the upstream cut after it began as response_cut with the status the client got, and cuts the client's answer", async () => {
+    const source = await observerSource(h, `${upstream_url}/cut-json`);
+    const answered = await fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", {})) });
+    expect(answered.status).toBe(200);
+    await expect(answered.text()).rejects.toThrow();
+    expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "response_cut", status: 200 }]);
+    // The part of the answer the tap held is let go with the cut.
+    expect(h.evidence.observer.held.bytes).toBe(0);
+  });
+
+  it("records a JSON answer the gateway gave up on after its headers as cancelled at once, not as a timeout", async () => {
+    const source = await observerSource(h, `${upstream_url}/hang-json`);
+    const controller = new AbortController();
+    const answered = await fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", {})), signal: controller.signal });
+    expect(answered.status).toBe(200);
+    controller.abort();
+    expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "cancelled", status: 200 }]);
+    expect(h.evidence.observer.held.bytes).toBe(0);
+  });
+
+  it("keeps a call pending when the upstream cuts its session's SSE stream, so the GET that resumes it records the result", async () => {
+    const source = await observerSource(h, `${upstream_url}/cut-sse`);
+    const answered = await fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", {})) });
+    expect(answered.status).toBe(200);
+    await expect(answered.text()).rejects.toThrow();
+    await sleep(100);
+    expect(h.evidence.observer.correlator.size).toBe(1);
+    const resumed = await fetch(source.observer_url, { headers: { ...headers(source), "last-event-id": "ev1" } });
+    expect(await resumed.text()).toContain('"id":7');
+    expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "result", is_error: false }, "sse_get"]]);
+  });
+});
