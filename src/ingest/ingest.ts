@@ -18,6 +18,7 @@ import {
 import { HttpError } from "../errors.js";
 import { randomIds, type IdSource } from "../ids.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
+import { lockEnabledSource } from "../sources/store.js";
 import { splitDelivery } from "./delivery.js";
 import { approvalVerified, invalidRecords, validateRecords, type RecordProblem, type ValidRecord } from "./validate.js";
 
@@ -176,7 +177,9 @@ export async function ingestDelivery(deps: IngestDependencies, source_id: string
   const unique = uniqueRecords(records);
   const ids = deps.ids ?? randomIds;
   return deps.driver.transaction(async (tx) => {
-    // The log's sequence lock first: it serializes ingests, so the duplicate check below cannot race.
+    // The source row before the log lock, the order a source change takes them in.
+    await lockEnabledSource(tx, source_id);
+    // The log's sequence lock next: it serializes ingests, so the duplicate check below cannot race.
     const first_seq = await readTreeSize(tx, true);
     const stored = await storedRecords(tx, source_id, unique.map((record) => record.value.event_id));
     const conflicts = unique.filter((record) => stored.has(record.value.event_id) && stored.get(record.value.event_id)!.sha256 !== record.sha256);

@@ -35,6 +35,11 @@ export interface SqlTx {
    * transaction locks before it appends evidence must be locked this way, or the two deadlock.
    */
   readonly forNoKeyUpdate: string;
+  /**
+   * `FOR SHARE` on PostgreSQL, empty on SQLite: a row read that waits for a change to the row in
+   * flight (FOR NO KEY UPDATE) to commit, and then reads what it wrote.
+   */
+  readonly forShare: string;
 }
 
 export type Dialect = "sqlite" | "postgres";

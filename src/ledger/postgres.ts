@@ -316,6 +316,7 @@ export class PostgresDriver implements SqlDriver {
       dialect: "postgres",
       forUpdate: "FOR UPDATE",
       forNoKeyUpdate: "FOR NO KEY UPDATE",
+      forShare: "FOR SHARE",
       get: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows[0] as Row | undefined,
       all: async <Row>(sql: string, params?: readonly SqlValue[]) => (await query<Row>(sql, params)).rows as Row[],
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => ({ changes: (await query(sql, params)).rowCount ?? 0 }),

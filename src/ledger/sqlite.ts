@@ -114,6 +114,7 @@ export class SqliteDriver implements SqlDriver {
       dialect: "sqlite",
       forUpdate: "",
       forNoKeyUpdate: "",
+      forShare: "",
       get: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).get(...bindable(params)) as Row | undefined,
       all: async <Row>(sql: string, params?: readonly SqlValue[]) => statement(sql).all(...bindable(params)) as Row[],
       run: async (sql: string, params?: readonly SqlValue[]): Promise<RunResult> => {

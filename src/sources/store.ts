@@ -203,7 +203,7 @@ export class SourceStore {
     return this.view(source_id);
   }
 
-  /** An enabled decisions source, or a typed 404/403. */
+  /** An enabled decisions source, or a typed 404/403 (read outside any transaction: see lockEnabledSource). */
   async decisionsSource(source_id: string): Promise<SourceRow> {
     const row = await this.driver.read((tx) => this.row(tx, source_id));
     if (row.kind !== "decisions") throw new HttpError(404, "not_found", "no such decisions source");
@@ -290,4 +290,16 @@ function toView(row: SourceRow, secrets: Array<{ purpose: Purpose; created_at_ms
     view.shadow = row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null;
   }
   return view;
+}
+
+/**
+ * Inside an ingest's write transaction, before the log's sequence lock: the source is still
+ * enabled, or a 403. The route's check ran before the delivery was parsed and validated; a
+ * disable that committed since (on any instance) stops the delivery here, and one in flight is
+ * waited for (FOR SHARE against its FOR NO KEY UPDATE), so nothing lands after a disable's answer.
+ */
+export async function lockEnabledSource(tx: SqlTx, source_id: string): Promise<void> {
+  const row = await tx.get<{ disabled_at_ms: number | string | null }>(`SELECT disabled_at_ms FROM evidence_sources WHERE source_id = ? ${tx.forShare}`, [source_id]);
+  if (!row) throw new HttpError(404, "not_found", "no such evidence source");
+  if (row.disabled_at_ms !== null) throw new HttpError(403, "source_disabled", "this evidence source is disabled");
 }
