@@ -1,7 +1,7 @@
 // The gate: one entry point for every tool call an agent makes, by token or by agent id.
 // Money tools go through the policy and the ledger; read tools only read.
 
-import { representable } from "../evidence/canonical.js";
+import { canonicalJson, representable } from "../evidence/canonical.js";
 import type { Ledger } from "../ledger/index.js";
 import { isPlainObject } from "../policy/index.js";
 import type { Provider } from "../provider/port.js";
@@ -13,6 +13,17 @@ import { fetchOrder, fetchPayment, getApproval, getBlock } from "./read-tools.js
 import { readError, refusal, type ToolResult } from "./results.js";
 
 export const read_tools = ["fetch_order", "fetch_payment", "get_block", "get_approval"] as const;
+
+/**
+ * The name a call is decided and recorded under. A call without a string name names no tool, so
+ * it is no money tool: it is decided under the name's JSON text (`5`, `null`, `["create_order"]`;
+ * "" when there is none), which no declared tool has, so ALLOWLIST refuses it with an evidence
+ * entry showing what was sent, and it counts toward R6 like every call that reaches the policy.
+ */
+function toolName(name: unknown): string {
+  if (typeof name === "string") return name;
+  return name === undefined ? "" : canonicalJson(representable(name));
+}
 
 export class Gate {
   private readonly context: GateContext;
@@ -41,16 +52,17 @@ export class Gate {
    * Calls a tool as an already-authenticated agent. Arguments JSON parsed but canonical JSON
    * cannot write (1e400 parsed to Infinity, a lone surrogate, nesting too deep) are made
    * representable first, and so is an undeclared tool's name, so the call still reaches the
-   * policy and its evidence is recorded.
+   * policy and its evidence is recorded. `name` is whatever the call carried (see toolName).
    */
-  async callToolAs(agent_id: string, name: string, received: unknown): Promise<ToolResult> {
+  async callToolAs(agent_id: string, name: unknown, received: unknown): Promise<ToolResult> {
     const args = representable(received);
     const plain = isPlainObject(args) ? args : {};
-    switch (name) {
+    const tool = toolName(name);
+    switch (tool) {
       case "create_order":
-        return this.commitKnown(name, () => createOrder(this.context, agent_id, args ?? {}));
+        return this.commitKnown(tool, () => createOrder(this.context, agent_id, args ?? {}));
       case "capture_payment":
-        return this.commitKnown(name, () => capturePayment(this.context, agent_id, args ?? {}));
+        return this.commitKnown(tool, () => capturePayment(this.context, agent_id, args ?? {}));
       case "fetch_order":
         return fetchOrder(this.context, agent_id, plain);
       case "fetch_payment":
@@ -61,7 +73,7 @@ export class Gate {
         return getApproval(this.context, agent_id, plain);
       default:
         // The name is recorded too: a lone surrogate in it becomes U+FFFD like one in args.
-        return this.unknownTool(agent_id, representable(name) as string, args);
+        return this.unknownTool(agent_id, representable(tool) as string, args);
     }
   }
 

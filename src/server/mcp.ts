@@ -7,15 +7,17 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { CallToolRequestParamsSchema, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { loopback_hosts } from "../config.js";
+import { scrub } from "../evidence/scrub.js";
 import type { Gate } from "../gate/gate.js";
 import type { ToolResult } from "../gate/results.js";
 import { tool_declarations } from "../gate/tools.js";
 import type { RoutePlugin } from "./app.js";
 import { bearer, type Access } from "./auth.js";
 import { errorBody } from "./errors.js";
+import { isToolCallEnvelope, notJsonRpc, parseError, toolCallRequest, withoutBom } from "./jsonrpc.js";
 
 export const server_info = { name: "bursar", version: "0.1.0" };
 
@@ -23,12 +25,14 @@ export const server_info = { name: "bursar", version: "0.1.0" };
 export const json_schema_validator = new AjvJsonSchemaValidator();
 
 /**
- * tools/call with `arguments` taken as received. The SDK's own schema wants an object (a record
- * it copies key by key), so an array, a string or null died there as a JSON-RPC error with no
- * evidence; the gate refuses them under R0 instead.
+ * tools/call with `name` and `arguments` taken as received. The SDK's own schema wants a string
+ * name and an object of arguments (a record it copies key by key), so an array, a string or null
+ * died there as a JSON-RPC error with no evidence; the gate refuses them under R0 (arguments) or
+ * ALLOWLIST (a name that is not a string) instead. The POST handler has already reduced params
+ * to these two members (toolCallRequest).
  */
 const call_tool_request = CallToolRequestSchema.extend({
-  params: CallToolRequestParamsSchema.extend({ arguments: z.unknown().optional() }),
+  params: CallToolRequestParamsSchema.extend({ name: z.unknown().optional(), arguments: z.unknown().optional() }),
 });
 type CallToolRequest = z.infer<typeof call_tool_request>;
 
@@ -42,31 +46,69 @@ function handleToolCalls(server: Server, handler: (request: CallToolRequest) => 
   register.call(server, call_tool_request, handler);
 }
 
+const declared_tools: ReadonlySet<unknown> = new Set(tool_declarations.map((tool) => tool.name));
+
+/**
+ * What the agent hears when a tool call fails inside the gate (a database error, a bug): never
+ * the error's own text, which can name tables, constraints and values. A money call may have
+ * taken effect before the failure, so the agent is told to repeat it with the same key.
+ */
+export const internal_error_message =
+  "internal error: the gate could not finish this call and has logged why. A money call may or may not have taken effect: repeat it unchanged, with the same idempotency_key, to learn its outcome";
+
+/**
+ * Logs an error thrown by a tool call and returns the generic JSON-RPC -32603 the agent gets
+ * instead (the SDK sent the error's own message). The log line has the error's code and its
+ * message scrubbed of secret-looking values, the tool (a declared name, else "(undeclared)")
+ * and the agent: never the arguments.
+ */
+function internalError(log: FastifyBaseLogger, agent_id: string, tool: unknown, error: unknown): Error {
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  const err = { message: scrub(message), ...(typeof code === "string" || typeof code === "number" ? { code } : {}) };
+  log.error({ err, tool: declared_tools.has(tool) ? tool : "(undeclared)", agent_id }, "tool call failed");
+  // The SDK answers a thrown error with its `code` (when an integer) and `message`.
+  return Object.assign(new Error(internal_error_message), { code: ErrorCode.InternalError });
+}
+
 /** One MCP server per request, bound to the authenticated agent: nothing is kept between requests. */
-export function mcpServerFor(gate: Gate, agent_id: string): Server {
+export function mcpServerFor(gate: Gate, agent_id: string, log: FastifyBaseLogger): Server {
   const server = new Server(server_info, { capabilities: { tools: {} }, jsonSchemaValidator: json_schema_validator });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tool_declarations }));
   handleToolCalls(server, async (request) => {
-    const args = request.params.arguments;
-    return gate.callToolAs(agent_id, request.params.name, args === undefined ? {} : args);
+    const { name, arguments: args } = request.params;
+    try {
+      return await gate.callToolAs(agent_id, name, args === undefined ? {} : args);
+    } catch (error) {
+      throw internalError(log, agent_id, name, error);
+    }
   });
   return server;
+}
+
+/** A POST body that is not JSON, answered -32700 by the route (not by the error handler's 400 `malformed`). */
+class NotJson {
+  constructor(readonly reason: string) {}
 }
 
 /**
  * JSON for /mcp, parsed as JSON.parse does: a "__proto__" or "constructor" key stays an own
  * property (JSON.parse never sets a prototype), so the policy sees it and refuses it with
- * evidence, where Fastify's default parser answered 400 and nothing was recorded. Fastify
- * enforces the body limit before the parser runs, and a POST reaches it only once authenticated.
+ * evidence, where Fastify's default parser answered 400 and nothing was recorded. A leading BOM
+ * is skipped, as the stdio bridge skips it. Text that is not JSON becomes a NotJson, which the
+ * route answers as JSON-RPC does (-32700, id null). Fastify enforces the body limit before the
+ * parser runs, and a POST reaches it only once authenticated.
  */
 function parseJsonAsIs(request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
   // GET and DELETE are answered 405 whatever they carry; an empty JSON body must not turn that into a 400.
   if (request.method !== "POST" && body === "") return done(null, undefined);
+  let parsed: unknown;
   try {
-    done(null, JSON.parse(body) as unknown);
+    parsed = JSON.parse(withoutBom(body)) as unknown;
   } catch (error) {
-    done(Object.assign(new Error(`the body is not valid JSON: ${(error as Error).message}`), { statusCode: 400 }));
+    parsed = new NotJson(`the body is not valid JSON: ${(error as Error).message}`);
   }
+  done(null, parsed);
 }
 
 /**
@@ -113,7 +155,7 @@ async function authenticate(access: Access, request: FastifyRequest, reply: Fast
  * transport for `server`, both closed when the response is. Shared with bench:gate's bare
  * server, so both sides of that comparison run the same transport code.
  */
-export async function answerStateless(server: Server, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+export async function answerStateless(server: Server, request: FastifyRequest, reply: FastifyReply, message: unknown = request.body): Promise<FastifyReply> {
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   reply.hijack();
   reply.raw.on("close", () => {
@@ -121,7 +163,7 @@ export async function answerStateless(server: Server, request: FastifyRequest, r
     void server.close();
   });
   await server.connect(transport);
-  await transport.handleRequest(request.raw, reply.raw, request.body);
+  await transport.handleRequest(request.raw, reply.raw, message);
   return reply;
 }
 
@@ -159,8 +201,16 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
       scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
         const agent_id = await authenticate(access, request, reply);
         if (!agent_id) return reply;
-        if (Array.isArray(request.body)) return reply.status(400).send(batch_refusal);
-        return answerStateless(mcpServerFor(gate, agent_id), request, reply);
+        const body = request.body;
+        if (body instanceof NotJson) return reply.status(400).send(parseError(body.reason));
+        if (Array.isArray(body)) return reply.status(400).send(batch_refusal);
+        // Every tools/call reaches the gate, whatever its params hold; any other message the SDK
+        // would refuse is refused here with its own id (the SDK answered -32700 with id null).
+        // (A rebuilt tools/call is a valid request by construction: the money path skips the check.)
+        const call = isToolCallEnvelope(body);
+        const refused = call ? undefined : notJsonRpc(body);
+        if (refused) return reply.status(400).send(refused.reply);
+        return answerStateless(mcpServerFor(gate, agent_id, request.log), request, reply, call ? toolCallRequest(body) : body);
       });
       const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>
         reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));

@@ -113,6 +113,33 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(lines[0]).toMatch(/^bursar mcp-stdio: refused a message: .*a\\nbursar mcp-stdio: FORGED/);
   });
 
+  it("answers a line that is not JSON with -32700 and id null, reads a line that starts with a UTF-8 BOM, and ignores a blank line", async () => {
+    const agent = await server.agent("bom");
+    const input = `this is { not json\n\uFEFF${JSON.stringify(call(21, "get_block"))}\n\r\n${JSON.stringify(call(22, "get_block"))}\n`;
+    const piped = await pipe(input, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+    // Both the line that is not JSON and the one with a BOM went unanswered (a line on stderr each).
+    expect(piped.ids.sort()).toEqual([21, 22, null].sort());
+    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: unknown; error?: { code: number; message: string }; result?: unknown });
+    expect(answers.find((answer) => answer.id === null)).toEqual({ jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining("not valid JSON") } });
+    expect(answers.find((answer) => answer.id === 21)?.result).toMatchObject({ structuredContent: { block_id: agent.block_id } });
+    expect(piped.stderr.split("\n").filter((line) => line !== "")).toHaveLength(1);
+    expect(piped.code).toBe(0);
+  });
+
+  it("forwards a tools/call whose params the SDK's schema refuses, so the gate's policy decides it with evidence", async () => {
+    const agent = await server.agent("odd-params");
+    const lines = [
+      { jsonrpc: "2.0", id: 31, method: "tools/call", params: "create_order" },
+      { jsonrpc: "2.0", id: 32, method: "tools/call", params: { name: "create_order", arguments: { amount: 5_000, currency: "INR", idempotency_key: "bridge-meta" }, _meta: "x" } },
+    ];
+    const piped = await pipe(lines.map((line) => `${JSON.stringify(line)}\n`).join(""), { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+    // The bridge answered both -32600 itself: nothing reached the gate, nothing was recorded.
+    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: number; result?: { structuredContent: Record<string, unknown> } });
+    expect(answers.find((answer) => answer.id === 31)?.result?.structuredContent).toMatchObject({ effect: "BLOCK", rule: "ALLOWLIST", evidence: { seq: expect.any(Number) } });
+    expect(answers.find((answer) => answer.id === 32)?.result?.structuredContent).toMatchObject({ effect: "ALLOW", evidence: { seq: expect.any(Number) } });
+    expect(piped.code).toBe(0);
+  });
+
   it("reads a last line that has no newline", async () => {
     const agent = await server.agent("no-newline");
     const piped = await pipe(JSON.stringify(call(4, "get_block")), { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });

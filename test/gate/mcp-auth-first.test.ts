@@ -101,7 +101,7 @@ async function bodyAwaited(req: ReturnType<typeof httpRequest>): Promise<void> {
 
 const body_awaited_timeout_ms = 10_000;
 
-/** Not JSON at all: the parser would answer 400 `malformed` if it ever saw it. */
+/** Not JSON at all: the route would answer 400 and JSON-RPC -32700 if the parser ever saw it. */
 const not_json = "this is { not json";
 
 describe("POST /mcp authenticates before it reads the body", () => {
@@ -177,11 +177,11 @@ describe("POST /mcp authenticates before it reads the body", () => {
     expect(block.body).toMatchObject({ held: 0, spent: 0 });
   });
 
-  it("still parses the body of an authenticated agent: invalid JSON is a 400 and tools/list answers", async () => {
+  it("still parses the body of an authenticated agent: invalid JSON is a 400 (JSON-RPC -32700) and tools/list answers", async () => {
     const agent = await server.agent("auth-first-agent");
     const malformed = await post(mcp_headers(agent.token), not_json);
     expect(malformed.status).toBe(400);
-    expect(JSON.parse(malformed.text)).toMatchObject({ error: { code: "malformed" } });
+    expect(JSON.parse(malformed.text)).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } });
     const listed = await post(mcp_headers(agent.token), tools_list);
     expect(listed.status).toBe(200);
     expect(JSON.parse(listed.text)).toMatchObject({ jsonrpc: "2.0", id: 7, result: { tools: expect.arrayContaining([expect.objectContaining({ name: "create_order" })]) } });

@@ -1,10 +1,12 @@
-// /mcp over real HTTP with bodies an SDK client would never send: argument shapes the SDK's
-// schema and Fastify's JSON parser used to stop before the policy (so no rule and no evidence),
-// and the Origin check against a DNS-rebinding page.
+// /mcp over real HTTP with bodies an SDK client would never send: argument shapes and tools/call
+// envelopes the SDK's schema and Fastify's JSON parser used to stop before the policy (so no rule
+// and no evidence), messages that are not JSON-RPC or not JSON, and the Origin check against a
+// DNS-rebinding page.
 
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rawToolCall, testServer, type TestServer } from "../support/server.js";
+import { decisionBody } from "../support/inprocess.js";
+import { rawMcpPost, rawToolCall, testServer, type TestServer } from "../support/server.js";
 
 type Structured = Record<string, unknown>;
 let server: TestServer;
@@ -63,6 +65,123 @@ describe("argument shapes that never reach the policy (DESIGN: any argument shap
       expect(body.result?.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0", evidence: { seq: expect.any(Number) } });
       expect(await treeSize()).toBe(before + 1);
     }
+  });
+});
+
+interface ToolCallAnswer {
+  result?: { isError?: boolean; structuredContent: Structured };
+  error?: { code: number; message: string };
+}
+
+/** POSTs a tools/call whose params are the raw JSON text given; answers the JSON-RPC reply. */
+async function toolCallWithParams(token: string, params_json: string | undefined): Promise<{ status: number; body: ToolCallAnswer }> {
+  const params = params_json === undefined ? "" : `,"params":${params_json}`;
+  const answer = await rawMcpPost(server.url, token, `{"jsonrpc":"2.0","id":1,"method":"tools/call"${params}}`);
+  return { status: answer.status, body: JSON.parse(answer.text) as ToolCallAnswer };
+}
+
+const order_arguments = '{"amount": 5000, "currency": "INR"}';
+
+describe("tools/call envelopes the SDK refused before the gate (DESIGN: every money call reaches the policy and counts toward R6)", () => {
+  it("a money call carrying params.task or a malformed params._meta is decided by the policy as if they were absent, with evidence", async () => {
+    const agent = await server.agent("odd-envelope");
+    // The SDK answered -32603 "Server does not support task creation" (MCP 2025-11-25: a server
+    // without task support MUST process the request normally), or a schema error (-32603, or
+    // 400 -32700 for a bad _meta), before any handler ran: no decision, no evidence.
+    const extras = ['"task": {"ttl": 60000}', '"task": "soon"', '"_meta": "x"', '"_meta": {"progressToken": {}}', '"_meta": {"io.modelcontextprotocol/related-task": "t"}'];
+    for (const [index, extra] of extras.entries()) {
+      const key = `odd-envelope-${index}`;
+      const before = await treeSize();
+      const answer = await toolCallWithParams(agent.token, `{"name": "create_order", "arguments": {"amount": 5000, "currency": "INR", "idempotency_key": "${key}"}, ${extra}}`);
+      expect({ extra, status: answer.status, error: answer.body.error }).toEqual({ extra, status: 200, error: undefined });
+      const result = answer.body.result!;
+      expect(result.structuredContent).toMatchObject({ effect: "ALLOW", order: { amount: 5000 }, evidence: { seq: expect.any(Number) } });
+      const decision = await decisionBody(server.started.bursar, result);
+      expect(decision.body).toMatchObject({ tool: "create_order", args: { amount: 5000, idempotency_key: key } });
+      expect(await treeSize()).toBeGreaterThan(before);
+    }
+  });
+
+  it("a tools/call whose name is missing or not a string, or whose params are not an object, is refused under ALLOWLIST with evidence of what was sent", async () => {
+    const agent = await server.agent("nameless");
+    // [params as sent, the tool name the evidence records, the arguments it records]
+    const cases: Array<[string | undefined, string, unknown]> = [
+      [`{"name": 5, "arguments": ${order_arguments}}`, "5", { amount: 5000, currency: "INR" }],
+      [`{"name": null, "arguments": ${order_arguments}}`, "null", { amount: 5000, currency: "INR" }],
+      [`{"name": ["create_order"], "arguments": ${order_arguments}}`, '["create_order"]', { amount: 5000, currency: "INR" }],
+      [`{"name": {"tool": "create_order"}, "arguments": ${order_arguments}}`, '{"tool":"create_order"}', { amount: 5000, currency: "INR" }],
+      [`{"arguments": ${order_arguments}}`, "", { amount: 5000, currency: "INR" }],
+      ['"create_order"', "", "create_order"],
+      [`["create_order", ${order_arguments}]`, "", ["create_order", { amount: 5000, currency: "INR" }]],
+      ["null", "", {}],
+      [undefined, "", {}],
+    ];
+    for (const [params, tool, args] of cases) {
+      const before = await treeSize();
+      const answer = await toolCallWithParams(agent.token, params);
+      // The SDK answered a JSON-RPC error (-32603 with its schema's text, or 400 -32700 with id null).
+      expect({ params, status: answer.status, error: answer.body.error }).toEqual({ params, status: 200, error: undefined });
+      const result = answer.body.result!;
+      expect(result.isError).toBe(true);
+      expect(result.structuredContent).toMatchObject({
+        effect: "BLOCK",
+        rule: "ALLOWLIST",
+        reason: expect.any(String),
+        evidence: { seq: expect.any(Number), leaf_hash: expect.stringMatching(/^[0-9a-f]{64}$/), receipt: expect.anything() },
+      });
+      expect((await decisionBody(server.started.bursar, result)).body).toMatchObject({ tool, args, verdict: { effect: "BLOCK", rule: "ALLOWLIST" } });
+      expect(await treeSize()).toBe(before + 1);
+    }
+  });
+
+  it("such calls count toward the velocity limit (R6) like every call that reaches the policy", async () => {
+    const agent = await server.agent("odd-velocity", { velocity: { max_calls: 2, window_seconds: 60 } });
+    for (const params of ['"create_order"', `{"name": 5, "arguments": ${order_arguments}}`]) {
+      expect((await toolCallWithParams(agent.token, params)).body.result?.structuredContent).toMatchObject({ rule: "ALLOWLIST" });
+    }
+    const third = await rawToolCall(server.url, agent.token, "create_order", order_arguments);
+    expect((JSON.parse(third.text) as ToolCallAnswer).result?.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R6" });
+  });
+});
+
+describe("bodies that are not a JSON-RPC message (answered as the stdio bridge answers them)", () => {
+  it("answers valid JSON that is not a valid JSON-RPC message with 400 and -32600 for the message's own id, and runs nothing", async () => {
+    const agent = await server.agent("not-json-rpc");
+    const size = await treeSize();
+    // [body, the id answered]: the SDK answered every one -32700 "Parse error" with id null.
+    const cases: Array<[string, string | number | null]> = [
+      [`{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "create_order", "arguments": ${order_arguments}}, "trace": "abc"}`, 9],
+      ['{"jsonrpc": "1.0", "id": "abc", "method": "tools/list"}', "abc"],
+      ['{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": "all"}', 7],
+      ['{"jsonrpc": "2.0", "id": 4.5, "method": "ping"}', 4.5],
+      ['{"jsonrpc": "2.0", "id": true, "method": "ping"}', null],
+      ['{"method": "ping"}', null],
+      ["42", null],
+    ];
+    for (const [body, id] of cases) {
+      const answer = await rawMcpPost(server.url, agent.token, body);
+      expect({ body, status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
+        body,
+        status: 400,
+        reply: { jsonrpc: "2.0", id, error: { code: -32600, message: expect.stringContaining("not a valid JSON-RPC message") } },
+      });
+    }
+    expect(await treeSize()).toBe(size);
+  });
+
+  it("answers a body that is not JSON with 400 and -32700, id null, and reads a body that starts with a UTF-8 BOM", async () => {
+    const agent = await server.agent("not-json");
+    for (const body of ["this is { not json", "", '{"jsonrpc": "2.0", "id": 3,']) {
+      const answer = await rawMcpPost(server.url, agent.token, body);
+      expect({ body, status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
+        body,
+        status: 400,
+        reply: { jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining("not valid JSON") } },
+      });
+    }
+    const bom = await rawMcpPost(server.url, agent.token, `\uFEFF${JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/list" })}`);
+    expect(bom.status).toBe(200);
+    expect(JSON.parse(bom.text)).toMatchObject({ id: 5, result: { tools: expect.arrayContaining([expect.objectContaining({ name: "create_order" })]) } });
   });
 });
 

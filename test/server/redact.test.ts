@@ -3,9 +3,9 @@
 // Bursar's own token shapes are redacted wherever they appear in the URL.
 
 import { connect, type AddressInfo } from "node:net";
-import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { buildServer, loggerOptions, redactUrl } from "../../src/server/app.js";
+import { logLines } from "../support/log.js";
 
 const token = "bsr_obs_Qm9ndXMtdG9rZW4tZm9yLXRoZS1yZWRhY3Rpb24tdGVzdA";
 
@@ -82,15 +82,3 @@ describe("the access log of a real server", () => {
     expect(log.text()).not.toContain(token);
   });
 });
-
-/** A log stream and what was written to it. */
-function logLines(): { stream: Writable; text: () => string } {
-  let logs = "";
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logs += chunk.toString();
-      done();
-    },
-  });
-  return { stream, text: () => logs };
-}

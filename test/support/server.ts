@@ -96,10 +96,15 @@ export async function paidOrder(url: string, client: Client, args: Record<string
  * JSON-RPC reply's text (without SSE framing, if the gate streamed it).
  */
 export async function rawToolCall(url: string, token: string, name: string, args_json: string): Promise<{ status: number; text: string }> {
+  return rawMcpPost(url, token, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":${JSON.stringify(name)},"arguments":${args_json}}}`);
+}
+
+/** POSTs `body` to /mcp as it is, with an MCP client's headers; answers as rawToolCall does. */
+export async function rawMcpPost(url: string, token: string, body: string): Promise<{ status: number; text: string }> {
   const response = await fetch(`${url}/mcp`, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${token}` },
-    body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":${JSON.stringify(name)},"arguments":${args_json}}}`,
+    body,
   });
   const text = await response.text();
   const framed = text.startsWith("event:") || text.startsWith("data:");

@@ -5,8 +5,9 @@ import { Transform, type Readable, type TransformCallback, type Writable } from 
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, isJSONRPCRequest, isJSONRPCResultResponse, JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError, token_shape } from "../../config.js";
+import { invalidRequest, isToolCallEnvelope, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
 import { httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
@@ -31,7 +32,9 @@ every JSON-RPC message unchanged to a running gate's /mcp (Streamable HTTP) with
 Authorization: Bearer $BURSAR_AGENT_TOKEN, and writes the gate's answers to stdout.
 A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error, and
 so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
-null): its bytes are dropped up to its newline, and the bridge reads on.
+null): its bytes are dropped up to its newline, and the bridge reads on. A line that is not
+JSON gets a -32700 error with id null; a UTF-8 BOM at a line's start is skipped, and a blank
+line is ignored. A tools/call is always forwarded, whatever its params hold: the gate decides it.
 
 It holds only the agent token: it never opens the data directory or the database.
 stdout carries nothing but MCP messages; diagnostics go to stderr, one line each (control
@@ -139,47 +142,47 @@ function errorReply(id: RequestId, message: string): JSONRPCMessage {
   return { jsonrpc: "2.0", id, error: { code: bridge_error_code, message } };
 }
 
-function invalidRequest(id: RequestId | null, message: string): Record<string, unknown> {
-  return { jsonrpc: "2.0", id, error: { code: ErrorCode.InvalidRequest, message } };
-}
-
-function requestId(message: unknown): RequestId | undefined {
-  const id = (message as { id?: unknown } | null)?.id;
-  return typeof id === "string" || typeof id === "number" ? id : undefined;
-}
-
 /** A line the bridge answers itself: the reply (none for a batch of notifications only) and why. */
 interface Refusal {
-  reply: Record<string, unknown> | Array<Record<string, unknown>> | null;
+  reply: JsonRpcError | JsonRpcError[] | null;
   why: string;
 }
 
+/** What becomes of a stdin line the SDK's reader would drop without a reply (a client would wait on it forever). */
+type Sorted = { refusal: Refusal } | { forward: JSONRPCMessage };
+
 /**
- * The refusal for a stdin line that the SDK's reader would drop without a reply (and a client
- * would wait on forever): a batch (an array with one error per request in it), or an object
- * with an id that the SDK's schema refuses. Undefined for every other line, which goes on to
- * the SDK unchanged.
+ * How a stdin line that the SDK's reader would drop is handled: a line that is not JSON is
+ * answered -32700 (id null: none can be read); a batch gets an array with one -32600 per request
+ * in it; a tools/call whose params the SDK's schema refuses (a malformed `_meta`, params that
+ * are not an object) is forwarded to the gate, whose policy decides every call with evidence
+ * (the gate's /mcp takes it: see toolCallRequest); any other object with an id the schema
+ * refuses gets -32600 for that id. Undefined for every other line, which goes on to the SDK.
  */
-function refusedLine(line: string): Refusal | undefined {
+function sortLine(line: string): Sorted | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(line);
-  } catch {
-    return undefined;
+  } catch (error) {
+    const why = `the line is not valid JSON: ${(error as Error).message}`;
+    return { refusal: { reply: parseError(why), why } };
   }
   if (Array.isArray(parsed)) {
-    if (parsed.length === 0) return { reply: invalidRequest(null, "an empty batch"), why: "an empty batch" };
+    if (parsed.length === 0) return { refusal: { reply: invalidRequest(null, "an empty batch"), why: "an empty batch" } };
     const ids = parsed.map(requestId).filter((id) => id !== undefined);
-    return { reply: ids.length === 0 ? null : ids.map((id) => invalidRequest(id, batch_refusal)), why: batch_refusal };
+    return { refusal: { reply: ids.length === 0 ? null : ids.map((id) => invalidRequest(id, batch_refusal)), why: batch_refusal } };
   }
-  const id = requestId(parsed);
-  if (id === undefined) return undefined;
-  const checked = JSONRPCMessageSchema.safeParse(parsed);
-  if (checked.success) return undefined;
-  const issue = checked.error.issues[0];
-  const why = `not a valid JSON-RPC message: ${issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused"}`;
-  return { reply: invalidRequest(id, why), why };
+  if (requestId(parsed) === undefined) return undefined;
+  const refused = notJsonRpc(parsed);
+  if (refused === undefined) return undefined;
+  // Not a JSONRPCMessage by the SDK's schema, which is why it cannot go through the SDK's reader.
+  if (isToolCallEnvelope(parsed)) return { forward: parsed as JSONRPCMessage };
+  return { refusal: refused };
 }
+
+/** A line without it is blank (some clients end a message with an extra newline): it carries no
+ *  message, so it gets no reply and no warning. */
+const has_content = /\S/;
 
 /** How much of an overlong line's start is searched for its id: enough for the leading
  *  "jsonrpc", "id" and "method" members clients write first, and no more. */
@@ -211,11 +214,12 @@ function overlongLine(start: Buffer): Refusal {
 }
 
 /**
- * Sorts stdin into lines ahead of the SDK's reader: lines refusedLine answers are answered here,
- * the rest pass through byte for byte, and a last line without a newline is ended with one so
- * the SDK reads it too. A line longer than stdin_buffer_max_bytes (which would make the SDK's
- * reader fail and close the transport) is answered with -32600 as soon as it passes the limit,
- * and its remaining bytes are dropped up to its newline: memory stays under the limit.
+ * Sorts stdin into lines ahead of the SDK's reader: lines sortLine answers are answered here, the
+ * tools/calls it forwards are handed to the bridge directly, blank lines are dropped, the rest
+ * pass through byte for byte (less a leading BOM), and a last line without a newline is ended
+ * with one so the SDK reads it too. A line longer than stdin_buffer_max_bytes (which would make
+ * the SDK's reader fail and close the transport) is answered with -32600 as soon as it passes the
+ * limit, and its remaining bytes are dropped up to its newline: memory stays under the limit.
  */
 class LineSorter extends Transform {
   /** The start of a line whose newline has not arrived, in the chunks it came in. */
@@ -224,7 +228,10 @@ class LineSorter extends Transform {
   /** Inside an overlong line already answered: its bytes are dropped until its newline. */
   private discarding = false;
 
-  constructor(private readonly answer: (refusal: Refusal) => void) {
+  constructor(
+    private readonly answer: (refusal: Refusal) => void,
+    private readonly forward: (message: JSONRPCMessage) => void,
+  ) {
     super();
   }
 
@@ -265,9 +272,15 @@ class LineSorter extends Transform {
   }
 
   private sort(line: Buffer): void {
-    const refusal = line.length > 2 ? refusedLine(line.toString("utf8")) : undefined;
-    if (refusal === undefined) this.push(line);
-    else this.answer(refusal);
+    // A UTF-8 BOM (EF BB BF) at the start of a line, as some Windows tools write, is not part of
+    // its JSON (RFC 8259 §8.1): JSON.parse, and so the SDK's reader, failed on it, unanswered.
+    const bytes = line[0] === 0xef && line[1] === 0xbb && line[2] === 0xbf ? line.subarray(3) : line;
+    const text = bytes.toString("utf8");
+    if (!has_content.test(text)) return;
+    const sorted = sortLine(text);
+    if (sorted === undefined) this.push(bytes);
+    else if ("forward" in sorted) this.forward(sorted.forward);
+    else this.answer(sorted.refusal);
   }
 }
 
@@ -296,7 +309,12 @@ class Bridge {
   private readonly onSignal = () => void this.finish(0);
 
   constructor(private readonly options: BridgeOptions) {
-    this.sorted = options.stdin.pipe(new LineSorter((refusal) => this.refuse(refusal)));
+    this.sorted = options.stdin.pipe(
+      new LineSorter(
+        (refusal) => this.refuse(refusal),
+        (message) => this.accept(message),
+      ),
+    );
     this.stdio = new StdioServerTransport(this.sorted, options.stdout, { maxBufferSize: stdin_buffer_max_bytes });
     this.http = new StreamableHTTPClientTransport(options.endpoint, {
       requestInit: { headers: { authorization: `Bearer ${options.token}` } },

@@ -1,0 +1,92 @@
+// JSON-RPC envelopes as /mcp and the stdio bridge read them, before the MCP SDK does: the same
+// -32700 / -32600 answers on both, and tools/call requests whose params the SDK would refuse.
+
+import { ErrorCode, JSONRPCMessageSchema, RequestIdSchema, type JSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { isPlainObject } from "../policy/index.js";
+
+export interface JsonRpcError {
+  jsonrpc: "2.0";
+  id: RequestId | null;
+  error: { code: number; message: string };
+}
+
+/** -32700: the text is not JSON, so no id can be read from it (JSON-RPC 2.0 §5.1). */
+export function parseError(detail: string): JsonRpcError {
+  return { jsonrpc: "2.0", id: null, error: { code: ErrorCode.ParseError, message: `Parse error: ${detail}` } };
+}
+
+/** -32600: JSON, but not a request this endpoint takes; `id` is the message's own when readable. */
+export function invalidRequest(id: RequestId | null, message: string): JsonRpcError {
+  return { jsonrpc: "2.0", id, error: { code: ErrorCode.InvalidRequest, message } };
+}
+
+/** A message's id when it is one JSON-RPC allows at all (a string or a number, even 4.5), else undefined. */
+export function requestId(message: unknown): RequestId | undefined {
+  const id = (message as { id?: unknown } | null)?.id;
+  return typeof id === "string" || typeof id === "number" ? id : undefined;
+}
+
+/** A leading U+FEFF (a UTF-8 BOM, as some Windows tools write) is not part of the JSON text (RFC 8259 §8.1). */
+export function withoutBom(text: string): string {
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+/**
+ * The -32600 answer for a parsed message the SDK's schema refuses, and why (quoting the first
+ * schema issue); undefined for a valid JSON-RPC message. Run after toolCallRequest, so a tools/call
+ * with odd params is never refused here.
+ */
+export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string } | undefined {
+  const checked = JSONRPCMessageSchema.safeParse(message);
+  if (checked.success) return undefined;
+  const issue = checked.error.issues[0];
+  const why = `not a valid JSON-RPC message: ${issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused"}`;
+  return { reply: invalidRequest(requestId(message) ?? null, why), why };
+}
+
+const request_members = new Set(["jsonrpc", "id", "method", "params"]);
+
+export interface ToolCallEnvelope {
+  jsonrpc: "2.0";
+  id: RequestId;
+  method: "tools/call";
+  params?: unknown;
+}
+
+/**
+ * A tools/call whose envelope (jsonrpc, id, method, no other top-level member) is a valid
+ * JSON-RPC request, whatever its params hold. Such a message is a call the agent made: it must
+ * reach the gate's policy, not die in the SDK's schema (see toolCallRequest). A message that
+ * fails as JSON-RPC itself (a wrong version, an id 4.5, an extra member) is not a call: -32600.
+ */
+export function isToolCallEnvelope(message: unknown): message is ToolCallEnvelope {
+  if (!isPlainObject(message) || message.jsonrpc !== "2.0" || message.method !== "tools/call") return false;
+  return RequestIdSchema.safeParse(message.id).success && Object.keys(message).every((key) => request_members.has(key));
+}
+
+/**
+ * The tools/call as the gate's handler takes it: params holding only the name and the arguments,
+ * as received (a name of any type, or none). The SDK refused the rest before any handler ran, so
+ * those calls had no evidence and did not count toward R6 (DESIGN: every money call that reaches
+ * the policy counts; any argument shape reaches it):
+ * - `task` is dropped: the gate declares no task capability, and MCP 2025-11-25 says a receiver
+ *   without it MUST process the request normally, ignoring the task metadata (the SDK answered
+ *   -32603 "Server does not support task creation", or a schema error for a malformed one).
+ * - `_meta` (progress token, related task) is dropped: the gate sends no progress and keeps no
+ *   tasks, so it reads none of it; a malformed one made the transport answer -32700.
+ * - params that are not an object (a string, an array, null) carry no name: they become the
+ *   arguments of a call with none, which the gate refuses under ALLOWLIST with evidence.
+ * A missing or non-string name is left for the gate, which records it and refuses it under
+ * ALLOWLIST (Gate.callToolAs); a name that is a string is decided as usual.
+ */
+export function toolCallRequest(message: ToolCallEnvelope): JSONRPCRequest {
+  const { params } = message;
+  const call: Record<string, unknown> = {};
+  if (isPlainObject(params)) {
+    if (Object.hasOwn(params, "name")) call.name = params.name;
+    if (Object.hasOwn(params, "arguments")) call.arguments = params.arguments;
+  } else if (params !== undefined) {
+    call.arguments = params;
+  }
+  return { jsonrpc: "2.0", id: message.id, method: "tools/call", params: call };
+}
