@@ -3,6 +3,7 @@
 
 import { join, resolve } from "node:path";
 import { lookups_per_minute_default, lookups_per_minute_max } from "./gate/lookups.js";
+import { SchemaNewerError } from "./ledger/driver.js";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -85,10 +86,39 @@ export function parseHttpUrl(raw: string): URL | undefined {
   }
 }
 
-function url(env: Env, name: string, fallback: string): string {
+/**
+ * A base URL: http(s), without `user:password@` (fetch refuses such a URL with a message that
+ * repeats it, password included, into the provider's reason and so into the evidence log) and
+ * without `?query` or `#fragment` (request paths are appended to it). Neither refusal echoes
+ * the value, which may hold a secret.
+ */
+function url(env: Env, name: string, fallback: string, credentials_in: string): string {
   const raw = env[name] || fallback;
-  if (!parseHttpUrl(raw)) throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected an http(s) URL`);
+  const parsed = parseHttpUrl(raw);
+  if (!parsed) {
+    // An unparsable value is echoed unless it may hold credentials (an `@` anywhere).
+    const shown = raw.includes("@") ? "" : `=${JSON.stringify(raw)}`;
+    throw new ConfigError(`${name}${shown}: expected an http(s) URL`);
+  }
+  if (parsed.username !== "" || parsed.password !== "") {
+    throw new ConfigError(`${name}: a URL with user:password@ is refused (the value is not shown); credentials go in ${credentials_in}`);
+  }
+  if (/[?#]/.test(raw)) {
+    throw new ConfigError(`${name}: expected a base URL without ?query or #fragment (the value is not shown), e.g. ${fallback}`);
+  }
   return raw.replace(/\/+$/, "");
+}
+
+/**
+ * A secret variable: unset or empty is "not set"; a value of only whitespace is refused, not
+ * taken for a secret (a webhook secret of one space would let anyone sign webhooks). The value
+ * is never shown.
+ */
+function secret(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return undefined;
+  if (raw.trim() === "") throw new ConfigError(`${name}: only whitespace; expected the secret itself, or leave it unset`);
+  return raw;
 }
 
 /** Whether BURSAR_DB names PostgreSQL (a postgres:// or postgresql:// URL) rather than a SQLite file. */
@@ -136,15 +166,48 @@ const postgres_unreachable_codes: ReadonlySet<string> = new Set([
  */
 export function databaseError(db: string, error: unknown): unknown {
   if (error instanceof ConfigError) return error;
+  if (error instanceof SchemaNewerError) {
+    return new ConfigError(
+      `BURSAR_DB=${maskedDb(db)}: the database's schema is at version ${error.database_version}, newer than this bursar knows (version ${error.known_version}); run the bursar release that migrated it, or point BURSAR_DB at another database`,
+    );
+  }
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as { code?: unknown } | null)?.code;
   const code_text = typeof code === "string" ? code : "";
   if (isPostgresUrl(db)) {
+    // A URL loadConfig let through but node-postgres cannot parse (its message says only "Invalid URL").
+    if (code_text === "ERR_INVALID_URL" || error instanceof URIError) return new ConfigError(postgres_url_invalid);
     if (!postgres_unreachable_codes.has(code_text) && !/timeout|connect|terminated/i.test(message)) return error;
     return new ConfigError(`BURSAR_DB=${maskedDb(db)}: cannot reach PostgreSQL (${message})`);
   }
   const cannot_open = /^SQLITE_(CANTOPEN|READONLY|PERM|NOTADB|AUTH)/.test(code_text) || /directory does not exist/.test(message);
   return cannot_open ? new ConfigError(`BURSAR_DB=${db}: cannot open the SQLite database (${message})`) : error;
+}
+
+/** The one line for a postgres URL that cannot be parsed; it is not shown, since it may hold a password. */
+const postgres_url_invalid =
+  "BURSAR_DB: not a valid postgres:// URL (the value is not shown: it may hold a password); expected postgres://user:password@host:5432/database, with special characters in the password percent-encoded";
+
+/**
+ * Whether node-postgres can parse `db` as its connection string parser (pg-connection-string)
+ * does: spaces and stray `%` encoded first, a retry with a stand-in host for `user@/database`,
+ * then the user, password and database percent-decoded. What it cannot parse would otherwise
+ * throw a bare "Invalid URL" stack at the first connection.
+ */
+export function parsesAsPostgresUrl(db: string): boolean {
+  const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(db) ? encodeURI(db).replace(/%25(\d\d)/g, "%$1") : db;
+  for (const candidate of [text, text.replace("@/", "@___DUMMY___/")]) {
+    try {
+      const url = new URL(candidate, "postgres://base");
+      decodeURIComponent(url.username);
+      decodeURIComponent(url.password);
+      decodeURI(url.pathname);
+      return true;
+    } catch {
+      // The next candidate, as the parser retries.
+    }
+  }
+  return false;
 }
 
 /** BURSAR_DB: a postgres:// (or postgresql://) URL, ":memory:", or a SQLite file path; any
@@ -155,6 +218,7 @@ function database(env: Env, data_dir: string): string {
   if (scheme !== undefined && !/^postgres(ql)?$/.test(scheme)) {
     throw new ConfigError(`BURSAR_DB: scheme ${scheme}:// is not supported; expected a postgres:// URL or a SQLite file path`);
   }
+  if (isPostgresUrl(raw) && !parsesAsPostgresUrl(raw)) throw new ConfigError(postgres_url_invalid);
   return raw;
 }
 
@@ -198,18 +262,18 @@ export function loadConfig(env: Env = process.env): Config {
     db: database(env, data_dir),
     host,
     port: integer(env, "BURSAR_PORT", 8787, 0, 65_535),
-    admin_token: env.BURSAR_ADMIN_TOKEN || undefined,
+    admin_token: secret(env, "BURSAR_ADMIN_TOKEN"),
     provider: oneOf(env, "BURSAR_PROVIDER", ["simulator", "razorpay"] as const, "simulator"),
     razorpay: {
       key_id: env.RAZORPAY_KEY_ID || undefined,
-      key_secret: env.RAZORPAY_KEY_SECRET || undefined,
-      base_url: url(env, "RAZORPAY_BASE_URL", "https://api.razorpay.com"),
-      webhook_secret: env.RAZORPAY_WEBHOOK_SECRET || undefined,
+      key_secret: secret(env, "RAZORPAY_KEY_SECRET"),
+      base_url: url(env, "RAZORPAY_BASE_URL", "https://api.razorpay.com", "RAZORPAY_KEY_ID and RAZORPAY_KEY_SECRET"),
+      webhook_secret: secret(env, "RAZORPAY_WEBHOOK_SECRET"),
     },
     allow_live: flag(env, "BURSAR_ALLOW_LIVE"),
     pg_prepared_statements: flag(env, "BURSAR_PG_PREPARED_STATEMENTS", true),
     signing_key_path: env.BURSAR_SIGNING_KEY || undefined,
-    master_key: env.BURSAR_MASTER_KEY || undefined,
+    master_key: secret(env, "BURSAR_MASTER_KEY"),
     log_origin: env.BURSAR_LOG_ORIGIN || "bursar.local/log",
     checkpoint_every: integer(env, "BURSAR_CHECKPOINT_EVERY", 1000, 1, 1_000_000),
     checkpoint_seconds: integer(env, "BURSAR_CHECKPOINT_SECONDS", 10, 1, 86_400),
@@ -242,10 +306,10 @@ export const environment_help = `Environment:
   BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
   BURSAR_ADMIN_TOKEN         operator token; unset: generated when the data directory holds no token hash, printed once on stderr
   BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay
-  RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com)
+  RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com; no user:password@, ?query or #fragment)
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
   BURSAR_ALLOW_LIVE          1 or true to accept rzp_live_ keys (0 or unset: refused)
-  BURSAR_SIGNING_KEY         Ed25519 private key PEM file (default: generated into the data directory)
+  BURSAR_SIGNING_KEY         Ed25519 private key PEM file, a regular file (default: generated into the data directory)
   BURSAR_MASTER_KEY          key for encrypting stored source secrets, at least 16 characters (default: generated into the data directory)
   BURSAR_LOG_ORIGIN          checkpoint origin line (default bursar.local/log)
   BURSAR_CHECKPOINT_EVERY    entries between checkpoints (default 1000)

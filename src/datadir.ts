@@ -1,7 +1,22 @@
 // The data directory: secret files with mode 0600, and the operator token stored as a hash.
+// The directory and its secrets are trusted only when no one else can replace them.
 
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { chmodSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fstatSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  type Stats,
+} from "node:fs";
 import { join } from "node:path";
 import { ConfigError } from "./config.js";
 import { newToken } from "./ids.js";
@@ -12,12 +27,95 @@ export const webhook_secret_file_name = "webhook-secret";
 /** The stored hash is the SHA-256 of the token in lowercase hex, nothing else. */
 const operator_token_hash_pattern = /^[0-9a-f]{64}$/;
 
+/** Creates the data directory (mode 0700) if missing, and refuses one others could write into. */
 export function ensureDataDir(data_dir: string): void {
   mkdirSync(data_dir, { recursive: true, mode: 0o700 });
+  const problem = trustProblem(statSync(data_dir));
+  if (problem === undefined) return;
+  throw new ConfigError(`BURSAR_DATA_DIR=${data_dir}: ${problem.found}, so they could replace its secrets; ${problem.fix(data_dir, "700")}`);
 }
 
 export function errorCode(error: unknown): string | undefined {
   return (error as { code?: string } | null)?.code;
+}
+
+/** What makes a data directory or a secret in it untrustworthy, and the command that fixes it. */
+interface TrustProblem {
+  found: string;
+  fix(path: string, mode: string): string;
+}
+
+/**
+ * A file or directory someone other than this user (or root) can replace: writable by others
+ * (a sticky bit does not help: they could create a missing secret first), or owned by another
+ * user. Group write is left alone, as the operator may share the directory on purpose.
+ */
+function trustProblem(stat: Stats): TrustProblem | undefined {
+  if ((stat.mode & 0o002) !== 0) {
+    return { found: `writable by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, "0")})`, fix: (path, mode) => `run chmod ${mode} ${path}` };
+  }
+  // geteuid is missing on Windows, where modes and owners mean something else.
+  const uid = process.geteuid?.();
+  if (uid !== undefined && stat.uid !== uid && stat.uid !== 0) {
+    return {
+      found: `owned by another user (uid ${stat.uid}; this process runs as uid ${uid})`,
+      fix: (path) => `run chown ${uid} ${path}, or use a directory of this user's`,
+    };
+  }
+  return undefined;
+}
+
+/** Never blocking on open: a FIFO's open would otherwise wait for a writer forever. */
+const open_read_nonblocking = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
+/** The same, refusing a symbolic link as the last component (the open fails with ELOOP). */
+const open_read_nonblocking_nofollow = open_read_nonblocking | (constants.O_NOFOLLOW ?? 0);
+
+function fileKind(stat: Stats): string {
+  if (stat.isFIFO()) return "a FIFO";
+  if (stat.isDirectory()) return "a directory";
+  if (stat.isSocket()) return "a socket";
+  if (stat.isCharacterDevice() || stat.isBlockDevice()) return "a device";
+  return "something other than a file";
+}
+
+/**
+ * The text of the regular file at `path`, or undefined when there is none. It is opened without
+ * blocking and checked on the open descriptor, so what is checked is what is read: a FIFO, a
+ * device or a directory is a ConfigError naming `subject` (`BURSAR_SIGNING_KEY=/run/key.pem`),
+ * not a start that hangs. Other file system errors pass through for fileError to word.
+ */
+export function readRegularFile(path: string, subject: string): string | undefined {
+  return readChecked(path, subject, false);
+}
+
+/**
+ * A secret in the data directory: as readRegularFile, and refused when it is a symbolic link
+ * (whoever controls its target controls the secret), writable by others, or owned by another user.
+ */
+function readDataDirSecret(path: string): string | undefined {
+  return readChecked(path, path, true);
+}
+
+function readChecked(path: string, subject: string, data_dir_secret: boolean): string | undefined {
+  let descriptor: number;
+  try {
+    descriptor = openSync(path, data_dir_secret ? open_read_nonblocking_nofollow : open_read_nonblocking);
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return undefined;
+    if (data_dir_secret && errorCode(error) === "ELOOP") {
+      throw new ConfigError(`${subject}: a symbolic link; a secret in the data directory must be a regular file: replace the link with a copy of the file (mode 0600)`);
+    }
+    throw error;
+  }
+  try {
+    const stat = fstatSync(descriptor);
+    if (!stat.isFile()) throw new ConfigError(`${subject}: expected a regular file, found ${fileKind(stat)}`);
+    const problem = data_dir_secret ? trustProblem(stat) : undefined;
+    if (problem) throw new ConfigError(`${subject}: ${problem.found}, so they could replace this secret; ${problem.fix(path, "600")}`);
+    return readFileSync(descriptor, "utf8");
+  } finally {
+    closeSync(descriptor);
+  }
 }
 
 /** Writes `contents` to a new private file beside `path` (mode 0600) and returns its path. */
@@ -59,25 +157,25 @@ export function writeSecretFile(path: string, contents: string): void {
   renameSync(stageSecretFile(path, contents), path);
 }
 
-function readIfPresent(path: string): string | undefined {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (error) {
-    if (errorCode(error) === "ENOENT") return undefined;
-    throw error;
-  }
-}
-
 /** Reads a secret file from the data directory, creating it with `make()` on first use. Of two
  *  processes creating it at once, both end up with the value that was stored. */
 export function secretFile(data_dir: string, name: string, make: () => string): { value: string; created: boolean } {
   const path = join(data_dir, name);
-  const existing = readIfPresent(path);
-  if (existing !== undefined) return { value: storedSecret(path, existing), created: false };
+  // The directory is checked before any secret in it is believed.
   ensureDataDir(data_dir);
+  const existing = readDataDirSecret(path);
+  if (existing !== undefined) return { value: storedSecret(path, existing), created: false };
   const value = make();
   if (publishStagedFile(stageSecretFile(path, `${value}\n`), path)) return { value, created: true };
-  return { value: storedSecret(path, readFileSync(path, "utf8")), created: false };
+  const stored = readDataDirSecret(path);
+  if (stored === undefined) throw new ConfigError(`${path}: removed while it was being created; start again`);
+  return { value: storedSecret(path, stored), created: false };
+}
+
+/** A data directory secret that is only read here, never created (the signing key for `bursar export`). */
+export function existingSecretFile(data_dir: string, name: string): string | undefined {
+  const path = join(data_dir, name);
+  return readDataDirSecret(path);
 }
 
 /** A stored secret, trimmed; an empty one (a truncated file) would make an empty HMAC or
@@ -109,7 +207,7 @@ function sha256(value: string): Buffer {
 /** The stored hash, or undefined when there is none; a file that is not a hash stops the start. */
 function storedOperatorHash(data_dir: string): Buffer | undefined {
   const path = join(data_dir, operator_token_hash_file);
-  const text = readIfPresent(path);
+  const text = readDataDirSecret(path);
   if (text === undefined) return undefined;
   const hex = text.trim();
   if (!operator_token_hash_pattern.test(hex)) {

@@ -2,9 +2,8 @@
 // directory (mode 0600) on first use, and the public verifier key derived from it.
 
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { secretFile } from "../datadir.js";
+import { errorCode, existingSecretFile, readRegularFile, secretFile } from "../datadir.js";
 import { formatVerifierKey, isValidKeyName, keyId, keyIdHex, rawPublicKey, type NoteSigner } from "./note.js";
 
 export const signing_key_file_name = "signing-key.pem";
@@ -42,26 +41,39 @@ export function createLogSigner(privateKey: KeyObject, name: string): LogSigner 
   };
 }
 
-/** Reads an Ed25519 private key in PEM (PKCS#8). */
-export function loadSigningKey(path: string): KeyObject {
-  let pem: string;
-  try {
-    pem = readFileSync(path, "utf8");
-  } catch (error) {
-    throw new SigningKeyError(`cannot read signing key ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
-  }
-  return parseSigningKey(pem, path);
+/** How errors name a key file found by path (the data directory's); BURSAR_SIGNING_KEY's is named by its variable. */
+function keySubject(path: string): string {
+  return `signing key ${path}`;
 }
 
-/** An Ed25519 private key from PEM text read from `path` (named in the errors). */
-function parseSigningKey(pem: string, path: string): KeyObject {
+/** A key file's text from `read`; every failure is a SigningKeyError naming `subject`. */
+function readKeyText(read: () => string | undefined, subject: string): string {
+  let text: string | undefined;
+  try {
+    text = read();
+  } catch (error) {
+    // Already one line naming the file (not a regular file, a symbolic link in the data directory).
+    if (error instanceof Error && error.name === "ConfigError") throw error;
+    throw new SigningKeyError(`${subject}: cannot read it (${errorCode(error) ?? "error"})`);
+  }
+  if (text === undefined) throw new SigningKeyError(`${subject}: cannot read it (ENOENT: no such file)`);
+  return text;
+}
+
+/** Reads an Ed25519 private key in PEM (PKCS#8) from a regular file; `subject` names it in errors. */
+export function loadSigningKey(path: string, subject = keySubject(path)): KeyObject {
+  return parseSigningKey(readKeyText(() => readRegularFile(path, subject), subject), subject);
+}
+
+/** An Ed25519 private key from PEM text read from the file `subject` names. */
+function parseSigningKey(pem: string, subject: string): KeyObject {
   let key: KeyObject;
   try {
     key = createPrivateKey({ key: pem, format: "pem" });
   } catch {
-    throw new SigningKeyError(`signing key ${path} is not a PEM private key`);
+    throw new SigningKeyError(`${subject}: not a PEM private key`);
   }
-  if (key.asymmetricKeyType !== "ed25519") throw new SigningKeyError(`signing key ${path} is not an Ed25519 key`);
+  if (key.asymmetricKeyType !== "ed25519") throw new SigningKeyError(`${subject}: not an Ed25519 key`);
   return key;
 }
 
@@ -93,10 +105,15 @@ export interface LoadedSigningKey {
  * processes starting at once the loser reads the winner's key.
  */
 export function resolveSigningKey(location: SigningKeyLocation): LoadedSigningKey {
-  if (location.explicitPath) return { privateKey: loadSigningKey(location.explicitPath), path: location.explicitPath, created: false };
+  const explicit = location.explicitPath;
+  // The variable is named in every error about the file the user chose (a FIFO, a missing file, not a key).
+  if (explicit) return { privateKey: loadSigningKey(explicit, `BURSAR_SIGNING_KEY=${explicit}`), path: explicit, created: false };
   const path = join(location.dataDir, signing_key_file_name);
-  if (!location.create) return { privateKey: loadSigningKey(path), path, created: false };
+  if (!location.create) {
+    const pem = readKeyText(() => existingSecretFile(location.dataDir, signing_key_file_name), keySubject(path));
+    return { privateKey: parseSigningKey(pem, keySubject(path)), path, created: false };
+  }
   // secretFile stores the value plus one newline; the PEM already ends with one.
   const stored = secretFile(location.dataDir, signing_key_file_name, () => generateSigningKeyPem().trimEnd());
-  return { privateKey: parseSigningKey(stored.value, path), path, created: stored.created };
+  return { privateKey: parseSigningKey(stored.value, keySubject(path)), path, created: stored.created };
 }

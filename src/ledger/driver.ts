@@ -75,9 +75,28 @@ export interface SqlDriver {
   transaction<T>(work: (tx: SqlTx) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** A read-only snapshot; never blocks writers for long. */
   read<T>(work: (tx: SqlTx) => Promise<T>, options?: ReadOptions): Promise<T>;
-  /** Applies the migrations not yet recorded in `schema_migrations`, in version order. */
+  /**
+   * Applies the migrations not yet recorded in `schema_migrations`, in version order. Throws
+   * SchemaNewerError, applying nothing, when the database records a version past both
+   * `migrations` and every migration this code has (`schema_version_latest`).
+   */
   migrate(migrations: readonly Migration[]): Promise<number[]>;
   close(): Promise<void>;
+}
+
+/**
+ * The database records a schema version newer than any this code has a migration for: a newer
+ * Bursar migrated it. This code's statements were not written for that schema, so it is not
+ * opened. `databaseError` (src/config.ts) reports it as one line naming BURSAR_DB.
+ */
+export class SchemaNewerError extends Error {
+  override name = "SchemaNewerError";
+  constructor(
+    readonly database_version: number,
+    readonly known_version: number,
+  ) {
+    super(`the database's schema is at version ${database_version}, newer than this code knows (version ${known_version})`);
+  }
 }
 
 /** A schema step, written once per dialect with the same meaning. */

@@ -5,6 +5,7 @@
 import pg from "pg";
 import { monotonicClock, type Clock } from "../clock.js";
 import { bindable, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
+import { refuseNewerSchema } from "./migrations/index.js";
 import { Permits } from "./permits.js";
 
 export const pg_pool_connections_max = 10;
@@ -414,6 +415,8 @@ export class PostgresDriver implements SqlDriver {
       await client.query(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
       );
+      const newest = await client.query<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations");
+      refuseNewerSchema(newest.rows[0]?.version, migrations);
       const applied: number[] = [];
       for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
         const done = await client.query("SELECT 1 FROM schema_migrations WHERE version = $1", [migration.version]);

@@ -1,8 +1,11 @@
 // Fastify assembly: logging without secrets, body limits, the error mapping and graceful
 // shutdown. Routes come from plugins registered by the features; no business logic here.
 
+import { EventEmitter } from "node:events";
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { constants } from "node:os";
+import { symbols as pino_symbols } from "pino";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { errorCode } from "../datadir.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
@@ -29,7 +32,7 @@ export interface ServerOptions {
   onClose?: () => Promise<void>;
   /** A cheap database read: /healthz answers 503 when it fails or takes over health_timeout_ms. */
   health?: () => Promise<void>;
-  /** How long closeOnSignals waits for in-flight requests (default shutdown_grace_ms_default). */
+  /** How long a GracefulStop waits for in-flight requests (default shutdown_grace_ms_default). */
   shutdown_grace_ms?: number;
 }
 
@@ -309,48 +312,153 @@ function withTimeout(work: Promise<void>, timeout_ms: number): Promise<void> {
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Counts requests from arrival until their response ends or their connection closes. */
+/**
+ * Counts requests from arrival until their response ends or their connection closes, and once
+ * the server is closing with none in flight, closes every connection left. Node's close waits
+ * for them all, and closes only idle kept-alive ones itself: a connection opened with nothing
+ * sent yet, or one still sending a request's headers (a slow client), would hold the close for
+ * its headers timeout, past the grace period, though nothing is lost by closing it (a request
+ * not yet arrived is not in flight; its client sees the connection close, as after a 503).
+ */
 function countInFlight(app: FastifyInstance): () => number {
   let in_flight = 0;
   let closing = false;
+  const closeLeftConnections = (): void => {
+    if (in_flight > 0) return;
+    // Fastify runs preClose hooks (the observer's drains its queue) before it closes the
+    // listener: a connection cut earlier could be replaced by a new one.
+    if (app.server.listening) return void setTimeout(closeLeftConnections, listener_close_poll_ms).unref();
+    app.server.closeAllConnections();
+  };
   app.addHook("preClose", async () => {
     closing = true;
+    setImmediate(closeLeftConnections);
   });
   app.addHook("onRequest", async (_request, reply) => {
     in_flight++;
     reply.raw.once("close", () => {
       in_flight--;
-      // Closing reaps the connections idle then; one whose answer was in flight becomes idle
-      // only now, and would otherwise hold the close open for its keep-alive timeout (72 s).
-      if (closing) setImmediate(() => app.server.closeIdleConnections());
+      // A connection whose answer was in flight becomes idle only now, and would otherwise hold
+      // the close open for its keep-alive timeout (72 s).
+      if (closing) {
+        setImmediate(() => {
+          app.server.closeIdleConnections();
+          closeLeftConnections();
+        });
+      }
     });
   });
   return () => in_flight;
 }
 
+/** How often a closing server looks whether Fastify has closed its listener yet. */
+const listener_close_poll_ms = 10;
+
 /**
- * Closes the server on SIGINT/SIGTERM: stop accepting, finish in-flight requests, then exit.
- * Requests still running after the grace period (the one given to buildServer,
- * which `bursar serve` sizes from BURSAR_PROVIDER_TIMEOUT_MS) are abandoned, counted in the log.
+ * Signals that stop the server gracefully. SIGHUP too: Bursar reads its configuration only at
+ * start, so there is nothing to reload, and a terminal or session that hangs up must not cut
+ * money calls in flight (Node's default for all three ends the process at once, silently).
  */
-export function closeOnSignals(app: FastifyInstance): void {
-  const shutdown = shutdowns.get(app);
-  const grace = shutdown?.grace_ms ?? shutdown_grace_ms_default;
-  let closing = false;
-  const close = (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal, grace_ms: grace }, "shutting down");
+export const shutdown_signals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+
+/** The shell's status for a process ended by `signal`, 128 + its number (as cli/command.ts signalExitCode). */
+function signalStatus(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 0);
+}
+
+/** Why the process stops: a signal, or something else (its output closed), with its exit code when nothing is cut. */
+export type StopReason = { signal: NodeJS.Signals } | { reason: string; exit_code: number };
+
+/**
+ * Stops the process gracefully on SIGINT, SIGTERM or SIGHUP, or when asked (`stop`): stop
+ * accepting, finish in-flight requests, close idle connections, then exit 0 (or the stop's own
+ * code). Requests still running after the grace period (the one given to buildServer, which
+ * `bursar serve` sizes from BURSAR_PROVIDER_TIMEOUT_MS) are abandoned, counted in the log, exit 1.
+ * A second signal during the shutdown exits at once with 128 + its number, saying so.
+ *
+ * Made before the server starts, so a signal during the start is not the default, silent death:
+ * the stop waits for `attach` (a start that fails ends the process through its own error).
+ * `say` writes a line where no server log is yet (stderr).
+ */
+export class GracefulStop {
+  private app: FastifyInstance | undefined;
+  private requested: StopReason | undefined;
+  private signals_received = 0;
+  private readonly onSignal = (signal: NodeJS.Signals): void => {
+    this.signals_received++;
+    if (this.signals_received > 1) return this.exitNow(signal);
+    this.stop({ signal });
+  };
+
+  constructor(private readonly say: (line: string) => void) {
+    for (const signal of shutdown_signals) process.on(signal, this.onSignal);
+  }
+
+  /** Hands over the started server: a stop asked for during the start begins now. */
+  attach(app: FastifyInstance): void {
+    this.app = app;
+    if (this.requested) this.begin(app, this.requested);
+  }
+
+  /** Begins the graceful shutdown, once: later calls (but a second signal) change nothing. */
+  stop(why: StopReason): void {
+    if (this.requested) return;
+    this.requested = why;
+    if (this.app) return this.begin(this.app, why);
+    this.say(`${stopName(why)} while starting: stopping once started (a second signal exits at once)`);
+  }
+
+  /** Stops listening for the signals (the start failed: its error ends the process). */
+  dispose(): void {
+    for (const signal of shutdown_signals) process.off(signal, this.onSignal);
+  }
+
+  private exitNow(signal: NodeJS.Signals): never {
+    const in_flight = this.app ? (shutdowns.get(this.app)?.in_flight() ?? null) : null;
+    if (this.app) this.app.log.error({ signal, in_flight }, "second signal, exiting now");
+    else this.say(`second signal (${signal}) while starting, exiting now`);
+    process.exit(signalStatus(signal));
+  }
+
+  private begin(app: FastifyInstance, why: StopReason): void {
+    const shutdown = shutdowns.get(app);
+    const grace_ms = shutdown?.grace_ms ?? shutdown_grace_ms_default;
+    app.log.info({ ...("signal" in why ? { signal: why.signal } : { reason: why.reason }), grace_ms }, "shutting down");
     const timer = setTimeout(() => {
-      app.log.error({ abandoned: shutdown?.in_flight() ?? null, grace_ms: grace }, "shutdown grace period over: abandoning requests in flight");
+      const abandoned = shutdown?.in_flight() ?? null;
+      if (abandoned === 0) app.log.error({ grace_ms }, "shutdown grace period over: closing did not finish");
+      else app.log.error({ abandoned, grace_ms }, "shutdown grace period over: abandoning requests in flight");
       process.exit(1);
-    }, grace);
+    }, grace_ms);
     timer.unref();
     app.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
+      () => process.exit("signal" in why ? 0 : why.exit_code),
+      (error: unknown) => {
+        app.log.error({ err: { message: (error as Error).message } }, "shutdown failed");
+        process.exit(1);
+      },
     );
-  };
-  process.once("SIGINT", () => close("SIGINT"));
-  process.once("SIGTERM", () => close("SIGTERM"));
+  }
+}
+
+function stopName(why: StopReason): string {
+  return "signal" in why ? why.signal : why.reason;
+}
+
+/** A GracefulStop for a server already started; lines it cannot log go to stderr. */
+export function closeOnSignals(app: FastifyInstance): GracefulStop {
+  const stop = new GracefulStop((line) => process.stderr.write(`${line}\n`));
+  stop.attach(app);
+  return stop;
+}
+
+/**
+ * Calls `failed` once when the server's log destination refuses a line (EPIPE: whatever read
+ * stdout has gone). pino then drops every later line without a word, so without this a server
+ * would go on with no logs. A server built without a logger has no destination: never called.
+ */
+export function onLogOutputFailed(app: FastifyInstance, failed: (error: NodeJS.ErrnoException) => void): void {
+  const destination = (app.log as unknown as Record<symbol, unknown>)[pino_symbols.streamSym];
+  // Off the logging call: the line that failed may be written from inside a request's handling.
+  if (destination instanceof EventEmitter) destination.once("error", (error: NodeJS.ErrnoException) => process.nextTick(failed, error));
 }

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { createBursar, type Bursar } from "../index.js";
-import { ConfigError, databaseError, fileError, type Config } from "../config.js";
+import { ConfigError, databaseError, fileError, maskedDb, type Config } from "../config.js";
 import { data_dir_secret_files } from "../data-files.js";
 import {
   ensureDataDir,
@@ -53,10 +53,12 @@ export interface Started {
   generated_token?: string;
 }
 
-/** A digest of the configuration without its secrets, recorded in system.start. */
+/** A digest of the configuration without its secrets, recorded in system.start. The database
+ *  is hashed as shown (a postgres password masked): a digest of a URL with a password in it
+ *  would let anyone who reads the log try passwords against it offline. */
 export function configDigest(config: Config): string {
-  const { admin_token: _a, master_key: _m, razorpay, ...rest } = config;
-  const visible = { ...rest, razorpay: { key_id: razorpay.key_id ?? null, base_url: razorpay.base_url } };
+  const { admin_token: _a, master_key: _m, razorpay, db, ...rest } = config;
+  const visible = { ...rest, db: maskedDb(db), razorpay: { key_id: razorpay.key_id ?? null, base_url: razorpay.base_url } };
   return createHash("sha256").update(canonicalJson(visible)).digest("hex");
 }
 
@@ -152,6 +154,8 @@ function dataDirSetup(config: Config): DataDirSetup {
   }
 }
 
+/** The log's signing key; every error about BURSAR_SIGNING_KEY's file names the variable
+ *  (resolveSigningKey's own, and any file system error, as fileError words it). */
 function signingKey(config: Config): KeyObject {
   try {
     return resolveSigningKey({ explicitPath: config.signing_key_path, dataDir: config.data_dir, create: true }).privateKey;

@@ -1,12 +1,13 @@
 // Argument and configuration mistakes end in one line that names the option or variable and
-// its rule (exit 2), never a stack trace or a silent default; an unreachable gate is one line (exit 1).
+// its rule (exit 2), never a stack trace, a silent default or a secret it was given; an
+// unreachable gate is one line (exit 1).
 
 import { execFile } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../../src/config.js";
+import { ConfigError, databaseError, loadConfig } from "../../src/config.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { freePort, runBursar } from "../support/process.js";
 
@@ -32,6 +33,28 @@ describe("configuration checked in loadConfig", () => {
     { variable: "BURSAR_DB", value: "mysql://x/y", message: "BURSAR_DB: scheme mysql:// is not supported; expected a postgres:// URL or a SQLite file path" },
     { variable: "BURSAR_PG_PREPARED_STATEMENTS", value: "off", message: 'BURSAR_PG_PREPARED_STATEMENTS="off": expected 1 or true (on), or 0 (off)' },
     { variable: "BURSAR_ALLOW_LIVE", value: "yes", message: 'BURSAR_ALLOW_LIVE="yes": expected 1 or true (on), or 0 (off)' },
+    // A URL's credentials, query or unparsable text that may hold them is never echoed.
+    {
+      variable: "RAZORPAY_BASE_URL",
+      value: "https://rzp_test_x:hunter2@api.razorpay.com",
+      message: "RAZORPAY_BASE_URL: a URL with user:password@ is refused (the value is not shown); credentials go in RAZORPAY_KEY_ID and RAZORPAY_KEY_SECRET",
+    },
+    { variable: "RAZORPAY_BASE_URL", value: "http://u:hunter2@127.0.0.1:8788/", message: "RAZORPAY_BASE_URL: a URL with user:password@ is refused (the value is not shown); credentials go in RAZORPAY_KEY_ID and RAZORPAY_KEY_SECRET" },
+    { variable: "RAZORPAY_BASE_URL", value: "https://api.razorpay.com/?token=hunter2", message: "RAZORPAY_BASE_URL: expected a base URL without ?query or #fragment (the value is not shown), e.g. https://api.razorpay.com" },
+    { variable: "RAZORPAY_BASE_URL", value: "https://api.razorpay.com#hunter2", message: "RAZORPAY_BASE_URL: expected a base URL without ?query or #fragment (the value is not shown), e.g. https://api.razorpay.com" },
+    { variable: "RAZORPAY_BASE_URL", value: "http://u:hunter2@[::1", message: "RAZORPAY_BASE_URL: expected an http(s) URL" },
+    // A secret of only whitespace is refused, not used (one space as a webhook secret lets anyone sign webhooks).
+    { variable: "RAZORPAY_WEBHOOK_SECRET", value: " ", message: "RAZORPAY_WEBHOOK_SECRET: only whitespace; expected the secret itself, or leave it unset" },
+    { variable: "RAZORPAY_KEY_SECRET", value: "\t\n", message: "RAZORPAY_KEY_SECRET: only whitespace; expected the secret itself, or leave it unset" },
+    { variable: "BURSAR_MASTER_KEY", value: " ".repeat(16), message: "BURSAR_MASTER_KEY: only whitespace; expected the secret itself, or leave it unset" },
+    { variable: "BURSAR_ADMIN_TOKEN", value: " ".repeat(20), message: "BURSAR_ADMIN_TOKEN: only whitespace; expected the secret itself, or leave it unset" },
+    // A postgres URL node-postgres cannot parse: one line naming BURSAR_DB, without the URL (it holds the password).
+    ...["postgres://u:hunter2@127.0.0.1:99999/db", "postgres://u:hunter2@[::1/db", "postgresql://u:hunter2@host:port/db", "postgres://u:%E0%A4@127.0.0.1/db"].map((value) => ({
+      variable: "BURSAR_DB",
+      value,
+      message:
+        "BURSAR_DB: not a valid postgres:// URL (the value is not shown: it may hold a password); expected postgres://user:password@host:5432/database, with special characters in the password percent-encoded",
+    })),
   ];
 
   it.each(table)("$variable=$value is refused naming the variable", ({ variable, value, message }) => {
@@ -48,6 +71,21 @@ describe("configuration checked in loadConfig", () => {
     for (const level of ["fatal", "error", "warn", "info", "debug", "trace", "silent"]) expect(loadConfig({ BURSAR_LOG_LEVEL: level }).log_level).toBe(level);
     expect(loadConfig({ BURSAR_MASTER_KEY: "x".repeat(16) }).master_key).toBe("x".repeat(16));
     for (const db of ["postgres://u@h/d", "postgresql://u@h/d", ":memory:", "/tmp/b.db", "rel/b.db"]) expect(loadConfig({ BURSAR_DB: db }).db).toBe(db);
+  });
+
+  it("keeps secrets and base URLs that are merely unusual: spaces inside a secret, a path on the base URL, a user@/database postgres URL", () => {
+    expect(loadConfig({ RAZORPAY_WEBHOOK_SECRET: " a secret " }).razorpay.webhook_secret).toBe(" a secret ");
+    expect(loadConfig({ RAZORPAY_WEBHOOK_SECRET: "" }).razorpay.webhook_secret).toBeUndefined();
+    expect(loadConfig({ RAZORPAY_BASE_URL: "http://127.0.0.1:8788/razorpay/" }).razorpay.base_url).toBe("http://127.0.0.1:8788/razorpay");
+    for (const db of ["postgres://u@/d", "postgres://u:p%20w@h:5432/d?sslmode=disable", "postgres://u:p w@h/d", "postgres:///d"]) expect(loadConfig({ BURSAR_DB: db }).db).toBe(db);
+  });
+
+  it("a postgres URL that node-postgres still cannot parse at the first connection is the same one line, not a stack", () => {
+    const invalid = Object.assign(new TypeError("Invalid URL"), { code: "ERR_INVALID_URL", input: "postgres://u:hunter2@h:x/d" });
+    const reported = databaseError("postgres://u:hunter2@h/d", invalid);
+    expect(reported).toBeInstanceOf(ConfigError);
+    expect((reported as Error).message).toMatch(/^BURSAR_DB: not a valid postgres:\/\/ URL/);
+    expect((reported as Error).message).not.toContain("hunter2");
   });
 
   it("prepares PostgreSQL statements unless BURSAR_PG_PREPARED_STATEMENTS=0", () => {
@@ -71,6 +109,14 @@ describe("command arguments", () => {
     const result = await serveBriefly([`--port=${port}`], { BURSAR_DATA_DIR: dataDir() });
     expect(result.code).toBe(2);
     expect(result.stderr.split("\n")[0]).toBe(`bursar serve: --port ${JSON.stringify(port)}: expected an integer from 0 to 65535`);
+    expect(result.stdout).not.toContain("listening");
+  });
+
+  it.each(["", " ", "127.0.0.1 "])("bursar serve --host %j is an error naming --host, not the default address", async (host) => {
+    // Before, an empty --host was dropped and the server listened on BURSAR_HOST or 127.0.0.1.
+    const result = await serveBriefly([`--host=${host}`, "--port", "0"], { BURSAR_DATA_DIR: dataDir() });
+    expect(result.code).toBe(2);
+    expect(result.stderr.split("\n")[0]).toBe(`bursar serve: --host ${JSON.stringify(host)}: expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0`);
     expect(result.stdout).not.toContain("listening");
   });
 

@@ -315,6 +315,18 @@ describe("configuration", () => {
     expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", base_url: "ftp://x" })).toThrow(/RAZORPAY_BASE_URL/);
   });
 
+  it("refuses a base URL with user:password@, naming RAZORPAY_BASE_URL without the password", () => {
+    for (const base_url of ["https://user:hunter2@api.razorpay.com", "http://:hunter2@127.0.0.1:8788", "http://user@127.0.0.1:8788"]) {
+      expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", base_url })).toThrow(/^RAZORPAY_BASE_URL: a URL with user:password@ is refused/);
+      expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", base_url })).not.toThrow(/hunter2/);
+    }
+  });
+
+  it("refuses a key secret or webhook secret of only whitespace, naming the variable", () => {
+    expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "   " })).toThrow(/RAZORPAY_KEY_SECRET/);
+    expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", webhook_secret: " " })).toThrow(/RAZORPAY_WEBHOOK_SECRET: only whitespace/);
+  });
+
   it("the error is a ConfigError and does not echo the key", () => {
     try {
       createRazorpayProvider({ key_id: "rzp_live_SecretLooking", key_secret: "s" });
@@ -323,5 +335,32 @@ describe("configuration", () => {
       expect((error as Error).name).toBe("ConfigError");
       expect((error as Error).message).not.toContain("SecretLooking");
     }
+  });
+});
+
+describe("a request that fails before any answer", () => {
+  const password = "hunter2-in-the-message";
+  /** A provider whose every request fails as `fetch` does here. */
+  const failing = (fetch: () => Promise<Response>) =>
+    createRazorpayProvider({ key_id, key_secret, base_url: "http://127.0.0.1:1", timeout_ms: 2_000, fetch: fetch as typeof globalThis.fetch });
+
+  it("names the failure by its error code, never by the error's message (which reaches the agent and the evidence log)", async () => {
+    const cases: Array<{ error: Error; reason: string }> = [
+      // What fetch throws for a URL with credentials: the message repeats the URL, password included.
+      { error: new TypeError(`Request cannot be constructed from a URL that includes credentials: http://u:${password}@127.0.0.1:1/v1/orders`), reason: "connection failed (no error code)" },
+      { error: Object.assign(new TypeError("fetch failed"), { cause: Object.assign(new Error(`connect ECONNREFUSED ${password}`), { code: "ECONNREFUSED" }) }), reason: "connection failed (ECONNREFUSED)" },
+      { error: Object.assign(new TypeError("fetch failed"), { cause: new Error(`proxy said: ${password}`) }), reason: "connection failed (no error code)" },
+      { error: Object.assign(new TypeError("fetch failed"), { cause: { code: `EVIL ${password}` } }), reason: "connection failed (no error code)" },
+    ];
+    for (const { error, reason } of cases) {
+      const outcome = await failing(() => Promise.reject(error)).fetchOrder("order_Anything1");
+      expect(outcome).toEqual({ kind: "unknown", reason });
+      expect(canonicalJson(outcome)).not.toContain(password);
+    }
+  });
+
+  it("a timeout is still named by its limit", async () => {
+    const outcome = await failing(() => Promise.reject(new DOMException("The operation was aborted due to timeout", "TimeoutError"))).fetchOrder("order_Anything1");
+    expect(outcome).toEqual({ kind: "unknown", reason: "no answer within 2000 ms" });
   });
 });

@@ -1,14 +1,24 @@
 // The server skeleton: healthz, JSON errors, body limits, first-run token, configuration
-// errors naming the variable, and graceful shutdown of a real `bursar serve` process.
+// errors naming the variable, and graceful shutdown of a real `bursar serve` process (on
+// SIGTERM, SIGHUP, or its stdout closed).
 
 import { spawn } from "node:child_process";
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { startServer } from "../../src/server/start.js";
+import { configDigest, startServer } from "../../src/server/start.js";
 import { bursar_bin, builtSuiteDir } from "../support/build.js";
-import { waitUntil } from "../support/wait.js";
+import { startBursar } from "../support/process.js";
+import { waitUntil, within } from "../support/wait.js";
+
+/** The JSON log lines in `output`, parsed. */
+function logLines(output: string): Record<string, unknown>[] {
+  return output
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
 
 describe("bursar serve", () => {
   const dir = builtSuiteDir("bursar-serve-");
@@ -55,6 +65,13 @@ describe("bursar serve", () => {
     expect(() => loadConfig({ BURSAR_ADMIN_TOKEN: "correct horse battery staple" })).toThrow(/BURSAR_ADMIN_TOKEN: expected visible ASCII characters only/);
   });
 
+  it("system.start's config digest hashes the database as shown: a postgres password changes nothing in it", () => {
+    const digest = (db: string) => configDigest(loadConfig({ BURSAR_DB: db }));
+    expect(digest("postgres://bursar:first-password@db.internal/bursar")).toBe(digest("postgres://bursar:second-password@db.internal/bursar"));
+    expect(digest("postgres://bursar@db.internal/bursar?password=first")).toBe(digest("postgres://bursar@db.internal/bursar?password=second"));
+    expect(digest("postgres://bursar:pw@db.internal/bursar")).not.toBe(digest("postgres://bursar:pw@db.internal/other"));
+  });
+
   it("shuts down gracefully on SIGTERM and exits 0", async () => {
     const child = spawn(process.execPath, [bursar_bin, "serve", "--port", "0"], {
       env: { ...process.env, BURSAR_DATA_DIR: join(dir(), "b"), BURSAR_LOG_LEVEL: "warn" },
@@ -96,5 +113,42 @@ describe("bursar serve", () => {
     const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
     expect(code).toBe(2);
     expect(errors.trim().split("\n")[0]).toMatch(/BURSAR_CHECKPOINT_EVERY/);
+  });
+
+  it("SIGHUP stops it gracefully and exits 0, as SIGTERM does", async () => {
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: join(dir(), "hup"), BURSAR_LOG_LEVEL: "info" });
+    // fetch keeps its connection alive: idle now, it must not hold the close.
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    // Before, Node's default for SIGHUP killed the process at once, without a word.
+    expect(await within("the process to exit", server.stop("SIGHUP"), 10_000)).toBe(0);
+    expect(logLines(server.stdout()).find((line) => line.msg === "shutting down")).toMatchObject({ signal: "SIGHUP" });
+  });
+
+  it("stdout closed before the listen line ('bursar serve | head -0'): says so on stderr, shows the token, stops and exits 141", async () => {
+    const child = spawn(process.execPath, [bursar_bin, "serve", "--port", "0"], {
+      env: { ...process.env, BURSAR_DATA_DIR: join(dir(), "epipe-start"), BURSAR_LOG_LEVEL: "info" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    // The reader goes away at once: every write to stdout fails with EPIPE.
+    child.stdout.destroy();
+    let errors = "";
+    child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString()));
+    const code = await within("the process to exit", new Promise<number | null>((resolve) => child.once("exit", resolve)), 20_000);
+    // Before, the listen line's write ended the process with an unhandled 'error' event's stack trace, exit 1.
+    expect(code).toBe(141);
+    expect(errors).toContain("bursar serve: stdout was closed (EPIPE): the JSON logs cannot be written; stopping");
+    // The token's hash was stored: the token is shown, on stderr, which is still open.
+    expect(errors).toMatch(/ {2}bsr_op_\S+/);
+    expect(errors).not.toMatch(/Unhandled|\n\s+at /);
+  });
+
+  it("stdout closed while serving: the next log line fails, and it stops gracefully and exits 141 rather than serve unlogged", async () => {
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: join(dir(), "epipe-later"), BURSAR_LOG_LEVEL: "info" });
+    server.child.stdout.destroy();
+    // Logged at info ("incoming request"): that write fails. Before, pino dropped it and every
+    // later line without a word, and the server went on with no logs.
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    expect(await within("the process to exit", new Promise((resolve) => server.child.once("exit", resolve)), 10_000)).toBe(141);
+    expect(server.output()).toContain("bursar serve: stdout was closed (EPIPE)");
   });
 });

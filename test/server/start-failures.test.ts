@@ -1,23 +1,63 @@
 // Starting `bursar serve` when something is wrong: a failed first start keeps no hash of a token
 // nobody saw, racing starts agree on one set of secrets, a corrupt hash or an unusable data
-// directory, database or address stops the start with one line, and files are private.
+// directory, database or address stops the start with one line, files are private, and a
+// signal during the start lets it end cleanly (no staged token file left behind).
 
 import { spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:net";
+import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { operator_token_hash_file, OperatorTokens } from "../../src/datadir.js";
 import { shutdownGraceMs, startServer } from "../../src/server/start.js";
-import { dist_index, builtSuiteDir } from "../support/build.js";
+import { bursar_bin, dist_index, builtSuiteDir } from "../support/build.js";
 import { runBursar, startBursar } from "../support/process.js";
+import { waitUntil, within } from "../support/wait.js";
 
 async function occupiedPort(): Promise<{ server: Server; port: number }> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
   return { server, port: typeof address === "object" && address ? address.port : 0 };
+}
+
+/** A "PostgreSQL" that accepts connections and never answers: a start waits on it until `cut`. */
+async function silentDatabase(): Promise<{ url: string; connected(): boolean; cut(): void }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on("error", () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return {
+    url: `postgres://bursar@127.0.0.1:${port}/bursar`,
+    connected: () => sockets.size > 0,
+    cut: () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+/** `bursar serve` on a fresh data directory whose start hangs on `database`, with its output. */
+function serveHangingOn(data_dir: string, database: string) {
+  const child = spawn(process.execPath, [bursar_bin, "serve", "--port", "0"], {
+    env: { ...process.env, BURSAR_DATA_DIR: data_dir, BURSAR_DB: database, BURSAR_ADMIN_TOKEN: "" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let errors = "";
+  child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString()));
+  child.stdout.resume();
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { child, errors: () => errors, exited };
+}
+
+/** The operator token hash staged while a start runs (OperatorTokens.prepare), not yet stored or discarded. */
+function stagedTokenFiles(data_dir: string): string[] {
+  return readdirSync(data_dir).filter((name) => name.startsWith(`${operator_token_hash_file}.`) && name.endsWith(".tmp"));
 }
 
 describe("starting bursar serve", () => {
@@ -204,5 +244,39 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
     expect(await server.stop()).toBe(0);
     const line = server.output().split("\n").find((text) => text.includes("shutting down"));
     expect(JSON.parse(line as string)).toMatchObject({ grace_ms: shutdownGraceMs(120_000) });
+  });
+
+  it("a signal during the start lets it end first: a start that then fails discards its staged token, exit 2, not a silent death", async () => {
+    const database = await silentDatabase();
+    const data_dir = join(dir(), "signal-mid-start");
+    const serve = serveHangingOn(data_dir, database.url);
+    try {
+      await waitUntil("the start to wait on the database", () => database.connected());
+      expect(stagedTokenFiles(data_dir)).toHaveLength(1);
+      // Before, SIGTERM here killed the process at once (Node's default) and the staged file stayed.
+      serve.child.kill("SIGTERM");
+      await waitUntil("the signal to be acknowledged", () => serve.errors().includes("bursar serve: SIGTERM while starting: stopping once started"));
+    } finally {
+      database.cut();
+    }
+    expect(await within("the process to exit", serve.exited)).toBe(2);
+    expect(serve.errors()).toContain("BURSAR_DB=");
+    expect(stagedTokenFiles(data_dir)).toEqual([]);
+    expect(existsSync(join(data_dir, operator_token_hash_file))).toBe(false);
+  });
+
+  it("a second signal during the start exits at once, 128 + its number, saying so", async () => {
+    const database = await silentDatabase();
+    const serve = serveHangingOn(join(dir(), "second-signal-mid-start"), database.url);
+    try {
+      await waitUntil("the start to wait on the database", () => database.connected());
+      serve.child.kill("SIGINT");
+      await waitUntil("the signal to be acknowledged", () => serve.errors().includes("SIGINT while starting"));
+      serve.child.kill("SIGINT");
+      expect(await within("the process to exit", serve.exited, 10_000)).toBe(130);
+      expect(serve.errors()).toContain("bursar serve: second signal (SIGINT) while starting, exiting now");
+    } finally {
+      database.cut();
+    }
   });
 });

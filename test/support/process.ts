@@ -99,13 +99,15 @@ export async function startBursar(args: string[], env: Record<string, string>, t
   };
 }
 
-/** Runs a bursar command to completion; `input` (default none) is written to its stdin, which is then closed. */
+/** Runs a bursar command to completion; `input` (default none) is written to its stdin, which is then closed.
+ *  With `timeout_ms`, a command still running then is killed (code null), so a hang fails the test instead of stalling it. */
 export async function runBursar(
   args: string[],
   env: Record<string, string> = {},
   input?: string,
+  timeout_ms?: number,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [bursar_bin, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [bursar_bin, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"], timeout: timeout_ms, killSignal: "SIGKILL" });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));

@@ -17,7 +17,8 @@ transaction. Prints each version applied, or "up to date". Running it again is h
 Options: none.
 
 A database it cannot open or reach is one line on stderr naming BURSAR_DB (a postgres URL
-with its password masked), exit 2, as for \`bursar serve\`.
+with its password masked), exit 2, as for \`bursar serve\`. So is a database a newer bursar
+migrated (a schema version this one has no migration for): nothing is applied to it.
 
 Environment:
   BURSAR_DATA_DIR   data directory (default ./.bursar); created if missing for the default database

@@ -1,24 +1,33 @@
-// bursar serve: the gate, operator API and evidence log over HTTP until SIGINT/SIGTERM.
+// bursar serve: the gate, operator API and evidence log over HTTP until SIGINT/SIGTERM/SIGHUP.
 
+import type { FastifyInstance } from "fastify";
 import { environment_help, loadConfig } from "../../config.js";
-import { closeOnSignals } from "../../server/app.js";
-import { startServer } from "../../server/start.js";
-import { parsing, println, UsageError, type CliIo } from "../command.js";
+import { GracefulStop, onLogOutputFailed } from "../../server/app.js";
+import { startServer, type Started } from "../../server/start.js";
+import { parsing, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
 export const help = `usage: bursar serve [--host HOST] [--port PORT]
 
 Runs Bursar over HTTP: GET /healthz, the MCP gate at /mcp, the operator API under /api/v1,
 the evidence log routes and (with BURSAR_PROVIDER=simulator, the default) the Razorpay
-simulator under /simulator. Stops gracefully on SIGINT/SIGTERM.
+simulator under /simulator.
 
 When BURSAR_ADMIN_TOKEN is unset and the data directory holds no operator token hash (a
 fresh one, or one whose hash file was removed), it generates the operator token, stores only
 its hash (mode 0600) and prints the token once on stderr, apart from the JSON logs on stdout,
 with the next commands to run.
 
+Stopping: SIGINT (Ctrl-C), SIGTERM or SIGHUP stops it gracefully: it stops accepting, closes
+idle connections, finishes the requests in flight and exits 0. A signal during the start
+lets the start finish first. Requests still running after the grace period (three provider
+timeouts plus 5 s) are abandoned and it exits 1; a second signal exits at once with 128 + the
+signal's number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). When its stdout is closed
+(the JSON logs can no longer be written, e.g. 'bursar serve | head'), it says so on stderr,
+stops the same graceful way and exits 141.
+
 Options:
-  --host HOST   listen address (overrides BURSAR_HOST)
+  --host HOST   listen address (overrides BURSAR_HOST; may not be empty)
   --port PORT   listen port (overrides BURSAR_PORT; 0 picks a free port)
 
 ${environment_help}`;
@@ -31,17 +40,38 @@ function listenPort(raw: string): string {
   return raw;
 }
 
+/** --host as given: an empty (or blank) value is an error, never the default address. */
+function listenHost(raw: string): string {
+  if (raw === "" || /\s/.test(raw)) throw new UsageError(`--host ${JSON.stringify(raw)}: expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0`);
+  return raw;
+}
+
+/** Exit code of a graceful stop because stdout was closed: a process killed by SIGPIPE's (141), as `bursar demo`. */
+const output_closed_status = signalExitCode("SIGPIPE");
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parsing(() =>
     parseArgs({ args: argv, options: { host: { type: "string" }, port: { type: "string" } }, strict: true }),
   );
   const env = { ...io.env };
-  if (values.host) env.BURSAR_HOST = values.host;
+  if (values.host !== undefined) env.BURSAR_HOST = listenHost(values.host);
   if (values.port !== undefined) env.BURSAR_PORT = listenPort(values.port);
   const config = loadConfig(env);
-  const started = await startServer(config);
+  // From here a signal stops gracefully, during the start too: the start then finishes (storing
+  // or discarding a generated token's hash, never leaving it staged) before the server closes.
+  const stop = new GracefulStop((line) => println(io.stderr, `bursar serve: ${line}`));
+  const output = watchOutput(io, stop);
+  let started: Started;
+  try {
+    started = await startServer(config);
+  } catch (error) {
+    stop.dispose();
+    output.dispose();
+    throw error;
+  }
+  output.started(started.app);
   // Before the listen line: whoever reads it may signal at once, and must get a graceful stop.
-  closeOnSignals(started.app);
+  stop.attach(started.app);
   println(io.stdout, `bursar listening on ${started.url}`);
   if (started.generated_token) {
     // On stderr: stdout carries the JSON logs, which must never hold a token.
@@ -56,4 +86,44 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   }
   await new Promise<void>((resolve) => started.app.server.once("close", () => resolve()));
   return 0;
+}
+
+/**
+ * What to do when stdout or stderr can no longer be written (EPIPE: `bursar serve | head`, a
+ * log collector that died): a failed write would otherwise end the process with a stack trace
+ * mid-start. stdout carries the JSON logs, and pino drops every line after a failed one without
+ * a word: a server that cannot log is stopped the graceful way (requests in flight are
+ * answered) rather than left running unseen, and a supervisor restarts it with its output
+ * whole. stderr carries only the start's few lines: losing it stops nothing, and the JSON log
+ * says so (the generated operator token may not have been seen).
+ */
+function watchOutput(io: CliIo, stop: GracefulStop): { started(app: FastifyInstance): void; dispose(): void } {
+  let app: FastifyInstance | undefined;
+  const on_stdout = (error: NodeJS.ErrnoException) => {
+    const code = error.code ?? error.message;
+    println(io.stderr, `bursar serve: stdout was closed (${code}): the JSON logs cannot be written; stopping`);
+    stop.stop({ reason: `stdout closed (${code})`, exit_code: error.code === "EPIPE" ? output_closed_status : 1 });
+  };
+  let stderr_failure: string | undefined;
+  const warnStderrClosed = (server: FastifyInstance, code: string) =>
+    server.log.warn({ code }, "stderr was closed: a generated operator token printed there may not have been seen (bursar admin rotate issues a new one)");
+  const on_stderr = (error: NodeJS.ErrnoException) => {
+    if (stderr_failure !== undefined) return;
+    stderr_failure = error.code ?? error.message;
+    if (app) warnStderrClosed(app, stderr_failure);
+  };
+  // Kept while it serves: a later write to the broken stream fails again, harmlessly.
+  io.stdout.on("error", on_stdout);
+  io.stderr.on("error", on_stderr);
+  return {
+    started: (started_app) => {
+      app = started_app;
+      onLogOutputFailed(started_app, on_stdout);
+      if (stderr_failure !== undefined) warnStderrClosed(started_app, stderr_failure);
+    },
+    dispose: () => {
+      io.stdout.off("error", on_stdout);
+      io.stderr.off("error", on_stderr);
+    },
+  };
 }

@@ -1,6 +1,6 @@
 // Every schema migration in version order; both drivers apply the same list.
 
-import type { Migration } from "../driver.js";
+import { SchemaNewerError, type Migration } from "../driver.js";
 import { migration as ledger } from "./001_ledger.js";
 import { migration as evidence } from "./002_evidence.js";
 import { migration as access } from "./003_access.js";
@@ -11,3 +11,16 @@ import { migration as partial_indexes } from "./007_partial_indexes.js";
 import { migration as agent_disable } from "./008_agent_disable.js";
 
 export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable]);
+
+/** The newest schema version this code knows. */
+export const schema_version_latest: number = Math.max(...migrations.map((migration) => migration.version));
+
+/**
+ * Refuses a database whose newest recorded version (`recorded`, null for none) is past every
+ * version this code knows: the full list, and `applying` (a caller may apply a subset, as
+ * `bursar export` does, or test-only steps).
+ */
+export function refuseNewerSchema(recorded: number | null | undefined, applying: readonly Migration[]): void {
+  const known = Math.max(schema_version_latest, ...applying.map((migration) => migration.version));
+  if (recorded !== null && recorded !== undefined && recorded > known) throw new SchemaNewerError(recorded, known);
+}

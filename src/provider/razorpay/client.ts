@@ -37,14 +37,22 @@ function basicAuth(key_id: string, key_secret: string): string {
   return `Basic ${Buffer.from(`${key_id}:${key_secret}`, "utf8").toString("base64")}`;
 }
 
-/** Names the failure without echoing anything the request carried (no credentials in reasons). */
+/** A system or undici error code (ECONNREFUSED, UND_ERR_SOCKET, CERT_HAS_EXPIRED): a fixed name, safe to show. */
+const error_code_shape = /^[A-Z][A-Z0-9_]{1,63}$/;
+
+/**
+ * Names the failure by its error code only. The reason reaches the agent's answer and the
+ * evidence log, and an error's message may repeat the request's URL (fetch's "cannot be
+ * constructed from a URL that includes credentials: http://user:password@…") or a proxy's text,
+ * so no message is echoed.
+ */
 function describeFetchError(error: unknown, timeout_ms: number): string {
   if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")) {
     return `no answer within ${timeout_ms} ms`;
   }
-  const cause = error instanceof Error ? (error as Error & { cause?: { code?: string; message?: string } }).cause : undefined;
-  const detail = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
-  return `connection failed (${detail})`;
+  const codes = [(error as { cause?: { code?: unknown } } | null)?.cause?.code, (error as { code?: unknown } | null)?.code];
+  const code = codes.find((candidate): candidate is string => typeof candidate === "string" && error_code_shape.test(candidate));
+  return code === undefined ? "connection failed (no error code)" : `connection failed (${code})`;
 }
 
 /** The body's text, read only up to the limit: an answer without Content-Length (chunked) is

@@ -55,7 +55,11 @@ function checkKeys(options: RazorpayProviderOptions): void {
   if (is_live && !options.allow_live) {
     throw new ProviderConfigError("RAZORPAY_KEY_ID is a live key (rzp_live_); live keys are refused unless BURSAR_ALLOW_LIVE=1");
   }
-  if (!options.key_secret) throw new ProviderConfigError("RAZORPAY_KEY_SECRET must be set to the key id's secret");
+  if (!options.key_secret?.trim()) throw new ProviderConfigError("RAZORPAY_KEY_SECRET must be set to the key id's secret");
+  // A blank webhook secret would make an HMAC anyone can compute; undefined fails closed instead.
+  if (options.webhook_secret !== undefined && options.webhook_secret.trim() === "") {
+    throw new ProviderConfigError("RAZORPAY_WEBHOOK_SECRET: only whitespace; expected the secret itself");
+  }
 }
 
 function checkBaseUrl(base_url: string): void {
@@ -67,6 +71,10 @@ function checkBaseUrl(base_url: string): void {
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
     throw new ProviderConfigError("RAZORPAY_BASE_URL must be an http(s) URL, e.g. https://api.razorpay.com");
+  }
+  // fetch refuses such a URL with a message repeating it, password and all; the key travels in RAZORPAY_KEY_ID/SECRET.
+  if (url.username !== "" || url.password !== "") {
+    throw new ProviderConfigError("RAZORPAY_BASE_URL: a URL with user:password@ is refused (the value is not shown)");
   }
 }
 
