@@ -3,6 +3,7 @@
 
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import {
+  accessSync,
   chmodSync,
   closeSync,
   constants,
@@ -11,6 +12,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  readdirSync,
   renameSync,
   rmSync,
   statSync,
@@ -152,6 +154,31 @@ function publishStagedFile(staged: string, path: string): boolean {
   }
 }
 
+/** A file stageSecretFile wrote: `<name>.<pid>-<12 hex>.tmp`. */
+const staged_file_name = /^[^/]+\.(\d+)-[0-9a-f]{12}\.tmp$/;
+
+/** Whether process `pid` runs on this host (EPERM: it does, as another user). */
+function processRuns(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return errorCode(error) === "EPERM";
+  }
+}
+
+/**
+ * Removes staged secret files whose writer is gone (killed between staging and publishing, or
+ * left by an older bursar that staged the operator token's hash for the whole start). A staged
+ * file is never the secret itself: the published file is a separate link.
+ */
+function removeAbandonedStagedFiles(data_dir: string): void {
+  for (const name of readdirSync(data_dir)) {
+    const pid = staged_file_name.exec(name)?.[1];
+    if (pid !== undefined && Number(pid) !== process.pid && !processRuns(Number(pid))) rmSync(join(data_dir, name), { force: true });
+  }
+}
+
 /** Replaces `path` atomically (write aside, then rename), mode 0600. */
 export function writeSecretFile(path: string, contents: string): void {
   renameSync(stageSecretFile(path, contents), path);
@@ -218,13 +245,12 @@ function storedOperatorHash(data_dir: string): Buffer | undefined {
   return Buffer.from(hex, "hex");
 }
 
-/** A generated operator token whose hash is staged but not yet stored: see OperatorTokens.prepare. */
+/** A generated operator token whose hash is not yet stored (a start that fails first just drops
+ *  it): see OperatorTokens.prepare. */
 export interface PendingOperatorToken {
   /** Stores the hash unless another process stored one first. `shown` is the token to print,
    *  present only when this token is the one stored; `tokens` checks against what is stored. */
   commit(): { tokens: OperatorTokens; shown?: string };
-  /** Forgets the token (the start failed before it could be shown). */
-  discard(): void;
 }
 
 /** Checks operator tokens in constant time against the configured token or the stored hash. */
@@ -250,23 +276,25 @@ export class OperatorTokens {
 
   /**
    * BURSAR_ADMIN_TOKEN wins; else the stored hash; else (first start) a new token whose hash is
-   * only staged: `pending.commit()` stores it once the token can be shown, so a start that fails
-   * first leaves no hash of a token nobody saw. Until then `tokens` accepts the new token.
+   * kept in memory: `pending.commit()` stores it once the token can be shown, so a start that
+   * fails or is killed first leaves no file at all. Until then `tokens` accepts the new token.
    */
   static prepare(data_dir: string, admin_token: string | undefined): { tokens: OperatorTokens; pending?: PendingOperatorToken } {
     if (admin_token) return { tokens: OperatorTokens.fromToken(admin_token) };
     const stored = storedOperatorHash(data_dir);
     if (stored) return { tokens: new OperatorTokens(stored) };
     ensureDataDir(data_dir);
+    removeAbandonedStagedFiles(data_dir);
+    // Refused now, not after the server listens: the hash is written only at commit.
+    accessSync(data_dir, constants.W_OK);
     const token = newToken("bsr_op");
     const path = join(data_dir, operator_token_hash_file);
-    const staged = stageSecretFile(path, `${sha256(token).toString("hex")}\n`);
+    // Until commit the hash lives only here: a start killed before it leaves no file behind.
     const pending: PendingOperatorToken = {
       commit: () => {
-        if (publishStagedFile(staged, path)) return { tokens: OperatorTokens.fromToken(token), shown: token };
+        if (publishStagedFile(stageSecretFile(path, `${sha256(token).toString("hex")}\n`), path)) return { tokens: OperatorTokens.fromToken(token), shown: token };
         return { tokens: new OperatorTokens(storedOperatorHash(data_dir) ?? null) };
       },
-      discard: () => rmSync(staged, { force: true }),
     };
     return { tokens: OperatorTokens.fromToken(token), pending };
   }

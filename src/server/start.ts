@@ -133,11 +133,10 @@ interface DataDirSetup {
 
 function dataDirSetup(config: Config): DataDirSetup {
   const data_dir = config.data_dir;
-  let pending: PendingOperatorToken | undefined;
   try {
     ensureDataDir(data_dir);
     const prepared = OperatorTokens.prepare(data_dir, config.admin_token);
-    pending = prepared.pending;
+    const pending = prepared.pending;
     const webhook_secret =
       config.provider === "simulator" && !config.razorpay.webhook_secret
         ? secretFile(data_dir, webhook_secret_file_name, randomSecret).value
@@ -149,7 +148,6 @@ function dataDirSetup(config: Config): DataDirSetup {
     if (webhook_secret !== undefined) setup.webhook_secret = webhook_secret;
     return setup;
   } catch (error) {
-    pending?.discard();
     throw fileError(error, `BURSAR_DATA_DIR=${data_dir}`);
   }
 }
@@ -200,7 +198,6 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     await listen(app, config);
     return await running(app, config, files, setup, opened);
   } catch (error) {
-    files.pending?.discard();
     if (app) await app.close().catch(() => undefined);
     else await bursar?.close().catch(() => undefined);
     throw error;

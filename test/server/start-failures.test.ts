@@ -97,6 +97,22 @@ describe("starting bursar serve", () => {
     expect(readdirSync(data_dir)).toEqual([operator_token_hash_file]);
   });
 
+  it("a start removes staged files a killed start left behind, and only those", async () => {
+    const data_dir = join(dir(), "abandoned-staged");
+    mkdirSync(data_dir, { recursive: true, mode: 0o700 });
+    const gone = spawn(process.execPath, ["-e", ""]);
+    const gone_pid = gone.pid!;
+    await new Promise((resolve) => gone.once("exit", resolve));
+    const abandoned = `${operator_token_hash_file}.${gone_pid}-0123456789ab.tmp`;
+    const running = `master-key.${process.pid}-0123456789ab.tmp`;
+    const unrelated = "notes.tmp";
+    for (const name of [abandoned, running, unrelated]) writeFileSync(join(data_dir, name), "x\n", { mode: 0o600 });
+    const { pending } = OperatorTokens.prepare(data_dir, undefined);
+    expect(readdirSync(data_dir).sort()).toEqual([running, unrelated].sort());
+    pending?.commit();
+    expect(readdirSync(data_dir).sort()).toEqual([operator_token_hash_file, running, unrelated].sort());
+  });
+
   it("two processes on a fresh data directory end up with one master key, webhook secret and token", async () => {
     const script = join(dir(), "race.mjs");
     writeFileSync(
@@ -246,14 +262,15 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
     expect(JSON.parse(line as string)).toMatchObject({ grace_ms: shutdownGraceMs(120_000) });
   });
 
-  it("a signal during the start lets it end first: a start that then fails discards its staged token, exit 2, not a silent death", async () => {
+  it("a signal during the start lets it end first: a start that then fails leaves no token file, exit 2, not a silent death", async () => {
     const database = await silentDatabase();
     const data_dir = join(dir(), "signal-mid-start");
     const serve = serveHangingOn(data_dir, database.url);
     try {
       await waitUntil("the start to wait on the database", () => database.connected());
-      expect(stagedTokenFiles(data_dir)).toHaveLength(1);
-      // Before, SIGTERM here killed the process at once (Node's default) and the staged file stayed.
+      // The new token's hash is written only once the token can be shown: nothing is staged meanwhile.
+      expect(stagedTokenFiles(data_dir)).toEqual([]);
+      // Before, SIGTERM here killed the process at once (Node's default).
       serve.child.kill("SIGTERM");
       await waitUntil("the signal to be acknowledged", () => serve.errors().includes("bursar serve: SIGTERM while starting: stopping once started"));
     } finally {
