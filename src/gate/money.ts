@@ -5,7 +5,7 @@
 import { isSecretValue, scrub } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord } from "../ledger/index.js";
 import type { PaymentState } from "../policy/index.js";
-import { isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
+import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { timedStep } from "./observer.js";
 import { replayResult } from "./replay.js";
@@ -82,16 +82,40 @@ export async function createOrder(context: GateContext, agent_id: string, args: 
   return outcomeUnknown(call.reservation_id, outcome.reason, auth.evidence, false);
 }
 
-/** The payment a capture names, as the provider reports it; fetched only for a well-formed id. */
-async function paymentState(context: GateContext, args: unknown): Promise<PaymentState> {
+/** The payment a capture names, as the provider reports it; fetched only for a well-formed id.
+ *  `payment` is the provider's answer, when it gave one the decision can use. */
+async function fetchNamedPayment(context: GateContext, args: unknown): Promise<{ state: PaymentState; payment?: ProviderPayment & { order_id: string } }> {
   const payment_id = (args as Args | null)?.payment_id;
-  if (!isPaymentId(payment_id)) return { fetched: false, reason: "payment_id is not a provider payment id" };
+  if (!isPaymentId(payment_id)) return { state: { fetched: false, reason: "payment_id is not a provider payment id" } };
   const outcome = await context.provider.fetchPayment(payment_id);
-  if (outcome.kind === "refused") return { fetched: false, reason: outcome.error.description };
-  if (outcome.kind !== "ok") return { fetched: false, reason: outcome.reason, unanswered: true };
+  if (outcome.kind === "refused") return { state: { fetched: false, reason: outcome.error.description } };
+  if (outcome.kind !== "ok") return { state: { fetched: false, reason: outcome.reason, unanswered: true } };
   const payment = outcome.value;
-  if (!payment.order_id) return { fetched: false, reason: "the payment has no order" };
-  return { fetched: true, id: payment.id, order_id: payment.order_id, amount: payment.amount, currency: payment.currency, status: payment.status };
+  if (!payment.order_id) return { state: { fetched: false, reason: "the payment has no order" } };
+  const state: PaymentState = { fetched: true, id: payment.id, order_id: payment.order_id, amount: payment.amount, currency: payment.currency, status: payment.status };
+  return { state, payment: { ...payment, order_id: payment.order_id } };
+}
+
+/**
+ * Before a capture on the caller's held reservation is decided: the payment bound to it, when the
+ * provider reports it can no longer be captured (failed, or refunded before any capture, as
+ * Razorpay does with an authorization not captured in time), is unbound, so that neither it nor
+ * another payment on the order is refused for good under R3 ("already bound to another
+ * payment"). The bound payment is asked for only when the capture names another one. The
+ * binding stays while a capture of it is in flight or has an unknown outcome (the ledger checks).
+ */
+async function unbindDeadPayment(context: GateContext, agent_id: string, named: ProviderPayment & { order_id: string }): Promise<void> {
+  const reservation = await context.ledger.reservationByOrder(named.order_id);
+  // Another agent's reservation is not this caller's to touch (CALLER refuses the capture).
+  if (!reservation || reservation.agent_id !== agent_id || reservation.status !== "held" || reservation.payment_id === null) return;
+  if (reservation.outcome_unknown) return;
+  const bound_id = reservation.payment_id;
+  let bound: ProviderPayment | undefined = named.id === bound_id ? named : undefined;
+  if (!bound) {
+    const fetched = await context.provider.fetchPayment(bound_id);
+    bound = fetched.kind === "ok" && fetched.value.id === bound_id ? fetched.value : undefined;
+  }
+  if (bound && cannotBeCaptured(bound)) await context.ledger.unbindUncapturable(reservation.reservation_id, bound, "capture");
 }
 
 /** Why a payment the provider answered with is not the one this call bound, or undefined. */
@@ -160,7 +184,8 @@ async function afterCaptureError(
  * as they will once decided, so captures sent all at once cannot each fetch the payment; one
  * not asked for waits for those to be decided first, so it cannot take the velocity slot of an
  * earlier capture still waiting for the provider, and is then checked again on what they
- * recorded (one of them may already have been counted in its row, or recorded nothing).
+ * recorded (one of them may already have been counted in its row, or recorded nothing). A
+ * payment bound to the reservation that can no longer be captured is unbound first.
  */
 async function decideCapture(context: GateContext, agent_id: string, args: unknown): Promise<AuthorizeResult> {
   const undecided = context.undecided_captures;
@@ -171,7 +196,12 @@ async function decideCapture(context: GateContext, agent_id: string, args: unkno
       await Promise.allSettled(ahead);
       matters = await context.ledger.capturePaymentMatters(agent_id, args);
     }
-    const payment = matters ? await paymentState(context, args) : payment_not_asked;
+    let payment: PaymentState = payment_not_asked;
+    if (matters) {
+      const named = await fetchNamedPayment(context, args);
+      if (named.payment) await unbindDeadPayment(context, agent_id, named.payment);
+      payment = named.state;
+    }
     return timedStep(context.observer, "capture_payment", "decide", () => context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment }));
   })();
   const pending = undecided.get(agent_id) ?? new Set<Promise<unknown>>();

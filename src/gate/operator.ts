@@ -1,11 +1,11 @@
 // Operator actions that reach the provider: approving a HOLD (forwarded once, atomically)
-// and checking a reservation (settles only a capture the provider proves; never charges).
+// and checking a reservation (records every capture the provider proves; never charges).
 
 import { HttpError } from "../errors.js";
-import type { ReservationRow } from "../ledger/index.js";
+import type { ReservationRow, SettleOutcome } from "../ledger/index.js";
 import { orderFound } from "../ledger/complete.js";
 import { lockBlock } from "../ledger/statements.js";
-import type { ProviderOrder, ProviderPayment } from "../provider/port.js";
+import { cannotBeCaptured, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
 import { forwardOrder, orderView } from "./money.js";
 
@@ -42,6 +42,7 @@ async function linkOrder(context: GateContext, reservation: ReservationRow): Pro
   return { kind: "found", order_id: order.id };
 }
 
+/** The capture the reservation expects: settled first, so it commits before any other is weighed. */
 function matches(payment: ProviderPayment, reservation: ReservationRow, order_id: string): boolean {
   return (
     payment.status === "captured" &&
@@ -52,7 +53,55 @@ function matches(payment: ProviderPayment, reservation: ReservationRow, order_id
   );
 }
 
-/** Asks the provider about a reservation and settles only a matching, proven capture. */
+type PaymentView = ReturnType<typeof paymentView>;
+type Settlement = { payment: PaymentView; outcome: SettleOutcome["outcome"]; reason: string };
+
+/**
+ * Settles every capture the provider reports on the order, exactly as its webhook would: the one
+ * matching the reservation first, then any other (a second payment, a capture of another payment
+ * than the bound one, another amount or currency, a late capture), which settleCapture rejects,
+ * freezing the block and counting its money as unreconciled once per payment id. Money the
+ * provider says moved is never answered as "no capture" while its webhook is lost.
+ */
+async function settleCaptures(context: GateContext, reservation: ReservationRow, order_id: string, payments: ProviderPayment[]): Promise<Settlement[]> {
+  // The order's own captures only: a listed payment of another order is not this reservation's.
+  const captured = payments.filter((payment) => payment.status === "captured" && payment.order_id === order_id);
+  const ordered = [...captured.filter((payment) => matches(payment, reservation, order_id)), ...captured.filter((payment) => !matches(payment, reservation, order_id))];
+  const settlements: Settlement[] = [];
+  for (const payment of ordered) {
+    const view = paymentView(payment);
+    const settled = await context.ledger.settle({ ...view, order_id }, "check");
+    settlements.push({ payment: view, outcome: settled.outcome, reason: settled.reason });
+  }
+  return settlements;
+}
+
+/** What the check answers for its settlements: a conflict first, then a capture applied, then a no-op. */
+const outcome_rank: Record<Settlement["outcome"], number> = { rejected: 3, applied: 2, noop: 1 };
+
+function headline(settlements: Settlement[]): Settlement | undefined {
+  return settlements.reduce<Settlement | undefined>((best, next) => (best && outcome_rank[best.outcome] >= outcome_rank[next.outcome] ? best : next), undefined);
+}
+
+/**
+ * The reservation's bound payment, when the provider lists it as one that can no longer be
+ * captured (failed, refunded before any capture), is unbound, so another payment on the order
+ * may be captured; undefined when there is none or the binding stays (a capture in flight or
+ * with an unknown outcome).
+ */
+async function unbindDeadPayment(context: GateContext, reservation_id: string, payments: ProviderPayment[]): Promise<ProviderPayment | undefined> {
+  const reservation = await context.ledger.reservation(reservation_id);
+  if (!reservation || reservation.status !== "held" || reservation.payment_id === null) return undefined;
+  const bound = payments.find((payment) => payment.id === reservation.payment_id);
+  if (!bound || !cannotBeCaptured(bound)) return undefined;
+  return (await context.ledger.unbindUncapturable(reservation_id, bound, "check")) ? bound : undefined;
+}
+
+/**
+ * Asks the provider about a reservation: settles every capture it proves on the reservation's
+ * order (a matching one commits; a conflicting one is rejected, as its webhook would be), and
+ * unbinds a bound payment that can no longer be captured. Never charges.
+ */
 export async function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
   const reservation = await context.ledger.reservation(reservation_id);
   if (!reservation) throw new HttpError(404, "not_found", `no reservation ${reservation_id}`);
@@ -64,10 +113,15 @@ export async function checkReservation(context: GateContext, reservation_id: str
   if (payments.kind !== "ok") {
     return { reservation_id, outcome: "unknown", reason: payments.kind === "unknown" ? payments.reason : payments.error.description };
   }
-  const captured = payments.value.find((payment) => matches(payment, reservation, order_id));
-  if (!captured) {
-    return { reservation_id, order_id, outcome: "no_capture", payments: payments.value.map(paymentView) };
-  }
-  const settled = await context.ledger.settle({ ...paymentView(captured), order_id }, "check");
-  return { reservation_id, order_id, outcome: settled.outcome, reason: settled.reason, payment: paymentView(captured) };
+  // Read again: linking the order, or a webhook meanwhile, may have changed it.
+  const current = (await context.ledger.reservation(reservation_id)) as ReservationRow;
+  const settlements = await settleCaptures(context, current, order_id, payments.value);
+  const unbound = await unbindDeadPayment(context, reservation_id, payments.value);
+  const answer: Record<string, unknown> = { reservation_id, order_id };
+  const first = headline(settlements);
+  if (first) Object.assign(answer, { outcome: first.outcome, reason: first.reason, payment: first.payment, settlements });
+  else Object.assign(answer, { outcome: "no_capture", reason: "the provider reports no captured payment on the order" });
+  if (unbound) answer.unbound_payment = paymentView(unbound);
+  answer.payments = payments.value.map(paymentView);
+  return answer;
 }

@@ -222,6 +222,57 @@ async function otherCaptureInFlight(tx: SqlTx, call: CallRef): Promise<boolean> 
   return row !== undefined;
 }
 
+/** Whether a capture of the reservation is executing (its key in flight): it may still land. */
+async function captureInFlight(tx: SqlTx, reservation_id: string): Promise<boolean> {
+  const row = await tx.get<{ one: number }>(
+    "SELECT 1 AS one FROM idempotency_keys WHERE status = 'in_flight' AND tool = 'capture_payment' AND reservation_id = ? LIMIT 1",
+    [reservation_id],
+  );
+  return row !== undefined;
+}
+
+/** Who found the bound payment dead: an operator's reservation check, or an agent's capture decision. */
+export type UnbindVia = "check" | "capture";
+
+/**
+ * The provider reports the payment bound to a held reservation in a final state without a
+ * capture (failed, or refunded before any capture: Razorpay refunds an authorization not
+ * captured in time), so no capture of it can land any more: it is unbound, and another payment
+ * on the order may be captured, instead of the hold staying bound to a dead payment for good.
+ * The caller proved that state (the gate's `cannotBeCaptured`). As in abandonCapture, the binding
+ * stays while a capture of the reservation is in flight or its outcome is unknown: that
+ * capture's own re-fetch, or a later check, settles what it did. Returns whether it unbound.
+ */
+export async function unbindUncapturable(
+  tx: SqlTx,
+  context: LedgerContext,
+  reservation_id: string,
+  payment: { id: string; status: string },
+  via: UnbindVia,
+): Promise<boolean> {
+  if (payment.status !== "failed" && payment.status !== "refunded") {
+    throw new Error(`unbindUncapturable: a ${payment.status} payment may still be captured`);
+  }
+  const block_id = (await getReservation(tx, reservation_id))?.block_id;
+  if (block_id === undefined) return false;
+  // The block lock comes before any write to its reservations; the reservation is read under it.
+  await lockBlock(tx, block_id);
+  const reservation = (await getReservation(tx, reservation_id)) as ReservationRow;
+  if (reservation.status !== "held" || reservation.payment_id !== payment.id || reservation.outcome_unknown) return false;
+  if (await captureInFlight(tx, reservation_id)) return false;
+  await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation_id]);
+  await record(tx, context, "gate.settlement", {
+    action: "payment.unbound",
+    via,
+    reservation_id,
+    block_id,
+    payment_id: payment.id,
+    payment_status: payment.status,
+    reason: `the provider reports the bound payment ${payment.status}: it can no longer be captured`,
+  });
+  return true;
+}
+
 export type CaptureUnknownOutcome =
   | { kind: "unknown"; result: Record<string, unknown> }
   | { kind: "settled"; payment: CapturedPayment; block: BlockRow };

@@ -20,12 +20,14 @@ import {
   type Completion,
   type ForwardOutcome,
   type OrderRecord,
+  unbindUncapturable,
+  type UnbindVia,
 } from "./complete.js";
 import { record, type LedgerContext } from "./context.js";
 import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
 import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
-import { agentBlockId, freezeBlock, getApproval, getReservation, lockAgent, lockBlock } from "./statements.js";
+import { agentBlockId, freezeBlock, getApproval, getReservation, lockAgent, lockBlock, reservationByOrder } from "./statements.js";
 import { blocksDue, expireApprovals, expireForwarding, expireLeasesOfBlock } from "./sweep.js";
 
 export interface Agent {
@@ -266,6 +268,17 @@ export class Ledger {
 
   captureUnknown(call: CallRef, reason: string): Promise<CaptureUnknownOutcome> {
     return this.tx((tx) => captureUnknown(tx, this.context, call, reason));
+  }
+
+  /** Unbinds a held reservation's payment the provider reports can no longer be captured (see
+   *  unbindUncapturable); false when the binding stays. */
+  unbindUncapturable(reservation_id: string, payment: { id: string; status: string }, via: UnbindVia): Promise<boolean> {
+    return this.tx((tx) => unbindUncapturable(tx, this.context, reservation_id, payment, via));
+  }
+
+  /** The reservation an order belongs to, as committed now (no lock). */
+  async reservationByOrder(order_id: string): Promise<ReservationRow | undefined> {
+    return this.driver.read((tx) => reservationByOrder(tx, order_id));
   }
 
   /** Settles a capture the provider proved, outside any tool call (operator check). */

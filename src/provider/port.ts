@@ -59,6 +59,15 @@ export interface ProviderPayment {
   created_at: number;
 }
 
+/**
+ * A payment in a final state without a capture: declined (`failed`), or refunded before it was
+ * ever captured (Razorpay refunds an authorization not captured in time). No capture of it can
+ * land any more. A payment captured and then refunded is not one: its money moved.
+ */
+export function cannotBeCaptured(payment: Pick<ProviderPayment, "status" | "captured">): boolean {
+  return payment.status === "failed" || (payment.status === "refunded" && !payment.captured);
+}
+
 export interface CreateOrderInput {
   amount: number;
   currency: string;

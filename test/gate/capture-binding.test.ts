@@ -1,14 +1,19 @@
 // One payment, one reservation, whatever the provider does: a capture the provider may still
 // carry out keeps its payment bound, so no second payment on the reservation is captured
-// meanwhile; a capture answered with another payment settles nothing on anyone's block; a
-// payment already bound to one reservation is refused on another (R3), with evidence.
+// meanwhile; a bound payment that can no longer be captured is unbound (by the reservation check
+// or the next capture decision); a capture answered with another payment settles nothing on
+// anyone's block; a payment already bound to one reservation is refused on another (R3), with
+// evidence; the reservation check records a capture of another payment than the bound one as its
+// webhook would.
 
 import { describe, expect, it } from "vitest";
+import { checkReservation } from "../../src/gate/operator.js";
 import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
 import type { Provider } from "../../src/provider/port.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
-import { payInProcess } from "../support/inprocess.js";
+import { expireInProcess, payInProcess } from "../support/inprocess.js";
+import { expectBooksBalance } from "../support/ledger.js";
 import { waitFor } from "../provider/support.js";
 
 type Structured = Record<string, unknown>;
@@ -44,8 +49,24 @@ for (const backend of backends()) {
     /** Agent "a" with one order of 9,000 paid twice at the checkout: two authorized payments on it. */
     async function twoPayments(t: Awaited<ReturnType<typeof setup>>) {
       const a = await t.buyer("a");
-      const order_id = await a.order(9_000, "order-1");
-      return { a, first: await payInProcess(t.b, order_id), second: await payInProcess(t.b, order_id) };
+      const created = await a.call("create_order", { amount: 9_000, currency: "INR", idempotency_key: "order-1" });
+      const order_id = (created.order as { id: string }).id;
+      const reservation_id = created.reservation_id as string;
+      return { a, reservation_id, first: await payInProcess(t.b, order_id), second: await payInProcess(t.b, order_id) };
+    }
+
+    /** A capture of `payment_id` that got a 5xx: nothing moved, and the payment stays bound. */
+    async function bindByFailedCapture(t: Awaited<ReturnType<typeof setup>>, a: Awaited<ReturnType<typeof twoPayments>>["a"], payment_id: string) {
+      t.faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+      expect(await a.call("capture_payment", { payment_id, amount: 9_000, currency: "INR" })).toMatchObject({ provider: "refused" });
+      t.faults().reset();
+    }
+
+    /** The gate.settlement entries about `reservation_id` written since the log held `from` entries. */
+    async function settlementsSince(b: Bursar, from: number, reservation_id: string): Promise<Array<Record<string, unknown>>> {
+      const entries = await b.log.entries(from, await b.log.treeSize());
+      const bodies = entries.filter((stored) => stored.entry.kind === "gate.settlement").map((stored) => stored.entry.body as Record<string, unknown>);
+      return bodies.filter((body) => body.reservation_id === reservation_id);
     }
 
     it("a capture that got a 5xx keeps its payment bound: a second payment on the order is refused (R3), the first is captured on retry", async () => {
@@ -156,6 +177,107 @@ for (const backend of backends()) {
       expect(await a.block()).toMatchObject({ held: 18_000, spent: 0 });
       await t.close();
     });
+
+    it("the check records a capture of another payment than the bound one as its webhook would: rejected, the block frozen, the money unreconciled once", async () => {
+      const t = await setup();
+      const { a, reservation_id, first, second } = await twoPayments(t);
+      await bindByFailedCapture(t, a, first);
+      // The second payment is captured at the provider with the merchant's key, and its webhooks are lost.
+      t.faults().set({ webhook_drop_next: 10 });
+      expect(await t.b.provider.capturePayment(second, { amount: 9_000, currency: "INR" })).toMatchObject({ kind: "ok" });
+      const log_size = await t.b.log.treeSize();
+      const checked = await checkReservation(t.b.gate.gateContext, reservation_id);
+      expect(checked).toMatchObject({
+        outcome: "rejected",
+        reason: "captured payment differs from the bound payment",
+        payment: { id: second, status: "captured" },
+        settlements: [{ payment: { id: second }, outcome: "rejected" }],
+      });
+      expect(await a.block()).toMatchObject({ frozen: true, held: 9_000, spent: 0, unreconciled: 9_000, available: 1_000_000 - 18_000 });
+      expect(await settlementsSince(t.b, log_size, reservation_id)).toEqual([
+        expect.objectContaining({ action: "reject", via: "check", payment: expect.objectContaining({ id: second }), unreconciled: 9_000 }),
+      ]);
+      // Checked again, and its lost webhooks delivered after all: the payment is counted once.
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "rejected" });
+      const simulator = t.b.simulator!.simulator;
+      const dropped = simulator.state.outbox().filter((entry) => entry.state === "dropped" && entry.body.includes(second));
+      expect(dropped.map((entry) => entry.event)).toEqual(["payment.captured", "order.paid"]);
+      t.faults().reset();
+      const redelivered = dropped.map((entry) => simulator.redeliverWebhook(entry.event_id)?.seq);
+      await simulator.deliverWebhooksNow();
+      const answers = simulator.state.outbox().filter((entry) => redelivered.includes(entry.seq)).flatMap((entry) => entry.attempts.map((attempt) => attempt.status));
+      expect(answers).toEqual([200, 200]);
+      expect(await a.block()).toMatchObject({ frozen: true, held: 9_000, spent: 0, unreconciled: 9_000 });
+      const already_counted = expect.objectContaining({ action: "reject", payment: expect.objectContaining({ id: second }), unreconciled: 0, already_counted: true });
+      expect(await settlementsSince(t.b, log_size, reservation_id)).toEqual([expect.anything(), already_counted, already_counted, already_counted]);
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
+    it("the check unbinds a bound payment the provider refunded uncaptured (its authorization ran out): another payment on the order is then captured", async () => {
+      const t = await setup();
+      const { a, reservation_id, first, second } = await twoPayments(t);
+      await bindByFailedCapture(t, a, first);
+      await expireInProcess(t.b, first);
+      const log_size = await t.b.log.treeSize();
+      const checked = await checkReservation(t.b.gate.gateContext, reservation_id);
+      expect(checked).toMatchObject({ outcome: "no_capture", unbound_payment: { id: first, status: "refunded" } });
+      expect(await settlementsSince(t.b, log_size, reservation_id)).toEqual([
+        expect.objectContaining({ action: "payment.unbound", via: "check", payment_id: first, payment_status: "refunded" }),
+      ]);
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).not.toHaveProperty("unbound_payment");
+      expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "ALLOW", payment: { id: second, status: "captured" } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, frozen: false, unreconciled: 0 });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
+    for (const named of ["the refunded payment, then the other one", "the other payment at once"] as const) {
+      it(`a capture naming ${named} unbinds a bound payment the provider refunded uncaptured, and the other payment is captured`, async () => {
+        const t = await setup();
+        const { a, reservation_id, first, second } = await twoPayments(t);
+        await bindByFailedCapture(t, a, first);
+        await expireInProcess(t.b, first);
+        const log_size = await t.b.log.treeSize();
+        if (named === "the refunded payment, then the other one") {
+          const refused = await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR" });
+          expect(refused).toMatchObject({ effect: "BLOCK", rule: "R3", reason: "the payment is refunded, not authorized" });
+        }
+        expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "ALLOW", payment: { id: second, status: "captured" } });
+        expect(await settlementsSince(t.b, log_size, reservation_id)).toContainEqual(
+          expect.objectContaining({ action: "payment.unbound", via: "capture", payment_id: first, payment_status: "refunded" }),
+        );
+        expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, frozen: false });
+        await expectBooksBalance(t.b);
+        await t.close();
+      });
+    }
+
+    // A capture of the bound payment hangs at the provider; while it is in flight, or once its
+    // lease has run out (the next decision marks the reservation outcome-unknown), the binding stays.
+    for (const lease of ["live", "run out"] as const) {
+      it(`a bound payment refunded uncaptured stays bound while a capture of it, its lease ${lease}, is unresolved`, async () => {
+        const t = await setup();
+        const { a, reservation_id, first, second } = await twoPayments(t);
+        const { release, captures } = holdFirstCapture(t.b);
+        const slow = a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "slow" });
+        await waitFor(() => captures() === 1, 5_000, "the first capture at the provider");
+        await expireInProcess(t.b, first);
+        if (lease === "run out") t.clock.advance(61_000);
+        expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({
+          effect: "BLOCK",
+          rule: "R3",
+          reason: "the reservation is already bound to another payment",
+        });
+        expect(await checkReservation(t.b.gate.gateContext, reservation_id)).not.toHaveProperty("unbound_payment");
+        expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ status: "held", payment_id: first, outcome_unknown: lease === "live" ? 0 : 1 });
+        release();
+        expect(await slow).toMatchObject({ provider: "refused" });
+        expect(await a.block()).toMatchObject({ held: 9_000, spent: 0 });
+        await expectBooksBalance(t.b);
+        await t.close();
+      });
+    }
   });
 }
 

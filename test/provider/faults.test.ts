@@ -1,5 +1,7 @@
 // Each fault knob turns the client's answer into `unknown` (never `refused`, never a throw), set
 // in-process and over HTTP; "after processing" faults leave the effect in place for reconciliation.
+// An authorization can be made to run out (POST /sim/payments/{id}/expire), as Razorpay refunds one
+// never captured.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { expectOk, pay, startSimulator, type RunningSimulator } from "./support.js";
@@ -167,5 +169,34 @@ describe("fault knobs over HTTP", () => {
 
   it("in-process set() validates too", () => {
     expect(() => sim.simulator.faults.set({ error_5xx_next: 1.5 })).toThrow();
+  });
+});
+
+describe("an authorization that runs out", () => {
+  const expire = async (payment_id: string) => {
+    const response = await fetch(`${sim.base_url}/sim/payments/${payment_id}/expire`, { method: "POST" });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  it("POST /sim/payments/{id}/expire refunds an authorized payment uncaptured; it can no longer be captured", async () => {
+    const created = expectOk(await order("rsv_expire"));
+    const payment_id = (await pay(sim.base_url, created.id)).body.razorpay_payment_id as string;
+    const expired = await expire(payment_id);
+    expect(expired).toMatchObject({ status: 200, body: { id: payment_id, status: "refunded", captured: false, amount_refunded: 10_000, refund_status: "full" } });
+    expect(expectOk(await provider().fetchPayment(payment_id))).toMatchObject({ status: "refunded", captured: false });
+    expect(await provider().capturePayment(payment_id, { amount: 10_000, currency: "INR" })).toMatchObject({
+      kind: "refused",
+      error: { description: "Only payments which have been authorized and not yet captured can be captured" },
+    });
+    expect(expectOk(await provider().fetchOrder(created.id))).toMatchObject({ status: "attempted", amount_paid: 0 });
+  });
+
+  it("only an authorized payment expires: a captured or refunded one, or an unknown id, is a 400", async () => {
+    const created = expectOk(await order("rsv_expire_refused"));
+    const payment_id = (await pay(sim.base_url, created.id)).body.razorpay_payment_id as string;
+    expectOk(await provider().capturePayment(payment_id, { amount: 10_000, currency: "INR" }));
+    expect(await expire(payment_id)).toMatchObject({ status: 400, body: { error: { code: "BAD_REQUEST_ERROR" } } });
+    expect(sim.simulator.state.payment(payment_id)).toMatchObject({ status: "captured", captured: true, amount_refunded: 0, refund_status: null });
+    expect(await expire("pay_00000000000999")).toMatchObject({ status: 400, body: { error: { description: "The id provided does not exist" } } });
   });
 });

@@ -1,5 +1,6 @@
 // A real in-memory Bursar (SQLite :memory:) with a manual clock, and small call helpers.
 
+import { expect } from "vitest";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { sequentialIds } from "../../src/ids.js";
 import type { AuthorizeResult } from "../../src/ledger/index.js";
@@ -52,4 +53,29 @@ let counter = 0;
 export function fresh(args: Record<string, unknown>): Record<string, unknown> {
   counter++;
   return { idempotency_key: `test-${counter}`, ...args };
+}
+
+/**
+ * The books of every block balance: spent + held <= reserved, held is the sum of its held
+ * reservations, and unreconciled is the sum of its unreconciled payments (each counted once).
+ */
+export async function expectBooksBalance(bursar: Bursar): Promise<void> {
+  const rows = await bursar.driver.read((tx) =>
+    tx.all<Record<string, unknown>>(
+      `SELECT b.block_id, b.reserved, b.spent, b.held, b.unreconciled,
+         (SELECT COALESCE(SUM(r.amount), 0) FROM reservations r WHERE r.block_id = b.block_id AND r.status = 'held') AS held_reservations,
+         (SELECT COALESCE(SUM(u.amount), 0) FROM unreconciled_payments u WHERE u.block_id = b.block_id) AS unreconciled_payments
+       FROM blocks b`,
+    ),
+  );
+  expect(rows.length).toBeGreaterThan(0);
+  for (const row of rows) {
+    // PostgreSQL answers bigint sums as strings.
+    const [reserved, spent, held, unreconciled, held_reservations, unreconciled_payments] = [
+      row.reserved, row.spent, row.held, row.unreconciled, row.held_reservations, row.unreconciled_payments,
+    ].map(Number) as [number, number, number, number, number, number];
+    expect(spent + held, `block ${String(row.block_id)}: spent + held <= reserved`).toBeLessThanOrEqual(reserved);
+    expect(held, `block ${String(row.block_id)}: held`).toBe(held_reservations);
+    expect(unreconciled, `block ${String(row.block_id)}: unreconciled`).toBe(unreconciled_payments);
+  }
 }

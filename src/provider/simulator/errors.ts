@@ -70,6 +70,8 @@ export const messages = {
   capture_currency_mismatch: "Capture request currency must be same as payment currency",
   capture_already_captured: "This payment has already been captured",
   capture_only_authorized: "Only payments which have been authorized and not yet captured can be captured",
+  // The simulator's own control route; Razorpay has no such request.
+  expire_only_authorized: "Only payments which have been authorized and not yet captured can expire",
   order_amount_due_exceeded: "Payment amount is greater than the amount due for order",
   order_already_paid: "Payment already done for this order.",
   notes_not_dictionary: "Notes should be provided as a dictionary",

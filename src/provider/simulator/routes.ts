@@ -1,5 +1,6 @@
 // The simulator's HTTP routes: Razorpay's /v1 API (Basic auth, fault knobs applied), the test
-// checkout under /sim/orders, and the /sim control routes for faults and webhooks.
+// checkout under /sim/orders, and the /sim control routes for faults, webhooks and letting an
+// authorization run out.
 
 import type { Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -167,6 +168,11 @@ function registerControlRoutes(app: FastifyInstance, context: RouteContext): voi
     return context.faults.set(patch.data);
   });
   app.delete("/sim/faults", async () => context.faults.reset());
+  app.post<{ Params: Params }>("/sim/payments/:id/expire", async (request, reply) => {
+    const payment = context.store.payments.get(request.params.id);
+    const answer = payment ? context.store.expireAuthorization(payment) : badRequest(messages.id_not_found);
+    return reply.status(answer.status).send(answer.body);
+  });
   app.get("/sim/webhooks", async () => ({ entity: "collection", items: context.outbox.list() }));
   app.post("/sim/webhooks/deliver", async () => context.outbox.deliverNow());
   app.post("/sim/webhooks/redeliver", { bodyLimit: simulator_body_max_bytes }, async (request, reply) => {

@@ -78,8 +78,9 @@ export function wirePayment(payment: SimPayment): Record<string, unknown> {
     invoice_id: null,
     international: false,
     method: "card",
-    amount_refunded: 0,
-    refund_status: null,
+    // Only a whole payment is ever refunded here: an expired authorization.
+    amount_refunded: payment.status === "refunded" ? payment.amount : 0,
+    refund_status: payment.status === "refunded" ? "full" : null,
     captured: payment.captured,
     description: null,
     card_id: `card_${payment.id.slice("pay_".length)}`,
@@ -190,6 +191,18 @@ export class SimStore {
     if (!order) throw new Error(`payment ${payment.id} names a missing order`);
     if (order.amount_paid + payment.amount > order.amount) return badRequest(messages.order_amount_due_exceeded, "amount");
     this.settleCapture(payment, order);
+    return ok(wirePayment(payment));
+  }
+
+  /**
+   * An authorization that was never captured runs out: Razorpay refunds it (`refunded`, still
+   * `captured: false`), and it can no longer be captured. A test control: the real account does
+   * this after the order's manual expiry period. No webhook is emitted (Razorpay announces it
+   * with refund events, which the simulator does not model).
+   */
+  expireAuthorization(payment: SimPayment): SimAnswer {
+    if (payment.status !== "authorized") return badRequest(messages.expire_only_authorized);
+    payment.status = "refunded";
     return ok(wirePayment(payment));
   }
 
