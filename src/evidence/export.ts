@@ -3,7 +3,7 @@
 
 import type { SqlDriver } from "../ledger/driver.js";
 import { canonicalJson } from "./canonical.js";
-import { readCheckpoints, readEntryRows, readGenesis, type EntryRow, type StoredCheckpoint } from "./store.js";
+import { readCheckpoints, readEntryRows, readGenesis, readLogId, receiptOfRow, type EntryRow, type StoredCheckpoint } from "./store.js";
 
 export const export_format_version = 1;
 /** Rows read per snapshot while exporting; entries are immutable, so pages need not share one. */
@@ -41,14 +41,16 @@ export interface ExportOptions {
   write: (text: string) => Promise<void>;
 }
 
-function receiptLine(row: EntryRow, key_id: string): string {
-  const receipt = { seq: row.seq, leaf_hash: row.leaf_hash, kind: row.kind, at: row.received_at, key_id, signature: row.receipt_signature };
-  return canonicalJson({ receipt });
+/** The receipt line after an entry that has its own receipt (v2 ones carry `log`); "" for one that has none. */
+function receiptLine(row: EntryRow, key_id: string, log: string): string {
+  const receipt = receiptOfRow(row, key_id, log);
+  return receipt ? `${canonicalJson({ receipt })}\n` : "";
 }
 
 export async function exportLog(driver: SqlDriver, options: ExportOptions): Promise<ExportSummary> {
-  const { genesis, checkpoints } = await driver.read(async (tx) => ({
+  const { genesis, log, checkpoints } = await driver.read(async (tx) => ({
     genesis: await readGenesis(tx),
+    log: (await readLogId(tx)) ?? "",
     checkpoints: await readCheckpoints(tx, 0, options.size),
   }));
   const body = (genesis?.body ?? {}) as { origin?: string; key?: string; key_id?: string };
@@ -76,7 +78,7 @@ export async function exportLog(driver: SqlDriver, options: ExportOptions): Prom
     const rows = await driver.read((tx) => readEntryRows(tx, start, end));
     if (rows.length !== end - start) throw new Error(`log_entries lacks rows in ${start}..${end - 1}`);
     // Entries appended without their own receipt (batch writers) have an empty signature.
-    const lines = rows.map((row) => `${row.entry_text}\n${row.receipt_signature ? `${receiptLine(row, key_id)}\n` : ""}${checkpointLine(row.seq + 1)}`);
+    const lines = rows.map((row) => `${row.entry_text}\n${receiptLine(row, key_id, log)}${checkpointLine(row.seq + 1)}`);
     await emit(lines.join(""));
   }
   return { entries: options.size, checkpoints: checkpoints.length, bytes };

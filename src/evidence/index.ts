@@ -72,6 +72,7 @@ export {
   type DeliveryReceipt,
   type DeliveryReceiptFields,
   type DeliveryRecord,
+  type LogIdentity,
   type Receipt,
   type ReceiptFields,
 } from "./receipt.js";

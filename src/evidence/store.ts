@@ -9,7 +9,7 @@ import { SigningKeyError, type LogSigner } from "./keys.js";
 import { MerkleTree, verifyConsistency } from "./merkle.js";
 import { formatCheckpoint, parseCheckpoint, signNote } from "./note.js";
 import type { ConsistencyProofDocument, InclusionProofDocument } from "./proof.js";
-import { signDeliveryReceipt, signReceiptFields, type DeliveryReceipt, type DeliveryReceiptFields, type Receipt } from "./receipt.js";
+import { signDeliveryReceipt, signReceiptFields, type DeliveryReceipt, type DeliveryReceiptFields, type LogIdentity, type Receipt } from "./receipt.js";
 
 export const log_format_version = 1;
 export const entries_page_max = 1000;
@@ -21,6 +21,11 @@ export const checkpoint_seconds_default = 10;
 export const checkpoint_every_max = 1_000_000;
 export const checkpoint_seconds_max = 86_400;
 export const config_digest_chars_max = 200;
+/**
+ * log_entries.receipt_signature holds a v2 receipt's signature behind this prefix (base64 has no
+ * colon); a bare signature is a v1 receipt's, written before receipts named their log.
+ */
+export const receipt_signature_v2_prefix = "v2:";
 /** Rows per multi-row INSERT: one statement per chunk keeps Postgres round trips low. */
 const insert_rows_per_statement_max = 50;
 /** Leaf hashes read per query when the in-memory tree catches up with the table. */
@@ -94,7 +99,20 @@ export interface EntryRow {
   received_at: string;
   entry_text: string;
   leaf_hash: string;
+  /** `v2:` + base64 for a v2 receipt, base64 alone for a v1 receipt, empty for none (batch writers). */
   receipt_signature: string;
+}
+
+/**
+ * The entry's own signed receipt as its row stores it; null for a batch writer's entry (its batch
+ * receipt covers it). `log` is the log's id (entry 0's leaf hash), carried by v2 receipts only.
+ */
+export function receiptOfRow(row: EntryRow, key_id: string, log: string): Receipt | null {
+  const stored = row.receipt_signature;
+  if (!stored) return null;
+  const fields = { seq: row.seq, leaf_hash: row.leaf_hash, kind: row.kind, at: row.received_at };
+  if (!stored.startsWith(receipt_signature_v2_prefix)) return { ...fields, key_id, signature: stored };
+  return { ...fields, log, key_id, signature: stored.slice(receipt_signature_v2_prefix.length) };
 }
 
 interface CheckpointRow {
@@ -169,6 +187,12 @@ async function readCheckpointNote(tx: SqlTx, size: number): Promise<string | nul
   return row?.note ?? null;
 }
 
+/** The log's id: the hex leaf hash of its entry 0 (system.genesis), which v2 receipts sign and carry. */
+export async function readLogId(tx: SqlTx): Promise<string | undefined> {
+  const row = await tx.get<{ leaf_hash: string }>("SELECT leaf_hash FROM log_entries WHERE seq = 0");
+  return row?.leaf_hash;
+}
+
 /** The body of entry 0, which names the log's origin and key. */
 export async function readGenesis(tx: SqlTx): Promise<Entry | undefined> {
   const row = await tx.get<{ entry_text: string }>("SELECT entry_text FROM log_entries WHERE seq = 0");
@@ -209,6 +233,8 @@ export class EvidenceLog {
   private readonly treeLock = new Permits();
   private readonly checkpointLock = new Permits();
   private checkpointing = false;
+  /** The leaf hash of entry 0, read when the log opens: what every receipt it signs names. */
+  private logIdHex: string | undefined;
 
   private constructor(
     private readonly driver: SqlDriver,
@@ -249,7 +275,7 @@ export class EvidenceLog {
   }
 
   private async checkIdentity(): Promise<void> {
-    const genesis = await this.driver.read((tx) => readGenesis(tx));
+    const { genesis, log } = await this.driver.read(async (tx) => ({ genesis: await readGenesis(tx), log: await readLogId(tx) }));
     const body = genesis?.body as { origin?: unknown; key?: unknown } | undefined;
     if (!genesis || genesis.kind !== "system.genesis" || !body) throw new EvidenceIntegrityError("entry 0 is not system.genesis");
     if (body.origin !== this.origin) {
@@ -258,6 +284,18 @@ export class EvidenceLog {
     if (body.key !== this.verifierKey) {
       throw new SigningKeyError(`the signing key (${this.verifierKey}) is not the key this log was started with (${String(body.key)})`);
     }
+    this.logIdHex = log;
+  }
+
+  /** The log's id: the hex leaf hash of its entry 0 (system.genesis), named by every v2 receipt. */
+  get logId(): string {
+    if (this.logIdHex === undefined) throw new EvidenceIntegrityError("the log's entry 0 has not been read");
+    return this.logIdHex;
+  }
+
+  /** What a v2 receipt of this log signs besides its own fields. */
+  private identity(log = this.logId): LogIdentity {
+    return { origin: this.origin, log };
   }
 
   /** Appends `system.start` in its own transaction: the version and a digest of the configuration. */
@@ -291,17 +329,20 @@ export class EvidenceLog {
     const first = await readTreeSize(tx, true);
     const received_at = this.clock().toISOString();
     const built = inputs.map((input, i) => buildEntry(input, first + i, received_at));
+    // The genesis append names the log it starts: its own entry 0.
+    const identity = sign ? this.identity(first === 0 ? built[0]!.leafHash.toString("hex") : undefined) : undefined;
     const results: AppendResult[] = built.map(({ entry, leafHash }) => {
       const leaf_hash = leafHash.toString("hex");
-      if (!sign) return { seq: entry.seq, leaf_hash, entry };
-      const receipt = signReceiptFields(this.signer, { seq: entry.seq, leaf_hash, kind: entry.kind, at: received_at });
+      if (!identity) return { seq: entry.seq, leaf_hash, entry };
+      const receipt = signReceiptFields(this.signer, { seq: entry.seq, leaf_hash, kind: entry.kind, at: received_at }, identity);
       return { seq: entry.seq, leaf_hash, receipt, entry };
     });
     for (let start = 0; start < built.length; start += insert_rows_per_statement_max) {
       const chunk = built.slice(start, start + insert_rows_per_statement_max);
       const params = chunk.flatMap(({ entry, text }, i) => {
         const result = results[start + i]!;
-        return [entry.seq, entry.kind, entry.source, received_at, text, result.leaf_hash, result.receipt?.signature ?? ""];
+        const signature = result.receipt ? receipt_signature_v2_prefix + result.receipt.signature : "";
+        return [entry.seq, entry.kind, entry.source, received_at, text, result.leaf_hash, signature];
       });
       if (options.last && start + insert_rows_per_statement_max >= built.length) tx.runWithCommit(insertSql(chunk.length), params);
       else await tx.run(insertSql(chunk.length), params);
@@ -309,9 +350,9 @@ export class EvidenceLog {
     return results;
   }
 
-  /** Signs an ingest delivery's receipt with the log key: one signature lists every record. */
+  /** Signs an ingest delivery's v2 receipt with the log key: one signature lists every record. */
   signDelivery(fields: DeliveryReceiptFields): DeliveryReceipt {
-    return signDeliveryReceipt(this.signer, fields);
+    return signDeliveryReceipt(this.signer, fields, this.identity());
   }
 
   /** The committed tree size (number of entries). */
@@ -431,21 +472,8 @@ export class EvidenceLog {
       seq: row.seq,
       leaf_hash: row.leaf_hash,
       entry: JSON.parse(row.entry_text) as Entry,
-      receipt: this.receiptOf(row),
+      receipt: receiptOfRow(row, this.signer.keyIdHex, this.logId),
     }));
-  }
-
-  /** The entry's own signed receipt; null for a batch writer's entry (its batch receipt covers it). */
-  private receiptOf(row: EntryRow): Receipt | null {
-    if (!row.receipt_signature) return null;
-    return {
-      seq: row.seq,
-      leaf_hash: row.leaf_hash,
-      kind: row.kind,
-      at: row.received_at,
-      key_id: this.signer.keyIdHex,
-      signature: row.receipt_signature,
-    };
   }
 
   /** Inclusion proof of entry `index` in the tree of `size` (size <= committed size). */

@@ -1,6 +1,6 @@
 // Offline verification of an exported log: recomputes every leaf and root, checks every
-// signed checkpoint, and the receipts of entries no signed checkpoint covers, and names the
-// first bad entry or checkpoint range.
+// signed checkpoint, and the receipts of entries no signed checkpoint covers (v2 receipts of
+// this log only), and names the first bad entry or checkpoint range.
 
 import { closeSync, openSync, readSync } from "node:fs";
 import { entry_bytes_max, entryShapeProblem, type Entry } from "./entry.js";
@@ -69,12 +69,14 @@ export interface VerifyReport {
   receipts_unchecked: number;
   /** The log origin every verified checkpoint names. */
   origin: string;
+  /** The log's id: the hex leaf hash of the export's entry 0, which every v2 receipt must name ("" without entries). */
+  log: string;
   /** Size and base64 root of the trusted checkpoint. */
   tree_size: number;
   root_hash: string;
   /**
    * Entries past the trusted checkpoint and every checkpoint in the file: no signed root covers
-   * them, so each rests on its own receipt, whose signature was checked.
+   * them, so each rests on its own v2 receipt of this log, whose signature was checked.
    */
   uncovered: number;
   failure?: VerifyFailure;
@@ -114,6 +116,7 @@ function startsWith(line: Buffer, prefix: string): boolean {
 }
 
 const receipt_leaf_marker = '","leaf_hash":"';
+const receipt_log_marker = '","log":"';
 const receipt_seq_marker = '","seq":';
 const receipt_signature_marker = ',"signature":"';
 const receipt_head = '{"receipt":{"at":"';
@@ -125,18 +128,27 @@ function hasAt(line: Buffer, offset: number, text: string): boolean {
 }
 
 /**
- * Reads seq and leaf_hash from a receipt line by position, when the line has the exporter's
- * canonical layout (`…"leaf_hash":"<64 hex>","seq":<digits>,"signature":"…"}}`). Anything
- * else returns undefined and goes through JSON.parse. Where a signed checkpoint covers the
- * entry, the receipt adds nothing to that signature, and its own is checked only when it
+ * Reads seq, leaf_hash and (v2) log from a receipt line by position, when the line has the
+ * exporter's canonical layout (`…"leaf_hash":"<64 hex>"[,"log":"<64 hex>"],"seq":<digits>,"signature":"…"}}`).
+ * Anything else returns undefined and goes through JSON.parse. Where a signed checkpoint covers
+ * the entry, the receipt adds nothing to that signature, and its own is checked only when it
  * disagrees with its entry; past every signed root it is the only signature, and always checked.
  */
-function quickReceipt(line: Buffer): { seq: number; leaf_hash: string } | undefined {
+function quickReceipt(line: Buffer): { seq: number; leaf_hash: string; log: string | undefined } | undefined {
   if (!hasAt(line, 0, receipt_head) || !hasAt(line, line.length - 3, '"}}')) return undefined;
   const leaf = line.indexOf(receipt_leaf_marker);
   const hexStart = leaf + receipt_leaf_marker.length;
-  if (leaf < 0 || !hasAt(line, hexStart + 64, receipt_seq_marker)) return undefined;
-  let cursor = hexStart + 64 + receipt_seq_marker.length;
+  if (leaf < 0) return undefined;
+  let cursor = hexStart + 64;
+  let log: string | undefined;
+  if (hasAt(line, cursor, receipt_log_marker)) {
+    // Read as is: the caller compares it with the export's log id, so only hex can match.
+    const logStart = cursor + receipt_log_marker.length;
+    log = line.toString("latin1", logStart, logStart + 64);
+    cursor = logStart + 64;
+  }
+  if (!hasAt(line, cursor, receipt_seq_marker)) return undefined;
+  cursor += receipt_seq_marker.length;
   let seq = 0;
   const digitsStart = cursor;
   while (cursor < line.length && line[cursor]! >= 48 && line[cursor]! <= 57 && cursor - digitsStart < 16) {
@@ -145,7 +157,7 @@ function quickReceipt(line: Buffer): { seq: number; leaf_hash: string } | undefi
   }
   if (cursor === digitsStart || (line[digitsStart] === 48 && cursor - digitsStart > 1)) return undefined;
   if (!hasAt(line, cursor, receipt_signature_marker)) return undefined;
-  return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64) };
+  return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64), log };
 }
 
 function parseJson(line: Buffer): unknown {
@@ -177,6 +189,8 @@ class ExportVerifier {
   private trustedRoot: Buffer | undefined;
   private coveredBelowTrusted = 0;
   private trustedChecked = false;
+  /** The hex leaf hash of entry 0: the log's id, which every v2 receipt must name. */
+  private logId = "";
   /** Entries past every signed root so far, oldest first, at most tail_receipts_deferred_max. */
   private tail: TailEntry[] = [];
   private tailBytes = 0;
@@ -257,6 +271,7 @@ class ExportVerifier {
     this.settlePending();
     if (this.size === this.trusted.size) this.checkTrusted();
     const leaf = leafHash(line);
+    if (this.size === 0) this.logId = leaf.toString("hex");
     this.options.onLeaf?.(this.size, leaf);
     this.pending = { seq: this.size, line, leaf, lineNumber: this.lineNumber };
     this.range.append(leaf);
@@ -325,10 +340,22 @@ class ExportVerifier {
     if (receipt.seq !== seq || receipt.leaf_hash !== waiting.leaf.toString("hex")) {
       return { seq, line, message: `seq ${seq}: its receipt line names another entry (seq ${String(receipt.seq)}), and no signed checkpoint covers the entry` };
     }
-    const signature = verifyReceipt(receipt, this.verifier);
+    // A v1 receipt signs no log: one of another log under the same key would verify as well.
+    if (receipt.log === undefined) {
+      return { seq, line, message: `seq ${seq}: its receipt is v1, which does not name its log, and no signed checkpoint covers the entry (only a v2 receipt of this log vouches for it)` };
+    }
+    const foreign = this.foreignLog(seq, receipt);
+    if (foreign) return { seq, line, message: `${foreign}, and no signed checkpoint covers the entry` };
+    const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
     if (!signature.ok) return { seq, line, message: `seq ${seq}: receipt does not verify (${signature.reason}), and no signed checkpoint covers the entry` };
     this.receiptsVerified += 1;
     return undefined;
+  }
+
+  /** Why a v2 receipt is not one of this log (it names another entry 0); undefined for one that is, or a v1 receipt. */
+  private foreignLog(seq: number, receipt: Receipt): string | undefined {
+    if (receipt.log === undefined || receipt.log === this.logId) return undefined;
+    return `seq ${seq}: its receipt is of another log (log ${JSON.stringify(receipt.log)}; this export's entry 0 has leaf hash ${this.logId})`;
   }
 
   /** Fails on the first tail entry that nothing signed vouches for. */
@@ -347,7 +374,8 @@ class ExportVerifier {
     const pending = this.pending;
     if (pending && !this.options.allReceipts) {
       const quick = quickReceipt(line);
-      if (quick && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex")) {
+      const ours = quick !== undefined && (quick.log === undefined || quick.log === this.logId);
+      if (quick && ours && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex")) {
         this.pending = undefined;
         this.receiptsRead += 1;
         this.matchedReceipt(pending, line);
@@ -362,13 +390,22 @@ class ExportVerifier {
     this.pending = undefined;
     this.receiptsRead += 1;
     const agrees = receipt.seq === pending.seq && receipt.leaf_hash === pending.leaf.toString("hex");
+    // Covered or not, a receipt of this entry that names a log must name this one. (One that
+    // disagrees with its entry is checked below: an altered entry 0 changes the log id too.)
+    const foreign = agrees ? this.foreignLog(pending.seq, receipt) : undefined;
+    if (foreign) this.stop({ seq: pending.seq, message: foreign });
     if (agrees && !this.options.allReceipts) return this.matchedReceipt(pending, line);
     const entry = agrees ? undefined : this.inspect(pending);
     if (agrees && pending.seq >= this.signedSize) this.inspect(pending);
-    const signature = verifyReceipt(receipt, this.verifier);
+    const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
     if (!signature.ok) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: receipt does not verify (${signature.reason})` });
     this.receiptsVerified += 1;
     if (entry) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: entry altered: its leaf hash differs from its signed receipt` });
+    // A v1 receipt names no log, so past every signed root so far it vouches for nothing: the
+    // entry waits for a checkpoint line like an entry without a receipt, and fails without one.
+    if (receipt.log === undefined && pending.seq >= this.signedSize) {
+      this.deferTail({ seq: pending.seq, leaf: pending.leaf, receipt: Buffer.from(line), lineNumber: this.lineNumber });
+    }
   }
 
   /**
@@ -454,6 +491,7 @@ class ExportVerifier {
       receipts: this.receiptsVerified,
       receipts_unchecked: this.receiptsRead - this.receiptsVerified,
       origin: this.trusted.origin,
+      log: this.logId,
       tree_size: this.trusted.size,
       root_hash: this.trusted.rootHash.toString("base64"),
       uncovered: Math.max(0, this.size - covered),
@@ -482,7 +520,7 @@ export function verifyExportLines(lines: Iterable<Buffer>, options: VerifyOption
 }
 
 function emptyReport(failure: VerifyFailure): VerifyReport {
-  return { ok: false, entries: 0, checkpoints: 0, receipts: 0, receipts_unchecked: 0, origin: "", tree_size: 0, root_hash: "", uncovered: 0, failure };
+  return { ok: false, entries: 0, checkpoints: 0, receipts: 0, receipts_unchecked: 0, origin: "", log: "", tree_size: 0, root_hash: "", uncovered: 0, failure };
 }
 
 /** Splits bytes into lines on 0x0A; a final line without a newline is still a line, a final empty one is not. */

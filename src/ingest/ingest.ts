@@ -125,7 +125,8 @@ function receiptRecord(record: ValidRecord, result: AppendResult): DeliveryRecor
 }
 
 /**
- * A delivery's receipt as stored for retries. When every listed record was written by the
+ * A delivery's receipt as stored for retries, as it was signed: v2 with its `log`, or v1 (stored
+ * before receipts named their log) without. When every listed record was written by the
  * delivery itself (nothing repeated, nothing received earlier), the listing is exactly the
  * delivery's ingest_records rows in seq order, so only the fields around it are stored and the
  * listing is rebuilt from those rows; otherwise the whole receipt is stored.
@@ -134,7 +135,14 @@ type StoredReceipt = DeliveryReceipt | Omit<DeliveryReceipt, "records">;
 
 function storedReceipt(receipt: DeliveryReceipt, listed_by_delivery: boolean): string {
   if (!listed_by_delivery) return JSON.stringify(receipt);
-  return JSON.stringify({ source: receipt.source, received_at: receipt.received_at, key_id: receipt.key_id, signature: receipt.signature });
+  const { source, received_at, log, key_id, signature } = receipt;
+  return JSON.stringify({ source, received_at, log, key_id, signature });
+}
+
+/** A receipt with its listing, keys in the order signing writes them (`log` only where it was stored). */
+function withListing(receipt: Omit<DeliveryReceipt, "records">, records: DeliveryRecord[]): DeliveryReceipt {
+  const { source, received_at, log, key_id, signature } = receipt;
+  return log === undefined ? { source, received_at, records, key_id, signature } : { source, received_at, records, log, key_id, signature };
 }
 
 /**
@@ -156,9 +164,8 @@ async function firstReceipt(tx: SqlTx, records: readonly ValidRecord[], stored: 
   // The delivery's own rows, all of them (as many as it listed) and in seq order, are its listing.
   const own = Number(row.records) === rows.length && rows.every((listed, i) => listed.delivery_id === delivery_id && (i === 0 || listed.seq > rows[i - 1]!.seq));
   if (!own) return undefined;
-  const { source, received_at, key_id, signature } = receipt;
   const listed = rows.map(({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }) => ({ event_id, seq, leaf_hash, sha256, occurred_at, received_at: at }));
-  return { source, received_at, records: listed, key_id, signature };
+  return withListing(receipt, listed);
 }
 
 async function insertRecords(tx: SqlTx, source_id: string, delivery_id: string, listed: readonly DeliveryRecord[]): Promise<void> {
@@ -221,5 +228,7 @@ export function answerBytes(answer: IngestAnswer): Buffer {
   const listed = receipt.records.map((r) =>
     JSON.stringify({ event_id: r.event_id, seq: r.seq, leaf_hash: r.leaf_hash, sha256: r.sha256, occurred_at: r.occurred_at, received_at: r.received_at }),
   );
-  return jsonListBytes(head, listed, `],"key_id":${JSON.stringify(receipt.key_id)},"signature":${JSON.stringify(receipt.signature)}}}`);
+  // A v1 receipt (stored before receipts named their log) is returned as it was signed, without `log`.
+  const log = receipt.log === undefined ? "" : `"log":${JSON.stringify(receipt.log)},`;
+  return jsonListBytes(head, listed, `],${log}"key_id":${JSON.stringify(receipt.key_id)},"signature":${JSON.stringify(receipt.signature)}}}`);
 }

@@ -47,7 +47,7 @@ describe("bursar verify --delivery-receipts", () => {
     const signed = await verify(["--delivery-receipts", file("receipts.jsonl"), "--key", await key()]);
     expect(signed.stderr).toBe("");
     expect(signed.code).toBe(0);
-    expect(signed.stdout).toMatch(/^OK 3 delivery receipts listing 610 records, signed by /);
+    expect(signed.stdout).toMatch(/^OK 3 delivery receipts listing 610 records, signed by bursar\.local\/log\+[0-9a-f]{8} for log [0-9a-f]{64} of origin bursar\.local\/log\n$/);
     const bound = await verify(["--delivery-receipts", file("receipts.jsonl"), file("log.jsonl"), "--checkpoint", file("log.cp"), "--key", await key()]);
     expect(bound.stderr).toBe("");
     expect(bound.code).toBe(0);
@@ -70,7 +70,7 @@ describe("bursar verify --delivery-receipts", () => {
     expect({ code: tampered.code, stdout: tampered.stdout, stderr: tampered.stderr }).toEqual({
       code: 1,
       stdout: "",
-      stderr: `FAIL ${file("tampered.jsonl")} line 2: delivery receipt signature does not verify\n`,
+      stderr: `FAIL ${file("tampered.jsonl")} line 2: delivery receipt signature does not verify as one of origin "bursar.local/log"\n`,
     });
     writeFileSync(file("other-key.pem"), generateSigningKeyPem());
     const other = (await runBursar(["key"], { BURSAR_SIGNING_KEY: file("other-key.pem") })).stdout.trim();

@@ -6,7 +6,7 @@ import fc from "fast-check";
 import canonicalize from "canonicalize";
 import { describe, expect, it } from "vitest";
 import { canonicalJson, CanonicalJsonError, nested_too_deep, not_a_finite_number, representable, sha256, sha256Hex } from "../../src/evidence/canonical.js";
-import { delivery_receipt_context, deliveryMessage, type DeliveryRecord } from "../../src/evidence/receipt.js";
+import { delivery_receipt_context_v1, delivery_receipt_context_v2, deliveryMessage, type DeliveryRecord } from "../../src/evidence/receipt.js";
 
 describe("canonicalJson", () => {
   it("matches the npm canonicalize package on random JSON values", () => {
@@ -69,7 +69,7 @@ describe("canonicalJson", () => {
 });
 
 describe("deliveryMessage", () => {
-  it("is the context plus canonicalJson of {source, received_at, records}, whatever the records hold", () => {
+  it("is the context plus canonicalJson of {source, received_at, records} (v1), or of {origin, log, source, received_at, records} (v2), whatever they hold", () => {
     const text = fc.string({ unit: "binary", maxLength: 12 });
     const plain = fc.record({ event_id: text, leaf_hash: text, occurred_at: text, received_at: text, seq: fc.integer({ min: 0 }), sha256: text });
     const odd = fc.oneof(plain.map((record) => ({ ...record, extra: 1 })), plain.map((record) => ({ ...record, seq: String(record.seq) })), fc.jsonValue());
@@ -82,6 +82,8 @@ describe("deliveryMessage", () => {
     );
     // Receipts read from JSON may lack any field, or carry it with another type.
     const fields = fc.record({ source: fc.oneof(text, fc.jsonValue()), received_at: fc.oneof(text, fc.jsonValue()), records }, { requiredKeys: [] });
+    // v2: the log's origin and id, as signing passes them (strings) or as a receipt read from JSON may carry its log.
+    const identity = fc.option(fc.record({ origin: text, log: fc.oneof(text, fc.jsonValue()) }), { nil: undefined });
     const outcome = (run: () => string) => {
       try {
         return run();
@@ -90,10 +92,15 @@ describe("deliveryMessage", () => {
       }
     };
     fc.assert(
-      fc.property(fields, (input) => {
+      fc.property(fields, identity, (input, named) => {
         const { source, received_at, records: listed } = input as Record<string, unknown>;
-        const expected = outcome(() => delivery_receipt_context + canonicalJson({ source, received_at, records: listed }));
-        expect(outcome(() => deliveryMessage(input as { source: string; received_at: string; records: DeliveryRecord[] }).toString("utf8"))).toBe(expected);
+        const expected = outcome(() =>
+          named === undefined
+            ? delivery_receipt_context_v1 + canonicalJson({ source, received_at, records: listed })
+            : delivery_receipt_context_v2 + canonicalJson({ origin: named.origin, log: named.log, source, received_at, records: listed }),
+        );
+        const given = input as { source: string; received_at: string; records: DeliveryRecord[] };
+        expect(outcome(() => deliveryMessage(given, named as { origin: string; log: string } | undefined).toString("utf8"))).toBe(expected);
       }),
       { numRuns: 1_000 },
     );
@@ -110,16 +117,19 @@ describe("deliveryMessage", () => {
       { ...record, seq: Number.POSITIVE_INFINITY },
       { ...record, seq: 2 ** 60 },
     ];
+    const identities = [undefined, { origin: "o", log: "c".repeat(64) }, { origin: "lone \udc00 origin", log: "c".repeat(64) }];
     for (const twin of twins) {
-      const fields = { source: "src_1", received_at: "t", records: [twin] };
-      let expected: string;
-      try {
-        expected = delivery_receipt_context + canonicalJson(fields);
-      } catch (error) {
-        expect(() => deliveryMessage(fields)).toThrow((error as Error).constructor as ErrorConstructor);
-        continue;
+      for (const identity of identities) {
+        const fields = { source: "src_1", received_at: "t", records: [twin] };
+        let expected: string;
+        try {
+          expected = identity === undefined ? delivery_receipt_context_v1 + canonicalJson(fields) : delivery_receipt_context_v2 + canonicalJson({ ...identity, ...fields });
+        } catch (error) {
+          expect(() => deliveryMessage(fields, identity)).toThrow((error as Error).constructor as ErrorConstructor);
+          continue;
+        }
+        expect(deliveryMessage(fields, identity).toString("utf8")).toBe(expected);
       }
-      expect(deliveryMessage(fields).toString("utf8")).toBe(expected);
     }
   });
 });

@@ -79,7 +79,7 @@ describe("bursar export and verify", () => {
     const vouched = io({});
     expect(await verifyCommand.run([tailFile, "--checkpoint", older, "--key", verifierKey], vouched)).toBe(0);
     expect(vouched.out()).toMatch(/^OK 41 entries, 2 checkpoints, receipt signatures checked: 40 of 41 \(the rest/);
-    expect(vouched.out()).toMatch(/^note: 40 entries after the last signed checkpoint rest on their own receipts \(signatures checked\)$/m);
+    expect(vouched.out()).toMatch(/^note: 40 entries after the last signed checkpoint rest on their own receipts of this log \(signatures checked\)$/m);
 
     const lastReceipt = tail.map((line) => line.startsWith('{"receipt":')).lastIndexOf(true);
     const unreceiptedFile = join(dir.path, "unreceipted.jsonl");

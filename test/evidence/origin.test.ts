@@ -146,7 +146,7 @@ describe("bursar verify --origin", () => {
     expect(refused.err()).toMatch(/^FAIL the checkpoint is for origin "staging\.example\/log", not "prod\.example\/log"/);
     const named = io();
     expect(await verifyCommand.run([file, "--checkpoint", cp, "--key", s.prod.verifierKey, "--origin", staging_origin], named)).toBe(0);
-    expect(named.out()).toMatch(/; origin staging\.example\/log, tree size 7, root /);
+    expect(named.out()).toMatch(/; origin staging\.example\/log, log [0-9a-f]{64}, tree size 7, root /);
     await expect(verifyCommand.run([file, "--checkpoint", cp, "--key", s.prod.verifierKey, "--origin", ""], io())).rejects.toThrow(/--origin/);
   });
 

@@ -71,6 +71,13 @@ for (const backend of backends()) {
         const result = await driver.transaction((tx) => log.append(tx, decision(7)));
         expect(result.leaf_hash).toBe(leafHash(canonicalJson(result.entry)).toString("hex"));
         expect(result.receipt).toMatchObject({ seq: result.seq, leaf_hash: result.leaf_hash, kind: "gate.decision", at: result.entry.received_at });
+        // v2: the receipt names its log, the leaf hash of entry 0, and is stored marked as v2.
+        const [genesis] = await log.entries(0, 1);
+        expect(result.receipt.log).toBe(genesis!.leaf_hash);
+        expect(log.logId).toBe(genesis!.leaf_hash);
+        expect(genesis!.receipt!.log).toBe(genesis!.leaf_hash);
+        const row = await driver.read((tx) => tx.get<{ receipt_signature: string }>("SELECT receipt_signature FROM log_entries WHERE seq = ?", [result.seq]));
+        expect(row!.receipt_signature).toBe(`v2:${result.receipt.signature}`);
         const verifier = parseVerifierKey(log.verifierKey);
         expect(verifyReceipt(result.receipt, verifier).ok).toBe(true);
         expect(verifyReceipt({ ...result.receipt, seq: 99 }, verifier).ok).toBe(false);

@@ -68,10 +68,10 @@ function indexOfEntry(lines: string[], seq: number): number {
   return lines.findIndex((line) => isEntry(line) && ++seen === seq);
 }
 
-/** A receipt line with the exporter's layout for `entry`, carrying `signature`. */
-function receiptLine(entry: string, seq: number, key_id: string, signature: string): string {
+/** A v2 receipt line with the exporter's layout for `entry` of the log `log`, carrying `signature`. */
+function receiptLine(entry: string, seq: number, key_id: string, signature: string, log: string): string {
   const parsed = JSON.parse(entry) as { kind: string; received_at: string };
-  const receipt = { at: parsed.received_at, key_id, kind: parsed.kind, leaf_hash: leafHash(Buffer.from(entry, "utf8")).toString("hex"), seq, signature };
+  const receipt = { at: parsed.received_at, key_id, kind: parsed.kind, leaf_hash: leafHash(Buffer.from(entry, "utf8")).toString("hex"), log, seq, signature };
   return JSON.stringify({ receipt });
 }
 
@@ -106,7 +106,7 @@ describe("entries past every signed checkpoint", () => {
       forged = editEntry(forged, seq, (entry) => {
         let text = entry.replace(/"amount":\d+/, '"amount":99999999').replace('"effect":"ALLOW"', '"effect":"BLOCK"');
         if (seq === 6) text = text.replace('"seq":6', '"seq":5');
-        return [text, receiptLine(text, seq, key_id, `${"A".repeat(86)}==`)];
+        return [text, receiptLine(text, seq, key_id, `${"A".repeat(86)}==`, exported.log.log.logId)];
       });
     }
     const report = verify(exported, forged);
@@ -121,9 +121,10 @@ describe("entries past every signed checkpoint", () => {
     const forged = editEntry(withoutCheckpointsAbove(exported.lines, trusted_size), 6, (entry) => {
       const text = entry.replace('"seq":6', '"seq":5');
       const parsed = JSON.parse(text) as { kind: string; received_at: string };
-      const receipt = signReceiptFields(signer, { seq: 6, leaf_hash: leafHash(Buffer.from(text, "utf8")).toString("hex"), kind: parsed.kind, at: parsed.received_at });
-      const { at, key_id, kind, leaf_hash, seq, signature } = receipt;
-      return [text, JSON.stringify({ receipt: { at, key_id, kind, leaf_hash, seq, signature } })];
+      const identity = { origin: exported.log.log.origin, log: exported.log.log.logId };
+      const receipt = signReceiptFields(signer, { seq: 6, leaf_hash: leafHash(Buffer.from(text, "utf8")).toString("hex"), kind: parsed.kind, at: parsed.received_at }, identity);
+      const { at, key_id, kind, leaf_hash, log, seq, signature } = receipt;
+      return [text, JSON.stringify({ receipt: { at, key_id, kind, leaf_hash, log, seq, signature } })];
     });
     const report = verify(exported, forged);
     expect(report.failure).toMatchObject({ seq: 6 });
@@ -139,7 +140,7 @@ describe("entries past every signed checkpoint", () => {
       const forged = editEntry(tail, seq, (entry) => {
         const text = entry.replace(/"amount":\d+/, '"amount":1');
         const leaf = leafHash(Buffer.from(text, "utf8")).toString("hex");
-        const fields = `"leaf_hash":"${genuine.leaf_hash}","seq":${genuine.seq},"signature":"${genuine.signature}","kind":"${genuine.kind}","key_id":"${genuine.key_id}","at":"${genuine.at}"`;
+        const fields = `"leaf_hash":"${genuine.leaf_hash}","log":"${genuine.log}","seq":${genuine.seq},"signature":"${genuine.signature}","kind":"${genuine.kind}","key_id":"${genuine.key_id}","at":"${genuine.at}"`;
         return [text, `{"receipt":{"at":"x","leaf_hash":"${leaf}","seq":${seq},"signature":"x",${fields}}}`];
       });
       const report = verify(exported, forged);
@@ -165,7 +166,7 @@ describe("entries a later checkpoint in the file covers", () => {
   it("need no receipt signature check by default, and say so in the counts", () => {
     const key_id = (JSON.parse(exported.lines.find(isReceipt)!) as { receipt: { key_id: string } }).receipt.key_id;
     // A receipt whose signature is garbage, for an entry the checkpoint of size 9 covers.
-    const lines = editEntry(exported.lines, 7, (entry) => [entry, receiptLine(entry, 7, key_id, `${"A".repeat(86)}==`)]);
+    const lines = editEntry(exported.lines, 7, (entry) => [entry, receiptLine(entry, 7, key_id, `${"A".repeat(86)}==`, exported.log.log.logId)]);
     const report = verify(exported, lines);
     expect(report).toMatchObject({ ok: true, receipts: 0, receipts_unchecked: entry_count, uncovered: 0 });
     expect(verify(exported, lines, true).failure).toMatchObject({ seq: 7 });

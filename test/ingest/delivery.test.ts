@@ -291,6 +291,29 @@ describe("idempotency per (source, event_id)", () => {
     expect(verifyDeliveryReceipt(alone.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
   });
 
+  it("signs v2 receipts naming the log, and returns a receipt stored before that (v1, no log) unchanged on a retry", async () => {
+    const verifier = parseVerifierKey(h.bursar.log.verifierKey);
+    const earlier = record("evt_v1_earlier");
+    await stores(ndjson([earlier]), 1);
+    // Stored without its listing (every record its own) and stored whole (one written earlier).
+    for (const records of [[record("evt_v1_own_1"), record("evt_v1_own_2")], [earlier, record("evt_v1_mixed")]]) {
+      const body = ndjson(records);
+      const first = await deliver(h, source, body);
+      expect(first.body.receipt.log).toBe(h.bursar.log.logId);
+      expect(verifyDeliveryReceipt(first.body.receipt as DeliveryReceipt, verifier)).toEqual({ ok: true });
+      // As an earlier Bursar stored it: no log, a v1 signature.
+      const row = await h.bursar.driver.read((tx) => tx.get<{ receipt_json: string }>("SELECT receipt_json FROM ingest_deliveries WHERE delivery_id = ?", [first.body.delivery_id]));
+      const { log: _log, ...stored } = JSON.parse(row!.receipt_json) as Record<string, unknown>;
+      stored.signature = "djEgc2lnbmF0dXJl";
+      await h.bursar.driver.transaction((tx) => tx.run("UPDATE ingest_deliveries SET receipt_json = ? WHERE delivery_id = ?", [JSON.stringify(stored), first.body.delivery_id]));
+      h.clock.advance(1_000);
+      const again = await deliver(h, source, body);
+      expect(again.body.written).toBe(0);
+      const { log: _firstLog, ...v1 } = first.body.receipt as Record<string, unknown>;
+      expect(JSON.stringify(again.body.receipt)).toBe(JSON.stringify({ ...v1, signature: "djEgc2lnbmF0dXJl" }));
+    }
+  });
+
   it("signs a new listing for a retry that reorders or leaves out records of one delivery", async () => {
     const verifier = parseVerifierKey(h.bursar.log.verifierKey);
     const a = record("evt_regroup_a");

@@ -14,16 +14,18 @@ export const help = `
 usage: bursar verify FILE --checkpoint CP --key KEY [--origin ORIGIN] [--all-receipts]
        bursar verify --inclusion PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
        bursar verify --consistency PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
-       bursar verify --delivery-receipts RECEIPTS --key KEY [FILE --checkpoint CP [--origin ORIGIN]]
+       bursar verify --delivery-receipts RECEIPTS --key KEY [--origin ORIGIN] [FILE --checkpoint CP]
 
 Verifies offline; needs no secret, no network and no environment variable.
 
 With FILE (a 'bursar export' JSONL): recomputes every entry's leaf hash and the tree root,
 checks every signed checkpoint in the file and the trusted checkpoint CP against KEY, and
-each receipt against its entry. Entries past every signed checkpoint rest on their receipts
-alone: each must have one, and its signature is checked. On failure it names the first bad
-entry (seq) where it can be pinpointed, else the checkpoint range [start, end) that does not
-match, else the root mismatch, and exits 1.
+each receipt against its entry. A receipt that names its log (v2) must name this one: the leaf
+hash of the export's entry 0, printed as "log". Entries past every signed checkpoint rest on
+their receipts alone: each must have a v2 receipt of this log, whose signature is checked (a
+v1 receipt does not name its log, and vouches for no such entry). On failure it names the
+first bad entry (seq) where it can be pinpointed, else the checkpoint range [start, end) that
+does not match, else the root mismatch, and exits 1.
 
 With --inclusion / --consistency: checks a JSON proof exactly as returned by
 GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
@@ -32,20 +34,24 @@ signed by KEY (the checkpoint embedded in the proof, or CP when given).
 With --delivery-receipts: checks the signature of every ingest delivery receipt in RECEIPTS
 against KEY: one JSON per line, as 'bursar send-decisions --receipts' writes them (a whole
 answer of POST /ingest/{source_id}, with its "receipt", will do too; blank lines are
-skipped). With FILE and CP as well, FILE is verified as above and every record a receipt
-lists must name an entry of it: the entry at its seq has its leaf hash. It names the first
-bad receipt by its line in RECEIPTS and exits 1.
+skipped). A v2 receipt signs the log's origin (ORIGIN, else KEY's name) and its log id, which
+is printed; a v1 receipt names no log and verifies under KEY alone, with a note. With FILE
+and CP as well, FILE is verified as above, every v2 receipt must name its log, and every
+record a receipt lists must name an entry of it: the entry at its seq has its leaf hash. It
+names the first bad receipt by its line in RECEIPTS and exits 1.
 
 Every checkpoint must name the log's origin: ORIGIN, or else KEY's name (Bursar names its
 key after BURSAR_LOG_ORIGIN). The signature line's key name is not signed, so this is what
-keeps a checkpoint of another log signed with the same key from passing for this one.
+keeps a checkpoint (or a v2 receipt) of another log signed with the same key from passing for
+this one.
 
 options:
   --checkpoint CP     trusted signed checkpoint (note text), e.g. saved from
                       GET /api/v1/log/checkpoint or written by 'bursar export --checkpoint'
   --key KEY           trusted verifier key <name>+<hex id>+<base64> ('bursar key',
                       GET /.well-known/bursar/log-key)
-  --origin ORIGIN     the log origin every checkpoint must name (default: KEY's name)
+  --origin ORIGIN     the log origin every checkpoint and v2 receipt must name
+                      (default: KEY's name)
   --all-receipts      verify every receipt's signature (slower; by default a receipt's signature
                       is checked when it disagrees with its entry or when no signed
                       checkpoint covers its entry)
@@ -115,9 +121,9 @@ function verifiedExport(file: string, options: VerifyOptions, io: CliIo): Verify
 function verifyFile(file: string, values: ExportArguments, io: CliIo): number {
   const report = verifiedExport(file, exportOptions(values), io);
   if (!report) return 1;
-  println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${receiptsChecked(report)}; origin ${report.origin}, tree size ${report.tree_size}, root ${report.root_hash}`);
+  println(io.stdout, `OK ${report.entries} entries, ${report.checkpoints} checkpoints, ${receiptsChecked(report)}; origin ${report.origin}, log ${report.log}, tree size ${report.tree_size}, root ${report.root_hash}`);
   if (report.uncovered > 0) {
-    println(io.stdout, `note: ${report.uncovered} entries after the last signed checkpoint rest on their own receipts (signatures checked)`);
+    println(io.stdout, `note: ${report.uncovered} entries after the last signed checkpoint rest on their own receipts of this log (signatures checked)`);
   }
   return 0;
 }
@@ -163,12 +169,12 @@ function verifyProof(kind: "inclusion" | "consistency", path: string, values: Pr
   return 0;
 }
 
-/** One listed record of a receipt whose signature verified: the entry it names. */
-interface Listed {
+/** A receipt in RECEIPTS whose signature verified: its line, the log it names (v2) and what it lists. */
+interface Verified {
   line: number;
-  event_id: string;
-  seq: number;
-  leaf_hash: string;
+  /** Undefined for a v1 receipt, which does not name its log. */
+  log: string | undefined;
+  records: Array<{ event_id: string; seq: number; leaf_hash: string }>;
 }
 
 /** The receipts in a file: one JSON per line (blank lines skipped), each a receipt or an ingest answer holding one. */
@@ -189,41 +195,73 @@ function receiptLines(text: string): Array<{ line: number; value: unknown }> {
   return found;
 }
 
+/** Which logs the receipts name, and a note for those that name none (v1). */
+function logsNamed(verified: readonly Verified[], origin: string): { logs: string; note: string | undefined } {
+  const named = [...new Set(verified.flatMap((receipt) => (receipt.log === undefined ? [] : [receipt.log])))];
+  const unnamed = verified.filter((receipt) => receipt.log === undefined).map((receipt) => receipt.line);
+  const logs = named.length === 0 ? "" : ` for ${named.length === 1 ? "log" : `${named.length} logs`} ${named.join(", ")} of origin ${origin}`;
+  const note =
+    unnamed.length === 0
+      ? undefined
+      : `note: ${unnamed.length} v1 receipts (${unnamed.length === 1 ? "line" : "lines"} ${unnamed.join(", ")}) do not name their log: they verify under the key alone, as a receipt of any log signed with it would`;
+  return { logs, note };
+}
+
+/** The first v2 receipt that names another log than the export's, as a failure line. */
+function otherLog(path: string, verified: readonly Verified[], report: VerifyReport): string | undefined {
+  const other = verified.find((receipt) => receipt.log !== undefined && receipt.log !== report.log);
+  if (!other) return undefined;
+  return `FAIL ${path} line ${other.line}: the receipt is of log ${other.log}, not this export's log ${report.log} (the leaf hash of its entry 0)`;
+}
+
 function verifyDeliveries(path: string, file: string | undefined, values: ExportArguments, io: CliIo): number {
   const verifier = verifierOf(values.key);
+  const origin = originOf(values.origin) ?? verifier.name;
   if (file === undefined && (values.checkpoint !== undefined || values["all-receipts"] !== undefined)) {
     throw new UsageError("--checkpoint and --all-receipts check an export: give its FILE after RECEIPTS, or leave them out");
   }
   const options = file === undefined ? undefined : exportOptions(values);
   const receipts = receiptLines(readText(path, "delivery receipts"));
   if (receipts.length === 0) throw new UsageError(`${path} holds no delivery receipt`);
-  const listed: Listed[] = [];
+  const verified: Verified[] = [];
   for (const { line, value } of receipts) {
-    const check = verifyDeliveryReceipt(value as DeliveryReceipt, verifier);
+    const check = verifyDeliveryReceipt(value as DeliveryReceipt, verifier, origin);
     if (!check.ok) {
       println(io.stderr, `FAIL ${path} line ${line}: ${check.reason}`);
       return 1;
     }
-    for (const record of (value as DeliveryReceipt).records) listed.push({ line, event_id: record.event_id, seq: record.seq, leaf_hash: record.leaf_hash });
+    const receipt = value as DeliveryReceipt;
+    verified.push({ line, log: receipt.log, records: receipt.records.map(({ event_id, seq, leaf_hash }) => ({ event_id, seq, leaf_hash })) });
   }
-  const signed = `OK ${receipts.length} delivery receipts listing ${listed.length} records, signed by ${verifier.name}+${keyIdHex(verifier.keyId)}`;
+  const listed = verified.reduce((sum, receipt) => sum + receipt.records.length, 0);
+  const { logs, note } = logsNamed(verified, origin);
+  const signed = `OK ${receipts.length} delivery receipts listing ${listed} records, signed by ${verifier.name}+${keyIdHex(verifier.keyId)}${logs}`;
   if (file === undefined || options === undefined) {
     println(io.stdout, signed);
+    if (note) println(io.stdout, note);
     return 0;
   }
-  const wanted = new Set(listed.map((record) => record.seq));
+  const wanted = new Set(verified.flatMap((receipt) => receipt.records.map((record) => record.seq)));
   const leaves = new Map<number, string>();
   const onLeaf = (seq: number, leaf: Buffer) => void (wanted.has(seq) && leaves.set(seq, leaf.toString("hex")));
   const report = verifiedExport(file, { ...options, onLeaf }, io);
   if (!report) return 1;
-  for (const record of listed) {
-    const leaf = leaves.get(record.seq);
-    if (leaf === record.leaf_hash) continue;
-    const found = leaf === undefined ? `the export holds no entry ${record.seq} (it has ${report.entries})` : `entry ${record.seq} of the export has leaf hash ${leaf}, the receipt ${record.leaf_hash}`;
-    println(io.stderr, `FAIL ${path} line ${record.line}: record ${JSON.stringify(record.event_id)}: ${found}`);
+  const foreign = otherLog(path, verified, report);
+  if (foreign) {
+    println(io.stderr, foreign);
     return 1;
   }
+  for (const { line, records } of verified) {
+    for (const record of records) {
+      const leaf = leaves.get(record.seq);
+      if (leaf === record.leaf_hash) continue;
+      const found = leaf === undefined ? `the export holds no entry ${record.seq} (it has ${report.entries})` : `entry ${record.seq} of the export has leaf hash ${leaf}, the receipt ${record.leaf_hash}`;
+      println(io.stderr, `FAIL ${path} line ${line}: record ${JSON.stringify(record.event_id)}: ${found}`);
+      return 1;
+    }
+  }
   println(io.stdout, `${signed}; every record is in ${file} at its seq with its leaf hash, and the export verifies (${report.entries} entries, tree size ${report.tree_size}, root ${report.root_hash})`);
+  if (note) println(io.stdout, note);
   return 0;
 }
 
