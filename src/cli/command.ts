@@ -65,15 +65,37 @@ export function signalExitCode(signal: NodeJS.Signals): number {
   return 128 + (constants.signals[signal] ?? 0);
 }
 
-/** `raw` as an http(s) URL, or a usage error naming `name` (its option or variable), with an example when given. */
-export function httpUrl(raw: string, name: string, example?: string): URL {
+/**
+ * `raw` as an http(s) URL, or a usage error naming `name` (its option or variable), with an
+ * example when given. A URL with `user:password@` is refused, as config.ts refuses it for
+ * RAZORPAY_BASE_URL: fetch fails on one with a message that repeats the URL, password included,
+ * to stderr. Neither that refusal nor that of an unparsable value with an `@` (which may hold
+ * credentials) shows the value; `credentials_in` says where the command takes its secret instead.
+ */
+export function httpUrl(raw: string, name: string, { example, credentials_in }: { example?: string; credentials_in: string }): URL {
   const url = parseHttpUrl(raw);
-  if (!url) throw new UsageError(`${name} ${JSON.stringify(raw)}: expected an http(s) URL${example ? `, e.g. ${example}` : ""}`);
+  if (!url) {
+    const shown = raw.includes("@") ? " (the value is not shown)" : ` ${JSON.stringify(raw)}`;
+    throw new UsageError(`${name}${shown}: expected an http(s) URL${example ? `, e.g. ${example}` : ""}`);
+  }
+  if (url.username !== "" || url.password !== "") {
+    throw new UsageError(`${name}: a URL with user:password@ is refused (the value is not shown); credentials go in ${credentials_in}`);
+  }
   return url;
 }
 
-/** A command's --url (a server's base URL), without trailing slashes; a usage error unless http(s). */
-export function baseUrlOption(raw: string): string {
-  httpUrl(raw, "--url", "http://127.0.0.1:8787");
+/** A command's --url (a server's base URL), without trailing slashes; a usage error unless http(s) without credentials. */
+export function baseUrlOption(raw: string, credentials_in: string): string {
+  httpUrl(raw, "--url", { example: "http://127.0.0.1:8787", credentials_in });
   return raw.replace(/\/+$/, "");
+}
+
+/**
+ * A listen address given as an option (`bursar serve --host`, `bursar simulator --host`): an
+ * empty or blank value is an error, never the default address and never every interface (an
+ * empty host makes Node listen on all of them).
+ */
+export function listenHost(raw: string): string {
+  if (raw === "" || /\s/.test(raw)) throw new UsageError(`--host ${JSON.stringify(raw)}: expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0`);
+  return raw;
 }

@@ -1,7 +1,7 @@
 // Secret scrubbing for evidence bodies: a deep copy in which values under secret-looking
 // keys, values that look like credentials or card numbers, and objects with a key that looks
-// like one, become "[redacted]"; and the
-// RFC 8785 text of that copy written in one walk, without making the copy.
+// like one, become "[redacted]"; a URL's password and secret-named query parameters are
+// replaced in place; and the RFC 8785 text of that copy written in one walk, without making the copy.
 
 import { CanonicalJsonError, canonicalJson, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
 
@@ -15,6 +15,7 @@ const secret_key_fragments = [
   "password",
   "passwd",
   "passphrase",
+  "passcode",
   "secret",
   "token",
   "apikey",
@@ -29,10 +30,16 @@ const secret_key_fragments = [
   "sessionid",
   "accesskey",
 ] as const;
-/** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`): as a fragment, "pin" would
- *  take `shipping` and `pincode` (a postal code) for secrets. */
-const secret_key_suffixes = ["pin", "otp"] as const;
-const secret_key_names = new Set(["auth", "pwd", "keysecret", "signingkey", "masterkey", "xapikey", "csc", "cvn", "cav2"]);
+/** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`, `otp_code`): as a fragment,
+ *  "pin" would take `shipping` and `pincode` (a postal code) for secrets. */
+const secret_key_suffixes = ["pin", "otp", "otpcode"] as const;
+/** Whole names only: as an ending, "pass" would take `bypass` and `compass`, and "pw" `top_w`
+ *  (a width), for secrets, as "pwd" would take any name ending in it. */
+const secret_key_names = new Set(["auth", "pwd", "pw", "pass", "keysecret", "signingkey", "masterkey", "xapikey", "csc", "cvn", "cav2"]);
+/** A URL's `?key=` holds an API key by convention (Google's `?key=AIza…`); an object's `key` is
+ *  most often the name half of a name/value pair (`{"key": "colour", "value": "red"}`), so
+ *  this name is secret in a query only. */
+const secret_query_names = new Set(["key"]);
 
 /** Bursar's own tokens and keys (agent, operator, auditor, webhook signing, source API, observer),
  *  wherever they stand in text: glued to a word ("x_bsr_agent_…", "ref9bsr_op_…") too, where a
@@ -43,6 +50,10 @@ export const bursar_token_pattern = new RegExp(bursar_token_source);
 const secret_value_patterns: readonly RegExp[] = [
   /\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // Authorization header values
   /rzp_(?:test|live)_[A-Za-z0-9]+/, // Razorpay key ids, also glued to a word ("key_rzp_live_…")
+  // Stripe secret and restricted keys, after "_" too ("key_sk_live_…") but not inside a word
+  // ("task_test_…"); their shortest form has 24 characters after the prefix.
+  /(?<![A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}/,
+  /AIza[0-9A-Za-z_-]{35}/, // Google API keys: "AIza" and 35 more, glued to a word too ("key=AIza…")
   /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/, // PEM private keys
   /\bsk-[A-Za-z0-9_-]{16,}/, // OpenAI-style API keys
   /\bgh[pousr]_[A-Za-z0-9]{20,}/, // GitHub tokens
@@ -87,14 +98,15 @@ function jwtHeaderEnds(segment: string): boolean {
 }
 
 /** One cheap test every string takes first; only strings it matches run the patterns above. */
-const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|-----BEGIN|sk-|gh[pousr]_|xox|AKIA|bsr_/i;
+const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|k_live_|k_test_|AIza|-----BEGIN|sk-|gh[pousr]_|xox|AKIA|bsr_/i;
 
 /** A card number has 13 to 19 digits. */
 const card_digits_min = 13;
 const card_digits_max = 19;
 /**
- * Runs of digits grouped as cards are printed and typed: by single spaces or dashes, mixed
- * ("4111 1111-1111 1111"), or by one separator used throughout the run: a dot, a slash, an
+ * Runs of digits grouped as cards are printed and typed: by single spaces (any Unicode space:
+ * a no-break, thin or narrow no-break space, as locale-aware formatting writes, too) or dashes,
+ * mixed ("4111 1111-1111 1111"), or by one separator used throughout the run: a dot, a slash, an
  * underscore, a tab or two spaces ("4111.1111.1111.1111"). Mixing those (and a space with them)
  * ends a run, so "10.0.0.1 10.0.0.2" or "27.10.2026 22.10.13" is not one long run of digits
  * in which some stretch passes Luhn. A group glued to a letter is left out (the regex
@@ -102,10 +114,10 @@ const card_digits_max = 19;
  * letters, and are not a card number.
  */
 const digit_run_patterns: readonly RegExp[] = [
-  /(?<![0-9A-Za-z])\d+(?:[ -]\d+)*(?![0-9A-Za-z])/g,
+  /(?<![0-9A-Za-z])\d+(?:[\p{Zs}-]\d+)*(?![0-9A-Za-z])/gu,
   /(?<![0-9A-Za-z])\d+([./_\t]| {2})\d+(?:\1\d+)*(?![0-9A-Za-z])/g,
 ];
-const card_prefilter = /\d(?:[ \t./_-]{0,2}\d){12}/;
+const card_prefilter = /\d(?:[\p{Zs}\t./_-]{0,2}\d){12}/u;
 
 /** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. Only names
  *  up to key_verdict_chars_max are remembered: the names are the senders', and 10,000 of a
@@ -122,13 +134,29 @@ export function rememberedKeyNames(): number {
 export function isSecretKeyName(key: string): boolean {
   const known = key_verdicts.get(key);
   if (known !== undefined) return known;
-  const normalized = key.toLowerCase().replace(/[-_.\s]/g, "");
-  const secret =
-    secret_key_names.has(normalized) ||
-    secret_key_fragments.some((fragment) => normalized.includes(fragment)) ||
-    secret_key_suffixes.some((suffix) => normalized.endsWith(suffix));
+  const secret = isSecretNormalizedName(normalizedKeyName(key));
   if (key_verdicts.size < key_verdicts_max && key.length <= key_verdict_chars_max) key_verdicts.set(key, secret);
   return secret;
+}
+
+function normalizedKeyName(key: string): string {
+  return key.toLowerCase().replace(/[-_.\s]/g, "");
+}
+
+function isSecretNormalizedName(normalized: string): boolean {
+  return (
+    secret_key_names.has(normalized) ||
+    secret_key_fragments.some((fragment) => normalized.includes(fragment)) ||
+    secret_key_suffixes.some((suffix) => normalized.endsWith(suffix))
+  );
+}
+
+/** A query parameter's name, percent-decoded ("api%5Fkey") and with "+" read as a space, judged
+ *  as a key name is. Not remembered: the names are any text's, not a body's keys. */
+function isSecretQueryName(name: string): boolean {
+  const decoded = /[%+]/.test(name) ? percentDecoded(name.replace(/\+/g, " ")) : name;
+  const normalized = normalizedKeyName(decoded);
+  return secret_query_names.has(normalized) || isSecretNormalizedName(normalized);
 }
 
 /** Luhn checksum over a string of digits. */
@@ -189,27 +217,157 @@ function containsCardNumber(text: string): boolean {
   return false;
 }
 
-/** True when a string value looks like a credential, private key or card number. */
+/**
+ * True when scrubbing changes the string: it holds a credential, private key or card number (the
+ * whole string is replaced), or a URL's password or a secret-named query parameter (replaced in
+ * place). A key for which this is true has its object replaced whole.
+ */
 export function isSecretValue(value: string): boolean {
-  if (isSecretText(value)) return true;
-  // A URL's query carries a credential percent-encoded ("?next=%2Fcb%3Ftoken%3Dbsr_agent_…"),
-  // where the patterns' word boundary fails: the decoded text is checked too, to three levels.
-  let text = value;
-  for (let level = 0; level < percent_decode_levels_max && text.includes("%"); level++) {
-    const decoded = text.replace(percent_escape_pattern, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
-    if (decoded === text) break;
-    if (isSecretText(decoded)) return true;
-    text = decoded;
-  }
-  return false;
+  const state: ScrubState = { redactions: 0 };
+  return scrubbedString(value, state) !== value;
 }
 
-const percent_escape_pattern = /%([0-9A-Fa-f]{2})/g;
+/**
+ * A string as stored: "[redacted]" when it holds a credential, private key or card number; else
+ * with each URL password and secret query value replaced by "[redacted]" in place (the scheme,
+ * host, path and other parameters are kept), each counted; else unchanged. Replacing a URL's
+ * secrets cannot make a credential or card number of what is left: each replaced stretch lies
+ * between an "=" or ":" and an "&", "#", "@", white space or the end.
+ */
+function scrubbedString(value: string, state: ScrubState): string {
+  if (isSecretText(value)) return redact(state);
+  const before = state.redactions;
+  const text = urlSecretsRedacted(value, state);
+  // Only text with a "%" decodes; the replacements add none.
+  if (!value.includes("%") || !hasEncodedSecret(value, text)) return text;
+  state.redactions = before;
+  return redact(state);
+}
+
+/**
+ * Whether the percent-decoded value, to three levels, holds a credential, private key or card
+ * number: a URL's query carries one percent-encoded ("?next=%2Fcb%3Ftoken%3Dbsr_agent_…"), where
+ * the patterns' word boundary fails. Or whether the decoded text (the value with its own URL
+ * secrets replaced) holds a URL password or secret query value ("?next=%2Fcb%3Faccess_token%3D…"),
+ * which cannot be replaced in the text as sent. Either way the whole value is replaced; an escape
+ * elsewhere in a URL ("?token=…&q=a%20b") does not cost it its scheme and host.
+ */
+function hasEncodedSecret(value: string, text: string): boolean {
+  const value_decodings = percentDecodings(value);
+  if (value_decodings.some(isSecretText)) return true;
+  const text_decodings = text === value ? value_decodings : percentDecodings(text);
+  return text_decodings.some((decoded) => urlSecretsRedacted(decoded, { redactions: 0 }) !== decoded);
+}
+
+/** The text decoded once, twice and three times, while it holds escapes that decode. */
+function percentDecodings(value: string): string[] {
+  const decodings: string[] = [];
+  let text = value;
+  for (let level = 0; level < percent_decode_levels_max && text.includes("%"); level++) {
+    const decoded = percentDecoded(text);
+    if (decoded === text) break;
+    decodings.push(decoded);
+    text = decoded;
+  }
+  return decodings;
+}
+
+const percent_escapes_pattern = /(?:%[0-9A-Fa-f]{2})+/g;
 const percent_decode_levels_max = 3;
+const utf8_decoder = new TextDecoder("utf-8", { fatal: true });
+
+/** Each run of percent-escapes decoded as UTF-8 ("%C2%A0" is a no-break space), or byte by byte
+ *  where the run is not UTF-8 (a form encoded as Latin-1: "%A0"). */
+function percentDecoded(text: string): string {
+  return text.replace(percent_escapes_pattern, (run) => {
+    // One byte alone is ASCII, or not UTF-8: the common case takes no decoder.
+    if (run.length === 3) return String.fromCharCode(Number.parseInt(run.slice(1), 16));
+    const bytes = Buffer.from(run.replaceAll("%", ""), "hex");
+    try {
+      return utf8_decoder.decode(bytes);
+    } catch {
+      return bytes.toString("latin1");
+    }
+  });
+}
 
 function isSecretText(value: string): boolean {
   if (secret_value_prefilter.test(value) && (secret_value_patterns.some((pattern) => pattern.test(value)) || containsJwt(value))) return true;
   return containsCardNumber(value);
+}
+
+/** The text with every URL password and secret query value replaced, each counted in `state`. */
+function urlSecretsRedacted(text: string, state: ScrubState): string {
+  return queryValuesRedacted(urlPasswordsRedacted(text, state), state);
+}
+
+/** Where a URL's authority ends, as a URL parser reads it (at "/", "?", "#" or "\"), or where the
+ *  URL ends in text (white space, a double quote, an angle bracket). */
+const authority_end_pattern = /[/?#\\\s"<>]/g;
+
+/**
+ * "scheme://user:password@host" with the password replaced: between the first ":" of the
+ * authority and its last "@", as a URL parser splits them ("u:p@ss@host" has the password
+ * "p@ss"). Each authority is read once, from its "://" to its end, and the next "://" is looked
+ * for from its last character on: linear in the text.
+ */
+function urlPasswordsRedacted(text: string, state: ScrubState): string {
+  let out = "";
+  let copied = 0;
+  for (let at = text.indexOf("://"); at !== -1; ) {
+    const start = at + 3;
+    authority_end_pattern.lastIndex = start;
+    const end = authority_end_pattern.exec(text)?.index ?? text.length;
+    const authority = text.slice(start, end);
+    const userinfo_end = authority.lastIndexOf("@");
+    const colon = authority.indexOf(":");
+    if (colon !== -1 && colon < userinfo_end) {
+      const password = authority.slice(colon + 1, userinfo_end);
+      if (password !== "" && password !== redacted) {
+        out += `${text.slice(copied, start + colon + 1)}${redacted}`;
+        copied = start + userinfo_end;
+        state.redactions += 1;
+      }
+    }
+    // The authority's last character may be the ":" of the next "://" ("a://host://u:p@h").
+    at = text.indexOf("://", Math.max(start, end - 1));
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/**
+ * A query parameter's name: after "?", "&" or "#" (an OAuth fragment: "#access_token=…") or at
+ * the start of the text (a query or form body on its own), up to its "=". The name cannot hold
+ * the characters a parameter starts with, so each is read once.
+ */
+const query_name_pattern = /(?:^|[?&#])([^=?&#\s"<>]*)=/g;
+/** Where a query value ends: at the next "&" or "#", or where the URL ends in text. */
+const query_value_end_pattern = /[&#\s"<>]/g;
+
+/**
+ * Each secret-named parameter's value replaced, up to its end. The value of any other parameter
+ * is read on for parameters of its own: an unencoded URL in it ("?next=/cb?token=…") has them.
+ * A replaced value is skipped: linear in the text.
+ */
+function queryValuesRedacted(text: string, state: ScrubState): string {
+  if (!text.includes("=")) return text;
+  let out = "";
+  let copied = 0;
+  query_name_pattern.lastIndex = 0;
+  for (let match = query_name_pattern.exec(text); match !== null; match = query_name_pattern.exec(text)) {
+    const value_start = query_name_pattern.lastIndex;
+    if (!isSecretQueryName(match[1]!)) continue;
+    query_value_end_pattern.lastIndex = value_start;
+    const value_end = query_value_end_pattern.exec(text)?.index ?? text.length;
+    const value = text.slice(value_start, value_end);
+    if (value !== "" && value !== redacted) {
+      out += `${text.slice(copied, value_start)}${redacted}`;
+      copied = value_end;
+      state.redactions += 1;
+    }
+    query_name_pattern.lastIndex = value_end;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
 }
 
 interface ScrubState {
@@ -239,7 +397,7 @@ function isSecretNumber(value: number): boolean {
 
 function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   if (depth > scrub_depth_max) return redact(state);
-  if (typeof value === "string") return isSecretValue(value) ? redact(state) : value;
+  if (typeof value === "string") return scrubbedString(value, state);
   if (typeof value === "number") return isSecretNumber(value) ? redact(state) : value;
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) return value.map((item) => scrubValue(item, depth + 1, state));
@@ -290,7 +448,7 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
   if (depth > scrub_depth_max) return redactedText(state);
   switch (typeof value) {
     case "string":
-      return isSecretValue(value) ? redactedText(state) : canonicalString(value);
+      return canonicalString(scrubbedString(value, state));
     case "number":
       return isSecretNumber(value) ? redactedText(state) : canonicalNumber(value);
     case "boolean":

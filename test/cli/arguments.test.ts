@@ -120,6 +120,30 @@ describe("command arguments", () => {
     expect(result.stdout).not.toContain("listening");
   });
 
+  const operator_env = { BURSAR_ADMIN_TOKEN: "x".repeat(20) };
+  const credential_urls: Array<{ args: string[]; env: Record<string, string>; name: string; credentials_in: string }> = [
+    { args: ["mcp-stdio"], env: { BURSAR_AGENT_TOKEN: "bsr_agent_x", BURSAR_URL: "http://u:hunter2@127.0.0.1:1" }, name: "--url/BURSAR_URL", credentials_in: "BURSAR_AGENT_TOKEN" },
+    { args: ["mcp-stdio", "--url", "http://u:hunter2@127.0.0.1:1/mcp"], env: { BURSAR_AGENT_TOKEN: "bsr_agent_x" }, name: "--url/BURSAR_URL", credentials_in: "BURSAR_AGENT_TOKEN" },
+    { args: ["agent", "create", "--name", "a", "--url", "http://admin:hunter2@127.0.0.1:1"], env: operator_env, name: "--url/BURSAR_URL", credentials_in: "BURSAR_ADMIN_TOKEN (or --token)" },
+    { args: ["block", "show", "blk_x"], env: { ...operator_env, BURSAR_URL: "https://hunter2@bursar.example" }, name: "--url/BURSAR_URL", credentials_in: "BURSAR_ADMIN_TOKEN (or --token)" },
+    { args: ["buyer", "--scripted", "--url", "http://u:hunter2@127.0.0.1:1", "--token", "bsr_agent_x"], env: {}, name: "--url", credentials_in: "BURSAR_AGENT_TOKEN (or --token)" },
+  ];
+  it.each(credential_urls)("bursar $args.0 refuses a URL with user:password@ without showing it (fetch would repeat it to stderr)", async ({ args, env, name, credentials_in }) => {
+    const result = await runBursar(args, env, "", 10_000);
+    expect(result.code).toBe(2);
+    expect(result.stderr.split("\n")[0]).toBe(`bursar ${args[0]}: ${name}: a URL with user:password@ is refused (the value is not shown); credentials go in ${credentials_in}`);
+    expect(result.stderr + result.stdout).not.toContain("hunter2");
+  });
+
+  it("bursar agent shows an unparsable URL unless it holds an \"@\" (it may hold credentials)", async () => {
+    const shown = await runBursar(["agent", "create", "--name", "a", "--url", "127.0.0.1:8787"], operator_env, "", 10_000);
+    expect(shown.code).toBe(2);
+    expect(shown.stderr.split("\n")[0]).toBe('bursar agent: --url/BURSAR_URL "127.0.0.1:8787": expected an http(s) URL');
+    const hidden = await runBursar(["agent", "create", "--name", "a", "--url", "http://u:hunter2@[::1"], operator_env, "", 10_000);
+    expect(hidden.code).toBe(2);
+    expect(hidden.stderr.split("\n")[0]).toBe("bursar agent: --url/BURSAR_URL (the value is not shown): expected an http(s) URL");
+  });
+
   it.each(["constructor", "toString", "__proto__"])("bursar block %s ID is not an action", async (action) => {
     const result = await runBursar(["block", action, "blk_x"], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
     expect(result.code).toBe(2);

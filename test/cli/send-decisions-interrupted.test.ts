@@ -14,6 +14,9 @@ import { waitUntil, within } from "../support/wait.js";
 
 const dir = builtSuiteDir("bursar-send-interrupted-");
 
+/** The receipt the first delivery gets: it lists the one record sent (send-decisions checks that). */
+const first_receipt = { delivery: 1, records: [{ event_id: "evt_1" }] };
+
 /** A gate that answers the first delivery with a receipt and holds every later one open. */
 async function stallingGate(): Promise<{ url: string; requests(): number; close(): Promise<void> }> {
   let requests = 0;
@@ -24,7 +27,7 @@ async function stallingGate(): Promise<{ url: string; requests(): number; close(
     request.on("end", () => {
       if (number > 1) return; // in flight for good
       response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify({ written: 1, receipt: { delivery: number, records: [] } }));
+      response.end(JSON.stringify({ records: 1, written: 1, duplicates: 0, receipt: first_receipt }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -45,7 +48,7 @@ describe("bursar send-decisions interrupted", () => {
       const gate = await stallingGate();
       const file = join(dir(), `${signal}.jsonl`);
       const receipts = join(dir(), `${signal}-receipts.jsonl`);
-      writeFileSync(file, '{"n":1}\n{"n":2}\n{"n":3}\n');
+      writeFileSync(file, '{"event_id":"evt_1"}\n{"event_id":"evt_2"}\n{"event_id":"evt_3"}\n');
       const args = ["send-decisions", file, "--url", gate.url, "--source", "src_test", "--batch", "1", ...(with_receipts ? ["--receipts", receipts] : [])];
       const child = spawn(process.execPath, [bursar_bin, ...args], { env: { ...process.env, BURSAR_SOURCE_SIGNING_KEY: "bsr_whsec_test", CI: "1" }, stdio: ["ignore", "pipe", "pipe"] });
       let stdout = "";
@@ -64,7 +67,7 @@ describe("bursar send-decisions interrupted", () => {
         );
         expect(exit).toEqual({ code: status, signal: null });
         expect(stdout).toBe("");
-        if (with_receipts) expect(readFileSync(receipts, "utf8")).toBe(`${JSON.stringify({ delivery: 1, records: [] })}\n`);
+        if (with_receipts) expect(readFileSync(receipts, "utf8")).toBe(`${JSON.stringify(first_receipt)}\n`);
         expect(gate.requests()).toBe(2);
       } finally {
         if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");

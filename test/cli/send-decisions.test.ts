@@ -1,10 +1,13 @@
 // `bursar send-decisions` as a real process: receipts already on disk survive a failed
-// re-run, and a missing file, a URL without a scheme or an unreachable server is one line;
-// how a file becomes deliveries (both limits, blank lines, CRLF, a byte order mark), and a
-// record written over several lines refused before anything is sent.
+// re-run, and a missing file, a URL without a scheme or with credentials, an unreachable server
+// or a 2xx answer that is not the delivery's receipt is one line; how a file becomes deliveries
+// (both limits, blank lines, CRLF, a byte order mark), and a record written over several lines
+// refused before anything is sent.
 
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -217,3 +220,125 @@ describe("bursar send-decisions: from a file to deliveries", () => {
     expect(again.stdout).toContain("sent 1 records in 1 deliveries: 1 new, 0 already received");
   });
 });
+
+/** A stand-in for the server on --url that answers each delivery 200 with what `answer` makes of
+ *  the event_ids it was sent (and the delivery's 1-based number). */
+async function answeringServer(answer: (event_ids: string[], delivery: number) => { content_type: string; body: string }): Promise<{ url: string; close(): Promise<void> }> {
+  let deliveries = 0;
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      deliveries += 1;
+      const lines = Buffer.concat(chunks).toString("utf8").split("\n").filter((line) => line !== "");
+      const made = answer(lines.map((line) => (JSON.parse(line) as { event_id: string }).event_id), deliveries);
+      response.writeHead(200, { "content-type": made.content_type });
+      response.end(made.body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The answer Bursar gives, for the event_ids sent. */
+function receiptAnswer(event_ids: string[], written = event_ids.length): Record<string, unknown> {
+  const records = event_ids.map((event_id, seq) => ({ event_id, seq, leaf_hash: "ab".repeat(32), sha256: "cd".repeat(32), occurred_at: "2026-10-09T14:03:11Z", received_at: "2026-10-09T14:03:12Z" }));
+  return {
+    source: "src_x",
+    delivery_id: "dlv_x",
+    records: event_ids.length,
+    written,
+    duplicates: event_ids.length - written,
+    receipt: { source: "src_x", received_at: "2026-10-09T14:03:12Z", records, log: "test.bursar/log", key_id: "1f3a9c2e", signature: "sig" },
+  };
+}
+
+const json = (value: unknown) => ({ content_type: "application/json; charset=utf-8", body: JSON.stringify(value) });
+
+describe("bursar send-decisions: a 2xx answer that is not the delivery's receipt", () => {
+  const cases: Array<{ what: string; answer: (event_ids: string[]) => { content_type: string; body: string }; problem: string }> = [
+    {
+      what: "a proxy's or captive portal's HTML",
+      answer: () => ({ content_type: "text/html", body: "<!DOCTYPE html>\n<html><body>Sign in to Wi-Fi</body></html>" }),
+      problem: 'the answer is not JSON (text/html: "<!DOCTYPE html>\\n<html><body>Sign in to Wi-Fi</body></html>")',
+    },
+    { what: "an empty object", answer: () => json({}), problem: '"records" is missing, not a whole number' },
+    { what: "an array", answer: (ids) => json([receiptAnswer(ids)]), problem: "the answer is not a JSON object: [" },
+    { what: "a count that is not a number", answer: (ids) => json({ ...receiptAnswer(ids), written: "2" }), problem: '"written" is "2", not a whole number' },
+    { what: "counts for another delivery", answer: (ids) => json({ ...receiptAnswer(ids), records: 3 }), problem: "it counts 3 records, 2 written and 0 duplicates, for 2 sent" },
+    { what: "no receipt", answer: (ids) => json({ ...receiptAnswer(ids), receipt: undefined }), problem: '"receipt" is missing' },
+    { what: "a receipt without its records", answer: (ids) => json({ ...receiptAnswer(ids), receipt: { signature: "sig" } }), problem: '"receipt" is not an object with a records list' },
+    { what: "a receipt listing fewer records", answer: (ids) => json({ ...receiptAnswer(ids), receipt: (receiptAnswer(ids.slice(0, 1)) as { receipt: unknown }).receipt }), problem: "the receipt lists 1 records for 2 sent" },
+    { what: "a receipt listing the records out of order", answer: (ids) => json({ ...receiptAnswer(ids), receipt: (receiptAnswer([...ids].reverse()) as { receipt: unknown }).receipt }), problem: `the receipt lists "evt_shape_2" where line 1's event_id "evt_shape_1" was sent` },
+  ];
+
+  it.each(cases)("$what: one line naming the delivery and the problem, exit 1, nothing written to --receipts", async ({ answer, problem }) => {
+    const stub = await answeringServer((ids) => answer(ids));
+    try {
+      const file = join(server.dir, "shape.jsonl");
+      const receipts = join(server.dir, "shape-receipts.jsonl");
+      writeFileSync(file, ndjson([record("evt_shape_1"), record("evt_shape_2")]));
+      writeFileSync(receipts, '{"earlier":"receipt"}\n');
+      const result = await runBursar(["send-decisions", file, "--url", stub.url, "--source", "src_x", "--receipts", receipts], key_env);
+      expect(result.code, result.stderr).toBe(1);
+      const line = oneLine(result.stderr);
+      expect(line).toContain(`bursar send-decisions: delivery of lines 1..2 was answered HTTP 200 without its receipt: ${problem}`);
+      expect(line).toContain(`nothing written to ${receipts} for it; 0 records accepted before it`);
+      expect(result.stdout).toBe("");
+      expect(readFileSync(receipts, "utf8")).toBe('{"earlier":"receipt"}\n');
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("keeps the receipts of the deliveries answered before one that is not, and counts only them", async () => {
+    const stub = await answeringServer((ids, delivery) => (delivery === 1 ? json(receiptAnswer(ids, 1)) : json({})));
+    try {
+      const file = join(server.dir, "shape-second.jsonl");
+      const receipts = join(server.dir, "shape-second-receipts.jsonl");
+      writeFileSync(file, ndjson([record("evt_second_1"), record("evt_second_2"), record("evt_second_3")]));
+      const result = await runBursar(["send-decisions", file, "--url", stub.url, "--source", "src_x", "--receipts", receipts, "--batch", "2"], key_env);
+      expect(result.code, result.stderr).toBe(1);
+      expect(oneLine(result.stderr)).toMatch(/^bursar send-decisions: delivery of lines 3\.\.3 was answered HTTP 200 without its receipt: "records" is missing, not a whole number; nothing written to .* for it; 2 records accepted before it/);
+      const kept = readFileSync(receipts, "utf8").trim().split("\n");
+      expect(kept).toHaveLength(1);
+      expect((JSON.parse(kept[0]!) as { records: Array<{ event_id: string }> }).records.map((listed) => listed.event_id)).toEqual(["evt_second_1", "evt_second_2"]);
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("takes a receipt that lists the event_ids sent, in order, and reports its counts", async () => {
+    const stub = await answeringServer((ids) => json(receiptAnswer(ids, 1)));
+    try {
+      const file = join(server.dir, "shape-good.jsonl");
+      writeFileSync(file, ndjson([record("evt_good_1"), record("evt_good_2")]));
+      const result = await runBursar(["send-decisions", file, "--url", stub.url, "--source", "src_x"], key_env);
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toBe("sent 2 records in 1 deliveries: 1 new, 1 already received\n");
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("refuses a --url with user:password@ without showing it, before sending anything", async () => {
+    const file = join(server.dir, "credentials.jsonl");
+    writeFileSync(file, ndjson([record("evt_credentials")]));
+    for (const url of [`http://admin:hunter2@127.0.0.1:${new URL(server.url).port}`, "http://hunter2@127.0.0.1:1"]) {
+      const result = await runBursar(["send-decisions", file, "--url", url, "--source", "src_x"], key_env);
+      expect(result.code).toBe(2);
+      expect(result.stderr.split("\n")[0]).toBe(
+        "bursar send-decisions: --url: a URL with user:password@ is refused (the value is not shown); credentials go in BURSAR_SOURCE_SIGNING_KEY",
+      );
+      expect(result.stderr).not.toContain("hunter2");
+    }
+    // Unparsable with an "@" in it: it may hold credentials, so it is not shown either.
+    const unparsable = await runBursar(["send-decisions", file, "--url", "http://u:hunter2@[::1", "--source", "src_x"], key_env);
+    expect(unparsable.code).toBe(2);
+    expect(unparsable.stderr.split("\n")[0]).toBe("bursar send-decisions: --url (the value is not shown): expected an http(s) URL, e.g. http://127.0.0.1:8787");
+  });
+});
+

@@ -15,7 +15,8 @@ export const operator_options = {
   token: { type: "string" },
 } as const;
 
-export const operator_help = `  --url URL     the server's base URL (default: BURSAR_URL, else ${server_url_default})
+export const operator_help = `  --url URL     the server's base URL (default: BURSAR_URL, else ${server_url_default}); a URL
+                with user:password@ is refused (exit 2) without being shown
   --token TOKEN the operator token (default: BURSAR_ADMIN_TOKEN); visible to other local
                 users in the process list, so prefer the variable`;
 
@@ -32,7 +33,7 @@ export interface OperatorTarget {
 
 export function operatorTarget(values: { url?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv): OperatorTarget {
   const raw = values.url ?? (env.BURSAR_URL || server_url_default);
-  const url = httpUrl(raw, "--url/BURSAR_URL");
+  const url = httpUrl(raw, "--url/BURSAR_URL", { credentials_in: "BURSAR_ADMIN_TOKEN (or --token)" });
   const token = values.token ?? env.BURSAR_ADMIN_TOKEN;
   if (!token) throw new UsageError("no operator token: set BURSAR_ADMIN_TOKEN or pass --token");
   return { base_url: url.href.replace(/\/+$/, ""), token };

@@ -26,15 +26,16 @@ An MCP buyer that spends through a running gate with an agent token.
                      OpenAI-compatible chat-completions endpoint)
   --task TEXT        with --llm: the shopping task (default: a basket whose product page carries
                      an injected instruction)
-  --url URL          the gate (default $BURSAR_URL or http://127.0.0.1:8787)
+  --url URL          the gate (default $BURSAR_URL or http://127.0.0.1:8787); a URL with
+                     user:password@ is refused without being shown: the token goes in --token
   --token T          the agent token (default $BURSAR_AGENT_TOKEN)
   --operator-token T lets --overspend revoke the block mid-run (default $BURSAR_ADMIN_TOKEN)
   --stdio            speak MCP over stdio through 'bursar mcp-stdio' instead of HTTP
 
 Exit codes: 0 done; 1 the gate could not be reached, or refused the agent token (one line
 naming the URL), or with --llm a model call failed (one line naming BURSAR_LLM_BASE_URL and
-the HTTP status or connection error); 2 bad arguments, or BURSAR_LLM_BASE_URL is not an
-http(s) URL.
+the HTTP status or connection error); 2 bad arguments (a --url or BURSAR_URL with
+user:password@ included), or BURSAR_LLM_BASE_URL is not an http(s) URL.
 
 Environment: BURSAR_URL, BURSAR_AGENT_TOKEN, BURSAR_ADMIN_TOKEN, BURSAR_LLM_BASE_URL,
 BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL.`;
@@ -89,7 +90,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const llm = values.llm ? llmSettings(io) : undefined;
   const token = values.token ?? io.env.BURSAR_AGENT_TOKEN;
   if (!token) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
-  const url = baseUrlOption(values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787");
+  const url = baseUrlOption(values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787", "BURSAR_AGENT_TOKEN (or --token)");
   const bin = join(import.meta.dirname, "..", "bin.js");
   const connection: Connection = values.stdio ? { kind: "stdio", url, token, bin } : { kind: "http", url, token };
   const story = new Story({ out: io.stdout, interactive: io.interactive });

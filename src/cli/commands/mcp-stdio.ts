@@ -46,7 +46,9 @@ connection that breaks after a request was sent is answered as "may have been ca
 repeat the call with the same idempotency_key, never a new one.
 
 Options:
-  --url URL   the gate's base URL, or its /mcp endpoint (default: BURSAR_URL, else ${gate_url_default})
+  --url URL   the gate's base URL, or its /mcp endpoint (default: BURSAR_URL, else ${gate_url_default});
+              a URL with user:password@ is refused (exit 2) without being shown: the bridge
+              authenticates with BURSAR_AGENT_TOKEN only
 
 Environment:
   BURSAR_AGENT_TOKEN   required: the agent token from \`bursar agent create\`
@@ -58,7 +60,7 @@ Example client configuration (Claude Desktop's claude_desktop_config.json):
 
 /** The gate's /mcp endpoint from a base URL (or the endpoint itself). */
 export function mcpEndpoint(raw: string): URL {
-  const url = httpUrl(raw, "--url/BURSAR_URL");
+  const url = httpUrl(raw, "--url/BURSAR_URL", { credentials_in: "BURSAR_AGENT_TOKEN" });
   const path = url.pathname.replace(/\/+$/, "");
   url.pathname = path.endsWith("/mcp") ? path : `${path}/mcp`;
   return url;

@@ -7,6 +7,7 @@ import { appendFileSync, readFileSync } from "node:fs";
 import { systemClock } from "../../clock.js";
 import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
+import { isPlainObject } from "../../policy/index.js";
 import { baseUrlOption, parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
@@ -31,12 +32,17 @@ Interrupted (SIGINT, Ctrl-C, or SIGTERM), it stops the delivery in flight and sa
 how many records were accepted so far, in how many deliveries, and that their receipts are in
 the receipts file; it exits 130 (SIGINT) or 143 (SIGTERM). Re-run the same command to finish.
 Stops at the first refused delivery and prints the server's answer (with file line numbers).
-Exit codes: 0 all sent; 1 a delivery was refused or the server could not be reached;
-2 bad arguments, an unreadable FILE, a line of FILE that is not JSON on its own, or an
-unwritable receipts file.
+An answer of 2xx is taken only when it is the delivery's receipt: a JSON object with whole
+numbers records, written and duplicates, and a receipt whose records list the event_ids sent,
+in order. Anything else (a proxy's or login page's HTML, an empty object) stops the run with
+one line naming the delivery and what was wrong, and writes nothing to the receipts file for it.
+Exit codes: 0 all sent; 1 a delivery was refused, answered without its receipt, or the server
+could not be reached; 2 bad arguments (a --url with user:password@ included), an unreadable
+FILE, a line of FILE that is not JSON on its own, or an unwritable receipts file.
 
 options:
-  --url URL          the Bursar server, e.g. http://127.0.0.1:8787
+  --url URL          the Bursar server, e.g. http://127.0.0.1:8787 (no user:password@: such a
+                     URL is refused without being shown)
   --source ID        the decisions source id (src_…)
   --batch N          records per delivery, 1..${records_per_delivery_max} (default ${records_per_delivery_max})
   --receipts FILE    append each delivery's signed receipt to FILE, one JSON per line, as
@@ -47,9 +53,17 @@ environment:
   ${signing_key_variable}   the source's signing key (shown once when the source was created)
 `;
 
+interface FileRecord {
+  /** 1-based file line number. */
+  line: number;
+  bytes: Buffer;
+}
+
 interface Delivery {
   /** 1-based file line number of each record. */
   lines: number[];
+  /** Each record's event_id (undefined where it is not a string: the server refuses that record). */
+  event_ids: Array<string | undefined>;
   body: Buffer;
 }
 
@@ -60,11 +74,11 @@ const utf8_byte_order_mark = Buffer.from([0xef, 0xbb, 0xbf]);
  * Non-blank lines with their 1-based numbers, each kept byte for byte (without its line ending),
  * after one leading byte order mark: the server would read it as part of line 1's JSON.
  */
-function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
+function fileRecords(path: string): FileRecord[] {
   const read = readOrExplain(path);
   if (read.length > file_bytes_max) throw new UsageError(`${path} is larger than ${file_bytes_max} bytes; split it`);
   const data = read.subarray(0, utf8_byte_order_mark.length).equals(utf8_byte_order_mark) ? read.subarray(utf8_byte_order_mark.length) : read;
-  const records: Array<{ line: number; bytes: Buffer }> = [];
+  const records: FileRecord[] = [];
   let start = 0;
   for (let line = 1; start < data.length; line++) {
     let end = data.indexOf(0x0a, start);
@@ -80,9 +94,10 @@ function fileRecords(path: string): Array<{ line: number; bytes: Buffer }> {
  * Refuses FILE, before anything is sent, at its first line that is not JSON on its own. The server
  * may read a delivery whose lines are pieces of one pretty-printed object as that one object, and
  * refuses both halves of one cut by a delivery boundary, while this command counts lines as records.
+ * Returns each record's event_id, which its delivery's receipt must list.
  */
-function checkOneRecordPerLine(records: ReadonlyArray<{ line: number; bytes: Buffer }>): void {
-  for (const record of records) {
+function checkOneRecordPerLine(records: readonly FileRecord[]): Array<string | undefined> {
+  return records.map((record) => {
     let value: unknown;
     try {
       // JSON.parse skips the same whitespace the server leaves out around the line's text.
@@ -94,7 +109,9 @@ function checkOneRecordPerLine(records: ReadonlyArray<{ line: number; bytes: Buf
     if (typeof value !== "object" || value === null || Array.isArray(value)) {
       throw new UsageError(`line ${record.line} is not a JSON object: each line must hold one record, not ${Array.isArray(value) ? "an array of them" : "a bare value"}`);
     }
-  }
+    const event_id = (value as { event_id?: unknown }).event_id;
+    return typeof event_id === "string" ? event_id : undefined;
+  });
 }
 
 function systemMessage(error: unknown): string {
@@ -119,8 +136,15 @@ function appendReceipt(path: string, receipt: unknown): void {
   }
 }
 
+interface Answer {
+  status: number;
+  ok: boolean;
+  content_type: string;
+  text: string;
+}
+
 /** One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint. */
-async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<{ status: number; ok: boolean; text: string } | { failed: string }> {
+async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | { failed: string }> {
   try {
     const response = await fetch(endpoint, {
       method: "POST",
@@ -128,24 +152,25 @@ async function post(endpoint: string, key: string, delivery: Delivery, abort: Ab
       headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
       body: new Uint8Array(delivery.body),
     });
-    return { status: response.status, ok: response.ok, text: await response.text() };
+    return { status: response.status, ok: response.ok, content_type: response.headers.get("content-type") ?? "no content-type", text: await response.text() };
   } catch (error) {
     return { failed: `cannot reach ${endpoint} (${systemMessage(error)})` };
   }
 }
 
-function deliveries(records: Array<{ line: number; bytes: Buffer }>, batch: number): Delivery[] {
+function deliveries(records: readonly FileRecord[], event_ids: ReadonlyArray<string | undefined>, batch: number): Delivery[] {
   const out: Delivery[] = [];
-  let current: { lines: number[]; parts: Buffer[]; bytes: number } = { lines: [], parts: [], bytes: 0 };
+  let current: { lines: number[]; event_ids: Array<string | undefined>; parts: Buffer[]; bytes: number } = { lines: [], event_ids: [], parts: [], bytes: 0 };
   const flush = () => {
-    if (current.lines.length > 0) out.push({ lines: current.lines, body: Buffer.concat(current.parts) });
-    current = { lines: [], parts: [], bytes: 0 };
+    if (current.lines.length > 0) out.push({ lines: current.lines, event_ids: current.event_ids, body: Buffer.concat(current.parts) });
+    current = { lines: [], event_ids: [], parts: [], bytes: 0 };
   };
-  for (const record of records) {
+  for (const [index, record] of records.entries()) {
     const size = record.bytes.length + 1;
     if (size > delivery_bytes_max) throw new UsageError(`line ${record.line} is larger than one delivery (${delivery_bytes_max} bytes)`);
     if (current.lines.length >= batch || current.bytes + size > delivery_bytes_max) flush();
     current.lines.push(record.line);
+    current.event_ids.push(event_ids[index]);
     current.parts.push(record.bytes, Buffer.from("\n"));
     current.bytes += size;
   }
@@ -174,6 +199,52 @@ function describeRefusal(status: number, text: string, delivery: Delivery): stri
   return lines.join("\n");
 }
 
+/** A 2xx answer as the command uses it: the counts and the receipt it appends. */
+interface Accepted {
+  written: number;
+  receipt: Record<string, unknown>;
+}
+
+/** A value from an answer, shown short on one line. */
+function shown(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > answer_shown_chars_max ? `${text.slice(0, answer_shown_chars_max)}…` : text;
+}
+
+const answer_shown_chars_max = 80;
+const answer_counts = ["records", "written", "duplicates"] as const;
+
+/**
+ * The delivery's receipt from a 2xx answer, or what is wrong with the answer. A proxy, a captive
+ * portal or another server on --url can answer 200 with HTML or with JSON of another shape: taken
+ * for a receipt, it made a stack trace, or "NaN new" and a receipts line reading `undefined`.
+ */
+function acceptedAnswer(answer: Answer, delivery: Delivery): Accepted | { problem: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(answer.text) as unknown;
+  } catch {
+    return { problem: `the answer is not JSON (${answer.content_type}: ${shown(answer.text.slice(0, answer_shown_chars_max))})` };
+  }
+  if (!isPlainObject(value)) return { problem: `the answer is not a JSON object: ${shown(value)}` };
+  for (const count of answer_counts) {
+    const number = value[count];
+    if (typeof number !== "number" || !Number.isSafeInteger(number) || number < 0) return { problem: `"${count}" is ${number === undefined ? "missing" : shown(number)}, not a whole number` };
+  }
+  const { records, written, duplicates, receipt } = value as { records: number; written: number; duplicates: number; receipt: unknown };
+  const sent = delivery.lines.length;
+  if (records !== sent || written + duplicates !== records) return { problem: `it counts ${records} records, ${written} written and ${duplicates} duplicates, for ${sent} sent` };
+  if (!isPlainObject(receipt) || !Array.isArray(receipt.records)) return { problem: `"receipt" is ${receipt === undefined ? "missing" : "not an object with a records list"}` };
+  if (receipt.records.length !== sent) return { problem: `the receipt lists ${receipt.records.length} records for ${sent} sent` };
+  for (const [index, listed] of (receipt.records as unknown[]).entries()) {
+    const event_id = isPlainObject(listed) ? listed.event_id : undefined;
+    if (event_id === undefined || event_id !== delivery.event_ids[index]) {
+      return { problem: `the receipt lists ${shown(event_id)} where line ${delivery.lines[index]}'s event_id ${shown(delivery.event_ids[index])} was sent` };
+    }
+  }
+  return { written, receipt };
+}
+
 const interrupting_signals = ["SIGINT", "SIGTERM"] as const;
 
 
@@ -198,10 +269,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > records_per_delivery_max) throw new UsageError(`--batch must be an integer from 1 to ${records_per_delivery_max}`);
   const key = io.env[signing_key_variable];
   if (!key) throw new UsageError(`${signing_key_variable} must hold the source's signing key`);
-  const endpoint = `${baseUrlOption(values.url)}/ingest/${encodeURIComponent(values.source)}`;
+  const endpoint = `${baseUrlOption(values.url, signing_key_variable)}/ingest/${encodeURIComponent(values.source)}`;
   const records = fileRecords(file);
-  checkOneRecordPerLine(records);
-  const planned = deliveries(records, batch);
+  const event_ids = checkOneRecordPerLine(records);
+  const planned = deliveries(records, event_ids, batch);
   const total = planned.reduce((sum, delivery) => sum + delivery.lines.length, 0);
   // SIGINT/SIGTERM abort the delivery in flight; the loop then reports what was accepted.
   const abort = new AbortController();
@@ -236,33 +307,38 @@ async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort,
   progress(io, 0, total);
   for (const delivery of planned) {
     // Interrupted between deliveries, or during one (aborted, so its answer is lost): stop here.
-    // A delivery answered before the signal was heard is still counted and its receipt kept.
+    // A delivery answered with its receipt before the signal was heard is still counted and its receipt kept.
     const response = abort.aborted ? undefined : await post(endpoint, key, delivery, abort);
+    const accepted = response === undefined || "failed" in response || !response.ok ? undefined : acceptedAnswer(response, delivery);
     const signal = interrupted();
-    if (signal && (response === undefined || "failed" in response || !response.ok)) {
+    if (signal && (accepted === undefined || "problem" in accepted)) {
       if (io.interactive) io.stderr.write("\n");
       println(io.stderr, interruptedLine(signal, sent, total, delivered, receipts));
       return signalExitCode(signal);
     }
     if (response === undefined) throw new Error("unreachable: no delivery without an interruption");
-    if ("failed" in response || !response.ok) {
+    if (accepted === undefined || "problem" in accepted) {
       if (io.interactive) io.stderr.write("\n");
-      const lines = `lines ${delivery.lines[0]}..${delivery.lines.at(-1)}`;
-      if ("failed" in response) {
-        println(io.stderr, `bursar send-decisions: ${response.failed}; ${lines} not sent, ${sent} records accepted before them`);
-        return 1;
-      }
-      println(io.stderr, `bursar send-decisions: delivery of ${lines} refused; ${sent} records accepted before it`);
-      println(io.stderr, describeRefusal(response.status, response.text, delivery));
+      println(io.stderr, failureLines(response, accepted, { delivery, sent, receipts }));
       return 1;
     }
-    const answer = JSON.parse(response.text) as { written: number; receipt: unknown };
-    if (receipts) appendReceipt(receipts, answer.receipt);
+    if (receipts) appendReceipt(receipts, accepted.receipt);
     sent += delivery.lines.length;
-    written += answer.written;
+    written += accepted.written;
     delivered += 1;
     progress(io, sent, total);
   }
   println(io.stdout, `sent ${sent} records in ${planned.length} deliveries: ${written} new, ${sent - written} already received`);
   return 0;
+}
+
+/** Why the run stops at `delivery`: the server unreachable, a refusal, or a 2xx answer that is not its receipt. */
+function failureLines(response: Answer | { failed: string }, accepted: { problem: string } | undefined, { delivery, sent, receipts }: { delivery: Delivery; sent: number; receipts: string | undefined }): string {
+  const lines = `lines ${delivery.lines[0]}..${delivery.lines.at(-1)}`;
+  if ("failed" in response) return `bursar send-decisions: ${response.failed}; ${lines} not sent, ${sent} records accepted before them`;
+  if (accepted !== undefined) {
+    const kept = receipts === undefined ? "" : `nothing written to ${receipts} for it; `;
+    return `bursar send-decisions: delivery of ${lines} was answered HTTP ${response.status} without its receipt: ${accepted.problem}; ${kept}${sent} records accepted before it (is --url the Bursar server, not a proxy or a login page?)`;
+  }
+  return `bursar send-decisions: delivery of ${lines} refused; ${sent} records accepted before it\n${describeRefusal(response.status, response.text, delivery)}`;
 }

@@ -5,7 +5,7 @@ import type { FastifyInstance } from "fastify";
 import { parseHttpUrl } from "../../config.js";
 import { buildServer, listenFailure } from "../../server/app.js";
 import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
-import { CommandError, UsageError, parsing, println, type CliIo } from "../command.js";
+import { CommandError, UsageError, listenHost, parsing, println, type CliIo } from "../command.js";
 
 export const simulator_port_default = 8788;
 export const simulator_host_default = "127.0.0.1";
@@ -19,7 +19,8 @@ RAZORPAY_KEY_ID starting with rzp_test_ plus a non-empty RAZORPAY_KEY_SECRET.
 
 options:
   --port N              port to listen on (default ${simulator_port_default}; 0 picks a free one)
-  --host HOST           address to bind (default ${simulator_host_default})
+  --host HOST           address to bind (default ${simulator_host_default}; may not be empty: 0.0.0.0
+                        or :: listens on every interface)
   --webhook-url URL     where signed webhooks are POSTed, e.g. http://127.0.0.1:8787/webhooks/razorpay
                         (without it, events wait in the outbox: GET /sim/webhooks)
   --webhook-secret S    signs X-Razorpay-Signature (or set RAZORPAY_WEBHOOK_SECRET)
@@ -29,6 +30,7 @@ routes:
   GET /v1/payments/{id}, POST /v1/payments/{id}/capture          Razorpay API (Basic auth)
   POST /sim/orders/{order_id}/pay {"card":"4111111111111111"}     test checkout (authorizes)
        declining card 4000000000000002 gives a failed payment
+  POST /sim/payments/{payment_id}/expire                          refunds an authorized payment uncaptured
   GET|POST|DELETE /sim/faults                                     fault knobs (see docs/simulator.md)
   GET /sim/webhooks, POST /sim/webhooks/deliver, POST /sim/webhooks/redeliver
 
@@ -75,7 +77,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     }),
   );
   const port = parsePort(values.port);
-  const host = values.host ?? simulator_host_default;
+  const host = values.host === undefined ? simulator_host_default : listenHost(values.host);
   const webhook_url = parseWebhookUrl(values["webhook-url"]);
   const webhook_secret = values["webhook-secret"] ?? io.env.RAZORPAY_WEBHOOK_SECRET;
   if (!webhook_secret) throw new UsageError("--webhook-secret (or RAZORPAY_WEBHOOK_SECRET) is required to sign webhooks");
