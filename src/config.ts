@@ -194,7 +194,7 @@ const postgres_url_invalid =
  * then the user, password and database percent-decoded. What it cannot parse would otherwise
  * throw a bare "Invalid URL" stack at the first connection.
  */
-export function parsesAsPostgresUrl(db: string): boolean {
+function parsesAsPostgresUrl(db: string): boolean {
   const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(db) ? encodeURI(db).replace(/%25(\d\d)/g, "%$1") : db;
   for (const candidate of [text, text.replace("@/", "@___DUMMY___/")]) {
     try {

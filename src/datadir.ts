@@ -167,15 +167,28 @@ function processRuns(pid: number): boolean {
   }
 }
 
+/** A staged file younger than this is left alone whatever its pid says: a process in another
+ *  PID namespace (a container sharing the volume) may be about to publish it. */
+const staged_file_abandoned_after_ms = 60_000;
+
 /**
  * Removes staged secret files whose writer is gone (killed between staging and publishing, or
- * left by an older bursar that staged the operator token's hash for the whole start). A staged
- * file is never the secret itself: the published file is a separate link.
+ * left by an older bursar that staged the operator token's hash for the whole start): a copy of
+ * a secret nobody will publish. Only files over a minute old whose pid runs nowhere here.
  */
-function removeAbandonedStagedFiles(data_dir: string): void {
+export function removeAbandonedStagedFiles(data_dir: string): void {
+  const now_ms = Date.now();
   for (const name of readdirSync(data_dir)) {
     const pid = staged_file_name.exec(name)?.[1];
-    if (pid !== undefined && Number(pid) !== process.pid && !processRuns(Number(pid))) rmSync(join(data_dir, name), { force: true });
+    if (pid === undefined || Number(pid) === process.pid || processRuns(Number(pid))) continue;
+    const path = join(data_dir, name);
+    try {
+      if (now_ms - statSync(path).mtimeMs < staged_file_abandoned_after_ms) continue;
+    } catch (error) {
+      if (errorCode(error) === "ENOENT") continue;
+      throw error;
+    }
+    rmSync(path, { force: true });
   }
 }
 
@@ -284,7 +297,6 @@ export class OperatorTokens {
     const stored = storedOperatorHash(data_dir);
     if (stored) return { tokens: new OperatorTokens(stored) };
     ensureDataDir(data_dir);
-    removeAbandonedStagedFiles(data_dir);
     // Refused now, not after the server listens: the hash is written only at commit.
     accessSync(data_dir, constants.W_OK);
     const token = newToken("bsr_op");

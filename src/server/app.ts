@@ -44,7 +44,7 @@ interface Shutdown {
   grace_ms: number;
   in_flight(): number;
 }
-/** What closeOnSignals needs to know about a server buildServer made. */
+/** What GracefulStop needs to know about a server buildServer made. */
 const shutdowns = new WeakMap<FastifyInstance, Shutdown>();
 
 /**
@@ -359,7 +359,7 @@ const listener_close_poll_ms = 10;
  * start, so there is nothing to reload, and a terminal or session that hangs up must not cut
  * money calls in flight (Node's default for all three ends the process at once, silently).
  */
-export const shutdown_signals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+const shutdown_signals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 
 /** The shell's status for a process ended by `signal`, 128 + its number (as cli/command.ts signalExitCode). */
 function signalStatus(signal: NodeJS.Signals): number {
@@ -443,13 +443,6 @@ export class GracefulStop {
 
 function stopName(why: StopReason): string {
   return "signal" in why ? why.signal : why.reason;
-}
-
-/** A GracefulStop for a server already started; lines it cannot log go to stderr. */
-export function closeOnSignals(app: FastifyInstance): GracefulStop {
-  const stop = new GracefulStop((line) => process.stderr.write(`${line}\n`));
-  stop.attach(app);
-  return stop;
 }
 
 /**

@@ -33,8 +33,8 @@ export function withoutBom(text: string): string {
 
 /**
  * The -32600 answer for a parsed message the SDK's schema refuses, and why (quoting the first
- * schema issue); undefined for a valid JSON-RPC message. Run after toolCallRequest, so a tools/call
- * with odd params is never refused here.
+ * schema issue); undefined for a valid JSON-RPC message. A tools/call envelope (isToolCallEnvelope)
+ * is never refused for its params: /mcp does not ask for one, and the bridge forwards one it refuses.
  */
 export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string } | undefined {
   const checked = JSONRPCMessageSchema.safeParse(message);

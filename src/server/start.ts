@@ -11,6 +11,7 @@ import {
   ensureDataDir,
   exposedDataDirPaths,
   OperatorTokens,
+  removeAbandonedStagedFiles,
   randomSecret,
   secretFile,
   webhook_secret_file_name,
@@ -135,6 +136,7 @@ function dataDirSetup(config: Config): DataDirSetup {
   const data_dir = config.data_dir;
   try {
     ensureDataDir(data_dir);
+    removeAbandonedStagedFiles(data_dir);
     const prepared = OperatorTokens.prepare(data_dir, config.admin_token);
     const pending = prepared.pending;
     const webhook_secret =

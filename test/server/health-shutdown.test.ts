@@ -16,7 +16,7 @@ import { waitUntil, within } from "../support/wait.js";
 
 /** A server from the built app.ts with a /slow route: its handler says when it runs, then answers once a line comes on stdin. */
 function slowServerScript(shutdown_grace_ms: number): string {
-  return `const { buildServer, closeOnSignals, loggerOptions } = await import(${JSON.stringify(join(dist_index, "../server/app.js"))});
+  return `const { buildServer, GracefulStop, loggerOptions } = await import(${JSON.stringify(join(dist_index, "../server/app.js"))});
 const app = await buildServer({
   logger: loggerOptions("info"),
   shutdown_grace_ms: ${shutdown_grace_ms},
@@ -26,7 +26,7 @@ const app = await buildServer({
   }],
 });
 await app.listen({ host: "127.0.0.1", port: 0 });
-closeOnSignals(app);
+new GracefulStop((line) => process.stderr.write(line + "\\n")).attach(app);
 console.log("url http://127.0.0.1:" + app.server.address().port);`;
 }
 
@@ -108,7 +108,7 @@ describe("health and shutdown", () => {
     const script = join(dir(), "slow.mjs");
     writeFileSync(
       script,
-      `const { buildServer, closeOnSignals, loggerOptions } = await import(${JSON.stringify(join(dist_index, "../server/app.js"))});
+      `const { buildServer, GracefulStop, loggerOptions } = await import(${JSON.stringify(join(dist_index, "../server/app.js"))});
 const app = await buildServer({
   logger: loggerOptions("info"),
   shutdown_grace_ms: 300,
@@ -116,7 +116,7 @@ const app = await buildServer({
   plugins: [(app) => void app.get("/slow", () => (console.log("slow request in handler"), new Promise(() => undefined)))],
 });
 await app.listen({ host: "127.0.0.1", port: 0 });
-closeOnSignals(app);
+new GracefulStop((line) => process.stderr.write(line + "\\n")).attach(app);
 console.log("url http://127.0.0.1:" + app.server.address().port);`,
     );
     const child = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "pipe"] });

@@ -4,7 +4,7 @@
 // signal during the start lets it end cleanly (no staged token file left behind).
 
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -97,20 +97,28 @@ describe("starting bursar serve", () => {
     expect(readdirSync(data_dir)).toEqual([operator_token_hash_file]);
   });
 
-  it("a start removes staged files a killed start left behind, and only those", async () => {
+  it("every start removes staged secrets a killed start left behind over a minute ago, and only those", async () => {
     const data_dir = join(dir(), "abandoned-staged");
     mkdirSync(data_dir, { recursive: true, mode: 0o700 });
     const gone = spawn(process.execPath, ["-e", ""]);
     const gone_pid = gone.pid!;
     await new Promise((resolve) => gone.once("exit", resolve));
-    const abandoned = `${operator_token_hash_file}.${gone_pid}-0123456789ab.tmp`;
-    const running = `master-key.${process.pid}-0123456789ab.tmp`;
+    const abandoned = `master-key.${gone_pid}-0123456789ab.tmp`;
+    // Too recent to tell from one another PID namespace is about to publish.
+    const recent = `webhook-secret.${gone_pid}-0123456789ab.tmp`;
+    const running = `signing-key.pem.${process.pid}-0123456789ab.tmp`;
     const unrelated = "notes.tmp";
-    for (const name of [abandoned, running, unrelated]) writeFileSync(join(data_dir, name), "x\n", { mode: 0o600 });
-    const { pending } = OperatorTokens.prepare(data_dir, undefined);
-    expect(readdirSync(data_dir).sort()).toEqual([running, unrelated].sort());
-    pending?.commit();
-    expect(readdirSync(data_dir).sort()).toEqual([operator_token_hash_file, running, unrelated].sort());
+    const old = new Date(Date.now() - 120_000);
+    for (const name of [abandoned, recent, running, unrelated]) {
+      writeFileSync(join(data_dir, name), "x\n", { mode: 0o600 });
+      if (name !== recent) utimesSync(join(data_dir, name), old, old);
+    }
+    // A configured operator token: no token is generated, and the start still cleans up.
+    const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: "abandoned-staged-operator-token-01" }), { logger: false });
+    await started.app.close();
+    const left = readdirSync(data_dir);
+    expect(left).not.toContain(abandoned);
+    expect(left).toEqual(expect.arrayContaining([recent, running, unrelated]));
   });
 
   it("two processes on a fresh data directory end up with one master key, webhook secret and token", async () => {
