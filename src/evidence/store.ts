@@ -409,6 +409,9 @@ export class EvidenceLog {
     return this.checkpointLock.run(async () => {
       const size = await this.syncTree();
       return this.driver.transaction(async (tx) => {
+        // The log's lock orders checkpoints across instances: unlocked, two could both read the
+        // same latest one, and the smaller be stored after the larger had committed.
+        await readTreeSize(tx, true);
         const previous = await readLatestCheckpoint(tx);
         if (previous && previous.size >= size) return previous;
         const root = this.tree.root(size);
