@@ -86,6 +86,8 @@ export interface PendingCall {
   /** Counted against pending_bytes_max: the overhead, the session id, and the call's share of its
    *  request body or what the call holds (heldBytes), whichever is more. */
   bytes: number;
+  /** Its request's SSE stream ended or was cut without its answer: only a resumed GET stream can bring it now. */
+  awaiting_resume?: boolean;
 }
 
 /** Why a call is recorded without an answer (see docs/evidence-sources.md). */
@@ -100,8 +102,9 @@ export type Outcome =
   | { type: "no_response"; reason: NoResponseReason; status?: number; upstream_status?: number }
   // The upstream answered, but the tap could not read the answer: the call may have any result.
   | { type: "unread_response"; reason: "too_large" | "encoded"; status: number }
-  // Another request message of the same body carries the call's JSON-RPC id: a response with
-  // that id could answer either, so none is taken as this call's.
+  // Another request message carries the call's JSON-RPC id (of the same body, or of the session
+  // while both await answers): a response with that id could answer either, so none is taken as
+  // this call's.
   | { type: "unattributed"; reason: "duplicate_id" };
 
 export interface CallEvidence {
@@ -121,14 +124,19 @@ export function boundedText(text: string, chars_max: number): string {
   return representable(cutText(text, chars_max)) as string;
 }
 
-/** The tools/call requests among parsed JSON-RPC messages (one message or a batch). */
+/**
+ * The tools/call requests among parsed JSON-RPC messages (one message or a batch), each with its
+ * tool's whole name (lone surrogates replaced): the shadow verdict looks the whole name up, and
+ * only the entry keeps it cut (heldArguments), so a name that merely starts with a mapped tool's
+ * is never taken for it.
+ */
 export function toolCalls(parsed: unknown): Array<{ id: JsonRpcId; tool: string; args: unknown }> {
   const messages = Array.isArray(parsed) ? parsed : [parsed];
   const calls: Array<{ id: JsonRpcId; tool: string; args: unknown }> = [];
   for (const message of messages) {
     if (!isObject(message) || message.method !== "tools/call" || !isId(message.id)) continue;
     const params = isObject(message.params) ? message.params : {};
-    const tool = typeof params.name === "string" ? boundedText(params.name, tool_name_chars_max) : "(unnamed)";
+    const tool = typeof params.name === "string" ? (representable(params.name) as string) : "(unnamed)";
     calls.push({ id: message.id, tool, args: params.arguments ?? {} });
   }
   return calls;
@@ -173,6 +181,14 @@ export function responses(parsed: unknown): Array<{ id: JsonRpcId; outcome: Outc
 }
 
 /**
+ * What a resumed GET stream's response with an id takes: the one pending call of its session with
+ * that id, or, when calls of several requests of the session awaited answers with that id at once
+ * (ambiguous), none as its own: those only a resumed stream can still answer are recorded as
+ * unattributed, and the others are left to their own request's answer.
+ */
+export type SessionAnswer = { call: PendingCall } | { unattributed: PendingCall[] };
+
+/**
  * Pending calls, each under the exchange that carried it, so a response is matched to its own
  * request even when two clients of a server without sessions both use JSON-RPC id 1. Calls with
  * a session are also indexed by (source, session, id) for responses on a resumed GET stream;
@@ -181,8 +197,12 @@ export function responses(parsed: unknown): Array<{ id: JsonRpcId; outcome: Outc
 export class Correlator {
   /** By exchange and id, in arrival order: the oldest (and expired) calls are at the front. */
   private readonly pending = new Map<string, PendingCall>();
-  /** (source, session, id) → the key in `pending` of the latest such call. */
-  private readonly in_session = new Map<string, string>();
+  /**
+   * (source, session, id) → the key in `pending` of the one such call; or, once calls of two
+   * requests shared it while pending (or a request's body repeated it), the keys of those still
+   * pending: the id stays ambiguous until none of them is.
+   */
+  private readonly in_session = new Map<string, string | Set<string>>();
   private pending_bytes = 0;
   private exchanges = 0;
   private closed = false;
@@ -224,9 +244,20 @@ export class Correlator {
     }
     this.pending.set(key, call);
     this.pending_bytes += call.bytes;
-    // A later call with the same session and id takes the index; the earlier one stays pending,
-    // still answerable by its own request.
-    if (call.session !== "") this.in_session.set(Correlator.sessionKey(call.source.source_id, call.session, call.id.key), key);
+    if (call.session !== "") this.index(Correlator.sessionKey(call.source.source_id, call.session, call.id.key), key);
+  }
+
+  /**
+   * Indexes a call by session and id. Another request's call of the session with this id still
+   * pending makes the id ambiguous: a resumed stream's response with it could be either's (a
+   * client may reuse ids across requests), so it is taken as neither's; each call can still be
+   * answered by its own request.
+   */
+  private index(session_key: string, key: string): void {
+    const indexed = this.in_session.get(session_key);
+    if (indexed === undefined) this.in_session.set(session_key, key);
+    else if (typeof indexed === "string") this.in_session.set(session_key, new Set([indexed, key]));
+    else indexed.add(key);
   }
 
   private remove(key: string, call: PendingCall): void {
@@ -234,16 +265,31 @@ export class Correlator {
     this.pending_bytes -= call.bytes;
     if (call.session === "") return;
     const session_key = Correlator.sessionKey(call.source.source_id, call.session, call.id.key);
-    if (this.in_session.get(session_key) === key) this.in_session.delete(session_key);
+    const indexed = this.in_session.get(session_key);
+    if (indexed === key) this.in_session.delete(session_key);
+    // An ambiguous id stays so while any of its calls is pending: a response on a resumed stream
+    // may still be the removed call's (a replay of an answer its own stream brought).
+    else if (typeof indexed === "object" && indexed.delete(key) && indexed.size === 0) this.in_session.delete(session_key);
   }
 
   /**
-   * No pending call of this session and id is taken by a resumed GET stream any more: a later
-   * call of the session with this id cannot be told apart (unattributed), and a response with
-   * the id could be its.
+   * A request's body repeated this id (its calls are unattributed): the id is ambiguous for the
+   * session's pending calls, so a resumed GET stream's response with it, which may be one of that
+   * body's answers, is taken as none's.
    */
-  forgetInSession(source_id: string, session: string, id_key: string): void {
-    if (session !== "") this.in_session.delete(Correlator.sessionKey(source_id, session, id_key));
+  repeatedInSession(source_id: string, session: string, id_key: string): void {
+    if (session === "") return;
+    const session_key = Correlator.sessionKey(source_id, session, id_key);
+    const indexed = this.in_session.get(session_key);
+    if (typeof indexed === "string") this.in_session.set(session_key, new Set([indexed]));
+  }
+
+  /** The calls of `exchange` with these ids (idKey) are left for a resumed GET stream: their request's own stream ended or was cut without their answers. */
+  awaitResume(exchange: number, id_keys: readonly string[]): void {
+    for (const id_key of id_keys) {
+      const call = this.pending.get(Correlator.key(exchange, id_key));
+      if (call) call.awaiting_resume = true;
+    }
   }
 
   private evict(key: string, call: PendingCall, reason: ExpiredReason): void {
@@ -262,11 +308,24 @@ export class Correlator {
     return this.takeKey(Correlator.key(exchange, id_key));
   }
 
-  /** The latest pending call of this session with this id, whichever request carried it (a resumed GET stream's answer). */
-  takeInSession(source_id: string, session: string, id_key: string): PendingCall | undefined {
+  /**
+   * What a resumed GET stream's response with this id answers (SessionAnswer), removed: the one
+   * pending call of the session with the id, whichever request carried it; for an ambiguous id,
+   * the calls awaiting a resumed stream, to be recorded as unattributed. Undefined when none.
+   */
+  takeInSession(source_id: string, session: string, id_key: string): SessionAnswer | undefined {
     if (session === "") return undefined;
-    const key = this.in_session.get(Correlator.sessionKey(source_id, session, id_key));
-    return key === undefined ? undefined : this.takeKey(key);
+    const indexed = this.in_session.get(Correlator.sessionKey(source_id, session, id_key));
+    if (indexed === undefined) return undefined;
+    if (typeof indexed === "string") {
+      const call = this.takeKey(indexed);
+      return call && { call };
+    }
+    const unattributed: PendingCall[] = [];
+    for (const key of [...indexed]) {
+      if (this.pending.get(key)?.awaiting_resume) unattributed.push(this.takeKey(key)!);
+    }
+    return { unattributed };
   }
 
   /** Map order is arrival order, so the expired calls are at the front. `now_ms` is on the
@@ -321,11 +380,18 @@ function stored(name: string, held: HeldValue): Record<string, unknown> {
   return held.text === null ? held.fields : { ...held.fields, [name]: JSON.parse(held.text) as unknown };
 }
 
-/** What a call keeps of its arguments while pending: their text and the shadow verdict, decided
- *  now (at the call's `started_at`) from the parsed arguments, which are then let go. */
-export function heldArguments(source: ObserverSource, tool: string, args: unknown, started_at: Date): Pick<PendingCall, "args" | "shadow"> {
+/**
+ * What a call keeps of its tool and arguments while pending: the tool's name cut to
+ * tool_name_chars_max, the arguments' text, and the shadow verdict, decided now (at the call's
+ * `started_at`) from the whole name and the parsed arguments, which are then let go.
+ */
+export function heldArguments(source: ObserverSource, tool: string, args: unknown, started_at: Date): Pick<PendingCall, "tool" | "args" | "shadow"> {
   const verdict = shadowVerdict(source.shadow, tool, args, started_at);
-  return { args: hold("args", args), shadow: verdict && { ...verdict, reason: boundedText(verdict.reason, shadow_reason_chars_max) } };
+  return {
+    tool: boundedText(tool, tool_name_chars_max),
+    args: hold("args", args),
+    shadow: verdict && { ...verdict, reason: boundedText(verdict.reason, shadow_reason_chars_max) },
+  };
 }
 
 /** The bytes of what a pending call holds that grows with the call: the tool, the id, the args' text and the shadow verdict. */

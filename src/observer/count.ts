@@ -7,8 +7,16 @@ const open_object = 0x7b;
 const open_array = 0x5b;
 const close_object = 0x7d;
 const close_array = 0x5d;
-/** Only member names and values as short as "tools/call" matter; longer strings are not kept. */
-const string_bytes_max = 32;
+/** The longest string that matters, decoded: the value "tools/call" (the names "method" and "id" are shorter). */
+const matched_chars_max = "tools/call".length;
+/** The most bytes JSON can spend on one ASCII character: a `\u0074` escape. */
+const escaped_char_bytes_max = 6;
+/**
+ * Strings are kept up to the bytes a string that matters can take written with every character
+ * escaped ("\u0074\u006f…" is 60 bytes for "tools/call"), so a server that decodes escapes never
+ * runs a call the scan missed; longer strings are not kept (none of them can decode to one that matters).
+ */
+export const string_bytes_max = matched_chars_max * escaped_char_bytes_max;
 
 const isWhitespace = (byte: number) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
 const isNumberStart = (byte: number) => byte === 0x2d || (byte >= 0x30 && byte <= 0x39);

@@ -284,7 +284,7 @@ class Exchange {
     // bytes, or what it holds (its args as canonical text, never parsed) when that is more.
     const share_bytes = Math.ceil(tap.bytes / Math.max(1, kept.length));
     for (const call of kept) {
-      const held = { id: heldId(call.id), tool: call.tool, ...heldArguments(this.source, call.tool, call.args, this.started_at) };
+      const held = { id: heldId(call.id), ...heldArguments(this.source, call.tool, call.args, this.started_at) };
       const pending: PendingCall = {
         source: this.source,
         session: this.session,
@@ -295,11 +295,11 @@ class Exchange {
         bytes: call_overhead_bytes + Buffer.byteLength(this.session) + Math.max(share_bytes, heldBytes(held)),
       };
       // Another request message of this body has its id: no response can be told to be its own.
-      // As the latest call of its session with this id, it would have taken the id's place for a
-      // resumed GET stream; nor is an earlier request's call given a response that may be its.
+      // Nor is an earlier request's call of the session with this id given a resumed GET
+      // stream's response that may be its (the id is ambiguous there).
       if (repeated.has(pending.id.key)) {
         this.record(pending, { type: "unattributed", reason: "duplicate_id" }, "none");
-        this.context.correlator.forgetInSession(this.source.source_id, this.session, pending.id.key);
+        this.context.correlator.repeatedInSession(this.source.source_id, this.session, pending.id.key);
         continue;
       }
       this.context.correlator.add(pending);
@@ -317,9 +317,22 @@ class Exchange {
     const resumed = this.request.method === "GET";
     for (const { id, outcome } of responses(parsed)) {
       const key = idKey(id);
-      const call = resumed ? correlator.takeInSession(this.source.source_id, this.session, key) : correlator.takeOwn(this.number, key);
-      if (call) this.record(call, outcome, transport);
+      if (!resumed) {
+        const call = correlator.takeOwn(this.number, key);
+        if (call) this.record(call, outcome, transport);
+        continue;
+      }
+      const taken = correlator.takeInSession(this.source.source_id, this.session, key);
+      if (taken === undefined) continue;
+      if ("call" in taken) this.record(taken.call, outcome, transport);
+      // Calls of several requests of the session shared the id: the response may be any one's.
+      else for (const call of taken.unattributed) this.record(call, { type: "unattributed", reason: "duplicate_id" }, transport);
     }
+  }
+
+  /** This request's SSE stream ended or was cut: its calls still pending can now only be answered on a resumed GET stream. */
+  awaitResume(): void {
+    this.context.correlator.awaitResume(this.number, this.calls);
   }
 
   record(call: PendingCall, outcome: Outcome, transport: string): void {
@@ -356,6 +369,7 @@ function sseTap(exchange: Exchange, transport: string, correlator: Correlator): 
   // resumed GET stream; without one nothing can resume it.
   const cut = (outcome: Outcome) => {
     if (exchange.session === "") exchange.settle(outcome, transport);
+    else exchange.awaitResume();
   };
   return { push: (chunk) => reader.push(chunk), end: () => cut({ type: "no_response", reason: "stream_ended" }), cut };
 }

@@ -10,7 +10,7 @@ import { connect, type Socket } from "node:net";
 import { observed_body_bytes_max, observed_bytes_held_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
 import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall } from "./support.js";
+import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall, unicodeEscaped } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 
 let h: Harness;
@@ -30,6 +30,18 @@ afterAll(async () => {
 });
 
 const recorded = (source_id: string) => recordedCalls(h, source_id, 10_000);
+
+/** The calls each gap entry counts for this source, once the queue has drained. */
+async function gaps(source_id: string): Promise<number[]> {
+  expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
+  return (await h.entries("system.evidence_gap")).map((gap) => (gap.entry.body.by_source as Record<string, number>)[source_id]).filter((calls) => calls !== undefined);
+}
+
+/** A tools/call of `slow` (which answers its args but `pad`) whose `method` member, name and value, is written in \\u escapes: 60 bytes for "tools/call". */
+function escapedCall(id: number, args: Record<string, unknown>): Buffer {
+  const params = JSON.stringify({ name: "slow", arguments: args });
+  return Buffer.from(`{"jsonrpc":"2.0","id":${id},"${unicodeEscaped("method")}":"${unicodeEscaped("tools/call")}","params":${params}}`);
+}
 
 describe("queued evidence", () => {
   it("keeps a JSON-RPC id longer than the limit by its hash, and counts each queued call at least at its size", async () => {
@@ -104,20 +116,27 @@ describe("requests too large to inspect", () => {
     const session = await rawSession(`${upstream.url}/mcp-large`);
     const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
     const pad = "p".repeat(observed_body_bytes_max);
-    const gaps = async () => {
-      expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
-      return (await h.entries("system.evidence_gap")).map((gap) => (gap.entry.body.by_source as Record<string, number>)[source.id]).filter((calls) => calls !== undefined);
-    };
 
     const notified = await raw(source.observer_url, "POST", headers, { jsonrpc: "2.0", method: "notifications/message", params: { level: "info", data: pad } });
     expect(notified.status).toBe(202);
-    expect(await gaps()).toEqual([]);
+    expect(await gaps(source.id)).toEqual([]);
     const third = pad.slice(0, observed_body_bytes_max / 3);
     // "tools/call" inside an argument is not a call.
     const batch = [1, 2, 3].map((id) => toolCall(id, "echo", { text: `"method":"tools/call" ${third}` }));
     const answered = await raw(source.observer_url, "POST", headers, [...batch, { jsonrpc: "2.0", method: "notifications/initialized" }]);
     expect((JSON.parse(answered.bytes.toString()) as Array<{ id: number }>).map((response) => response.id)).toEqual([1, 2, 3]);
-    expect(await gaps()).toEqual([3]);
+    expect(await gaps(source.id)).toEqual([3]);
+  });
+
+  it("count a call whose method member is written in \\u escapes, as the server decodes it", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-large`);
+    const session = await rawSession(`${upstream.url}/mcp-large`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    const body = escapedCall(41, { ran: "escaped", pad: "p".repeat(observed_body_bytes_max) });
+    expect(body.length).toBeGreaterThan(observed_body_bytes_max);
+    const answered = await raw(source.observer_url, "POST", headers, body);
+    expect(answered.bytes.toString()).toContain('\\"ran\\":\\"escaped\\"');
+    expect(await gaps(source.id)).toEqual([1]);
   });
 });
 
@@ -126,10 +145,6 @@ describe("the bytes all exchanges' taps hold", () => {
     const source = await observerSource(h, `${upstream.url}/mcp-large`);
     const session = await rawSession(`${upstream.url}/mcp-large`);
     const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
-    const gaps = async () => {
-      expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
-      return (await h.entries("system.evidence_gap")).map((gap) => (gap.entry.body.by_source as Record<string, number>)[source.id]).filter((calls) => calls !== undefined);
-    };
     // Uploads each within the per-body limit, stalled before their declared end, hold all but 1 MiB.
     const stalled_bytes = observed_body_bytes_max - 65_536;
     const uploads = Math.ceil((observed_bytes_held_max - 1_048_576) / stalled_bytes);
@@ -145,7 +160,7 @@ describe("the bytes all exchanges' taps hold", () => {
 
     const pad = "p".repeat(1_572_864);
     expect((await raw(source.observer_url, "POST", headers, toolCall(1, "echo", { text: pad }))).status).toBe(200);
-    expect(await gaps()).toEqual([1]);
+    expect(await gaps(source.id)).toEqual([1]);
     expect((await raw(source.observer_url, "POST", headers, toolCall(2, "big", { size: 2_000_000 }))).status).toBe(200);
     expect((await recorded(source.id)).map((call) => call.outcome)).toEqual([{ type: "unread_response", reason: "too_large", status: 200 }]);
 
@@ -157,4 +172,21 @@ describe("the bytes all exchanges' taps hold", () => {
       [3, { type: "result", is_error: false }],
     ]);
   }, 30_000);
+
+  it("while full, count a small call whose method member is written in \\u escapes, which a stock SDK server runs", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const session = await rawSession(`${upstream.url}/mcp-json`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    const held = h.evidence.observer.held;
+    // Standing in for stalled uploads that hold the whole bound.
+    expect(held.take(observed_bytes_held_max)).toBe(true);
+    try {
+      const answered = await raw(source.observer_url, "POST", headers, escapedCall(4, { ran: "escaped" }));
+      expect(answered.bytes.toString()).toContain('\\"ran\\":\\"escaped\\"');
+    } finally {
+      held.give(observed_bytes_held_max);
+    }
+    expect(await gaps(source.id)).toEqual([1]);
+    expect(await recorded(source.id)).toEqual([]);
+  });
 });

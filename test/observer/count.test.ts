@@ -4,7 +4,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { toolCalls } from "../../src/observer/calls.js";
-import { ToolCallCounter } from "../../src/observer/count.js";
+import { string_bytes_max, ToolCallCounter } from "../../src/observer/count.js";
+import { escapedJson, unicodeEscaped } from "./support.js";
 
 function counted(body: Buffer, cuts: readonly number[]): number {
   const counter = new ToolCallCounter();
@@ -42,7 +43,24 @@ describe("ToolCallCounter", () => {
     );
   });
 
-  const cases: Array<[string, string, number]> = [
+  it("counts what parsing finds when strings are written with \\u escapes, keys and values alike, split anywhere", () => {
+    fc.assert(
+      fc.property(body, fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }), fc.array(fc.nat(), { maxLength: 6 }), (parsed, pattern, positions) => {
+        const bytes = Buffer.from(escapedJson(parsed, pattern));
+        const cuts = positions.map((position) => position % (bytes.length + 1));
+        expect(counted(bytes, cuts)).toBe(toolCalls(parsed).length);
+      }),
+      { numRuns: 1_000 },
+    );
+  });
+
+  it(`keeps strings up to ${string_bytes_max} bytes: "tools/call" with every character escaped`, () => {
+    expect(Buffer.byteLength(unicodeEscaped("tools/call"))).toBe(string_bytes_max);
+  });
+
+  const method = unicodeEscaped("method");
+  const tools_call = unicodeEscaped("tools/call");
+  const cases: Array<[string, string | Buffer, number]> = [
     ["a call", '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}', 1],
     ["a notification of the same method (no id)", '{"jsonrpc":"2.0","method":"tools/call","params":{}}', 0],
     ["a null id", '{"id":null,"method":"tools/call"}', 0],
@@ -51,6 +69,12 @@ describe("ToolCallCounter", () => {
     ["the method text inside an argument", '{"id":1,"method":"ping","params":{"text":"\\"method\\":\\"tools/call\\""}}', 0],
     ["a nested method member", '{"id":1,"method":"ping","params":{"method":"tools/call","id":2}}', 0],
     ["a batch of three", '[{"id":1,"method":"tools/call"},{"id":2,"method":"tools/call"},{"method":"notifications/x"},{"id":3,"method":"tools/call"}]', 3],
+    ["a method value with every character escaped (60 bytes)", `{"jsonrpc":"2.0","id":41,"method":"${tools_call}","params":{"name":"x"}}`, 1],
+    ["a method key with every character escaped", `{"id":41,"${method}":"tools/call"}`, 1],
+    ["a method key and value and the id key escaped", `{"${unicodeEscaped("id")}":"a","${method}":"${tools_call}"}`, 1],
+    ["an escaped method value longer than the call's (an escaped space after it)", `{"id":1,"${method}":"${tools_call}\\u0020"}`, 0],
+    ["a batch of three escaped calls", `[${[1, 2, 3].map((id) => `{"id":${id},"${method}":"${tools_call}"}`).join(",")},{"${method}":"${tools_call}"}]`, 3],
+    ["an ISO-8859-1 body (a charset the server decodes) with an escaped call", Buffer.from(`{"id":1,"${method}":"${tools_call}","params":{"name":"caf\u00e9","arguments":{"note":"d\u00e9j\u00e0 vu"}}}`, "latin1"), 1],
   ];
   for (const [name, json, calls] of cases) {
     it(`counts ${calls} for ${name}, one byte at a time too`, () => {

@@ -14,6 +14,37 @@ let upstream_url: string;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const answer_json = JSON.stringify({ jsonrpc: "2.0", id: 7, result: { content: [{ type: "text", text: "x".repeat(100_000) }] } });
 
+/** Opened once `/reused-id` has served a GET: a call it answers "after_get" waits for it. */
+let get_served!: () => void;
+let served = new Promise<void>((resolve) => (get_served = resolve));
+
+const sseAnswer = (event_id: string, text: string, is_error: boolean) =>
+  `id: ${event_id}\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: 7, result: { ...(is_error ? { isError: true } : {}), content: [{ type: "text", text }] } })}\n\n`;
+
+/**
+ * `/reused-id` (session "S1") answers call 7 on the POST's SSE stream as its `answer` argument
+ * says: "cut" sends event evA1 and resets, and the GET resuming from evA1 answers "A ok";
+ * "now" answers "B ok"; "after_get" answers isError "B failed" once that GET has been served.
+ */
+function reusedId(request: IncomingMessage, response: ServerResponse, body: string): void {
+  const sse = { "content-type": "text/event-stream", "mcp-session-id": "S1" };
+  if (request.method === "GET") {
+    response.writeHead(200, sse).end(sseAnswer("evA2", "A ok", false));
+    return get_served();
+  }
+  const answer = (JSON.parse(body) as { params: { arguments: { answer: string } } }).params.arguments.answer;
+  response.writeHead(200, sse).flushHeaders();
+  if (answer === "cut") {
+    response.write("id: evA1\ndata: \n\n");
+    return void setTimeout(() => response.socket?.resetAndDestroy(), 50);
+  }
+  if (answer === "now") return void response.end(sseAnswer("evB1", "B ok", false));
+  void served.then(() => {
+    served = new Promise<void>((resolve) => (get_served = resolve));
+    response.end(sseAnswer("evB1", "B failed", true));
+  });
+}
+
 /**
  * `/early` answers 401 at once, reading nothing; `/cut-json` sends part of a JSON answer, then
  * resets the connection; `/hang-json` sends part and waits; `/cut-sse` (session "S1") sends a
@@ -22,8 +53,10 @@ const answer_json = JSON.stringify({ jsonrpc: "2.0", id: 7, result: { content: [
 function upstreamAnswer(request: IncomingMessage, response: ServerResponse): void {
   const path = request.url ?? "/";
   if (path === "/early") return void response.writeHead(401, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"unauthorized"},"id":null}');
-  request.resume();
+  const chunks: Buffer[] = [];
+  request.on("data", (chunk: Buffer) => chunks.push(chunk));
   request.on("end", () => {
+    if (path === "/reused-id") return reusedId(request, response, Buffer.concat(chunks).toString("utf8"));
     if (path === "/cut-sse" && request.method === "GET") return void response.writeHead(200, { "content-type": "text/event-stream" }).end(`id: ev2\ndata: ${answer_json}\n\n`);
     if (path === "/cut-sse") response.writeHead(200, { "content-type": "text/event-stream", "mcp-session-id": "S1" }).write("id: ev1\ndata: \n\n");
     else response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer_json) }).write(answer_json.slice(0, 1000));
@@ -110,5 +143,38 @@ describe("answers out of step with their request", () => {
     const resumed = await fetch(source.observer_url, { headers: { ...headers(source), "last-event-id": "ev1" } });
     expect(await resumed.text()).toContain('"id":7');
     expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "result", is_error: false }, "sse_get"]]);
+  });
+});
+
+describe("a JSON-RPC id two requests of one session use while both await answers", () => {
+  const unattributed = { type: "unattributed", reason: "duplicate_id" };
+  const post = (source: ObserverSourceCreated, answer: string) => fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", { answer })) });
+  const resume = (source: ObserverSourceCreated) => fetch(source.observer_url, { headers: { ...headers(source), "last-event-id": "evA1" } });
+  const described = (calls: Array<Record<string, unknown>>) => calls.map((call) => [(call.args as { answer: string }).answer, call.outcome, call.transport, call.result]);
+
+  it("gives a resumed stream's response to neither call, recording the one awaiting it as unattributed, and the other its own stream's answer", async () => {
+    const source = await observerSource(h, `${upstream_url}/reused-id`);
+    const a = await post(source, "cut");
+    await expect(a.text()).rejects.toThrow();
+    const b = await post(source, "after_get");
+    expect(b.status).toBe(200);
+    expect(await (await resume(source)).text()).toContain("A ok");
+    expect(await b.text()).toContain("B failed");
+    expect(described(await recordedCalls(source.id))).toEqual([
+      ["cut", unattributed, "sse_get", undefined],
+      ["after_get", { type: "result", is_error: true }, "sse", { isError: true, content: [{ type: "text", text: "B failed" }] }],
+    ]);
+  });
+
+  it("records the earlier call as unattributed, not as a timeout, when the later was answered first and a resumed stream brings a response", async () => {
+    const source = await observerSource(h, `${upstream_url}/reused-id`);
+    const a = await post(source, "cut");
+    await expect(a.text()).rejects.toThrow();
+    expect(await (await post(source, "now")).text()).toContain("B ok");
+    expect(await (await resume(source)).text()).toContain("A ok");
+    expect(described(await recordedCalls(source.id))).toEqual([
+      ["now", { type: "result", is_error: false }, "sse", { content: [{ type: "text", text: "B ok" }] }],
+      ["cut", unattributed, "sse_get", undefined],
+    ]);
   });
 });

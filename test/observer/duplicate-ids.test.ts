@@ -1,9 +1,13 @@
 // A JSON-RPC id that two request messages of one body share (a batch) cannot tell their responses
 // apart: a tools/call with such an id is recorded as unattributed, never with a result that may be
-// another message's, whatever that other message's method.
+// another message's, whatever that other message's method. Nor can a resumed stream's response
+// with an id that calls of two requests of one session await at once (see cut-answers.test.ts).
 
 import { createServer, type Server } from "node:http";
+import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Correlator, heldArguments, heldId, type PendingCall } from "../../src/observer/calls.js";
+import type { ObserverSource } from "../../src/sources/store.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { waitFor } from "../provider/support.js";
 import { listenLoopback, observerSource, raw, recorded as recordedCalls, toolCall } from "./support.js";
@@ -109,5 +113,29 @@ describe("a JSON-RPC id repeated within one request body", () => {
       ["slow", { type: "result", is_error: false }, "json"],
     ]);
     expect(bodies[1]!.result).toEqual({ content: [{ type: "text", text: "ran slow" }] });
+  });
+});
+
+describe("the correlator's index of a session's ids", () => {
+  const source: ObserverSource = { source_id: "src_index", upstream: new URL("http://upstream.test:8080/mcp"), shadow: null };
+  const pending = (exchange: number): PendingCall => ({ source, session: "S", exchange, id: heldId(7), ...heldArguments(source, "pay", {}, new Date(0)), started_at: new Date(0), started_ms: performance.now(), bytes: 1024 });
+  const resumed = (correlator: Correlator) => correlator.takeInSession(source.source_id, "S", heldId(7).key);
+
+  it("gives a resumed response with an id two requests' calls await to neither while any is pending, then to a later call alone again", () => {
+    const correlator = new Correlator(() => undefined);
+    const [a, b] = [pending(correlator.nextExchange()), pending(correlator.nextExchange())];
+    correlator.add(a);
+    correlator.add(b);
+    // Both requests' own streams are open: the response is taken as no call's, and both stay pending.
+    expect(resumed(correlator)).toEqual({ unattributed: [] });
+    expect(correlator.size).toBe(2);
+    correlator.awaitResume(a.exchange, [a.id.key]);
+    expect(correlator.takeOwn(b.exchange, b.id.key)).toBe(b);
+    // B answered by its own stream: a response on a resumed stream may still be a replay of B's.
+    expect(resumed(correlator)).toEqual({ unattributed: [a] });
+    expect(correlator.size).toBe(0);
+    const c = pending(correlator.nextExchange());
+    correlator.add(c);
+    expect(resumed(correlator)).toEqual({ call: c });
   });
 });

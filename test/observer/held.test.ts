@@ -72,7 +72,7 @@ const source: ObserverSource = { source_id: "src_held", upstream: new URL("http:
 const started_at = new Date("2025-01-02T03:04:05.678Z");
 
 function pendingCall(args: unknown, id = 1): PendingCall {
-  return { source, session: "", exchange: 1, id: heldId(id), tool: "slow", ...heldArguments(source, "slow", args, started_at), started_at, started_ms: 0, bytes: 0 };
+  return { source, session: "", exchange: 1, id: heldId(id), ...heldArguments(source, "slow", args, started_at), started_at, started_ms: 0, bytes: 0 };
 }
 
 /** The queued evidence for a call with `args` answered with `result` (both as parsed). */

@@ -100,6 +100,22 @@ describe("evidence canonical JSON cannot write as received", () => {
     expect(await h.entries("system.evidence_gap")).toEqual([]);
   });
 
+  it("looks the whole tool name up for the shadow verdict, cutting it only for the entry: a longer name is not the mapped tool", async () => {
+    const mapped = "c".repeat(tool_name_chars_max);
+    const shadow = { tools: { [mapped]: "create_order" }, currency: "INR", per_call_cap: 50_000, approval_threshold: 20_000 };
+    const source = await observerSource(h, `${upstream.url}/mcp-json`, shadow);
+    const session = await rawSession(`${upstream.url}/mcp-json`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    for (const [i, name] of [mapped, `${mapped}_refund_everything`].entries()) {
+      expect((await raw(source.observer_url, "POST", headers, toolCall(i + 1, name, { amount: 100, currency: "INR" }))).status).toBe(200);
+    }
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => [body.tool, (body.shadow as { as_tool: string } | null)?.as_tool ?? null])).toEqual([
+      [mapped, "create_order"],
+      [mapped, null],
+    ]);
+  });
+
   it("drops only the entry the log refuses and counts it, writing the rest of its batch", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
     const call = (text: string): DeferredInput => ({ build: (): AppendInput => ({ kind: "observer.call", source: source.id, body: { tool: "echo", args: { text } } }) });

@@ -53,11 +53,12 @@ export interface RawAnswer {
   bytes: Buffer;
 }
 
+/** Sends `body` as JSON, or as it is when it is bytes (JSON written in a way JSON.stringify does not). */
 export async function raw(url: string, method: string, headers: Record<string, string>, body?: unknown): Promise<RawAnswer> {
   const response = await fetch(url, {
     method,
     headers: { accept: "application/json, text/event-stream", ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    ...(body === undefined ? {} : { body: body instanceof Uint8Array ? new Uint8Array(body) : JSON.stringify(body) }),
   });
   return { status: response.status, headers: response.headers, bytes: Buffer.from(await response.arrayBuffer()) };
 }
@@ -79,6 +80,28 @@ export async function rawSession(url: string, headers: Record<string, string> = 
 
 export function toolCall(id: number, name: string, args: Record<string, unknown>): Record<string, unknown> {
   return { jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } };
+}
+
+/** `text` with every UTF-16 unit written as a JSON `\uXXXX` escape (six bytes a character), for use inside a JSON string. */
+export function unicodeEscaped(text: string): string {
+  return Array.from({ length: text.length }, (_, i) => `\\u${text.charCodeAt(i).toString(16).padStart(4, "0")}`).join("");
+}
+
+/** The JSON text of `value` with the characters of its strings (keys and values) written as `\uXXXX` where `pattern`, repeated, says true. */
+export function escapedJson(value: unknown, pattern: readonly boolean[]): string {
+  let at = 0;
+  const string = (text: string) => {
+    let written = "";
+    for (let i = 0; i < text.length; i++) written += pattern[at++ % pattern.length] ? unicodeEscaped(text[i]!) : JSON.stringify(text[i]).slice(1, -1);
+    return `"${written}"`;
+  };
+  const write = (item: unknown): string => {
+    if (typeof item === "string") return string(item);
+    if (Array.isArray(item)) return `[${item.map(write).join(",")}]`;
+    if (item !== null && typeof item === "object") return `{${Object.entries(item).map(([key, member]) => `${string(key)}:${write(member)}`).join(",")}}`;
+    return JSON.stringify(item) ?? "null";
+  };
+  return write(value);
 }
 
 /** The evidence store as a separate connection to the database file, which the test stops and restarts. */

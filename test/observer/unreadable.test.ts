@@ -9,7 +9,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observed_body_bytes_max } from "../../src/observer/proxy.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { listenLoopback, observerSource, recorded as recordedCalls, toolCall } from "./support.js";
+import { escapedJson, listenLoopback, observerSource, recorded as recordedCalls, toolCall } from "./support.js";
 
 let h: Harness;
 let upstream: Server;
@@ -108,6 +108,8 @@ describe("a request body the tap cannot parse as it is", () => {
     ["in UTF-16LE", { "content-type": "application/json; charset=utf-16le" }, Buffer.from(batch(["transfer_funds", "refund"]), "utf16le"), 1],
     // An ASCII-compatible charset: the scan counts each call.
     ["in ISO-8859-1", { "content-type": "application/json; charset=ISO-8859-1" }, Buffer.from(batch(["transfer_funds", "refund"]), "latin1"), 2],
+    // The scan reads `\\u` escapes as the server decodes them: "tools/call" so written is 60 bytes.
+    ["in ISO-8859-1 with methods written in \\u escapes,", { "content-type": "application/json; charset=ISO-8859-1" }, Buffer.from(escapedJson(JSON.parse(batch(["transfer_funds", "refund"])), [true]), "latin1"), 2],
   ];
   for (const [form, headers, body, counted] of forms) {
     it(`counts the calls of a body ${form} in the gap as unparsed (${counted}), and relays it untouched`, async () => {
