@@ -3,7 +3,7 @@
 
 import { createHmac } from "node:crypto";
 import { createBursar, sequentialIds, type Bursar } from "../index.js";
-import type { Guard } from "../policy/index.js";
+import type { Guard, PaymentState } from "../policy/index.js";
 import { approve } from "../gate/operator.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
 import { buildServer } from "../server/app.js";
@@ -166,11 +166,25 @@ async function blockStep(world: World, agent: "A" | "B", action: "revoke" | "fre
   else await world.bursar.driver.transaction((tx) => tx.run("UPDATE blocks SET per_call_cap = 1.5 WHERE block_id = ?", [block_id]));
 }
 
+/**
+ * A held capture is decided as the gate decides one, on the payment the provider reports, and
+ * left in flight (never forwarded): a capture still executing. The payment must exist.
+ */
+async function heldPayment(world: World, args: unknown): Promise<PaymentState> {
+  const payment_id = String((args as { payment_id?: unknown } | null)?.payment_id);
+  const outcome = await world.bursar.gate.provider.fetchPayment(payment_id);
+  if (outcome.kind !== "ok" || !outcome.value.order_id) throw new Error(`the provider has no payment ${payment_id} on an order`);
+  const { id, order_id, amount, currency, status } = outcome.value;
+  return { fetched: true, id, order_id, amount, currency, status };
+}
+
 async function runStep(world: World, step: Step): Promise<void> {
   if ("call" in step) await callTool(world, step.call);
   else if ("hold" in step) {
     const agent = await world.bursar.ledger.authenticateAgent(world.tokens[step.hold.as ?? "A"]);
-    const auth = await world.bursar.ledger.authorize({ agent_id: agent!.agent_id, tool: step.hold.tool, args: substitute(step.hold.args, world) });
+    const args = substitute(step.hold.args, world);
+    const payment = step.hold.tool === "capture_payment" ? await heldPayment(world, args) : undefined;
+    const auth = await world.bursar.ledger.authorize({ agent_id: agent!.agent_id, tool: step.hold.tool, args, ...(payment ? { payment } : {}) });
     if (auth.reservation) world.vars.reservation.push(auth.reservation.reservation_id);
   } else if ("repeat" in step) {
     for (let index = 0; index < step.repeat.times; index++) await callTool(world, step.repeat.call);

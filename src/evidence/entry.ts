@@ -13,7 +13,8 @@ export const source_chars_max = 200;
 /** An ingest delivery is at most 2 MiB; one entry rarely needs more than twice that, but RFC 8785
  *  can write a record longer than it was sent (9e20 as 21 digits), so ingest checks each entry. */
 export const entry_bytes_max = 4_194_304;
-const rfc3339_pattern = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+/** Year, month, day, hour, minute, second, then the offset's hours and minutes (absent for Z). */
+const rfc3339_pattern = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:Z|[+-](\d{2}):(\d{2}))$/;
 
 export type EntryKind = (typeof entry_kinds)[number] | `system.${string}`;
 
@@ -63,8 +64,29 @@ export function isEntryKind(kind: string): boolean {
   return (entry_kinds as readonly string[]).includes(kind) || system_kind_pattern.test(kind);
 }
 
+/** Proleptic Gregorian, as RFC 3339 and Date.parse count (year 0000 is a leap year). */
+function daysInMonth(year: number, month: number): number {
+  if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/**
+ * An RFC 3339 date-time with seconds and a zone (`Z` or `±hh:mm`), at most 9 fraction digits,
+ * naming a time that exists: V8's Date.parse takes "2027-02-30" as 2027-03-02 and "24:00:00" as
+ * the next day's midnight, so every calendar field is checked here. No leap second (`:60`):
+ * Date.parse refuses it, and the docs promise seconds 00–59. Offsets are at most ±23:59.
+ */
 export function isRfc3339(value: string): boolean {
-  return rfc3339_pattern.test(value) && !Number.isNaN(Date.parse(value));
+  const match = rfc3339_pattern.exec(value);
+  if (!match) return false;
+  // Groups 7 and 8 (the offset) are absent for Z.
+  const field = (group: number): number => Number(match[group] ?? 0);
+  const month = field(2);
+  const day = field(3);
+  const date = month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(field(1), month);
+  const time = field(4) <= 23 && field(5) <= 59 && field(6) <= 59;
+  const offset = field(7) <= 23 && field(8) <= 59;
+  return date && time && offset && !Number.isNaN(Date.parse(value));
 }
 
 function checkInput(input: AppendInput): void {

@@ -2,7 +2,7 @@
 // Money tools go through the policy and the ledger; read tools only read.
 
 import { canonicalJson, representable } from "../evidence/canonical.js";
-import type { Ledger } from "../ledger/index.js";
+import { sentKey, type Ledger } from "../ledger/index.js";
 import { isPlainObject } from "../policy/index.js";
 import type { Provider } from "../provider/port.js";
 import type { GateContext } from "./context.js";
@@ -52,17 +52,20 @@ export class Gate {
    * Calls a tool as an already-authenticated agent. Arguments JSON parsed but canonical JSON
    * cannot write (1e400 parsed to Infinity, a lone surrogate, nesting too deep) are made
    * representable first, and so is an undeclared tool's name, so the call still reaches the
-   * policy and its evidence is recorded. `name` is whatever the call carried (see toolName).
+   * policy and its evidence is recorded. An idempotency_key that changed so is handed on as sent
+   * too (SentKey): the call's key is derived from it, so two keys that differ only in a lone
+   * surrogate stay two keys, and R0 refuses it. `name` is whatever the call carried (see toolName).
    */
   async callToolAs(agent_id: string, name: unknown, received: unknown): Promise<ToolResult> {
     const args = representable(received);
+    const sent = sentKey(received, args);
     const plain = isPlainObject(args) ? args : {};
     const tool = toolName(name);
     switch (tool) {
       case "create_order":
-        return this.commitKnown(tool, () => createOrder(this.context, agent_id, args ?? {}));
+        return this.commitKnown(tool, () => createOrder(this.context, agent_id, args ?? {}, sent));
       case "capture_payment":
-        return this.commitKnown(tool, () => capturePayment(this.context, agent_id, args ?? {}));
+        return this.commitKnown(tool, () => capturePayment(this.context, agent_id, args ?? {}, sent));
       case "fetch_order":
         return fetchOrder(this.context, agent_id, plain);
       case "fetch_payment":

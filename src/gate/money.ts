@@ -3,7 +3,7 @@
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
 import { isSecretValue, scrub } from "../evidence/index.js";
-import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord } from "../ledger/index.js";
+import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type SentKey } from "../ledger/index.js";
 import type { PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -67,8 +67,9 @@ export async function forwardOrder(context: GateContext, call: CallRef, args: Ar
   return { result: completion.result, block: summaryOfRow(completion.block), outcome };
 }
 
-export async function createOrder(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
-  const auth = await timedStep(context.observer, "create_order", "decide", () => context.ledger.authorize({ agent_id, tool: "create_order", args }));
+/** `sent`: the idempotency_key as the agent sent it, when the arguments carry a stand-in (SentKey). */
+export async function createOrder(context: GateContext, agent_id: string, args: unknown, sent: SentKey = {}): Promise<ToolResult> {
+  const auth = await timedStep(context.observer, "create_order", "decide", () => context.ledger.authorize({ agent_id, tool: "create_order", args, ...sent }));
   const early = await decided(context, auth, "create_order");
   if (early) return early;
   if (auth.verdict.effect === "HOLD" && auth.approval && auth.block) {
@@ -187,14 +188,14 @@ async function afterCaptureError(
  * recorded (one of them may already have been counted in its row, or recorded nothing). A
  * payment bound to the reservation that can no longer be captured is unbound first.
  */
-async function decideCapture(context: GateContext, agent_id: string, args: unknown): Promise<AuthorizeResult> {
+async function decideCapture(context: GateContext, agent_id: string, args: unknown, sent: SentKey): Promise<AuthorizeResult> {
   const undecided = context.undecided_captures;
   const ahead = [...(undecided.get(agent_id) ?? [])];
   const decision = (async () => {
-    let matters = await context.ledger.capturePaymentMatters(agent_id, args, ahead.length);
+    let matters = await context.ledger.capturePaymentMatters(agent_id, args, ahead.length, sent);
     if (!matters && ahead.length > 0) {
       await Promise.allSettled(ahead);
-      matters = await context.ledger.capturePaymentMatters(agent_id, args);
+      matters = await context.ledger.capturePaymentMatters(agent_id, args, 0, sent);
     }
     let payment: PaymentState = payment_not_asked;
     if (matters) {
@@ -202,7 +203,7 @@ async function decideCapture(context: GateContext, agent_id: string, args: unkno
       if (named.payment) await unbindDeadPayment(context, agent_id, named.payment);
       payment = named.state;
     }
-    return timedStep(context.observer, "capture_payment", "decide", () => context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment }));
+    return timedStep(context.observer, "capture_payment", "decide", () => context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment, ...sent }));
   })();
   const pending = undecided.get(agent_id) ?? new Set<Promise<unknown>>();
   pending.add(decision);
@@ -215,8 +216,9 @@ async function decideCapture(context: GateContext, agent_id: string, args: unkno
   }
 }
 
-export async function capturePayment(context: GateContext, agent_id: string, args: unknown): Promise<ToolResult> {
-  const auth = await decideCapture(context, agent_id, args);
+/** `sent`: as for createOrder. */
+export async function capturePayment(context: GateContext, agent_id: string, args: unknown, sent: SentKey = {}): Promise<ToolResult> {
+  const auth = await decideCapture(context, agent_id, args, sent);
   const early = await decided(context, auth, "capture_payment");
   if (early) return early;
   const call = callRef(agent_id, auth);

@@ -41,8 +41,9 @@ const occurred_at = z.iso
 /**
  * The pattern published for occurred_at: zod's date-time pattern that the check above runs (a real
  * calendar date, hours 00–23, seconds 00–59, upper-case T and Z, an offset up to ±23:59), its
- * unbounded fraction cut to isRfc3339's limit. Date.parse reads every 4-digit year, so isRfc3339
- * adds nothing else, and a JSON Schema validator and the server agree on every time.
+ * unbounded fraction cut to isRfc3339's limit. isRfc3339 checks the same calendar (and Date.parse
+ * reads every 4-digit year), so it adds nothing else, and a JSON Schema validator and the server
+ * agree on every time.
  */
 function publishedTimePattern(checked: string): string {
   const unbounded = "(?:\\.\\d+)?";

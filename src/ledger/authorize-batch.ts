@@ -16,6 +16,7 @@ import {
   holdRows,
   idempotencyState,
   insertApproval,
+  policyCall,
   pruneCalls,
   stillReplays,
   type AuthorizeInput,
@@ -289,7 +290,7 @@ export async function authorizeBatch(
     else chosen.push(index);
   }
   const inputs = chosen.map((index) => all[index] as AuthorizeInput);
-  const keys = inputs.map((input) => callKey(input.agent_id as string, input.tool, input.args));
+  const keys = inputs.map((input) => callKey(input.agent_id as string, input.tool, input.args, input));
   const pairs = keys.map((key, index) => ({ agent_id: inputs[index]?.agent_id as string, key: key.key }));
   let state = await readState(tx, blocks, pairs, now_ms);
   if (state.due.length > 0) {
@@ -310,7 +311,7 @@ export async function authorizeBatch(
     const found = stored.get(identity(agent_id, key.key));
     const row = found && (await stillReplays(tx, batch, found, now_ms)) ? found : undefined;
     const verdict = decide(
-      { tool: input.tool, args: input.args, agent_id, params_hash: key.params_hash },
+      policyCall(input, agent_id, key.params_hash),
       { block: block ? blockState(block) : null, calls_in_window: block ? (calls.get(agent_id) ?? 0) : 0, idempotency: idempotencyState(row) },
       now,
       context.guards,

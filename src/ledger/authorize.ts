@@ -3,10 +3,10 @@
 
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import { scrub } from "../evidence/scrub.js";
-import { decide, isPlainObject, type IdempotencyState, type PaymentState, type PolicyState, type Verdict } from "../policy/index.js";
+import { decide, isPlainObject, type IdempotencyState, type PaymentState, type PolicyCall, type PolicyState, type Verdict } from "../policy/index.js";
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import { callKey, type CallKey } from "./keys.js";
+import { callKey, type CallKey, type SentKey } from "./keys.js";
 import { blockState, reservationState, resultUnknown, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
 import {
   adjustBlock,
@@ -17,6 +17,7 @@ import {
   insertReservation,
   lockAgentBlock,
   lockBlock,
+  otherCaptureInFlight,
   putIdempotency,
   reservationByOrder,
   reservationByPayment,
@@ -29,7 +30,7 @@ export const velocity_window_max_seconds = 86_400;
 export const money_calls_prune_every = 64;
 let decisions_since_prune = 0;
 
-export interface AuthorizeInput {
+export interface AuthorizeInput extends SentKey {
   agent_id: string | null;
   tool: string;
   args: unknown;
@@ -99,6 +100,31 @@ async function keyedReservation(tx: SqlTx, agent_id: string, key: CallKey): Prom
   return row?.reservation_id ? ((await getReservation(tx, row.reservation_id)) ?? null) : null;
 }
 
+/** What the policy is asked about: the call, and what it sent as its key when that had no JSON form. */
+export function policyCall(input: AuthorizeInput, agent_id: string | null, params_hash: string): PolicyCall {
+  const call: PolicyCall = { tool: input.tool, args: input.args, agent_id, params_hash };
+  if (input.idempotency_key_sent !== undefined) call.idempotency_key_sent = input.idempotency_key_sent;
+  return call;
+}
+
+/**
+ * The caller's held reservation bound to the payment a capture names, found without the
+ * provider: a capture in flight has bound its payment, so this is the reservation another call
+ * is capturing, if any. Read only to refuse (CAPTURE_IN_FLIGHT): nothing is decided on it else.
+ */
+export async function boundReservation(tx: SqlTx, agent_id: string, args: unknown): Promise<ReservationRow | undefined> {
+  const payment_id = isPlainObject(args) ? args.payment_id : undefined;
+  if (typeof payment_id !== "string") return undefined;
+  const bound = await reservationByPayment(tx, payment_id);
+  return bound && bound.agent_id === agent_id && bound.status === "held" ? bound : undefined;
+}
+
+/** Whether a capture with another key than `key` is executing on `reservation` (held), its lease not run out. */
+export async function captureInFlightElsewhere(tx: SqlTx, reservation: ReservationRow | undefined | null, agent_id: string | null, key: CallKey | null, now_ms: number): Promise<boolean> {
+  if (!reservation || reservation.status !== "held" || !agent_id || !key) return false;
+  return otherCaptureInFlight(tx, reservation.reservation_id, { agent_id, key: key.key }, now_ms);
+}
+
 /** What the policy sees of the caller's block: its state, and the agent's calls in its velocity window. */
 export async function blockPolicyState(tx: SqlTx, agent_id: string | null, block: BlockRow | null, now_ms: number): Promise<Pick<PolicyState, "block" | "calls_in_window">> {
   if (!block || !agent_id) return { block: block ? blockState(block) : null, calls_in_window: 0 };
@@ -115,7 +141,7 @@ export async function blockPolicyState(tx: SqlTx, agent_id: string | null, block
 async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput, choose_at: Date): Promise<Snapshot> {
   const payment = input.payment?.fetched ? input.payment : undefined;
   const candidate = payment ? ((await reservationByOrder(tx, payment.order_id)) ?? null) : null;
-  const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args) : null;
+  const key = input.agent_id ? callKey(input.agent_id, input.tool, input.args, input) : null;
   const keyed = !payment && input.tool === "capture_payment" && input.agent_id && key ? await keyedReservation(tx, input.agent_id, key) : null;
   let block = (await lockCallerBlock(tx, input, candidate ?? keyed, choose_at.getTime())) ?? null;
   const now = block ? context.clock() : choose_at;
@@ -132,10 +158,14 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
   if (input.tool === "capture_payment") {
     // Binding a payment that another reservation holds would break the one-payment-one-reservation rule (R3).
     const bound = payment && reservation ? await reservationByPayment(tx, payment.id) : undefined;
+    // Without the payment, the reservation the named payment is bound to: a capture in flight
+    // on it is refused as such, not sent back to the provider for the payment ("retry").
+    const capturing = payment ? reservation : input.agent_id ? await boundReservation(tx, input.agent_id, input.args) : undefined;
     state.capture = {
       payment: input.payment ?? { fetched: false, reason: "the payment was not fetched" },
       reservation: reservation ? reservationState(reservation) : null,
       payment_bound_elsewhere: bound !== undefined && bound.reservation_id !== reservation?.reservation_id,
+      other_capture_in_flight: await captureInFlightElsewhere(tx, capturing, input.agent_id, key, now_ms),
     };
   }
   return { now, block, reservation, key, stored, key_row, state };
@@ -396,7 +426,7 @@ export async function authorize(tx: SqlTx, context: LedgerContext, input: Author
   const now = snap.now;
   const now_ms = now.getTime();
   const verdict = decide(
-    { tool: input.tool, args: input.args, agent_id: input.agent_id, params_hash: snap.key?.params_hash ?? "" },
+    policyCall(input, input.agent_id, snap.key?.params_hash ?? ""),
     snap.state,
     now,
     context.guards,

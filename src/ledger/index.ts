@@ -7,6 +7,7 @@ export { Ledger, type Agent, type Inbox } from "./ledger.js";
 export { ledger_defaults, record, type EvidenceRef, type EvidenceWriter, type LedgerContext } from "./context.js";
 export { block_defaults, type CreateBlockInput } from "./blocks.js";
 export type { AuthorizeInput, AuthorizeResult } from "./authorize.js";
+export { sentKey, type SentKey } from "./keys.js";
 export { payment_not_asked } from "./payment-matters.js";
 export type { CallRef, Completion, ForwardOutcome, OrderRecord } from "./complete.js";
 export type { CapturedPayment, SettleOutcome, SettleVia } from "./settle.js";

@@ -1,7 +1,7 @@
 // Idempotency keys: explicit ones bind every argument and never expire; derived ones bind
 // every argument but receipt and notes, so a model rewording those on retry still replays.
 
-import { canonicalJson } from "../evidence/canonical.js";
+import { canonicalJson, hasLoneSurrogate } from "../evidence/canonical.js";
 import { sha256Hex } from "../ids.js";
 import { control_characters, isPlainObject } from "../policy/index.js";
 
@@ -9,6 +9,24 @@ export interface CallKey {
   key: string;
   derived: boolean;
   params_hash: string;
+}
+
+/**
+ * The idempotency_key as the agent sent it, when the gate's representable() changed it (a lone
+ * surrogate became U+FFFD, 1e400 became "[not a finite number]"): absent otherwise. The call's
+ * key is derived from what was sent, so keys that differ only there stay different keys, and R0
+ * refuses the call (PolicyCall.idempotency_key_sent).
+ */
+export interface SentKey {
+  idempotency_key_sent?: unknown;
+}
+
+/** What `received` (arguments as parsed) sent as its idempotency_key, when `args` (the same made
+ *  representable) carries another value there; `{}` when they agree. */
+export function sentKey(received: unknown, args: unknown): SentKey {
+  if (!isPlainObject(received) || !isPlainObject(args)) return {};
+  const sent = received.idempotency_key;
+  return sent === args.idempotency_key ? {} : { idempotency_key_sent: sent };
 }
 
 /** Arguments a derived key leaves out: free text a model rewords when it retries. */
@@ -39,16 +57,28 @@ function stableFields(tool: string, args: unknown): unknown {
 }
 
 /**
- * The key a call is stored under. An explicit key is the caller's string; a derived key
- * hashes the agent and stableFields (amount, currency, order/payment id and any argument
- * other than receipt and notes).
+ * A key R0 refuses is still looked up first (R7, IN_FLIGHT and a replay come before R0), so it
+ * must not look up another key's row: one with control characters (PostgreSQL text cannot hold
+ * NUL) or a lone surrogate (its `k:` form would be the U+FFFD one a well-formed key has, and two
+ * such keys would share it) is looked up by the SHA-256 of its UTF-16 code units, as sent, in a
+ * form no `k:` key has. Code units, not UTF-8: UTF-8 too would turn every lone surrogate into
+ * the same U+FFFD bytes.
  */
-export function callKey(agent_id: string, tool: string, args: unknown): CallKey {
-  const explicit = isPlainObject(args) && typeof args.idempotency_key === "string" ? args.idempotency_key : undefined;
+function hashedKey(explicit: string): string | undefined {
+  if (!control_characters.test(explicit) && !hasLoneSurrogate(explicit)) return undefined;
+  return `k#${sha256Hex(Buffer.from(explicit, "utf16le"))}`;
+}
+
+/**
+ * The key a call is stored under. An explicit key is the caller's string, as sent (`sent`: see
+ * SentKey); a derived key hashes the agent and stableFields (amount, currency, order/payment id
+ * and any argument other than receipt and notes).
+ */
+export function callKey(agent_id: string, tool: string, args: unknown, sent: SentKey = {}): CallKey {
+  const given = sent.idempotency_key_sent !== undefined ? sent.idempotency_key_sent : isPlainObject(args) ? args.idempotency_key : undefined;
+  const explicit = typeof given === "string" ? given : undefined;
   if (explicit !== undefined && explicit.length > 0) {
-    // R0 refuses a key with control characters, but it is looked up first, and PostgreSQL text
-    // cannot hold NUL: such a key is stored and looked up by its hash, in a form no `k:` key has.
-    const key = control_characters.test(explicit) ? `k#${sha256Hex(explicit)}` : `k:${explicit}`;
+    const key = hashedKey(explicit) ?? `k:${explicit}`;
     return { key, derived: false, params_hash: sha256Hex(canonicalJson({ tool, args })) };
   }
   const stable = canonicalJson(stableFields(tool, args));

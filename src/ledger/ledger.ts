@@ -7,6 +7,7 @@ import { control_characters } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
 import { authorizeBatch, batchable, DecisionQueue } from "./authorize-batch.js";
 import { capturePaymentMatters } from "./payment-matters.js";
+import type { SentKey } from "./keys.js";
 import { approvalExpiredError, beginApproval, denyApproval, denyPending, type ApprovalGrant } from "./approvals.js";
 import { newBlockRow, type CreateBlockInput } from "./blocks.js";
 import {
@@ -236,8 +237,8 @@ export class Ledger {
   /** Whether capture_payment needs the payment from the provider: false when the call is refused
    *  (or replayed) whatever the payment is (src/ledger/payment-matters.ts). `undecided`: the
    *  agent's other money calls about to be recorded, counted toward its velocity limit. */
-  capturePaymentMatters(agent_id: string, args: unknown, undecided = 0): Promise<boolean> {
-    return this.driver.read((tx) => capturePaymentMatters(tx, this.context, agent_id, args, undecided), { unreported: true });
+  capturePaymentMatters(agent_id: string, args: unknown, undecided = 0, sent: SentKey = {}): Promise<boolean> {
+    return this.driver.read((tx) => capturePaymentMatters(tx, this.context, agent_id, args, undecided, sent), { unreported: true });
   }
 
   authorize(input: AuthorizeInput): Promise<AuthorizeResult> {

@@ -74,6 +74,19 @@ export function reservationByOrder(tx: SqlTx, order_id: string): Promise<Reserva
   return tx.get<ReservationRow>("SELECT * FROM reservations WHERE order_id = ?", [order_id]);
 }
 
+/**
+ * Whether a capture_payment key other than `own` is in flight on the reservation with its lease
+ * not yet run out (one that ran out is outcome-unknown, whatever the sweep has recorded so far).
+ */
+export async function otherCaptureInFlight(tx: SqlTx, reservation_id: string, own: { agent_id: string; key: string }, now_ms: number): Promise<boolean> {
+  const row = await tx.get<{ one: number }>(
+    `SELECT 1 AS one FROM idempotency_keys WHERE status = 'in_flight' AND tool = 'capture_payment' AND reservation_id = ?
+       AND lease_expires_at_ms > ? AND NOT (agent_id = ? AND key = ?) LIMIT 1`,
+    [reservation_id, now_ms, own.agent_id, own.key],
+  );
+  return row !== undefined;
+}
+
 export function reservationByPayment(tx: SqlTx, payment_id: string): Promise<ReservationRow | undefined> {
   return tx.get<ReservationRow>("SELECT * FROM reservations WHERE payment_id = ?", [payment_id]);
 }

@@ -84,6 +84,21 @@ function checkIdempotencyKey(value: unknown): string | undefined {
   return undefined;
 }
 
+const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * R0's word on an idempotency_key that had no JSON form as sent (PolicyCall.idempotency_key_sent):
+ * the arguments carry a stand-in for it (U+FFFD for a lone surrogate), which the evidence
+ * records, so the call is refused rather than decided under a key the log cannot show.
+ */
+export function sentKeyProblem(sent: unknown): string | undefined {
+  if (sent === undefined) return undefined;
+  if (typeof sent === "string" && lone_surrogate.test(sent)) {
+    return "idempotency_key must be well-formed text: it has a lone UTF-16 surrogate (recorded as U+FFFD)";
+  }
+  return "idempotency_key must be a non-empty string";
+}
+
 function checkPaymentId(value: unknown): string | undefined {
   if (typeof value !== "string" || !payment_id_pattern.test(value)) {
     return "payment_id must match ^pay_[A-Za-z0-9]{1,40}$";

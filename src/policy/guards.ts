@@ -1,7 +1,7 @@
 // The guard table: every rule and guard as a small named predicate, in the order DESIGN.md
 // gives. The first guard that returns a verdict decides; passing them all is ALLOW.
 
-import { argumentProblem } from "./arguments.js";
+import { argumentProblem, sentKeyProblem } from "./arguments.js";
 import { money_tools, type BlockState, type Guard, type PolicyCall, type PolicyState, type Verdict } from "./types.js";
 
 const block = (rule: Verdict["rule"], reason: string): Verdict => ({ effect: "BLOCK", rule, reason });
@@ -137,9 +137,9 @@ const velocity: Guard = {
 const argumentShape: Guard = {
   id: "R0",
   rule: "R0",
-  description: "amount is an integer of 100..1,000,000,000 minor units in the block's currency; no undeclared argument",
+  description: "amount is an integer of 100..1,000,000,000 minor units in the block's currency; no undeclared argument; an idempotency_key sent as well-formed text",
   check: (call, state) => {
-    const problem = argumentProblem(call.tool, call.args, requireBlock(state).currency);
+    const problem = argumentProblem(call.tool, call.args, requireBlock(state).currency) ?? sentKeyProblem(call.idempotency_key_sent);
     return problem ? block("R0", problem) : undefined;
   },
 };
@@ -181,6 +181,22 @@ function captureProblem(call: PolicyCall, state: PolicyState): string | undefine
   if (payment.status !== "authorized") return `the payment is ${payment.status}, not authorized`;
   return undefined;
 }
+
+/**
+ * Each capture with its own key would otherwise be forwarded: two keys capturing one reservation
+ * at once both pass R3 (the reservation is bound to the very payment they name), and the provider
+ * is asked to capture it twice. A capture whose lease ran out is no longer in flight: its outcome
+ * is unknown, and a capture with another key may then ask the provider again.
+ */
+const captureInFlight: Guard = {
+  id: "CAPTURE_IN_FLIGHT",
+  rule: "IN_FLIGHT",
+  description: "a capture of a reservation that another call is still capturing is refused, not forwarded twice; retry later",
+  check: (call, state) =>
+    call.tool === "capture_payment" && state.capture?.other_capture_in_flight
+      ? block("IN_FLIGHT", "another capture of this payment's reservation is still in flight; retry shortly")
+      : undefined,
+};
 
 const reservationBound: Guard = {
   id: "R3",
@@ -233,6 +249,7 @@ export const guard_table: readonly Guard[] = Object.freeze([
   velocity,
   argumentShape,
   perCallCap,
+  captureInFlight,
   reservationBound,
   blockCap,
   approval,

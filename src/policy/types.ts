@@ -37,6 +37,9 @@ export interface PolicyCall {
   agent_id: string | null;
   /** Hash of the arguments the idempotency key binds (all of them for an explicit key). */
   params_hash: string;
+  /** The idempotency_key as sent, when it had no JSON form and `args` carries a stand-in (a lone
+   *  surrogate became U+FFFD): R0 refuses the call. Absent for every other call. */
+  idempotency_key_sent?: unknown;
 }
 
 export interface BlockState {
@@ -84,6 +87,10 @@ export interface CaptureState {
   reservation: ReservationState | null;
   /** Another of the gate's reservations is already bound to this payment. */
   payment_bound_elsewhere: boolean;
+  /** Another call's capture of the reservation is executing (its key in flight, its lease not
+   *  run out): the reservation found by the payment's order or, when the payment was not fetched,
+   *  the caller's held reservation bound to the named payment. */
+  other_capture_in_flight: boolean;
 }
 
 export interface PolicyState {
@@ -97,7 +104,7 @@ export interface PolicyState {
 }
 
 /** A guard's own name; REPLAY is the step that returns a stored result under rule R7. */
-export type GuardId = Exclude<RuleId, "ALLOW"> | "REPLAY";
+export type GuardId = Exclude<RuleId, "ALLOW"> | "REPLAY" | "CAPTURE_IN_FLIGHT";
 
 export interface Guard {
   id: GuardId;

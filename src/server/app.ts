@@ -150,6 +150,13 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     done(null, payload);
   });
 
+  // Several /api/v1 answers show a secret once (an agent's or auditor's token, a source's keys):
+  // no cache (a browser's, a proxy's) may keep any of them. A route that sets its own keeps it.
+  app.addHook("onSend", (request, reply, payload, done) => {
+    if (!reply.hasHeader("cache-control") && underApi(request)) reply.header("cache-control", "no-store");
+    done(null, payload);
+  });
+
   app.setNotFoundHandler((request, reply) =>
     reply.status(404).send(errorBody("not_found", `no route ${request.method} ${redactUrl(request.url)}`)),
   );
@@ -179,6 +186,14 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     app.addHook("onClose", async () => onClose());
   }
   return app;
+}
+
+const api_prefix = "/api/v1";
+
+/** Whether the route (or, for a request no route took, the path as sent) is under /api/v1. */
+function underApi(request: FastifyRequest): boolean {
+  const path = request.routeOptions.url ?? request.url;
+  return path === api_prefix || path.startsWith(`${api_prefix}/`) || path.startsWith(`${api_prefix}?`);
 }
 
 /**

@@ -92,7 +92,9 @@ for (const backend of backends()) {
     });
 
     // The first capture hangs at the provider; while it is in flight, or once its lease has run
-    // out (the next decision marks it outcome-unknown), it may still land.
+    // out (the next decision marks it outcome-unknown), it may still land. While it is in flight
+    // no other capture of the reservation is even forwarded (IN_FLIGHT); once its lease has run
+    // out one is, and the provider's refusal of it leaves the payment bound.
     for (const lease of ["live", "run out"] as const) {
       it(`a refused capture leaves the payment bound while an earlier capture of it, its lease ${lease}, may still land`, async () => {
         const t = await setup();
@@ -101,8 +103,12 @@ for (const backend of backends()) {
         const slow = a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "slow" });
         await waitFor(() => captures() === 1, 5_000, "the first capture at the provider");
         if (lease === "run out") t.clock.advance(61_000);
-        expect(await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "fast" })).toMatchObject({ provider: "refused" });
-        expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "BLOCK", rule: "R3" });
+        const fast = await a.call("capture_payment", { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "fast" });
+        if (lease === "live") expect(fast).toMatchObject({ effect: "BLOCK", rule: "IN_FLIGHT" });
+        else expect(fast).toMatchObject({ provider: "refused" });
+        const other_payment = await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" });
+        expect(other_payment).toMatchObject({ effect: "BLOCK", rule: lease === "live" ? "IN_FLIGHT" : "R3" });
+        expect(captures()).toBe(lease === "live" ? 1 : 2);
         release();
         expect(await slow).toMatchObject({ effect: "ALLOW", payment: { id: first, status: "captured" } });
         expect(await a.block()).toMatchObject({ held: 0, spent: 9_000 });
@@ -264,11 +270,11 @@ for (const backend of backends()) {
         await waitFor(() => captures() === 1, 5_000, "the first capture at the provider");
         await expireInProcess(t.b, first);
         if (lease === "run out") t.clock.advance(61_000);
-        expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({
-          effect: "BLOCK",
-          rule: "R3",
-          reason: "the reservation is already bound to another payment",
-        });
+        // While the capture is in flight, any other capture of the reservation is refused as such.
+        const refused = lease === "live"
+          ? { effect: "BLOCK", rule: "IN_FLIGHT", reason: "another capture of this payment's reservation is still in flight; retry shortly" }
+          : { effect: "BLOCK", rule: "R3", reason: "the reservation is already bound to another payment" };
+        expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject(refused);
         expect(await checkReservation(t.b.gate.gateContext, reservation_id)).not.toHaveProperty("unbound_payment");
         expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ status: "held", payment_id: first, outcome_unknown: lease === "live" ? 0 : 1 });
         release();

@@ -1,0 +1,99 @@
+// isRfc3339 takes only times that exist. V8's Date.parse shifts impossible calendar fields
+// instead of refusing them ("2027-02-30" is 2027-03-02, "24:00:00" the next midnight), so a block
+// could expire on another day than the operator wrote, and a log entry carry another time than
+// its writer sent. The published occurred_at pattern (zod's) refuses them too: both agree.
+
+import { describe, expect, it } from "vitest";
+import { buildEntry, EvidenceInputError, isRfc3339 } from "../../src/evidence/entry.js";
+import { decision_record_schema } from "../../src/ingest/schema.js";
+import { testLedger } from "../support/ledger.js";
+
+const valid = [
+  "2026-10-09T14:03:11Z",
+  "2026-10-09T14:03:11.123456789+05:30",
+  "2026-10-09T14:03:11-00:00",
+  "2026-12-31T23:59:59Z",
+  "2026-01-31T00:00:00Z",
+  "2026-04-30T00:00:00Z",
+  "2026-02-28T00:00:00Z",
+  "2024-02-29T00:00:00Z", // divisible by 4
+  "2000-02-29T00:00:00Z", // divisible by 400
+  "0000-02-29T00:00:00Z", // proleptic Gregorian: year 0 is a leap year
+  "2026-10-09T00:00:00+23:59",
+  "2026-10-09T00:00:00-23:59",
+];
+
+const invalid = [
+  ["2027-02-30T00:00:00Z", "February 30 (Date.parse: March 2)"],
+  ["2026-02-29T00:00:00Z", "February 29 of a common year"],
+  ["2100-02-29T00:00:00Z", "February 29 of a century not divisible by 400"],
+  ["2026-04-31T00:00:00Z", "April 31"],
+  ["2026-06-31T00:00:00Z", "June 31"],
+  ["2026-09-31T00:00:00Z", "September 31"],
+  ["2026-11-31T00:00:00Z", "November 31"],
+  ["2026-01-32T00:00:00Z", "January 32"],
+  ["2026-01-00T00:00:00Z", "day 0"],
+  ["2026-00-10T00:00:00Z", "month 0"],
+  ["2026-13-01T00:00:00Z", "month 13"],
+  ["2026-12-31T24:00:00Z", "hour 24 (Date.parse: the next midnight)"],
+  ["2026-12-31T24:00:00.000Z", "hour 24 with a fraction"],
+  ["2026-12-31T23:60:00Z", "minute 60"],
+  ["2026-12-31T23:59:60Z", "a leap second (the docs: seconds 00–59)"],
+  ["2026-10-09T00:00:00+24:00", "offset hour 24"],
+  ["2026-10-09T00:00:00+05:60", "offset minute 60"],
+  ["2026-10-09T14:03:11.1234567890Z", "10 fraction digits"],
+  ["2026-10-09t14:03:11z", "lower-case t and z"],
+  ["2026-10-09 14:03:11Z", "a space for T"],
+  ["2026-10-09T14:03Z", "no seconds"],
+  ["2026-10-09T14:03:11+0530", "an offset without its colon"],
+  ["2026-10-09T14:03:11", "no zone"],
+  ["+02026-10-09T14:03:11Z", "an expanded year"],
+] as const;
+
+/** Whether a decision record with this occurred_at passes the ingest schema (the published pattern's check). */
+function schemaTakes(occurred_at: string): boolean {
+  const record = { schema: "bursar.gateway-decision/1", event_id: "evt_1", occurred_at, decision: "allow", tool: "t", args: {} };
+  return decision_record_schema.safeParse(record).success;
+}
+
+describe("isRfc3339", () => {
+  it.each(valid)("takes %s", (value) => {
+    expect(isRfc3339(value)).toBe(true);
+    expect(schemaTakes(value)).toBe(true);
+  });
+
+  it.each(invalid)("refuses %s: %s", (value) => {
+    expect(isRfc3339(value)).toBe(false);
+    expect(schemaTakes(value)).toBe(false);
+  });
+
+  it("refuses an impossible occurred_at in a log entry instead of storing the shifted day", () => {
+    for (const occurred_at of ["2027-02-30T00:00:00Z", "2026-12-31T24:00:00Z"]) {
+      expect(() => buildEntry({ kind: "ingest.decision", source: "src_1", body: {}, occurred_at }, 0, "2026-12-01T00:00:00.000Z")).toThrow(EvidenceInputError);
+    }
+  });
+});
+
+describe("a block's expires_at names a time that exists", () => {
+  // The test clock starts at 2026-11-30T10:00Z: the first two shifted days fall within the 90-day
+  // lifetime (the block was created, expiring a day off), the third past it (refused, but as too long).
+  for (const expires_at of ["2026-11-31T00:00:00Z", "2026-12-31T24:00:00Z", "2027-02-29T00:00:00Z"]) {
+    it(`${expires_at} is refused with 422 naming expires_at and its format`, async () => {
+      const t = await testLedger();
+      const agent = await t.bursar.operator.createAgent({ name: "impossible-expiry" });
+      await expect(t.bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", expires_at })).rejects.toMatchObject({
+        status: 422,
+        code: "validation_failed",
+        details: { field: "expires_at" },
+        message: expect.stringMatching(/^expires_at: must be an RFC 3339 time with an offset/),
+      });
+    });
+  }
+
+  it("takes the last day of a month and 23:59:59", async () => {
+    const t = await testLedger();
+    const agent = await t.bursar.operator.createAgent({ name: "possible-expiry" });
+    const block = await t.bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", expires_at: "2026-12-31T23:59:59Z" });
+    expect(block.expires_at).toBe("2026-12-31T23:59:59.000Z");
+  });
+});
