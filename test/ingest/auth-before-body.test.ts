@@ -5,11 +5,11 @@
 // connection stays usable for a body declared within the 2 MiB limit (Node discards it) and is
 // closed for one chunked or declared over it. The checks run again once the body has arrived.
 
-import { connect, type Socket } from "node:net";
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { delivery_bytes_max } from "../../src/ingest/delivery.js";
 import { signatureHeader } from "../../src/ingest/signature.js";
+import { RawConnection } from "../support/raw-connection.js";
 import { decisionsSource, harness, ndjson, operator_token, record, type DecisionsSource, type Harness } from "./support.js";
 
 let h: Harness;
@@ -28,77 +28,6 @@ beforeAll(async () => {
   observer_id = observer.body.id;
 });
 afterAll(async () => h.close());
-
-interface RawResponse {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** One loopback connection (as test/server/unread-body.test.ts): raw bytes out, responses framed by Content-Length in. */
-class RawConnection {
-  is_closed = false;
-  readonly closed: Promise<void>;
-  private received = Buffer.alloc(0);
-  private readonly responses: RawResponse[] = [];
-
-  private constructor(readonly socket: Socket) {
-    socket.on("data", (chunk: Buffer) => {
-      this.received = Buffer.concat([this.received, chunk]);
-      this.frame();
-    });
-    socket.on("error", () => undefined);
-    this.closed = new Promise((resolve) => socket.once("close", () => ((this.is_closed = true), resolve())));
-  }
-
-  static async open(url: string): Promise<RawConnection> {
-    const { hostname, port } = new URL(url);
-    const socket = connect({ host: hostname, port: Number(port) });
-    await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
-    return new RawConnection(socket);
-  }
-
-  /** `head`: the request line and headers, one per line, without the blank line. */
-  writeHead(head: string): void {
-    this.socket.write(`${head.replaceAll("\n", "\r\n")}\r\nhost: 127.0.0.1\r\n\r\n`);
-  }
-
-  write(data: string | Buffer): void {
-    this.socket.write(data);
-  }
-
-  /** The next whole response; throws when none comes within `timeout_ms` (the server waits for the body). */
-  async response(timeout_ms = 3_000): Promise<RawResponse> {
-    const deadline = Date.now() + timeout_ms;
-    while (this.responses.length === 0) {
-      if (this.is_closed) throw new Error("the connection closed before a response");
-      if (Date.now() > deadline) throw new Error(`no response within ${timeout_ms} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    return this.responses.shift() as RawResponse;
-  }
-
-  destroy(): void {
-    this.socket.destroy();
-  }
-
-  private frame(): void {
-    for (;;) {
-      const head_end = this.received.indexOf("\r\n\r\n");
-      if (head_end < 0) return;
-      const [status_line = "", ...lines] = this.received.subarray(0, head_end).toString("latin1").split("\r\n");
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(":");
-        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      const length = Number(headers["content-length"] ?? 0);
-      if (this.received.length < head_end + 4 + length) return;
-      this.responses.push({ status: Number(status_line.split(" ")[1]), headers, body: this.received.subarray(head_end + 4, head_end + 4 + length).toString("utf8") });
-      this.received = this.received.subarray(head_end + 4 + length);
-    }
-  }
-}
 
 /** What the reviewer measured: 2,000,000 bytes declared (within the 2 MiB limit), 10 sent. */
 const declared_bytes = 2_000_000;
