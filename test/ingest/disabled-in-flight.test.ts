@@ -10,8 +10,7 @@ import { createBursar, type Bursar } from "../../src/index.js";
 import { ingestDelivery } from "../../src/ingest/index.js";
 import { SecretSealer } from "../../src/sources/sealed.js";
 import { SourceStore } from "../../src/sources/store.js";
-import { backends, closeAfterTest } from "../support/backends.js";
-import { waitUntil } from "../support/wait.js";
+import { backends, closeAfterTest, lockWaiter } from "../support/backends.js";
 import { ndjson, record } from "./support.js";
 
 function sourceStore(bursar: Bursar): SourceStore {
@@ -49,14 +48,11 @@ for (const backend of backends()) {
         await disabling.query("BEGIN");
         await disabling.query("SELECT 1 FROM evidence_sources WHERE source_id = $1 FOR NO KEY UPDATE", [source.id]);
         await disabling.query("UPDATE evidence_sources SET disabled_at_ms = $1 WHERE source_id = $2", [Date.now(), source.id]);
-        const { rows } = await disabling.query<{ xid: string }>("SELECT pg_current_xact_id()::text AS xid");
+        const waitedOn = await lockWaiter(disabling);
         const size = await bursar.log.treeSize();
         const ingest = ingestDelivery({ driver: bursar.driver, log: bursar.log, clock: systemClock }, source.id, delivery("evt_during"));
         ingest.catch(() => undefined);
-        await waitUntil("the ingest to wait for the disable", async () => {
-          const waiting = await disabling.query("SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", [rows[0]!.xid]);
-          return waiting.rowCount === 1;
-        });
+        await waitedOn("the ingest to wait for the disable");
         await disabling.query("COMMIT");
         await expect(ingest).rejects.toMatchObject({ status: 403, code: "source_disabled" });
         expect(await bursar.log.treeSize()).toBe(size);

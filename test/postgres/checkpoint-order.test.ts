@@ -7,8 +7,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBursar, type Bursar } from "../../src/index.js";
-import { freshSchema, postgresServerUrl } from "../support/backends.js";
-import { waitUntil } from "../support/wait.js";
+import { freshSchema, lockWaiter, postgresServerUrl } from "../support/backends.js";
 
 const pg_server = postgresServerUrl();
 
@@ -32,12 +31,9 @@ describe.skipIf(!pg_server)("a checkpoint beside another instance's transaction 
       // Where another instance's checkpoint (or append) stands once it has the log's lock.
       await other.query("BEGIN");
       await other.query("SELECT size FROM log_head WHERE id = 1 FOR UPDATE");
-      const { rows } = await other.query<{ xid: string }>("SELECT pg_current_xact_id()::text AS xid");
+      const waitedOn = await lockWaiter(other);
       const cut = bursar.log.checkpoint();
-      await waitUntil("the checkpoint to wait for the log lock", async () => {
-        const waiting = await other.query("SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", [rows[0]!.xid]);
-        return waiting.rowCount === 1;
-      });
+      await waitedOn("the checkpoint to wait for the log lock");
       await other.query("ROLLBACK");
       const stored = await cut;
       const sizes = (await other.query<{ tree_size: string }>("SELECT tree_size FROM log_checkpoints ORDER BY xmin::text::bigint, tree_size")).rows.map((row) => Number(row.tree_size));

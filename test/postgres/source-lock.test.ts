@@ -11,8 +11,7 @@ import { systemClock } from "../../src/clock.js";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { SecretSealer } from "../../src/sources/sealed.js";
 import { SourceStore } from "../../src/sources/store.js";
-import { freshSchema, postgresServerUrl } from "../support/backends.js";
-import { waitUntil } from "../support/wait.js";
+import { freshSchema, lockWaiter, postgresServerUrl } from "../support/backends.js";
 
 const pg_server = postgresServerUrl();
 
@@ -44,13 +43,10 @@ describe.skipIf(!pg_server)("evidence source changes beside an ingest holding th
       // Where an ingest stands once it has the log's sequence lock.
       await ingest.query("BEGIN");
       await ingest.query("SELECT size FROM log_head WHERE id = 1 FOR UPDATE");
-      const { rows } = await ingest.query<{ xid: string }>("SELECT pg_current_xact_id()::text AS xid");
+      const waitedOn = await lockWaiter(ingest);
       const changed = change(source.id);
       // The change has locked the source's row and now waits for the log lock this session holds.
-      await waitUntil(`${name} to wait for the log lock`, async () => {
-        const waiting = await ingest.query("SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", [rows[0]!.xid]);
-        return waiting.rowCount === 1;
-      });
+      await waitedOn(`${name} to wait for the log lock`);
       // What the foreign key of an ingest_deliveries or ingest_records row takes on its source.
       const checked = await ingest.query("SELECT 1 FROM evidence_sources WHERE source_id = $1 FOR KEY SHARE NOWAIT", [source.id]);
       expect(checked.rowCount).toBe(1);

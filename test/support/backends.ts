@@ -5,6 +5,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, afterEach } from "vitest";
+import { waitUntil } from "./wait.js";
 
 export interface Backend {
   name: "sqlite" | "postgres";
@@ -110,4 +111,19 @@ export function backends(): Backend[] {
     },
   });
   return list;
+}
+
+/**
+ * For a session inside a transaction that holds a lock: returns a wait that resolves once another
+ * transaction waits on this one (pg_locks), so a test makes an interleaving without any timing.
+ */
+export async function lockWaiter(session: pg.Client): Promise<(what: string) => Promise<void>> {
+  const { rows } = await session.query<{ xid: string }>("SELECT pg_current_xact_id()::text AS xid");
+  const xid = rows[0]!.xid;
+  return async (what) => {
+    await waitUntil(what, async () => {
+      const waiting = await session.query("SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", [xid]);
+      return waiting.rowCount === 1;
+    });
+  };
 }
