@@ -2,6 +2,7 @@
 // evidence turns a value into bytes, so a hash computed anywhere agrees with ours.
 
 import { hash } from "node:crypto";
+import { lone_surrogate } from "../policy/text.js";
 
 /** Nesting deeper than this is refused: evidence comes from bounded JSON, so it is a bug guard. */
 export const canonical_depth_max = 256;
@@ -20,12 +21,8 @@ export class CanonicalJsonError extends Error {
 
 /** Anything JSON.stringify would escape (", \, controls) or that needs the surrogate check. */
 const needs_escape = /[\u0000-\u001f"\\\uD800-\uDFFF]/;
-const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** True when `text` has a UTF-16 surrogate without its pair: no UTF-8 form, so no RFC 8785 form. */
-export function hasLoneSurrogate(text: string): boolean {
-  return lone_surrogate.test(text);
-}
+/** A lone surrogate has no UTF-8 form, so no RFC 8785 form (the check lives with the pure policy, which refuses such keys). */
+export { hasLoneSurrogate } from "../policy/text.js";
 
 function escapedString(value: string): string {
   // RFC 8785 strings are JSON.stringify's; a lone surrogate has no UTF-8 form and is refused.

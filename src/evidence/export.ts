@@ -3,7 +3,7 @@
 
 import type { SqlDriver } from "../ledger/driver.js";
 import { canonicalJson } from "./canonical.js";
-import { readCheckpoints, readEntryRows, readGenesis, readLogId, receiptOfRow, type EntryRow, type StoredCheckpoint } from "./store.js";
+import { readCheckpoints, readEntryRows, readGenesis, receiptOfRow, type EntryRow, type StoredCheckpoint } from "./store.js";
 
 export const export_format_version = 1;
 /** Rows read per snapshot while exporting; entries are immutable, so pages need not share one. */
@@ -48,12 +48,12 @@ function receiptLine(row: EntryRow, key_id: string, log: string): string {
 }
 
 export async function exportLog(driver: SqlDriver, options: ExportOptions): Promise<ExportSummary> {
-  const { genesis, log, checkpoints } = await driver.read(async (tx) => ({
+  const { genesis, checkpoints } = await driver.read(async (tx) => ({
     genesis: await readGenesis(tx),
-    log: (await readLogId(tx)) ?? "",
     checkpoints: await readCheckpoints(tx, 0, options.size),
   }));
-  const body = (genesis?.body ?? {}) as { origin?: string; key?: string; key_id?: string };
+  const log = genesis?.log ?? "";
+  const body = (genesis?.entry.body ?? {}) as { origin?: string; key?: string; key_id?: string };
   const header: ExportHeader = {
     v: export_format_version,
     origin: String(body.origin ?? ""),

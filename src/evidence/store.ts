@@ -187,16 +187,13 @@ async function readCheckpointNote(tx: SqlTx, size: number): Promise<string | nul
   return row?.note ?? null;
 }
 
-/** The log's id: the hex leaf hash of its entry 0 (system.genesis), which v2 receipts sign and carry. */
-export async function readLogId(tx: SqlTx): Promise<string | undefined> {
-  const row = await tx.get<{ leaf_hash: string }>("SELECT leaf_hash FROM log_entries WHERE seq = 0");
-  return row?.leaf_hash;
-}
-
-/** The body of entry 0, which names the log's origin and key. */
-export async function readGenesis(tx: SqlTx): Promise<Entry | undefined> {
-  const row = await tx.get<{ entry_text: string }>("SELECT entry_text FROM log_entries WHERE seq = 0");
-  return row ? (JSON.parse(row.entry_text) as Entry) : undefined;
+/**
+ * Entry 0, which names the log's origin and key, and the log's id: its hex leaf hash, which v2
+ * receipts sign and carry.
+ */
+export async function readGenesis(tx: SqlTx): Promise<{ entry: Entry; log: string } | undefined> {
+  const row = await tx.get<{ entry_text: string; leaf_hash: string }>("SELECT entry_text, leaf_hash FROM log_entries WHERE seq = 0");
+  return row ? { entry: JSON.parse(row.entry_text) as Entry, log: row.leaf_hash } : undefined;
 }
 
 /** The multi-row INSERT for each chunk size, built on first use (1..insert_rows_per_statement_max). */
@@ -275,7 +272,8 @@ export class EvidenceLog {
   }
 
   private async checkIdentity(): Promise<void> {
-    const { genesis, log } = await this.driver.read(async (tx) => ({ genesis: await readGenesis(tx), log: await readLogId(tx) }));
+    const stored = await this.driver.read((tx) => readGenesis(tx));
+    const genesis = stored?.entry;
     const body = genesis?.body as { origin?: unknown; key?: unknown } | undefined;
     if (!genesis || genesis.kind !== "system.genesis" || !body) throw new EvidenceIntegrityError("entry 0 is not system.genesis");
     if (body.origin !== this.origin) {
@@ -284,7 +282,7 @@ export class EvidenceLog {
     if (body.key !== this.verifierKey) {
       throw new SigningKeyError(`the signing key (${this.verifierKey}) is not the key this log was started with (${String(body.key)})`);
     }
-    this.logIdHex = log;
+    this.logIdHex = stored?.log;
   }
 
   /** The log's id: the hex leaf hash of its entry 0 (system.genesis), named by every v2 receipt. */

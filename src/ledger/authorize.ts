@@ -17,7 +17,7 @@ import {
   insertReservation,
   lockAgentBlock,
   lockBlock,
-  otherCaptureInFlight,
+  keyInFlightOn,
   putIdempotency,
   reservationByOrder,
   reservationByPayment,
@@ -122,7 +122,7 @@ export async function boundReservation(tx: SqlTx, agent_id: string, args: unknow
 /** Whether a capture with another key than `key` is executing on `reservation` (held), its lease not run out. */
 export async function captureInFlightElsewhere(tx: SqlTx, reservation: ReservationRow | undefined | null, agent_id: string | null, key: CallKey | null, now_ms: number): Promise<boolean> {
   if (!reservation || reservation.status !== "held" || !agent_id || !key) return false;
-  return otherCaptureInFlight(tx, reservation.reservation_id, { agent_id, key: key.key }, now_ms);
+  return keyInFlightOn(tx, reservation.reservation_id, { except: { agent_id, key: key.key }, lease_after_ms: now_ms });
 }
 
 /** What the policy sees of the caller's block: its state, and the agent's calls in its velocity window. */

@@ -5,7 +5,7 @@ import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import type { BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
-import { approvalByReservation, completeKeys, dropIdempotency, getIdempotency, getReservation, lockBlock, storeResult } from "./statements.js";
+import { approvalByReservation, completeKeys, dropIdempotency, getIdempotency, getReservation, keyInFlightOn, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
 
 /** The provider's answer as the ledger needs it (the provider port's outcome has this shape). */
@@ -205,30 +205,13 @@ export async function abandonCapture(
     reservation.status === "held" &&
     reservation.payment_id === payment.payment_id &&
     !reservation.outcome_unknown &&
-    !(await otherCaptureInFlight(tx, call));
+    !(await keyInFlightOn(tx, call.reservation_id, { except: { agent_id: call.agent_id, key: call.key }, any_tool: true }));
   if (unbind) {
     await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation.reservation_id]);
   }
   await dropIdempotency(tx, call.agent_id, call.key);
   await record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
   return { kind: "abandoned" };
-}
-
-async function otherCaptureInFlight(tx: SqlTx, call: CallRef): Promise<boolean> {
-  const row = await tx.get<{ one: number }>(
-    "SELECT 1 AS one FROM idempotency_keys WHERE status = 'in_flight' AND reservation_id = ? AND NOT (agent_id = ? AND key = ?) LIMIT 1",
-    [call.reservation_id, call.agent_id, call.key],
-  );
-  return row !== undefined;
-}
-
-/** Whether a capture of the reservation is executing (its key in flight): it may still land. */
-async function captureInFlight(tx: SqlTx, reservation_id: string): Promise<boolean> {
-  const row = await tx.get<{ one: number }>(
-    "SELECT 1 AS one FROM idempotency_keys WHERE status = 'in_flight' AND tool = 'capture_payment' AND reservation_id = ? LIMIT 1",
-    [reservation_id],
-  );
-  return row !== undefined;
 }
 
 /** Who found the bound payment dead: an operator's reservation check, or an agent's capture decision. */
@@ -259,7 +242,7 @@ export async function unbindUncapturable(
   await lockBlock(tx, block_id);
   const reservation = (await getReservation(tx, reservation_id)) as ReservationRow;
   if (reservation.status !== "held" || reservation.payment_id !== payment.id || reservation.outcome_unknown) return false;
-  if (await captureInFlight(tx, reservation_id)) return false;
+  if (await keyInFlightOn(tx, reservation_id)) return false;
   await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation_id]);
   await record(tx, context, "gate.settlement", {
     action: "payment.unbound",

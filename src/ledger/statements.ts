@@ -75,14 +75,21 @@ export function reservationByOrder(tx: SqlTx, order_id: string): Promise<Reserva
 }
 
 /**
- * Whether a capture_payment key other than `own` is in flight on the reservation with its lease
- * not yet run out (one that ran out is outcome-unknown, whatever the sweep has recorded so far).
+ * Whether a key is in flight on the reservation: a capture_payment key (any tool's with
+ * `any_tool`), other than `except`, and with `lease_after_ms` only one whose lease has not run out
+ * by then (one that ran out is outcome-unknown, whatever the sweep has recorded so far).
  */
-export async function otherCaptureInFlight(tx: SqlTx, reservation_id: string, own: { agent_id: string; key: string }, now_ms: number): Promise<boolean> {
+export async function keyInFlightOn(
+  tx: SqlTx,
+  reservation_id: string,
+  options: { except?: { agent_id: string; key: string }; lease_after_ms?: number; any_tool?: boolean } = {},
+): Promise<boolean> {
+  const { except, lease_after_ms, any_tool = false } = options;
   const row = await tx.get<{ one: number }>(
-    `SELECT 1 AS one FROM idempotency_keys WHERE status = 'in_flight' AND tool = 'capture_payment' AND reservation_id = ?
-       AND lease_expires_at_ms > ? AND NOT (agent_id = ? AND key = ?) LIMIT 1`,
-    [reservation_id, now_ms, own.agent_id, own.key],
+    `SELECT 1 AS one FROM idempotency_keys WHERE status = 'in_flight' AND reservation_id = ?${any_tool ? "" : " AND tool = 'capture_payment'"}${
+      lease_after_ms === undefined ? "" : " AND lease_expires_at_ms > ?"
+    }${except ? " AND NOT (agent_id = ? AND key = ?)" : ""} LIMIT 1`,
+    [reservation_id, ...(lease_after_ms === undefined ? [] : [lease_after_ms]), ...(except ? [except.agent_id, except.key] : [])],
   );
   return row !== undefined;
 }

@@ -381,14 +381,14 @@ function stored(name: string, held: HeldValue): Record<string, unknown> {
 }
 
 /**
- * What a call keeps of its tool and arguments while pending: the tool's name cut to
- * tool_name_chars_max, the arguments' text, and the shadow verdict, decided now (at the call's
+ * What a call keeps of its tool and arguments while pending: the tool's name (representable, as
+ * toolCalls gives it) cut to tool_name_chars_max, the arguments' text, and the shadow verdict, decided now (at the call's
  * `started_at`) from the whole name and the parsed arguments, which are then let go.
  */
 export function heldArguments(source: ObserverSource, tool: string, args: unknown, started_at: Date): Pick<PendingCall, "tool" | "args" | "shadow"> {
   const verdict = shadowVerdict(source.shadow, tool, args, started_at);
   return {
-    tool: boundedText(tool, tool_name_chars_max),
+    tool: cutText(tool, tool_name_chars_max),
     args: hold("args", args),
     shadow: verdict && { ...verdict, reason: boundedText(verdict.reason, shadow_reason_chars_max) },
   };

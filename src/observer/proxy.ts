@@ -227,7 +227,7 @@ class Exchange {
   /** Ended from this side (the gateway went away, or Bursar cut the exchange) rather than by the upstream. */
   cancelled = false;
   /** Whether the request has ended and its calls are known: an upstream may answer before. */
-  private registered = false;
+  calls_known = false;
   /** What the response's end left to do until the calls are known. */
   private deferred: (() => void) | null = null;
 
@@ -242,24 +242,20 @@ class Exchange {
     this.started_at = context.clock();
   }
 
-  get calls_known(): boolean {
-    return this.registered;
-  }
-
   /** Runs `step` once the request's calls are known: now, or when the request ends. */
   whenRegistered(step: () => void): void {
-    if (this.registered) return step();
+    if (this.calls_known) return step();
     this.deferred = step;
   }
 
   /** The request closed: before its end, none of its calls can be read, and what waited for them runs now. */
   requestClosed(): void {
-    if (!this.registered) this.registerCalls(null);
+    if (!this.calls_known) this.registerCalls(null);
   }
 
   registerCalls(tap: BodyTap | null): void {
     this.readCalls(tap);
-    this.registered = true;
+    this.calls_known = true;
     this.deferred?.();
     this.deferred = null;
   }

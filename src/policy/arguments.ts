@@ -1,6 +1,6 @@
 // R0's argument checks: every reason names the field and the limit it broke.
 
-import { characterCount, shortened, shown_units_max } from "./text.js";
+import { characterCount, hasLoneSurrogate, shortened, shown_units_max } from "./text.js";
 import {
   amount_max_minor,
   amount_min_minor,
@@ -84,8 +84,6 @@ function checkIdempotencyKey(value: unknown): string | undefined {
   return undefined;
 }
 
-const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
 /**
  * R0's word on an idempotency_key that had no JSON form as sent (PolicyCall.idempotency_key_sent):
  * the arguments carry a stand-in for it (U+FFFD for a lone surrogate), which the evidence
@@ -93,7 +91,7 @@ const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
  */
 export function sentKeyProblem(sent: unknown): string | undefined {
   if (sent === undefined) return undefined;
-  if (typeof sent === "string" && lone_surrogate.test(sent)) {
+  if (typeof sent === "string" && hasLoneSurrogate(sent)) {
     return "idempotency_key must be well-formed text: it has a lone UTF-16 surrogate (recorded as U+FFFD)";
   }
   return "idempotency_key must be a non-empty string";

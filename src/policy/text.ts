@@ -46,3 +46,10 @@ export function shownPath(segments: readonly string[]): string {
   if (segments.length > shown_segments_max) shown.push("…");
   return shortened(shown.join("."), shown_path_units_max);
 }
+
+export const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** True when `text` has a UTF-16 surrogate without its pair: it has no UTF-8 form. */
+export function hasLoneSurrogate(text: string): boolean {
+  return lone_surrogate.test(text);
+}

@@ -4,9 +4,9 @@
 import { EventEmitter } from "node:events";
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { constants } from "node:os";
 import { symbols as pino_symbols } from "pino";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
+import { signalExitCode } from "../cli/command.js";
 import { errorCode } from "../datadir.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
@@ -376,11 +376,6 @@ const listener_close_poll_ms = 10;
  */
 const shutdown_signals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 
-/** The shell's status for a process ended by `signal`, 128 + its number (as cli/command.ts signalExitCode). */
-function signalStatus(signal: NodeJS.Signals): number {
-  return 128 + (constants.signals[signal] ?? 0);
-}
-
 /** Why the process stops: a signal, or something else (its output closed), with its exit code when nothing is cut. */
 export type StopReason = { signal: NodeJS.Signals } | { reason: string; exit_code: number };
 
@@ -432,7 +427,7 @@ export class GracefulStop {
     const in_flight = this.app ? (shutdowns.get(this.app)?.in_flight() ?? null) : null;
     if (this.app) this.app.log.error({ signal, in_flight }, "second signal, exiting now");
     else this.say(`second signal (${signal}) while starting, exiting now`);
-    process.exit(signalStatus(signal));
+    process.exit(signalExitCode(signal));
   }
 
   private begin(app: FastifyInstance, why: StopReason): void {

@@ -51,8 +51,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (values.host !== undefined) env.BURSAR_HOST = listenHost(values.host);
   if (values.port !== undefined) env.BURSAR_PORT = listenPort(values.port);
   const config = loadConfig(env);
-  // From here a signal stops gracefully, during the start too: the start then finishes (storing
-  // or discarding a generated token's hash, never leaving it staged) before the server closes.
+  // From here a signal stops gracefully, during the start too: the start then finishes (a
+  // generated token's hash, kept in memory until the token is shown, is stored or dropped) before
+  // the server closes.
   const stop = new GracefulStop((line) => println(io.stderr, `bursar serve: ${line}`));
   const output = watchOutput(io, stop);
   let started: Started;
