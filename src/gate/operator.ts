@@ -1,9 +1,10 @@
 // Operator actions that reach the provider: approving a HOLD (forwarded once, atomically)
-// and checking a reservation (records every capture the provider proves; never charges).
+// and checking a reservation (records every capture the provider proves; never charges; releases
+// a hold whose order the provider proves it never made).
 
 import { HttpError } from "../errors.js";
 import type { ReservationRow, SettleOutcome } from "../ledger/index.js";
-import { orderFound } from "../ledger/complete.js";
+import { orderAbsent, orderFound, type AbsentOutcome } from "../ledger/complete.js";
 import { lockBlock } from "../ledger/statements.js";
 import { cannotBeCaptured, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
@@ -31,8 +32,10 @@ async function linkOrder(context: GateContext, reservation: ReservationRow): Pro
   // An order whose creation timed out is found by its receipt: Bursar's reservation id.
   const found = await context.provider.findOrdersByReceipt(reservation.reservation_id);
   // No answer (timeout, 5xx, rate limit) is not "no order": the order may exist, even be paid.
-  if (found.kind === "unknown") return { kind: "unknown", reason: found.reason };
-  if (found.kind === "refused" || found.value.length === 0) return { kind: "none" };
+  if (found.kind === "unknown") return { kind: "unknown", reason: `the provider did not answer the order lookup (${found.reason})` };
+  // Nor is a refused lookup (a 4xx): only an answer listing no order says there is none.
+  if (found.kind === "refused") return { kind: "unknown", reason: `the provider refused the order lookup (${found.error.description})` };
+  if (found.value.length === 0) return { kind: "none" };
   const order = found.value[0] as ProviderOrder;
   await context.ledger.transaction(async (tx, ledger_context) => {
     // The block lock comes before any write to its reservations (and before the log's lock).
@@ -97,17 +100,31 @@ async function unbindDeadPayment(context: GateContext, reservation_id: string, p
   return (await context.ledger.unbindUncapturable(reservation_id, bound, "check")) ? bound : undefined;
 }
 
+/** A reservation the provider has no order for: released once that proves none was made (orderAbsent). */
+async function noOrder(context: GateContext, reservation: ReservationRow): Promise<Record<string, unknown>> {
+  const absent = await context.ledger.transaction(async (tx, ledger_context): Promise<AbsentOutcome> => {
+    await lockBlock(tx, reservation.block_id);
+    return orderAbsent(tx, ledger_context, reservation.reservation_id);
+  });
+  const { reservation_id } = reservation;
+  if (absent.kind === "released") return { reservation_id, outcome: "released", reason: absent.reason };
+  const answer: Record<string, unknown> = { reservation_id, outcome: "not_found", reason: `the provider has no order for this reservation; ${absent.reason}` };
+  if (absent.release_from_ms !== undefined) answer.release_from = new Date(absent.release_from_ms).toISOString();
+  return answer;
+}
+
 /**
  * Asks the provider about a reservation: settles every capture it proves on the reservation's
- * order (a matching one commits; a conflicting one is rejected, as its webhook would be), and
- * unbinds a bound payment that can no longer be captured. Never charges.
+ * order (a matching one commits; a conflicting one is rejected, as its webhook would be), unbinds
+ * a bound payment that can no longer be captured, and releases a hold whose order the provider
+ * proves it never made. Never charges.
  */
 export async function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
   const reservation = await context.ledger.reservation(reservation_id);
   if (!reservation) throw new HttpError(404, "not_found", `no reservation ${reservation_id}`);
   const linked = await linkOrder(context, reservation);
-  if (linked.kind === "unknown") return { reservation_id, outcome: "unknown", reason: `the provider did not answer the order lookup (${linked.reason})` };
-  if (linked.kind === "none") return { reservation_id, outcome: "not_found", reason: "the provider has no order for this reservation" };
+  if (linked.kind === "unknown") return { reservation_id, outcome: "unknown", reason: linked.reason };
+  if (linked.kind === "none") return noOrder(context, reservation);
   const order_id = linked.order_id;
   const payments = await context.provider.fetchOrderPayments(order_id);
   if (payments.kind !== "ok") {

@@ -142,6 +142,46 @@ export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_
   return true;
 }
 
+/**
+ * How long after an order's creation went unanswered (its outcome marked unknown) a receipt
+ * lookup that finds no order proves that none was made. A creation still on its way lands within
+ * the provider timeout, seconds; the wait also covers a provider search that lags its writes.
+ */
+export const order_absent_after_ms = 10 * 60_000;
+
+export type AbsentOutcome = { kind: "released"; reason: string } | { kind: "kept"; reason: string; release_from_ms?: number };
+
+/**
+ * The provider has answered a lookup by this reservation's receipt with no order. Once the
+ * creation's outcome has been unknown for order_absent_after_ms, with no call on it still
+ * waiting for the provider, that is proof the order was never made: the hold is released with
+ * evidence, the call's key is dropped (as after a refusal, the same call is decided again) and
+ * an approval it forwarded records the outcome. A late order on that receipt can never be
+ * captured through the gate (its reservation is released), and a capture made elsewhere is a
+ * conflict, as for any released reservation. Before then, or while a call may still land, the
+ * hold is kept; `release_from_ms` says when a check may release it. The caller holds the
+ * reservation's block lock.
+ */
+export async function orderAbsent(tx: SqlTx, context: LedgerContext, reservation_id: string): Promise<AbsentOutcome> {
+  const reservation = await getReservation(tx, reservation_id);
+  if (!reservation || reservation.status !== "held") return { kind: "kept", reason: `the reservation is ${reservation?.status ?? "gone"}` };
+  if (reservation.order_id !== null) return { kind: "kept", reason: `the reservation names order ${reservation.order_id}` };
+  const approval = await approvalByReservation(tx, reservation_id);
+  if (approval?.state === "pending") return { kind: "kept", reason: "its order waits for an operator's approval and was never sent" };
+  const now_ms = context.clock().getTime();
+  const waiting = approval?.state === "forwarding" || (await keyInFlightOn(tx, reservation_id, { any_tool: true, lease_after_ms: now_ms }));
+  if (!reservation.outcome_unknown || waiting) return { kind: "kept", reason: "its order's creation is still waiting for the provider's answer" };
+  const release_from_ms = reservation.updated_at_ms + order_absent_after_ms;
+  if (now_ms < release_from_ms) {
+    return { kind: "kept", reason: `a check releases the hold once the creation has gone unanswered for ${order_absent_after_ms / 60_000} minutes`, release_from_ms };
+  }
+  const reason = `the provider has no order for this reservation ${order_absent_after_ms / 60_000} minutes or more after its creation went unanswered`;
+  await releaseHold(tx, context, reservation, reason);
+  await tx.run("DELETE FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'", [reservation_id]);
+  if (approval) await finishApproval(tx, approval.approval_id, { provider: "no_order", reservation_id, reason });
+  return { kind: "released", reason };
+}
+
 /** The capture call got a captured payment back: settle through the same path as a webhook. */
 export async function completeCapture(
   tx: SqlTx,
