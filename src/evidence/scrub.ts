@@ -104,19 +104,25 @@ const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|k_live_|k_test_|AIza
 const card_digits_min = 13;
 const card_digits_max = 19;
 /**
- * Runs of digits grouped as cards are printed and typed: by single spaces (any Unicode space:
+ * Digits are grouped as cards are printed and typed: by single spaces (any Unicode space:
  * a no-break, thin or narrow no-break space, as locale-aware formatting writes, too) or dashes,
  * mixed ("4111 1111-1111 1111"), or by one separator used throughout the run: a dot, a slash, an
  * underscore, a tab or two spaces ("4111.1111.1111.1111"). Mixing those (and a space with them)
  * ends a run, so "10.0.0.1 10.0.0.2" or "27.10.2026 22.10.13" is not one long run of digits
- * in which some stretch passes Luhn. A group glued to a letter is left out (the regex
- * backtracks to the group boundary before it): a digest's digits are glued to its hex
- * letters, and are not a card number.
+ * in which some stretch passes Luhn. Each kind of joint is one number here; any other text
+ * between two groups joins nothing.
  */
-const digit_run_patterns: readonly RegExp[] = [
-  /(?<![0-9A-Za-z])\d+(?:[\p{Zs}-]\d+)*(?![0-9A-Za-z])/gu,
-  /(?<![0-9A-Za-z])\d+([./_\t]| {2})\d+(?:\1\d+)*(?![0-9A-Za-z])/g,
-];
+const joint_none = 0;
+const joint_space_or_dash = 1;
+const joint_two_spaces = 2;
+/** The one-character joints a run uses throughout, other than a space or dash. */
+const joint_characters: ReadonlyMap<string, number> = new Map([
+  [".", 3],
+  ["/", 4],
+  ["_", 5],
+  ["\t", 6],
+]);
+const space_or_dash_pattern = /^[\p{Zs}-]$/u;
 const card_prefilter = /\d(?:[\p{Zs}\t./_-]{0,2}\d){12}/u;
 
 /** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. Only names
@@ -177,42 +183,89 @@ export function luhnValid(digits: string): boolean {
 
 const doubled_digit = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9];
 
+/** The kind of joint the text between two groups makes, or joint_none. */
+function jointKind(text: string, from: number, to: number): number {
+  if (to - from === 2) return text.charCodeAt(from) === 32 && text.charCodeAt(from + 1) === 32 ? joint_two_spaces : joint_none;
+  if (to - from !== 1) return joint_none;
+  const code = text.charCodeAt(from);
+  if (code === 32 || code === 45) return joint_space_or_dash; // the common case takes no regex
+  const joint = text[from]!;
+  return joint_characters.get(joint) ?? (space_or_dash_pattern.test(joint) ? joint_space_or_dash : joint_none);
+}
+
+function isAsciiDigit(code: number): boolean {
+  return code >= 48 && code <= 57;
+}
+
+function isAsciiLetter(code: number): boolean {
+  return (code >= 65 && code <= 90) || (code >= 97 && code <= 122);
+}
+
+/** The last digits read, more than a card number has (card_digits_max), each with a flag when it
+ *  starts a group: a ring indexed by how many digits were read before it. */
+const recent_digits_size = 32;
+const starts_group_flag = 16;
+
 /**
- * True when some consecutive groups of a run (digits between separators) hold 13 to
- * 19 digits together that pass Luhn and do not start with 0 (no issuer number does; without this
- * 13 zeros would pass). A card number printed next to its CVV, expiry or a reference is such a
- * stretch of groups ("4111 1111 1111 1111 123"). Windows start and end at group boundaries only:
- * a long unbroken run of digits (a snowflake id, a nanosecond timestamp) is a card only as a
- * whole, rather than redacted because one of its many windows passes Luhn. From each group's
- * end, the Luhn sum grows leftwards digit by digit (at most 19): one pass, no strings built.
+ * True when the text holds consecutive groups, joined by one kind of joint, that hold 13 to 19
+ * digits together, pass Luhn and do not start with 0 (no issuer number does; without this 13
+ * zeros would pass). A card number printed next to its CVV, expiry or a reference is such a
+ * stretch of groups ("4111 1111 1111 1111 123"). Stretches start and end at group boundaries
+ * only: a long unbroken run of digits (a snowflake id, a nanosecond timestamp) is a card only as
+ * a whole, rather than redacted because one of its many windows passes Luhn. A group glued to a
+ * letter is left out, and so ends any run it would stand in (at one end: a letter is no joint):
+ * a digest's digits are glued to its hex letters, and are not a card number.
+ *
+ * Runs joined differently may share a group: in "0  481.7462464911" the group 481 ends a run
+ * joined by two spaces and starts one joined by dots. Finding runs with one regex per kind of
+ * joint missed that: a match takes its last group, and the next search starts after it. Here
+ * each group is read once, in order, with the joint before it; `run_first` counts the digits
+ * read before the run of groups joined by that one kind and ending at this group. A new kind of
+ * joint starts a run at the group before it, which ends the old run too.
  */
-function hasCardWindow(run: string): boolean {
-  const digits = new Uint8Array(run.length);
-  const starts_group = new Uint8Array(run.length);
-  let count = 0;
-  for (let i = 0; i < run.length; i++) {
-    const digit = run.charCodeAt(i) - 48;
-    if (digit < 0 || digit > 9) continue; // a separator between groups
-    starts_group[count] = i === 0 || run.charCodeAt(i - 1) - 48 < 0 || run.charCodeAt(i - 1) - 48 > 9 ? 1 : 0;
-    digits[count++] = digit;
-  }
-  for (let last = 0; last < count; last++) {
-    if (last + 1 < count && starts_group[last + 1] === 0) continue; // not the end of a group
-    let sum = 0;
-    for (let length = 1; length <= card_digits_max && length <= last + 1; length++) {
-      const first = last + 1 - length;
-      const digit = digits[first]!;
-      sum += length % 2 === 0 ? doubled_digit[digit]! : digit;
-      if (length >= card_digits_min && starts_group[first] === 1 && digit !== 0 && sum % 10 === 0) return true;
+function containsCardNumber(text: string): boolean {
+  if (!card_prefilter.test(text)) return false;
+  const recent = new Uint8Array(recent_digits_size);
+  let count = 0; // digits read, of groups not glued to a letter
+  let run_first = 0;
+  let run_joint = joint_none;
+  let previous_first = 0;
+  let previous_end = -1; // -1: no group before this one that a joint could join it to
+  for (let at = 0; at < text.length; ) {
+    if (!isAsciiDigit(text.charCodeAt(at))) {
+      at += 1;
+      continue;
     }
+    const start = at;
+    while (isAsciiDigit(text.charCodeAt(at))) at += 1; // NaN past the end
+    if (isAsciiLetter(text.charCodeAt(start - 1)) || isAsciiLetter(text.charCodeAt(at))) {
+      previous_end = -1;
+      continue;
+    }
+    const joint = previous_end === -1 ? joint_none : jointKind(text, previous_end, start);
+    if (joint === joint_none) run_first = count;
+    else if (joint !== run_joint) run_first = previous_first;
+    run_joint = joint;
+    previous_first = count;
+    previous_end = at;
+    recent[count++ % recent_digits_size] = text.charCodeAt(start) - 48 + starts_group_flag;
+    for (let digit_at = start + 1; digit_at < at; digit_at++) recent[count++ % recent_digits_size] = text.charCodeAt(digit_at) - 48;
+    if (endsCardNumber(recent, count, count - run_first)) return true;
   }
   return false;
 }
 
-function containsCardNumber(text: string): boolean {
-  if (!card_prefilter.test(text)) return false;
-  for (const pattern of digit_run_patterns) {
-    for (const match of text.matchAll(pattern)) if (match[0].length >= card_digits_min && hasCardWindow(match[0])) return true;
+/** True when a stretch of the last `run_digits` digits read, ending at the last one, is a card
+ *  number. From there the Luhn sum grows leftwards digit by digit, at most 19 of them: each
+ *  group costs a bounded walk, and no strings are built. */
+function endsCardNumber(recent: Uint8Array, count: number, run_digits: number): boolean {
+  let sum = 0;
+  for (let length = 1; length <= card_digits_max && length <= run_digits; length++) {
+    const entry = recent[(count - length) % recent_digits_size]!;
+    const digit = entry % starts_group_flag;
+    sum += length % 2 === 0 ? doubled_digit[digit]! : digit;
+    // Above the flag: the digit starts a group, and is not 0.
+    if (length >= card_digits_min && entry > starts_group_flag && sum % 10 === 0) return true;
   }
   return false;
 }
