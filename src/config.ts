@@ -114,7 +114,7 @@ function url(env: Env, name: string, fallback: string, credentials_in: string): 
  * taken for a secret (a webhook secret of one space would let anyone sign webhooks). The value
  * is never shown.
  */
-function secret(env: Env, name: string): string | undefined {
+export function secret(env: Env, name: string): string | undefined {
   const raw = env[name];
   if (raw === undefined || raw === "") return undefined;
   if (raw.trim() === "") throw new ConfigError(`${name}: only whitespace; expected the secret itself, or leave it unset`);

@@ -91,6 +91,16 @@ export function baseUrlOption(raw: string, credentials_in: string): string {
 }
 
 /**
+ * A secret given as an option (`--token`, `--webhook-secret`): one of only whitespace is refused,
+ * as config.ts `secret` refuses such a variable, without being shown. An empty one is returned
+ * as given: the command refuses it as missing.
+ */
+export function secretOption(raw: string | undefined, name: string, what: string): string | undefined {
+  if (raw !== undefined && raw !== "" && raw.trim() === "") throw new UsageError(`${name}: only whitespace; expected the ${what} itself`);
+  return raw;
+}
+
+/**
  * A listen address given as an option (`bursar serve --host`, `bursar simulator --host`): an
  * empty or blank value is an error, never the default address and never every interface (an
  * empty host makes Node listen on all of them).

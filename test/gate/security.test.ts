@@ -62,9 +62,9 @@ describe("principals", () => {
     const agent = await server.agent("sec-agent");
     const auditor = await server.api<{ auditor_id: string; token: string }>("POST", "/api/v1/auditor-tokens", { name: "sec auditor" });
     const source = await server.api<{ id: string }>("POST", "/api/v1/evidence-sources", { kind: "decisions", name: "sec source" });
-    // Ids by the collection the parameter follows: real ones (a source's events look the source
-    // up before its key: a made-up id would answer 404, not the 401 under test), ids of the right
-    // shape where none is at hand. A route under a new collection fails here until given one.
+    // Ids by the collection the parameter follows: real ones where at hand (a made-up source id
+    // answers the same 401, so source ids cannot be probed), ids of the right shape where none is.
+    // A route under a new collection fails here until given one.
     const ids: Record<string, string> = {
       agents: agent.agent_id,
       blocks: agent.block_id,

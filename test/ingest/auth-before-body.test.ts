@@ -1,7 +1,10 @@
-// The three ingest routes refuse before they read the body: a wrong or missing credential, an
-// unknown, disabled or observer source id, and (for the webhook) a Bursar-Signature header that is
-// missing, malformed or outside the ±300 s tolerance are answered while the body is still coming,
-// so no caller can make Bursar wait for and buffer up to 2 MiB first. After such an answer the
+// The three ingest routes refuse before they read the body: a wrong or missing credential (an
+// unknown or observer source id answers as a wrong credential does: unknown-ids.test.ts), the
+// operator's upload to an unknown, disabled or observer source id, a disabled source's own API
+// key, and (for the webhook) a Bursar-Signature header that is missing, malformed or outside the
+// ±300 s tolerance are answered while the body is still coming, so no caller can make Bursar wait
+// for and buffer up to 2 MiB first. A well-formed signature is checked against the body whatever
+// the id names, so the webhook answers an unknown id only once the body has come. After such an answer the
 // connection stays usable for a body declared within the 2 MiB limit (Node discards it) and is
 // closed for one chunked or declared over it. The checks run again once the body has arrived.
 
@@ -10,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { delivery_bytes_max } from "../../src/ingest/delivery.js";
 import { signatureHeader } from "../../src/ingest/signature.js";
 import { RawConnection } from "../support/raw-connection.js";
-import { decisionsSource, harness, ndjson, operator_token, record, type DecisionsSource, type Harness } from "./support.js";
+import { decisionsSource, harness, ndjson, operator_token, record, sourceKinds, type DecisionsSource, type Harness } from "./support.js";
 
 let h: Harness;
 let source: DecisionsSource;
@@ -20,12 +23,7 @@ let observer_id: string;
 
 beforeAll(async () => {
   h = await harness();
-  source = await decisionsSource(h, "auth-first");
-  other = await decisionsSource(h, "auth-first-other");
-  disabled = await decisionsSource(h, "auth-first-disabled");
-  expect((await h.api("POST", `/api/v1/evidence-sources/${disabled.id}/disable`)).status).toBe(200);
-  const observer = await h.api<{ id: string }>("POST", "/api/v1/evidence-sources", { kind: "observer", name: "auth-first-observer", upstream_url: "http://127.0.0.1:9/mcp" });
-  observer_id = observer.body.id;
+  ({ source, other, disabled, observer_id } = await sourceKinds(h, "auth-first"));
 });
 afterAll(async () => h.close());
 
@@ -59,16 +57,16 @@ const cases: Case[] = [
   { name: "events with a wrong API key", path: events(() => source.id), headers: bearerOf("wrong"), status: 401, code: "unauthorized" },
   { name: "events without a key", path: events(() => source.id), headers: () => ({}), status: 401, code: "unauthorized" },
   { name: "events with another source's API key", path: events(() => source.id), headers: () => bearerOf(other.api_key)(), status: 401, code: "unauthorized" },
-  { name: "events to an unknown id", path: events(() => "src_unknown"), headers: bearerOf("wrong"), status: 404, code: "not_found" },
-  { name: "events to an observer source", path: events(() => observer_id), headers: bearerOf("wrong"), status: 404, code: "not_found" },
+  { name: "events to an unknown id", path: events(() => "src_unknown"), headers: bearerOf("wrong"), status: 401, code: "unauthorized" },
+  { name: "events to an observer source", path: events(() => observer_id), headers: bearerOf("wrong"), status: 401, code: "unauthorized" },
+  { name: "events to a disabled source, with a wrong key", path: events(() => disabled.id), headers: bearerOf("wrong"), status: 401, code: "unauthorized" },
   { name: "events to a disabled source, with its key", path: events(() => disabled.id), headers: () => bearerOf(disabled.api_key)(), status: 403, code: "source_disabled" },
   { name: "webhook without Bursar-Signature", path: webhook(() => source.id), headers: () => ({}), status: 401, code: "signature_missing" },
   { name: "webhook with a malformed Bursar-Signature", path: webhook(() => source.id), headers: () => ({ "bursar-signature": "t=abc,v1=zz" }), status: 401, code: "signature_malformed" },
   { name: "webhook with a t= 301 s old", path: webhook(() => source.id), headers: () => ({ "bursar-signature": wellFormed(nowSeconds() - 301) }), status: 401, code: "signature_stale" },
   { name: "webhook with a t= 301 s ahead", path: webhook(() => source.id), headers: () => ({ "bursar-signature": wellFormed(nowSeconds() + 301) }), status: 401, code: "signature_stale" },
-  { name: "webhook to an unknown id", path: webhook(() => "src_unknown"), headers: () => ({ "bursar-signature": wellFormed() }), status: 404, code: "not_found" },
-  { name: "webhook to an observer source", path: webhook(() => observer_id), headers: () => ({ "bursar-signature": wellFormed() }), status: 404, code: "not_found" },
-  { name: "webhook to a disabled source", path: webhook(() => disabled.id), headers: () => ({ "bursar-signature": wellFormed() }), status: 403, code: "source_disabled" },
+  { name: "webhook to an unknown id without Bursar-Signature", path: webhook(() => "src_unknown"), headers: () => ({}), status: 401, code: "signature_missing" },
+  { name: "webhook to an unknown id with a t= 301 s old", path: webhook(() => "src_unknown"), headers: () => ({ "bursar-signature": wellFormed(nowSeconds() - 301) }), status: 401, code: "signature_stale" },
 ];
 
 function head(path: string, headers: Record<string, string>, framing: string): string {

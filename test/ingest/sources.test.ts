@@ -66,9 +66,10 @@ describe("evidence sources", () => {
     expect(await h.treeSize()).toBe(before);
   });
 
-  it("answers 404 for an unknown source", async () => {
+  it("answers an unknown source as a wrong signature (401 signature_mismatch), not 404: ids cannot be probed", async () => {
     const unknown = { id: "src_unknown", signing_key: "k", api_key: "a", ingest_url: "" };
-    expect((await deliver(h, unknown, ndjson([record("evt_unknown")]))).status).toBe(404);
+    const answer = await deliver(h, unknown, ndjson([record("evt_unknown")]));
+    expect({ status: answer.status, code: answer.body.error?.code }).toEqual({ status: 401, code: "signature_mismatch" });
   });
 
   it("writes a gate.operator entry for create, rotate and disable", async () => {

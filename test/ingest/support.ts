@@ -104,6 +104,19 @@ export async function decisionsSource(h: Harness, name = "acme-gateway"): Promis
   return created.body;
 }
 
+/** Every kind of id a caller can name on the ingest routes: a decisions source, another one, a
+ *  disabled one and an observer's (its upstream a closed port). Names start with `prefix`. */
+export async function sourceKinds(h: Harness, prefix: string): Promise<{ source: DecisionsSource; other: DecisionsSource; disabled: DecisionsSource; observer_id: string }> {
+  const source = await decisionsSource(h, prefix);
+  const other = await decisionsSource(h, `${prefix}-other`);
+  const disabled = await decisionsSource(h, `${prefix}-disabled`);
+  const disabling = await h.api("POST", `/api/v1/evidence-sources/${disabled.id}/disable`);
+  if (disabling.status !== 200) throw new Error(`disable: ${JSON.stringify(disabling.body)}`);
+  const observer = await h.api<{ id: string }>("POST", "/api/v1/evidence-sources", { kind: "observer", name: `${prefix}-observer`, upstream_url: "http://127.0.0.1:9/mcp" });
+  if (observer.status !== 201) throw new Error(`observer source: ${JSON.stringify(observer.body)}`);
+  return { source, other, disabled, observer_id: observer.body.id };
+}
+
 export function record(event_id: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     schema: "bursar.gateway-decision/1",

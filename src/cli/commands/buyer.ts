@@ -4,11 +4,11 @@
 import { join } from "node:path";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { connect, type Connection } from "../../buyer/connect.js";
-import { parseHttpUrl } from "../../config.js";
+import { parseHttpUrl, secret } from "../../config.js";
 import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
-import { baseUrlOption, CommandError, parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, CommandError, parseOptions, println, secretOption, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
@@ -35,7 +35,8 @@ An MCP buyer that spends through a running gate with an agent token.
 Exit codes: 0 done; 1 the gate could not be reached, or refused the agent token (one line
 naming the URL), or with --llm a model call failed (one line naming BURSAR_LLM_BASE_URL and
 the HTTP status or connection error); 2 bad arguments (a --url or BURSAR_URL with
-user:password@ included), or BURSAR_LLM_BASE_URL is not an http(s) URL.
+user:password@ included; an agent token, --token or BURSAR_AGENT_TOKEN, or a BURSAR_LLM_API_KEY
+of only whitespace, refused without being shown), or BURSAR_LLM_BASE_URL is not an http(s) URL.
 
 Environment: BURSAR_URL, BURSAR_AGENT_TOKEN, BURSAR_ADMIN_TOKEN, BURSAR_LLM_BASE_URL,
 BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL.`;
@@ -53,7 +54,7 @@ const options = {
 
 function llmSettings(io: CliIo): { base_url: string; api_key: string; model: string } {
   const base_url = io.env.BURSAR_LLM_BASE_URL;
-  const api_key = io.env.BURSAR_LLM_API_KEY;
+  const api_key = secret(io.env, "BURSAR_LLM_API_KEY");
   const model = io.env.BURSAR_LLM_MODEL;
   const missing = [!base_url && "BURSAR_LLM_BASE_URL", !api_key && "BURSAR_LLM_API_KEY", !model && "BURSAR_LLM_MODEL"].filter(Boolean);
   if (missing.length > 0) {
@@ -88,7 +89,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (values.scripted === values.llm) throw new UsageError("choose one of --scripted or --llm");
   if (values.overspend && !values.scripted) throw new UsageError("--overspend goes with --scripted");
   const llm = values.llm ? llmSettings(io) : undefined;
-  const token = values.token ?? io.env.BURSAR_AGENT_TOKEN;
+  const token = secretOption(values.token, "--token", "agent token") ?? secret(io.env, "BURSAR_AGENT_TOKEN");
   if (!token) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
   const url = baseUrlOption(values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787", "BURSAR_AGENT_TOKEN (or --token)");
   const bin = join(import.meta.dirname, "..", "bin.js");

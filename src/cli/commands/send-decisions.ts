@@ -5,6 +5,7 @@
 
 import { appendFileSync, readFileSync } from "node:fs";
 import { systemClock } from "../../clock.js";
+import { secret } from "../../config.js";
 import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
 import { isPlainObject } from "../../policy/index.js";
@@ -37,8 +38,9 @@ numbers records, written and duplicates, and a receipt whose records list the ev
 in order. Anything else (a proxy's or login page's HTML, an empty object) stops the run with
 one line naming the delivery and what was wrong, and writes nothing to the receipts file for it.
 Exit codes: 0 all sent; 1 a delivery was refused, answered without its receipt, or the server
-could not be reached; 2 bad arguments (a --url with user:password@ included), an unreadable
-FILE, a line of FILE that is not JSON on its own, or an unwritable receipts file.
+could not be reached; 2 bad arguments (a --url with user:password@ included, a
+${signing_key_variable} unset or of only whitespace), an unreadable FILE, a line of FILE
+that is not JSON on its own, or an unwritable receipts file.
 
 options:
   --url URL          the Bursar server, e.g. http://127.0.0.1:8787 (no user:password@: such a
@@ -50,7 +52,8 @@ options:
                      first receipts again for records already received)
 
 environment:
-  ${signing_key_variable}   the source's signing key (shown once when the source was created)
+  ${signing_key_variable}   the source's signing key (shown once when the source was created);
+                             one of only whitespace is refused (exit 2) without being shown
 `;
 
 interface FileRecord {
@@ -267,7 +270,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!values.url || !values.source) throw new UsageError("--url URL and --source ID are required");
   const batch = values.batch === undefined ? records_per_delivery_max : Number(values.batch);
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > records_per_delivery_max) throw new UsageError(`--batch must be an integer from 1 to ${records_per_delivery_max}`);
-  const key = io.env[signing_key_variable];
+  const key = secret(io.env, signing_key_variable);
   if (!key) throw new UsageError(`${signing_key_variable} must hold the source's signing key`);
   const endpoint = `${baseUrlOption(values.url, signing_key_variable)}/ingest/${encodeURIComponent(values.source)}`;
   const records = fileRecords(file);

@@ -2,10 +2,10 @@
 
 import { parseArgs } from "node:util";
 import type { FastifyInstance } from "fastify";
-import { parseHttpUrl } from "../../config.js";
+import { secret } from "../../config.js";
 import { buildServer, listenFailure } from "../../server/app.js";
 import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
-import { CommandError, UsageError, listenHost, parsing, println, type CliIo } from "../command.js";
+import { CommandError, UsageError, httpUrl, listenHost, parsing, println, secretOption, type CliIo } from "../command.js";
 
 export const simulator_port_default = 8788;
 export const simulator_host_default = "127.0.0.1";
@@ -22,8 +22,10 @@ options:
   --host HOST           address to bind (default ${simulator_host_default}; may not be empty: 0.0.0.0
                         or :: listens on every interface)
   --webhook-url URL     where signed webhooks are POSTed, e.g. http://127.0.0.1:8787/webhooks/razorpay
-                        (without it, events wait in the outbox: GET /sim/webhooks)
-  --webhook-secret S    signs X-Razorpay-Signature (or set RAZORPAY_WEBHOOK_SECRET)
+                        (without it, events wait in the outbox: GET /sim/webhooks); a URL with
+                        user:password@ is refused (exit 2) without being shown
+  --webhook-secret S    signs X-Razorpay-Signature (or set RAZORPAY_WEBHOOK_SECRET); one of only
+                        whitespace is refused (exit 2)
 
 routes:
   POST /v1/orders, GET /v1/orders?receipt=, GET /v1/orders/{id}, GET /v1/orders/{id}/payments,
@@ -35,7 +37,8 @@ routes:
   GET /sim/webhooks, POST /sim/webhooks/deliver, POST /sim/webhooks/redeliver
 
 environment:
-  RAZORPAY_WEBHOOK_SECRET   webhook signing secret when --webhook-secret is not given
+  RAZORPAY_WEBHOOK_SECRET   webhook signing secret when --webhook-secret is not given (not only
+                            whitespace: such a value is refused, exit 2, without being shown)
 `;
 
 function parsePort(text: string | undefined): number {
@@ -45,10 +48,13 @@ function parsePort(text: string | undefined): number {
   return port;
 }
 
+/**
+ * --webhook-url: http(s), without user:password@ (httpUrl): the banner would print the password, and
+ * fetch refuses such a URL with an error that repeats it, kept in the outbox (GET /sim/webhooks).
+ */
 function parseWebhookUrl(text: string | undefined): string | undefined {
   if (text === undefined) return undefined;
-  const url = parseHttpUrl(text);
-  if (!url) throw new UsageError("--webhook-url must be an http(s) URL");
+  const url = httpUrl(text, "--webhook-url", { example: "http://127.0.0.1:8787/webhooks/razorpay", credentials_in: "--webhook-secret (or RAZORPAY_WEBHOOK_SECRET)" });
   return url.toString();
 }
 
@@ -79,7 +85,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const port = parsePort(values.port);
   const host = values.host === undefined ? simulator_host_default : listenHost(values.host);
   const webhook_url = parseWebhookUrl(values["webhook-url"]);
-  const webhook_secret = values["webhook-secret"] ?? io.env.RAZORPAY_WEBHOOK_SECRET;
+  const webhook_secret = secretOption(values["webhook-secret"], "--webhook-secret", "secret") ?? secret(io.env, "RAZORPAY_WEBHOOK_SECRET");
   if (!webhook_secret) throw new UsageError("--webhook-secret (or RAZORPAY_WEBHOOK_SECRET) is required to sign webhooks");
 
   const simulator = createSimulator({ webhook_secret, webhook_url });

@@ -1,8 +1,9 @@
 // Decision-record ingestion over HTTP: the signed webhook, the API-key push, the operator's
 // .jsonl upload, and the published JSON Schema. Bodies are raw bytes (≤ 2 MiB, 413 before
-// parsing), authenticated before they are read (all but the HMAC) and again before they are split,
-// parsed or validated.
+// parsing), authenticated before they are read (all but the webhook's HMAC) and again before they
+// are split, parsed or validated; an id is looked at only past the credential, so none is probeable.
 
+import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../../clock.js";
 import { HttpError } from "../../errors.js";
@@ -41,37 +42,70 @@ async function answer(reply: FastifyReply, ingested: Promise<IngestAnswer>): Pro
 }
 
 /**
- * What each route can check without the body (the credential, and that the id names an enabled
- * decisions source) runs twice: as its onRequest hook, before the body is read, so a caller
- * without a credential, or one naming no such source, cannot make Bursar wait for and buffer up to
- * 2 MiB first (a refused body that is chunked or declared over the limit closes the connection:
- * buildServer's rule); and again once the body has arrived, so a source disabled or a key expired
- * while the body was on the way is refused. The webhook's HMAC covers the body, so its hook checks
- * only the Bursar-Signature header's shape and its t=; the handler checks all of it.
+ * A signing key no source has and nobody holds: a delivery to an id without signing keys (unknown,
+ * an observer's) is checked against it, so it costs the same HMAC over the body as a wrong
+ * signature to a known source and fails the same way.
+ */
+const unheld_signing_key = randomBytes(32).toString("hex");
+
+/**
+ * Why the id cannot take a delivery — 404 `not_found` (no decisions source by that id) or 403
+ * `source_disabled` — or undefined. Returned, not thrown: a route answers it only to a caller whose
+ * credential for the source passed, and no credential passes for an id without a decisions source.
+ */
+async function sourceRefusal(sources: SourceStore, source_id: string): Promise<HttpError | undefined> {
+  try {
+    await sources.decisionsSource(source_id);
+    return undefined;
+  } catch (error) {
+    if (error instanceof HttpError && (error.status === 404 || error.status === 403)) return error;
+    throw error;
+  }
+}
+
+/**
+ * Ids are not probeable: each route checks the caller's credential before it looks at what the id
+ * names, so an unknown id, an observer's id or a disabled source answers a caller without the
+ * source's credential exactly as a wrong credential to a known source does. The webhook's HMAC
+ * covers the body, so for every id, known or not, its onRequest hook checks only the
+ * Bursar-Signature header's shape and its t= (neither depends on the id), and the handler reads the
+ * body and computes an HMAC before it answers (see unheld_signing_key). The API key and the
+ * operator token are checked in the onRequest hook, before the body is read, so a caller without
+ * them cannot make Bursar wait for and buffer up to 2 MiB first (a refused body that is chunked or
+ * declared over the limit closes the connection: buildServer's rule); and again once the body has
+ * arrived, so a source disabled or a key expired while the body was on the way is refused. The
+ * upload route is the operator's: past the operator token, it names an unknown id (404) and a
+ * disabled source (403).
  */
 function routes(app: FastifyInstance, options: IngestRouteOptions): void {
   const { sources, ingest } = options;
-  const signedSource = async (request: FastifyRequest): Promise<void> => {
-    await sources.decisionsSource(sourceIdOf(request));
+  const signatureShape = async (request: FastifyRequest): Promise<void> => {
     checkTimestamp(parseSignatureHeader(headerOf(request, signature_header)), options.clock());
   };
   const apiKeySource = async (request: FastifyRequest): Promise<void> => {
     const source_id = sourceIdOf(request);
     const token = bearer(request.headers.authorization);
     if (!token) throw new HttpError(401, "unauthorized", "the source's API key is required as a bearer token");
-    await sources.decisionsSource(source_id);
-    if (!(await sources.apiKeyValid(source_id, token))) throw new HttpError(401, "unauthorized", "the API key is not valid for this source");
+    // Both look-ups run for every id, so an unknown id costs what a wrong key does.
+    const refusal = await sourceRefusal(sources, source_id);
+    const valid = await sources.apiKeyValid(source_id, token);
+    if (!valid || refusal?.status === 404) throw new HttpError(401, "unauthorized", "the API key is not valid for this source");
+    if (refusal) throw refusal;
   };
   const operatorSource = async (request: FastifyRequest): Promise<void> => {
     await requireOperator(options.access, request);
     await sources.decisionsSource(sourceIdOf(request));
   };
   const bodyLimit = delivery_bytes_max;
-  app.post("/ingest/:id", { bodyLimit, onRequest: signedSource }, async (request, reply) => {
+  app.post("/ingest/:id", { bodyLimit, onRequest: signatureShape }, async (request, reply) => {
     const source_id = sourceIdOf(request);
-    await sources.decisionsSource(source_id);
     const raw = rawBody(request);
-    verifySignature(headerOf(request, signature_header), await sources.signingKeys(source_id), raw, options.clock());
+    // Both look-ups run for every id; an id without a decisions source is checked against a key nobody holds.
+    const refusal = await sourceRefusal(sources, source_id);
+    const signing_keys = await sources.signingKeys(source_id);
+    const keys = refusal?.status === 404 || signing_keys.length === 0 ? [unheld_signing_key] : signing_keys;
+    verifySignature(headerOf(request, signature_header), keys, raw, options.clock());
+    if (refusal) throw refusal;
     return answer(reply, ingestDelivery(ingest, source_id, raw));
   });
   app.post("/api/v1/evidence-sources/:id/events", { bodyLimit, onRequest: apiKeySource }, async (request, reply) => {
