@@ -6,7 +6,7 @@ import {
   amount_max_minor,
   amount_min_minor,
   block_lifetime_max_seconds,
-  currency_pattern,
+  currencyProblem,
   reserved_max_minor,
 } from "../policy/index.js";
 import { velocity_window_max_seconds } from "./authorize.js";
@@ -66,9 +66,9 @@ function expiry(input: CreateBlockInput, now_ms: number): number {
 
 /** Validates a block request and fills the reference defaults; throws a 422 naming the field. */
 export function newBlockRow(input: CreateBlockInput, block_id: string, now_ms: number): BlockRow {
-  if (typeof input.currency !== "string" || !currency_pattern.test(input.currency)) {
-    throw invalid("currency", "must be exactly three ASCII letters");
-  }
+  // An active ISO 4217 code, as R0 takes it: a block in "ZZZ" could only ever refuse.
+  const currency_problem = currencyProblem(input.currency);
+  if (currency_problem !== undefined) throw invalid("currency", currency_problem);
   const reserved = integerIn("reserved", input.reserved ?? block_defaults.reserved, amount_min_minor, reserved_max_minor);
   const per_call_cap = integerIn("per_call_cap", input.per_call_cap ?? block_defaults.per_call_cap, amount_min_minor, amount_max_minor);
   const approval_threshold = integerIn(

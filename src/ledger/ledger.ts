@@ -3,7 +3,7 @@
 
 import { HttpError } from "../errors.js";
 import { newToken, sha256Hex } from "../ids.js";
-import { control_characters } from "../policy/index.js";
+import { invisibleOrControlCharacter } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
 import { authorizeBatch, batchable, DecisionQueue } from "./authorize-batch.js";
 import { capturePaymentMatters } from "./payment-matters.js";
@@ -86,10 +86,13 @@ export class Ledger {
   }
 
   async createAgent(input: { name: string }): Promise<Agent & { token: string }> {
-    if (typeof input.name !== "string" || input.name.trim() === "" || input.name.length > agent_name_length_max || control_characters.test(input.name)) {
-      throw new HttpError(422, "validation_failed", `name: must be a non-empty string of at most ${agent_name_length_max} characters, without control characters`, {
-        field: "name",
-      });
+    if (typeof input.name !== "string" || input.name.trim() === "" || input.name.length > agent_name_length_max) {
+      throw new HttpError(422, "validation_failed", `name: must be a non-empty string of at most ${agent_name_length_max} characters`, { field: "name" });
+    }
+    // Names are shown to people: a bidi override or a zero-width space would show one agent as another.
+    const character = invisibleOrControlCharacter(input.name);
+    if (character !== undefined) {
+      throw new HttpError(422, "validation_failed", `name: must not contain ${character} (invisible or control character)`, { field: "name" });
     }
     const agent_id = this.context.ids("agt");
     const token = newToken("bsr_agent");

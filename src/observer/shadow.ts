@@ -4,7 +4,7 @@
 
 import { z } from "zod";
 import { representable } from "../evidence/canonical.js";
-import { amount_max_minor, currency_pattern, decide, guard_table, type Guard, type PolicyState, type Verdict } from "../policy/index.js";
+import { amount_max_minor, currencyProblem, decide, guard_table, type Guard, type PolicyState, type Verdict } from "../policy/index.js";
 
 export const shadow_tools_max = 100;
 export const shadow_tool_name_chars_max = 256;
@@ -19,7 +19,14 @@ export const shadow_settings_schema = z.strictObject({
   tools: z
     .record(z.string().min(1).max(shadow_tool_name_chars_max), z.string().max(shadow_tool_name_chars_max))
     .refine((tools) => Object.keys(tools).length <= shadow_tools_max, `at most ${shadow_tools_max} tools`),
-  currency: z.string().regex(currency_pattern).transform((currency) => currency.toUpperCase()),
+  /** An active ISO 4217 code, as a block's; one issue naming what is wrong with it. */
+  currency: z
+    .string()
+    .superRefine((currency, context) => {
+      const problem = currencyProblem(currency);
+      if (problem !== undefined) context.addIssue({ code: "custom", message: problem });
+    })
+    .transform((currency) => currency.toUpperCase()),
   per_call_cap: limit_minor,
   approval_threshold: limit_minor,
 });

@@ -4,9 +4,10 @@ import { characterCount, hasLoneSurrogate, shortened, shown_units_max } from "./
 import {
   amount_max_minor,
   amount_min_minor,
-  currency_pattern,
+  currencyProblem,
   declared_arguments,
   idempotency_key_length_max,
+  isCurrencyCode,
   note_key_length_max,
   note_value_length_max,
   notes_keys_max,
@@ -40,10 +41,9 @@ export function checkAmount(value: unknown): string | undefined {
   return undefined;
 }
 
+/** Three ASCII letters naming an active ISO 4217 code (currencies.ts), equal to the block's in either case. */
 export function checkCurrency(value: unknown, block_currency: string): string | undefined {
-  if (typeof value !== "string" || !currency_pattern.test(value)) {
-    return "currency must be exactly three ASCII letters";
-  }
+  if (!isCurrencyCode(value)) return `currency ${currencyProblem(value)}`;
   if (value.toUpperCase() !== block_currency) {
     return `currency ${value.toUpperCase()} does not match the block's ${block_currency}`;
   }
@@ -72,8 +72,35 @@ function checkNotes(value: unknown): string | undefined {
   return undefined;
 }
 
-/** C0 controls and DEL: no idempotency key has them, and PostgreSQL text cannot hold NUL. */
+/**
+ * C0 controls and DEL: no idempotency key has them, and PostgreSQL text cannot hold NUL. Kept to
+ * this set on purpose: a key is compared as sent, never shown as an identity, so an invisible
+ * character in it misleads no one; and src/ledger/keys.ts looks up a key matching this pattern
+ * by its hash, so widening it would stop stored keys from replaying.
+ */
 export const control_characters = /[\u0000-\u001f\u007f]/;
+
+/**
+ * What a name shown to people (agent, evidence source, auditor) must not hold, because the
+ * console or a log would show the name as something it is not: C0 and C1 controls and DEL; bidi
+ * controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which reorder what follows;
+ * invisible characters (soft hyphen U+00AD, U+034F, the Hangul fillers U+115F, U+1160, U+3164,
+ * U+FFA0, U+17B4, U+17B5, U+180E, U+200B–U+200D, U+2060–U+2065, the deprecated format
+ * characters U+206A–U+206F, U+FEFF, the interlinear annotation marks U+FFF9–U+FFFB and the tag
+ * characters U+E0000–U+E007F, which can carry hidden text); line and paragraph separators
+ * U+2028, U+2029; and lone surrogates (in a `u` pattern, [\uD800-\uDFFF] matches only an
+ * unpaired one). A fixed set, not \p{Cf}: property data follows Node's Unicode version.
+ */
+export const invisible_or_control_characters =
+  /[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ud800-\udfff\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}]/u;
+
+/** The first character of `text` that invisible_or_control_characters refuses, as "U+202E"; undefined when none. */
+export function invisibleOrControlCharacter(text: string): string | undefined {
+  const found = invisible_or_control_characters.exec(text);
+  if (found === null) return undefined;
+  const code_point = found[0].codePointAt(0) as number;
+  return `U+${code_point.toString(16).toUpperCase().padStart(4, "0")}`;
+}
 
 function checkIdempotencyKey(value: unknown): string | undefined {
   if (typeof value !== "string" || value.length === 0) return "idempotency_key must be a non-empty string";

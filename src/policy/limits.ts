@@ -14,9 +14,11 @@ export const note_value_length_max = 255;
 export const note_key_length_max = 64;
 export const idempotency_key_length_max = 255;
 
+/** The currencies a block and a money call may name (active ISO 4217 codes), checked in one place. */
+export { currency_codes, currency_pattern, currencyProblem, isCurrencyCode } from "./currencies.js";
+
 export const order_id_pattern = /^order_[A-Za-z0-9]{1,40}$/;
 export const payment_id_pattern = /^pay_[A-Za-z0-9]{1,40}$/;
-export const currency_pattern = /^[A-Za-z]{3}$/;
 
 /** The arguments each money tool declares; anything else is refused under R0. */
 export const declared_arguments: Readonly<Record<string, readonly string[]>> = Object.freeze({

@@ -2,18 +2,25 @@
 
 import { z } from "zod";
 import { hasLoneSurrogate } from "../evidence/canonical.js";
-import { control_characters } from "../policy/index.js";
+import { invisibleOrControlCharacter } from "../policy/index.js";
 import { HttpError } from "./errors.js";
 
 /** A name an operator gives (agent, auditor, evidence source): trimmed, 1..max characters, and no
- *  control characters (PostgreSQL text cannot hold NUL; logs and the console print names). */
+ *  control or invisible characters (PostgreSQL text cannot hold NUL; logs and the console print
+ *  names, and a bidi override or a zero-width space would show one name as another). The message
+ *  names the first such character by its code point, since printing it would repeat the trick. */
 export function nameSchema(max: number) {
   return z
     .string()
     .trim()
     .min(1)
     .max(max)
-    .refine((name) => !control_characters.test(name), "must not contain control characters");
+    .superRefine((name, context) => {
+      const character = invisibleOrControlCharacter(name);
+      if (character !== undefined) {
+        context.addIssue({ code: "custom", message: `must not contain ${character} (invisible or control character)` });
+      }
+    });
 }
 
 /** NUL, which PostgreSQL text cannot hold, and a lone surrogate, which no evidence entry can. */
