@@ -36,15 +36,56 @@ export interface Agent {
   name: string;
 }
 
+/**
+ * What needs the operator, each list cut at its limit and beside it how many there are in all
+ * (read in one snapshot, so a list is cut exactly when it is shorter than its total).
+ */
 export interface Inbox {
+  /** Oldest first, as GET /api/v1/approvals?state=pending walks them; at most inbox_approvals_max. */
   pending_approvals: ApprovalRow[];
+  pending_approvals_total: number;
+  /** Oldest first; at most inbox_unknown_outcomes_max. */
   unknown_outcomes: ReservationRow[];
+  unknown_outcomes_total: number;
+  /** Longest frozen first, each with its latest inbox_reservations_per_block reservations; at most inbox_frozen_blocks_max. */
   frozen_blocks: Array<{ block: BlockView; reservations: ReservationRow[] }>;
+  frozen_blocks_total: number;
+  /** True when some list above holds fewer items than its total. */
+  truncated: boolean;
 }
 
 export const agent_name_length_max = 128;
 const second_phase: TransactionOptions = Object.freeze({ async_commit: true });
 export const inbox_reservations_per_block = 20;
+export const inbox_approvals_max = 500;
+export const inbox_unknown_outcomes_max = 500;
+export const inbox_frozen_blocks_max = 100;
+
+/** A page of GET /api/v1/approvals holds 1..approvals_page_max rows; the default is the most, as
+ *  many as the list held before it was paged, so a client that never pages loses nothing it had. */
+export const approvals_page_max = 500;
+export const approvals_page_default = 500;
+
+/** Where a walk of the approvals stands: the last row it was given (rows are ordered by both). */
+export interface ApprovalPosition {
+  created_at_ms: number;
+  approval_id: string;
+}
+
+export interface ApprovalPage {
+  approvals: ApprovalRow[];
+  /** The last row's position when more rows follow it, else null. */
+  next: ApprovalPosition | null;
+}
+
+/**
+ * An id column compared byte by byte on both backends. PostgreSQL would compare text by the
+ * database's collation (en_US puts `apr_a` before `apr_B`, SQLite does not), so a walk's order,
+ * and which rows follow a position, would differ between backends. Ids are ASCII.
+ */
+function byteOrder(tx: SqlTx, column: string): string {
+  return tx.dialect === "postgres" ? `${column} COLLATE "C"` : column;
+}
 
 /** A token's agent is remembered (bounded), and read again after this long, so an agent
  *  disabled through another instance sharing the database stops authenticating here too. */
@@ -314,12 +355,40 @@ export class Ledger {
     return this.driver.read((tx) => getApproval(tx, approval_id));
   }
 
-  async approvals(state?: string): Promise<ApprovalRow[]> {
-    return this.driver.read((tx) =>
-      state
-        ? tx.all<ApprovalRow>("SELECT * FROM approvals WHERE state = ? ORDER BY created_at_ms LIMIT 500", [state])
-        : tx.all<ApprovalRow>("SELECT * FROM approvals ORDER BY created_at_ms DESC LIMIT 500"),
-    );
+  /**
+   * One page of the approvals in `state` (oldest first, the order they are worked through), or of
+   * every state (newest first), after `after` when given. Ordered by creation time and then id,
+   * and continued from the last row's position (not an offset): a walk page by page sees each row
+   * at most once, and every row that was there when it began and stays in `state`, whatever is
+   * inserted or decided meanwhile.
+   */
+  async approvals(state?: ApprovalRow["state"], page: { limit?: number; after?: ApprovalPosition } = {}): Promise<ApprovalPage> {
+    const limit = page.limit ?? approvals_page_default;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > approvals_page_max) {
+      throw new Error(`approvals: limit ${limit} is outside 1..${approvals_page_max}`);
+    }
+    const newest_first = state === undefined;
+    const rows = await this.driver.read((tx) => {
+      const id = byteOrder(tx, "approval_id");
+      const direction = newest_first ? "DESC" : "ASC";
+      const filters: string[] = [];
+      const params: Array<string | number> = [];
+      if (state !== undefined) {
+        filters.push("state = ?");
+        params.push(state);
+      }
+      if (page.after) {
+        filters.push(`(created_at_ms, ${id}) ${newest_first ? "<" : ">"} (?, ?)`);
+        params.push(page.after.created_at_ms, page.after.approval_id);
+      }
+      const where = filters.length > 0 ? `WHERE ${filters.join(" AND ")}` : "";
+      // One row more than the page: whether it comes says whether the walk goes on.
+      return tx.all<ApprovalRow>(`SELECT * FROM approvals ${where} ORDER BY created_at_ms ${direction}, ${id} ${direction} LIMIT ?`, [...params, limit + 1]);
+    });
+    const approvals = rows.slice(0, limit);
+    const last = approvals.at(-1);
+    const next = rows.length > limit && last ? { created_at_ms: Number(last.created_at_ms), approval_id: last.approval_id } : null;
+    return { approvals, next };
   }
 
   async reservation(reservation_id: string): Promise<ReservationRow | undefined> {
@@ -363,24 +432,36 @@ export class Ledger {
     return this.tx(async (tx) => ((await lockBlock(tx, block_id)) ? expireApprovals(tx, this.context, block_id) : 0));
   }
 
+  /** The operator's inbox, read in one snapshot: each list cut at its limit, with its total. */
   async inbox(): Promise<Inbox> {
     return this.driver.read(async (tx) => {
+      const count = async (from_where: string) => Number((await tx.get<{ total: number }>(`SELECT COUNT(*) AS total FROM ${from_where}`))?.total ?? 0);
+      const pending = "approvals WHERE state = 'pending'";
+      const unknown = "reservations WHERE outcome_unknown = 1 AND status = 'held'";
+      const frozen = "blocks WHERE frozen_at_ms IS NOT NULL";
       const pending_approvals = await tx.all<ApprovalRow>(
-        "SELECT * FROM approvals WHERE state = 'pending' ORDER BY created_at_ms LIMIT 500",
+        `SELECT * FROM ${pending} ORDER BY created_at_ms, ${byteOrder(tx, "approval_id")} LIMIT ${inbox_approvals_max}`,
       );
       const unknown_outcomes = await tx.all<ReservationRow>(
-        "SELECT * FROM reservations WHERE outcome_unknown = 1 AND status = 'held' ORDER BY created_at_ms LIMIT 500",
+        `SELECT * FROM ${unknown} ORDER BY created_at_ms, ${byteOrder(tx, "reservation_id")} LIMIT ${inbox_unknown_outcomes_max}`,
       );
-      const frozen = await tx.all<BlockRow>("SELECT * FROM blocks WHERE frozen_at_ms IS NOT NULL ORDER BY frozen_at_ms LIMIT 100");
+      const frozen_rows = await tx.all<BlockRow>(
+        `SELECT * FROM ${frozen} ORDER BY frozen_at_ms, ${byteOrder(tx, "block_id")} LIMIT ${inbox_frozen_blocks_max}`,
+      );
       const frozen_blocks = [];
-      for (const block of frozen) {
+      for (const block of frozen_rows) {
         const reservations = await tx.all<ReservationRow>(
-          `SELECT * FROM reservations WHERE block_id = ? ORDER BY created_at_ms DESC LIMIT ${inbox_reservations_per_block}`,
+          `SELECT * FROM reservations WHERE block_id = ? ORDER BY created_at_ms DESC, ${byteOrder(tx, "reservation_id")} DESC LIMIT ${inbox_reservations_per_block}`,
           [block.block_id],
         );
         frozen_blocks.push({ block: blockView(block), reservations });
       }
-      return { pending_approvals, unknown_outcomes, frozen_blocks };
+      const pending_approvals_total = await count(pending);
+      const unknown_outcomes_total = await count(unknown);
+      const frozen_blocks_total = await count(frozen);
+      const truncated =
+        pending_approvals.length < pending_approvals_total || unknown_outcomes.length < unknown_outcomes_total || frozen_blocks.length < frozen_blocks_total;
+      return { pending_approvals, pending_approvals_total, unknown_outcomes, unknown_outcomes_total, frozen_blocks, frozen_blocks_total, truncated };
     });
   }
 }

@@ -61,3 +61,25 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infe
   const first = issues[0] as { field: string; message: string };
   throw new HttpError(422, "validation_failed", `${first.field}: ${first.message}`, { issues });
 }
+
+/** A query parameter refused: 422 `invalid_query` naming it, with `details.param` (and any limit). */
+export function invalidQuery(param: string, message: string, details: Record<string, unknown> = {}): HttpError {
+  return new HttpError(422, "invalid_query", `${param} ${message}`, { param, ...details });
+}
+
+/** Query integers: digits only, no sign or leading zero; at most 16 digits keeps them exact JavaScript numbers. */
+const query_integer_pattern = /^(0|[1-9][0-9]{0,15})$/;
+
+/**
+ * The query parameter `name` as an integer (`fallback` when it is absent and one is given): 422
+ * `invalid_query` naming it when it is not one, or lies outside min..max (`details.limit`: max).
+ */
+export function queryInteger(query: unknown, name: string, range: { fallback?: number; min?: number; max?: number } = {}): number {
+  const { fallback, min = 0, max } = range;
+  const raw = (query as Record<string, unknown> | undefined)?.[name];
+  if (raw === undefined && fallback !== undefined) return fallback;
+  const value = typeof raw === "string" && query_integer_pattern.test(raw) ? Number(raw) : Number.NaN;
+  if (Number.isSafeInteger(value) && value >= min && (max === undefined || value <= max)) return value;
+  if (max !== undefined) throw invalidQuery(name, `must be an integer from ${min} to ${max}`, { limit: max });
+  throw invalidQuery(name, min === 0 ? "must be a non-negative integer" : `must be an integer of at least ${min}`);
+}

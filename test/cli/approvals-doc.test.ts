@@ -36,6 +36,6 @@ describe("approving a HOLD as README.md and docs/clients.md show it", () => {
     const denied = await server.api("POST", `/api/v1/approvals/${approval?.approval_id}/deny`);
     expect(denied.status).toBe(409);
     expect(denied.body).toMatchObject({ error: { code: "approval_decided" } });
-    expect((await server.api("GET", "/api/v1/approvals?state=pending")).body).toEqual({ approvals: [] });
+    expect((await server.api("GET", "/api/v1/approvals?state=pending")).body).toEqual({ approvals: [], next_cursor: null });
   });
 });

@@ -5,23 +5,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { entries_page_max, EvidenceRangeError, type EvidenceLog } from "../../evidence/index.js";
 import type { RoutePlugin } from "../app.js";
 import { HttpError } from "../errors.js";
+import { queryInteger } from "../validate.js";
 
 export interface LogRouteDeps {
   log: EvidenceLog;
   /** True when the Authorization header carries the operator or an auditor token. */
   authorizeReader: (authorizationHeader: string | undefined) => Promise<boolean>;
-}
-
-/** Query integers: at most 16 decimal digits keeps them exact JavaScript numbers. */
-const query_integer_pattern = /^(0|[1-9][0-9]{0,15})$/;
-
-function queryInteger(request: FastifyRequest, name: string, fallback?: number): number {
-  const raw = (request.query as Record<string, unknown> | undefined)?.[name];
-  if (raw === undefined && fallback !== undefined) return fallback;
-  if (typeof raw !== "string" || !query_integer_pattern.test(raw) || !Number.isSafeInteger(Number(raw))) {
-    throw new HttpError(422, "invalid_query", `${name} must be a non-negative integer`, { param: name });
-  }
-  return Number(raw);
 }
 
 async function requireReader(deps: LogRouteDeps, request: FastifyRequest): Promise<void> {
@@ -58,8 +47,8 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
 
     app.get("/api/v1/log/entries", async (request) => {
       await requireReader(deps, request);
-      const start = queryInteger(request, "start", 0);
-      const requested = queryInteger(request, "end", start + entries_page_max);
+      const start = queryInteger(request.query, "start", { fallback: 0 });
+      const requested = queryInteger(request.query, "end", { fallback: start + entries_page_max });
       if (requested < start || requested - start > entries_page_max) {
         const message = `end must be from start to start + ${entries_page_max} (a page holds at most ${entries_page_max} entries)`;
         throw new HttpError(422, "invalid_query", message, { param: "end", limit: start + entries_page_max });
@@ -73,15 +62,15 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
 
     app.get("/api/v1/log/proof/inclusion", async (request) => {
       await requireReader(deps, request);
-      const index = queryInteger(request, "index");
-      const size = queryInteger(request, "size");
+      const index = queryInteger(request.query, "index");
+      const size = queryInteger(request.query, "size");
       return withRange(() => deps.log.inclusionProof(index, size));
     });
 
     app.get("/api/v1/log/proof/consistency", async (request) => {
       await requireReader(deps, request);
-      const from = queryInteger(request, "from");
-      const to = queryInteger(request, "to");
+      const from = queryInteger(request.query, "from");
+      const to = queryInteger(request.query, "to");
       return withRange(() => deps.log.consistencyProof(from, to));
     });
   };

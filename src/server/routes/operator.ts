@@ -8,9 +8,10 @@ import { approve, checkReservation } from "../../gate/operator.js";
 import type { GateContext } from "../../gate/context.js";
 import { newToken, sha256Hex } from "../../ids.js";
 import { record } from "../../ledger/index.js";
+import { approvals_page_default, approvals_page_max, type ApprovalPosition } from "../../ledger/ledger.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
-import { nameSchema, parseBody } from "../validate.js";
+import { invalidQuery, nameSchema, parseBody, queryInteger } from "../validate.js";
 
 const money = z.number().int();
 const create_agent = z.object({ name: z.string() }).strict();
@@ -28,6 +29,7 @@ const create_block = z
   .strict();
 const create_auditor = z.object({ name: nameSchema(128) }).strict();
 const approval_states = ["pending", "forwarding", "approved", "denied", "expired"] as const;
+type ApprovalState = (typeof approval_states)[number];
 
 type IdParams = { id: string };
 
@@ -55,10 +57,12 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
   app.post("/api/v1/blocks/:id/revoke", async (request) => ledger.revoke(id(request)));
   app.post("/api/v1/blocks/:id/unfreeze", async (request) => ledger.unfreeze(id(request)));
   app.get("/api/v1/approvals", async (request) => {
-    const state = (request.query as { state?: string }).state;
-    const valid = state === undefined || (approval_states as readonly string[]).includes(state);
-    if (!valid) return parseBody(z.object({ state: z.enum(approval_states) }), { state });
-    return { approvals: await ledger.approvals(state) };
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    const state = stateParam(query.state);
+    const limit = queryInteger(query, "limit", { fallback: approvals_page_default, min: 1, max: approvals_page_max });
+    const after = query.after === undefined ? undefined : cursorParam(query.after, state);
+    const page = await ledger.approvals(state, { limit, ...(after ? { after } : {}) });
+    return { approvals: page.approvals, next_cursor: page.next ? encodeCursor(state, page.next) : null };
   });
   app.post("/api/v1/approvals/:id/approve", async (request) => approve(gate, id(request)));
   app.post("/api/v1/approvals/:id/deny", async (request) => ledger.deny(id(request)));
@@ -100,6 +104,49 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
       return auditorView(row);
     });
   });
+}
+
+function stateParam(raw: unknown): ApprovalState | undefined {
+  if (raw === undefined) return undefined;
+  if (typeof raw === "string" && (approval_states as readonly string[]).includes(raw)) return raw as ApprovalState;
+  throw invalidQuery("state", `must be one of ${approval_states.join(", ")}`, { allowed: approval_states });
+}
+
+/**
+ * `after` is opaque to clients, who only hand back a `next_cursor`: base64url of JSON
+ * `[state or null, created_at_ms, approval_id]`. It names the listing it continues, since a
+ * position means something else in another state's order. Its size and its id's characters are
+ * bounded, so a forged one is refused before it reaches the database.
+ */
+const cursor_length_max = 256;
+const cursor_pattern = /^[A-Za-z0-9_-]+$/;
+const cursor_id_pattern = /^[A-Za-z0-9_]{1,64}$/;
+
+function encodeCursor(state: ApprovalState | undefined, position: ApprovalPosition): string {
+  return Buffer.from(JSON.stringify([state ?? null, position.created_at_ms, position.approval_id]), "utf8").toString("base64url");
+}
+
+function listing(state: ApprovalState | null | undefined): string {
+  return state ? `state=${state}` : "every state (no state parameter)";
+}
+
+function cursorParam(raw: unknown, state: ApprovalState | undefined): ApprovalPosition {
+  const refused = invalidQuery("after", "must be the next_cursor of an earlier page, as it was given (omit after to start from the first page)");
+  if (typeof raw !== "string" || raw.length > cursor_length_max || !cursor_pattern.test(raw)) throw refused;
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(Buffer.from(raw, "base64url").toString("utf8"));
+  } catch {
+    throw refused;
+  }
+  if (!Array.isArray(decoded) || decoded.length !== 3) throw refused;
+  const [cursor_state, created_at_ms, approval_id] = decoded as [unknown, unknown, unknown];
+  const known_state = cursor_state === null || (typeof cursor_state === "string" && (approval_states as readonly string[]).includes(cursor_state));
+  if (!known_state || !Number.isSafeInteger(created_at_ms) || typeof approval_id !== "string" || !cursor_id_pattern.test(approval_id)) throw refused;
+  if (cursor_state !== (state ?? null)) {
+    throw invalidQuery("after", `continues the listing of ${listing(cursor_state as ApprovalState | null)}, not of ${listing(state)}`);
+  }
+  return { created_at_ms: created_at_ms as number, approval_id };
 }
 
 const select_auditors = "SELECT auditor_id, name, created_at_ms, revoked_at_ms FROM auditor_tokens";
