@@ -4,6 +4,7 @@
 
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isJsonContentType } from "@modelcontextprotocol/sdk/shared/mediaType.js";
 import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { CallToolRequestParamsSchema, CallToolRequestSchema, ErrorCode, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -20,6 +21,9 @@ import { errorBody } from "./errors.js";
 import { isToolCallEnvelope, notJsonRpc, parseError, toolCallRequest, withoutBom } from "./jsonrpc.js";
 
 export const server_info = { name: "bursar", version: "0.1.0" };
+
+/** The JSON-RPC code the SDK's Streamable HTTP transport refuses an HTTP request with. */
+const transport_refusal_code = -32000;
 
 /** One validator for every per-request server: building Ajv anew costs ~0.4 ms a request. */
 export const json_schema_validator = new AjvJsonSchemaValidator();
@@ -192,12 +196,27 @@ function encodedBody(request: FastifyRequest, reply: FastifyReply): FastifyReply
     .send(errorBody("unsupported_media_type", "the gate reads request bodies without a content coding: send JSON with no Content-Encoding (or identity)"));
 }
 
+/**
+ * A POST whose Content-Type names another media type than JSON is answered as the SDK's transport
+ * answers it (415, JSON-RPC -32000, id null; its own test of the media type), before the body is
+ * read. Left to Fastify, text/plain reached the route as a string (a misleading -32600 "not a
+ * valid JSON-RPC message") and other types got Fastify's own 415. A POST with no Content-Type at
+ * all stays Fastify's 415, as documented.
+ */
+function notJsonMediaType(request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
+  const content_type = request.headers["content-type"];
+  if (content_type === undefined || request.method !== "POST" || isJsonContentType(content_type)) return undefined;
+  const message = "Unsupported Media Type: Content-Type must be application/json";
+  return reply.status(415).send({ jsonrpc: "2.0", error: { code: transport_refusal_code, message }, id: null });
+}
+
 export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
   return async (app: FastifyInstance) => {
     await app.register(async (scope) => {
       scope.removeContentTypeParser("application/json");
       scope.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonAsIs);
-      const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) => ((await authenticate(access, request, reply)) ? encodedBody(request, reply) : reply);
+      const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) =>
+        (await authenticate(access, request, reply)) ? (notJsonMediaType(request, reply) ?? encodedBody(request, reply)) : reply;
       scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
         const agent_id = await authenticate(access, request, reply);
         if (!agent_id) return reply;

@@ -214,6 +214,33 @@ describe("Origin validation (docs/clients.md: only loopback origins, which also 
   });
 });
 
+describe("media types (docs/gate.md: a Content-Type other than application/json is 415, -32000)", () => {
+  it("answers every other media type as the SDK's transport does, before the body is read, and takes JSON with parameters in any case", async () => {
+    const agent = await server.agent("media-types");
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+    const size = await treeSize();
+    for (const content_type of ["text/plain", "text/plain; a=application/json", "application/xml", "application/x-www-form-urlencoded", "application/json-seq"]) {
+      const response = await fetch(`${server.url}/mcp`, { method: "POST", headers: { ...mcp_headers(agent.token), "content-type": content_type }, body });
+      expect({ content_type, status: response.status, body: await response.json() }).toEqual({
+        content_type,
+        status: 415,
+        body: { jsonrpc: "2.0", error: { code: -32000, message: "Unsupported Media Type: Content-Type must be application/json" }, id: null },
+      });
+    }
+    expect(await treeSize()).toBe(size);
+    for (const content_type of ["application/json; charset=utf-8", "Application/JSON"]) {
+      const response = await fetch(`${server.url}/mcp`, { method: "POST", headers: { ...mcp_headers(agent.token), "content-type": content_type }, body });
+      expect({ content_type, status: response.status }).toEqual({ content_type, status: 200 });
+      expect(((await response.json()) as { result: { tools: unknown[] } }).result.tools.length).toBeGreaterThan(0);
+    }
+  });
+
+  it("checks the token first: a caller without one gets 401 whatever it sends", async () => {
+    const response = await fetch(`${server.url}/mcp`, { method: "POST", headers: { "content-type": "text/plain", accept: "application/json, text/event-stream" }, body: "x" });
+    expect(response.status).toBe(401);
+  });
+});
+
 describe("methods other than POST (the gate's /mcp is stateless)", () => {
   it("answers GET and DELETE with 405 and Allow: POST, with or without a JSON content type", async () => {
     const agent = await server.agent("methods");
