@@ -13,8 +13,6 @@ export const source_chars_max = 200;
 /** An ingest delivery is at most 2 MiB; one entry rarely needs more than twice that, but RFC 8785
  *  can write a record longer than it was sent (9e20 as 21 digits), so ingest checks each entry. */
 export const entry_bytes_max = 4_194_304;
-/** Year, month, day, hour, minute, second, then the offset's hours and minutes (absent for Z). */
-const rfc3339_pattern = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:Z|[+-](\d{2}):(\d{2}))$/;
 
 export type EntryKind = (typeof entry_kinds)[number] | `system.${string}`;
 
@@ -70,23 +68,35 @@ function daysInMonth(year: number, month: number): number {
   return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
 }
 
+/** The shape of an RFC 3339 date-time without its calendar; with it, isRfc3339's longest fraction. */
+const rfc3339_loose_pattern = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|[+-](\d{2}):(\d{2}))$/;
+const rfc3339_fraction_digits_max = 9;
+
 /**
- * An RFC 3339 date-time with seconds and a zone (`Z` or `±hh:mm`), at most 9 fraction digits,
- * naming a time that exists: V8's Date.parse takes "2027-02-30" as 2027-03-02 and "24:00:00" as
- * the next day's midnight, so every calendar field is checked here. No leap second (`:60`):
- * Date.parse refuses it, and the docs promise seconds 00–59. Offsets are at most ±23:59.
+ * What keeps `value` from being an RFC 3339 date-time with seconds and a zone (`Z` or `±hh:mm`),
+ * at most 9 fraction digits, naming a time that exists — or undefined when it is one. V8's
+ * Date.parse takes "2027-02-30" as 2027-03-02 and "24:00:00" as the next day's midnight, so every
+ * calendar field is checked here. No leap second (`:60`): Date.parse refuses it, and the docs
+ * promise seconds 00–59. Offsets are at most ±23:59. The reason follows a field's name ("expires_at
+ * …") and says what to change.
  */
-export function isRfc3339(value: string): boolean {
-  const match = rfc3339_pattern.exec(value);
-  if (!match) return false;
-  // Groups 7 and 8 (the offset) are absent for Z.
+export function rfc3339Problem(value: string): string | undefined {
+  const match = rfc3339_loose_pattern.exec(value);
+  if (!match) return 'must be an RFC 3339 time with an offset, e.g. "2026-12-31T18:30:00Z" or "2027-01-01T00:00:00+05:30"';
+  // Groups 8 and 9 (the offset) are absent for Z.
   const field = (group: number): number => Number(match[group] ?? 0);
-  const month = field(2);
-  const day = field(3);
-  const date = month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(field(1), month);
-  const time = field(4) <= 23 && field(5) <= 59 && field(6) <= 59;
-  const offset = field(7) <= 23 && field(8) <= 59;
-  return date && time && offset && !Number.isNaN(Date.parse(value));
+  const [year, month, day] = [field(1), field(2), field(3)];
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return `names a date that does not exist (${match[1]}-${match[2]}-${match[3]})`;
+  if (field(4) > 23 || field(5) > 59 || field(6) > 59) return `names a time of day that does not exist (${match[4]}:${match[5]}:${match[6]}; hours 00–23, minutes and seconds 00–59)`;
+  if (field(8) > 23 || field(9) > 59) return "has an offset beyond ±23:59";
+  if ((match[7]?.length ?? 0) > rfc3339_fraction_digits_max) return `has more than ${rfc3339_fraction_digits_max} fraction digits (the log keeps at most nanoseconds)`;
+  if (Number.isNaN(Date.parse(value))) return "is outside the range of times this server can read";
+  return undefined;
+}
+
+/** An RFC 3339 date-time naming a time that exists (rfc3339Problem finds nothing). */
+export function isRfc3339(value: string): boolean {
+  return rfc3339Problem(value) === undefined;
 }
 
 function checkInput(input: AppendInput): void {

@@ -400,7 +400,8 @@ class ExportVerifier {
     const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
     if (!signature.ok) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: receipt does not verify (${signature.reason})` });
     this.receiptsVerified += 1;
-    if (entry) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: entry altered: its leaf hash differs from its signed receipt` });
+    // Named by the entry's own line (the one to look at), not by its receipt's, the line after.
+    if (entry) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: entry altered: its leaf hash differs from its signed receipt` }, pending.lineNumber);
     // A v1 receipt names no log, so past every signed root so far it vouches for nothing: the
     // entry waits for a checkpoint line like an entry without a receipt, and fails without one.
     if (receipt.log === undefined && pending.seq >= this.signedSize) {

@@ -3,7 +3,7 @@
 // free-form `args`, so a typo cannot silently drop evidence. Published as JSON Schema.
 
 import { z } from "zod";
-import { isRfc3339 } from "../evidence/entry.js";
+import { isRfc3339, rfc3339Problem } from "../evidence/entry.js";
 import { isPlainObject } from "../policy/index.js";
 
 export const decision_schema_ids = ["bursar.gateway-decision/1", "interlok.gateway-decision/1"] as const;
@@ -34,9 +34,13 @@ const policy = z.strictObject({
 
 /** isRfc3339's limit: the log keeps at most nanoseconds. */
 const occurred_at_fraction_digits_max = 9;
+/** One issue saying what is wrong (rfc3339Problem's words): zod's own "Invalid ISO datetime", and
+ *  then a second issue for the same value, said nothing about a date that does not exist. */
+const timeProblem = (input: unknown): string =>
+  (typeof input === "string" ? rfc3339Problem(input) : undefined) ?? 'must be an RFC 3339 time with an offset, e.g. "2026-12-31T18:30:00Z"';
 const occurred_at = z.iso
-  .datetime({ offset: true })
-  .refine(isRfc3339, `must be an RFC 3339 time with at most ${occurred_at_fraction_digits_max} fraction digits`);
+  .datetime({ offset: true, error: (issue) => timeProblem(issue.input) })
+  .refine(isRfc3339, { error: (issue) => timeProblem(issue.input), when: (payload) => payload.issues.length === 0 });
 
 /**
  * The pattern published for occurred_at: zod's date-time pattern that the check above runs (a real

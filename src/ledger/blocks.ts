@@ -1,7 +1,7 @@
 // Creating spending blocks: defaults from DESIGN.md and validation that names the field and limit.
 
 import { HttpError } from "../errors.js";
-import { isRfc3339 } from "../evidence/entry.js";
+import { rfc3339Problem } from "../evidence/entry.js";
 import {
   amount_max_minor,
   amount_min_minor,
@@ -49,9 +49,9 @@ function expiry(input: CreateBlockInput, now_ms: number): number {
   if (input.expires_at !== undefined) {
     // RFC 3339 with its offset only: Date.parse also takes "2026-12-01 10:00" or an offset-less
     // time, read in the server's time zone, so the block's expiry would depend on the host.
-    if (typeof input.expires_at !== "string" || !isRfc3339(input.expires_at)) {
-      throw invalid("expires_at", 'must be an RFC 3339 time with an offset, e.g. "2026-12-31T18:30:00Z" or "2027-01-01T00:00:00+05:30"');
-    }
+    // Not a string at all reads as the empty one: "must be an RFC 3339 time with an offset, e.g. …".
+    const problem = rfc3339Problem(typeof input.expires_at === "string" ? input.expires_at : "");
+    if (problem !== undefined) throw invalid("expires_at", problem);
     expires_at_ms = Date.parse(input.expires_at);
   } else {
     const ttl = input.ttl_seconds ?? block_defaults.ttl_seconds;

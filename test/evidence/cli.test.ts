@@ -57,10 +57,14 @@ describe("bursar export and verify", () => {
 
   it("exits 1 naming the seq of an altered entry", async () => {
     const tampered = join(dir.path, "tampered.jsonl");
-    writeFileSync(tampered, readFileSync(out, "utf8").replace('{"n":17}', '{"n":71}'));
+    const lines = readFileSync(out, "utf8").split("\n");
+    const altered = lines.findIndex((line) => line.includes('{"n":17}'));
+    lines[altered] = (lines[altered] as string).replace('{"n":17}', '{"n":71}');
+    writeFileSync(tampered, lines.join("\n"));
     const verifyIo = io({});
     expect(await verifyCommand.run([tampered, "--checkpoint", cp, "--key", verifierKey], verifyIo)).toBe(1);
-    expect(verifyIo.err()).toMatch(/^FAIL seq 18: entry altered.*\n  first bad entry: seq 18$/m);
+    // The line named is the altered entry's own (1-based), not its receipt's after it.
+    expect(verifyIo.err()).toMatch(new RegExp(`^FAIL seq 18: entry altered.*\\(line ${altered + 1}\\)\n  first bad entry: seq 18$`, "m"));
   });
 
   it("counts only receipt signatures it checked, and exits 1 on a tail entry nothing signed vouches for", async () => {

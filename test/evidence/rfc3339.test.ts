@@ -77,15 +77,19 @@ describe("isRfc3339", () => {
 describe("a block's expires_at names a time that exists", () => {
   // The test clock starts at 2026-11-30T10:00Z: the first two shifted days fall within the 90-day
   // lifetime (the block was created, expiring a day off), the third past it (refused, but as too long).
-  for (const expires_at of ["2026-11-31T00:00:00Z", "2026-12-31T24:00:00Z", "2027-02-29T00:00:00Z"]) {
-    it(`${expires_at} is refused with 422 naming expires_at and its format`, async () => {
+  for (const [expires_at, reason] of [
+    ["2026-11-31T00:00:00Z", "names a date that does not exist (2026-11-31)"],
+    ["2026-12-31T24:00:00Z", "names a time of day that does not exist (24:00:00; hours 00–23, minutes and seconds 00–59)"],
+    ["2027-02-29T00:00:00Z", "names a date that does not exist (2027-02-29)"],
+  ]) {
+    it(`${expires_at} is refused with 422 naming expires_at and what does not exist`, async () => {
       const t = await testLedger();
       const agent = await t.bursar.operator.createAgent({ name: "impossible-expiry" });
       await expect(t.bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", expires_at })).rejects.toMatchObject({
         status: 422,
         code: "validation_failed",
         details: { field: "expires_at" },
-        message: expect.stringMatching(/^expires_at: must be an RFC 3339 time with an offset/),
+        message: `expires_at: ${reason}`,
       });
     });
   }
@@ -95,5 +99,24 @@ describe("a block's expires_at names a time that exists", () => {
     const agent = await t.bursar.operator.createAgent({ name: "possible-expiry" });
     const block = await t.bursar.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", expires_at: "2026-12-31T23:59:59Z" });
     expect(block.expires_at).toBe("2026-12-31T23:59:59.000Z");
+  });
+});
+
+describe("what a refused time is told", () => {
+  /** The ingest schema's issues on occurred_at for a record otherwise valid. */
+  function occurredAtIssues(occurred_at: string): string[] {
+    const record = { schema: "bursar.gateway-decision/1", event_id: "evt_1", occurred_at, decision: "allow", tool: "t", args: {} };
+    const parsed = decision_record_schema.safeParse(record);
+    return parsed.success ? [] : parsed.error.issues.filter((issue) => issue.path[0] === "occurred_at").map((issue) => issue.message);
+  }
+
+  it.each([
+    ["2026-02-29T14:03:11Z", "names a date that does not exist (2026-02-29)"],
+    ["2026-12-31T24:00:00Z", "names a time of day that does not exist (24:00:00; hours 00–23, minutes and seconds 00–59)"],
+    ["2026-10-09T00:00:00+24:00", "has an offset beyond ±23:59"],
+    ["2026-10-09T14:03:11.1234567890Z", "has more than 9 fraction digits (the log keeps at most nanoseconds)"],
+    ["2026-10-09 14:03:11Z", 'must be an RFC 3339 time with an offset, e.g. "2026-12-31T18:30:00Z" or "2027-01-01T00:00:00+05:30"'],
+  ])("an occurred_at of %s gets one issue: %s", (occurred_at, reason) => {
+    expect(occurredAtIssues(occurred_at)).toEqual([reason]);
   });
 });
