@@ -40,11 +40,32 @@ export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string
   const checked = JSONRPCMessageSchema.safeParse(message);
   if (checked.success) return undefined;
   const issue = checked.error.issues[0];
-  const why = `not a valid JSON-RPC message: ${issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused"}`;
+  const schema_says = issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused";
+  const why = `not a valid JSON-RPC message: ${envelopeProblem(message) ?? schema_says}`;
   return { reply: invalidRequest(requestId(message) ?? null, why), why };
 }
 
 const request_members = new Set(["jsonrpc", "id", "method", "params"]);
+const message_members = ["jsonrpc", "id", "method", "params", "result", "error"];
+
+/**
+ * What is wrong with a message's envelope, said in its own terms; undefined when the envelope is
+ * not the problem. The SDK's schema is a union of message kinds, whose first issue for a message
+ * that fits none is only "(message): Invalid input".
+ */
+function envelopeProblem(message: unknown): string | undefined {
+  if (!isPlainObject(message)) return "a message is a JSON object";
+  if (message.jsonrpc !== "2.0") return `jsonrpc must be "2.0", got ${JSON.stringify(message.jsonrpc) ?? "nothing"}`;
+  const extra = Object.keys(message).find((key) => !message_members.includes(key));
+  if (extra !== undefined) return `unknown member ${JSON.stringify(extra)} (a message holds only ${message_members.join(", ")})`;
+  if ("id" in message && !RequestIdSchema.safeParse(message.id).success) return "id must be a string or an integer";
+  if ("method" in message && typeof message.method !== "string") return "method must be a string";
+  if ("params" in message && !isPlainObject(message.params)) return "params must be an object (MCP names every parameter)";
+  if (!("method" in message) && !("result" in message) && !("error" in message)) {
+    return "a message needs a method (a request or a notification), or a result or an error (a response)";
+  }
+  return undefined;
+}
 
 export interface ToolCallEnvelope {
   jsonrpc: "2.0";

@@ -124,6 +124,15 @@ describe("bursar send-decisions", () => {
     expect(result.stderr).not.toMatch(/\n\s+at /);
   });
 
+  it("says, on a signature refusal, that the --source id may be the fault: an unknown id is answered as a wrong key", async () => {
+    const file = join(server.dir, "unknown-source.jsonl");
+    writeFileSync(file, ndjson([record("evt_unknown_source")]));
+    const result = await runBursar(["send-decisions", file, "--url", server.url, "--source", "src_0000000000000000000000"], key_env);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("HTTP 401 signature_mismatch");
+    expect(result.stderr).toContain("check BURSAR_SOURCE_SIGNING_KEY, and that --source is the id of an enabled decisions source");
+  });
+
   it("names an unreachable server in one line, keeps the receipts file, and exits 1", async () => {
     const file = join(server.dir, "unreachable.jsonl");
     const receipts = join(server.dir, "unreachable-receipts.jsonl");

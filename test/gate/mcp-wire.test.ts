@@ -148,22 +148,24 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
   it("answers valid JSON that is not a valid JSON-RPC message with 400 and -32600 for the message's own id, and runs nothing", async () => {
     const agent = await server.agent("not-json-rpc");
     const size = await treeSize();
-    // [body, the id answered]: the SDK answered every one -32700 "Parse error" with id null.
-    const cases: Array<[string, string | number | null]> = [
-      [`{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "create_order", "arguments": ${order_arguments}}, "trace": "abc"}`, 9],
-      ['{"jsonrpc": "1.0", "id": "abc", "method": "tools/list"}', "abc"],
-      ['{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": "all"}', 7],
-      ['{"jsonrpc": "2.0", "id": 4.5, "method": "ping"}', 4.5],
-      ['{"jsonrpc": "2.0", "id": true, "method": "ping"}', null],
-      ['{"method": "ping"}', null],
-      ["42", null],
+    // [body, the id answered, what the message says is wrong]: the SDK answered every one -32700
+    // "Parse error" with id null; its schema's own words for most were "(message): Invalid input".
+    const cases: Array<[string, string | number | null, string]> = [
+      [`{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "create_order", "arguments": ${order_arguments}}, "trace": "abc"}`, 9, 'unknown member "trace"'],
+      ['{"jsonrpc": "1.0", "id": "abc", "method": "tools/list"}', "abc", 'jsonrpc must be "2.0", got "1.0"'],
+      ['{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": "all"}', 7, "params"],
+      ['{"jsonrpc": "2.0", "id": 4.5, "method": "ping"}', 4.5, "id must be a string or an integer"],
+      ['{"jsonrpc": "2.0", "id": true, "method": "ping"}', null, "id must be a string or an integer"],
+      ['{"method": "ping"}', null, 'jsonrpc must be "2.0", got nothing'],
+      ['{"jsonrpc": "2.0", "id": 3}', 3, "a message needs a method"],
+      ["42", null, "a message is a JSON object"],
     ];
-    for (const [body, id] of cases) {
+    for (const [body, id, says] of cases) {
       const answer = await rawMcpPost(server.url, agent.token, body);
       expect({ body, status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
         body,
         status: 400,
-        reply: { jsonrpc: "2.0", id, error: { code: -32600, message: expect.stringContaining("not a valid JSON-RPC message") } },
+        reply: { jsonrpc: "2.0", id, error: { code: -32600, message: expect.stringContaining(`not a valid JSON-RPC message: ${says}`) } },
       });
     }
     expect(await treeSize()).toBe(size);

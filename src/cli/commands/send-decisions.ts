@@ -199,6 +199,10 @@ function describeRefusal(status: number, text: string, delivery: Delivery): stri
   const lines = [`HTTP ${status} ${body.error?.code ?? ""}: ${body.error?.message ?? ""}`];
   for (const problem of body.error?.details?.problems ?? []) lines.push(`  line ${delivery.lines[problem.index] ?? "?"}: ${problem.field}: ${problem.message}`);
   for (const record of body.error?.details?.records ?? []) lines.push(`  line ${delivery.lines[record.index] ?? "?"}: event_id ${record.event_id}`);
+  // Bursar answers an unknown source id as it answers a wrong key (ids are not probeable).
+  if (status === 401 && body.error?.code === "signature_mismatch") {
+    lines.push("  check BURSAR_SOURCE_SIGNING_KEY, and that --source is the id of an enabled decisions source (an unknown id is answered the same way)");
+  }
   return lines.join("\n");
 }
 
