@@ -277,10 +277,14 @@ export class EvidenceLog {
     const body = genesis?.body as { origin?: unknown; key?: unknown } | undefined;
     if (!genesis || genesis.kind !== "system.genesis" || !body) throw new EvidenceIntegrityError("entry 0 is not system.genesis");
     if (body.origin !== this.origin) {
-      throw new SigningKeyError(`the log's origin is ${JSON.stringify(body.origin)}, but BURSAR_LOG_ORIGIN is ${JSON.stringify(this.origin)}`);
+      throw new SigningKeyError(
+        `the log's origin is ${JSON.stringify(body.origin)}, but BURSAR_LOG_ORIGIN is ${JSON.stringify(this.origin)}: a log keeps the origin it was started with (every checkpoint and verifier key names it), so set BURSAR_LOG_ORIGIN back to ${JSON.stringify(body.origin)}, or start a new log on a new database for the new origin`,
+      );
     }
     if (body.key !== this.verifierKey) {
-      throw new SigningKeyError(`the signing key (${this.verifierKey}) is not the key this log was started with (${String(body.key)})`);
+      throw new SigningKeyError(
+        `the signing key (${this.verifierKey}) is not the key this log was started with (${String(body.key)}): restore that key (BURSAR_SIGNING_KEY, or signing-key.pem in the data directory), or start a new log on a new database`,
+      );
     }
     this.logIdHex = stored?.log;
   }

@@ -42,8 +42,13 @@ for (const backend of backends()) {
 
       it("refuses to reopen a log under another key or origin", async () => {
         const { driver, clock, signer } = await openTestLog();
-        await expect(EvidenceLog.open(driver, { signer: newSigner(), origin: test_origin, clock })).rejects.toThrow(/not the key/);
-        await expect(EvidenceLog.open(driver, { signer, origin: "other/log", clock })).rejects.toThrow(/origin/);
+        // Each refusal says what to do: restore what the log was started with, or start a new one.
+        await expect(EvidenceLog.open(driver, { signer: newSigner(), origin: test_origin, clock })).rejects.toThrow(
+          /not the key this log was started with .*: restore that key \(BURSAR_SIGNING_KEY, or signing-key\.pem in the data directory\), or start a new log on a new database$/,
+        );
+        await expect(EvidenceLog.open(driver, { signer, origin: "other/log", clock })).rejects.toThrow(
+          `the log's origin is "${test_origin}", but BURSAR_LOG_ORIGIN is "other/log": a log keeps the origin it was started with (every checkpoint and verifier key names it), so set BURSAR_LOG_ORIGIN back to "${test_origin}", or start a new log on a new database for the new origin`,
+        );
         const again = await EvidenceLog.open(driver, { signer, origin: test_origin, clock });
         expect(await again.treeSize()).toBe(1);
       });
