@@ -240,9 +240,11 @@ async function lockBlocks(
   agents: string[],
   now_ms: number,
   wait_for: ReadonlySet<string>,
+  waiting_on?: Set<string>,
 ): Promise<{ blocks: Map<string, BlockRow>; skipped: Set<string> }> {
-  /** Waits for the blocks of `these` agents, in block id order. */
+  /** Waits for the blocks of `these` agents, in block id order (named in `waiting_on` first). */
   const waitFor = async (these: string[]) => {
+    for (const agent of these) waiting_on?.add(agent);
     const found = await tx.all<BlockRow>(lock_agent_blocks, [now_ms, JSON.stringify(these)]);
     return new Map(found.map((row) => [row.agent_id, row]));
   };
@@ -262,6 +264,8 @@ export interface BatchOptions {
   wait_for: ReadonlySet<string>;
   /** Filled with the indexes of the calls left out, as the attempt that last ran left them. */
   skipped?: Set<number>;
+  /** Filled with the agents whose blocks the batch waited for (every agent's, when all were held). */
+  waiting_on?: Set<string>;
 }
 
 /**
@@ -278,7 +282,7 @@ export async function authorizeBatch(
   const evidence = context.evidence ? new DeferredEvidence(context.evidence) : null;
   const batch: LedgerContext = { ...context, evidence };
   const agents = [...new Set(all.map((input) => input.agent_id as string))];
-  const { blocks, skipped } = await lockBlocks(tx, agents, context.clock().getTime(), options.wait_for);
+  const { blocks, skipped } = await lockBlocks(tx, agents, context.clock().getTime(), options.wait_for, options.waiting_on);
   // The decisions' time is read once their blocks are locked, as one decision reads it: the
   // locks may have waited for other transactions, past a block's expiry or a velocity window.
   const now = context.clock();
@@ -391,6 +395,7 @@ export class DecisionQueue {
     for (; this.waiting.length > 0; await turn()) {
       const calls = this.waiting.splice(0, decision_batch_max);
       const skipped = new Set<number>();
+      const waiting_on = new Set<string>();
       try {
         // Batches of different processes skip each other's blocks instead of queueing behind
         // them; a call skipped once is in the next batch, which waits for its block (and only
@@ -399,7 +404,7 @@ export class DecisionQueue {
         const wait_for = new Set(calls.filter((call) => call.deferred).map((call) => call.input.agent_id as string));
         const results = await this.runBatch(
           calls.map((call) => call.input),
-          { wait_for, skipped },
+          { wait_for, skipped, waiting_on },
         );
         const left_out: Waiting[] = [];
         calls.forEach((call, index) => {
@@ -416,12 +421,36 @@ export class DecisionQueue {
           this.waiting.unshift(...calls.filter((_, index) => skipped.has(index)).map((call) => ({ ...call, deferred: true })));
           continue;
         }
+        // Rolled back after waiting out statement_timeout for blocks held elsewhere: the calls
+        // on those blocks fail with that error rather than each waiting as long again, one after
+        // another, with every later call of the process behind them. The others go to the next batch.
+        const waited = calls.filter((call) => waiting_on.has(call.input.agent_id as string));
+        if (isStatementTimeout(error) && waited.length > 0) {
+          for (const call of waited) call.reject(error);
+          this.waiting.unshift(...calls.filter((call) => !waiting_on.has(call.input.agent_id as string)));
+          continue;
+        }
         // Rolled back: one call's failure must not fail the others, so each is decided on its
-        // own, in order (one agent's calls must not overtake each other), before the next batch.
-        for (const call of calls) await this.runOne(call.input).then(call.resolve, call.reject);
+        // own before the next batch: one agent's calls in order (they must not overtake each
+        // other), different agents' side by side (one agent's held block must not hold up another's).
+        await Promise.all([...callsByAgent(calls).values()].map(async (own) => {
+          for (const call of own) await this.runOne(call.input).then(call.resolve, call.reject);
+        }));
       }
     }
   }
+}
+
+/** PostgreSQL's query_canceled: a statement outlived statement_timeout (a lock waited on too long). */
+function isStatementTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === "57014";
+}
+
+/** Calls grouped by agent, each group in arrival order. */
+function callsByAgent(calls: readonly Waiting[]): Map<unknown, Waiting[]> {
+  const groups = new Map<unknown, Waiting[]>();
+  for (const call of calls) groups.set(call.input.agent_id, [...(groups.get(call.input.agent_id) ?? []), call]);
+  return groups;
 }
 
 /** The next turn of the event loop: callers answered by the last batch call again before it. */

@@ -62,6 +62,61 @@ describe("DecisionQueue", () => {
     expect(b).toEqual({ status: "fulfilled", value: result("b") });
     expect(batches).toEqual([["a", "b"], ["b"]]);
   });
+
+  it("after a batch that waited out statement_timeout on a held block, fails only the calls it waited for; the others go to the next batch", async () => {
+    const batches: string[][] = [];
+    const timed_out = Object.assign(new Error("canceling statement due to statement timeout"), { code: "57014" });
+    let c: Promise<AuthorizeResult> | undefined;
+    const byAgent = (name: string): AuthorizeInput => ({ ...call(name), agent_id: `agt_${name}` });
+    const queue = new DecisionQueue(
+      async (inputs, options) => {
+        batches.push(inputs.map(nameOf));
+        // The first batch leaves "a" out (its block is held elsewhere) while "c" arrives; the
+        // second waits for a's block until the statement times out.
+        if (batches.length === 1) {
+          c = queue.decide(byAgent("c"));
+          return [null, result("b")];
+        }
+        if (batches.length === 2) {
+          options.waiting_on?.add("agt_a");
+          throw timed_out;
+        }
+        return inputs.map((input) => result(nameOf(input)));
+      },
+      async () => {
+        throw new Error("not decided one by one: each would wait out the timeout again");
+      },
+    );
+    const [a, b] = await Promise.allSettled(["a", "b"].map((name) => queue.decide(byAgent(name))));
+    expect(a).toMatchObject({ status: "rejected", reason: { code: "57014" } });
+    expect(b).toEqual({ status: "fulfilled", value: result("b") });
+    expect(await c).toEqual(result("c"));
+    expect(batches).toEqual([["a", "b"], ["a", "c"], ["c"]]);
+  });
+
+  it("decides a rolled-back batch's calls one by one, one agent's in order, another agent's without waiting behind them", async () => {
+    const order: string[] = [];
+    let release_a: () => void = () => undefined;
+    const a_blocked = new Promise<void>((resolve) => (release_a = resolve));
+    const queue = new DecisionQueue(
+      async () => {
+        throw new Error("a constraint failed for one call");
+      },
+      async (input) => {
+        const name = nameOf(input);
+        if (name === "a1") await a_blocked; // agent A's block is held: its first call waits
+        order.push(name);
+        return result(name);
+      },
+    );
+    const of = (agent_id: string, name: string): AuthorizeInput => ({ ...call(name), agent_id });
+    const decided = [queue.decide(of("agt_a", "a1")), queue.decide(of("agt_a", "a2")), queue.decide(of("agt_b", "b1"))];
+    expect(await decided[2]).toEqual(result("b1"));
+    expect(order).toEqual(["b1"]);
+    release_a();
+    expect(await Promise.all(decided)).toEqual([result("a1"), result("a2"), result("b1")]);
+    expect(order).toEqual(["b1", "a1", "a2"]);
+  });
 });
 
 interface World {

@@ -1,0 +1,83 @@
+// A block held past statement_timeout by something other than Bursar (a psql session, a long
+// transaction) costs only its own agent's calls. Before, the batch that waited for it timed out,
+// and its calls were then decided again one after another, each waiting out the timeout anew,
+// with every later call of the process, on any block, queued behind them: a call on a free block
+// waited minutes in production settings. Now the calls that waited fail with the timeout once,
+// and the others are decided.
+
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { generateSigningKeyPem } from "../../src/evidence/index.js";
+import { createBursar, type Bursar } from "../../src/index.js";
+import { Ledger } from "../../src/ledger/index.js";
+import { PostgresDriver } from "../../src/ledger/postgres.js";
+import { expectBooksBalance } from "../support/ledger.js";
+import { freshSchema, lockWaiter, postgresServerUrl } from "../support/backends.js";
+import { manualClock } from "../support/clock.js";
+
+const pg_server = postgresServerUrl();
+
+describe.skipIf(!pg_server)("a block held past statement_timeout by another session", () => {
+  let schema: Awaited<ReturnType<typeof freshSchema>> | undefined;
+  let bursar: Bursar;
+  let driver: PostgresDriver;
+  beforeAll(async () => {
+    schema = await freshSchema(pg_server as string);
+    bursar = await createBursar({ db: schema.url, signingKey: generateSigningKeyPem(), clock: manualClock() });
+    driver = new PostgresDriver({ url: schema.url, statement_timeout_ms: 500, idle_in_transaction_timeout_ms: 400, query_timeout_ms: 5_000 });
+  });
+  afterAll(async () => {
+    await driver?.close();
+    await bursar?.close();
+    await schema?.drop();
+  });
+
+  it("fails that block's waiting calls with the timeout once, and decides another agent's call", async () => {
+    const ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
+    const agent = async (name: string) => {
+      const created = await bursar.operator.createAgent({ name });
+      const block = await bursar.operator.createBlock({ agent_id: created.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+      return { agent_id: created.agent_id, block_id: block.block_id };
+    };
+    const a = await agent("held-a");
+    const b = await agent("free-b");
+    const holder = new pg.Client({ connectionString: schema!.url });
+    await holder.connect();
+    try {
+      // Each transaction that waited out the timeout, counted as the ledger runs it.
+      let timed_out = 0;
+      const transaction = driver.transaction.bind(driver);
+      driver.transaction = (async (work: Parameters<typeof transaction>[0]) => {
+        try {
+          return await transaction(work);
+        } catch (error) {
+          if ((error as { code?: unknown }).code === "57014") timed_out += 1;
+          throw error;
+        }
+      }) as typeof driver.transaction;
+
+      await holder.query("BEGIN");
+      await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [a.block_id]);
+      const waitedOn = await lockWaiter(holder);
+      const order = (agent_id: string, key: string) => ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+      // Settled as they come: they fail while the free call is still being awaited.
+      const held = Promise.allSettled(Array.from({ length: 10 }, (_, index) => order(a.agent_id, `a-${index}`)));
+      // A's calls were skipped once, and their next batch now waits for A's block: B's call
+      // comes in behind it.
+      await waitedOn("a batch to wait for the held block");
+      const free = order(b.agent_id, "b-1");
+      expect((await free).verdict).toMatchObject({ effect: "ALLOW" });
+      const settled = await held;
+      for (const outcome of settled) expect(outcome).toMatchObject({ status: "rejected", reason: { code: "57014" } });
+      // One wait for the whole batch, not one more for each of its calls decided alone after it.
+      expect(timed_out).toBe(1);
+      await holder.query("ROLLBACK");
+      // Nothing was held for the calls that failed; the free block holds its one call.
+      expect(await bursar.operator.getBlock(a.block_id)).toMatchObject({ held: 0 });
+      expect(await bursar.operator.getBlock(b.block_id)).toMatchObject({ held: 100 });
+      await expectBooksBalance(bursar);
+    } finally {
+      await holder.end();
+    }
+  });
+});
