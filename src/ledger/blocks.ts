@@ -31,11 +31,24 @@ export interface CreateBlockInput {
   velocity?: { max_calls?: number; window_seconds?: number };
 }
 
+/** Each whole-number field of a block, as [least, most]: checked here, and by `bursar block create` before it sends. */
+export const block_field_ranges = Object.freeze({
+  reserved: [amount_min_minor, reserved_max_minor],
+  per_call_cap: [amount_min_minor, amount_max_minor],
+  approval_threshold: [0, reserved_max_minor],
+  ttl_seconds: [1, block_lifetime_max_seconds],
+  "velocity.max_calls": [1, 1_000_000],
+  "velocity.window_seconds": [1, velocity_window_max_seconds],
+} as const satisfies Record<string, readonly [number, number]>);
+
+type RangedField = keyof typeof block_field_ranges;
+
 function invalid(field: string, message: string): HttpError {
   return new HttpError(422, "validation_failed", `${field}: ${message}`, { field });
 }
 
-function integerIn(field: string, value: unknown, min: number, max: number): number {
+function integerIn(field: RangedField, value: unknown): number {
+  const [min, max] = block_field_ranges[field];
   if (typeof value !== "number" || !Number.isSafeInteger(value)) throw invalid(field, "must be an integer");
   if (value < min || value > max) throw invalid(field, `must be from ${min} to ${max}, got ${value}`);
   return value;
@@ -55,7 +68,7 @@ function expiry(input: CreateBlockInput, now_ms: number): number {
     expires_at_ms = Date.parse(input.expires_at);
   } else {
     const ttl = input.ttl_seconds ?? block_defaults.ttl_seconds;
-    expires_at_ms = now_ms + integerIn("ttl_seconds", ttl, 1, block_lifetime_max_seconds) * 1000;
+    expires_at_ms = now_ms + integerIn("ttl_seconds", ttl) * 1000;
   }
   if (expires_at_ms <= now_ms) throw invalid("expires_at", "must be in the future");
   if (expires_at_ms - now_ms > block_lifetime_max_seconds * 1000) {
@@ -69,14 +82,9 @@ export function newBlockRow(input: CreateBlockInput, block_id: string, now_ms: n
   // An active ISO 4217 code, as R0 takes it: a block in "ZZZ" could only ever refuse.
   const currency_problem = currencyProblem(input.currency);
   if (currency_problem !== undefined) throw invalid("currency", currency_problem);
-  const reserved = integerIn("reserved", input.reserved ?? block_defaults.reserved, amount_min_minor, reserved_max_minor);
-  const per_call_cap = integerIn("per_call_cap", input.per_call_cap ?? block_defaults.per_call_cap, amount_min_minor, amount_max_minor);
-  const approval_threshold = integerIn(
-    "approval_threshold",
-    input.approval_threshold ?? block_defaults.approval_threshold,
-    0,
-    reserved_max_minor,
-  );
+  const reserved = integerIn("reserved", input.reserved ?? block_defaults.reserved);
+  const per_call_cap = integerIn("per_call_cap", input.per_call_cap ?? block_defaults.per_call_cap);
+  const approval_threshold = integerIn("approval_threshold", input.approval_threshold ?? block_defaults.approval_threshold);
   const velocity = input.velocity ?? {};
   return {
     block_id,
@@ -88,13 +96,8 @@ export function newBlockRow(input: CreateBlockInput, block_id: string, now_ms: n
     unreconciled: 0,
     per_call_cap,
     approval_threshold,
-    velocity_max_calls: integerIn("velocity.max_calls", velocity.max_calls ?? block_defaults.velocity.max_calls, 1, 1_000_000),
-    velocity_window_seconds: integerIn(
-      "velocity.window_seconds",
-      velocity.window_seconds ?? block_defaults.velocity.window_seconds,
-      1,
-      velocity_window_max_seconds,
-    ),
+    velocity_max_calls: integerIn("velocity.max_calls", velocity.max_calls ?? block_defaults.velocity.max_calls),
+    velocity_window_seconds: integerIn("velocity.window_seconds", velocity.window_seconds ?? block_defaults.velocity.window_seconds),
     created_at_ms: now_ms,
     expires_at_ms: expiry(input, now_ms),
     revoked_at_ms: null,

@@ -150,10 +150,18 @@ describe("command arguments", () => {
     expect(result.stderr.split("\n")[0]).toBe("bursar block: expected an action: create, show, revoke, unfreeze");
   });
 
-  it("bursar block create --reserved above the largest safe integer names the limit", async () => {
-    const result = await runBursar(["block", "create", "--agent", "agt_x", "--currency", "INR", "--reserved", "10000000000000000"], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
+  // The range each flag's field has on the server (block_field_ranges), named before anything is sent.
+  it.each([
+    ["--reserved", "10000000000000000", "100 to 1000000000000"],
+    ["--reserved", "abc", "100 to 1000000000000"],
+    ["--reserved", "50", "100 to 1000000000000"],
+    ["--per-call-cap", "1000000001", "100 to 1000000000"],
+    ["--approval-threshold", "1e3", "0 to 1000000000000"],
+    ["--max-calls", "0", "1 to 1000000"],
+  ])("bursar block create %s %j names the field's range and exits 2", async (flag, value, range) => {
+    const result = await runBursar(["block", "create", "--agent", "agt_x", "--currency", "INR", flag, value], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
     expect(result.code).toBe(2);
-    expect(result.stderr.split("\n")[0]).toBe('bursar block: --reserved "10000000000000000": expected a whole number from 0 to 9007199254740991');
+    expect(result.stderr.split("\n")[0]).toBe(`bursar block: ${flag} ${JSON.stringify(value)}: expected a whole number from ${range}`);
   });
 
   it("bursar buyer against a gate that is down prints one line naming the URL and exits 1", async () => {

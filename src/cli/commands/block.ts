@@ -1,6 +1,7 @@
 // `bursar block create|show|revoke|unfreeze`: an agent's spending block through a running
 // server's operator API. Thin: the server validates and decides; this maps flags to JSON.
 
+import { block_field_ranges } from "../../ledger/blocks.js";
 import { parseOptions, UsageError, type CliIo } from "../command.js";
 import { operator_environment_help, operator_help, operator_options, operatorRequest, operatorTarget, printOperatorCall } from "./agent.js";
 
@@ -25,6 +26,8 @@ const id_actions = {
   revoke: { method: "POST", suffix: "/revoke" },
   unfreeze: { method: "POST", suffix: "/unfreeze" },
 } as const;
+
+const range = (field: keyof typeof block_field_ranges): string => block_field_ranges[field].join(" to ");
 
 export const help = `usage: bursar block create --agent ID --currency INR [--reserved N]
                            [--ttl-seconds N | --expires-at ISO] [--per-call-cap N]
@@ -51,25 +54,28 @@ Exit codes: 0 done; 1 the server refused (its error message is printed) or is un
 
 Options (create):
   --agent ID                the agent_id from \`bursar agent create\`
-  --currency CODE           ISO currency code of every call against the block, e.g. INR
-  --reserved N              total the agent may spend (minor units)
-  --ttl-seconds N           lifetime from now, in seconds
+  --currency CODE           active ISO 4217 code of every call against the block, e.g. INR
+  --reserved N              total the agent may spend (minor units; ${range("reserved")})
+  --ttl-seconds N           lifetime from now, in seconds (${range("ttl_seconds")})
   --expires-at ISO          or an absolute expiry, RFC 3339 with an offset, e.g.
                             2026-12-31T00:00:00Z or 2027-01-01T05:30:00+05:30 (not both)
-  --per-call-cap N          largest single amount (R5)
-  --approval-threshold N    amounts above this wait for an operator's approval (HOLD)
-  --max-calls N             velocity: money calls allowed per window (R6)
-  --window-seconds N        velocity window in seconds
+  --per-call-cap N          largest single amount (R5; ${range("per_call_cap")})
+  --approval-threshold N    amounts above this wait for an operator's approval (HOLD; ${range("approval_threshold")})
+  --max-calls N             velocity: money calls allowed per window (R6; ${range("velocity.max_calls")})
+  --window-seconds N        velocity window in seconds (${range("velocity.window_seconds")})
+A number outside its range is refused (exit 2) before anything is sent.
 Options (all):
 ${operator_help}
 
 ${operator_environment_help}`;
 
-function wholeNumber(flag: string, raw: string | undefined): number | undefined {
+/** A whole-number flag within the range the server takes for its field (block_field_ranges), refused here otherwise. */
+function wholeNumber(flag: string, raw: string | undefined, field: keyof typeof block_field_ranges): number | undefined {
   if (raw === undefined) return undefined;
+  const [min, max] = block_field_ranges[field];
   const value = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value)) {
-    throw new UsageError(`--${flag} ${JSON.stringify(raw)}: expected a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`);
+  if (!/^\d+$/.test(raw) || value < min || value > max) {
+    throw new UsageError(`--${flag} ${JSON.stringify(raw)}: expected a whole number from ${min} to ${max}`);
   }
   return value;
 }
@@ -86,15 +92,15 @@ export function createBody(values: CreateValues): Record<string, unknown> {
   const fields: Record<string, unknown> = {
     agent_id: values.agent,
     currency: values.currency,
-    reserved: wholeNumber("reserved", values.reserved),
-    ttl_seconds: wholeNumber("ttl-seconds", values["ttl-seconds"]),
+    reserved: wholeNumber("reserved", values.reserved, "reserved"),
+    ttl_seconds: wholeNumber("ttl-seconds", values["ttl-seconds"], "ttl_seconds"),
     expires_at: values["expires-at"],
-    per_call_cap: wholeNumber("per-call-cap", values["per-call-cap"]),
-    approval_threshold: wholeNumber("approval-threshold", values["approval-threshold"]),
+    per_call_cap: wholeNumber("per-call-cap", values["per-call-cap"], "per_call_cap"),
+    approval_threshold: wholeNumber("approval-threshold", values["approval-threshold"], "approval_threshold"),
   };
   const velocity = {
-    max_calls: wholeNumber("max-calls", values["max-calls"]),
-    window_seconds: wholeNumber("window-seconds", values["window-seconds"]),
+    max_calls: wholeNumber("max-calls", values["max-calls"], "velocity.max_calls"),
+    window_seconds: wholeNumber("window-seconds", values["window-seconds"], "velocity.window_seconds"),
   };
   if (velocity.max_calls !== undefined || velocity.window_seconds !== undefined) fields.velocity = velocity;
   // JSON.stringify drops undefined fields, so the server sees only what was given.
