@@ -9,7 +9,7 @@ import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { timedStep } from "./observer.js";
 import { replayResult } from "./replay.js";
-import { captureAllowed, captureConflict, held, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
+import { captureAllowed, captureConflict, held, orderAfterRelease, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
 
 type Args = Record<string, unknown>;
 
@@ -76,7 +76,10 @@ export async function createOrder(context: GateContext, agent_id: string, args: 
     return held(auth.verdict, auth.approval, summaryOfRow(auth.block), auth.evidence, false);
   }
   const call = callRef(agent_id, auth);
-  const { block, outcome } = await forwardOrder(context, call, args as Args);
+  const { block, outcome, result } = await forwardOrder(context, call, args as Args);
+  if (outcome.kind === "ok" && result.provider === "late_order") {
+    return orderAfterRelease(orderView(outcome.value), call.reservation_id, String(result.reason), auth.evidence, false);
+  }
   if (outcome.kind === "ok") return orderAllowed(orderView(outcome.value), call.reservation_id, block, auth.evidence, false);
   if (outcome.kind === "refused") return providerRefused(call.reservation_id, outcome.error, auth.evidence, block);
   context.observer?.unknownOutcome("create_order");

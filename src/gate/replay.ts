@@ -1,9 +1,21 @@
 // A replay returns the call's current state: the stored order or payment with today's block,
-// an unknown outcome as unknown, and a HOLD as pending, approved (with its result), denied or expired.
+// an unknown outcome as unknown, a hold released for want of an order as such, and a HOLD as
+// pending, approved (with its result), denied or expired.
 
 import type { AuthorizeResult } from "../ledger/index.js";
 import { blockSummary, type GateContext } from "./context.js";
-import { approvalDecided, captureAllowed, captureConflict, held, orderAllowed, outcomeUnknown, providerRefused, type ToolResult } from "./results.js";
+import {
+  approvalDecided,
+  captureAllowed,
+  captureConflict,
+  held,
+  orderAfterRelease,
+  orderAllowed,
+  orderNeverMade,
+  outcomeUnknown,
+  providerRefused,
+  type ToolResult,
+} from "./results.js";
 
 type Stored = Record<string, unknown> & { reservation_id?: string; reason?: string };
 
@@ -15,6 +27,10 @@ export function renderStored(
 ): ToolResult {
   const reservation_id = String(stored.reservation_id ?? "");
   if (stored.provider === "unknown") return outcomeUnknown(reservation_id, String(stored.reason ?? "unknown"), evidence, replayed);
+  if (stored.provider === "no_order") return orderNeverMade(reservation_id, String(stored.reason ?? "the provider made no order"), evidence, replayed);
+  if (stored.provider === "late_order") {
+    return orderAfterRelease(stored.order as Record<string, unknown>, reservation_id, String(stored.reason ?? "the hold was released first"), evidence, replayed);
+  }
   if (stored.provider === "refused") {
     return providerRefused(reservation_id, stored.error as { code: string; description: string }, evidence, block);
   }

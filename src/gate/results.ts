@@ -146,6 +146,35 @@ export function providerRefused(
   return result(`REFUSED by the provider: ${error.description}. Nothing was charged.`, withEvidence(structured, evidence), true);
 }
 
+/**
+ * The call's hold was released because the provider made no order for it (a reservation check
+ * proved it): nothing was charged, and the same call, repeated, creates the order it asked for.
+ */
+export function orderNeverMade(reservation_id: string, reason: string, evidence: EvidenceRef | undefined, replayed: boolean): ToolResult {
+  const structured: Record<string, unknown> = { effect: "ALLOW", provider: "no_order", reservation_id, reason };
+  if (replayed) structured.replayed = true;
+  return result(
+    `RELEASED: ${reason}. Its hold is released and nothing was charged; repeat this same call, with the same idempotency_key, to create the order.`,
+    withEvidence(structured, evidence),
+    true,
+  );
+}
+
+/**
+ * The provider made the order only after the call's hold was released (the call stalled past its
+ * lease and a check proved no order then): the order cannot be paid through the gate, and the
+ * agent must not hand it to a buyer. Repeating the call creates a new order under a new hold.
+ */
+export function orderAfterRelease(order: Record<string, unknown>, reservation_id: string, reason: string, evidence: EvidenceRef | undefined, replayed: boolean): ToolResult {
+  const structured: Record<string, unknown> = { effect: "ALLOW", provider: "late_order", reservation_id, reason, order };
+  if (replayed) structured.replayed = true;
+  return result(
+    `NOT USABLE: order ${String(order.id)} was created after this call's hold was released (${reason}); it cannot be paid through the gate, so do not give it to a buyer. Nothing was charged; repeat this same call to create a new order.`,
+    withEvidence(structured, evidence),
+    true,
+  );
+}
+
 export function approvalDecided(approval_id: string, state: string, reason: string, evidence: EvidenceRef | undefined): ToolResult {
   const structured = withEvidence(
     { effect: "BLOCK", rule: "HOLD", reason, approval_id, approval_state: state, replayed: true },

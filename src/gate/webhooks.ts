@@ -5,7 +5,7 @@
 import { HttpError } from "../errors.js";
 import { hasLoneSurrogate, sha256Hex } from "../evidence/canonical.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
-import { orderFound } from "../ledger/complete.js";
+import { order_absent_reason, order_absent_watch_ms, orderFound } from "../ledger/complete.js";
 import { settleCapture } from "../ledger/settle.js";
 import { getReservation, lockBlock } from "../ledger/statements.js";
 import type { ParsedWebhook, ProviderOrder, ProviderPayment } from "../provider/port.js";
@@ -33,17 +33,25 @@ function capturedPayment(parsed: Parsed): ProviderPayment | undefined {
  * processed before (`apply` records the duplicate). Otherwise `awaiting_order` says whether some
  * reservation could still own an order Bursar does not know by id: it holds money with no order
  * recorded (its creation timed out, or is in flight) and is not waiting for an approval (its
- * order is only sent once approved). A released reservation without an order never had one:
- * only a proven refusal or an approval never granted releases a hold before its order.
+ * order is only sent once approved); or a check released it because the provider had no order
+ * for it (orderAbsent), within order_absent_watch_ms, since a creation stalled somewhere may
+ * still have made one, whose capture elsewhere is then a conflict. Any other released
+ * reservation without an order never had one: a proven refusal or an approval never granted.
  */
-async function unlinkedOrder(tx: SqlTx, event_id: string, order_id: string): Promise<{ awaiting_order: boolean } | undefined> {
+async function unlinkedOrder(tx: SqlTx, context: LedgerContext, event_id: string, order_id: string): Promise<{ awaiting_order: boolean } | undefined> {
   if (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id])) return undefined;
   if (await tx.get("SELECT 1 AS one FROM webhook_events WHERE event_id = ?", [event_id])) return undefined;
   const awaiting = await tx.get(
     `SELECT 1 AS one FROM reservations r WHERE r.order_id IS NULL AND r.status = 'held'
        AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.reservation_id = r.reservation_id AND a.state = 'pending') LIMIT 1`,
   );
-  return { awaiting_order: awaiting !== undefined };
+  const released_absent =
+    awaiting ??
+    (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id IS NULL AND status = 'released' AND release_reason = ? AND updated_at_ms > ? LIMIT 1", [
+      order_absent_reason,
+      context.clock().getTime() - order_absent_watch_ms,
+    ]));
+  return { awaiting_order: released_absent !== undefined };
 }
 
 type FoundOrder = { kind: "found"; order: ProviderOrder | null } | { kind: "unknown"; reason: string };
@@ -100,7 +108,7 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
 /** Before a new event about an order no reservation names yet: finds the order's receipt and
  *  links it (503, so the provider delivers again, when the provider's answer is unknown). */
 async function linkUnlinkedOrder(context: WebhookContext, event_id: string, parsed: Parsed, order_id: string): Promise<void> {
-  const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, event_id, order_id));
+  const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, context.ledger.context, event_id, order_id));
   if (!unlinked) return;
   const found = await orderOf(context, parsed, order_id, unlinked.awaiting_order);
   if (found.kind === "unknown") {

@@ -86,7 +86,14 @@ export async function completeOrder(
   let result: Record<string, unknown>;
   // An order the provider created only names it on the reservation: the block stays as locked.
   let left: { reservation: ReservationRow; block: BlockRow } | undefined;
-  if (outcome.kind === "ok") {
+  if (outcome.kind === "ok" && reservation.status === "released") {
+    // Made after a check proved no order and released the hold (the call stalled past its lease):
+    // named on its reservation, so a capture of it anywhere is a late capture (a conflict), and
+    // answered as unusable. The key went with the hold; an approval keeps its recorded outcome.
+    const updated = await tx.get<ReservationRow>(`${name_order_sql} WHERE reservation_id = ? RETURNING *`, [outcome.value.id, now_ms, reservation.reservation_id]);
+    left = { reservation: updated as ReservationRow, block: locked.block };
+    result = { provider: "late_order", order: outcome.value, reservation_id: reservation.reservation_id, reason: `the hold was released first: ${reservation.release_reason ?? "released"}` };
+  } else if (outcome.kind === "ok") {
     // The order exists: an outcome marked unknown meanwhile (the lease ran out first) is known now.
     const updated = await tx.get<ReservationRow>(`${name_order_sql} WHERE reservation_id = ? RETURNING *`, [outcome.value.id, now_ms, reservation.reservation_id]);
     left = { reservation: updated as ReservationRow, block: locked.block };
@@ -106,7 +113,7 @@ export async function completeOrder(
     await storeOutcome(tx, call, result, true);
   }
   const evidence = await record(tx, context, "gate.settlement", {
-    action: `order.${outcome.kind}`,
+    action: result.provider === "late_order" ? "order.after_release" : `order.${outcome.kind}`,
     agent_id: call.agent_id,
     approval_id: call.approval_id ?? null,
     ...result,
@@ -149,6 +156,15 @@ export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_
  */
 export const order_absent_after_ms = 10 * 60_000;
 
+/** The release reason orderAbsent writes, by which a webhook knows such a reservation may yet own
+ *  an order made late (src/gate/webhooks.ts). */
+export const order_absent_reason = `the provider has no order for this reservation ${order_absent_after_ms / 60_000} minutes or more after its creation went unanswered`;
+
+/** How long after such a release a webhook about an order Bursar does not know still asks the
+ *  provider whether the order is that reservation's: an authorization not captured within days
+ *  is refunded by the provider, so a capture of a late order comes well within this. */
+export const order_absent_watch_ms = 30 * 24 * 3600_000;
+
 export type AbsentOutcome = { kind: "released"; reason: string } | { kind: "kept"; reason: string; release_from_ms?: number };
 
 /**
@@ -175,11 +191,10 @@ export async function orderAbsent(tx: SqlTx, context: LedgerContext, reservation
   if (now_ms < release_from_ms) {
     return { kind: "kept", reason: `a check releases the hold once the creation has gone unanswered for ${order_absent_after_ms / 60_000} minutes`, release_from_ms };
   }
-  const reason = `the provider has no order for this reservation ${order_absent_after_ms / 60_000} minutes or more after its creation went unanswered`;
-  await releaseHold(tx, context, reservation, reason);
+  await releaseHold(tx, context, reservation, order_absent_reason);
   await tx.run("DELETE FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'", [reservation_id]);
-  if (approval) await finishApproval(tx, approval.approval_id, { provider: "no_order", reservation_id, reason });
-  return { kind: "released", reason };
+  if (approval) await finishApproval(tx, approval.approval_id, { provider: "no_order", reservation_id, reason: order_absent_reason });
+  return { kind: "released", reason: order_absent_reason };
 }
 
 /** The capture call got a captured payment back: settle through the same path as a webhook. */

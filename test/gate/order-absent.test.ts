@@ -9,9 +9,11 @@
 import { describe, expect, it } from "vitest";
 import { approve, checkReservation } from "../../src/gate/operator.js";
 import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
-import { order_absent_after_ms } from "../../src/ledger/complete.js";
+import { renderStored } from "../../src/gate/replay.js";
+import { order_absent_after_ms, order_absent_reason } from "../../src/ledger/complete.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
+import type { Provider } from "../../src/provider/port.js";
 import { payInProcess } from "../support/inprocess.js";
 import { expectBooksBalance } from "../support/ledger.js";
 
@@ -121,6 +123,94 @@ for (const backend of backends()) {
       faults.set({ error_4xx_next: 1, only_routes: ["GET /v1/orders"] });
       expect(await check(lost.reservation_id as string)).toMatchObject({ outcome: "unknown", reason: expect.stringContaining("refused the order lookup") });
       expect(await held()).toBe(3_000);
+    });
+
+    it("a call that stalled past its lease and makes its order after the release is told the order is unusable, not ALLOW", async () => {
+      const { b, clock, call, check, held } = await setup();
+      // The process stalls between the decision and the provider request (a pause, a frozen VM).
+      const context = b.gate.gateContext as { provider: Provider };
+      const real = context.provider;
+      let entered: () => void = () => undefined;
+      const stalled = new Promise<void>((resolve) => (entered = resolve));
+      let resume: () => void = () => undefined;
+      const resumed = new Promise<void>((resolve) => (resume = resolve));
+      context.provider = Object.assign(Object.create(real) as Provider, {
+        createOrder: async (input: Parameters<Provider["createOrder"]>[0]) => {
+          entered();
+          await resumed;
+          return real.createOrder(input);
+        },
+      });
+      const args = { amount: 6_000, currency: "INR", idempotency_key: "stalled" };
+      const late = call("create_order", args);
+      await stalled;
+      clock.advance(lease_ms + 1);
+      await b.ledger.sweep();
+      clock.advance(order_absent_after_ms);
+      const reservation_id = (await b.ledger.inbox()).unknown_outcomes[0]!.reservation_id;
+      expect(await check(reservation_id)).toMatchObject({ outcome: "released" });
+      resume();
+      const answer = await late;
+      context.provider = real;
+      expect(answer).toMatchObject({ effect: "ALLOW", provider: "late_order", reservation_id, order: { id: expect.stringMatching(/^order_/), receipt: reservation_id } });
+      const order_id = (answer.order as { id: string }).id;
+      // Named on its released reservation, with its own entry; never capturable through the gate.
+      expect(await b.ledger.reservation(reservation_id)).toMatchObject({ status: "released", order_id });
+      const entries = (await b.log.entries(0, await b.log.treeSize())).map((stored) => stored.entry.body as Record<string, unknown>);
+      expect(entries.filter((body) => body.reservation_id === reservation_id).map((body) => body.action)).toEqual(
+        expect.arrayContaining(["outcome_unknown", "release", "order.after_release"]),
+      );
+      const payment_id = await payInProcess(b, order_id);
+      expect(await call("capture_payment", { payment_id, amount: 6_000, currency: "INR" })).toMatchObject({ effect: "BLOCK", rule: "R3" });
+      // The same call, repeated, is a new purchase under a new hold.
+      const again = await call("create_order", args);
+      expect(again).toMatchObject({ effect: "ALLOW", order: { amount: 6_000 } });
+      expect(again.reservation_id).not.toBe(reservation_id);
+      expect(await held()).toBe(6_000);
+      await expectBooksBalance(b);
+    });
+
+    it("a late order's capture elsewhere is a conflict by its payment.captured webhook alone", async () => {
+      const { b, clock, block_id, call, check, faults } = await setup();
+      faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
+      const lost = await call("create_order", { amount: 3_000, currency: "INR" });
+      const reservation_id = lost.reservation_id as string;
+      clock.advance(order_absent_after_ms);
+      expect(await check(reservation_id)).toMatchObject({ outcome: "released" });
+      const late = await b.provider.createOrder({ amount: 3_000, currency: "INR", receipt: reservation_id });
+      const order_id = late.kind === "ok" ? late.value.id : "";
+      // Every webhook is lost but payment.captured, which names the order but not its receipt.
+      faults.set({ webhook_drop_next: 100 });
+      const payment_id = await payInProcess(b, order_id);
+      expect(await b.provider.capturePayment(payment_id, { amount: 3_000, currency: "INR" })).toMatchObject({ kind: "ok" });
+      const simulator = b.simulator!.simulator;
+      const captured = simulator.state.outbox().find((entry) => entry.event === "payment.captured" && entry.body.includes(payment_id));
+      faults.reset();
+      simulator.redeliverWebhook(captured!.event_id);
+      await simulator.deliverWebhooksNow();
+      expect(await b.operator.getBlock(block_id)).toMatchObject({ held: 0, spent: 0, unreconciled: 3_000, frozen: true });
+      expect(await b.ledger.reservation(reservation_id)).toMatchObject({ status: "released", order_id });
+      await expectBooksBalance(b);
+    });
+
+    it("a HOLD whose approved call's hold was released: its key, repeated, asks for a new approval; a replay racing the release says so", async () => {
+      const { b, clock, call, check, faults } = await setup({ approval_threshold: 5_000 });
+      const args = { amount: 8_000, currency: "INR", idempotency_key: "big-again" };
+      const hold = await call("create_order", args);
+      const approval_id = hold.approval_id as string;
+      faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
+      await approve(b.gate.gateContext, approval_id);
+      clock.advance(order_absent_after_ms);
+      const reservation_id = (await b.ledger.approval(approval_id))!.reservation_id;
+      expect(await check(reservation_id)).toMatchObject({ outcome: "released" });
+      const again = await call("create_order", args);
+      expect(again).toMatchObject({ effect: "HOLD" });
+      expect(again.approval_id).not.toBe(approval_id);
+      // A replay that read the key before the release and the approval after it renders the
+      // approval's outcome (it fell through to an order that is not there: a TypeError).
+      const block = { reserved: 1_000_000, spent: 0, held: 0, available: 1_000_000, currency: "INR", expires_at: "2026-12-30T10:00:00.000Z" };
+      const raced = renderStored({ provider: "no_order", reservation_id, reason: order_absent_reason }, block, undefined, true);
+      expect(raced).toMatchObject({ isError: true, structuredContent: { effect: "ALLOW", provider: "no_order", reservation_id, replayed: true } });
     });
 
     it("an order made on the receipt after the release is never captured through the gate", async () => {
