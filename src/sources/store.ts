@@ -135,12 +135,16 @@ export class SourceStore {
    *  UPDATE: an ingest into the source holds the log's sequence lock while its rows' foreign
    *  keys check this row, and the change appends evidence next (FOR UPDATE deadlocked the two). */
   private async row(tx: SqlTx, source_id: string, lock = false): Promise<SourceRow> {
-    const row = await tx.get<SourceRow>(
+    const row = await this.rowIfAny(tx, source_id, lock);
+    if (!row) throw new HttpError(404, "not_found", "no such evidence source");
+    return row;
+  }
+
+  private rowIfAny(tx: SqlTx, source_id: string, lock = false): Promise<SourceRow | undefined> {
+    return tx.get<SourceRow>(
       `SELECT source_id, kind, name, upstream_url, shadow_json, created_at_ms, disabled_at_ms FROM evidence_sources WHERE source_id = ? ${lock ? tx.forNoKeyUpdate : ""}`,
       [source_id],
     );
-    if (!row) throw new HttpError(404, "not_found", "no such evidence source");
-    return row;
   }
 
   /** The source as the operator sees it: no secret, only the upstream's origin. */
@@ -203,10 +207,14 @@ export class SourceStore {
     return this.view(source_id);
   }
 
-  /** An enabled decisions source, or a typed 404/403 (read outside any transaction: see lockEnabledSource). */
+  /**
+   * An enabled decisions source, or a typed 404/403 (read outside any transaction: see
+   * lockEnabledSource). The read itself never throws: an unknown id then waits for the read's
+   * durability like a known one, and takes as long, so the ingest routes do not tell them apart.
+   */
   async decisionsSource(source_id: string): Promise<SourceRow> {
-    const row = await this.driver.read((tx) => this.row(tx, source_id));
-    if (row.kind !== "decisions") throw new HttpError(404, "not_found", "no such decisions source");
+    const row = await this.driver.read((tx) => this.rowIfAny(tx, source_id));
+    if (row?.kind !== "decisions") throw new HttpError(404, "not_found", "no such decisions source");
     if (row.disabled_at_ms !== null) throw new HttpError(403, "source_disabled", "this evidence source is disabled");
     return row;
   }

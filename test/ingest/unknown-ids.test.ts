@@ -5,7 +5,11 @@
 // a disabled source's credential still learns that it is disabled (403).
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/clock.js";
+import { createBursar } from "../../src/index.js";
 import { signatureHeader } from "../../src/ingest/signature.js";
+import { SecretSealer } from "../../src/sources/sealed.js";
+import { SourceStore } from "../../src/sources/store.js";
 import { RawConnection } from "../support/raw-connection.js";
 import { harness, ndjson, operator_token, record, sourceKinds, type DecisionsSource, type Harness } from "./support.js";
 
@@ -137,5 +141,30 @@ describe("who holds the credential still sees what is wrong", () => {
     const header = signatureHeader([source.signing_key], Buffer.from(body), h.clock());
     expect((await post(webhook(source.id), { "bursar-signature": header })).status).toBe(200);
     expect((await post(events(source.id), { authorization: `Bearer ${source.api_key}` })).status).toBe(200);
+  });
+});
+
+describe("the source look-up before the credential check", () => {
+  it("waits for its read to be durable whether or not the id exists, so neither answers sooner", async () => {
+    const bursar = await createBursar({ db: ":memory:" });
+    try {
+      const sources = new SourceStore({ driver: bursar.driver, log: bursar.log, sealer: new SecretSealer("unknown-ids-master-key-0123456789"), clock: systemClock });
+      const { source: known } = await sources.create({ kind: "decisions", name: "durable-known" });
+      // Each read reports only what is durable: counted where SqliteDriver.read waits for it.
+      const wal = (bursar.driver as unknown as { wal: { durable(commit: number): Promise<void> } }).wal;
+      const durable = wal.durable.bind(wal);
+      let waits = 0;
+      wal.durable = (commit) => {
+        waits += 1;
+        return durable(commit);
+      };
+      await sources.decisionsSource(known.id);
+      expect(waits).toBe(1);
+      // The unknown id threw inside its read before, skipping the wait (a timing difference under write load).
+      await expect(sources.decisionsSource(unknown_id)).rejects.toMatchObject({ status: 404 });
+      expect(waits).toBe(2);
+    } finally {
+      await bursar.close();
+    }
   });
 });
