@@ -259,12 +259,24 @@ async function lockBlocks(
   return { blocks: await waitFor(agents), skipped: new Set() };
 }
 
+/**
+ * Of `agents`, those whose block another transaction holds right now: asked after a batch timed
+ * out waiting, to learn whose block it waited on. Locks what it can without waiting (SKIP LOCKED)
+ * and lets go at once: the caller runs it in a transaction of its own that only reads.
+ */
+export async function heldAgents(tx: SqlTx, agents: readonly string[], now_ms: number): Promise<Set<string>> {
+  const free = (await tx.get<FreeBlocks>(lock_free_agent_blocks, [now_ms, JSON.stringify(agents)])) as FreeBlocks;
+  const lockable = new Set([...free.blockless, ...safeIntegers(free.locked).map((row) => row.agent_id)]);
+  return new Set(agents.filter((agent) => !lockable.has(agent)));
+}
+
 export interface BatchOptions {
   /** Agents whose blocks the batch waits for instead of skipping them (their calls were skipped before). */
   wait_for: ReadonlySet<string>;
   /** Filled with the indexes of the calls left out, as the attempt that last ran left them. */
   skipped?: Set<number>;
-  /** Filled with the agents whose blocks the batch waited for (every agent's, when all were held). */
+  /** Filled with the agents whose blocks the batch waited for (every agent's, when all were held);
+   *  which of those another session still holds, heldAgents tells. */
   waiting_on?: Set<string>;
 }
 
@@ -282,6 +294,8 @@ export async function authorizeBatch(
   const evidence = context.evidence ? new DeferredEvidence(context.evidence) : null;
   const batch: LedgerContext = { ...context, evidence };
   const agents = [...new Set(all.map((input) => input.agent_id as string))];
+  // As the attempt that last ran left it: the driver runs the work again on a retryable error.
+  options.waiting_on?.clear();
   const { blocks, skipped } = await lockBlocks(tx, agents, context.clock().getTime(), options.wait_for, options.waiting_on);
   // The decisions' time is read once their blocks are locked, as one decision reads it: the
   // locks may have waited for other transactions, past a block's expiry or a velocity window.
@@ -371,6 +385,8 @@ export class DecisionQueue {
   constructor(
     private readonly runBatch: (inputs: AuthorizeInput[], options: BatchOptions) => Promise<Array<AuthorizeResult | null>>,
     private readonly runOne: (input: AuthorizeInput) => Promise<AuthorizeResult>,
+    /** Of these agents, those whose block another transaction holds now (heldAgents). */
+    private readonly stillHeld: (agents: string[]) => Promise<Set<string>> = async () => new Set(),
   ) {}
 
   decide(input: AuthorizeInput): Promise<AuthorizeResult> {
@@ -421,21 +437,29 @@ export class DecisionQueue {
           this.waiting.unshift(...calls.filter((_, index) => skipped.has(index)).map((call) => ({ ...call, deferred: true })));
           continue;
         }
-        // Rolled back after waiting out statement_timeout for blocks held elsewhere: the calls
-        // on those blocks fail with that error rather than each waiting as long again, one after
-        // another, with every later call of the process behind them. The others go to the next batch.
-        const waited = calls.filter((call) => waiting_on.has(call.input.agent_id as string));
-        if (isStatementTimeout(error) && waited.length > 0) {
-          for (const call of waited) call.reject(error);
-          this.waiting.unshift(...calls.filter((call) => !waiting_on.has(call.input.agent_id as string)));
+        // Rolled back after waiting out statement_timeout for blocks another session still
+        // holds: the calls on those blocks fail with that error rather than each waiting as long
+        // again, one after another, with every later call of the process behind them. The others
+        // go to the next batch (a block it waited for and got, a timeout elsewhere).
+        const held = isStatementTimeout(error) && waiting_on.size > 0 ? await this.stillHeld([...waiting_on]).catch(() => new Set<string>()) : new Set<string>();
+        if (held.size > 0) {
+          for (const call of calls) if (held.has(call.input.agent_id as string)) call.reject(error);
+          this.waiting.unshift(...calls.filter((call) => !held.has(call.input.agent_id as string)));
           continue;
         }
-        // Rolled back: one call's failure must not fail the others, so each is decided on its
-        // own before the next batch: one agent's calls in order (they must not overtake each
-        // other), different agents' side by side (one agent's held block must not hold up another's).
-        await Promise.all([...callsByAgent(calls).values()].map(async (own) => {
-          for (const call of own) await this.runOne(call.input).then(call.resolve, call.reject);
-        }));
+        // Rolled back: one call's failure must not fail the others, so each call the batch
+        // decided is decided again on its own before the next batch: one agent's calls in order
+        // (they must not overtake each other), different agents' side by side. The calls it left
+        // out (their block held elsewhere) were never decided: they wait for the next batch, as
+        // after a commit with an unknown outcome, rather than each for its block here.
+        const left_out = calls.filter((_, index) => skipped.has(index));
+        this.waiting.unshift(...left_out.map((call) => ({ ...call, deferred: true })));
+        const decided = calls.filter((_, index) => !skipped.has(index));
+        await Promise.all(
+          [...callsByAgent(decided).values()].map(async (own) => {
+            for (const call of own) await this.runOne(call.input).then(call.resolve, call.reject);
+          }),
+        );
       }
     }
   }

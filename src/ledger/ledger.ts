@@ -5,7 +5,7 @@ import { HttpError } from "../errors.js";
 import { newToken, sha256Hex } from "../ids.js";
 import { invisibleOrControlCharacter } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
-import { authorizeBatch, batchable, DecisionQueue } from "./authorize-batch.js";
+import { authorizeBatch, batchable, DecisionQueue, heldAgents } from "./authorize-batch.js";
 import { capturePaymentMatters } from "./payment-matters.js";
 import type { SentKey } from "./keys.js";
 import { approvalExpiredError, beginApproval, denyApproval, denyPending, type ApprovalGrant } from "./approvals.js";
@@ -114,6 +114,7 @@ export class Ledger {
       this.decisions = new DecisionQueue(
         (inputs, batch) => this.tx((tx) => authorizeBatch(tx, this.context, inputs, batch)),
         (input) => this.tx((tx) => authorize(tx, this.context, input)),
+        (agents) => this.tx((tx) => heldAgents(tx, agents, this.now_ms())),
       );
     }
   }

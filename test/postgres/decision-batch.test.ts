@@ -86,12 +86,37 @@ describe("DecisionQueue", () => {
       async () => {
         throw new Error("not decided one by one: each would wait out the timeout again");
       },
+      // Of the agents it waited for, a's block is still held by the other session.
+      async (agents) => new Set(agents.filter((agent) => agent === "agt_a")),
     );
     const [a, b] = await Promise.allSettled(["a", "b"].map((name) => queue.decide(byAgent(name))));
     expect(a).toMatchObject({ status: "rejected", reason: { code: "57014" } });
     expect(b).toEqual({ status: "fulfilled", value: result("b") });
     expect(await c).toEqual(result("c"));
     expect(batches).toEqual([["a", "b"], ["a", "c"], ["c"]]);
+  });
+
+  it("leaves a rolled-back batch's skipped calls to the next batch instead of deciding each alone behind its held block", async () => {
+    const batches: string[][] = [];
+    const alone: string[] = [];
+    const queue = new DecisionQueue(
+      async (inputs, options) => {
+        batches.push(inputs.map(nameOf));
+        if (batches.length === 1) {
+          options.skipped?.add(0); // "a" was left out: its block was held elsewhere
+          throw new Error("b's own statement failed");
+        }
+        return inputs.map((input) => result(nameOf(input)));
+      },
+      async (input) => {
+        alone.push(nameOf(input));
+        return result(nameOf(input));
+      },
+    );
+    const decided = await Promise.all(["a", "b"].map((name) => queue.decide(call(name))));
+    expect(decided).toEqual([result("a"), result("b")]);
+    expect(alone).toEqual(["b"]);
+    expect(batches).toEqual([["a", "b"], ["a"]]);
   });
 
   it("decides a rolled-back batch's calls one by one, one agent's in order, another agent's without waiting behind them", async () => {

@@ -32,13 +32,15 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
     await schema?.drop();
   });
 
+  /** An agent with a block of its own. */
+  async function agent(name: string): Promise<{ agent_id: string; block_id: string }> {
+    const created = await bursar.operator.createAgent({ name });
+    const block = await bursar.operator.createBlock({ agent_id: created.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+    return { agent_id: created.agent_id, block_id: block.block_id };
+  }
+
   it("fails that block's waiting calls with the timeout once, and decides another agent's call", async () => {
     const ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
-    const agent = async (name: string) => {
-      const created = await bursar.operator.createAgent({ name });
-      const block = await bursar.operator.createBlock({ agent_id: created.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
-      return { agent_id: created.agent_id, block_id: block.block_id };
-    };
     const a = await agent("held-a");
     const b = await agent("free-b");
     const holder = new pg.Client({ connectionString: schema!.url });
@@ -78,6 +80,40 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
       await expectBooksBalance(bursar);
     } finally {
       await holder.end();
+    }
+  });
+
+  it("decides a call whose block the timed-out batch waited for and got: only the block still held fails its calls", async () => {
+    const ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
+    // The batch locks blocks in block id order, as the database sorts them: b's comes first, so
+    // it is waited for (and let go) before the wait for a's, which never ends.
+    const pair = [await agent("first-in-order"), await agent("second-in-order")];
+    const sorted = await bursar.driver.read((tx) => tx.all<{ block_id: string }>("SELECT block_id FROM blocks WHERE block_id IN (?, ?) ORDER BY block_id", pair.map((one) => one.block_id)));
+    const [b, a] = sorted.map((row) => pair.find((one) => one.block_id === row.block_id)!) as [(typeof pair)[0], (typeof pair)[0]];
+    const [holder_a, holder_b] = [new pg.Client({ connectionString: schema!.url }), new pg.Client({ connectionString: schema!.url })];
+    await holder_a.connect();
+    await holder_b.connect();
+    try {
+      await holder_a.query("BEGIN");
+      await holder_a.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [a.block_id]);
+      await holder_b.query("BEGIN");
+      await holder_b.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [b.block_id]);
+      const waitedOnB = await lockWaiter(holder_b);
+      const order = (agent_id: string, key: string) => ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+      // Both blocks held: the batch waits for both; B's is let go as soon as it does.
+      const decided = Promise.allSettled([order(a.agent_id, "a-1"), order(b.agent_id, "b-1")]);
+      await waitedOnB("the batch to wait for both blocks");
+      await holder_b.query("ROLLBACK");
+      const [on_a, on_b] = await decided;
+      expect(on_a).toMatchObject({ status: "rejected", reason: { code: "57014" } });
+      expect(on_b).toMatchObject({ status: "fulfilled", value: { verdict: { effect: "ALLOW" } } });
+      await holder_a.query("ROLLBACK");
+      expect(await bursar.operator.getBlock(a.block_id)).toMatchObject({ held: 0 });
+      expect(await bursar.operator.getBlock(b.block_id)).toMatchObject({ held: 100 });
+      await expectBooksBalance(bursar);
+    } finally {
+      await holder_a.end();
+      await holder_b.end();
     }
   });
 });
