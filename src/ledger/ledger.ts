@@ -128,11 +128,13 @@ export class Ledger {
   }
 
   async createAgent(input: { name: string }): Promise<Agent & { token: string }> {
-    if (typeof input.name !== "string" || input.name.trim() === "" || input.name.length > agent_name_length_max) {
+    // Trimmed, as auditor and source names are (white space around a name shows as nothing).
+    const name = typeof input.name === "string" ? input.name.trim() : "";
+    if (name === "" || name.length > agent_name_length_max) {
       throw new HttpError(422, "validation_failed", `name: must be a non-empty string of at most ${agent_name_length_max} characters`, { field: "name" });
     }
     // Names are shown to people: a bidi override or a zero-width space would show one agent as another.
-    const character = invisibleOrControlCharacter(input.name);
+    const character = invisibleOrControlCharacter(name);
     if (character !== undefined) {
       throw new HttpError(422, "validation_failed", `name: must not contain ${character} (invisible or control character)`, { field: "name" });
     }
@@ -141,13 +143,13 @@ export class Ledger {
     await this.tx(async (tx) => {
       await tx.run("INSERT INTO agents (agent_id, name, token_sha256, created_at_ms) VALUES (?, ?, ?, ?)", [
         agent_id,
-        input.name,
+        name,
         sha256Hex(token),
         this.now_ms(),
       ]);
-      await record(tx, this.context, "gate.operator", { action: "agent.create", agent_id, name: input.name });
+      await record(tx, this.context, "gate.operator", { action: "agent.create", agent_id, name });
     });
-    return { agent_id, name: input.name, token };
+    return { agent_id, name, token };
   }
 
   /** Finds the agent a bearer token belongs to. Tokens are stored as SHA-256 only; the lookup

@@ -82,17 +82,36 @@ export const control_characters = /[\u0000-\u001f\u007f]/;
 
 /**
  * What a name shown to people (agent, evidence source, auditor) must not hold, because the
- * console or a log would show the name as something it is not: C0 and C1 controls and DEL; bidi
- * controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which reorder what follows;
- * invisible characters (soft hyphen U+00AD, U+034F, the Hangul fillers U+115F, U+1160, U+3164,
- * U+FFA0, U+17B4, U+17B5, U+180E, U+200B–U+200D, U+2060–U+2065, the deprecated format
- * characters U+206A–U+206F, U+FEFF, the interlinear annotation marks U+FFF9–U+FFFB and the tag
- * characters U+E0000–U+E007F, which can carry hidden text); line and paragraph separators
- * U+2028, U+2029; and lone surrogates (in a `u` pattern, [\uD800-\uDFFF] matches only an
- * unpaired one). A fixed set, not \p{Cf}: property data follows Node's Unicode version.
+ * console, a log or a terminal would show the name as something it is not, as [first, last]
+ * code points. Unicode's Default_Ignorable_Code_Point set as of Unicode 15.1 (rendered as
+ * nothing: soft hyphen, zero-width characters, bidi controls that reorder what follows, Hangul
+ * fillers, variation selectors, tag characters that can carry hidden text), and besides: C0 and
+ * C1 controls and DEL; line and paragraph separators; the interlinear annotation marks; the
+ * Egyptian hieroglyph format controls and blanks; the Braille blank, which shows as an empty
+ * name; noncharacters; and lone surrogates. A fixed list, not \p{…}: property data follows
+ * Node's Unicode version, and a name taken today must not be refused tomorrow. Emoji joined by
+ * U+200D or followed by a variation selector (👩‍💻, ❤️) are refused with them: a name is a label,
+ * and the same joiner between letters spoofs one.
  */
-export const invisible_or_control_characters =
-  /[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ud800-\udfff\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}]/u;
+const invisible_or_control_ranges: ReadonlyArray<readonly [number, number]> = Object.freeze([
+  [0x0000, 0x001f], [0x007f, 0x009f], // C0 controls, DEL, C1 controls
+  [0x00ad, 0x00ad], [0x034f, 0x034f], [0x061c, 0x061c], // soft hyphen, grapheme joiner, Arabic letter mark
+  [0x115f, 0x1160], [0x17b4, 0x17b5], [0x180b, 0x180f], // Hangul fillers, Khmer vowels, Mongolian selectors
+  [0x200b, 0x200f], [0x2028, 0x202e], [0x2060, 0x206f], // zero-width, separators, bidi, word joiner, invisible operators
+  [0x2800, 0x2800], [0x3164, 0x3164], // Braille blank, Hangul filler
+  [0xd800, 0xdfff], // a lone surrogate (a pair is one code point, never matched)
+  [0xfdd0, 0xfdef], [0xfe00, 0xfe0f], [0xfeff, 0xfeff], [0xffa0, 0xffa0], [0xfff0, 0xffff], // noncharacters, selectors, BOM, filler, specials
+  [0x13430, 0x1345f], [0x1bca0, 0x1bca3], [0x1d173, 0x1d17a], // Egyptian, shorthand and musical format controls
+  [0xe0000, 0xe0fff], // tags, variation selectors supplement, reserved ignorables
+  ...Array.from({ length: 16 }, (_, plane) => [(plane + 1) * 0x10000 + 0xfffe, (plane + 1) * 0x10000 + 0xffff] as const), // noncharacters
+]);
+
+const code_point_escape = (code_point: number): string => `\\u{${code_point.toString(16)}}`;
+
+export const invisible_or_control_characters = new RegExp(
+  `[${invisible_or_control_ranges.map(([first, last]) => (first === last ? code_point_escape(first) : `${code_point_escape(first)}-${code_point_escape(last)}`)).join("")}]`,
+  "u",
+);
 
 /** The first character of `text` that invisible_or_control_characters refuses, as "U+202E"; undefined when none. */
 export function invisibleOrControlCharacter(text: string): string | undefined {

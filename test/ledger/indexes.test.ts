@@ -56,3 +56,20 @@ describe("partial indexes for the inbox and the lease sweeper", () => {
     await bursar.close();
   });
 });
+
+describe("the approvals listing's indexes (migration 9)", () => {
+  it("pages one state or every state from an index in its own order, with no sort of the table", async () => {
+    const bursar = await createBursar({ db: ":memory:" });
+    const db = (bursar.driver as SqliteDriver).db;
+    const listing = async (state?: "pending") =>
+      (await preparedDuring(db, () => bursar.ledger.approvals(state, { limit: 2, after: { created_at_ms: 0, approval_id: "apr_0" } }))).filter((sql) =>
+        sql.includes("FROM approvals"),
+      );
+    const [pending] = await listing("pending");
+    const [all] = await listing();
+    expect(plan(db, pending as string)).toMatch(/USING (COVERING )?INDEX approvals_by_state_created/);
+    expect(plan(db, all as string)).toMatch(/USING (COVERING )?INDEX approvals_by_created/);
+    for (const sql of [pending, all]) expect(plan(db, sql as string)).not.toContain("TEMP B-TREE");
+    await bursar.close();
+  });
+});

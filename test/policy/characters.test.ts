@@ -9,9 +9,11 @@ import { fresh, testLedger } from "../support/ledger.js";
 /** Every code point the name check refuses, as ranges: the set in one place, so a change shows here. */
 const refused_ranges: Array<[number, number]> = [
   [0x0000, 0x001f], [0x007f, 0x009f], [0x00ad, 0x00ad], [0x034f, 0x034f], [0x061c, 0x061c],
-  [0x115f, 0x1160], [0x17b4, 0x17b5], [0x180e, 0x180e], [0x200b, 0x200f], [0x2028, 0x202e],
-  [0x2060, 0x206f], [0x3164, 0x3164], [0xd800, 0xdfff], [0xfeff, 0xfeff], [0xffa0, 0xffa0],
-  [0xfff9, 0xfffb], [0xe0000, 0xe007f],
+  [0x115f, 0x1160], [0x17b4, 0x17b5], [0x180b, 0x180f], [0x200b, 0x200f], [0x2028, 0x202e],
+  [0x2060, 0x206f], [0x2800, 0x2800], [0x3164, 0x3164], [0xd800, 0xdfff], [0xfdd0, 0xfdef],
+  [0xfe00, 0xfe0f], [0xfeff, 0xfeff], [0xffa0, 0xffa0], [0xfff0, 0xffff], [0x13430, 0x1345f],
+  [0x1bca0, 0x1bca3], [0x1d173, 0x1d17a], [0xe0000, 0xe0fff],
+  ...Array.from({ length: 16 }, (_, plane): [number, number] => [(plane + 1) * 0x10000 + 0xfffe, (plane + 1) * 0x10000 + 0xffff]),
 ];
 const isRefused = (code_point: number) => refused_ranges.some(([low, high]) => code_point >= low && code_point <= high);
 
@@ -23,6 +25,24 @@ describe("invisibleOrControlCharacter", () => {
       if (invisibleOrControlCharacter(text) !== expected) {
         expect(invisibleOrControlCharacter(text), `U+${code_point.toString(16)}`).toBe(expected);
       }
+    }
+  });
+
+  it("refuses every Default_Ignorable_Code_Point (Unicode 15.1) a name could hide, as a review found it missed", () => {
+    // Each looked like "opsbot" and was taken before.
+    for (const [name, code_point] of [
+      ["ops\ufe0fbot", "U+FE0F"],
+      ["ops\u{e0100}bot", "U+E0100"],
+      ["ops\u180bbot", "U+180B"],
+      ["ops\u{1d173}bot", "U+1D173"],
+      ["ops\u{1bca0}bot", "U+1BCA0"],
+      ["ops\ufff0bot", "U+FFF0"],
+      ["ops\u{e0080}bot", "U+E0080"],
+      ["ops\u{13430}bot", "U+13430"],
+      ["ops\uffffbot", "U+FFFF"],
+      ["\u2800", "U+2800"],
+    ] as const) {
+      expect(invisibleOrControlCharacter(name), name).toBe(code_point);
     }
   });
 

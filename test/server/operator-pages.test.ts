@@ -159,6 +159,11 @@ for (const backend of backends()) {
         const [held] = await holdCalls(t, 1);
         const same_ms = Date.parse("2026-11-30T10:00:00.500Z");
         const made = ["apr_b", "apr_B", "apr_a", "apr_C", "apr_0", "apr_Z"];
+        // A database whose text sorts by a language's rules (en-US puts apr_a before apr_B): the
+        // test server's is C.UTF-8, under which byte order would hold without COLLATE "C".
+        if (backend.name === "postgres") {
+          await t.bursar.driver.transaction((tx) => tx.run('ALTER TABLE approvals ALTER COLUMN approval_id TYPE text COLLATE "en-US-x-icu"'));
+        }
         await t.bursar.driver.transaction(async (tx) => {
           for (const approval_id of made) {
             const reservation_id = `res_${approval_id}`;

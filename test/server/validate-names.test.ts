@@ -89,6 +89,8 @@ describe("agent names", () => {
         });
       }
       await expect(bursar.operator.createAgent({ name: "buyer café ✓" })).resolves.toMatchObject({ name: "buyer café ✓" });
+      // Trimmed as auditor and source names are: a leading BOM or spaces show as nothing.
+      await expect(bursar.operator.createAgent({ name: "\ufeff buyer two " })).resolves.toMatchObject({ name: "buyer two" });
     } finally {
       await bursar.close();
     }

@@ -9,8 +9,9 @@ import { migration as unreconciled } from "./005_unreconciled.js";
 import { migration as log_head_per_statement } from "./006_log_head_per_statement.js";
 import { migration as partial_indexes } from "./007_partial_indexes.js";
 import { migration as agent_disable } from "./008_agent_disable.js";
+import { migration as approval_order } from "./009_approval_order.js";
 
-export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable]);
+export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable, approval_order]);
 
 /** The newest schema version this code knows. */
 export const schema_version_latest: number = Math.max(...migrations.map((migration) => migration.version));
