@@ -78,7 +78,7 @@ export async function createOrder(context: GateContext, agent_id: string, args: 
   const call = callRef(agent_id, auth);
   const { block, outcome, result } = await forwardOrder(context, call, args as Args);
   if (outcome.kind === "ok" && result.provider === "late_order") {
-    return orderAfterRelease(orderView(outcome.value), call.reservation_id, String(result.reason), auth.evidence, false);
+    return orderAfterRelease(orderView(outcome.value), call.reservation_id, String(result.reason), auth.evidence);
   }
   if (outcome.kind === "ok") return orderAllowed(orderView(outcome.value), call.reservation_id, block, auth.evidence, false);
   if (outcome.kind === "refused") return providerRefused(call.reservation_id, outcome.error, auth.evidence, block);

@@ -9,7 +9,6 @@ import {
   captureAllowed,
   captureConflict,
   held,
-  orderAfterRelease,
   orderAllowed,
   orderNeverMade,
   outcomeUnknown,
@@ -28,9 +27,6 @@ export function renderStored(
   const reservation_id = String(stored.reservation_id ?? "");
   if (stored.provider === "unknown") return outcomeUnknown(reservation_id, String(stored.reason ?? "unknown"), evidence, replayed);
   if (stored.provider === "no_order") return orderNeverMade(reservation_id, String(stored.reason ?? "the provider made no order"), evidence, replayed);
-  if (stored.provider === "late_order") {
-    return orderAfterRelease(stored.order as Record<string, unknown>, reservation_id, String(stored.reason ?? "the hold was released first"), evidence, replayed);
-  }
   if (stored.provider === "refused") {
     return providerRefused(reservation_id, stored.error as { code: string; description: string }, evidence, block);
   }

@@ -165,9 +165,8 @@ export function orderNeverMade(reservation_id: string, reason: string, evidence:
  * lease and a check proved no order then): the order cannot be paid through the gate, and the
  * agent must not hand it to a buyer. Repeating the call creates a new order under a new hold.
  */
-export function orderAfterRelease(order: Record<string, unknown>, reservation_id: string, reason: string, evidence: EvidenceRef | undefined, replayed: boolean): ToolResult {
+export function orderAfterRelease(order: Record<string, unknown>, reservation_id: string, reason: string, evidence: EvidenceRef | undefined): ToolResult {
   const structured: Record<string, unknown> = { effect: "ALLOW", provider: "late_order", reservation_id, reason, order };
-  if (replayed) structured.replayed = true;
   return result(
     `NOT USABLE: order ${String(order.id)} was created after this call's hold was released (${reason}); it cannot be paid through the gate, so do not give it to a buyer. Nothing was charged; repeat this same call to create a new order.`,
     withEvidence(structured, evidence),

@@ -42,16 +42,12 @@ async function unlinkedOrder(tx: SqlTx, context: LedgerContext, event_id: string
   if (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id])) return undefined;
   if (await tx.get("SELECT 1 AS one FROM webhook_events WHERE event_id = ?", [event_id])) return undefined;
   const awaiting = await tx.get(
-    `SELECT 1 AS one FROM reservations r WHERE r.order_id IS NULL AND r.status = 'held'
-       AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.reservation_id = r.reservation_id AND a.state = 'pending') LIMIT 1`,
+    `SELECT 1 AS one FROM reservations r WHERE r.order_id IS NULL AND (
+       (r.status = 'held' AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.reservation_id = r.reservation_id AND a.state = 'pending'))
+       OR (r.status = 'released' AND r.release_reason = ? AND r.updated_at_ms > ?)) LIMIT 1`,
+    [order_absent_reason, context.clock().getTime() - order_absent_watch_ms],
   );
-  const released_absent =
-    awaiting ??
-    (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id IS NULL AND status = 'released' AND release_reason = ? AND updated_at_ms > ? LIMIT 1", [
-      order_absent_reason,
-      context.clock().getTime() - order_absent_watch_ms,
-    ]));
-  return { awaiting_order: released_absent !== undefined };
+  return { awaiting_order: awaiting !== undefined };
 }
 
 type FoundOrder = { kind: "found"; order: ProviderOrder | null } | { kind: "unknown"; reason: string };

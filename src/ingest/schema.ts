@@ -35,9 +35,10 @@ const policy = z.strictObject({
 /** isRfc3339's limit: the log keeps at most nanoseconds. */
 const occurred_at_fraction_digits_max = 9;
 /** One issue saying what is wrong (rfc3339Problem's words): zod's own "Invalid ISO datetime", and
- *  then a second issue for the same value, said nothing about a date that does not exist. */
-const timeProblem = (input: unknown): string =>
-  (typeof input === "string" ? rfc3339Problem(input) : undefined) ?? 'must be an RFC 3339 time with an offset, e.g. "2026-12-31T18:30:00Z"';
+ *  then a second issue for the same value, said nothing about a date that does not exist. A value
+ *  that is not a string reads as the empty one (the shape's message); zod's check and isRfc3339
+ *  refuse the same times, so one of them failing means rfc3339Problem names something. */
+const timeProblem = (input: unknown): string | undefined => rfc3339Problem(typeof input === "string" ? input : "");
 const occurred_at = z.iso
   .datetime({ offset: true, error: (issue) => timeProblem(issue.input) })
   .refine(isRfc3339, { error: (issue) => timeProblem(issue.input), when: (payload) => payload.issues.length === 0 });

@@ -473,7 +473,11 @@ function isStatementTimeout(error: unknown): boolean {
 /** Calls grouped by agent, each group in arrival order. */
 function callsByAgent(calls: readonly Waiting[]): Map<unknown, Waiting[]> {
   const groups = new Map<unknown, Waiting[]>();
-  for (const call of calls) groups.set(call.input.agent_id, [...(groups.get(call.input.agent_id) ?? []), call]);
+  for (const call of calls) {
+    const group = groups.get(call.input.agent_id);
+    if (group) group.push(call);
+    else groups.set(call.input.agent_id, [call]);
+  }
   return groups;
 }
 

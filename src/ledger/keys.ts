@@ -3,7 +3,7 @@
 
 import { canonicalJson, hasLoneSurrogate } from "../evidence/canonical.js";
 import { sha256Hex } from "../ids.js";
-import { control_characters, isPlainObject } from "../policy/index.js";
+import { control_characters, currency_pattern, isPlainObject } from "../policy/index.js";
 
 export interface CallKey {
   key: string;
@@ -32,7 +32,6 @@ export function sentKey(received: unknown, args: unknown): SentKey {
 /** Arguments a derived key leaves out: free text a model rewords when it retries. */
 const reworded_arguments = new Set(["receipt", "notes"]);
 const money_fields = new Set(["amount", "currency", "payment_id", "order_id"]);
-const ascii_currency = /^[A-Za-z]{3}$/;
 
 /**
  * What a derived key binds: the money fields (an ASCII currency upper-cased, as R0 compares
@@ -42,7 +41,7 @@ const ascii_currency = /^[A-Za-z]{3}$/;
  */
 function stableFields(tool: string, args: unknown): unknown {
   if (!isPlainObject(args)) return { tool, args };
-  const currency = typeof args.currency === "string" && ascii_currency.test(args.currency) ? args.currency.toUpperCase() : args.currency;
+  const currency = typeof args.currency === "string" && currency_pattern.test(args.currency) ? args.currency.toUpperCase() : args.currency;
   const fields: Record<string, unknown> = {
     tool,
     amount: args.amount ?? null,

@@ -3,7 +3,7 @@
 
 import { HttpError } from "../errors.js";
 import { newToken, sha256Hex } from "../ids.js";
-import { invisibleOrControlCharacter } from "../policy/index.js";
+import { nameCharacterProblem } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
 import { authorizeBatch, batchable, DecisionQueue, heldAgents } from "./authorize-batch.js";
 import { capturePaymentMatters } from "./payment-matters.js";
@@ -134,10 +134,8 @@ export class Ledger {
       throw new HttpError(422, "validation_failed", `name: must be a non-empty string of at most ${agent_name_length_max} characters`, { field: "name" });
     }
     // Names are shown to people: a bidi override or a zero-width space would show one agent as another.
-    const character = invisibleOrControlCharacter(name);
-    if (character !== undefined) {
-      throw new HttpError(422, "validation_failed", `name: must not contain ${character} (invisible or control character)`, { field: "name" });
-    }
+    const problem = nameCharacterProblem(name);
+    if (problem !== undefined) throw new HttpError(422, "validation_failed", `name: ${problem}`, { field: "name" });
     const agent_id = this.context.ids("agt");
     const token = newToken("bsr_agent");
     await this.tx(async (tx) => {

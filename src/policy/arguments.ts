@@ -7,7 +7,6 @@ import {
   currencyProblem,
   declared_arguments,
   idempotency_key_length_max,
-  isCurrencyCode,
   note_key_length_max,
   note_value_length_max,
   notes_keys_max,
@@ -43,9 +42,11 @@ export function checkAmount(value: unknown): string | undefined {
 
 /** Three ASCII letters naming an active ISO 4217 code (currencies.ts), equal to the block's in either case. */
 export function checkCurrency(value: unknown, block_currency: string): string | undefined {
-  if (!isCurrencyCode(value)) return `currency ${currencyProblem(value)}`;
-  if (value.toUpperCase() !== block_currency) {
-    return `currency ${value.toUpperCase()} does not match the block's ${block_currency}`;
+  const problem = currencyProblem(value);
+  if (problem !== undefined) return `currency ${problem}`;
+  const currency = (value as string).toUpperCase();
+  if (currency !== block_currency) {
+    return `currency ${currency} does not match the block's ${block_currency}`;
   }
   return undefined;
 }
@@ -112,6 +113,13 @@ export const invisible_or_control_characters = new RegExp(
   `[${invisible_or_control_ranges.map(([first, last]) => (first === last ? code_point_escape(first) : `${code_point_escape(first)}-${code_point_escape(last)}`)).join("")}]`,
   "u",
 );
+
+/** Why a name shown to people is refused for its characters, naming the first by its code point
+ *  (printing it would repeat the trick); undefined when it has none of them. */
+export function nameCharacterProblem(name: string): string | undefined {
+  const character = invisibleOrControlCharacter(name);
+  return character === undefined ? undefined : `must not contain ${character} (invisible or control character)`;
+}
 
 /** The first character of `text` that invisible_or_control_characters refuses, as "U+202E"; undefined when none. */
 export function invisibleOrControlCharacter(text: string): string | undefined {

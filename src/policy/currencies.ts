@@ -58,8 +58,3 @@ export function currencyProblem(currency: unknown): string | undefined {
   if (!currency_code_set.has(currency.toUpperCase())) return `"${currency}" is not an ISO 4217 currency code`;
   return undefined;
 }
-
-/** True for an active ISO 4217 code, in either case. */
-export function isCurrencyCode(currency: unknown): currency is string {
-  return currencyProblem(currency) === undefined;
-}

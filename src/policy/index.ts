@@ -2,6 +2,6 @@
 
 export { decide, withoutGuard, allow_verdict } from "./decide.js";
 export { guard_table, assertReadableBlock } from "./guards.js";
-export { argumentProblem, checkAmount, checkCurrency, control_characters, invisibleOrControlCharacter, isPlainObject } from "./arguments.js";
+export { argumentProblem, checkAmount, checkCurrency, control_characters, isPlainObject, nameCharacterProblem } from "./arguments.js";
 export * from "./limits.js";
 export * from "./types.js";

@@ -15,7 +15,7 @@ export const note_key_length_max = 64;
 export const idempotency_key_length_max = 255;
 
 /** The currencies a block and a money call may name (active ISO 4217 codes), checked in one place. */
-export { currency_codes, currency_pattern, currencyProblem, isCurrencyCode } from "./currencies.js";
+export { currency_codes, currency_pattern, currencyProblem } from "./currencies.js";
 
 export const order_id_pattern = /^order_[A-Za-z0-9]{1,40}$/;
 export const payment_id_pattern = /^pay_[A-Za-z0-9]{1,40}$/;

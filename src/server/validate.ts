@@ -2,7 +2,7 @@
 
 import { z } from "zod";
 import { hasLoneSurrogate } from "../evidence/canonical.js";
-import { invisibleOrControlCharacter } from "../policy/index.js";
+import { nameCharacterProblem } from "../policy/index.js";
 import { HttpError } from "./errors.js";
 
 /** A name an operator gives (agent, auditor, evidence source): trimmed, 1..max characters, and no
@@ -16,10 +16,8 @@ export function nameSchema(max: number) {
     .min(1)
     .max(max)
     .superRefine((name, context) => {
-      const character = invisibleOrControlCharacter(name);
-      if (character !== undefined) {
-        context.addIssue({ code: "custom", message: `must not contain ${character} (invisible or control character)` });
-      }
+      const problem = nameCharacterProblem(name);
+      if (problem !== undefined) context.addIssue({ code: "custom", message: problem });
     });
 }
 

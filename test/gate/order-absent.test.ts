@@ -33,7 +33,21 @@ for (const backend of backends()) {
       const check = (reservation_id: string) => checkReservation(b.gate.gateContext, reservation_id);
       const held = async () => (await b.operator.getBlock(block_id)).held;
       const faults = b.simulator!.simulator.faults;
-      return { b, clock, agent, block_id, call, check, held, faults };
+      /** An order whose creation got a 5xx before the provider acted, released by a check once the wait is over. */
+      const released = async (amount: number): Promise<string> => {
+        faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
+        const reservation_id = (await call("create_order", { amount, currency: "INR" })).reservation_id as string;
+        clock.advance(order_absent_after_ms);
+        expect(await check(reservation_id)).toMatchObject({ outcome: "released" });
+        return reservation_id;
+      };
+      /** The provider makes the order after all, on the released reservation's receipt (a request stuck somewhere). */
+      const lateOrder = async (reservation_id: string, amount: number): Promise<string> => {
+        const late = await b.provider.createOrder({ amount, currency: "INR", receipt: reservation_id });
+        expect(late.kind).toBe("ok");
+        return late.kind === "ok" ? late.value.id : "";
+      };
+      return { b, clock, agent, block_id, call, check, held, faults, released, lateOrder };
     }
 
     /** The release entries the log holds for a reservation. */
@@ -171,14 +185,9 @@ for (const backend of backends()) {
     });
 
     it("a late order's capture elsewhere is a conflict by its payment.captured webhook alone", async () => {
-      const { b, clock, block_id, call, check, faults } = await setup();
-      faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
-      const lost = await call("create_order", { amount: 3_000, currency: "INR" });
-      const reservation_id = lost.reservation_id as string;
-      clock.advance(order_absent_after_ms);
-      expect(await check(reservation_id)).toMatchObject({ outcome: "released" });
-      const late = await b.provider.createOrder({ amount: 3_000, currency: "INR", receipt: reservation_id });
-      const order_id = late.kind === "ok" ? late.value.id : "";
+      const { b, block_id, faults, released, lateOrder } = await setup();
+      const reservation_id = await released(3_000);
+      const order_id = await lateOrder(reservation_id, 3_000);
       // Every webhook is lost but payment.captured, which names the order but not its receipt.
       faults.set({ webhook_drop_next: 100 });
       const payment_id = await payInProcess(b, order_id);
@@ -214,16 +223,9 @@ for (const backend of backends()) {
     });
 
     it("an order made on the receipt after the release is never captured through the gate", async () => {
-      const { b, clock, block_id, call, check, held, faults } = await setup();
-      faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
-      const lost = await call("create_order", { amount: 6_000, currency: "INR" });
-      const reservation_id = lost.reservation_id as string;
-      clock.advance(order_absent_after_ms);
-      expect(await check(reservation_id)).toMatchObject({ outcome: "released" });
-      // The provider makes the order after all (a request stuck somewhere for ten minutes).
-      const late = await b.provider.createOrder({ amount: 6_000, currency: "INR", receipt: reservation_id });
-      expect(late.kind).toBe("ok");
-      const order_id = late.kind === "ok" ? late.value.id : "";
+      const { b, block_id, call, held, released, lateOrder } = await setup();
+      const reservation_id = await released(6_000);
+      const order_id = await lateOrder(reservation_id, 6_000);
       const payment_id = await payInProcess(b, order_id);
       const capture = await call("capture_payment", { payment_id, amount: 6_000, currency: "INR" });
       expect(capture).toMatchObject({ effect: "BLOCK" });

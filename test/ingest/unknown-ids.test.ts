@@ -78,20 +78,14 @@ describe("an unauthenticated caller gets one answer for known, unknown, observer
   });
 
   it.each([
-    ["a wrong API key", () => ({ authorization: "Bearer bsr_srckey_wrong" })],
-    ["another source's API key", () => ({ authorization: `Bearer ${other.api_key}` })],
-    ["no API key", () => ({})],
-  ] as const)("POST /api/v1/evidence-sources/{id}/events with %s: 401 unauthorized", async (_name, headers) => {
-    const answer = await sameForEveryId(events, headers());
-    expect(answer).toEqual({ status: 401, body: { error: { code: "unauthorized", message: expect.any(String) } } });
-  });
-
-  it.each([
-    ["a wrong operator token", () => ({ authorization: "Bearer not-the-operator-token" })],
-    ["the source's API key", () => ({ authorization: `Bearer ${source.api_key}` })],
-    ["no token", () => ({})],
-  ] as const)("POST /api/v1/evidence-sources/{id}/upload with %s: 401 unauthorized", async (_name, headers) => {
-    const answer = await sameForEveryId(upload, headers());
+    ["events", events, "a wrong API key", () => ({ authorization: "Bearer bsr_srckey_wrong" })],
+    ["events", events, "another source's API key", () => ({ authorization: `Bearer ${other.api_key}` })],
+    ["events", events, "no API key", () => ({})],
+    ["upload", upload, "a wrong operator token", () => ({ authorization: "Bearer not-the-operator-token" })],
+    ["upload", upload, "the source's API key", () => ({ authorization: `Bearer ${source.api_key}` })],
+    ["upload", upload, "no token", () => ({})],
+  ] as const)("POST /api/v1/evidence-sources/{id}/%s with %s: 401 unauthorized", async (_route, path, _name, headers) => {
+    const answer = await sameForEveryId(path, headers());
     expect(answer).toEqual({ status: 401, body: { error: { code: "unauthorized", message: expect.any(String) } } });
   });
 });

@@ -6,7 +6,7 @@
 // and the others are decided.
 
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { generateSigningKeyPem } from "../../src/evidence/index.js";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { Ledger } from "../../src/ledger/index.js";
@@ -21,10 +21,31 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
   let schema: Awaited<ReturnType<typeof freshSchema>> | undefined;
   let bursar: Bursar;
   let driver: PostgresDriver;
+  let ledger: Ledger;
+  /** Transactions that waited out the timeout, counted as the ledger runs them. */
+  let timed_out = 0;
+  /** Sessions holding a block's lock, ended after each test. */
+  const holders: pg.Client[] = [];
   beforeAll(async () => {
     schema = await freshSchema(pg_server as string);
     bursar = await createBursar({ db: schema.url, signingKey: generateSigningKeyPem(), clock: manualClock() });
     driver = new PostgresDriver({ url: schema.url, statement_timeout_ms: 500, idle_in_transaction_timeout_ms: 400, query_timeout_ms: 5_000 });
+    const transaction = driver.transaction.bind(driver);
+    driver.transaction = (async (work: Parameters<typeof transaction>[0]) => {
+      try {
+        return await transaction(work);
+      } catch (error) {
+        if ((error as { code?: unknown }).code === "57014") timed_out += 1;
+        throw error;
+      }
+    }) as typeof driver.transaction;
+    ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
+  });
+  beforeEach(() => {
+    timed_out = 0;
+  });
+  afterEach(async () => {
+    for (const holder of holders.splice(0)) await holder.end();
   });
   afterAll(async () => {
     await driver?.close();
@@ -39,81 +60,61 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
     return { agent_id: created.agent_id, block_id: block.block_id };
   }
 
+  /** Another session, in a transaction that holds the block's row lock until it ends. */
+  async function hold(block_id: string): Promise<pg.Client> {
+    const holder = new pg.Client({ connectionString: schema!.url });
+    holders.push(holder);
+    await holder.connect();
+    await holder.query("BEGIN");
+    await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [block_id]);
+    return holder;
+  }
+
+  const order = (agent_id: string, key: string) => ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+
+  async function expectHeld(a: { block_id: string }, b: { block_id: string }): Promise<void> {
+    // Nothing was held for the calls that failed; the free block holds its one call.
+    expect(await bursar.operator.getBlock(a.block_id)).toMatchObject({ held: 0 });
+    expect(await bursar.operator.getBlock(b.block_id)).toMatchObject({ held: 100 });
+    await expectBooksBalance(bursar);
+  }
+
   it("fails that block's waiting calls with the timeout once, and decides another agent's call", async () => {
-    const ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
     const a = await agent("held-a");
     const b = await agent("free-b");
-    const holder = new pg.Client({ connectionString: schema!.url });
-    await holder.connect();
-    try {
-      // Each transaction that waited out the timeout, counted as the ledger runs it.
-      let timed_out = 0;
-      const transaction = driver.transaction.bind(driver);
-      driver.transaction = (async (work: Parameters<typeof transaction>[0]) => {
-        try {
-          return await transaction(work);
-        } catch (error) {
-          if ((error as { code?: unknown }).code === "57014") timed_out += 1;
-          throw error;
-        }
-      }) as typeof driver.transaction;
-
-      await holder.query("BEGIN");
-      await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [a.block_id]);
-      const waitedOn = await lockWaiter(holder);
-      const order = (agent_id: string, key: string) => ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
-      // Settled as they come: they fail while the free call is still being awaited.
-      const held = Promise.allSettled(Array.from({ length: 10 }, (_, index) => order(a.agent_id, `a-${index}`)));
-      // A's calls were skipped once, and their next batch now waits for A's block: B's call
-      // comes in behind it.
-      await waitedOn("a batch to wait for the held block");
-      const free = order(b.agent_id, "b-1");
-      expect((await free).verdict).toMatchObject({ effect: "ALLOW" });
-      const settled = await held;
-      for (const outcome of settled) expect(outcome).toMatchObject({ status: "rejected", reason: { code: "57014" } });
-      // One wait for the whole batch, not one more for each of its calls decided alone after it.
-      expect(timed_out).toBe(1);
-      await holder.query("ROLLBACK");
-      // Nothing was held for the calls that failed; the free block holds its one call.
-      expect(await bursar.operator.getBlock(a.block_id)).toMatchObject({ held: 0 });
-      expect(await bursar.operator.getBlock(b.block_id)).toMatchObject({ held: 100 });
-      await expectBooksBalance(bursar);
-    } finally {
-      await holder.end();
-    }
+    const holder = await hold(a.block_id);
+    const waitedOn = await lockWaiter(holder);
+    // Settled as they come: they fail while the free call is still being awaited.
+    const held = Promise.allSettled(Array.from({ length: 10 }, (_, index) => order(a.agent_id, `a-${index}`)));
+    // A's calls were skipped once, and their next batch now waits for A's block: B's call
+    // comes in behind it.
+    await waitedOn("a batch to wait for the held block");
+    expect((await order(b.agent_id, "b-1")).verdict).toMatchObject({ effect: "ALLOW" });
+    for (const outcome of await held) expect(outcome).toMatchObject({ status: "rejected", reason: { code: "57014" } });
+    // One wait for the whole batch, not one more for each of its calls decided alone after it.
+    expect(timed_out).toBe(1);
+    await holder.query("ROLLBACK");
+    await expectHeld(a, b);
   });
 
   it("decides a call whose block the timed-out batch waited for and got: only the block still held fails its calls", async () => {
-    const ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
     // The batch locks blocks in block id order, as the database sorts them: b's comes first, so
     // it is waited for (and let go) before the wait for a's, which never ends.
     const pair = [await agent("first-in-order"), await agent("second-in-order")];
     const sorted = await bursar.driver.read((tx) => tx.all<{ block_id: string }>("SELECT block_id FROM blocks WHERE block_id IN (?, ?) ORDER BY block_id", pair.map((one) => one.block_id)));
     const [b, a] = sorted.map((row) => pair.find((one) => one.block_id === row.block_id)!) as [(typeof pair)[0], (typeof pair)[0]];
-    const [holder_a, holder_b] = [new pg.Client({ connectionString: schema!.url }), new pg.Client({ connectionString: schema!.url })];
-    await holder_a.connect();
-    await holder_b.connect();
-    try {
-      await holder_a.query("BEGIN");
-      await holder_a.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [a.block_id]);
-      await holder_b.query("BEGIN");
-      await holder_b.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [b.block_id]);
-      const waitedOnB = await lockWaiter(holder_b);
-      const order = (agent_id: string, key: string) => ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
-      // Both blocks held: the batch waits for both; B's is let go as soon as it does.
-      const decided = Promise.allSettled([order(a.agent_id, "a-1"), order(b.agent_id, "b-1")]);
-      await waitedOnB("the batch to wait for both blocks");
-      await holder_b.query("ROLLBACK");
-      const [on_a, on_b] = await decided;
-      expect(on_a).toMatchObject({ status: "rejected", reason: { code: "57014" } });
-      expect(on_b).toMatchObject({ status: "fulfilled", value: { verdict: { effect: "ALLOW" } } });
-      await holder_a.query("ROLLBACK");
-      expect(await bursar.operator.getBlock(a.block_id)).toMatchObject({ held: 0 });
-      expect(await bursar.operator.getBlock(b.block_id)).toMatchObject({ held: 100 });
-      await expectBooksBalance(bursar);
-    } finally {
-      await holder_a.end();
-      await holder_b.end();
-    }
+    const holder_a = await hold(a.block_id);
+    const holder_b = await hold(b.block_id);
+    const waitedOnB = await lockWaiter(holder_b);
+    // Both blocks held: the batch waits for both; B's is let go as soon as it does.
+    const decided = Promise.allSettled([order(a.agent_id, "a-1"), order(b.agent_id, "b-1")]);
+    await waitedOnB("the batch to wait for both blocks");
+    await holder_b.query("ROLLBACK");
+    const [on_a, on_b] = await decided;
+    expect(on_a).toMatchObject({ status: "rejected", reason: { code: "57014" } });
+    expect(on_b).toMatchObject({ status: "fulfilled", value: { verdict: { effect: "ALLOW" } } });
+    expect(timed_out).toBe(1);
+    await holder_a.query("ROLLBACK");
+    await expectHeld(a, b);
   });
 });
