@@ -33,7 +33,11 @@ export async function blockSummary(context: GateContext, block_id: string): Prom
   return summary(await context.ledger.getBlock(block_id));
 }
 
-/** The provider payment as results and evidence show it: only the fields that matter. */
-export function paymentView(payment: { id: string; order_id: string | null; amount: number; currency: string; status: string }) {
-  return { id: payment.id, order_id: payment.order_id ?? "", amount: payment.amount, currency: payment.currency, status: payment.status };
+/**
+ * The provider payment as results and evidence show it: only the fields that matter, and for a
+ * refunded payment whether it was captured first (then its money moved: see isCapture).
+ */
+export function paymentView(payment: { id: string; order_id: string | null; amount: number; currency: string; status: string; captured?: boolean }) {
+  const view = { id: payment.id, order_id: payment.order_id ?? "", amount: payment.amount, currency: payment.currency, status: payment.status };
+  return payment.status === "refunded" && payment.captured !== undefined ? { ...view, captured: payment.captured } : view;
 }

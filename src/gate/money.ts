@@ -3,7 +3,7 @@
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
 import { isSecretValue, scrub } from "../evidence/index.js";
-import { blockSummary as summaryOfRow, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type SentKey } from "../ledger/index.js";
+import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type SentKey } from "../ledger/index.js";
 import type { PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -169,7 +169,7 @@ async function afterCaptureError(
 ): Promise<ToolResult> {
   const payment_id = (auth.reservation?.payment_id ?? "") as string;
   const check = await context.provider.fetchPayment(payment_id);
-  if (check.kind === "ok" && check.value.status === "captured") return settled(context, call, check.value, auth);
+  if (check.kind === "ok" && isCapture(check.value)) return settled(context, call, check.value, auth);
   if (check.kind === "ok") {
     const unbind = error !== undefined || check.value.status !== "authorized";
     const abandoned = await context.ledger.abandonCapture(call, { payment_id, unbind }, reason);

@@ -3,7 +3,7 @@
 // a hold whose order the provider proves it never made).
 
 import { HttpError } from "../errors.js";
-import type { ReservationRow, SettleOutcome } from "../ledger/index.js";
+import { isCapture, type ReservationRow, type SettleOutcome } from "../ledger/index.js";
 import { orderAbsent, orderFound, type AbsentOutcome } from "../ledger/complete.js";
 import { lockBlock } from "../ledger/statements.js";
 import { cannotBeCaptured, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
@@ -48,7 +48,7 @@ async function linkOrder(context: GateContext, reservation: ReservationRow): Pro
 /** The capture the reservation expects: settled first, so it commits before any other is weighed. */
 function matches(payment: ProviderPayment, reservation: ReservationRow, order_id: string): boolean {
   return (
-    payment.status === "captured" &&
+    isCapture(payment) &&
     payment.order_id === order_id &&
     payment.currency === reservation.currency &&
     payment.amount <= reservation.amount &&
@@ -68,7 +68,7 @@ type Settlement = { payment: PaymentView; outcome: SettleOutcome["outcome"]; rea
  */
 async function settleCaptures(context: GateContext, reservation: ReservationRow, order_id: string, payments: ProviderPayment[]): Promise<Settlement[]> {
   // The order's own captures only: a listed payment of another order is not this reservation's.
-  const captured = payments.filter((payment) => payment.status === "captured" && payment.order_id === order_id);
+  const captured = payments.filter((payment) => isCapture(payment) && payment.order_id === order_id);
   const ordered = [...captured.filter((payment) => matches(payment, reservation, order_id)), ...captured.filter((payment) => !matches(payment, reservation, order_id))];
   const settlements: Settlement[] = [];
   for (const payment of ordered) {

@@ -10,5 +10,5 @@ export type { AuthorizeInput, AuthorizeResult } from "./authorize.js";
 export { sentKey, type SentKey } from "./keys.js";
 export { payment_not_asked } from "./payment-matters.js";
 export type { CallRef, Completion, ForwardOutcome, OrderRecord } from "./complete.js";
-export type { CapturedPayment, SettleOutcome, SettleVia } from "./settle.js";
+export { isCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
 export * from "./rows.js";

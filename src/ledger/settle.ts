@@ -20,6 +20,17 @@ export interface CapturedPayment {
   amount: number;
   currency: string;
   status: string;
+  /** The provider's `captured` flag, carried for a refunded payment: true when it was captured before its refund. */
+  captured?: boolean;
+}
+
+/**
+ * Whether the provider reports the payment's money as moved: captured, or captured and refunded
+ * since (Razorpay then reads `refunded` with `captured: true`). A refund gives nothing back to
+ * the block; the capture is settled as any other.
+ */
+export function isCapture(payment: { status: string; captured?: boolean }): boolean {
+  return payment.status === "captured" || (payment.status === "refunded" && payment.captured === true);
 }
 
 export type SettleVia = "capture" | "webhook" | "check";
@@ -94,6 +105,24 @@ async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment
   return true;
 }
 
+/**
+ * A payment counted as unreconciled on this reservation that now settles it (it was captured
+ * while another payment was bound, which has since been unbound as one that can no longer be
+ * captured): its money is spent now, so it leaves unreconciled, or it would be counted twice.
+ * Returns the amount moved out of unreconciled, if any.
+ */
+async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment): Promise<number | undefined> {
+  const counted = await tx.get<{ amount: number | string }>(
+    "SELECT amount FROM unreconciled_payments WHERE payment_id = ? AND reservation_id = ?",
+    [payment.id, reservation.reservation_id],
+  );
+  if (!counted) return undefined;
+  const amount = Number(counted.amount);
+  await tx.run("DELETE FROM unreconciled_payments WHERE payment_id = ?", [payment.id]);
+  await adjustBlock(tx, reservation.block_id, { unreconciled: -amount });
+  return amount;
+}
+
 async function reject(
   tx: SqlTx,
   context: LedgerContext,
@@ -144,6 +173,7 @@ async function commit(
   );
   if (result.changes !== 1) throw new Error(`reservation ${reservation.reservation_id} changed under its block lock`);
   await adjustBlock(tx, reservation.block_id, { held: -reservation.amount, spent: payment.amount });
+  const reconciled = await uncountUnreconciled(tx, reservation, payment);
   // A capture key in flight, or one whose capture went unanswered, now replays the settled payment.
   await completeKeys(tx, reservation.reservation_id, "capture_payment", { payment, reservation_id: reservation.reservation_id });
   const evidence = await record(tx, context, "gate.settlement", {
@@ -153,6 +183,7 @@ async function commit(
     block_id: reservation.block_id,
     payment,
     released_remainder: reservation.amount - payment.amount,
+    ...(reconciled === undefined ? {} : { reconciled }),
     ...detail,
   });
   return { outcome: "applied", reason: "captured", reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };
@@ -174,15 +205,23 @@ export async function settleCapture(
   if (!found) return { outcome: "noop", reason: "no reservation for this order" };
   await lockBlock(tx, found.block_id);
   const reservation = (await getReservation(tx, found.reservation_id)) as ReservationRow;
-  if (payment.status !== "captured") {
+  if (!isCapture(payment)) {
     return reject(tx, context, reservation, payment, via, `payment status ${payment.status} conflicts with a capture`, false, detail);
   }
   const elsewhere = await reservationByPayment(tx, payment.id);
   if (elsewhere && elsewhere.reservation_id !== reservation.reservation_id) {
     return reject(tx, context, reservation, payment, via, "payment reused across reservations", false, detail);
   }
+  if (reservation.status === "committed" && reservation.payment_id === payment.id) {
+    if (payment.amount === reservation.captured_amount && payment.currency === reservation.currency) {
+      return { outcome: "noop", reason: "already settled", reservation_id: reservation.reservation_id, block_id: reservation.block_id };
+    }
+    // The provider contradicts the capture it reported before: nothing more is counted (the
+    // payment's money is spent already), but the block freezes for an operator to look.
+    const settled = { amount: reservation.captured_amount, currency: reservation.currency };
+    return reject(tx, context, reservation, payment, via, "the settled payment is reported again with another amount or currency", false, { ...detail, settled });
+  }
   if (reservation.status === "committed") {
-    if (reservation.payment_id === payment.id) return { outcome: "noop", reason: "already settled", reservation_id: reservation.reservation_id, block_id: reservation.block_id };
     return reject(tx, context, reservation, payment, via, "a second payment captured on one reservation", true, detail);
   }
   if (reservation.status === "released") {

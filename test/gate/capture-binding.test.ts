@@ -12,7 +12,7 @@ import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
 import type { Provider } from "../../src/provider/port.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
-import { expireInProcess, payInProcess } from "../support/inprocess.js";
+import { expireInProcess, payInProcess, refundInProcess } from "../support/inprocess.js";
 import { expectBooksBalance } from "../support/ledger.js";
 import { waitFor } from "../provider/support.js";
 
@@ -60,6 +60,12 @@ for (const backend of backends()) {
       t.faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
       expect(await a.call("capture_payment", { payment_id, amount: 9_000, currency: "INR" })).toMatchObject({ provider: "refused" });
       t.faults().reset();
+    }
+
+    /** `payment_id` is captured at the provider with the merchant's key, and its webhooks are lost. */
+    async function capturedElsewhere(t: Awaited<ReturnType<typeof setup>>, payment_id: string) {
+      t.faults().set({ webhook_drop_next: 10 });
+      expect(await t.b.provider.capturePayment(payment_id, { amount: 9_000, currency: "INR" })).toMatchObject({ kind: "ok" });
     }
 
     /** The gate.settlement entries about `reservation_id` written since the log held `from` entries. */
@@ -188,9 +194,7 @@ for (const backend of backends()) {
       const t = await setup();
       const { a, reservation_id, first, second } = await twoPayments(t);
       await bindByFailedCapture(t, a, first);
-      // The second payment is captured at the provider with the merchant's key, and its webhooks are lost.
-      t.faults().set({ webhook_drop_next: 10 });
-      expect(await t.b.provider.capturePayment(second, { amount: 9_000, currency: "INR" })).toMatchObject({ kind: "ok" });
+      await capturedElsewhere(t, second);
       const log_size = await t.b.log.treeSize();
       const checked = await checkReservation(t.b.gate.gateContext, reservation_id);
       expect(checked).toMatchObject({
@@ -216,6 +220,80 @@ for (const backend of backends()) {
       expect(await a.block()).toMatchObject({ frozen: true, held: 9_000, spent: 0, unreconciled: 9_000 });
       const already_counted = expect.objectContaining({ action: "reject", payment: expect.objectContaining({ id: second }), unreconciled: 0, already_counted: true });
       expect(await settlementsSince(t.b, log_size, reservation_id)).toEqual([expect.anything(), already_counted, already_counted, already_counted]);
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
+    it("a payment counted as unreconciled that later settles its own reservation (the bound one ran out) moves from unreconciled to spent: counted once", async () => {
+      const t = await setup();
+      const { a, reservation_id, first, second } = await twoPayments(t);
+      await bindByFailedCapture(t, a, first);
+      await capturedElsewhere(t, second);
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "rejected", reason: "captured payment differs from the bound payment" });
+      expect(await a.block()).toMatchObject({ frozen: true, held: 9_000, spent: 0, unreconciled: 9_000 });
+      // The bound payment's authorization runs out: a check unbinds it, and the next one finds the
+      // other payment the reservation's own capture.
+      await expireInProcess(t.b, first);
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ unbound_payment: { id: first } });
+      const log_size = await t.b.log.treeSize();
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "applied", payment: { id: second } });
+      expect(await a.block()).toMatchObject({ frozen: true, held: 0, spent: 9_000, unreconciled: 0, available: 1_000_000 - 9_000 });
+      expect(await settlementsSince(t.b, log_size, reservation_id)).toEqual([
+        expect.objectContaining({ action: "commit", via: "check", payment: expect.objectContaining({ id: second }), reconciled: 9_000 }),
+      ]);
+      // Its lost webhooks, delivered after all, are no-ops.
+      t.faults().reset();
+      const simulator = t.b.simulator!.simulator;
+      for (const entry of simulator.state.outbox().filter((entry) => entry.state === "dropped" && entry.body.includes(second))) simulator.redeliverWebhook(entry.event_id);
+      await simulator.deliverWebhooksNow();
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, unreconciled: 0 });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
+    it("the check settles a capture the merchant has refunded since (refunded, captured: true) as its lost webhook would", async () => {
+      const t = await setup();
+      const a = await t.buyer("a");
+      const created = await a.call("create_order", { amount: 9_000, currency: "INR", idempotency_key: "order-1" });
+      const reservation_id = created.reservation_id as string;
+      const payment_id = await payInProcess(t.b, (created.order as { id: string }).id);
+      // The capture lands, but its answer, the re-fetch and its webhooks are lost.
+      t.faults().set({ webhook_drop_next: 10 });
+      let captured = false;
+      const real = replaceProvider(t.b, {
+        capturePayment: async (id, input) => {
+          await real.capturePayment(id, input);
+          captured = true;
+          return { kind: "unknown", reason: "timeout" };
+        },
+        fetchPayment: async (id) => (captured ? { kind: "unknown", reason: "timeout" } : real.fetchPayment(id)),
+      });
+      const args = { payment_id, amount: 9_000, currency: "INR", idempotency_key: "capture-1" };
+      expect(await a.call("capture_payment", args)).toMatchObject({ provider: "unknown" });
+      (t.b.gate.gateContext as { provider: Provider }).provider = real;
+      await refundInProcess(t.b, payment_id);
+      const checked = await checkReservation(t.b.gate.gateContext, reservation_id);
+      expect(checked).toMatchObject({ outcome: "applied", payment: { id: payment_id, status: "refunded", captured: true } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, unreconciled: 0, frozen: false });
+      expect(await a.call("capture_payment", args)).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "refunded", captured: true } });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
+    it("a capture whose answer is lost, its payment refunded since (refunded, captured: true), is settled as a capture, not refused", async () => {
+      const t = await setup();
+      const a = await t.buyer("a");
+      const payment_id = await payInProcess(t.b, await a.order(9_000, "order-1"));
+      const real = replaceProvider(t.b, {
+        capturePayment: async (id, input) => {
+          await real.capturePayment(id, input);
+          await refundInProcess(t.b, id);
+          return { kind: "unknown", reason: "timeout" };
+        },
+      });
+      const args = { payment_id, amount: 9_000, currency: "INR", idempotency_key: "capture-1" };
+      expect(await a.call("capture_payment", args)).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "refunded", captured: true } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, unreconciled: 0, frozen: false });
       await expectBooksBalance(t.b);
       await t.close();
     });

@@ -326,6 +326,18 @@ describe("POST /webhooks/razorpay", () => {
     });
   }
 
+  it("a settled payment reported again with another amount or currency → 200 rejected; the block freezes, nothing more is counted", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const settled = { id: "pay_Again1", order_id, amount: 5_000, currency: "INR", status: "captured" };
+    expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "applied" });
+    expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "noop", reason: "already settled" });
+    for (const change of [{ amount: 10_000 }, { currency: "USD" }]) {
+      const answer = await send(paymentEvent("payment.captured", { ...settled, ...change }));
+      expect(answer.body).toMatchObject({ outcome: "rejected", reason: "the settled payment is reported again with another amount or currency" });
+    }
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 0, spent: 5_000, unreconciled: 0 });
+  });
+
   it("a payment conflict: a second payment captured on one reservation freezes the block, once per payment", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     await send(paymentEvent("payment.captured", { id: "pay_First1", order_id, amount: 10_000, currency: "INR", status: "captured" }));

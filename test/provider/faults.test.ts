@@ -172,11 +172,14 @@ describe("fault knobs over HTTP", () => {
   });
 });
 
+/** POST /sim/payments/{id}/{action}: the simulator's payment controls. */
+async function paymentControl(action: "expire" | "refund", payment_id: string) {
+  const response = await fetch(`${sim.base_url}/sim/payments/${payment_id}/${action}`, { method: "POST" });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
 describe("an authorization that runs out", () => {
-  const expire = async (payment_id: string) => {
-    const response = await fetch(`${sim.base_url}/sim/payments/${payment_id}/expire`, { method: "POST" });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-  };
+  const expire = (payment_id: string) => paymentControl("expire", payment_id);
 
   it("POST /sim/payments/{id}/expire refunds an authorized payment uncaptured; it can no longer be captured", async () => {
     const created = expectOk(await order("rsv_expire"));
@@ -198,5 +201,29 @@ describe("an authorization that runs out", () => {
     expect(await expire(payment_id)).toMatchObject({ status: 400, body: { error: { code: "BAD_REQUEST_ERROR" } } });
     expect(sim.simulator.state.payment(payment_id)).toMatchObject({ status: "captured", captured: true, amount_refunded: 0, refund_status: null });
     expect(await expire("pay_00000000000999")).toMatchObject({ status: 400, body: { error: { description: "The id provided does not exist" } } });
+  });
+});
+
+describe("a captured payment the merchant refunds", () => {
+  const refund = (payment_id: string) => paymentControl("refund", payment_id);
+
+  it("POST /sim/payments/{id}/refund refunds a captured payment in full: refunded, still captured: true; the order stays paid", async () => {
+    const created = expectOk(await order("rsv_refund"));
+    const payment_id = (await pay(sim.base_url, created.id)).body.razorpay_payment_id as string;
+    expectOk(await provider().capturePayment(payment_id, { amount: 10_000, currency: "INR" }));
+    expect(await refund(payment_id)).toMatchObject({ status: 200, body: { id: payment_id, status: "refunded", captured: true, amount_refunded: 10_000, refund_status: "full" } });
+    expect(expectOk(await provider().fetchPayment(payment_id))).toMatchObject({ status: "refunded", captured: true });
+    expect(expectOk(await provider().fetchOrder(created.id))).toMatchObject({ status: "paid", amount_paid: 10_000 });
+  });
+
+  it("only a captured payment is refunded: an authorized or already refunded one, or an unknown id, is a 400", async () => {
+    const created = expectOk(await order("rsv_refund_refused"));
+    const payment_id = (await pay(sim.base_url, created.id)).body.razorpay_payment_id as string;
+    const refused = { status: 400, body: { error: { code: "BAD_REQUEST_ERROR", description: "Only a captured payment that has not been refunded can be refunded here" } } };
+    expect(await refund(payment_id)).toMatchObject(refused);
+    expectOk(await provider().capturePayment(payment_id, { amount: 10_000, currency: "INR" }));
+    expect((await refund(payment_id)).status).toBe(200);
+    expect(await refund(payment_id)).toMatchObject(refused);
+    expect(await refund("pay_00000000000999")).toMatchObject({ status: 400, body: { error: { description: "The id provided does not exist" } } });
   });
 });

@@ -1,5 +1,5 @@
 // For tests of an in-process Bursar (createBursar, simulator mounted): paying an order at the
-// simulator's test checkout, letting an authorization run out, and reading back the
+// simulator's test checkout, letting an authorization run out, refunding a capture, and reading back the
 // gate.decision entry a tool result names.
 
 import { expect } from "vitest";
@@ -21,6 +21,12 @@ export async function payInProcess(b: Bursar, order_id: string, card = "41111111
   const response = await b.simulator!.app.inject({ method: "POST", url: `/simulator/sim/orders/${order_id}/pay`, payload: { card } });
   expect(response.statusCode).toBeLessThan(300);
   return (response.json() as { razorpay_payment_id: string }).razorpay_payment_id;
+}
+
+/** The merchant refunds a captured payment at the in-process simulator: `refunded`, still `captured: true`. */
+export async function refundInProcess(b: Bursar, payment_id: string): Promise<void> {
+  const response = await b.simulator!.app.inject({ method: "POST", url: `/simulator/sim/payments/${payment_id}/refund` });
+  expect(response.json()).toMatchObject({ id: payment_id, status: "refunded", captured: true });
 }
 
 /** Lets an authorization run out at the in-process simulator: it is refunded, never captured. */

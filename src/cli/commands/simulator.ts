@@ -33,6 +33,7 @@ routes:
   POST /sim/orders/{order_id}/pay {"card":"4111111111111111"}     test checkout (authorizes)
        declining card 4000000000000002 gives a failed payment
   POST /sim/payments/{payment_id}/expire                          refunds an authorized payment uncaptured
+  POST /sim/payments/{payment_id}/refund                          refunds a captured payment in full
   GET|POST|DELETE /sim/faults                                     fault knobs (see docs/simulator.md)
   GET /sim/webhooks, POST /sim/webhooks/deliver, POST /sim/webhooks/redeliver
 

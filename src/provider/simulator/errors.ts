@@ -72,6 +72,7 @@ export const messages = {
   capture_only_authorized: "Only payments which have been authorized and not yet captured can be captured",
   // The simulator's own control route; Razorpay has no such request.
   expire_only_authorized: "Only payments which have been authorized and not yet captured can expire",
+  refund_only_captured: "Only a captured payment that has not been refunded can be refunded here",
   order_amount_due_exceeded: "Payment amount is greater than the amount due for order",
   order_already_paid: "Payment already done for this order.",
   notes_not_dictionary: "Notes should be provided as a dictionary",

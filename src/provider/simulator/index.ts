@@ -34,7 +34,7 @@ export interface SimulatorOptions {
   auto_deliver?: boolean;
   /** First retry delay; doubles per attempt up to 30 s, at most 5 attempts. */
   webhook_retry_base_ms?: number;
-  /** Registers the /sim/faults, /sim/webhooks and /sim/payments/{id}/expire control routes (default true). */
+  /** Registers the /sim/faults, /sim/webhooks, /sim/payments/{id}/expire and /sim/payments/{id}/refund control routes (default true). */
   control_routes?: boolean;
   account_id?: string;
   fetch?: typeof globalThis.fetch;

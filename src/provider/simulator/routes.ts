@@ -173,6 +173,11 @@ function registerControlRoutes(app: FastifyInstance, context: RouteContext): voi
     const answer = payment ? context.store.expireAuthorization(payment) : badRequest(messages.id_not_found);
     return reply.status(answer.status).send(answer.body);
   });
+  app.post<{ Params: Params }>("/sim/payments/:id/refund", async (request, reply) => {
+    const payment = context.store.payments.get(request.params.id);
+    const answer = payment ? context.store.refundCapture(payment) : badRequest(messages.id_not_found);
+    return reply.status(answer.status).send(answer.body);
+  });
   app.get("/sim/webhooks", async () => ({ entity: "collection", items: context.outbox.list() }));
   app.post("/sim/webhooks/deliver", async () => context.outbox.deliverNow());
   app.post("/sim/webhooks/redeliver", { bodyLimit: simulator_body_max_bytes }, async (request, reply) => {

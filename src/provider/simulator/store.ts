@@ -78,7 +78,7 @@ export function wirePayment(payment: SimPayment): Record<string, unknown> {
     invoice_id: null,
     international: false,
     method: "card",
-    // Only a whole payment is ever refunded here: an expired authorization.
+    // Only a whole payment is ever refunded here: an expired authorization, or a refunded capture.
     amount_refunded: payment.status === "refunded" ? payment.amount : 0,
     refund_status: payment.status === "refunded" ? "full" : null,
     captured: payment.captured,
@@ -202,6 +202,17 @@ export class SimStore {
    */
   expireAuthorization(payment: SimPayment): SimAnswer {
     if (payment.status !== "authorized") return badRequest(messages.expire_only_authorized);
+    payment.status = "refunded";
+    return ok(wirePayment(payment));
+  }
+
+  /**
+   * The merchant refunds a captured payment in full (from the dashboard, say): it reads
+   * `refunded` with `captured: true`, as Razorpay shows it; the order stays paid. A test control
+   * like expireAuthorization, with no webhook (refund.* events are not modelled).
+   */
+  refundCapture(payment: SimPayment): SimAnswer {
+    if (payment.status !== "captured") return badRequest(messages.refund_only_captured);
     payment.status = "refunded";
     return ok(wirePayment(payment));
   }
