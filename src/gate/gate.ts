@@ -3,7 +3,7 @@
 
 import { canonicalJson, representable } from "../evidence/canonical.js";
 import { sentKey, type Ledger } from "../ledger/index.js";
-import { isPlainObject } from "../policy/index.js";
+import { holdsMoreValues, isPlainObject, unread_arguments } from "../policy/index.js";
 import type { Provider } from "../provider/port.js";
 import type { GateContext } from "./context.js";
 import type { LookupBudget } from "./lookups.js";
@@ -54,11 +54,15 @@ export class Gate {
    * representable first, and so is an undeclared tool's name, so the call still reaches the
    * policy and its evidence is recorded. An idempotency_key that changed so is handed on as sent
    * too (SentKey): the call's key is derived from it, so two keys that differ only in a lone
-   * surrogate stay two keys, and R0 refuses it. `name` is whatever the call carried (see toolName).
+   * surrogate stay two keys, and R0 refuses it. Arguments holding more than argument_values_max
+   * values are not read: the call is decided and recorded on the unread_arguments stand-in, which
+   * R0 refuses. `name` is whatever the call carried (see toolName).
    */
   async callToolAs(agent_id: string, name: unknown, received: unknown): Promise<ToolResult> {
-    const args = representable(received);
-    const sent = sentKey(received, args);
+    const unread = holdsMoreValues(received);
+    const args = unread ? unread_arguments : representable(received);
+    // Unread arguments carry no idempotency_key: the call's key is derived from the stand-in.
+    const sent = unread ? {} : sentKey(received, args);
     const plain = isPlainObject(args) ? args : {};
     const tool = toolName(name);
     switch (tool) {

@@ -23,6 +23,46 @@ export function isPlainObject(value: unknown): value is Args {
   return prototype === Object.prototype || prototype === null;
 }
 
+/**
+ * Most values a call's arguments may hold: object members and array elements, at any depth. A
+ * sound money call holds a few dozen (six arguments, 14 notes); past this the arguments are not
+ * read at all. Canonicalizing, hashing and recording 90,000 keys took the gate's one thread most
+ * of a second per call, for every agent: such a call is refused under R0 at the cost of counting
+ * to this bound.
+ */
+export const argument_values_max = 1_000;
+
+const unread_name = "[arguments not read]";
+const unread_text = `more than ${argument_values_max} values`;
+/** What a call whose arguments hold more than argument_values_max values is decided and recorded on. */
+export const unread_arguments: Readonly<Record<string, string>> = Object.freeze({ [unread_name]: unread_text });
+
+function isUnread(args: Args): boolean {
+  return args[unread_name] === unread_text && Object.keys(args).length === 1;
+}
+
+/** Whether `value` holds more than `max` object members and array elements; stops counting there. */
+export function holdsMoreValues(value: unknown, max = argument_values_max): boolean {
+  let count = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (typeof next !== "object" || next === null) continue;
+    if (Array.isArray(next)) {
+      count += next.length;
+      if (count > max) return true;
+      for (const item of next) pending.push(item);
+      continue;
+    }
+    // for..in, not Object.keys: it stops at the bound instead of listing every key first.
+    for (const key in next) {
+      if (++count > max) return true;
+      pending.push((next as Args)[key]);
+    }
+  }
+  return false;
+}
+
 function describe(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
@@ -174,6 +214,7 @@ function shownName(name: string): string {
 /** The first R0 problem with a money call's arguments, or undefined when they are sound. */
 export function argumentProblem(tool: string, args: unknown, block_currency: string): string | undefined {
   if (!isPlainObject(args)) return `arguments must be an object, got ${describe(args)}`;
+  if (isUnread(args)) return `arguments hold more than ${argument_values_max} values (members and elements at any depth); they are refused unread`;
   const declared = declared_arguments[tool] ?? [];
   for (const name of Object.keys(args)) {
     if (!declared.includes(name)) return `argument ${shownName(name)} is not declared for ${tool}; it is refused`;

@@ -2,6 +2,16 @@
 
 export { decide, withoutGuard, allow_verdict } from "./decide.js";
 export { guard_table, assertReadableBlock } from "./guards.js";
-export { argumentProblem, checkAmount, checkCurrency, control_characters, isPlainObject, nameCharacterProblem } from "./arguments.js";
+export {
+  argument_values_max,
+  argumentProblem,
+  checkAmount,
+  checkCurrency,
+  control_characters,
+  holdsMoreValues,
+  isPlainObject,
+  nameCharacterProblem,
+  unread_arguments,
+} from "./arguments.js";
 export * from "./limits.js";
 export * from "./types.js";

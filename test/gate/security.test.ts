@@ -281,6 +281,33 @@ describe("argument shapes reach the policy", () => {
     });
   });
 
+  it("arguments holding more than 1,000 values are refused under R0 unread, on every tool, and recorded as the stand-in", async () => {
+    const agent = await server.agent("unread");
+    const wide = `{${Array.from({ length: 90_000 }, (_, index) => `"k${index}":0`).join(",")}}`;
+    const bodies = [
+      wide,
+      `{"amount": 5000, "currency": "INR", "notes": {"list": [${Array(1_001).fill(0).join(",")}]}}`,
+      `{"amount": 5000, "currency": "INR", "extra": ${"[0,".repeat(1_100)}0${"]".repeat(1_100)}}`,
+    ];
+    for (const tool of ["create_order", "capture_payment"]) {
+      for (const args of bodies) {
+        const answer = await rawToolCall(server.url, agent.token, tool, args);
+        const { structuredContent } = (JSON.parse(answer.text) as { result: { structuredContent: Structured } }).result;
+        expect(structuredContent).toMatchObject({
+          effect: "BLOCK",
+          rule: "R0",
+          reason: "arguments hold more than 1000 values (members and elements at any depth); they are refused unread",
+        });
+        const { seq } = structuredContent.evidence as { seq: number };
+        const [stored] = await server.started.bursar.log.entries(seq, seq + 1);
+        expect((stored?.entry.body as Structured).args).toEqual({ "[arguments not read]": "more than 1000 values" });
+      }
+    }
+    // 1,000 values (three members and 997 elements) are still read: decided on what they are.
+    const read = await rawToolCall(server.url, agent.token, "create_order", `{"amount": 5000, "currency": "INR", "extra": [${Array(997).fill(0).join(",")}]}`);
+    expect(JSON.parse(read.text)).toMatchObject({ result: { structuredContent: { rule: "R0", reason: "argument extra is not declared for create_order; it is refused" } } });
+  });
+
   it("an id like pay_x/../../orders is refused before any provider call", async () => {
     const agent = await server.agent("traversal");
     const client = await server.client(agent.token);
