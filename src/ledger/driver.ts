@@ -82,6 +82,11 @@ export interface SqlDriver {
    */
   migrate(migrations: readonly Migration[]): Promise<number[]>;
   close(): Promise<void>;
+  /**
+   * SQLite only: `listener` hears, once, of the failed COMMIT or WAL flush after which the driver
+   * refuses all work until the process restarts (what is durable is then unknown to it).
+   */
+  onFailure?(listener: (error: unknown) => void): void;
 }
 
 /**

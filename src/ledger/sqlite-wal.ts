@@ -54,6 +54,8 @@ export class WalSync {
   constructor(
     private readonly path: string | null,
     private readonly flushFd: WalFlush = fdatasyncAsync,
+    /** Hears of the first failed flush. */
+    private readonly onFail: (error: unknown) => void = () => undefined,
   ) {}
 
   /** Counts one COMMIT; returns its number for `durable`. */
@@ -141,6 +143,7 @@ export class WalSync {
 
   /** A failed flush leaves what is on disk unknown: every waiter fails, and so does all later work. */
   private fail(error: unknown): void {
+    if (this.failure === undefined) this.onFail(error);
     this.failure = error;
     this.flushing = false;
     const waiters = this.waiters;

@@ -84,7 +84,7 @@ export class SqliteDriver implements SqlDriver {
     // any caller hears of the commit. A database that is not a WAL file keeps FULL.
     const wal = file && String(this.db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
     this.db.pragma(`synchronous = ${wal ? "NORMAL" : "FULL"}`);
-    this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush);
+    this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush, (error) => this.reportFailure(error));
     this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, sqlite_busy_timeout_ms, options.wal_restart_frames) : undefined;
     this.db.pragma("foreign_keys = ON");
     // Savepoint and statement journals stay in memory: with temp files, a group's savepoint
@@ -217,6 +217,23 @@ export class SqliteDriver implements SqlDriver {
     return result;
   }
 
+  private failure_listeners: Array<(error: unknown) => void> = [];
+  private failure_reported = false;
+
+  onFailure(listener: (error: unknown) => void): void {
+    this.failure_listeners.push(listener);
+  }
+
+  /** Tells the listeners, once, that the driver now refuses all work (a failed COMMIT or flush). */
+  private reportFailure(error: unknown): void {
+    if (this.failure_reported) return;
+    this.failure_reported = true;
+    // After the failing call has unwound: a listener may stop the server.
+    queueMicrotask(() => {
+      for (const listener of this.failure_listeners) listener(error);
+    });
+  }
+
   private group: GroupMember[] = [];
   private group_opened_at = 0;
   private commit_scheduled = false;
@@ -326,7 +343,10 @@ export class SqliteDriver implements SqlDriver {
   private failGroup(error: unknown, poison: boolean): void {
     // A COMMIT that failed leaves the process unsure what is durable (and its caches, such
     // as the evidence tree, may have seen the lost rows): stop taking work until restarted.
-    if (poison) this.failure = error;
+    if (poison) {
+      if (this.failure === undefined) this.reportFailure(error);
+      this.failure = error;
+    }
     const waiters = this.group;
     this.group = [];
     for (const waiter of waiters) waiter.reject(error);

@@ -3,6 +3,7 @@
 
 import { ErrorCode, JSONRPCMessageSchema, RequestIdSchema, type JSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { isPlainObject } from "../policy/index.js";
+import { shortened } from "../policy/text.js";
 
 export interface JsonRpcError {
   jsonrpc: "2.0";
@@ -49,13 +50,24 @@ const request_members = new Set(["jsonrpc", "id", "method", "params"]);
 const message_members = ["jsonrpc", "id", "method", "params", "result", "error"];
 
 /**
+ * A member's value as a refusal shows it: a string or scalar as JSON, shortened; an object or
+ * array only by its kind (written out, one nested 400,000 deep overflowed the stack: a 500).
+ */
+function shownMember(value: unknown): string {
+  if (value === undefined) return "nothing";
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "object" && value !== null) return "an object";
+  return shortened(JSON.stringify(value));
+}
+
+/**
  * What is wrong with a message's envelope, said in its own terms; undefined when the envelope is
  * not the problem. The SDK's schema is a union of message kinds, whose first issue for a message
  * that fits none is only "(message): Invalid input".
  */
 function envelopeProblem(message: unknown): string | undefined {
   if (!isPlainObject(message)) return "a message is a JSON object";
-  if (message.jsonrpc !== "2.0") return `jsonrpc must be "2.0", got ${JSON.stringify(message.jsonrpc) ?? "nothing"}`;
+  if (message.jsonrpc !== "2.0") return `jsonrpc must be "2.0", got ${shownMember(message.jsonrpc)}`;
   const extra = Object.keys(message).find((key) => !message_members.includes(key));
   if (extra !== undefined) return `unknown member ${JSON.stringify(extra)} (a message holds only ${message_members.join(", ")})`;
   if ("id" in message && !RequestIdSchema.safeParse(message.id).success) return "id must be a string or an integer";

@@ -5,6 +5,7 @@
 
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { shortened } from "../../src/policy/text.js";
 import { decisionBody } from "../support/inprocess.js";
 import { rawMcpPost, rawToolCall, testServer, type TestServer } from "../support/server.js";
 
@@ -157,13 +158,16 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
       ['{"jsonrpc": "2.0", "id": 4.5, "method": "ping"}', 4.5, "id must be a string or an integer"],
       ['{"jsonrpc": "2.0", "id": true, "method": "ping"}', null, "id must be a string or an integer"],
       ['{"method": "ping"}', null, 'jsonrpc must be "2.0", got nothing'],
+      // Shown by its kind, never written out: nested 400,000 deep it overflowed the stack (a 500).
+      [`{"jsonrpc": ${"[".repeat(400_000)}${"]".repeat(400_000)}, "id": 1, "method": "x"}`, 1, 'jsonrpc must be "2.0", got an array'],
+      [`{"jsonrpc": "${"2".repeat(1_000)}", "id": 2, "method": "x"}`, 2, `jsonrpc must be "2.0", got "${"2".repeat(63)}…`],
       ['{"jsonrpc": "2.0", "id": 3}', 3, "a message needs a method"],
       ["42", null, "a message is a JSON object"],
     ];
     for (const [body, id, says] of cases) {
       const answer = await rawMcpPost(server.url, agent.token, body);
-      expect({ body, status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
-        body,
+      expect({ body: shortened(body), status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
+        body: shortened(body),
         status: 400,
         reply: { jsonrpc: "2.0", id, error: { code: -32600, message: expect.stringContaining(`not a valid JSON-RPC message: ${says}`) } },
       });

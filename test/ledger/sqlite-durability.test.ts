@@ -279,6 +279,21 @@ describe("SQLite WAL durability", () => {
     await driver.close();
   });
 
+  it("tells its failure listeners once, after the failing call, so that `bursar serve` can stop for a restart", async () => {
+    const { held, driver } = await heldDriver();
+    const heard: unknown[] = [];
+    driver.onFailure((error) => heard.push(error));
+    const write = driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (1)"));
+    await settled(write);
+    const failure = Object.assign(new Error("ENOSPC: no space left on device, fdatasync"), { code: "ENOSPC" });
+    held.fail(failure);
+    await expect(write).rejects.toThrow(/ENOSPC/);
+    await expect(driver.transaction((tx) => tx.run("INSERT INTO t (v) VALUES (2)"))).rejects.toThrow(/refuses further work/);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(heard).toEqual([failure]);
+    await driver.close();
+  });
+
   it("fails the group's callers the same way when the flush throws instead of rejecting", async () => {
     const { driver } = await fileDriver({
       flush: () => {

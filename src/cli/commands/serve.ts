@@ -24,7 +24,9 @@ lets the start finish first. Requests still running after the grace period (thre
 timeouts plus 5 s) are abandoned and it exits 1; a second signal exits at once with 128 + the
 signal's number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). When its stdout is closed
 (the JSON logs can no longer be written, e.g. 'bursar serve | head'), it says so on stderr,
-stops the same graceful way and exits 141.
+stops the same graceful way and exits 141. When its SQLite database fails a commit (a full
+disk, an I/O error), it says so on stderr, stops the same way and exits 75: run it under a
+supervisor that restarts it.
 
 Options:
   --host HOST   listen address (overrides BURSAR_HOST; may not be empty)
@@ -42,6 +44,8 @@ function listenPort(raw: string): string {
 
 /** Exit code of a graceful stop because stdout was closed: a process killed by SIGPIPE's (141), as `bursar demo`. */
 const output_closed_status = signalExitCode("SIGPIPE");
+/** Exit code of a stop because the database failed a commit or flush (sysexits' EX_TEMPFAIL: a restart recovers). */
+export const database_failed_status = 75;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parsing(() =>
@@ -65,6 +69,12 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     throw error;
   }
   output.started(started.app);
+  // A SQLite COMMIT or WAL flush that failed (a full disk, an I/O error) leaves the driver
+  // refusing all work until restarted: stop, so a supervisor restarts it, rather than serve 500s.
+  started.bursar.driver.onFailure?.((error) => {
+    println(io.stderr, `bursar serve: the database failed to commit (${String(error)}); stopping: a restart reopens it with every committed write`);
+    stop.stop({ reason: "database failed", exit_code: database_failed_status });
+  });
   // Before the listen line: whoever reads it may signal at once, and must get a graceful stop.
   stop.attach(started.app);
   println(io.stdout, `bursar listening on ${started.url}`);
