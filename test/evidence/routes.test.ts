@@ -56,6 +56,12 @@ describe("reader routes", () => {
     expect(body.entries[0]!.receipt.seq).toBe(28);
   });
 
+  it("page from the largest safe start without an end: empty, not a 422 about an end never sent", async () => {
+    const page = await get(`/api/v1/log/entries?start=${Number.MAX_SAFE_INTEGER}`, reader);
+    expect(page.statusCode).toBe(200);
+    expect(page.json()).toMatchObject({ start: Number.MAX_SAFE_INTEGER, end: Number.MAX_SAFE_INTEGER, entries: [] });
+  });
+
   it("refuse bad parameters with 422 naming the parameter and limit", async () => {
     const cases: [string, string][] = [
       ["/api/v1/log/entries?start=0&end=1001", "end"],
