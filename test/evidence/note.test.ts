@@ -13,6 +13,7 @@ import {
   parseCheckpoint,
   parseSignerKey,
   parseVerifierKey,
+  isValidKeyName,
   signNote,
 } from "../../src/evidence/note.js";
 
@@ -141,4 +142,19 @@ describe("checkpoints", () => {
       expect(() => parseCheckpoint(bad), bad).toThrow();
     }
   });
+});
+
+describe("key names, as Go's note package takes them", () => {
+  const cases: Array<[string, boolean]> = [
+    ["example.com/log", true],
+    ["", false],
+    ["a+b", false],
+    ["a b", false],
+    ["a\u0085b", false],
+    ["a\u00a0b", false],
+    ["a\u3000b", false],
+    // U+FEFF is not a space to unicode.IsSpace (JavaScript's \s counts it).
+    ["a\ufeffb", true],
+  ];
+  for (const [name, valid] of cases) it(`${JSON.stringify(name)} → ${valid}`, () => expect(isValidKeyName(name)).toBe(valid));
 });
