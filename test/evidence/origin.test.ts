@@ -160,6 +160,8 @@ describe("bursar verify --origin", () => {
     expect(refused.err()).toMatch(/^FAIL inclusion proof: the checkpoint is for origin "staging\.example\/log"/);
     const ok = io();
     expect(await verifyCommand.run(["--inclusion", proof, "--key", s.prod.verifierKey, "--origin", staging_origin], ok)).toBe(0);
-    expect(ok.out()).toBe(`OK inclusion proof verifies against a checkpoint of ${staging_origin} signed by ${prod_origin}+${s.prod.keyIdHex}\n`);
+    expect(ok.out()).toBe(
+      `OK inclusion proof verifies against a checkpoint of ${staging_origin} signed by ${prod_origin}+${s.prod.keyIdHex}: entry 2, leaf hash ${inclusion.leaf_hash}, is in the tree of size ${size}, root ${Buffer.from(inclusion.root_hash, "hex").toString("base64")} (the proof's checkpoint)\n`,
+    );
   });
 });

@@ -3,17 +3,26 @@
 // that cannot be read.
 
 import { readFileSync } from "node:fs";
-import { keyIdHex, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
+import { keyIdHex, openCheckpoint, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
 import { verifyDeliveryReceipt, type DeliveryReceipt } from "../../evidence/receipt.js";
-import { checkConsistencyDocument, checkInclusionDocument, consistencyProofSchema, inclusionProofSchema } from "../../evidence/proof.js";
+import {
+  checkConsistencyDocument,
+  checkInclusionDocument,
+  consistencyProofSchema,
+  inclusionProofSchema,
+  type ConsistencyProofDocument,
+} from "../../evidence/proof.js";
 import { verifyExportFile, type VerifyOptions, type VerifyReport } from "../../evidence/verify.js";
 import { parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
+import type { z } from "zod";
 
 export const help = `
 usage: bursar verify FILE --checkpoint CP --key KEY [--origin ORIGIN] [--all-receipts]
        bursar verify --inclusion PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
+                     [--index N] [--leaf-hash HASH]
        bursar verify --consistency PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
+                     [--from-checkpoint KEPT]
        bursar verify --delivery-receipts RECEIPTS --key KEY [--origin ORIGIN] [FILE --checkpoint CP]
 
 Verifies offline; needs no secret, no network and no environment variable.
@@ -29,7 +38,15 @@ does not match, else the root mismatch, and exits 1.
 
 With --inclusion / --consistency: checks a JSON proof exactly as returned by
 GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
-signed by KEY (the checkpoint embedded in the proof, or CP when given).
+signed by KEY (the checkpoint embedded in the proof, or CP when given). The OK line prints
+what was proved, to compare by hand: for inclusion the entry's index, its leaf hash, the tree
+size and root; for consistency both tree sizes and roots (roots in base64, as in a
+checkpoint), and which checkpoint vouched for each. With --index or --leaf-hash the proof
+must be of that entry. A consistency proof is only as good as its older root: pass the
+checkpoint you kept earlier as KEPT (or as CP: a CP whose size is the proof's "from", not its
+"to", is taken as the older side), and the proof must start at its size and root; a root that
+differs there means the log's history differs from the one you saw (a fork or a rewrite).
+Without it, the older root is the one the proof document itself carries.
 
 With --delivery-receipts: checks the signature of every ingest delivery receipt in RECEIPTS
 against KEY: one JSON per line, as 'bursar send-decisions --receipts' writes them (a whole
@@ -56,7 +73,13 @@ options:
                       is checked when it disagrees with its entry or when no signed
                       checkpoint covers its entry)
   --inclusion PROOF   verify an inclusion proof JSON file
+  --index N           with --inclusion: the proof must be of entry N (its seq)
+  --leaf-hash HASH    with --inclusion: the proof must be of the entry with this leaf hash
+                      (64 hex digits, as in its receipt)
   --consistency PROOF verify a consistency proof JSON file
+  --from-checkpoint KEPT
+                      with --consistency: the signed checkpoint you kept earlier; the
+                      proof must run from its size and root
   --delivery-receipts RECEIPTS
                       verify ingest delivery receipts (JSON lines), and with FILE that each
                       listed record is in the verified export
@@ -138,11 +161,13 @@ interface ProofArguments {
   key?: string | undefined;
   origin?: string | undefined;
   checkpoint?: string | undefined;
+  "from-checkpoint"?: string | undefined;
+  index?: string | undefined;
+  "leaf-hash"?: string | undefined;
 }
 
-function verifyProof(kind: "inclusion" | "consistency", path: string, values: ProofArguments, io: CliIo): number {
-  const verifier = verifierOf(values.key);
-  const origin = originOf(values.origin);
+/** The proof document in `path`, parsed to the route's shape; a failure line when it is not. */
+function readProof<T>(kind: "inclusion" | "consistency", path: string, schema: z.ZodType<T>): { doc: T } | { failure: string } {
   let json: unknown;
   try {
     json = JSON.parse(readText(path, "proof"));
@@ -150,22 +175,96 @@ function verifyProof(kind: "inclusion" | "consistency", path: string, values: Pr
     if (error instanceof UsageError) throw error;
     throw new UsageError(`${path} is not JSON`);
   }
-  const checkpoint = values.checkpoint ? readText(values.checkpoint, "checkpoint") : undefined;
-  const schema = kind === "inclusion" ? inclusionProofSchema : consistencyProofSchema;
   const parsed = schema.safeParse(json);
-  if (!parsed.success) {
-    println(io.stderr, `FAIL ${kind} proof: not the route's JSON shape (${parsed.error.issues[0]?.path.join(".") ?? ""}: ${parsed.error.issues[0]?.message ?? ""})`);
+  if (parsed.success) return { doc: parsed.data };
+  return { failure: `FAIL ${kind} proof: not the route's JSON shape (${parsed.error.issues[0]?.path.join(".") ?? ""}: ${parsed.error.issues[0]?.message ?? ""})` };
+}
+
+/** --index: an entry's 0-based seq, as the inclusion route's `index`. */
+function indexOf(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(text) || !Number.isSafeInteger(Number(text))) throw new UsageError("--index: expected an entry's seq (0, 1, 2, …)");
+  return Number(text);
+}
+
+/** --leaf-hash: 64 hex digits, as a receipt's or the route's `leaf_hash`. */
+function leafHashOf(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  if (!/^[0-9a-fA-F]{64}$/.test(text)) throw new UsageError("--leaf-hash: expected 64 hex digits (a receipt's leaf_hash)");
+  return text.toLowerCase();
+}
+
+/** Who signed what was verified: "of ORIGIN signed by NAME+KEYID". */
+function signedBy(verifier: NoteVerifier, origin: string | undefined): string {
+  return `of ${origin ?? verifier.name} signed by ${verifier.name}+${keyIdHex(verifier.keyId)}`;
+}
+
+const base64 = (hex: string) => Buffer.from(hex, "hex").toString("base64");
+
+function verifyInclusionProof(path: string, values: ProofArguments, io: CliIo): number {
+  const verifier = verifierOf(values.key);
+  const origin = originOf(values.origin);
+  const expected = { index: indexOf(values.index), leaf_hash: leafHashOf(values["leaf-hash"]) };
+  const read = readProof("inclusion", path, inclusionProofSchema);
+  const checkpoint = values.checkpoint ? readText(values.checkpoint, "checkpoint") : undefined;
+  if ("failure" in read) {
+    println(io.stderr, read.failure);
     return 1;
   }
-  const result =
-    kind === "inclusion"
-      ? checkInclusionDocument(inclusionProofSchema.parse(json), verifier, checkpoint, origin)
-      : checkConsistencyDocument(consistencyProofSchema.parse(json), verifier, checkpoint, origin);
+  const { doc } = read;
+  const result = checkInclusionDocument(doc, verifier, checkpoint, origin, expected);
   if (!result.ok) {
-    println(io.stderr, `FAIL ${kind} proof: ${result.reason}`);
+    println(io.stderr, `FAIL inclusion proof: ${result.reason}`);
     return 1;
   }
-  println(io.stdout, `OK ${kind} proof verifies against a checkpoint of ${origin ?? verifier.name} signed by ${verifier.name}+${keyIdHex(verifier.keyId)}`);
+  const trusted = checkpoint === undefined ? "the proof's checkpoint" : "your checkpoint, --checkpoint";
+  println(
+    io.stdout,
+    `OK inclusion proof verifies against a checkpoint ${signedBy(verifier, origin)}: entry ${doc.index}, leaf hash ${doc.leaf_hash}, is in the tree of size ${doc.size}, root ${base64(doc.root_hash)} (${trusted})`,
+  );
+  return 0;
+}
+
+/** Which checkpoint vouched for each side, as the OK line names them. */
+function consistencySources(
+  doc: ConsistencyProofDocument,
+  verifier: NoteVerifier,
+  checkpoint: string | undefined,
+  fromCheckpoint: string | undefined,
+): { from: string; to: string } {
+  // The check passed, so a --checkpoint opens, and its size is `to` (the newer side) or else `from`.
+  const newer = checkpoint !== undefined && openCheckpoint(checkpoint, verifier).size === doc.to;
+  const older = checkpoint !== undefined && !newer;
+  const from =
+    fromCheckpoint !== undefined ? "the checkpoint you kept, --from-checkpoint" : older ? "the checkpoint you kept, --checkpoint" : "the proof's checkpoint";
+  return { from, to: newer ? "your checkpoint, --checkpoint" : "the proof's checkpoint" };
+}
+
+function verifyConsistencyProof(path: string, values: ProofArguments, io: CliIo): number {
+  const verifier = verifierOf(values.key);
+  const origin = originOf(values.origin);
+  const read = readProof("consistency", path, consistencyProofSchema);
+  const checkpoint = values.checkpoint ? readText(values.checkpoint, "checkpoint") : undefined;
+  // Not a truthiness test: an empty path must fail to read, not quietly drop the kept checkpoint.
+  const fromCheckpoint = values["from-checkpoint"] !== undefined ? readText(values["from-checkpoint"], "checkpoint") : undefined;
+  if ("failure" in read) {
+    println(io.stderr, read.failure);
+    return 1;
+  }
+  const { doc } = read;
+  const result = checkConsistencyDocument(doc, verifier, checkpoint, origin, fromCheckpoint);
+  if (!result.ok) {
+    println(io.stderr, `FAIL consistency proof: ${result.reason}`);
+    return 1;
+  }
+  const sources = consistencySources(doc, verifier, checkpoint, fromCheckpoint);
+  println(
+    io.stdout,
+    `OK consistency proof verifies against checkpoints ${signedBy(verifier, origin)}: tree size ${doc.from}, root ${base64(doc.from_root)} (${sources.from}) -> tree size ${doc.to}, root ${base64(doc.to_root)} (${sources.to})`,
+  );
+  if (sources.from === "the proof's checkpoint") {
+    println(io.stdout, "note: the older root is the proof's own; to tie it to the history you saw, pass the checkpoint you kept as --from-checkpoint");
+  }
   return 0;
 }
 
@@ -277,20 +376,28 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
         inclusion: { type: "string" },
         consistency: { type: "string" },
         "delivery-receipts": { type: "string" },
+        "from-checkpoint": { type: "string" },
+        index: { type: "string" },
+        "leaf-hash": { type: "string" },
       },
       allowPositionals: true,
       strict: true,
     }),
   );
   if (values["delivery-receipts"] !== undefined) {
-    if (values.inclusion !== undefined || values.consistency !== undefined || positionals.length > 1) {
-      throw new UsageError("--delivery-receipts takes at most one export FILE, and no --inclusion or --consistency");
+    const proofOptions = [values.inclusion, values.consistency, values["from-checkpoint"], values.index, values["leaf-hash"]];
+    if (proofOptions.some((value) => value !== undefined) || positionals.length > 1) {
+      throw new UsageError("--delivery-receipts takes at most one export FILE, and no --inclusion, --consistency or their options");
     }
     return verifyDeliveries(values["delivery-receipts"], positionals[0], values, io);
   }
   const modes = [positionals.length > 0, values.inclusion !== undefined, values.consistency !== undefined].filter(Boolean).length;
   if (modes !== 1 || positionals.length > 1) throw new UsageError("give exactly one of: FILE, --inclusion PROOF, --consistency PROOF, --delivery-receipts RECEIPTS");
-  if (values.inclusion) return verifyProof("inclusion", values.inclusion, values, io);
-  if (values.consistency) return verifyProof("consistency", values.consistency, values, io);
+  if (values["from-checkpoint"] !== undefined && values.consistency === undefined) throw new UsageError("--from-checkpoint goes with --consistency PROOF");
+  if ((values.index !== undefined || values["leaf-hash"] !== undefined) && values.inclusion === undefined) {
+    throw new UsageError("--index and --leaf-hash go with --inclusion PROOF");
+  }
+  if (values.inclusion) return verifyInclusionProof(values.inclusion, values, io);
+  if (values.consistency) return verifyConsistencyProof(values.consistency, values, io);
   return verifyFile(positionals[0]!, values, io);
 }
