@@ -172,8 +172,18 @@ export class Observer {
     socket.once("close", () => this.context.sockets.delete(socket));
   }
 
+  /** Exchanges being relayed now (what shutdown and the token sweep cut). */
+  get exchanges_open(): number {
+    return this.context.active.size;
+  }
+
+  /**
+   * Relays a request, unless the observer is closing or the client left while its token was
+   * looked up: its request and response then closed already, and no close event would ever come
+   * to end an upstream request opened now (nor take its exchange out of the open ones).
+   */
   relay(target: ObserveTarget, request: IncomingMessage, response: ServerResponse): void {
-    if (this.closing) return void response.destroy();
+    if (this.closing || request.destroyed || response.destroyed) return void response.destroy();
     relay(this.context, target.source, target.token, request, response, target.url);
   }
 

@@ -2,7 +2,7 @@
 // with their status, MCP session and resumption headers; a tap beside the stream reads the
 // JSON-RPC messages (JSON or SSE) after each chunk is already on its way.
 
-import { request as httpRequest, STATUS_CODES, type Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import { request as httpRequest, STATUS_CODES, validateHeaderName, validateHeaderValue, type Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
@@ -27,7 +27,8 @@ export const observed_calls_per_request_max = 100;
  * Content-Length cannot take it off a body that is still forwarded.
  */
 const request_headers_dropped = new Set(["host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", observer_token_header]);
-const response_headers_dropped = new Set(["connection", "keep-alive", "proxy-connection", "trailer", "transfer-encoding", "upgrade"]);
+/** Trailer is not hop-by-hop (RFC 9110 §6.6.2): it announces the trailer fields relayed after the body. */
+const response_headers_dropped = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]);
 
 /** The bytes all body taps hold, one budget shared by every exchange (stalled uploads would otherwise hold 4 MiB each). */
 export class HeldBytes {
@@ -352,19 +353,36 @@ interface ResponseTap {
   cut(outcome: Outcome): void;
 }
 
-function sseTap(exchange: Exchange, transport: string, correlator: Correlator): ResponseTap {
-  const reader = new SseReader((data) => {
-    if (correlator.size === 0 || !data.includes('"id"')) return;
-    try {
-      exchange.answer(JSON.parse(data) as unknown, transport);
-    } catch {
-      // Not JSON: the stream carries it on untouched; there is nothing to record.
-    }
-  });
-  // With a session, a call the stream left unanswered (ended or cut) may still be answered on a
-  // resumed GET stream; without one nothing can resume it.
+/**
+ * Whether an SSE event's data may hold a JSON-RPC response, checked before it is parsed: it has an
+ * `"id"` key, or a `\u` escape (the key may be written `"\u0069d"`). Notifications with neither,
+ * most of them, are not parsed.
+ */
+function mayHoldResponse(data: string): boolean {
+  return data.includes('"id"') || data.includes("\\u");
+}
+
+function sseTap(exchange: Exchange, transport: string, status: number, correlator: Correlator): ResponseTap {
+  // Set once an event too large to read went past: the client got it, and it may have answered any call still pending.
+  let skipped_too_large = false;
+  const reader = new SseReader(
+    (data) => {
+      if (correlator.size === 0 || !mayHoldResponse(data)) return;
+      try {
+        exchange.answer(JSON.parse(data) as unknown, transport);
+      } catch {
+        // Not JSON: the stream carries it on untouched; there is nothing to record.
+      }
+    },
+    () => (skipped_too_large = true),
+  );
+  // A call the stream left unanswered (ended or cut) after an event too large to read may have
+  // had its answer in it, which no resumed stream brings again: it is recorded as answered but
+  // unread, as a JSON answer over the limit is. Otherwise, with a session, it may still be
+  // answered on a resumed GET stream; without one nothing can resume it.
   const cut = (outcome: Outcome) => {
-    if (exchange.session === "") exchange.settle(outcome, transport);
+    if (skipped_too_large) exchange.settle({ type: "unread_response", reason: "too_large", status }, transport);
+    else if (exchange.session === "") exchange.settle(outcome, transport);
     else exchange.awaitResume();
   };
   return { push: (chunk) => reader.push(chunk), end: () => cut({ type: "no_response", reason: "stream_ended" }), cut };
@@ -407,41 +425,87 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
   const form = bodyForm(upstream.headers, false);
   if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form, context.held);
   const transport = exchange.request.method === "GET" ? "sse_get" : "sse";
-  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, context.correlator);
+  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator);
+}
+
+/** `headers` (a raw list) without the fields named `name` (lower case). */
+function withoutHeader(headers: readonly string[], name: string): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() !== name) kept.push(headers[i]!, headers[i + 1]!);
+  return kept;
 }
 
 /**
  * Writes the upstream's status line and headers; false when Node's client took a status line its
  * server cannot write. A reason phrase it refuses (a control character: `200 O\x01K`) gives way
  * to the status's standard one, which clients ignore anyway (RFC 9112 §4); a status outside
- * 100–999 (`099`) cannot be relayed at all. Never throws: a throw here would end the process.
+ * 100–999 (`099`) cannot be relayed at all. No Date is added that the upstream did not send. The
+ * Trailer header (not hop-by-hop) is kept, except on an answer Node does not chunk (to an HTTP/1.0
+ * client, a 204, a HEAD's): no trailers can follow it, and Node refuses to write the header there.
+ * Never throws: a throw here would end the process.
  */
 function writeUpstreamHead(response: ServerResponse, upstream: IncomingMessage): boolean {
   const status = upstream.statusCode ?? 0;
   if (!Number.isInteger(status) || status < 100 || status > 999) return false;
-  const headers = keptHeaders(upstream.rawHeaders, response_headers_dropped);
-  try {
-    response.writeHead(status, upstream.statusMessage, headers);
-    return true;
-  } catch {
-    // Node keeps the refused phrase as the response's statusMessage (it checks the phrase before
-    // any header): every later writeHead names its phrase, or it would be refused again.
+  let headers = keptHeaders(upstream.rawHeaders, response_headers_dropped);
+  let phrase = upstream.statusMessage;
+  response.sendDate = false;
+  // At most one retry for the phrase and one for the Trailer header.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      response.writeHead(status, phrase, headers);
+      return true;
+    } catch (error) {
+      if ((error as { code?: unknown }).code === "ERR_HTTP_TRAILER_INVALID") headers = withoutHeader(headers, "trailer");
+      // Node keeps the refused phrase as the response's statusMessage (it checks the phrase before
+      // any header): every later writeHead names its phrase, or it would be refused again.
+      else phrase = STATUS_CODES[status] ?? "unknown";
+    }
   }
+  return false;
+}
+
+/** The upstream's trailer fields Node's server can write (its client takes some it refuses, as with the reason phrase); the others are dropped. */
+function writableTrailers(upstream: IncomingMessage): Array<[string, string]> {
+  const trailers: Array<[string, string]> = [];
+  const raw = upstream.rawTrailers;
+  for (let i = 0; i < raw.length; i += 2) {
+    try {
+      validateHeaderName(raw[i]!);
+      validateHeaderValue(raw[i]!, raw[i + 1]!);
+      trailers.push([raw[i]!, raw[i + 1]!]);
+    } catch {
+      // Not writable: this field alone is dropped, never the answer.
+    }
+  }
+  return trailers;
+}
+
+/**
+ * Relays a 103 Early Hints (RFC 8297) ahead of the final answer, to an HTTP/1.1 client (HTTP/1.0
+ * knows no 1xx). Node writes hints only with a Link header it can parse (writeEarlyHints); other
+ * hints are dropped, as a client may ignore any 103. Repeated fields other than Link are joined.
+ */
+function relayEarlyHints(request: IncomingMessage, response: ServerResponse, raw: readonly string[]): void {
+  if (response.headersSent || request.httpVersionMajor !== 1 || request.httpVersionMinor < 1) return;
+  const hints: Record<string, string | string[]> = {};
+  const links: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (name === "link") links.push(raw[i + 1]!);
+    else if (!response_headers_dropped.has(name)) hints[name] = hints[name] === undefined ? raw[i + 1]! : `${String(hints[name])}, ${raw[i + 1]!}`;
+  }
+  if (links.length === 0) return;
   try {
-    response.writeHead(status, STATUS_CODES[status] ?? "unknown", headers);
-    return true;
+    response.writeEarlyHints({ ...hints, link: links });
   } catch {
-    return false;
+    // A Link value Node does not take: these hints are dropped, never the answer.
   }
 }
 
-function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: ServerResponse, context: RelayContext): void {
-  if (!writeUpstreamHead(response, upstream)) {
-    exchange.settle({ type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: upstream.statusCode ?? 0 }, "none");
-    // The rest of this answer is not read: its connection goes, rather than back to the pool.
-    upstream.destroy();
-    return badGateway(response, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
-  }
+/** Relays the upstream's answer and taps it; false when its status line cannot be written (nothing was). */
+function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: ServerResponse, context: RelayContext): boolean {
+  if (!writeUpstreamHead(response, upstream)) return false;
   const tap = responseTap(exchange, upstream, context);
   if (upstream.headers["content-length"] === undefined) response.flushHeaders();
   upstream.on("data", (chunk: Buffer) => {
@@ -450,6 +514,8 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
   });
   response.on("drain", () => upstream.resume());
   upstream.on("end", () => {
+    // Node writes trailers after a chunked body only (the Trailer header goes with the others).
+    if (upstream.rawTrailers.length > 0) response.addTrailers(writableTrailers(upstream));
     response.end();
     exchange.whenRegistered(() => tap.end());
   });
@@ -463,15 +529,34 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
   });
   // The cut's error (ECONNRESET, "aborted") is what its close, above, records.
   upstream.on("error", () => undefined);
+  return true;
 }
 
 function badGateway(response: ServerResponse, code: string, message: string): void {
   if (response.headersSent) return void response.destroy();
   // Whatever a refused writeHead may have set on the response goes: the 502 is Bursar's own.
   for (const name of response.getHeaderNames()) response.removeHeader(name);
+  response.sendDate = true;
   const body = JSON.stringify({ error: { code, message } });
   response.writeHead(502, "Bad Gateway", { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
   response.end(body);
+}
+
+/** Methods whose requests Node's client sends without body framing when given none; it chunks the others' (POST, PUT, PATCH). */
+const methods_sent_unframed = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE", "CONNECT"]);
+
+/** A raw header list as an object Node's client writes field by field in order: each name as first written, a repeated field's values in an array. */
+function headerObject(raw: readonly string[]): Record<string, string | string[]> {
+  const object: Record<string, string | string[]> = {};
+  const names = new Map<string, string>();
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = raw[i]!.toLowerCase();
+    const name = names.get(lower) ?? raw[i]!;
+    names.set(lower, name);
+    const present = object[name];
+    object[name] = present === undefined ? raw[i + 1]! : [...(Array.isArray(present) ? present : [present]), raw[i + 1]!];
+  }
+  return object;
 }
 
 /** Relays one request, opened by `token`, to `target` and its response back, observing both. */
@@ -479,8 +564,16 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   const exchange = new Exchange(context, source, request);
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
-  headers.push("host", target.host, ...framingHeaders(request.headers));
-  const upstream = send({ ...targetOptions(target), method: request.method, headers, agent: target.protocol === "https:" ? context.agents.https : context.agents.http });
+  const framing = framingHeaders(request.headers);
+  headers.push("host", target.host, ...framing);
+  // A request without framing has no body (RFC 9112 §6.3), and goes on without framing. Node's
+  // client would chunk a POST's, and writes a header list given as an array at once: the list goes
+  // as an object instead, written at the request's end, by when the client is told not to chunk.
+  // (Only a Cookie repeated, which no HTTP/1.1 client sends, is then written as one line.)
+  const unframed = framing.length === 0 && !methods_sent_unframed.has(request.method ?? "GET");
+  const agent = target.protocol === "https:" ? context.agents.https : context.agents.http;
+  const upstream = send({ ...targetOptions(target), method: request.method, headers: unframed ? headerObject(headers) : headers, agent });
+  if (unframed) upstream.useChunkedEncodingByDefault = false;
   const tap = request.method === "POST" ? new BodyTap(true, bodyForm(request.headers, true), context.held) : null;
   const destroy = () => {
     exchange.cancelled = true;
@@ -494,15 +587,25 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
     exchange.cancelled = true;
     upstream.destroy();
   });
+  // Once Bursar answers in the upstream's place (a 502), the body is no longer forwarded but still
+  // read into the tap, so its calls are known and recorded with that answer: paused, it would stall
+  // unread. (A body chunked or declared over the server's limit has its connection closed instead.)
+  let forwarding = true;
+  const answerInstead = (outcome: Outcome, code: string, message: string) => {
+    forwarding = false;
+    request.resume();
+    exchange.whenRegistered(() => exchange.settle(outcome, "none"));
+    badGateway(response, code, message);
+  };
   request.on("data", (chunk: Buffer) => {
-    if (!upstream.write(chunk)) request.pause();
+    if (forwarding && !upstream.write(chunk)) request.pause();
     tap?.push(chunk);
   });
   upstream.on("drain", () => request.resume());
   request.on("end", () => {
     // The upstream gets the end first: reading the calls (parse, hash, shadow verdict) is the
     // observer's own work. Its response cannot be read before this handler returns.
-    upstream.end();
+    if (forwarding) upstream.end();
     exchange.registerCalls(tap);
   });
   request.on("error", () => upstream.destroy());
@@ -513,15 +616,23 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
     exchange.requestClosed();
   });
   let answered = false;
+  // Other 1xx are the connection's own: Node's server answers an Expect: 100-continue itself.
+  upstream.on("information", (information) => {
+    if (information.statusCode === 103) relayEarlyHints(request, response, information.rawHeaders);
+  });
   upstream.on("response", (incoming) => {
     answered = true;
-    relayResponse(exchange, incoming, response, context);
+    if (relayResponse(exchange, incoming, response, context)) return;
+    // The rest of this answer is not read: its connection goes, rather than back to the pool.
+    incoming.destroy();
+    const outcome: Outcome = { type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: incoming.statusCode ?? 0 };
+    answerInstead(outcome, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
   });
   upstream.on("error", () => {
     // An answer that had begun is recorded by relayResponse, when it ends or is cut.
     if (answered) return;
     // Only an upstream that failed gets the 502 Bursar answers in its place.
-    exchange.settle(exchange.cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 }, "none");
-    badGateway(response, "upstream_unreachable", "the observed MCP server did not answer");
+    const outcome: Outcome = exchange.cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 };
+    answerInstead(outcome, "upstream_unreachable", "the observed MCP server did not answer");
   });
 }

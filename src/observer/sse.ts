@@ -1,6 +1,7 @@
 // An incremental Server-Sent Events reader for the observer's tap: it sees the bytes the
 // proxy forwards (already sent on, untouched) and yields each event's data once complete.
-// Lines end in LF, CRLF or CR, split anywhere across chunks; an oversized event is skipped.
+// Lines end in LF, CRLF or CR, split anywhere across chunks; an oversized event is skipped, and
+// said to be (its client got it, so the calls it may have answered were answered unread).
 
 /** An event (or an unterminated line) larger than this is not observed; the bytes still flow. */
 export const sse_event_chars_max = 4_194_304;
@@ -14,7 +15,11 @@ export class SseReader {
   /** A CR ended the last chunk: a LF starting the next one belongs to it. */
   private after_cr = false;
 
-  constructor(private readonly onEvent: (data: string) => void) {}
+  constructor(
+    private readonly onEvent: (data: string) => void,
+    /** An event was dispatched to the client but skipped here: over sse_event_chars_max. */
+    private readonly onOversized: () => void = () => undefined,
+  ) {}
 
   push(chunk: Uint8Array): void {
     let text = this.decoder.decode(chunk, { stream: true });
@@ -55,9 +60,11 @@ export class SseReader {
   private dispatch(): void {
     const data = this.data.join("\n");
     const deliver = !this.oversized && this.data.length > 0 && data !== "";
+    const oversized = this.oversized;
     this.data = [];
     this.data_chars = 0;
     this.oversized = false;
     if (deliver) this.onEvent(data);
+    else if (oversized) this.onOversized();
   }
 }

@@ -46,12 +46,14 @@ function reusedId(request: IncomingMessage, response: ServerResponse, body: stri
 }
 
 /**
- * `/early` answers 401 at once, reading nothing; `/cut-json` sends part of a JSON answer, then
+ * `/early` answers 401 at once, reading nothing, and `/status-099` answers status 099 so; `/cut-json` sends part of a JSON answer, then
  * resets the connection; `/hang-json` sends part and waits; `/cut-sse` (session "S1") sends a
  * resumable SSE event then resets, and answers call 7 on the GET that resumes the stream.
  */
 function upstreamAnswer(request: IncomingMessage, response: ServerResponse): void {
   const path = request.url ?? "/";
+  // A status line Node's client reads but its server cannot write, before the request body has arrived.
+  if (path === "/status-099") return void request.socket.end("HTTP/1.1 099 Early\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
   if (path === "/early") return void response.writeHead(401, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"unauthorized"},"id":null}');
   const chunks: Buffer[] = [];
   request.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -111,6 +113,22 @@ describe("answers out of step with their request", () => {
     const source = await observerSource(h, `${upstream_url}/early`);
     expect(await splitPost(source, 300)).toBe(401);
     expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "http_status", status: 401 }, "json"]]);
+  });
+
+  it("records a call whose body was still arriving when Bursar answered 502 (upstream unreachable), as when it had arrived whole", async () => {
+    const closed = createServer();
+    const closed_url = await listenLoopback(closed);
+    await new Promise((resolve) => closed.close(resolve));
+    const source = await observerSource(h, `${closed_url}/mcp`);
+    expect(await splitPost(source, 300)).toBe(502);
+    expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "http_status", status: 502 }, "none"]]);
+    expect(h.evidence.observer.held.bytes).toBe(0);
+  });
+
+  it("records a call whose body was still arriving when Bursar answered 502 (a status it cannot relay), as when it had arrived whole", async () => {
+    const source = await observerSource(h, `${upstream_url}/status-099`);
+    expect(await splitPost(source, 300)).toBe(502);
+    expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: 99 }, "none"]]);
   });
 
   it("records a JSON answer the upstream cut after it began as response_cut with the status the client got, and cuts the client's answer", async () => {

@@ -1,8 +1,9 @@
 // What the observer does over time, not per request: a disabled source's (or an expired
-// token's) open streams are cut, a call nobody answers is recorded as a timeout even when no
-// other call comes, and a call the gateway gave up on is recorded as cancelled, not as a 502
-// the upstream never sent.
+// token's) open streams are cut, a client gone during its token's look-up leaves nothing open,
+// a call nobody answers is recorded as a timeout even when no other call comes, and a call the
+// gateway gave up on is recorded as cancelled, not as a 502 the upstream never sent.
 
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
@@ -21,6 +22,8 @@ afterAll(async () => {
   await h.close();
   await upstream.close();
 });
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function outcomes(source_id: string): Promise<unknown[]> {
   await h.evidence.observer.recorder.drain();
@@ -47,6 +50,31 @@ describe("the observer over time", () => {
     })();
     expect((await h.api("POST", `/api/v1/evidence-sources/${source.id}/disable`)).status).toBe(200);
     expect(["ended", "cut"]).toContain(await reading);
+  });
+
+  it("opens nothing upstream, and leaves no open exchange, for a client that left while its token was looked up", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const sources = h.evidence.sources;
+    const lookup = sources.observerByToken;
+    sources.observerByToken = async (token) => {
+      await sleep(300);
+      return lookup.call(sources, token);
+    };
+    try {
+      const open_before = h.evidence.observer.exchanges_open;
+      const seen_before = upstream.seen.length;
+      const body = JSON.stringify(toolCall(7, "echo", { text: "left" }));
+      const socket = connect(Number(new URL(h.url).port), "127.0.0.1");
+      socket.on("error", () => undefined);
+      socket.write(`POST /observe HTTP/1.1\r\nHost: 127.0.0.1\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+      await sleep(50);
+      socket.destroy();
+      await sleep(500);
+      expect(h.evidence.observer.exchanges_open).toBe(open_before);
+      expect(upstream.seen.length).toBe(seen_before);
+    } finally {
+      sources.observerByToken = lookup;
+    }
   });
 
   it("records a call nobody answers as a timeout once its time is past (2 s here), with no other call coming", async () => {

@@ -88,6 +88,18 @@ describe("byte-for-byte relay", () => {
     });
   }
 
+  for (const method of ["POST", "PUT", "PATCH"]) {
+    it(`forwards a ${method} sent without framing (no body) without framing, as a direct request carries it`, async () => {
+      const source = await observerSource(h, `${upstream.url}/mcp-json`);
+      const head = `${method} /observe HTTP/1.1\r\nHost: 127.0.0.1\r\nx-bursar-observer-token: ${source.observer_token}\r\nX-Repeated: a\r\nX-Repeated: b\r\nConnection: close\r\n\r\n`;
+      expect(await rawRequest(h.url, head)).toMatch(/^HTTP\/1\.1 \d{3}/);
+      const seen = upstream.seen.at(-1)!;
+      expect(seen).toMatchObject({ method, path: "/mcp-json", headers: { "x-repeated": "a, b" } });
+      expect(seen.headers).not.toHaveProperty("transfer-encoding");
+      expect(seen.headers).not.toHaveProperty("content-length");
+    });
+  }
+
   it("forwards a request's transfer codings as they came, and counts the calls of a body still coded (gzip) in the gap", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
     const body = JSON.stringify(toolCall(7, "echo", {}));

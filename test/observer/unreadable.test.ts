@@ -8,6 +8,7 @@ import { createServer, type Server } from "node:http";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observed_body_bytes_max } from "../../src/observer/proxy.js";
+import { sse_event_chars_max } from "../../src/observer/sse.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { escapedJson, listenLoopback, observerSource, recorded as recordedCalls, toolCall } from "./support.js";
 
@@ -32,6 +33,14 @@ function answerFor(path: string, answered: unknown): { headers: Record<string, s
     const padded = { ...(answered as Record<string, unknown>), pad: "p".repeat(observed_body_bytes_max) };
     return { headers: { "content-type": "application/json" }, bytes: Buffer.from(JSON.stringify(padded)) };
   }
+  // One event past the reader's limit; with a session id (which would leave the call to a resumed stream) or without.
+  if (path === "/large-sse" || path === "/large-sse-session") {
+    const padded = { ...(answered as Record<string, unknown>), pad: "p".repeat(sse_event_chars_max) };
+    const session: Record<string, string> = path === "/large-sse-session" ? { "mcp-session-id": "S1" } : {};
+    return { headers: { "content-type": "text/event-stream", ...session }, bytes: Buffer.from(`event: message\ndata: ${JSON.stringify(padded)}\n\n`) };
+  }
+  // The answer's "id" key written as a JSON escape, which JSON.parse reads as "id".
+  if (path === "/escaped-id-sse") return { headers: { "content-type": "text/event-stream" }, bytes: Buffer.from(`event: message\ndata: ${json.replace('"id":', '"\\u0069d":')}\n\n`) };
   return { headers: { "content-type": "application/json" }, bytes: Buffer.from(json) };
 }
 
@@ -137,6 +146,8 @@ describe("a response the tap did not read", () => {
     ["past the inspection limit", "/large", { type: "unread_response", reason: "too_large", status: 200 }],
     ["gzip-compressed JSON", "/gzip-json", { type: "unread_response", reason: "encoded", status: 200 }],
     ["a gzip-compressed SSE stream", "/gzip-sse", { type: "unread_response", reason: "encoded", status: 200 }],
+    ["an SSE event past the inspection limit, no session", "/large-sse", { type: "unread_response", reason: "too_large", status: 200 }],
+    ["an SSE event past the inspection limit, with a session", "/large-sse-session", { type: "unread_response", reason: "too_large", status: 200 }],
   ];
   for (const [what, path, outcome] of cases) {
     it(`records the call as answered but unread, not as no response (${what})`, async () => {
@@ -148,4 +159,13 @@ describe("a response the tap did not read", () => {
       expect(bodies[0]).not.toHaveProperty("result");
     });
   }
+});
+
+describe("a response the tap reads however it is written", () => {
+  it("records the result of an SSE answer whose id key is written as a \\u escape", async () => {
+    const sent = await post("/escaped-id-sse", {}, Buffer.from(JSON.stringify(toolCall(1, "transfer_funds", { amount: 100 }))));
+    expect(sent.text).toContain('"\\u0069d":1');
+    const bodies = await recorded(sent.source_id);
+    expect(bodies.map((body) => [body.outcome, body.transport])).toEqual([[{ type: "result", is_error: false }, "sse"]]);
+  });
 });
