@@ -88,7 +88,9 @@ class Gap {
       first_missed_at: this.first_at,
       last_missed_at: this.last_at,
       reasons: [...this.reasons].sort(),
-      by_source: Object.fromEntries(this.by_source),
+      // A list, not an object keyed by source id: the log scrubs a value whose key looks like a
+      // secret's name, and a random id can ("src_vcX…" holds "cvc"), which redacted its count.
+      by_source: [...this.by_source].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([source_id, calls]) => ({ source_id, calls })),
       written_at: recorded_at,
     };
     return { kind: "system.evidence_gap", source: "observer", body };

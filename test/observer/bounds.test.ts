@@ -10,7 +10,7 @@ import { connect, type Socket } from "node:net";
 import { observed_body_bytes_max, observed_bytes_held_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
 import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall, unicodeEscaped } from "./support.js";
+import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall, unicodeEscaped } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 
 let h: Harness;
@@ -34,7 +34,7 @@ const recorded = (source_id: string) => recordedCalls(h, source_id, 10_000);
 /** The calls each gap entry counts for this source, once the queue has drained. */
 async function gaps(source_id: string): Promise<number[]> {
   expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
-  return (await h.entries("system.evidence_gap")).map((gap) => (gap.entry.body.by_source as Record<string, number>)[source_id]).filter((calls) => calls !== undefined);
+  return (await h.entries("system.evidence_gap")).map((gap) => gapCalls(gap.entry.body, source_id)).filter((calls) => calls !== undefined);
 }
 
 /** A tools/call of `slow` (which answers its args but `pad`) whose `method` member, name and value, is written in \\u escapes: 60 bytes for "tools/call". */
@@ -93,8 +93,8 @@ describe("a batch of many tool calls", () => {
     const batch = Array.from({ length: observed_calls_per_request_max + 50 }, (_, id) => toolCall(id, "echo", { text: `call ${id}` }));
     await raw(source.observer_url, "POST", headers, batch);
     expect(await recorded(source.id)).toHaveLength(observed_calls_per_request_max);
-    const gaps = (await h.entries("system.evidence_gap")).map((gap) => gap.entry.body as { by_source: Record<string, number>; reasons: string[] });
-    expect(gaps.filter((gap) => gap.by_source[source.id] !== undefined)).toEqual([expect.objectContaining({ by_source: { [source.id]: 50 }, reasons: ["too_large"] })]);
+    const gaps = (await h.entries("system.evidence_gap")).map((gap) => gap.entry.body);
+    expect(gaps.filter((gap) => gapCalls(gap, source.id) !== undefined)).toEqual([expect.objectContaining({ by_source: [{ source_id: source.id, calls: 50 }], reasons: ["too_large"] })]);
   });
 
   it("records a kept call whose id comes again past the limit as unattributed, never with a result: a response could be either one's", async () => {

@@ -125,7 +125,7 @@ describe("evidence canonical JSON cannot write as received", () => {
 
     expect((await recorded(source.id)).map((body) => (body.args as { text: string }).text)).toEqual(["one", "two", "four", "five"]);
     const gaps = await h.entries("system.evidence_gap");
-    expect(gaps.map((gap) => gap.entry.body)).toMatchObject([{ unrecorded_calls: 1, reasons: ["unrecordable"], by_source: { [source.id]: 1 } }]);
+    expect(gaps.map((gap) => gap.entry.body)).toMatchObject([{ unrecorded_calls: 1, reasons: ["unrecordable"], by_source: [{ source_id: source.id, calls: 1 }] }]);
     const metrics = await (await fetch(`${h.url}/metrics`)).text();
     expect(metrics).toContain('bursar_evidence_gap_calls_total{reason="unrecordable"} 1');
   });

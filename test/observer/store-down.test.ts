@@ -58,7 +58,7 @@ describe("when the evidence store stops", () => {
     const entries = await h.entries();
     const gap = entries.filter((stored) => stored.entry.kind === "system.evidence_gap");
     expect(gap).toHaveLength(1);
-    expect(gap[0]!.entry.body).toMatchObject({ unrecorded_calls: unrecorded, reasons: ["queue_full"], by_source: { [source.id]: unrecorded } });
+    expect(gap[0]!.entry.body).toMatchObject({ unrecorded_calls: unrecorded, reasons: ["queue_full"], by_source: [{ source_id: source.id, calls: unrecorded }] });
     expect(typeof gap[0]!.entry.body.first_missed_at).toBe("string");
     const texts = entries.filter((stored) => stored.entry.kind === "observer.call").map((stored) => (stored.entry.body.args as { text: string }).text);
     expect(texts).toEqual(["before", "during 0", "during 1", "during 2"]);

@@ -11,6 +11,11 @@ import { SqliteDriver } from "../../src/ledger/sqlite.js";
 import type { EvidenceSink } from "../../src/observer/index.js";
 import type { Harness } from "../ingest/support.js";
 
+/** The calls a system.evidence_gap entry's body counts for `source_id`, if any. */
+export function gapCalls(body: Record<string, unknown>, source_id: string): number | undefined {
+  return (body.by_source as Array<{ source_id: string; calls: number }>).find((counted) => counted.source_id === source_id)?.calls;
+}
+
 /** The bodies of the observer.call entries a source's calls wrote, once the queue has drained
  *  (the drain must succeed within `drain_ms`). */
 export async function recorded(h: Harness, source_id: string, drain_ms = 5_000): Promise<Array<Record<string, unknown>>> {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observed_body_bytes_max } from "../../src/observer/proxy.js";
 import { sse_event_chars_max } from "../../src/observer/sse.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { escapedJson, listenLoopback, observerSource, recorded as recordedCalls, toolCall } from "./support.js";
+import { escapedJson, gapCalls, listenLoopback, observerSource, recorded as recordedCalls, toolCall } from "./support.js";
 
 let h: Harness;
 let upstream: Server;
@@ -94,9 +94,9 @@ const recorded = (source_id: string) => recordedCalls(h, source_id, 5_000);
 /** The calls the gap entries count for this source, and their reasons. */
 async function gap(source_id: string) {
   expect(await h.evidence.observer.recorder.drain(5_000)).toBe(true);
-  const bodies = (await h.entries("system.evidence_gap")).map((stored) => stored.entry.body as { by_source: Record<string, number>; reasons: string[] });
-  const mine = bodies.filter((body) => body.by_source[source_id] !== undefined);
-  return { calls: mine.reduce((sum, body) => sum + body.by_source[source_id]!, 0), reasons: [...new Set(mine.flatMap((body) => body.reasons))] };
+  const bodies = (await h.entries("system.evidence_gap")).map((stored) => stored.entry.body);
+  const mine = bodies.filter((body) => gapCalls(body, source_id) !== undefined);
+  return { calls: mine.reduce((sum, body) => sum + gapCalls(body, source_id)!, 0), reasons: [...new Set(mine.flatMap((body) => body.reasons as string[]))] };
 }
 
 const batch = (names: string[]) => JSON.stringify(names.map((name, i) => toolCall(i + 1, name, { amount: 100 })));
