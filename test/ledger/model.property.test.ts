@@ -20,6 +20,8 @@ interface ModelReservation {
   approval_id: string | null;
   /** When the model expects the approval to expire (its lifetime after the HOLD). */
   approval_expires_at_ms: number | null;
+  /** The amount its capture settled, once committed. */
+  captured_amount: number | null;
 }
 
 interface Model {
@@ -27,6 +29,8 @@ interface Model {
   spent: number;
   held: number;
   revoked: boolean;
+  /** A settlement was rejected: the block froze. */
+  frozen: boolean;
   reservations: ModelReservation[];
 }
 
@@ -61,9 +65,9 @@ let order_counter = 0;
 
 const block_limits = { reserved: 1_000_000, per_call_cap: 500_000, approval_threshold: 300_000 } as const;
 
-/** The verdict the rules give, in their order: R4 (revoked), R0 (below 100), R5, R1, HOLD. */
+/** The verdict the rules give, in their order: R4 (revoked or frozen), R0 (below 100), R5, R1, HOLD. */
 function expectedVerdict(model: Model, amount: number): string {
-  if (model.revoked) return "R4";
+  if (model.revoked || model.frozen) return "R4";
   if (amount < 100) return "R0";
   if (amount > block_limits.per_call_cap) return "R5";
   if (amount > model.reserved - model.spent - model.held) return "R1";
@@ -85,6 +89,7 @@ async function applyOrder(t: TestLedger, model: Model, amount: number): Promise<
     in_flight: result.verdict.effect === "ALLOW",
     approval_id: result.approval?.approval_id ?? null,
     approval_expires_at_ms: result.verdict.effect === "HOLD" ? t.clock().getTime() + t.bursar.ledger.context.approval_lifetime_ms : null,
+    captured_amount: null,
   });
 }
 
@@ -111,13 +116,17 @@ async function applySettle(t: TestLedger, model: Model, target: ModelReservation
   const amount = Math.max(100, Math.floor(target.amount * fraction));
   const payment = { id: `pay_${target.order_id.slice(6)}`, order_id: target.order_id, amount, currency: "INR", status: "captured" };
   const first = await t.bursar.ledger.settle(payment, "webhook");
-  const expected = target.status === "held" ? "applied" : target.status === "committed" ? "noop" : "rejected";
+  // The settled payment again: a no-op with the amount it settled; with another, a conflict that freezes the block.
+  const again = amount === target.captured_amount ? "noop" : "rejected";
+  const expected = target.status === "held" ? "applied" : target.status === "committed" ? again : "rejected";
   expect(first.outcome).toBe(expected);
   if (expected === "applied") {
     target.status = "committed";
+    target.captured_amount = amount;
     model.held -= target.amount;
     model.spent += amount;
   }
+  if (expected === "rejected") model.frozen = true;
   if (twice) expect((await t.bursar.ledger.settle(payment, "capture")).outcome).toBe(expected === "rejected" ? "rejected" : "noop");
 }
 
@@ -165,7 +174,7 @@ for (const backend of backends()) {
       await fc.assert(
         fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 40 }), async (ops) => {
           const t = await backendLedger(backend, { ...block_limits, velocity: { max_calls: 1000, window_seconds: 60 } });
-          const model: Model = { reserved: block_limits.reserved, spent: 0, held: 0, revoked: false, reservations: [] };
+          const model: Model = { reserved: block_limits.reserved, spent: 0, held: 0, revoked: false, frozen: false, reservations: [] };
           try {
             for (const step of ops) {
               const target = model.reservations.length > 0 && "pick" in step ? model.reservations[step.pick % model.reservations.length] : undefined;
