@@ -157,6 +157,9 @@ for (const backend of backends()) {
       const b = await t.buyer("b");
       const a_payment = await payInProcess(t.b, await a.order(9_000, "order-a"));
       const b_payment = await payInProcess(t.b, await b.order(9_000, "order-b"));
+      // b's payment is captured for real; its own webhook would settle b's reservation (rightly),
+      // racing the checks below: it is dropped, so they see what the capture's answer did alone.
+      t.faults().set({ webhook_drop_next: 10 });
       const real = replaceProvider(t.b, { capturePayment: (_payment_id, input) => real.capturePayment(b_payment, input) });
       const answered = await a.call("capture_payment", { payment_id: a_payment, amount: 9_000, currency: "INR" });
       expect(answered).toMatchObject({ effect: "ALLOW", provider: "unknown" });
