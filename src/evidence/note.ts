@@ -25,12 +25,11 @@ export class NoteError extends Error {
   override name = "NoteError";
 }
 
-/** A key name is non-empty, has no whitespace and no '+' (signed-note "Key names"). */
 /** "+" and what Go's unicode.IsSpace counts as space (JavaScript's \s also has U+FEFF, and lacks U+0085). */
 const key_name_refused = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000+]/u;
 
+/** A key name is non-empty, has no white space and no '+' (signed-note "Key names"), white space as golang.org/x/mod/sumdb/note counts it. */
 export function isValidKeyName(name: string): boolean {
-  // As golang.org/x/mod/sumdb/note: no space (by unicode.IsSpace) and no "+".
   return name.length > 0 && !key_name_refused.test(name);
 }
 

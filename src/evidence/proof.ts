@@ -149,6 +149,12 @@ function trustedSides(
   return { ok: true, newer: undefined, kept: [...kept, { checkpoint: opened.checkpoint, option: "--checkpoint" }] };
 }
 
+/** Which checkpoint vouched for each root of a verified consistency proof: the option the caller passed it by, or null for the proof's own. */
+export interface ConsistencySides {
+  older: string | null;
+  newer: string | null;
+}
+
 /**
  * Checks a consistency proof and that both roots are signed checkpoints of the key and of
  * `origin` (default: the key's name). The older root is checked against the checkpoint the
@@ -162,7 +168,7 @@ export function checkConsistencyDocument(
   checkpoint?: string,
   origin?: string,
   fromCheckpoint?: string,
-): ProofCheck {
+): ({ ok: true } & ConsistencySides) | Refusal {
   const trusted = trustedSides(doc, verifier, origin, checkpoint, fromCheckpoint);
   if (!trusted.ok) return trusted;
   for (const kept of trusted.kept) {
@@ -178,5 +184,7 @@ export function checkConsistencyDocument(
   }
   const newer = trusted.newer ?? doc.to_checkpoint;
   if (newer === null) return fail(`no signed checkpoint for size ${doc.to}: pass --checkpoint`);
-  return anchor(newer, doc.to, doc.to_root, verifier, "the newer", origin);
+  const to = anchor(newer, doc.to, doc.to_root, verifier, "the newer", origin);
+  if (!to.ok) return to;
+  return { ok: true, older: trusted.kept[0]?.option ?? null, newer: trusted.newer === undefined ? null : "--checkpoint" };
 }

@@ -86,19 +86,20 @@ export async function completeOrder(
   let result: Record<string, unknown>;
   // An order the provider created only names it on the reservation: the block stays as locked.
   let left: { reservation: ReservationRow; block: BlockRow } | undefined;
-  if (outcome.kind === "ok" && reservation.status === "released") {
-    // Made after a check proved no order and released the hold (the call stalled past its lease):
-    // named on its reservation, so a capture of it anywhere is a late capture (a conflict), and
-    // answered as unusable. The key went with the hold; an approval keeps its recorded outcome.
-    const updated = await tx.get<ReservationRow>(`${name_order_sql} WHERE reservation_id = ? RETURNING *`, [outcome.value.id, now_ms, reservation.reservation_id]);
-    left = { reservation: updated as ReservationRow, block: locked.block };
-    result = { provider: "late_order", order: outcome.value, reservation_id: reservation.reservation_id, reason: `the hold was released first: ${reservation.release_reason ?? "released"}` };
-  } else if (outcome.kind === "ok") {
+  if (outcome.kind === "ok") {
     // The order exists: an outcome marked unknown meanwhile (the lease ran out first) is known now.
     const updated = await tx.get<ReservationRow>(`${name_order_sql} WHERE reservation_id = ? RETURNING *`, [outcome.value.id, now_ms, reservation.reservation_id]);
     left = { reservation: updated as ReservationRow, block: locked.block };
-    result = { order: outcome.value, reservation_id: reservation.reservation_id };
-    await storeOutcome(tx, call, result, true);
+    if (reservation.status === "released") {
+      // Made after a check proved no order and released the hold (the call stalled past its
+      // lease): named on its reservation, so a capture of it anywhere is a late capture (a
+      // conflict), and answered as unusable. The key went with the hold; an approval keeps its
+      // recorded outcome.
+      result = { provider: "late_order", order: outcome.value, reservation_id: reservation.reservation_id, reason: `the hold was released first: ${reservation.release_reason ?? "released"}` };
+    } else {
+      result = { order: outcome.value, reservation_id: reservation.reservation_id };
+      await storeOutcome(tx, call, result, true);
+    }
   } else if (outcome.kind === "refused") {
     await releaseHold(tx, context, reservation, `provider refused the order: ${outcome.error.description}`);
     result = { provider: "refused", status: outcome.status, error: outcome.error, reservation_id: reservation.reservation_id };

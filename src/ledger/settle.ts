@@ -3,7 +3,7 @@
 
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import type { ReservationRow } from "./rows.js";
+import type { BlockRow, ReservationRow } from "./rows.js";
 import {
   adjustBlock,
   completeKeys,
@@ -165,7 +165,7 @@ async function commit(
   detail: Record<string, unknown>,
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
-  await lockBlock(tx, reservation.block_id);
+  const block = (await lockBlock(tx, reservation.block_id)) as BlockRow;
   const result = await tx.run(
     `UPDATE reservations SET status = 'committed', payment_id = ?, captured_amount = ?, updated_at_ms = ?, outcome_unknown = 0
      WHERE reservation_id = ? AND status = 'held'`,
@@ -173,7 +173,8 @@ async function commit(
   );
   if (result.changes !== 1) throw new Error(`reservation ${reservation.reservation_id} changed under its block lock`);
   await adjustBlock(tx, reservation.block_id, { held: -reservation.amount, spent: payment.amount });
-  const reconciled = await uncountUnreconciled(tx, reservation, payment);
+  // Only a block with unreconciled money can hold this payment among it.
+  const reconciled = block.unreconciled > 0 ? await uncountUnreconciled(tx, reservation, payment) : undefined;
   // A capture key in flight, or one whose capture went unanswered, now replays the settled payment.
   await completeKeys(tx, reservation.reservation_id, "capture_payment", { payment, reservation_id: reservation.reservation_id });
   const evidence = await record(tx, context, "gate.settlement", {

@@ -428,12 +428,7 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
   return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator);
 }
 
-/** `headers` (a raw list) without the fields named `name` (lower case). */
-function withoutHeader(headers: readonly string[], name: string): string[] {
-  const kept: string[] = [];
-  for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() !== name) kept.push(headers[i]!, headers[i + 1]!);
-  return kept;
-}
+const trailer_header = new Set(["trailer"]);
 
 /**
  * Writes the upstream's status line and headers; false when Node's client took a status line its
@@ -456,7 +451,7 @@ function writeUpstreamHead(response: ServerResponse, upstream: IncomingMessage):
       response.writeHead(status, phrase, headers);
       return true;
     } catch (error) {
-      if ((error as { code?: unknown }).code === "ERR_HTTP_TRAILER_INVALID") headers = withoutHeader(headers, "trailer");
+      if ((error as { code?: unknown }).code === "ERR_HTTP_TRAILER_INVALID") headers = keptHeaders(headers, trailer_header);
       // Node keeps the refused phrase as the response's statusMessage (it checks the phrase before
       // any header): every later writeHead names its phrase, or it would be refused again.
       else phrase = STATUS_CODES[status] ?? "unknown";

@@ -100,7 +100,7 @@ describe("verify --consistency against the checkpoint the auditor kept", () => {
     const verifier = parseVerifierKey(key);
     const bare = { ...honest, from_checkpoint: null };
     expect(checkConsistencyDocument(bare, verifier)).toMatchObject({ ok: false, reason: expect.stringMatching(/pass the one you kept as --from-checkpoint/) });
-    expect(checkConsistencyDocument(bare, verifier, undefined, undefined, a.cp5)).toEqual({ ok: true });
+    expect(checkConsistencyDocument(bare, verifier, undefined, undefined, a.cp5)).toEqual({ ok: true, older: "--from-checkpoint", newer: null });
   });
 
   it("fails a fork that copies the kept root into the document: the proof does not lead to it", async () => {

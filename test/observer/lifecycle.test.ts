@@ -3,7 +3,7 @@
 // a call nobody answers is recorded as a timeout even when no other call comes, and a call the
 // gateway gave up on is recorded as cancelled, not as a 502 the upstream never sent.
 
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
@@ -23,7 +23,12 @@ afterAll(async () => {
   await upstream.close();
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A promise and the function that resolves it. */
+function settlement(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((done) => (resolve = done));
+  return { promise, resolve };
+}
 
 async function outcomes(source_id: string): Promise<unknown[]> {
   await h.evidence.observer.recorder.drain();
@@ -56,20 +61,34 @@ describe("the observer over time", () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
     const sources = h.evidence.sources;
     const lookup = sources.observerByToken;
+    // The look-up starts, the client leaves and the server sees it go, then the look-up answers.
+    const started = settlement();
+    const client_gone = settlement();
+    const answered = settlement();
     sources.observerByToken = async (token) => {
-      await sleep(300);
-      return lookup.call(sources, token);
+      started.resolve();
+      await client_gone.promise;
+      try {
+        return await lookup.call(sources, token);
+      } finally {
+        answered.resolve();
+      }
     };
     try {
       const open_before = h.evidence.observer.exchanges_open;
       const seen_before = upstream.seen.length;
+      const server_side_closed = new Promise<void>((resolve) => h.app.server.once("connection", (accepted: Socket) => accepted.once("close", () => resolve())));
       const body = JSON.stringify(toolCall(7, "echo", { text: "left" }));
       const socket = connect(Number(new URL(h.url).port), "127.0.0.1");
       socket.on("error", () => undefined);
       socket.write(`POST /observe HTTP/1.1\r\nHost: 127.0.0.1\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
-      await sleep(50);
+      await started.promise;
       socket.destroy();
-      await sleep(500);
+      await server_side_closed;
+      client_gone.resolve();
+      await answered.promise;
+      // The route goes on from the look-up's answer without further I/O: done by the next turn.
+      await new Promise((resolve) => setImmediate(resolve));
       expect(h.evidence.observer.exchanges_open).toBe(open_before);
       expect(upstream.seen.length).toBe(seen_before);
     } finally {

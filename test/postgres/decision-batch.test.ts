@@ -10,7 +10,7 @@ import { generateSigningKeyPem } from "../../src/evidence/index.js";
 import { sequentialIds } from "../../src/ids.js";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { append_batch_max } from "../../src/evidence/index.js";
-import { batchable, decision_batch_max, DecisionQueue, readState } from "../../src/ledger/authorize-batch.js";
+import { batchable, decision_batch_max, DecisionQueue, readState, type BatchOptions } from "../../src/ledger/authorize-batch.js";
 import { lockBlock } from "../../src/ledger/statements.js";
 import { CommitOutcomeUnknownError } from "../../src/ledger/postgres.js";
 import { Ledger, type AuthorizeInput, type AuthorizeResult, type EvidenceWriter } from "../../src/ledger/index.js";
@@ -41,18 +41,21 @@ describe("DecisionQueue", () => {
   const result = (name: string) => ({ name }) as unknown as AuthorizeResult;
   const call = (name: string): AuthorizeInput => ({ agent_id: "agt_1", tool: "create_order", args: { name } });
   const nameOf = (input: AuthorizeInput) => (input.args as { name: string }).name;
+  /** A batch runner whose first batch leaves out the call at `skipped` (its block held elsewhere) and fails with `error`; later batches decide every call. */
+  const firstBatchFails = (batches: string[][], skipped: number, error: Error) => async (inputs: AuthorizeInput[], options: BatchOptions) => {
+    batches.push(inputs.map(nameOf));
+    if (batches.length === 1) {
+      options.skipped?.add(skipped);
+      throw error;
+    }
+    return inputs.map((input) => result(nameOf(input)));
+  };
 
   it("gives the commit-outcome-unknown error only to the calls its batch decided; the others go to the next batch", async () => {
     const batches: string[][] = [];
     const queue = new DecisionQueue(
-      async (inputs, options) => {
-        batches.push(inputs.map(nameOf));
-        if (batches.length === 1) {
-          options.skipped?.add(1); // "b" was left out: its block was held elsewhere
-          throw new CommitOutcomeUnknownError("the connection broke during COMMIT");
-        }
-        return inputs.map((input) => result(nameOf(input)));
-      },
+      // "b" is left out.
+      firstBatchFails(batches, 1, new CommitOutcomeUnknownError("the connection broke during COMMIT")),
       async () => {
         throw new Error("not decided one by one");
       },
@@ -100,14 +103,8 @@ describe("DecisionQueue", () => {
     const batches: string[][] = [];
     const alone: string[] = [];
     const queue = new DecisionQueue(
-      async (inputs, options) => {
-        batches.push(inputs.map(nameOf));
-        if (batches.length === 1) {
-          options.skipped?.add(0); // "a" was left out: its block was held elsewhere
-          throw new Error("b's own statement failed");
-        }
-        return inputs.map((input) => result(nameOf(input)));
-      },
+      // "a" is left out.
+      firstBatchFails(batches, 0, new Error("b's own statement failed")),
       async (input) => {
         alone.push(nameOf(input));
         return result(nameOf(input));

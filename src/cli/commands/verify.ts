@@ -3,14 +3,13 @@
 // that cannot be read.
 
 import { readFileSync } from "node:fs";
-import { keyIdHex, openCheckpoint, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
+import { keyIdHex, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
 import { verifyDeliveryReceipt, type DeliveryReceipt } from "../../evidence/receipt.js";
 import {
   checkConsistencyDocument,
   checkInclusionDocument,
   consistencyProofSchema,
   inclusionProofSchema,
-  type ConsistencyProofDocument,
 } from "../../evidence/proof.js";
 import { verifyExportFile, type VerifyOptions, type VerifyReport } from "../../evidence/verify.js";
 import { parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
@@ -201,71 +200,68 @@ function signedBy(verifier: NoteVerifier, origin: string | undefined): string {
 
 const base64 = (hex: string) => Buffer.from(hex, "hex").toString("base64");
 
-function verifyInclusionProof(path: string, values: ProofArguments, io: CliIo): number {
+interface ProofInputs<T> {
+  doc: T;
+  verifier: NoteVerifier;
+  origin: string | undefined;
+  /** --checkpoint's text, when given. */
+  checkpoint: string | undefined;
+}
+
+/** What both proof checks start from: the key, the origin, the proof document and --checkpoint; a failure line when the document is not the route's shape. */
+function proofInputs<T>(kind: "inclusion" | "consistency", path: string, schema: z.ZodType<T>, values: ProofArguments): ProofInputs<T> | { failure: string } {
   const verifier = verifierOf(values.key);
   const origin = originOf(values.origin);
-  const expected = { index: indexOf(values.index), leaf_hash: leafHashOf(values["leaf-hash"]) };
-  const read = readProof("inclusion", path, inclusionProofSchema);
+  const read = readProof(kind, path, schema);
   const checkpoint = values.checkpoint ? readText(values.checkpoint, "checkpoint") : undefined;
-  if ("failure" in read) {
-    println(io.stderr, read.failure);
-    return 1;
-  }
-  const { doc } = read;
-  const result = checkInclusionDocument(doc, verifier, checkpoint, origin, expected);
+  return "failure" in read ? read : { doc: read.doc, verifier, origin, checkpoint };
+}
+
+/** Prints a proof check's outcome: its FAIL line (exit 1), or the OK lines `ok` gives (exit 0). */
+function reportProof<Verified extends { ok: true }>(
+  kind: "inclusion" | "consistency",
+  result: Verified | { ok: false; reason: string },
+  io: CliIo,
+  ok: (verified: Verified) => string[],
+): number {
   if (!result.ok) {
-    println(io.stderr, `FAIL inclusion proof: ${result.reason}`);
+    println(io.stderr, `FAIL ${kind} proof: ${result.reason}`);
     return 1;
   }
-  const trusted = checkpoint === undefined ? "the proof's checkpoint" : "your checkpoint, --checkpoint";
-  println(
-    io.stdout,
-    `OK inclusion proof verifies against a checkpoint ${signedBy(verifier, origin)}: entry ${doc.index}, leaf hash ${doc.leaf_hash}, is in the tree of size ${doc.size}, root ${base64(doc.root_hash)} (${trusted})`,
-  );
+  for (const line of ok(result)) println(io.stdout, line);
   return 0;
 }
 
-/** Which checkpoint vouched for each side, as the OK line names them. */
-function consistencySources(
-  doc: ConsistencyProofDocument,
-  verifier: NoteVerifier,
-  checkpoint: string | undefined,
-  fromCheckpoint: string | undefined,
-): { from: string; to: string } {
-  // The check passed, so a --checkpoint opens, and its size is `to` (the newer side) or else `from`.
-  const newer = checkpoint !== undefined && openCheckpoint(checkpoint, verifier).size === doc.to;
-  const older = checkpoint !== undefined && !newer;
-  const from =
-    fromCheckpoint !== undefined ? "the checkpoint you kept, --from-checkpoint" : older ? "the checkpoint you kept, --checkpoint" : "the proof's checkpoint";
-  return { from, to: newer ? "your checkpoint, --checkpoint" : "the proof's checkpoint" };
+function verifyInclusionProof(path: string, values: ProofArguments, io: CliIo): number {
+  const expected = { index: indexOf(values.index), leaf_hash: leafHashOf(values["leaf-hash"]) };
+  const inputs = proofInputs("inclusion", path, inclusionProofSchema, values);
+  if ("failure" in inputs) {
+    println(io.stderr, inputs.failure);
+    return 1;
+  }
+  const { doc, verifier, origin, checkpoint } = inputs;
+  const trusted = checkpoint === undefined ? "the proof's checkpoint" : "your checkpoint, --checkpoint";
+  return reportProof("inclusion", checkInclusionDocument(doc, verifier, checkpoint, origin, expected), io, () => [
+    `OK inclusion proof verifies against a checkpoint ${signedBy(verifier, origin)}: entry ${doc.index}, leaf hash ${doc.leaf_hash}, is in the tree of size ${doc.size}, root ${base64(doc.root_hash)} (${trusted})`,
+  ]);
 }
 
 function verifyConsistencyProof(path: string, values: ProofArguments, io: CliIo): number {
-  const verifier = verifierOf(values.key);
-  const origin = originOf(values.origin);
-  const read = readProof("consistency", path, consistencyProofSchema);
-  const checkpoint = values.checkpoint ? readText(values.checkpoint, "checkpoint") : undefined;
+  const inputs = proofInputs("consistency", path, consistencyProofSchema, values);
   // Not a truthiness test: an empty path must fail to read, not quietly drop the kept checkpoint.
   const fromCheckpoint = values["from-checkpoint"] !== undefined ? readText(values["from-checkpoint"], "checkpoint") : undefined;
-  if ("failure" in read) {
-    println(io.stderr, read.failure);
+  if ("failure" in inputs) {
+    println(io.stderr, inputs.failure);
     return 1;
   }
-  const { doc } = read;
-  const result = checkConsistencyDocument(doc, verifier, checkpoint, origin, fromCheckpoint);
-  if (!result.ok) {
-    println(io.stderr, `FAIL consistency proof: ${result.reason}`);
-    return 1;
-  }
-  const sources = consistencySources(doc, verifier, checkpoint, fromCheckpoint);
-  println(
-    io.stdout,
-    `OK consistency proof verifies against checkpoints ${signedBy(verifier, origin)}: tree size ${doc.from}, root ${base64(doc.from_root)} (${sources.from}) -> tree size ${doc.to}, root ${base64(doc.to_root)} (${sources.to})`,
-  );
-  if (sources.from === "the proof's checkpoint") {
-    println(io.stdout, "note: the older root is the proof's own; to tie it to the history you saw, pass the checkpoint you kept as --from-checkpoint");
-  }
-  return 0;
+  const { doc, verifier, origin, checkpoint } = inputs;
+  return reportProof("consistency", checkConsistencyDocument(doc, verifier, checkpoint, origin, fromCheckpoint), io, ({ older, newer }) => {
+    const lines = [
+      `OK consistency proof verifies against checkpoints ${signedBy(verifier, origin)}: tree size ${doc.from}, root ${base64(doc.from_root)} (${older === null ? "the proof's checkpoint" : `the checkpoint you kept, ${older}`}) -> tree size ${doc.to}, root ${base64(doc.to_root)} (${newer === null ? "the proof's checkpoint" : `your checkpoint, ${newer}`})`,
+    ];
+    if (older === null) lines.push("note: the older root is the proof's own; to tie it to the history you saw, pass the checkpoint you kept as --from-checkpoint");
+    return lines;
+  });
 }
 
 /** A receipt in RECEIPTS whose signature verified: its line, the log it names (v2) and what it lists. */

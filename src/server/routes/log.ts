@@ -48,11 +48,12 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
     app.get("/api/v1/log/entries", async (request) => {
       await requireReader(deps, request);
       const start = queryInteger(request.query, "start", { fallback: 0 });
-      // Without an end, a page from start; never past the largest safe integer, which start may be.
-      const requested = queryInteger(request.query, "end", { fallback: Math.min(start + entries_page_max, Number.MAX_SAFE_INTEGER) });
-      if (requested < start || requested - start > entries_page_max) {
+      // A page's furthest end: never past the largest safe integer, which start may be.
+      const end_max = Math.min(start + entries_page_max, Number.MAX_SAFE_INTEGER);
+      const requested = queryInteger(request.query, "end", { fallback: end_max });
+      if (requested < start || requested > end_max) {
         const message = `end must be from start to start + ${entries_page_max} (a page holds at most ${entries_page_max} entries)`;
-        throw new HttpError(422, "invalid_query", message, { param: "end", limit: start + entries_page_max });
+        throw new HttpError(422, "invalid_query", message, { param: "end", limit: end_max });
       }
       const size = await deps.log.treeSize();
       const clamped = Math.max(start, Math.min(requested, size));
