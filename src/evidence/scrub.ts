@@ -125,24 +125,35 @@ const joint_characters: ReadonlyMap<string, number> = new Map([
 const space_or_dash_pattern = /^[\p{Zs}-]$/u;
 const card_prefilter = /\d(?:[\p{Zs}\t./_-]{0,2}\d){12}/u;
 
-/** Key names repeat across entries; remembering the verdict keeps scrubbing cheap. Only names
- *  up to key_verdict_chars_max are remembered: the names are the senders', and 10,000 of a
- *  megabyte each would be kept for the life of the process. */
+/** Key names repeat across entries; remembering the verdicts keeps scrubbing cheap: whether the
+ *  name is a secret's (its value is redacted), and whether the name itself holds a secret (its
+ *  object is replaced). Only names up to key_verdict_chars_max are remembered: the names are the
+ *  senders', and 10,000 of a megabyte each would be kept for the life of the process. */
 const key_verdicts = new Map<string, boolean>();
+const key_text_verdicts = new Map<string, boolean>();
 const key_verdicts_max = 10_000;
 const key_verdict_chars_max = 64;
 
 /** How many key names are remembered (for the test that long ones are not). */
 export function rememberedKeyNames(): number {
-  return key_verdicts.size;
+  return key_verdicts.size + key_text_verdicts.size;
+}
+
+function remembered(verdicts: Map<string, boolean>, key: string, judge: (key: string) => boolean): boolean {
+  const known = verdicts.get(key);
+  if (known !== undefined) return known;
+  const verdict = judge(key);
+  if (verdicts.size < key_verdicts_max && key.length <= key_verdict_chars_max) verdicts.set(key, verdict);
+  return verdict;
 }
 
 export function isSecretKeyName(key: string): boolean {
-  const known = key_verdicts.get(key);
-  if (known !== undefined) return known;
-  const secret = isSecretNormalizedName(normalizedKeyName(key));
-  if (key_verdicts.size < key_verdicts_max && key.length <= key_verdict_chars_max) key_verdicts.set(key, secret);
-  return secret;
+  return remembered(key_verdicts, key, (name) => isSecretNormalizedName(normalizedKeyName(name)));
+}
+
+/** True when a key name holds a credential or card number as text (isSecretValue of the name). */
+function keyHoldsSecret(key: string): boolean {
+  return remembered(key_text_verdicts, key, isSecretValue);
 }
 
 function normalizedKeyName(key: string): string {
@@ -457,7 +468,7 @@ function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   const source = value as { toJSON?: () => unknown };
   if (typeof source.toJSON === "function") return scrubValue(source.toJSON(), depth + 1, state);
   const keys = Object.keys(value);
-  if (keys.some(isSecretValue)) return redact(state);
+  if (keys.some(keyHoldsSecret)) return redact(state);
   const copy: Record<string, unknown> = {};
   for (const key of keys) {
     const item = (value as Record<string, unknown>)[key];
@@ -528,7 +539,7 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
   const keys = Object.keys(object);
   // A key can carry a secret too ({"4111 1111 1111 1111": "visa"}): renaming it could collide
   // with another key, so the object is replaced whole.
-  if (keys.some(isSecretValue)) return redactedText(state);
+  if (keys.some(keyHoldsSecret)) return redactedText(state);
   sortKeys(keys);
   let out = "{";
   let first = true;

@@ -7,7 +7,7 @@ import { isUtf8 } from "node:buffer";
 import { CanonicalJsonError, canonicalJson, sha256Hex } from "../evidence/index.js";
 import { records_per_delivery_max } from "../evidence/index.js";
 import { HttpError } from "../errors.js";
-import { duplicateKeyPaths } from "./duplicate-keys.js";
+import { duplicateKeyPaths, firstDuplicateKeyPath } from "./duplicate-keys.js";
 
 /** DESIGN: a delivery is at most 2 MiB, refused with 413 before parsing. */
 export const delivery_bytes_max = 2_097_152;
@@ -162,7 +162,7 @@ function countLines(bytes: Buffer): number {
 
 /** A record parsed from its own text: with the first key it holds twice, if any. */
 function parsedRecord(index: number, text: string, value: unknown, sha256: string): ReceivedRecord {
-  const [duplicate] = duplicateKeyPaths(text, 1);
+  const duplicate = firstDuplicateKeyPath(text, value);
   return duplicate === undefined ? { index, value, sha256 } : { index, value, sha256, duplicate_key: duplicate };
 }
 

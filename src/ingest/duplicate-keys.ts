@@ -42,6 +42,54 @@ function duplicatePath(stack: readonly Frame[], key: string): string {
   return shownPath(segments);
 }
 
+/** JSON white space, which may stand between a key and its ":". */
+function isJsonSpace(code: number): boolean {
+  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
+}
+
+/** How many object members `text` (valid JSON) writes, a key written twice counted twice: in
+ *  valid JSON a string is a key exactly when a ":" follows it. */
+function writtenMembers(text: string): number {
+  let members = 0;
+  for (let at = text.indexOf('"'); at !== -1; ) {
+    let next = stringEnd(text, at) + 1;
+    while (isJsonSpace(text.charCodeAt(next))) next++;
+    if (text.charCodeAt(next) === 0x3a /* : */) members++;
+    at = text.indexOf('"', next);
+  }
+  return members;
+}
+
+/** How many members the objects in `value` hold (a parsed value, so each key once), walked
+ *  without recursion: JSON.parse takes nesting deeper than the call stack. */
+function parsedMembers(value: unknown): number {
+  let members = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (item === null || typeof item !== "object") continue;
+    if (Array.isArray(item)) {
+      for (let i = 0; i < item.length; i++) pending.push(item[i]);
+      continue;
+    }
+    const keys = Object.keys(item);
+    members += keys.length;
+    for (let i = 0; i < keys.length; i++) pending.push((item as Record<string, unknown>)[keys[i]!]);
+  }
+  return members;
+}
+
+/**
+ * The first duplicate key's path in `text`, the JSON text that parsed to `value`, or undefined.
+ * JSON.parse keeps one member per key, so the text has a duplicate exactly when it writes more
+ * members than the parsed value holds: that count, which allocates nothing per key, answers for
+ * the common record, and only a record with a duplicate is read again to name it.
+ */
+export function firstDuplicateKeyPath(text: string, value: unknown): string | undefined {
+  if (writtenMembers(text) === parsedMembers(value)) return undefined;
+  return duplicateKeyPaths(text, 1)[0];
+}
+
 /** Duplicates reported per text at most: one per record of the largest delivery is enough. */
 export const duplicate_keys_reported_max = 500;
 

@@ -3,8 +3,9 @@
 // could expire on another day than the operator wrote, and a log entry carry another time than
 // its writer sent. The published occurred_at pattern (zod's) refuses them too: both agree.
 
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { buildEntry, EvidenceInputError, isRfc3339 } from "../../src/evidence/entry.js";
+import { buildEntry, EvidenceInputError, isRfc3339, rfc3339Problem } from "../../src/evidence/entry.js";
 import { decision_record_schema } from "../../src/ingest/schema.js";
 import { testLedger } from "../support/ledger.js";
 
@@ -65,6 +66,39 @@ describe("isRfc3339", () => {
   it.each(invalid)("refuses %s: %s", (value) => {
     expect(isRfc3339(value)).toBe(false);
     expect(schemaTakes(value)).toBe(false);
+  });
+
+  it("reads a time by position as the RFC 3339 pattern does, with the same reason for each refusal", () => {
+    // The pattern rfc3339Problem was first written with; it now reads the fields by position.
+    const pattern = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:Z|[+-](\d{2}):(\d{2}))$/;
+    const byPattern = (value: string): string | undefined => {
+      const match = pattern.exec(value);
+      if (!match) return rfc3339Problem("not a time");
+      const field = (group: number) => Number(match[group] ?? 0);
+      const days = [31, field(1) % 4 === 0 && (field(1) % 100 !== 0 || field(1) % 400 === 0) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+      if (field(2) < 1 || field(2) > 12 || field(3) < 1 || field(3) > days[field(2) - 1]!) return `names a date that does not exist (${match[1]}-${match[2]}-${match[3]})`;
+      if (field(4) > 23 || field(5) > 59 || field(6) > 59) return rfc3339Problem(`2026-01-01T${match[4]}:${match[5]}:${match[6]}Z`);
+      if (field(8) > 23 || field(9) > 59) return "has an offset beyond ±23:59";
+      if ((match[7]?.length ?? 0) > 9) return rfc3339Problem("2026-01-01T00:00:00.0000000000Z");
+      return undefined;
+    };
+    // Texts near the shape: each place is a digit, a separator of the shape or another character.
+    const place = fc.constantFrom(..."0123456789", "1", "2", "9", "-", ":", "T", ".", "Z", "+", "t", " ", "٣", "");
+    const near = fc.array(place, { minLength: 16, maxLength: 34 }).map((chars) => chars.join(""));
+    const valid_shaped = fc
+      .tuple(fc.integer({ min: 0, max: 9999 }), fc.integer({ min: 0, max: 99 }), fc.integer({ min: 0, max: 99 }), fc.integer({ min: 0, max: 99 }), fc.integer({ min: 0, max: 99 }), fc.integer({ min: 0, max: 99 }))
+      .chain(([y, mo, d, h, mi, se]) =>
+        fc.tuple(fc.constantFrom("", ".", ".5", ".123456789", ".1234567890"), fc.constantFrom("Z", "+05:30", "-23:59", "+24:00", "+05:60", "z", "+0530", "+05-30", "+05:3", "Z ", "")).map(([fraction, zone]) => {
+          const two = (n: number) => String(n).padStart(2, "0");
+          return `${String(y).padStart(4, "0")}-${two(mo)}-${two(d)}T${two(h)}:${two(mi)}:${two(se)}${fraction}${zone}`;
+        }),
+      );
+    fc.assert(
+      fc.property(fc.oneof(near, valid_shaped), (value) => {
+        expect(rfc3339Problem(value), value).toBe(byPattern(value));
+      }),
+      { numRuns: 20_000 },
+    );
   });
 
   it("refuses an impossible occurred_at in a log entry instead of storing the shifted day", () => {

@@ -413,9 +413,12 @@ describe("scrub", () => {
     // Percent-encoded inside another parameter, the secret cannot be replaced in place: the value is, whole.
     expect(scrub({ url: "https://x.example/?next=%2Fcb%3Faccess_token%3Dt6" }).url).toBe("[redacted]");
     expect(scrub({ url: "https://x.example/?r=postgres%3A%2F%2Fa%3Ahunter2%40db%2Fp" }).url).toBe("[redacted]");
-    // A key holding one: the object is replaced whole, as for any secret in a key.
-    expect(scrub({ links: { "https://x.example/?token=t7": 1 }, amount: 5 })).toEqual({ links: "[redacted]", amount: 5 });
-    expect(scrubbedCanonicalJson({ links: { "postgres://a:b@h/d": 1 }, amount: 5 })).toEqual({ text: '{"amount":5,"links":"[redacted]"}', redactions: 1 });
+    // A key holding one: the object is replaced whole, as for any secret in a key; the second
+    // time from the remembered verdict on that key.
+    for (let pass = 0; pass < 2; pass++) {
+      expect(scrub({ links: { "https://x.example/?token=t7": 1 }, amount: 5 })).toEqual({ links: "[redacted]", amount: 5 });
+      expect(scrubbedCanonicalJson({ links: { "postgres://a:b@h/d": 1 }, amount: 5 })).toEqual({ text: '{"amount":5,"links":"[redacted]"}', redactions: 1 });
+    }
   });
 
   it("redacts Stripe secret and restricted keys and Google API keys, but not words that merely contain their prefixes", () => {

@@ -3,7 +3,7 @@
 
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { duplicateKeyPaths } from "../../src/ingest/duplicate-keys.js";
+import { duplicateKeyPaths, firstDuplicateKeyPath } from "../../src/ingest/duplicate-keys.js";
 
 describe("duplicateKeyPaths", () => {
   it("names each key that occurs twice in one object, by its path", () => {
@@ -60,5 +60,31 @@ describe("duplicateKeyPaths", () => {
       }),
       { numRuns: 2_000 },
     );
+  });
+});
+
+describe("firstDuplicateKeyPath", () => {
+  it("names what duplicateKeyPaths names first, for text with and without a duplicate, spaced any way", () => {
+    const object = fc.dictionary(fc.string(), fc.jsonValue(), { minKeys: 1, maxKeys: 5 });
+    fc.assert(
+      fc.property(object, fc.jsonValue(), fc.boolean(), fc.constantFrom(0, 2), (inner, outer, doubled, indent) => {
+        const [key] = Object.keys(inner) as [string];
+        const text = JSON.stringify(inner, null, indent);
+        const written = doubled ? `${text.slice(0, -1)} ,\n ${JSON.stringify(key)} \t:\r\n 0}` : text;
+        const wrapped = `{"outer":${JSON.stringify(outer, null, indent)}, "x" : ${written}}`;
+        const expected = doubled ? `x.${key}` : undefined;
+        expect(duplicateKeyPaths(wrapped, 1)[0]).toBe(expected);
+        expect(firstDuplicateKeyPath(wrapped, JSON.parse(wrapped))).toBe(expected);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("counts members through nesting deeper than the call stack, and strings that look like keys are not keys", () => {
+    const depth = 200_000;
+    const deep = `${'{"d":['.repeat(depth)}{"a":1,"a":2}${"]}".repeat(depth)}`;
+    expect(firstDuplicateKeyPath(deep, JSON.parse(deep))).toBe(`${Array.from({ length: 16 }, (_, i) => (i % 2 === 0 ? "d" : "0")).join(".")}.…`);
+    const tricky = JSON.stringify({ a: '\\":', b: ['":', ":"], "c\\": { '"': 1 } });
+    expect(firstDuplicateKeyPath(tricky, JSON.parse(tricky))).toBeUndefined();
   });
 });
