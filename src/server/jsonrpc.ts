@@ -38,12 +38,39 @@ export function withoutBom(text: string): string {
  * is never refused for its params: /mcp does not ask for one, and the bridge forwards one it refuses.
  */
 export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string } | undefined {
-  const checked = JSONRPCMessageSchema.safeParse(message);
-  if (checked.success) return undefined;
-  const issue = checked.error.issues[0];
+  const deep = nestsDeeperThan(message, message_depth_max);
+  const checked = deep ? undefined : JSONRPCMessageSchema.safeParse(message);
+  if (checked?.success) return undefined;
+  const issue = checked?.error.issues[0];
   const schema_says = issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused";
-  const why = `not a valid JSON-RPC message: ${envelopeProblem(message) ?? schema_says}`;
+  const too_deep = `it nests objects and arrays more than ${message_depth_max} deep`;
+  const why = `not a valid JSON-RPC message: ${envelopeProblem(message) ?? (deep ? too_deep : schema_says)}`;
   return { reply: invalidRequest(requestId(message) ?? null, why), why };
+}
+
+/**
+ * How deep a message (other than a tools/call, whose arguments the gate reads) may nest objects
+ * and arrays; no message an MCP client sends comes near it. A response nested 400,000 deep
+ * overflowed the SDK's stack: it answered -32700 with id null and the RangeError's text.
+ */
+export const message_depth_max = 64;
+
+/** True when `value` nests objects and arrays deeper than `max`, walked without recursion
+ *  (JSON.parse takes nesting deeper than the call stack); it stops at the first level past it. */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const pending: unknown[] = [value];
+  const depths: number[] = [0];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    const depth = depths.pop()!;
+    if (item === null || typeof item !== "object") continue;
+    if (depth >= max) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) {
+      pending.push(child);
+      depths.push(depth + 1);
+    }
+  }
+  return false;
 }
 
 const request_members = new Set(["jsonrpc", "id", "method", "params"]);

@@ -162,6 +162,9 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
       [`{"jsonrpc": ${"[".repeat(400_000)}${"]".repeat(400_000)}, "id": 1, "method": "x"}`, 1, 'jsonrpc must be "2.0", got an array'],
       [`{"jsonrpc": "${"2".repeat(1_000)}", "id": 2, "method": "x"}`, 2, `jsonrpc must be "2.0", got "${"2".repeat(63)}…`],
       ['{"jsonrpc": "2.0", "id": 3}', 3, "a message needs a method"],
+      // Nested 400,000 deep, a response overflowed the SDK's stack: -32700, id null, "RangeError: …".
+      [`{"jsonrpc": "2.0", "id": 8, "result": {"a": ${"[".repeat(400_000)}${"]".repeat(400_000)}}}`, 8, "it nests objects and arrays more than 64 deep"],
+      [`{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": ${"[".repeat(63)}${"]".repeat(63)}}}`, null, "it nests objects and arrays more than 64 deep"],
       ["42", null, "a message is a JSON object"],
     ];
     for (const [body, id, says] of cases) {
@@ -173,6 +176,15 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
       });
     }
     expect(await treeSize()).toBe(size);
+  });
+
+  it("takes a message nested exactly 64 deep (the limit for messages other than tools/call)", async () => {
+    const agent = await server.agent("deep-enough");
+    // The message, its params and 62 arrays: 64 levels.
+    const body = `{"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"a": ${"[".repeat(62)}${"]".repeat(62)}}}`;
+    const answer = await rawMcpPost(server.url, agent.token, body);
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.text)).toMatchObject({ id: 6, result: { tools: expect.any(Array) } });
   });
 
   it("answers a body that is not JSON with 400 and -32700, id null, and reads a body that starts with a UTF-8 BOM", async () => {
