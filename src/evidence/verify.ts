@@ -386,7 +386,7 @@ class ExportVerifier {
     if (!receipt || typeof receipt.seq !== "number") {
       this.stop({ seq: pending?.seq ?? this.size, message: `line ${this.lineNumber}: malformed receipt line` });
     }
-    if (!pending) this.stop({ seq: receipt.seq, message: `seq ${receipt.seq}: receipt without its entry (entry missing or reordered)` });
+    if (!pending) this.strayReceipt(receipt);
     this.pending = undefined;
     this.receiptsRead += 1;
     const agrees = receipt.seq === pending.seq && receipt.leaf_hash === pending.leaf.toString("hex");
@@ -400,13 +400,47 @@ class ExportVerifier {
     const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
     if (!signature.ok) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: receipt does not verify (${signature.reason})` });
     this.receiptsVerified += 1;
-    // Named by the entry's own line (the one to look at), not by its receipt's, the line after.
-    if (entry) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: entry altered: its leaf hash differs from its signed receipt` }, pending.lineNumber);
+    if (entry) this.signedReceiptDisagrees(pending, receipt);
     // A v1 receipt names no log, so past every signed root so far it vouches for nothing: the
     // entry waits for a checkpoint line like an entry without a receipt, and fails without one.
     if (receipt.log === undefined && pending.seq >= this.signedSize) {
       this.deferTail({ seq: pending.seq, leaf: pending.leaf, receipt: Buffer.from(line), lineNumber: this.lineNumber });
     }
+  }
+
+  /**
+   * A receipt the key signed, after an entry whose seq is right and which it does not match. At
+   * the entry's seq it signs other content for that seq: the entry was altered. At another seq
+   * it is another entry's receipt, moved or copied here, and tells nothing of this entry's content.
+   */
+  private signedReceiptDisagrees(pending: PendingEntry, receipt: Receipt): never {
+    const seq = pending.seq;
+    // Named by the entry's own line (the one to look at), not by its receipt's, the line after.
+    if (receipt.seq === seq) this.stop({ seq, message: `seq ${seq}: entry altered: its leaf hash differs from its signed receipt` }, pending.lineNumber);
+    // Entry 0 makes the log id: an altered one would make every receipt look another log's.
+    const foreign = seq > 0 ? this.foreignLog(seq, receipt) : undefined;
+    if (foreign) this.stop({ seq, message: foreign });
+    if (receipt.leaf_hash === pending.leaf.toString("hex")) {
+      this.stop({ seq, message: `seq ${seq}: its receipt is signed for this entry's leaf hash at seq ${receipt.seq}, but the entry holds seq ${seq}` });
+    }
+    this.stop({
+      seq,
+      message: `seq ${seq}: carries the receipt of another entry (seq ${receipt.seq}, leaf hash ${receipt.leaf_hash}): a receipt moved or copied from that entry, not a sign that this entry was altered`,
+    });
+  }
+
+  /**
+   * A receipt line no entry precedes (it follows a receipt or checkpoint line). When its entry's
+   * place was read already and the receipt is a genuine one of this log, it was moved or copied
+   * away from its entry; otherwise its entry is missing or comes later.
+   */
+  private strayReceipt(receipt: Receipt): never {
+    const seq = receipt.seq;
+    if (seq < this.size && this.foreignLog(seq, receipt) === undefined && verifyReceipt(receipt, this.verifier, this.trusted.origin).ok) {
+      const message = `seq ${seq}: its receipt stands where no entry precedes it, after entry ${this.size - 1} (entry ${seq} is earlier in the export): a receipt moved or copied away from its entry`;
+      this.stop({ seq, message });
+    }
+    this.stop({ seq, message: `seq ${seq}: receipt without its entry (entry missing or reordered)` });
   }
 
   /**

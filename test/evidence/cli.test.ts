@@ -67,6 +67,23 @@ describe("bursar export and verify", () => {
     expect(verifyIo.err()).toMatch(new RegExp(`^FAIL seq 18: entry altered.*\\(line ${altered + 1}\\)\n  first bad entry: seq 18$`, "m"));
   });
 
+  it("exits 1 naming a receipt moved onto another entry as that entry's receipt, not as an altered entry", async () => {
+    const tampered = join(dir.path, "misplaced.jsonl");
+    const lines = readFileSync(out, "utf8").split("\n");
+    const receiptOf = (n: number) => lines.findIndex((line, i) => i > 0 && lines[i - 1]!.includes(`{"n":${n}}`));
+    const [from, onto] = [receiptOf(16), receiptOf(17)];
+    const leaf = (JSON.parse(lines[from]!) as { receipt: { leaf_hash: string; seq: number } }).receipt;
+    expect(leaf.seq).toBe(17);
+    lines[onto] = lines[from]!;
+    writeFileSync(tampered, lines.filter((_, i) => i !== from).join("\n"));
+    const verifyIo = io({});
+    expect(await verifyCommand.run([tampered, "--checkpoint", cp, "--key", verifierKey], verifyIo)).toBe(1);
+    // The line named is the misplaced receipt's (1-based, one line up once it left entry 17).
+    expect(verifyIo.err()).toBe(
+      `FAIL seq 18: carries the receipt of another entry (seq 17, leaf hash ${leaf.leaf_hash}): a receipt moved or copied from that entry, not a sign that this entry was altered (line ${onto})\n  first bad entry: seq 18\n`,
+    );
+  });
+
   it("counts only receipt signatures it checked, and exits 1 on a tail entry nothing signed vouches for", async () => {
     const plain = io({});
     expect(await verifyCommand.run([out, "--checkpoint", cp, "--key", verifierKey], plain)).toBe(0);

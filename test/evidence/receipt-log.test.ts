@@ -16,19 +16,26 @@ import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
 import { parseVerifierKey } from "../../src/evidence/note.js";
 import { deliveryMessage, verifyDeliveryReceipt, verifyReceipt, type DeliveryReceipt } from "../../src/evidence/receipt.js";
 import { EvidenceLog } from "../../src/evidence/store.js";
-import { bufferLines, verifyExportLines, type VerifyReport } from "../../src/evidence/verify.js";
-import { capturedIo, migratedDriver, openTestLog, steppingClock, tempDir, type TestLog } from "./support.js";
+import {
+  capturedIo,
+  checkpointLineSize as checkpointSize,
+  exportAt,
+  isCheckpointLine as isCheckpoint,
+  isEntryLine as isEntry,
+  isReceiptLine as isReceipt,
+  migratedDriver,
+  openTestLog,
+  steppingClock,
+  tempDir,
+  verifyLines,
+  type Exported,
+  type TestLog,
+} from "./support.js";
 
 const prod_origin = "prod.example/log";
 const staging_origin = "staging.example/log";
 /** The size of prod's export: the auditor's trusted checkpoint, and where spliced entries start. */
 const exported_size = 5;
-
-interface Exported {
-  lines: string[];
-  checkpoint: string;
-  key: string;
-}
 
 async function appendDecisions(t: TestLog, count: number, label: string): Promise<void> {
   for (let n = 0; n < count; n++) {
@@ -36,22 +43,6 @@ async function appendDecisions(t: TestLog, count: number, label: string): Promis
   }
 }
 
-async function exportAt(t: TestLog, size: number): Promise<Exported> {
-  const chunks: string[] = [];
-  await exportLog(t.driver, { size, exported_at: "2026-01-02T00:00:00.000Z", write: async (text) => void chunks.push(text) });
-  const stored = await t.driver.read((tx) => tx.get<{ note: string }>("SELECT note FROM log_checkpoints WHERE tree_size = ?", [size]));
-  return { lines: chunks.join("").split("\n").filter(Boolean), checkpoint: stored!.note, key: t.log.verifierKey };
-}
-
-function verify(exported: Exported, lines: string[], options: { allReceipts?: boolean; checkpoint?: string } = {}): VerifyReport {
-  const bytes = Buffer.from(lines.map((line) => `${line}\n`).join(""), "utf8");
-  return verifyExportLines(bufferLines(bytes), { checkpoint: options.checkpoint ?? exported.checkpoint, key: exported.key, allReceipts: options.allReceipts ?? false });
-}
-
-const isEntry = (line: string) => line.startsWith('{"body":');
-const isReceipt = (line: string) => line.startsWith('{"receipt":');
-const isCheckpoint = (line: string) => line.startsWith('{"checkpoint":');
-const checkpointSize = (line: string) => Number((JSON.parse(line) as { checkpoint: string }).checkpoint.split("\n")[1]);
 /** The export without the checkpoint lines above `size`: entries past it are the tail. */
 const withoutCheckpointsAbove = (lines: string[], size: number) => lines.filter((line) => !isCheckpoint(line) || checkpointSize(line) <= size);
 
@@ -107,22 +98,22 @@ beforeAll(async () => {
 
 describe("entries of another log under the same key, appended past a genuine export's last checkpoint", () => {
   it("the honest export verifies, and names its log: the leaf hash of its entry 0", () => {
-    const report = verify(logs.exported, logs.exported.lines);
+    const report = verifyLines(logs.exported, logs.exported.lines);
     expect(report.failure).toBeUndefined();
     expect(report.log).toBe(logs.prod.log.logId);
-    expect(verify(logs.exported, logs.exported.lines, { allReceipts: true }).ok).toBe(true);
+    expect(verifyLines(logs.exported, logs.exported.lines, { allReceipts: true }).ok).toBe(true);
   });
 
   it("are refused when they come from a staging log (another origin), even with their log relabelled", async () => {
     const staging = await exportAt(logs.staging, await logs.staging.log.treeSize());
     const spliced = splice(logs.exported.lines, staging.lines, exported_size, logs.prod.signer.keyIdHex);
-    const report = verify(logs.exported, spliced);
+    const report = verifyLines(logs.exported, spliced);
     expect(report.ok).toBe(false);
     expect(report.failure).toMatchObject({ seq: exported_size });
     expect(report.failure!.message).toMatch(/its receipt is of another log/);
     // The log a receipt names is signed with the origin: relabelled to prod's, the signature fails.
     const relabelled = splice(logs.exported.lines, staging.lines, exported_size, logs.prod.signer.keyIdHex, (receipt) => void (receipt.log = logs.prod.log.logId));
-    const again = verify(logs.exported, relabelled);
+    const again = verifyLines(logs.exported, relabelled);
     expect(again.failure).toMatchObject({ seq: exported_size });
     expect(again.failure!.message).toMatch(/receipt does not verify \(receipt signature does not verify as one of origin "prod\.example\/log"\)/);
   });
@@ -130,14 +121,14 @@ describe("entries of another log under the same key, appended past a genuine exp
   it("are refused when they come from a reset store under the same origin, even with their log relabelled", async () => {
     const reset = await exportAt(logs.reset, await logs.reset.log.treeSize());
     const spliced = splice(logs.exported.lines, reset.lines, exported_size, logs.prod.signer.keyIdHex);
-    const report = verify(logs.exported, spliced);
+    const report = verifyLines(logs.exported, spliced);
     expect(report.ok).toBe(false);
     expect(logs.reset.log.logId).not.toBe(logs.prod.log.logId);
     expect(report.failure).toMatchObject({ seq: exported_size });
     expect(report.failure!.message).toBe(`seq ${exported_size}: its receipt is of another log (log "${logs.reset.log.logId}"; this export's entry 0 has leaf hash ${logs.prod.log.logId})`);
     const relabelled = splice(logs.exported.lines, reset.lines, exported_size, logs.prod.signer.keyIdHex, (receipt) => void (receipt.log = logs.prod.log.logId));
     for (const allReceipts of [false, true]) {
-      const again = verify(logs.exported, relabelled, { allReceipts });
+      const again = verifyLines(logs.exported, relabelled, { allReceipts });
       expect(again.failure, `allReceipts ${allReceipts}`).toMatchObject({ seq: exported_size, message: expect.stringMatching(/receipt does not verify/) });
     }
   });
@@ -149,7 +140,7 @@ describe("entries of another log under the same key, appended past a genuine exp
     await appendDecisions(grown, 3, "more");
     await grown.log.checkpoint();
     const all = await exportAt(grown, await grown.log.treeSize());
-    const report = verify(all, withoutCheckpointsAbove(all.lines, trusted.size), { checkpoint: trusted.note });
+    const report = verifyLines(all, withoutCheckpointsAbove(all.lines, trusted.size), { checkpoint: trusted.note });
     expect(report.failure).toBeUndefined();
     expect(report).toMatchObject({ ok: true, uncovered: 3, receipts: 3 });
   });
@@ -160,14 +151,14 @@ describe("a receipt naming another log, on an entry a checkpoint covers", () => 
     const index = logs.exported.lines.findIndex(isEntry);
     const lines = logs.exported.lines.map((line, i) => (i === index ? line.replace('"version":"0.1.0"', '"version":"0.1.1"') : line));
     expect(lines[index]).toContain('"version":"0.1.1"');
-    expect(verify(logs.exported, lines).failure).toMatchObject({ seq: 0, message: "seq 0: entry altered: its leaf hash differs from its signed receipt" });
+    expect(verifyLines(logs.exported, lines).failure).toMatchObject({ seq: 0, message: "seq 0: entry altered: its leaf hash differs from its signed receipt" });
   });
 
   it("is refused: every v2 receipt must name the export's entry 0", () => {
     const index = logs.exported.lines.findIndex((line) => isReceipt(line) && line.includes('"seq":2,'));
     const lines = logs.exported.lines.map((line, i) => (i === index ? line.replace(logs.prod.log.logId, logs.reset.log.logId) : line));
     expect(lines[index]).toContain(logs.reset.log.logId);
-    const report = verify(logs.exported, lines);
+    const report = verifyLines(logs.exported, lines);
     expect(report.ok).toBe(false);
     expect(report.failure).toMatchObject({ seq: 2, message: expect.stringMatching(/^seq 2: its receipt is of another log/) });
   });
@@ -232,19 +223,19 @@ describe("a log upgraded from v1 receipts", () => {
   });
 
   it("verifies where checkpoints cover the v1 entries, every receipt signature checked too", () => {
-    expect(verify(upgraded.exported, upgraded.exported.lines).failure).toBeUndefined();
-    const all = verify(upgraded.exported, upgraded.exported.lines, { allReceipts: true });
+    expect(verifyLines(upgraded.exported, upgraded.exported.lines).failure).toBeUndefined();
+    const all = verifyLines(upgraded.exported, upgraded.exported.lines, { allReceipts: true });
     expect(all.failure).toBeUndefined();
     expect(all.receipts).toBe(7);
   });
 
   it("vouches for tail entries by their v2 receipts only: a v1 receipt past every checkpoint fails, saying why", () => {
     const withoutLater = (size: number) => withoutCheckpointsAbove(upgraded.exported.lines, size);
-    const v2Tail = verify(upgraded.exported, withoutLater(4), { checkpoint: upgraded.at4 });
+    const v2Tail = verifyLines(upgraded.exported, withoutLater(4), { checkpoint: upgraded.at4 });
     expect(v2Tail.failure).toBeUndefined();
     expect(v2Tail.uncovered).toBe(3);
     for (const allReceipts of [false, true]) {
-      const v1Tail = verify(upgraded.exported, withoutLater(1), { checkpoint: upgraded.at1, allReceipts });
+      const v1Tail = verifyLines(upgraded.exported, withoutLater(1), { checkpoint: upgraded.at1, allReceipts });
       expect(v1Tail.failure, `allReceipts ${allReceipts}`).toMatchObject({ seq: 1 });
       expect(v1Tail.failure!.message).toBe(
         "seq 1: its receipt is v1, which does not name its log, and no signed checkpoint covers the entry (only a v2 receipt of this log vouches for it)",

@@ -8,8 +8,10 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import type { CliIo } from "../../src/cli/command.js";
 import type { Clock } from "../../src/clock.js";
+import { exportLog } from "../../src/evidence/export.js";
 import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
 import { EvidenceLog, type EvidenceLogOptions } from "../../src/evidence/store.js";
+import { bufferLines, verifyExportLines, type VerifyReport } from "../../src/evidence/verify.js";
 import type { SqlDriver } from "../../src/ledger/driver.js";
 import { migration } from "../../src/ledger/migrations/002_evidence.js";
 import { PostgresDriver } from "../../src/ledger/postgres.js";
@@ -75,3 +77,28 @@ export function capturedIo(env: NodeJS.ProcessEnv = {}): CliIo & { out(): string
   stderr.on("data", (chunk: Buffer) => err.push(chunk.toString()));
   return { stdout, stderr, env, interactive: false, out: () => out.join(""), err: () => err.join("") };
 }
+
+/** An export's lines, the signed checkpoint of its size as stored, and the log's verifier key. */
+export interface Exported {
+  lines: string[];
+  checkpoint: string;
+  key: string;
+}
+
+export async function exportAt(t: TestLog, size: number): Promise<Exported> {
+  const chunks: string[] = [];
+  await exportLog(t.driver, { size, exported_at: "2026-01-02T00:00:00.000Z", write: async (text) => void chunks.push(text) });
+  const stored = await t.driver.read((tx) => tx.get<{ note: string }>("SELECT note FROM log_checkpoints WHERE tree_size = ?", [size]));
+  return { lines: chunks.join("").split("\n").filter(Boolean), checkpoint: stored!.note, key: t.log.verifierKey };
+}
+
+/** Verifies `lines` (an export, as tampered) against `exported`'s checkpoint and key, or another checkpoint. */
+export function verifyLines(exported: Exported, lines: string[], options: { allReceipts?: boolean; checkpoint?: string } = {}): VerifyReport {
+  const bytes = Buffer.from(lines.map((line) => `${line}\n`).join(""), "utf8");
+  return verifyExportLines(bufferLines(bytes), { checkpoint: options.checkpoint ?? exported.checkpoint, key: exported.key, allReceipts: options.allReceipts ?? false });
+}
+
+export const isEntryLine = (line: string) => line.startsWith('{"body":');
+export const isReceiptLine = (line: string) => line.startsWith('{"receipt":');
+export const isCheckpointLine = (line: string) => line.startsWith('{"checkpoint":');
+export const checkpointLineSize = (line: string) => Number((JSON.parse(line) as { checkpoint: string }).checkpoint.split("\n")[1]);
