@@ -97,8 +97,9 @@ type NoResponseReason = "timeout" | "evicted" | "http_status" | "unreadable_resp
 type ExpiredReason = "timeout" | "evicted" | "shutdown";
 
 export type Outcome =
-  | { type: "result"; is_error: boolean; result: unknown }
-  | { type: "error"; error: unknown }
+  // `status`: the upstream's HTTP status, present only when outside 2xx (a result in a 500).
+  | { type: "result"; is_error: boolean; result: unknown; status?: number }
+  | { type: "error"; error: unknown; status?: number }
   | { type: "no_response"; reason: NoResponseReason; status?: number; upstream_status?: number }
   // The upstream answered, but the tap could not read the answer: the call may have any result.
   | { type: "unread_response"; reason: "too_large" | "encoded"; status: number }
@@ -164,17 +165,22 @@ export function repeatedRequestIds(parsed: unknown): ReadonlySet<string> {
   return repeated;
 }
 
-/** JSON-RPC responses (result or error with an id) among parsed messages. */
-export function responses(parsed: unknown): Array<{ id: JsonRpcId; outcome: Outcome }> {
+/**
+ * JSON-RPC responses (result or error with an id) among parsed messages, which came in an answer
+ * of HTTP `status`. Outside 2xx the status goes with each outcome: a result in a 500 is what the
+ * client got, but not a plain success, and an auditor must be able to tell the two apart.
+ */
+export function responses(parsed: unknown, status: number): Array<{ id: JsonRpcId; outcome: Outcome }> {
   const messages = Array.isArray(parsed) ? parsed : [parsed];
   const found: Array<{ id: JsonRpcId; outcome: Outcome }> = [];
+  const http = status >= 200 && status <= 299 ? {} : { status };
   for (const message of messages) {
     if (!isObject(message) || !isId(message.id) || "method" in message) continue;
     if ("result" in message) {
       const result = message.result;
-      found.push({ id: message.id, outcome: { type: "result", is_error: isObject(result) && result.isError === true, result } });
+      found.push({ id: message.id, outcome: { type: "result", is_error: isObject(result) && result.isError === true, result, ...http } });
     } else if ("error" in message) {
-      found.push({ id: message.id, outcome: { type: "error", error: message.error } });
+      found.push({ id: message.id, outcome: { type: "error", error: message.error, ...http } });
     }
   }
   return found;
@@ -292,6 +298,22 @@ export class Correlator {
     }
   }
 
+  /**
+   * The session's calls awaiting a resumed GET stream, removed: one that carried an event too
+   * large to read may have answered any of them, which one its unread id does not say. A scan of
+   * every pending call, as rare as such an event on a resumed stream is.
+   */
+  takeAwaitingResume(source_id: string, session: string): PendingCall[] {
+    if (session === "") return [];
+    const taken: PendingCall[] = [];
+    for (const [key, call] of this.pending) {
+      if (!call.awaiting_resume || call.session !== session || call.source.source_id !== source_id) continue;
+      this.remove(key, call);
+      taken.push(call);
+    }
+    return taken;
+  }
+
   private evict(key: string, call: PendingCall, reason: ExpiredReason): void {
     this.remove(key, call);
     this.onExpired(call, reason);
@@ -404,10 +426,11 @@ const shadowBytes = (shadow: ShadowVerdict | null): number => (shadow ? textByte
 function outcomeFields(outcome: Outcome): { fields: Record<string, unknown>; result: HeldValue | null; bytes: number } {
   if (outcome.type !== "result" && outcome.type !== "error") return { fields: { outcome: { ...outcome } }, result: null, bytes: 0 };
   const result = hold("result", outcome.type === "result" ? outcome.result : outcome.error);
-  if (outcome.type === "result") return { fields: { outcome: { type: "result", is_error: outcome.is_error } }, result, bytes: result.bytes };
+  const http = outcome.status === undefined ? {} : { status: outcome.status };
+  if (outcome.type === "result") return { fields: { outcome: { type: "result", is_error: outcome.is_error, ...http } }, result, bytes: result.bytes };
   const summary = errorSummary(outcome.error);
   const summary_bytes = textBytes(String(summary.code)) + textBytes(String(summary.message));
-  return { fields: { outcome: { type: "error", ...summary } }, result, bytes: result.bytes + summary_bytes };
+  return { fields: { outcome: { type: "error", ...summary, ...http } }, result, bytes: result.bytes + summary_bytes };
 }
 
 export const error_message_chars_max = 1024;

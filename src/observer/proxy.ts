@@ -26,9 +26,11 @@ export const observed_calls_per_request_max = 100;
  * framing is set from the parsed request (framingHeaders), so a Connection header that lists
  * Content-Length cannot take it off a body that is still forwarded.
  */
-const request_headers_dropped = new Set(["host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", observer_token_header]);
+const request_headers_dropped = new Set(["host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", observer_token_header]);
 /** Trailer is not hop-by-hop (RFC 9110 §6.6.2): it announces the trailer fields relayed after the body. */
 const response_headers_dropped = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]);
+/** Dropped from a message no trailer fields can follow (one not chunked): Node refuses to write it there. */
+const trailer_header = new Set(["trailer"]);
 
 /** The bytes all body taps hold, one budget shared by every exchange (stalled uploads would otherwise hold 4 MiB each). */
 export class HeldBytes {
@@ -307,12 +309,13 @@ class Exchange {
   /**
    * Matches JSON-RPC responses to pending calls and queues their evidence. A JSON body or a
    * POST's SSE stream answers the calls of its own request; a GET stream (a resumed POST
-   * stream, or the session's standalone stream) answers calls of its session.
+   * stream, or the session's standalone stream) answers calls of its session. `status` is the
+   * HTTP status the responses came in.
    */
-  answer(parsed: unknown, transport: string): void {
+  answer(parsed: unknown, transport: string, status: number): void {
     const correlator = this.context.correlator;
     const resumed = this.request.method === "GET";
-    for (const { id, outcome } of responses(parsed)) {
+    for (const { id, outcome } of responses(parsed, status)) {
       const key = idKey(id);
       if (!resumed) {
         const call = correlator.takeOwn(this.number, key);
@@ -335,6 +338,17 @@ class Exchange {
   record(call: PendingCall, outcome: Outcome, transport: string): void {
     const evidence = callEvidence(call, outcome, performance.now(), transport);
     this.context.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
+  }
+
+  /**
+   * The calls an SSE event too large to read may have answered, once its stream ended or was cut,
+   * recorded with `outcome`: this request's own, or on a resumed stream (a GET with Last-Event-ID)
+   * the session's calls awaiting one. A GET without it is the session's standalone stream, which
+   * carries no responses (MCP), so its oversized events answer nothing.
+   */
+  settleUnread(outcome: Outcome, transport: string): void {
+    if (this.request.method !== "GET" || this.request.headers["last-event-id"] === undefined) return this.settle(outcome, transport);
+    for (const call of this.context.correlator.takeAwaitingResume(this.source.source_id, this.session)) this.record(call, outcome, transport);
   }
 
   /** Calls of this request still unanswered when its response ended and no other can answer them. */
@@ -369,7 +383,7 @@ function sseTap(exchange: Exchange, transport: string, status: number, correlato
     (data) => {
       if (correlator.size === 0 || !mayHoldResponse(data)) return;
       try {
-        exchange.answer(JSON.parse(data) as unknown, transport);
+        exchange.answer(JSON.parse(data) as unknown, transport, status);
       } catch {
         // Not JSON: the stream carries it on untouched; there is nothing to record.
       }
@@ -378,10 +392,11 @@ function sseTap(exchange: Exchange, transport: string, status: number, correlato
   );
   // A call the stream left unanswered (ended or cut) after an event too large to read may have
   // had its answer in it, which no resumed stream brings again: it is recorded as answered but
-  // unread, as a JSON answer over the limit is. Otherwise, with a session, it may still be
-  // answered on a resumed GET stream; without one nothing can resume it.
+  // unread, as a JSON answer over the limit is (on a resumed stream, each call it may have
+  // answered). Otherwise, with a session, it may still be answered on a resumed GET stream;
+  // without one nothing can resume it.
   const cut = (outcome: Outcome) => {
-    if (skipped_too_large) exchange.settle({ type: "unread_response", reason: "too_large", status }, transport);
+    if (skipped_too_large) exchange.settleUnread({ type: "unread_response", reason: "too_large", status }, transport);
     else if (exchange.session === "") exchange.settle(outcome, transport);
     else exchange.awaitResume();
   };
@@ -396,7 +411,7 @@ function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldB
     end: () => {
       if (!tap) return;
       const parsed = tap.json();
-      if (parsed !== undefined) exchange.answer(parsed, "json");
+      if (parsed !== undefined) exchange.answer(parsed, "json", status);
       exchange.settle(unanswered(tap, parsed, status), "json");
     },
     cut: (outcome) => {
@@ -428,8 +443,6 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
   return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator);
 }
 
-const trailer_header = new Set(["trailer"]);
-
 /**
  * Writes the upstream's status line and headers; false when Node's client took a status line its
  * server cannot write. A reason phrase it refuses (a control character: `200 O\x01K`) gives way
@@ -460,10 +473,13 @@ function writeUpstreamHead(response: ServerResponse, upstream: IncomingMessage):
   return false;
 }
 
-/** The upstream's trailer fields Node's server can write (its client takes some it refuses, as with the reason phrase); the others are dropped. */
-function writableTrailers(upstream: IncomingMessage): Array<[string, string]> {
+/**
+ * The trailer fields of a raw list Node can write (its parsers take some it refuses to write, as
+ * with the reason phrase); the others are dropped. Node throws on one, and a throw here, in an
+ * end event, would end the process.
+ */
+function writableTrailers(raw: readonly string[]): Array<[string, string]> {
   const trailers: Array<[string, string]> = [];
-  const raw = upstream.rawTrailers;
   for (let i = 0; i < raw.length; i += 2) {
     try {
       validateHeaderName(raw[i]!);
@@ -510,7 +526,7 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
   response.on("drain", () => upstream.resume());
   upstream.on("end", () => {
     // Node writes trailers after a chunked body only (the Trailer header goes with the others).
-    if (upstream.rawTrailers.length > 0) response.addTrailers(writableTrailers(upstream));
+    if (upstream.rawTrailers.length > 0) response.addTrailers(writableTrailers(upstream.rawTrailers));
     response.end();
     exchange.whenRegistered(() => tap.end());
   });
@@ -558,17 +574,24 @@ function headerObject(raw: readonly string[]): Record<string, string | string[]>
 export function relay(context: RelayContext, source: ObserverSource, token: string, request: IncomingMessage, response: ServerResponse, target: URL): void {
   const exchange = new Exchange(context, source, request);
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
-  const headers = keptHeaders(request.rawHeaders, request_headers_dropped);
+  // Trailer fields follow a chunked body only, and Node's parser takes a request's
+  // Transfer-Encoding only with chunked last: the Trailer header goes on with one, never without.
+  const kept = keptHeaders(request.rawHeaders, request_headers_dropped);
+  const headers = request.headers["transfer-encoding"] === undefined ? keptHeaders(kept, trailer_header) : kept;
   const framing = framingHeaders(request.headers);
   headers.push("host", target.host, ...framing);
   // A request without framing has no body (RFC 9112 §6.3), and goes on without framing. Node's
-  // client would chunk a POST's, and writes a header list given as an array at once: the list goes
-  // as an object instead, written at the request's end, by when the client is told not to chunk.
-  // (Only a Cookie repeated, which no HTTP/1.1 client sends, is then written as one line.)
+  // client would chunk a POST's: it decides when it writes the head, which it does at once for a
+  // header list given as an array, and in its constructor for headers with an Expect. So the
+  // headers are set one by one after it, once the client is told not to chunk, and written at the
+  // request's end. (Only a Cookie repeated, which no HTTP/1.1 client sends, is then one line.)
   const unframed = framing.length === 0 && !methods_sent_unframed.has(request.method ?? "GET");
   const agent = target.protocol === "https:" ? context.agents.https : context.agents.http;
-  const upstream = send({ ...targetOptions(target), method: request.method, headers: unframed ? headerObject(headers) : headers, agent });
-  if (unframed) upstream.useChunkedEncodingByDefault = false;
+  const upstream = send({ ...targetOptions(target), method: request.method, ...(unframed ? { setHost: false } : { headers }), agent });
+  if (unframed) {
+    upstream.useChunkedEncodingByDefault = false;
+    for (const [name, value] of Object.entries(headerObject(headers))) upstream.setHeader(name, value);
+  }
   const tap = request.method === "POST" ? new BodyTap(true, bodyForm(request.headers, true), context.held) : null;
   const destroy = () => {
     exchange.cancelled = true;
@@ -600,7 +623,12 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   request.on("end", () => {
     // The upstream gets the end first: reading the calls (parse, hash, shadow verdict) is the
     // observer's own work. Its response cannot be read before this handler returns.
-    if (forwarding) upstream.end();
+    if (forwarding) {
+      // Trailer fields came after a chunked body, which goes on chunked: Node writes them after
+      // its last chunk. Bursar's token is never forwarded, as a trailer field no more than a header.
+      if (request.rawTrailers.length > 0) upstream.addTrailers(writableTrailers(keptHeaders(request.rawTrailers, request_headers_dropped)));
+      upstream.end();
+    }
     exchange.registerCalls(tap);
   });
   request.on("error", () => upstream.destroy());

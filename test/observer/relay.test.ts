@@ -2,12 +2,11 @@
 // bytes, statuses and MCP headers pass untouched; each tools/call becomes one observer.call.
 
 import { request as httpRequest } from "node:http";
-import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalSha256Hex } from "../../src/evidence/index.js";
 import { upstream_sockets_idle_max } from "../../src/observer/index.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, sdkClient, toolCall, type ObserverSourceCreated } from "./support.js";
+import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawRequest, rawSession, sdkClient, toolCall, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 
 let h: Harness;
@@ -95,6 +94,18 @@ describe("byte-for-byte relay", () => {
       expect(await rawRequest(h.url, head)).toMatch(/^HTTP\/1\.1 \d{3}/);
       const seen = upstream.seen.at(-1)!;
       expect(seen).toMatchObject({ method, path: "/mcp-json", headers: { "x-repeated": "a, b" } });
+      expect(seen.headers).not.toHaveProperty("transfer-encoding");
+      expect(seen.headers).not.toHaveProperty("content-length");
+    });
+  }
+
+  for (const method of ["POST", "PUT", "PATCH"]) {
+    it(`forwards a ${method} sent without framing (no body) with Expect: 100-continue without framing, as a direct request carries it`, async () => {
+      const source = await observerSource(h, `${upstream.url}/mcp-json`);
+      const head = `${method} /observe HTTP/1.1\r\nHost: 127.0.0.1\r\nx-bursar-observer-token: ${source.observer_token}\r\nExpect: 100-continue\r\nX-Repeated: a\r\nX-Repeated: b\r\nConnection: close\r\n\r\n`;
+      expect(await rawRequest(h.url, head)).toMatch(/^HTTP\/1\.1 \d{3}/);
+      const seen = upstream.seen.at(-1)!;
+      expect(seen).toMatchObject({ method, path: "/mcp-json", headers: { expect: "100-continue", "x-repeated": "a, b" } });
       expect(seen.headers).not.toHaveProperty("transfer-encoding");
       expect(seen.headers).not.toHaveProperty("content-length");
     });
@@ -268,17 +279,6 @@ describe("many sessions with open GET streams", () => {
 });
 
 /** A GET whose path goes out exactly as written (fetch would resolve its dot segments first). */
-/** Writes `text` to a new connection to `base`; resolves with all it answered once it closes. */
-function rawRequest(base: string, text: string): Promise<string> {
-  const socket = connect(Number(new URL(base).port), "127.0.0.1");
-  socket.write(text);
-  return new Promise<string>((resolve) => {
-    let answer = "";
-    socket.on("data", (chunk: Buffer) => (answer += chunk.toString()));
-    socket.on("close", () => resolve(answer));
-  });
-}
-
 function rawPath(base: string, path: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const url = new URL(base);

@@ -5,7 +5,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
-import type { AddressInfo, Server } from "node:net";
+import { connect, type AddressInfo, type Server } from "node:net";
 import type { AppendInput } from "../../src/evidence/index.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
 import type { EvidenceSink } from "../../src/observer/index.js";
@@ -129,3 +129,14 @@ export class StoppableStore implements EvidenceSink {
 }
 
 export { LATEST_PROTOCOL_VERSION };
+
+/** Writes `text` to a new connection to `base`; resolves with all it answered once it closes. */
+export function rawRequest(base: string, text: string): Promise<string> {
+  const socket = connect(Number(new URL(base).port), "127.0.0.1");
+  socket.write(text);
+  return new Promise<string>((resolve) => {
+    let answer = "";
+    socket.on("data", (chunk: Buffer) => (answer += chunk.toString()));
+    socket.on("close", () => resolve(answer));
+  });
+}

@@ -39,9 +39,18 @@ function answerFor(path: string, answered: unknown): { headers: Record<string, s
     const session: Record<string, string> = path === "/large-sse-session" ? { "mcp-session-id": "S1" } : {};
     return { headers: { "content-type": "text/event-stream", ...session }, bytes: Buffer.from(`event: message\ndata: ${JSON.stringify(padded)}\n\n`) };
   }
+  // A session's stream that ends with its priming event only: the call is left to a resumed GET stream.
+  if (path === "/large-sse-resumed") return { headers: { "content-type": "text/event-stream", "mcp-session-id": "S1" }, bytes: Buffer.from("id: ev1\ndata: \n\n") };
   // The answer's "id" key written as a JSON escape, which JSON.parse reads as "id".
   if (path === "/escaped-id-sse") return { headers: { "content-type": "text/event-stream" }, bytes: Buffer.from(`event: message\ndata: ${json.replace('"id":', '"\\u0069d":')}\n\n`) };
   return { headers: { "content-type": "application/json" }, bytes: Buffer.from(json) };
+}
+
+/** The GET resuming `/large-sse-resumed` after ev1: call 1's answer in one event past the reader's limit. */
+function resumedAnswer(response: import("node:http").ServerResponse): void {
+  const answered = { jsonrpc: "2.0", id: 1, result: { content: [{ type: "text", text: "ran transfer_funds" }] }, pad: "p".repeat(sse_event_chars_max) };
+  const bytes = Buffer.from(`id: ev2\nevent: message\ndata: ${JSON.stringify(answered)}\n\n`);
+  response.writeHead(200, { "content-type": "text/event-stream", "mcp-session-id": "S1", "content-length": String(bytes.length) }).end(bytes);
 }
 
 /** Reads a body as express.json and the SDK's transport do: inflated, decoded by its charset, a BOM dropped. */
@@ -56,6 +65,7 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
+      if (request.method === "GET") return resumedAnswer(response);
       let parsed: Message | Message[];
       try {
         parsed = lenientParse(Buffer.concat(chunks), request.headers["content-encoding"], request.headers["content-type"]);
@@ -159,6 +169,22 @@ describe("a response the tap did not read", () => {
       expect(bodies[0]).not.toHaveProperty("result");
     });
   }
+});
+
+describe("a resumed GET stream the tap did not read", () => {
+  it("records the calls it leaves unanswered after an event past the inspection limit as answered but unread, as a POST's stream does", async () => {
+    const source = await observerSource(h, `${upstream_url}/large-sse-resumed`);
+    const headers = { accept: "application/json, text/event-stream", "content-type": "application/json", "x-bursar-observer-token": source.observer_token, "mcp-session-id": "S1" };
+    const posted = await fetch(source.observer_url, { method: "POST", headers, body: JSON.stringify(toolCall(1, "transfer_funds", { amount: 100 })) });
+    expect(await posted.text()).toBe("id: ev1\ndata: \n\n");
+    // Its own stream ended without its answer: with a session, the call awaits a resumed stream.
+    expect(await recorded(source.id)).toEqual([]);
+    const resumed = await fetch(source.observer_url, { headers: { ...headers, "last-event-id": "ev1" } });
+    expect(await resumed.text()).toContain("ran transfer_funds");
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => [body.outcome, body.transport])).toEqual([[{ type: "unread_response", reason: "too_large", status: 200 }, "sse_get"]]);
+    expect(bodies[0]).not.toHaveProperty("result");
+  });
 });
 
 describe("a response the tap reads however it is written", () => {
