@@ -96,7 +96,8 @@ interface Rfc3339Fields {
 }
 
 function rfc3339Fields(value: string): Rfc3339Fields | undefined {
-  if (value.length < 20) return undefined;
+  // A writer's bug may hand over another type: it is no time, as the pattern this replaced said.
+  if (typeof value !== "string" || value.length < 20) return undefined;
   const separators_hold = value[4] === "-" && value[7] === "-" && value[10] === "T" && value[13] === ":" && value[16] === ":";
   const [year, month, day] = [digitsAt(value, 0, 4), digitsAt(value, 5, 7), digitsAt(value, 8, 10)];
   const [hour, minute, second] = [digitsAt(value, 11, 13), digitsAt(value, 14, 16), digitsAt(value, 17, 19)];

@@ -101,6 +101,12 @@ describe("isRfc3339", () => {
     );
   });
 
+  it("refuses an occurred_at that is not a string in a log entry as no time, not with a TypeError", () => {
+    for (const occurred_at of [20261009, null, { at: "2026-10-09T14:03:11Z" }]) {
+      expect(() => buildEntry({ kind: "ingest.decision", source: "src_1", body: {}, occurred_at: occurred_at as unknown as string }, 0, "2026-12-01T00:00:00.000Z")).toThrow(EvidenceInputError);
+    }
+  });
+
   it("refuses an impossible occurred_at in a log entry instead of storing the shifted day", () => {
     for (const occurred_at of ["2027-02-30T00:00:00Z", "2026-12-31T24:00:00Z"]) {
       expect(() => buildEntry({ kind: "ingest.decision", source: "src_1", body: {}, occurred_at }, 0, "2026-12-01T00:00:00.000Z")).toThrow(EvidenceInputError);
