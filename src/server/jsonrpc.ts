@@ -2,7 +2,7 @@
 // -32700 / -32600 answers on both, and tools/call requests whose params the SDK would refuse.
 
 import { ErrorCode, JSONRPCMessageSchema, RequestIdSchema, type JSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
-import { isPlainObject } from "../policy/index.js";
+import { holdsMoreValues, isPlainObject } from "../policy/index.js";
 import { shortened } from "../policy/text.js";
 
 export interface JsonRpcError {
@@ -38,13 +38,12 @@ export function withoutBom(text: string): string {
  * is never refused for its params: /mcp does not ask for one, and the bridge forwards one it refuses.
  */
 export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string } | undefined {
-  const deep = nestsDeeperThan(message, message_depth_max);
-  const checked = deep ? undefined : JSONRPCMessageSchema.safeParse(message);
+  const outsized = outsizedMessage(message);
+  const checked = outsized ? undefined : JSONRPCMessageSchema.safeParse(message);
   if (checked?.success) return undefined;
   const issue = checked?.error.issues[0];
   const schema_says = issue ? `${issue.path.join(".") || "(message)"}: ${issue.message}` : "refused";
-  const too_deep = `it nests objects and arrays more than ${message_depth_max} deep`;
-  const why = `not a valid JSON-RPC message: ${envelopeProblem(message) ?? (deep ? too_deep : schema_says)}`;
+  const why = `not a valid JSON-RPC message: ${envelopeProblem(message) ?? outsized ?? schema_says}`;
   return { reply: invalidRequest(requestId(message) ?? null, why), why };
 }
 
@@ -54,6 +53,20 @@ export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string
  * overflowed the SDK's stack: it answered -32700 with id null and the RangeError's text.
  */
 export const message_depth_max = 64;
+/**
+ * How many values (object members and array elements at any depth) such a message may hold, as
+ * a tools/call's arguments may (argument_values_max). An initialize of 1 MiB whose clientInfo
+ * held 499,000 bad icons took the SDK 6–8 s of the one thread to answer, with every schema
+ * issue written out: a 120 MB answer.
+ */
+export const message_values_max = 1_000;
+
+/** Why a message is refused before the SDK reads it, or undefined: it nests too deep, or holds too many values. */
+function outsizedMessage(message: unknown): string | undefined {
+  if (nestsDeeperThan(message, message_depth_max)) return `it nests objects and arrays more than ${message_depth_max} deep`;
+  if (holdsMoreValues(message, message_values_max)) return `it holds more than ${message_values_max} values (object members and array elements at any depth)`;
+  return undefined;
+}
 
 /** True when `value` nests objects and arrays deeper than `max`, walked without recursion
  *  (JSON.parse takes nesting deeper than the call stack); it stops at the first level past it. */
