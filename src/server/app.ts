@@ -23,6 +23,15 @@ export const body_limit_default_bytes = 1_048_576;
  */
 export const request_timeout_ms = 300_000;
 
+/**
+ * How long a new connection may take to bring its first request's head. Node bounds a request
+ * only once its first byte has come (headers, then the whole request), and a kept-alive
+ * connection only after an answer: a connection that never sends a byte stayed open for good,
+ * and a few thousand of them (7 KiB each, no credential needed) used up the process's file
+ * descriptors, so every later caller was reset.
+ */
+export const first_request_timeout_ms = 30_000;
+
 export type RoutePlugin = (app: FastifyInstance) => void | Promise<void>;
 
 export interface ServerOptions {
@@ -34,6 +43,8 @@ export interface ServerOptions {
   health?: () => Promise<void>;
   /** How long a GracefulStop waits for in-flight requests (default shutdown_grace_ms_default). */
   shutdown_grace_ms?: number;
+  /** How long a new connection may take to bring its first request's head (default first_request_timeout_ms). */
+  first_request_timeout_ms?: number;
 }
 
 /** /healthz gives the database this long before it answers 503. */
@@ -142,7 +153,7 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     return reply.status(status).send(errorBody(code, error.message));
   });
 
-  guardConnections(app.server);
+  guardConnections(app.server, options.first_request_timeout_ms ?? first_request_timeout_ms);
   // A routed answer says it closes the connection (guardConnections closes it) under its route's own limit.
   app.addHook("onSend", (request, reply, payload, done) => {
     route_limits.set(request.raw, request.routeOptions.bodyLimit);
@@ -234,8 +245,19 @@ const connections = new WeakMap<Socket, ConnectionState>();
  * observer's relay when the upstream answers first). Node's own 417 to an unknown Expect is
  * answered here instead, closing. Also keeps what `answerBegun` reads.
  */
-function guardConnections(server: Server): void {
+function guardConnections(server: Server, first_request_ms: number): void {
+  // Cleared by the first request's head (or the close), not by the socket's first bytes: a
+  // "data" listener would take the socket off the parser's fast path for every connection.
+  const awaiting_first_request = new WeakMap<Socket, NodeJS.Timeout>();
+  server.on("connection", (socket: Socket) => {
+    const timer = setTimeout(() => socket.destroy(), first_request_ms);
+    timer.unref();
+    awaiting_first_request.set(socket, timer);
+    socket.once("close", () => clearTimeout(timer));
+  });
   server.prependListener("request", (request: IncomingMessage, response: ServerResponse) => {
+    clearTimeout(awaiting_first_request.get(request.socket));
+    awaiting_first_request.delete(request.socket);
     const state = connections.get(request.socket) ?? { open: new Set(), last: request, last_answer: response };
     connections.set(request.socket, state);
     state.open.add(response);
