@@ -1,9 +1,11 @@
 // `bursar send-decisions` as a real process: receipts already on disk survive a failed
 // re-run, and a missing file, a URL without a scheme or with credentials, an unreachable server
-// or a 2xx answer that is not the delivery's receipt is one line; how a file becomes deliveries
+// or a 2xx answer that is not the delivery's receipt is one line; a delivery answered 503 busy is
+// sent again after its Retry-After; how a file becomes deliveries
 // (both limits, blank lines, CRLF, a byte order mark), and a record written over several lines
 // refused before anything is sent.
 
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -11,10 +13,13 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureBuilt } from "../support/build.js";
+import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { freePort, runBursar } from "../support/process.js";
+import { RawConnection } from "../support/raw-connection.js";
 import { testServer, type TestServer } from "../support/server.js";
 import { delivery_bytes_max, records_per_delivery_max } from "../../src/ingest/delivery.js";
+import { signatureHeader } from "../../src/ingest/signature.js";
+import { unproven_body_bytes_max, unproven_body_retry_after_seconds } from "../../src/server/unproven-bodies.js";
 import { ndjson, record } from "../ingest/support.js";
 
 let server: TestServer;
@@ -143,6 +148,43 @@ describe("bursar send-decisions", () => {
     expect(result.code).toBe(1);
     expect(oneLine(result.stderr)).toMatch(new RegExp(`^bursar send-decisions: cannot reach ${url}/ingest/src_x \\(ECONNREFUSED\\); lines 1\\.\\.1 not sent`));
     expect(readFileSync(receipts, "utf8")).toBe('{"earlier":"receipt"}\n');
+  });
+
+  it("sends a delivery answered 503 busy again after its Retry-After, saying so on stderr, and finishes", async () => {
+    const created = await server.api<{ id: string; signing_key: string }>("POST", "/api/v1/evidence-sources", { kind: "decisions", name: "busy" });
+    const file = join(server.dir, "busy.jsonl");
+    writeFileSync(file, ndjson([record("evt_busy_1"), record("evt_busy_2")]));
+    // Uploads stalled after their heads hold the whole budget of bodies read before their senders are known.
+    const stalled: RawConnection[] = [];
+    try {
+      for (let i = 0; i < unproven_body_bytes_max / delivery_bytes_max; i++) {
+        const connection = await RawConnection.open(server.url);
+        const header = signatureHeader([created.body.signing_key], Buffer.from("never sent"), new Date());
+        connection.writeHead(`POST /ingest/${created.body.id} HTTP/1.1\ncontent-type: application/x-ndjson\nbursar-signature: ${header}\ncontent-length: ${delivery_bytes_max}`);
+        stalled.push(connection);
+      }
+      expect((await server.api("GET", "/api/v1/evidence-sources")).status).toBe(200);
+      const child = spawn(process.execPath, [bursar_bin, "send-decisions", file, "--url", server.url, "--source", created.body.id], {
+        env: { ...process.env, BURSAR_SOURCE_SIGNING_KEY: created.body.signing_key },
+      });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      const busy = new Promise<void>((resolve) =>
+        child.stderr.on("data", (chunk: Buffer) => {
+          stderr += chunk.toString();
+          if (stderr.includes("busy")) resolve();
+        }),
+      );
+      const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+      await Promise.race([busy, exited]);
+      for (const connection of stalled.splice(0)) connection.destroy();
+      expect(await exited).toBe(0);
+      expect(oneLine(stderr)).toBe(`bursar send-decisions: lines 1..2: the server is busy (HTTP 503); sending them again in ${unproven_body_retry_after_seconds} s (attempt 2 of 5)`);
+      expect(stdout.trim()).toBe("sent 2 records in 1 deliveries: 2 new, 0 already received");
+    } finally {
+      for (const connection of stalled) connection.destroy();
+    }
   });
 });
 

@@ -14,6 +14,9 @@ import { baseUrlOption, parseOptions, println, signalExitCode, UsageError, type 
 export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
 export const file_bytes_max = 1_073_741_824;
 const progress_width = 30;
+/** A delivery answered 503 with Retry-After is sent this many times at most, waiting at most retry_after_seconds_max between. */
+export const busy_attempts_max = 5;
+export const retry_after_seconds_max = 60;
 
 export const help = `
 usage: bursar send-decisions FILE --url URL --source ID [--batch N] [--receipts FILE]
@@ -32,6 +35,9 @@ A repeated run is safe: records already received return their first receipt.
 Interrupted (SIGINT, Ctrl-C, or SIGTERM), it stops the delivery in flight and says in one line
 how many records were accepted so far, in how many deliveries, and that their receipts are in
 the receipts file; it exits 130 (SIGINT) or 143 (SIGTERM). Re-run the same command to finish.
+A delivery answered 503 with Retry-After (a server busy reading other deliveries) is sent
+again after the seconds it names (at most ${retry_after_seconds_max}), up to ${busy_attempts_max} attempts in all,
+with one line on stderr each time.
 Stops at the first refused delivery and prints the server's answer (with file line numbers).
 An answer of 2xx is taken only when it is the delivery's receipt: a JSON object with whole
 numbers records, written and duplicates, and a receipt whose records list the event_ids sent,
@@ -144,6 +150,8 @@ interface Answer {
   ok: boolean;
   content_type: string;
   text: string;
+  /** The Retry-After header, when the answer had one. */
+  retry_after: string | null;
 }
 
 /** One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint. */
@@ -155,9 +163,42 @@ async function post(endpoint: string, key: string, delivery: Delivery, abort: Ab
       headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
       body: new Uint8Array(delivery.body),
     });
-    return { status: response.status, ok: response.ok, content_type: response.headers.get("content-type") ?? "no content-type", text: await response.text() };
+    const content_type = response.headers.get("content-type") ?? "no content-type";
+    return { status: response.status, ok: response.ok, content_type, text: await response.text(), retry_after: response.headers.get("retry-after") };
   } catch (error) {
     return { failed: `cannot reach ${endpoint} (${systemMessage(error)})` };
+  }
+}
+
+/** The seconds a 503 asks to wait before the delivery is sent again (Retry-After in seconds), or undefined. */
+function busyWait(response: Answer | { failed: string }): number | undefined {
+  if ("failed" in response || response.status !== 503 || response.retry_after === null || !/^\d{1,9}$/.test(response.retry_after.trim())) return undefined;
+  return Math.min(Number(response.retry_after.trim()), retry_after_seconds_max);
+}
+
+/** Resolves after `ms`, or at once when `abort` fires. */
+function pause(ms: number, abort: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      abort.removeEventListener("abort", done);
+      resolve();
+    }
+    abort.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** Posts a delivery, sending it again after the wait a busy server's 503 names (busy_attempts_max in all). */
+async function postPatiently(io: CliIo, endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | { failed: string }> {
+  for (let attempt = 1; ; attempt++) {
+    const response = await post(endpoint, key, delivery, abort);
+    const wait = attempt < busy_attempts_max ? busyWait(response) : undefined;
+    if (wait === undefined || abort.aborted) return response;
+    if (io.interactive) io.stderr.write("\n");
+    println(io.stderr, `bursar send-decisions: lines ${delivery.lines[0]}..${delivery.lines.at(-1)}: the server is busy (HTTP 503); sending them again in ${wait} s (attempt ${attempt + 1} of ${busy_attempts_max})`);
+    await pause(wait * 1000, abort);
+    if (abort.aborted) return response;
   }
 }
 
@@ -315,7 +356,7 @@ async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort,
   for (const delivery of planned) {
     // Interrupted between deliveries, or during one (aborted, so its answer is lost): stop here.
     // A delivery answered with its receipt before the signal was heard is still counted and its receipt kept.
-    const response = abort.aborted ? undefined : await post(endpoint, key, delivery, abort);
+    const response = abort.aborted ? undefined : await postPatiently(io, endpoint, key, delivery, abort);
     const accepted = response === undefined || "failed" in response || !response.ok ? undefined : acceptedAnswer(response, delivery);
     const signal = interrupted();
     if (signal && (accepted === undefined || "problem" in accepted)) {

@@ -14,6 +14,7 @@ import { checkTimestamp, parseSignatureHeader, signature_header, verifySignature
 import type { SourceStore } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
 import { bearer, requireOperator, type Access } from "../auth.js";
+import { boundUnprovenBody } from "../unproven-bodies.js";
 
 export const schema_path = "/schemas/gateway-decision-1.json";
 
@@ -97,7 +98,8 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
     await sources.decisionsSource(sourceIdOf(request));
   };
   const bodyLimit = delivery_bytes_max;
-  app.post("/ingest/:id", { bodyLimit, onRequest: signatureShape }, async (request, reply) => {
+  // Its HMAC covers the body, so the body is read before its sender is known: bounded together.
+  app.post("/ingest/:id", { bodyLimit, onRequest: [signatureShape, boundUnprovenBody(bodyLimit)] }, async (request, reply) => {
     const source_id = sourceIdOf(request);
     const raw = rawBody(request);
     // Both look-ups run for every id; an id without a decisions source is checked against a key nobody holds.

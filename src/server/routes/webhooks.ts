@@ -5,6 +5,7 @@ import type { FastifyInstance } from "fastify";
 import type { WebhookContext } from "../../gate/context.js";
 import { handleWebhook, webhook_body_max_bytes } from "../../gate/webhooks.js";
 import type { RoutePlugin } from "../app.js";
+import { boundUnprovenBody } from "../unproven-bodies.js";
 
 export function webhookRoutes(gate: WebhookContext): RoutePlugin {
   return async (app: FastifyInstance) => {
@@ -12,7 +13,8 @@ export function webhookRoutes(gate: WebhookContext): RoutePlugin {
       // Encapsulated: only this route sees bodies as raw bytes.
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: webhook_body_max_bytes }, (_request, body, done) => done(null, body));
-      scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes }, async (request) => {
+      // The signature covers the body, so the body is read before its sender is known: bounded together.
+      scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, onRequest: boundUnprovenBody(webhook_body_max_bytes) }, async (request) => {
         const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const header = (name: string) => {
           const value = request.headers[name];
