@@ -140,6 +140,17 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(piped.code).toBe(0);
   });
 
+  it("says a tools/call nested too deep to write as JSON was not sent, instead of that it may have been carried out", async () => {
+    const agent = await server.agent("deep-args");
+    const deep = `{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"create_order","arguments":{"a":${"[".repeat(400_000)}${"]".repeat(400_000)}}}}`;
+    const piped = await pipe(`${deep}\n${JSON.stringify(call(42, "get_block"))}\n`, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: number; error?: { message: string } });
+    const refused = answers.find((answer) => answer.id === 41)?.error?.message ?? "";
+    expect(refused).toMatch(/it cannot be written as JSON \(.+\); it was not sent$/);
+    expect(refused).not.toContain("may have been carried out");
+    expect(answers.map((answer) => answer.id).sort()).toEqual([41, 42]);
+  });
+
   it("reads a last line that has no newline", async () => {
     const agent = await server.agent("no-newline");
     const piped = await pipe(JSON.stringify(call(4, "get_block")), { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });

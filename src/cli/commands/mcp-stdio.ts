@@ -115,6 +115,9 @@ export function describeFailure(error: unknown, endpoint: URL): Failure {
     const detail = gateErrorText(error.message) ?? error.message;
     return { message: `${where} answered HTTP ${error.code}: ${detail}`, fatal: error.code === 401 || error.code === 403 };
   }
+  // JSON.stringify gave up on the message before any request was made (nested deeper than its
+  // stack, or too long for one string): the gate never saw it.
+  if (error instanceof RangeError) return { message: `cannot send the message to ${where}: it cannot be written as JSON (${error.message}); it was not sent`, fatal: false };
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   if ((error as Error).name === "TimeoutError") return { message: `${where} did not answer within ${request_timeout_ms} ms; ${may_have_run}`, fatal: false };
   const reason = cause?.code ?? cause?.message ?? (error as Error).message;
