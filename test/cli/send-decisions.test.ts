@@ -19,7 +19,8 @@ import { RawConnection } from "../support/raw-connection.js";
 import { testServer, type TestServer } from "../support/server.js";
 import { delivery_bytes_max, records_per_delivery_max } from "../../src/ingest/delivery.js";
 import { signatureHeader } from "../../src/ingest/signature.js";
-import { unproven_body_bytes_max, unproven_body_retry_after_seconds } from "../../src/server/unproven-bodies.js";
+import { ingest_unproven_bytes_max } from "../../src/server/routes/ingest.js";
+import { unproven_body_retry_after_seconds } from "../../src/server/unproven-bodies.js";
 import { ndjson, record } from "../ingest/support.js";
 
 let server: TestServer;
@@ -154,16 +155,17 @@ describe("bursar send-decisions", () => {
     const created = await server.api<{ id: string; signing_key: string }>("POST", "/api/v1/evidence-sources", { kind: "decisions", name: "busy" });
     const file = join(server.dir, "busy.jsonl");
     writeFileSync(file, ndjson([record("evt_busy_1"), record("evt_busy_2")]));
-    // Uploads stalled after their heads hold the whole budget of bodies read before their senders are known.
+    // Uploads stalled a byte short of their 2 MiB hold the whole budget of bodies read before their senders are known.
     const stalled: RawConnection[] = [];
     try {
-      for (let i = 0; i < unproven_body_bytes_max / delivery_bytes_max; i++) {
+      for (let i = 0; i < ingest_unproven_bytes_max / delivery_bytes_max; i++) {
         const connection = await RawConnection.open(server.url);
         const header = signatureHeader([created.body.signing_key], Buffer.from("never sent"), new Date());
         connection.writeHead(`POST /ingest/${created.body.id} HTTP/1.1\ncontent-type: application/x-ndjson\nbursar-signature: ${header}\ncontent-length: ${delivery_bytes_max}`);
+        connection.write(Buffer.alloc(delivery_bytes_max - 1, "x"));
         stalled.push(connection);
       }
-      expect((await server.api("GET", "/api/v1/evidence-sources")).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 500));
       const child = spawn(process.execPath, [bursar_bin, "send-decisions", file, "--url", server.url, "--source", created.body.id], {
         env: { ...process.env, BURSAR_SOURCE_SIGNING_KEY: created.body.signing_key },
       });

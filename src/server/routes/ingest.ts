@@ -17,6 +17,8 @@ import { bearer, requireOperator, type Access } from "../auth.js";
 import { boundUnprovenBody } from "../unproven-bodies.js";
 
 export const schema_path = "/schemas/gateway-decision-1.json";
+/** What the webhook's bodies in flight may hold together before their signatures are checked (32 whole deliveries). */
+export const ingest_unproven_bytes_max = 64 * 1_048_576;
 
 export interface IngestRouteOptions {
   access: Access;
@@ -99,7 +101,7 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
   };
   const bodyLimit = delivery_bytes_max;
   // Its HMAC covers the body, so the body is read before its sender is known: bounded together.
-  app.post("/ingest/:id", { bodyLimit, onRequest: [signatureShape, boundUnprovenBody(bodyLimit)] }, async (request, reply) => {
+  app.post("/ingest/:id", { bodyLimit, onRequest: signatureShape, preParsing: boundUnprovenBody("ingest", ingest_unproven_bytes_max) }, async (request, reply) => {
     const source_id = sourceIdOf(request);
     const raw = rawBody(request);
     // Both look-ups run for every id; an id without a decisions source is checked against a key nobody holds.

@@ -7,6 +7,9 @@ import { handleWebhook, webhook_body_max_bytes } from "../../gate/webhooks.js";
 import type { RoutePlugin } from "../app.js";
 import { boundUnprovenBody } from "../unproven-bodies.js";
 
+/** What webhook bodies in flight may hold together before their signatures are checked (Razorpay's are a few KB). */
+export const webhook_unproven_bytes_max = 16 * 1_048_576;
+
 export function webhookRoutes(gate: WebhookContext): RoutePlugin {
   return async (app: FastifyInstance) => {
     await app.register(async (scope) => {
@@ -14,7 +17,7 @@ export function webhookRoutes(gate: WebhookContext): RoutePlugin {
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: webhook_body_max_bytes }, (_request, body, done) => done(null, body));
       // The signature covers the body, so the body is read before its sender is known: bounded together.
-      scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, onRequest: boundUnprovenBody(webhook_body_max_bytes) }, async (request) => {
+      scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, preParsing: boundUnprovenBody("razorpay_webhook", webhook_unproven_bytes_max) }, async (request) => {
         const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const header = (name: string) => {
           const value = request.headers[name];
