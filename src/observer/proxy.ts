@@ -499,7 +499,7 @@ function writableTrailers(raw: readonly string[]): Array<[string, string]> {
  */
 function relayEarlyHints(request: IncomingMessage, response: ServerResponse, raw: readonly string[]): void {
   if (response.headersSent || request.httpVersionMajor !== 1 || request.httpVersionMinor < 1) return;
-  const hints: Record<string, string | string[]> = {};
+  const hints: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
   const links: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
@@ -558,7 +558,8 @@ const methods_sent_unframed = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRAC
 
 /** A raw header list as an object Node's client writes field by field in order: each name as first written, a repeated field's values in an array. */
 function headerObject(raw: readonly string[]): Record<string, string | string[]> {
-  const object: Record<string, string | string[]> = {};
+  // No prototype: a field named constructor, toString or __proto__ is a field like any other.
+  const object: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
   const names = new Map<string, string>();
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i]!.toLowerCase();

@@ -12,7 +12,7 @@ let h: Harness;
 let upstream: Server;
 let upstream_url: string;
 /** What the upstream received of each request, in order. */
-const seen: Array<{ headers: IncomingHttpHeaders; trailers: Record<string, string | undefined>; body: string }> = [];
+const seen: Array<{ headers: IncomingHttpHeaders; raw_headers: string[]; trailers: Record<string, string | undefined>; body: string }> = [];
 
 beforeAll(async () => {
   upstream = createServer((request, response) => {
@@ -20,8 +20,9 @@ beforeAll(async () => {
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
       const body = Buffer.concat(chunks).toString("utf8");
-      seen.push({ headers: request.headers, trailers: { ...request.trailers }, body });
-      const answer = JSON.stringify({ jsonrpc: "2.0", id: (JSON.parse(body) as { id: number }).id, result: { content: [{ type: "text", text: "done" }] } });
+      seen.push({ headers: request.headers, raw_headers: request.rawHeaders, trailers: { ...request.trailers }, body });
+      const id = body === "" ? null : (JSON.parse(body) as { id: number }).id;
+      const answer = JSON.stringify({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text: "done" }] } });
       response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) }).end(answer);
     });
   });
@@ -78,5 +79,19 @@ describe("the client request's trailers", () => {
     expect(received.body).toBe(body);
     expect(received.headers).not.toHaveProperty("trailer");
     expect((await recordedCalls(h, source.id)).map((call) => call.outcome)).toEqual([{ type: "result", is_error: false }]);
+  });
+});
+
+describe("the client request's head", () => {
+  it("forwards fields named like Object.prototype's members untouched on a request without a body (set one by one there)", async () => {
+    const source = await observerSource(h, upstream_url);
+    const target = new URL(source.observer_url);
+    const fields = ["constructor", "c1", "toString", "t1", "__proto__", "p1", "hasOwnProperty", "o1", "X-Keep", "k1"];
+    const lines = fields.flatMap((field, i) => (i % 2 === 0 ? [`${field}: ${fields[i + 1]}`] : []));
+    const head = `POST ${target.pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-bursar-observer-token: ${source.observer_token}\r\n${lines.join("\r\n")}\r\nConnection: close\r\n\r\n`;
+    expect(await rawRequest(h.url, head)).toMatch(/^HTTP\/1\.1 200 /);
+    const received = seen.at(-1)!.raw_headers;
+    const pairs = Array.from({ length: received.length / 2 }, (_, i) => [received[2 * i]!.toLowerCase(), received[2 * i + 1]!]);
+    for (let i = 0; i < fields.length; i += 2) expect(pairs.filter(([name]) => name === fields[i]!.toLowerCase())).toEqual([[fields[i]!.toLowerCase(), fields[i + 1]]]);
   });
 });
