@@ -70,6 +70,18 @@ export function boundUnprovenBody(route: string, budget_bytes: number, deadline_
     counter.once("close", () => {
       if (counter.destroyed && !counter.writableFinished) release();
     });
+    // An answer sent before the body was read whole (a 415 for a malformed Content-Type, a 413, the
+    // 503 or 408 here) leaves it unread: the bytes counted go, and the rest is discarded as Node
+    // discards any unread body (the pipe took that from Node), unless the connection is closing.
+    const abandon = () => {
+      if (counter.writableFinished) return;
+      payload.unpipe(counter);
+      counter.destroy();
+      release();
+      if (String(reply.raw.getHeader("connection") ?? "").toLowerCase() !== "close") payload.resume();
+    };
+    reply.raw.once("finish", abandon);
+    reply.raw.once("close", abandon);
     return payload.pipe(counter);
   };
 }

@@ -27,6 +27,8 @@ describe("a route bounded by boundUnprovenBody (a small budget and deadline)", (
           void scope.post("/bounded", { preParsing: boundUnprovenBody("test", budget_bytes, deadline_ms) }, async (request) => ({
             bytes: JSON.stringify(request.body).length,
           })),
+        // The same budget behind a small body limit: a body declared over it is answered 413 unread.
+        (scope) => void scope.post("/small", { bodyLimit: 1_024, preParsing: boundUnprovenBody("test", budget_bytes, deadline_ms) }, async () => ({ ok: true })),
       ],
     });
     url = await app.listen({ host: "127.0.0.1", port: 0 });
@@ -71,6 +73,26 @@ describe("a route bounded by boundUnprovenBody (a small budget and deadline)", (
       if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 20));
     }
     expect(status).toBe(200);
+  });
+
+  it("frees what a body answered 413 before it was read held, at once, not at the deadline", async () => {
+    const connection = await RawConnection.open(url);
+    // The head and the first bytes in one write: the first chunk is counted before the 413.
+    connection.write(`POST /small HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n"${"x".repeat(3_000)}`);
+    expect((await connection.response()).status).toBe(413);
+    connection.destroy();
+    expect((await post(JSON.stringify("z".repeat(budget_bytes - 100)))).status).toBe(200);
+  });
+
+  it("keeps a connection usable after an answer sent before its body (declared within the limit) was read: the rest is discarded", async () => {
+    const connection = await RawConnection.open(url);
+    const body = `"${"x".repeat(2_000)}"`;
+    connection.write(`POST /bounded HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: nonsense\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    expect((await connection.response()).status).toBe(415);
+    connection.writeHead("GET /healthz HTTP/1.1");
+    expect((await connection.response()).status).toBe(200);
+    connection.destroy();
+    expect((await post(JSON.stringify("z".repeat(budget_bytes - 100)))).status).toBe(200);
   });
 
   it("answers 408 body_timeout to a body not whole within the deadline, and frees what it held", async () => {
