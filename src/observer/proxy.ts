@@ -27,6 +27,8 @@ export const observed_calls_per_request_max = 100;
  * Content-Length cannot take it off a body that is still forwarded.
  */
 const request_headers_dropped = new Set(["host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", observer_token_header]);
+/** A request not chunked drops its Trailer header too: no trailer fields can follow it. */
+const unchunked_request_headers_dropped = new Set([...request_headers_dropped, "trailer"]);
 /** Trailer is not hop-by-hop (RFC 9110 §6.6.2): it announces the trailer fields relayed after the body. */
 const response_headers_dropped = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]);
 /** Dropped from a message no trailer fields can follow (one not chunked): Node refuses to write it there. */
@@ -577,8 +579,7 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   // Trailer fields follow a chunked body only, and Node's parser takes a request's
   // Transfer-Encoding only with chunked last: the Trailer header goes on with one, never without.
-  const kept = keptHeaders(request.rawHeaders, request_headers_dropped);
-  const headers = request.headers["transfer-encoding"] === undefined ? keptHeaders(kept, trailer_header) : kept;
+  const headers = keptHeaders(request.rawHeaders, request.headers["transfer-encoding"] === undefined ? unchunked_request_headers_dropped : request_headers_dropped);
   const framing = framingHeaders(request.headers);
   headers.push("host", target.host, ...framing);
   // A request without framing has no body (RFC 9112 §6.3), and goes on without framing. Node's

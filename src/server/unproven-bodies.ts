@@ -67,9 +67,6 @@ export function boundUnprovenBody(route: string, budget_bytes: number, deadline_
     // The request closes once its body has been read, or when its connection closes (a pipelined
     // request queued behind an answer never read is destroyed then, its answer never finishing).
     request.raw.once("close", release);
-    counter.once("close", () => {
-      if (counter.destroyed && !counter.writableFinished) release();
-    });
     // An answer sent before the body was read whole (a 415 for a malformed Content-Type, a 413, the
     // 503 or 408 here) leaves it unread: the bytes counted go, and the rest is discarded as Node
     // discards any unread body (the pipe took that from Node), unless the connection is closing.

@@ -4,6 +4,7 @@
 // receipt it gets back.
 
 import { appendFileSync, readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import { systemClock } from "../../clock.js";
 import { secret } from "../../config.js";
 import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
@@ -176,19 +177,6 @@ function busyWait(response: Answer | { failed: string }): number | undefined {
   return Math.min(Number(response.retry_after.trim()), retry_after_seconds_max);
 }
 
-/** Resolves after `ms`, or at once when `abort` fires. */
-function pause(ms: number, abort: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      abort.removeEventListener("abort", done);
-      resolve();
-    }
-    abort.addEventListener("abort", done, { once: true });
-  });
-}
-
 /** Posts a delivery, sending it again after the wait a busy server's 503 names (busy_attempts_max in all). */
 async function postPatiently(io: CliIo, endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | { failed: string }> {
   for (let attempt = 1; ; attempt++) {
@@ -197,7 +185,7 @@ async function postPatiently(io: CliIo, endpoint: string, key: string, delivery:
     if (wait === undefined || abort.aborted) return response;
     if (io.interactive) io.stderr.write("\n");
     println(io.stderr, `bursar send-decisions: lines ${delivery.lines[0]}..${delivery.lines.at(-1)}: the server is busy (HTTP 503); sending them again in ${wait} s (attempt ${attempt + 1} of ${busy_attempts_max})`);
-    await pause(wait * 1000, abort);
+    await sleep(wait * 1000, undefined, { signal: abort }).catch(() => undefined);
     if (abort.aborted) return response;
   }
 }
