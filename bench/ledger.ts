@@ -3,7 +3,8 @@
 // ledger's driver is as durable (it reports a commit only after fdatasync of the WAL) but flushes
 // off the event loop, one flush for every commit made meanwhile. Also what an agent looping past
 // its velocity limit costs: R6 refusals/s as refusals pile up, and database bytes per refusal
-// with ordinary arguments beside 60 KB ones.
+// with ordinary arguments beside 60 KB ones; and what a busy agent with a wide velocity limit
+// costs: allowed decisions/s as its window fills with tens of thousands of calls.
 
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -85,7 +86,7 @@ async function bytesPerRefusal(bursar: Bursar, agent_id: string, extra: Record<s
  * count that scanned all of them would slow every decision behind the one write lock). Also
  * the database bytes per refusal, with ordinary arguments and with an oversized receipt.
  */
-async function velocityRates(dir: string): Promise<{ first: number; flooded: number; ordinary_bytes: number; oversized_bytes: number }> {
+async function velocityRates(dir: string): Promise<{ first: number; flooded: number; ordinary_bytes: number; oversized_bytes: number; wide_first: number; wide_filled: number }> {
   const bursar = await createBursar({ db: join(dir, "velocity.db") });
   const velocity = { max_calls: 10, window_seconds: 3_600 };
   const agentPastLimit = async (name: string) => {
@@ -102,8 +103,15 @@ async function velocityRates(dir: string): Promise<{ first: number; flooded: num
   const flooded = await decisionRate(bursar, agent_id, velocity_sample_calls, "R6");
   const ordinary_bytes = await bytesPerRefusal(bursar, agent_id, {});
   const oversized_bytes = await bytesPerRefusal(bursar, agent_id, { receipt: oversized_receipt });
+  // A busy agent allowed a million calls an hour: every allowed call stays in its window, which
+  // the guard counts on each decision (from two index seeks since migration 10, however many).
+  const busy = await bursar.operator.createAgent({ name: "busy" });
+  await bursar.operator.createBlock({ ...unbounded_block, velocity: { max_calls: 1_000_000, window_seconds: 3_600 }, agent_id: busy.agent_id });
+  const wide_first = await decisionRate(bursar, busy.agent_id, velocity_sample_calls, "ALLOW");
+  await decisionRate(bursar, busy.agent_id, flood_calls, "ALLOW");
+  const wide_filled = await decisionRate(bursar, busy.agent_id, velocity_sample_calls, "ALLOW");
   await bursar.close();
-  return { first, flooded, ordinary_bytes, oversized_bytes };
+  return { first, flooded, ordinary_bytes, oversized_bytes, wide_first, wide_filled };
 }
 
 function rawRate(dir: string): { rate: number; count: number } {
@@ -144,6 +152,11 @@ async function main(): Promise<void> {
     console.log(
       `  ${`R6 refusals, ${flood_calls} more in the window`.padEnd(45)}: ${velocity.flooded.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})  ` +
         `ratio ${(velocity.flooded / velocity.first).toFixed(3)} to the first`,
+    );
+    console.log(`  ${"allowed, 1M calls/h limit, window nearly empty".padEnd(45)}: ${velocity.wide_first.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})`);
+    console.log(
+      `  ${`allowed, 1M calls/h limit, ${flood_calls + 2 * velocity_sample_calls} in the window`.padEnd(45)}: ${velocity.wide_filled.toFixed(0).padStart(8)} decisions/s (${velocity_sample_calls})  ` +
+        `ratio ${(velocity.wide_filled / velocity.wide_first).toFixed(3)} to the first`,
     );
     console.log(`  ${"database bytes per R6 refusal, ordinary call".padEnd(45)}: ${velocity.ordinary_bytes.toFixed(0).padStart(8)} bytes (${velocity_sample_calls})`);
     console.log(

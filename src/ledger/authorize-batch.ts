@@ -59,7 +59,7 @@ const idempotency_columns: Columns = [
   ["effect", "text"], ["reservation_id", "text"], ["approval_id", "text"], ["result_json", "text"], ["first_at_ms", "bigint"],
   ["lease_expires_at_ms", "bigint"],
 ];
-const money_call_columns: Columns = [["agent_id", "text"], ["at_ms", "bigint"]];
+const money_call_columns: Columns = [["agent_id", "text"], ["at_ms", "bigint"], ["n", "bigint"]];
 
 /** `INSERT INTO table (…) SELECT … FROM jsonb_to_recordset(?)`: any number of rows (none too), one statement text. */
 function recordsetInsert(table: string, columns: Columns): string {
@@ -97,8 +97,9 @@ const lock_free_agent_blocks = `WITH chosen AS MATERIALIZED (
 /**
  * What the decisions read, in one round trip once their blocks are locked: blocks with an
  * in-flight lease or pending approval that ran out (what a one-call snapshot expires first), the
- * rows of the batch's keys, and each agent's calls in its block's velocity window, counted up to
- * the block's max_calls as countCalls counts them. Every table is reached through an index per
+ * rows of the batch's keys, and for each agent the numbers of its newest call and of the first in
+ * its block's velocity window, and the newest call's time (see countCalls and recordMoneyCall).
+ * Every table is reached through an index per
  * key or agent (LIMIT 1 keeps the planner from hashing the whole key table instead).
  */
 const read_state = `SELECT
@@ -110,16 +111,26 @@ const read_state = `SELECT
        WHERE block_id IN (SELECT jsonb_array_elements_text(?::jsonb)) AND state = 'pending' AND expires_at_ms <= ?) AS due) AS due,
   (SELECT COALESCE(json_agg(k), '[]') FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, key text)
      CROSS JOIN LATERAL (SELECT * FROM idempotency_keys WHERE agent_id = x.agent_id AND key = x.key LIMIT 1) AS k) AS keys,
-  (SELECT COALESCE(json_agg(json_build_array(x.agent_id,
-     (SELECT COUNT(*) FROM (SELECT 1 FROM money_calls m
-        WHERE m.agent_id = x.agent_id AND m.at_ms > x.since_ms LIMIT x.max_calls) AS in_window))), '[]')
-   FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, since_ms bigint, max_calls bigint)) AS calls`;
+  (SELECT COALESCE(json_agg(json_build_array(x.agent_id, newest.n, newest.at_ms,
+     (SELECT n FROM money_calls WHERE agent_id = x.agent_id AND at_ms > x.since_ms ORDER BY at_ms, n LIMIT 1))), '[]')
+   FROM jsonb_to_recordset(?::jsonb) AS x(agent_id text, since_ms bigint)
+   LEFT JOIN LATERAL (SELECT n, at_ms FROM money_calls WHERE agent_id = x.agent_id ORDER BY at_ms DESC, n DESC LIMIT 1) AS newest ON TRUE) AS windows`;
+
+/** An agent's newest money call: its number and time, which the next call's row follows. */
+interface NewestCall {
+  n: number;
+  at_ms: number;
+}
 
 interface State {
   due: string[];
   keys: IdempotencyRow[];
+  /** Each agent's calls in its block's velocity window, up to its max_calls, as countCalls counts them. */
   calls: Array<[agent_id: string, calls: number]>;
+  newest: Map<string, NewestCall>;
 }
+
+type Window = [agent_id: string, newest_n: number | null, newest_at_ms: number | null, first_n: number | null];
 
 /**
  * The batch's evidence writer: entries are kept in the order they were recorded (the expiries
@@ -181,7 +192,7 @@ interface Writes {
   /** Keys whose old row (an expired derived key) is replaced. */
   replaced: Array<{ agent_id: string; key: string }>;
   keys: IdempotencyRow[];
-  money_calls: Array<{ agent_id: string; at_ms: number }>;
+  money_calls: Array<{ agent_id: string; at_ms: number; n: number }>;
   held: Map<string, number>;
 }
 
@@ -202,13 +213,24 @@ async function flushWrites(tx: SqlTx, writes: Writes): Promise<void> {
 /** Exported for the test that holds the velocity count to max_calls. */
 export async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs: Array<{ agent_id: string; key: string }>, now_ms: number): Promise<State> {
   const ids = JSON.stringify([...blocks.values()].map((row) => row.block_id));
-  const windows = [...blocks.values()].map((block) => ({
-    agent_id: block.agent_id,
-    since_ms: now_ms - block.velocity_window_seconds * 1000,
-    max_calls: block.velocity_max_calls,
-  }));
-  const row = await tx.get<State>(read_state, [ids, now_ms, ids, now_ms, JSON.stringify(pairs), JSON.stringify(windows)]);
-  return row as State;
+  const since = [...blocks.values()].map((block) => ({ agent_id: block.agent_id, since_ms: now_ms - block.velocity_window_seconds * 1000 }));
+  const row = (await tx.get<{ due: string[]; keys: IdempotencyRow[]; windows: Window[] }>(read_state, [
+    ids,
+    now_ms,
+    ids,
+    now_ms,
+    JSON.stringify(pairs),
+    JSON.stringify(since),
+  ])) as { due: string[]; keys: IdempotencyRow[]; windows: Window[] };
+  const max_calls = new Map([...blocks.values()].map((block) => [block.agent_id, block.velocity_max_calls]));
+  const calls: State["calls"] = [];
+  const newest = new Map<string, NewestCall>();
+  for (const [agent_id, newest_n, newest_at_ms, first_n] of row.windows) {
+    const in_window = first_n === null || newest_n === null ? 0 : Number(newest_n) - Number(first_n) + 1;
+    calls.push([agent_id, Math.min(in_window, max_calls.get(agent_id) ?? 0)]);
+    if (newest_n !== null && newest_at_ms !== null) newest.set(agent_id, { n: Number(newest_n), at_ms: Number(newest_at_ms) });
+  }
+  return { due: row.due, keys: row.keys, calls, newest };
 }
 
 /** Expires what ran out on the given blocks, as a one-call snapshot would before deciding, and
@@ -316,7 +338,8 @@ export async function authorizeBatch(
     state = await readState(tx, blocks, pairs, now_ms);
   }
   const stored = new Map(safeIntegers(state.keys).map((row) => [identity(row.agent_id, row.key), row]));
-  const calls = new Map(state.calls.map(([agent_id, count]) => [agent_id, Number(count)]));
+  const calls = new Map(state.calls);
+  const newest = state.newest;
 
   const writes: Writes = { reservations: [], approvals: [], replaced: [], keys: [], money_calls: [], held: new Map() };
   const reservations = new Map<string, ReservationRow>();
@@ -336,7 +359,11 @@ export async function authorizeBatch(
     );
     let held: Pick<Decided, "reservation" | "approval"> = {};
     if (!verdict.replay) {
-      writes.money_calls.push({ agent_id, at_ms: now_ms });
+      // Numbered and stamped as recordMoneyCall would, call after call.
+      const before = newest.get(agent_id);
+      const made: NewestCall = { n: (before?.n ?? 0) + 1, at_ms: Math.max(now_ms, before?.at_ms ?? now_ms) };
+      newest.set(agent_id, made);
+      writes.money_calls.push({ agent_id, ...made });
       calls.set(agent_id, (calls.get(agent_id) ?? 0) + 1);
       if (verdict.effect !== "BLOCK" && block) {
         const rows = holdRows(batch, input, block, key, verdict, now_ms);

@@ -19,6 +19,7 @@ import {
   lockBlock,
   keyInFlightOn,
   putIdempotency,
+  recordMoneyCall,
   reservationByOrder,
   reservationByPayment,
 } from "./statements.js";
@@ -290,7 +291,7 @@ async function writeDecision(
   now_ms: number,
 ): Promise<Written> {
   if (verdict.replay) return {};
-  if (input.agent_id) await tx.run("INSERT INTO money_calls (agent_id, at_ms) VALUES (?, ?)", [input.agent_id, now_ms]);
+  if (input.agent_id) await recordMoneyCall(tx, input.agent_id, now_ms);
   if (verdict.effect === "BLOCK") return {};
   if (input.tool === "create_order") {
     return writeHold(tx, holdRows(context, input, snap.block as BlockRow, snap.key as CallKey, verdict, now_ms), snap.key_row);

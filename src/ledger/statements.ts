@@ -164,16 +164,36 @@ export function approvalByReservation(tx: SqlTx, reservation_id: string): Promis
 }
 
 /**
- * The agent's money calls since now − window_seconds, counted up to max_calls: the velocity
- * guard asks only whether max_calls is reached, and refused calls are rows too, so an agent that
- * keeps calling past its limit would otherwise make every count (under the one write lock) scan
- * all of them. Calls stamped after `now` count too: after the host's clock steps back they are
- * the window's most recent calls, and leaving them out would let as many calls through again.
+ * The agent's money calls since now − window_seconds, counted up to max_calls (the velocity guard
+ * asks only whether max_calls is reached). An agent's calls are numbered in time order
+ * (recordMoneyCall), so the count is the newest call's number less the window's first call's,
+ * plus one: two index seeks, however many calls the window holds. Stepping through them instead
+ * made each decision, under the one write lock, read up to max_calls index entries. Calls stamped
+ * after `now` count too: after the host's clock steps back they are the window's most recent
+ * calls, and leaving them out would let as many calls through again.
  */
 export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, velocity: { window_seconds: number; max_calls: number }): Promise<number> {
-  const row = await tx.get<{ calls: number | string }>(
-    "SELECT COUNT(*) AS calls FROM (SELECT 1 FROM money_calls WHERE agent_id = ? AND at_ms > ? LIMIT ?) AS in_window",
-    [agent_id, now_ms - velocity.window_seconds * 1000, velocity.max_calls],
+  const row = await tx.get<{ last_n: number | string | null; first_n: number | string | null }>(
+    `SELECT (SELECT n FROM money_calls WHERE agent_id = ? ORDER BY at_ms DESC, n DESC LIMIT 1) AS last_n,
+       (SELECT n FROM money_calls WHERE agent_id = ? AND at_ms > ? ORDER BY at_ms, n LIMIT 1) AS first_n`,
+    [agent_id, agent_id, now_ms - velocity.window_seconds * 1000],
   );
-  return Number(row?.calls ?? 0);
+  if (row?.first_n === null || row?.first_n === undefined || row.last_n === null) return 0;
+  return Math.min(Number(row.last_n) - Number(row.first_n) + 1, velocity.max_calls);
+}
+
+/**
+ * Records one money call of the agent for the velocity guard: numbered one past the agent's newest
+ * call, and stamped no earlier than it, so that time order and number order agree (countCalls
+ * relies on it). A call made after the host's clock stepped back is stamped with the newest call's
+ * time: it stays in the window as long as that call, which errs on the side of counting it.
+ */
+export async function recordMoneyCall(tx: SqlTx, agent_id: string, now_ms: number): Promise<void> {
+  await tx.run(
+    `INSERT INTO money_calls (agent_id, at_ms, n)
+       SELECT CAST(? AS TEXT), CASE WHEN newest.at_ms > CAST(? AS BIGINT) THEN newest.at_ms ELSE CAST(? AS BIGINT) END, COALESCE(newest.n, 0) + 1
+       FROM (SELECT 1 AS one) AS here
+       LEFT JOIN (SELECT at_ms, n FROM money_calls WHERE agent_id = ? ORDER BY at_ms DESC, n DESC LIMIT 1) AS newest ON TRUE`,
+    [agent_id, now_ms, now_ms, agent_id],
+  );
 }

@@ -98,7 +98,7 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
     const racers = Array.from({ length: 4 }, () => new PostgresDriver({ url: schema.url, pool_connections_max: 1 }));
     try {
       const applied = await Promise.all(racers.map((racer) => racer.migrate(migrations)));
-      expect(applied.flat().sort()).toEqual(migrations.map((migration) => migration.version));
+      expect(applied.flat().sort((a, b) => a - b)).toEqual(migrations.map((migration) => migration.version));
       expect(await driver.migrate(migrations)).toEqual([]);
     } finally {
       await Promise.all(racers.map((racer) => racer.close()));
