@@ -210,10 +210,23 @@ async function flushWrites(tx: SqlTx, writes: Writes): Promise<void> {
   for (const approval of writes.approvals) await insertApproval(tx, approval);
 }
 
-/** Exported for the test that holds the velocity count to max_calls. */
-export async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs: Array<{ agent_id: string; key: string }>, now_ms: number): Promise<State> {
+/**
+ * Exported for the test that holds the velocity count to max_calls. `agents` are every agent the
+ * batch decides for: one without a block has no window to count, but its refusals are money
+ * calls too, numbered after its newest.
+ */
+export async function readState(
+  tx: SqlTx,
+  blocks: Map<string, BlockRow>,
+  pairs: Array<{ agent_id: string; key: string }>,
+  now_ms: number,
+  agents: readonly string[] = [...blocks.keys()],
+): Promise<State> {
   const ids = JSON.stringify([...blocks.values()].map((row) => row.block_id));
-  const since = [...blocks.values()].map((block) => ({ agent_id: block.agent_id, since_ms: now_ms - block.velocity_window_seconds * 1000 }));
+  const since = agents.map((agent_id) => {
+    const block = blocks.get(agent_id);
+    return { agent_id, since_ms: block ? now_ms - block.velocity_window_seconds * 1000 : null };
+  });
   const row = (await tx.get<{ due: string[]; keys: IdempotencyRow[]; windows: Window[] }>(read_state, [
     ids,
     now_ms,
@@ -227,7 +240,7 @@ export async function readState(tx: SqlTx, blocks: Map<string, BlockRow>, pairs:
   const newest = new Map<string, NewestCall>();
   for (const [agent_id, newest_n, newest_at_ms, first_n] of row.windows) {
     const in_window = first_n === null || newest_n === null ? 0 : Number(newest_n) - Number(first_n) + 1;
-    calls.push([agent_id, Math.min(in_window, max_calls.get(agent_id) ?? 0)]);
+    if (blocks.has(agent_id)) calls.push([agent_id, Math.min(in_window, max_calls.get(agent_id) ?? 0)]);
     if (newest_n !== null && newest_at_ms !== null) newest.set(agent_id, { n: Number(newest_n), at_ms: Number(newest_at_ms) });
   }
   return { due: row.due, keys: row.keys, calls, newest };
@@ -332,10 +345,11 @@ export async function authorizeBatch(
   const inputs = chosen.map((index) => all[index] as AuthorizeInput);
   const keys = inputs.map((input) => callKey(input.agent_id as string, input.tool, input.args, input));
   const pairs = keys.map((key, index) => ({ agent_id: inputs[index]?.agent_id as string, key: key.key }));
-  let state = await readState(tx, blocks, pairs, now_ms);
+  const deciding = [...new Set(inputs.map((input) => input.agent_id as string))];
+  let state = await readState(tx, blocks, pairs, now_ms, deciding);
   if (state.due.length > 0) {
     await expire(tx, batch, blocks, state.due);
-    state = await readState(tx, blocks, pairs, now_ms);
+    state = await readState(tx, blocks, pairs, now_ms, deciding);
   }
   const stored = new Map(safeIntegers(state.keys).map((row) => [identity(row.agent_id, row.key), row]));
   const calls = new Map(state.calls);

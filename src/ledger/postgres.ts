@@ -194,6 +194,15 @@ function isConnectionError(error: unknown): boolean {
   return /Connection terminated|connection error|timeout exceeded when trying to connect|Client was closed|Query read timeout/i.test(message);
 }
 
+/**
+ * Two transactions of one agent numbered a money call alike (recordMoneyCall, or a batch's rows):
+ * possible only when they lock different blocks, or none. The later waited for the earlier's
+ * COMMIT and is run again, so that it counts and numbers after the earlier's call.
+ */
+function isCallNumberTaken(error: unknown): boolean {
+  return codeOf(error) === "23505" && (error as { constraint?: unknown }).constraint === "money_calls_number";
+}
+
 function isStalePlan(error: unknown): boolean {
   if (codeOf(error) !== "0A000" || !(error instanceof Error)) return false;
   return (error as { routine?: unknown }).routine === stale_plan_routine || error.message.includes(stale_plan_message);
@@ -379,7 +388,7 @@ export class PostgresDriver implements SqlDriver {
         // Fresh names make every connection prepare its statements again, against the new columns.
         const stale = isStalePlan(cause);
         if (stale) this.translated.clear();
-        const transient = connection || stale || contention_codes.has(codeOf(cause) ?? "");
+        const transient = connection || stale || contention_codes.has(codeOf(cause) ?? "") || isCallNumberTaken(cause);
         const again = connection ? performance.now() - started_ms < this.reconnect_budget_ms : attempt < pg_transaction_attempts_max;
         if (!transient || !again || this.closed) throw cause;
         const backoff = Math.min(connection ? pg_reconnect_backoff_ms_max : pg_retry_backoff_ms_max, 5 * 2 ** attempt);

@@ -187,6 +187,9 @@ export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, ve
  * call, and stamped no earlier than it, so that time order and number order agree (countCalls
  * relies on it). A call made after the host's clock stepped back is stamped with the newest call's
  * time: it stays in the window as long as that call, which errs on the side of counting it.
+ * On PostgreSQL two transactions of one agent that lock different blocks (or none) may read the
+ * same newest call: the later one's number then collides on the key (agent_id, n) once the
+ * earlier commits, and the driver runs that transaction again, counting the earlier's call.
  */
 export async function recordMoneyCall(tx: SqlTx, agent_id: string, now_ms: number): Promise<void> {
   await tx.run(

@@ -6,11 +6,14 @@
 import type Database from "better-sqlite3";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { openDriver } from "../../src/index.js";
+import { createBursar, openDriver } from "../../src/index.js";
+import { sequentialIds } from "../../src/ids.js";
+import { authorizeBatch } from "../../src/ledger/authorize-batch.js";
 import { migrations } from "../../src/ledger/migrations/index.js";
 import type { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { countCalls, recordMoneyCall } from "../../src/ledger/statements.js";
 import { backends, closeAfterTest } from "../support/backends.js";
+import { manualClock } from "../support/clock.js";
 
 interface Row {
   agent_id: string;
@@ -118,6 +121,52 @@ for (const backend of backends()) {
       }
       await driver.close();
     });
+
+    for (const batched of backend.name === "postgres" ? [true, false] : [false]) {
+      const path = backend.name === "postgres" ? (batched ? ", decided in batches" : ", decided one by one") : "";
+      it(`numbers an agent's refusals before it had a block, and counts them once it has one${path}`, async () => {
+        const clock = manualClock();
+        const bursar = await createBursar({ db: await backend.db(), clock, ids: sequentialIds(), pg_batch_decisions: batched });
+        closeAfterTest(bursar);
+        const { agent_id } = await bursar.operator.createAgent({ name: "late" });
+        const order = (index: number) => bursar.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: `late-${index}` } });
+        const rules: string[] = [];
+        for (let index = 0; index < 5; index++, clock.advance(1_000)) rules.push((await order(index)).verdict.rule);
+        await bursar.operator.createBlock({ agent_id, currency: "INR", reserved: 100_000, velocity: { max_calls: 5, window_seconds: 60 } });
+        for (let index = 5; index < 8; index++, clock.advance(1_000)) rules.push((await order(index)).verdict.rule);
+        expect(rules).toEqual(["R4", "R4", "R4", "R4", "R4", "R6", "R6", "R6"]);
+        const rows = await bursar.driver.read((tx) => tx.all<Row>("SELECT agent_id, at_ms, n FROM money_calls WHERE agent_id = ? ORDER BY n", [agent_id]));
+        expect(rows.map((row) => Number(row.n))).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      });
+    }
+
+    if (backend.name === "postgres") {
+      it("numbers a blockless agent's calls in a batch after its newest call (the batch itself, without the one-by-one fallback)", async () => {
+        const bursar = await createBursar({ db: await backend.db(), ids: sequentialIds() });
+        closeAfterTest(bursar);
+        const { agent_id } = await bursar.operator.createAgent({ name: "blockless" });
+        await bursar.driver.transaction((tx) => recordMoneyCall(tx, agent_id, Date.now()));
+        const inputs = [0, 1].map((index) => ({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: `batch-${index}` } }));
+        const results = await bursar.driver.transaction((tx) => authorizeBatch(tx, bursar.ledger.context, inputs, { wait_for: new Set() }));
+        expect(results.map((result) => result?.verdict.rule)).toEqual(["R4", "R4"]);
+        const rows = await bursar.driver.read((tx) => tx.all<Row>("SELECT agent_id, at_ms, n FROM money_calls WHERE agent_id = ? ORDER BY n", [agent_id]));
+        expect(rows.map((row) => Number(row.n))).toEqual([1, 2, 3]);
+      });
+
+      it("numbers every call once when one agent's transactions lock no common block (a blockless agent's, at once)", async () => {
+        const bursar = await createBursar({ db: await backend.db(), ids: sequentialIds(), pg_batch_decisions: false });
+        closeAfterTest(bursar);
+        const { agent_id } = await bursar.operator.createAgent({ name: "blockless" });
+        const decided = await Promise.all(
+          Array.from({ length: 20 }, (_, index) =>
+            bursar.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: `at-once-${index}` } }),
+          ),
+        );
+        expect(new Set(decided.map((result) => result.verdict.rule))).toEqual(new Set(["R4"]));
+        const rows = await bursar.driver.read((tx) => tx.all<Row>("SELECT agent_id, at_ms, n FROM money_calls WHERE agent_id = ? ORDER BY n", [agent_id]));
+        expect(rows.map((row) => Number(row.n))).toEqual(Array.from({ length: 20 }, (_, index) => index + 1));
+      });
+    }
 
     if (backend.name === "sqlite") {
       it("counts a window of thousands of calls from two seeks of the covering index, with no sort", async () => {

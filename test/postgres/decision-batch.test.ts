@@ -188,7 +188,7 @@ async function contents(bursar: Bursar): Promise<Record<string, unknown[]>> {
     reservations: await tx.all("SELECT * FROM reservations ORDER BY reservation_id"),
     keys: await tx.all("SELECT * FROM idempotency_keys ORDER BY agent_id, key"),
     approvals: await tx.all("SELECT * FROM approvals ORDER BY approval_id"),
-    calls: await tx.all("SELECT agent_id, at_ms FROM money_calls ORDER BY agent_id, at_ms"),
+    calls: await tx.all("SELECT agent_id, at_ms, n FROM money_calls ORDER BY agent_id, n"),
   }));
 }
 
