@@ -195,9 +195,10 @@ function isConnectionError(error: unknown): boolean {
 }
 
 /**
- * Two transactions of one agent numbered a money call alike (recordMoneyCall, or a batch's rows):
- * possible only when they lock different blocks, or none. The later waited for the earlier's
- * COMMIT and is run again, so that it counts and numbers after the earlier's call.
+ * Two transactions of one agent numbered a money call alike: a batch, which reads the agents'
+ * newest calls before their numbering lock (see recordMoneyCall), beside another transaction of
+ * the same agent on another block (or on none). The later waited for the earlier's COMMIT and is
+ * run again, so that it counts and numbers after the earlier's call.
  */
 function isCallNumberTaken(error: unknown): boolean {
   return codeOf(error) === "23505" && (error as { constraint?: unknown }).constraint === "money_calls_number";

@@ -187,11 +187,15 @@ export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, ve
  * call, and stamped no earlier than it, so that time order and number order agree (countCalls
  * relies on it). A call made after the host's clock stepped back is stamped with the newest call's
  * time: it stays in the window as long as that call, which errs on the side of counting it.
- * On PostgreSQL two transactions of one agent that lock different blocks (or none) may read the
- * same newest call: the later one's number then collides on the key (agent_id, n) once the
- * earlier commits, and the driver runs that transaction again, counting the earlier's call.
+ *
+ * On PostgreSQL two transactions of one agent may lock different blocks (or none, for an agent
+ * without one), so the agent's numbering is serialized by a transaction-level advisory lock on
+ * the agent, taken in a statement of its own: the read of the newest call that follows sees a
+ * call the lock waited for. A batch reads the newest calls before any such lock (authorizeBatch);
+ * a number it takes meanwhile collides on the key (agent_id, n), and the driver runs the batch again.
  */
 export async function recordMoneyCall(tx: SqlTx, agent_id: string, now_ms: number): Promise<void> {
+  if (tx.dialect === "postgres") await tx.get("SELECT pg_advisory_xact_lock(hashtextextended(?, 0)) AS locked", [`bursar.money_calls:${agent_id}`]);
   await tx.run(
     `INSERT INTO money_calls (agent_id, at_ms, n)
        SELECT CAST(? AS TEXT), CASE WHEN newest.at_ms > CAST(? AS BIGINT) THEN newest.at_ms ELSE CAST(? AS BIGINT) END, COALESCE(newest.n, 0) + 1

@@ -6,6 +6,7 @@
 import type Database from "better-sqlite3";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { generateSigningKeyPem } from "../../src/evidence/index.js";
 import { createBursar, openDriver } from "../../src/index.js";
 import { sequentialIds } from "../../src/ids.js";
 import { authorizeBatch } from "../../src/ledger/authorize-batch.js";
@@ -153,19 +154,32 @@ for (const backend of backends()) {
         expect(rows.map((row) => Number(row.n))).toEqual([1, 2, 3]);
       });
 
-      it("numbers every call once when one agent's transactions lock no common block (a blockless agent's, at once)", async () => {
-        const bursar = await createBursar({ db: await backend.db(), ids: sequentialIds(), pg_batch_decisions: false });
-        closeAfterTest(bursar);
-        const { agent_id } = await bursar.operator.createAgent({ name: "blockless" });
+      it("numbers every call once when one agent's transactions lock no common block (a blockless agent's, 8 instances at once)", async () => {
+        // One call at a time per transaction (not batched), as captures are: without the agent's
+        // numbering lock, collisions here ran out of retries and failed calls with a raw 23505.
+        const db = await backend.db();
+        const signingKey = generateSigningKeyPem();
+        const instances = [];
+        for (let index = 0; index < 8; index++) {
+          const instance = await createBursar({ db, signingKey, pg_batch_decisions: false });
+          closeAfterTest(instance);
+          instances.push(instance);
+        }
+        const { agent_id } = await (instances[0] as (typeof instances)[number]).operator.createAgent({ name: "blockless" });
+        const calls_per_instance = 16;
         const decided = await Promise.all(
-          Array.from({ length: 20 }, (_, index) =>
-            bursar.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: `at-once-${index}` } }),
+          instances.flatMap((instance, which) =>
+            Array.from({ length: calls_per_instance }, (_, index) =>
+              instance.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: `at-once-${which}-${index}` } }),
+            ),
           ),
         );
         expect(new Set(decided.map((result) => result.verdict.rule))).toEqual(new Set(["R4"]));
-        const rows = await bursar.driver.read((tx) => tx.all<Row>("SELECT agent_id, at_ms, n FROM money_calls WHERE agent_id = ? ORDER BY n", [agent_id]));
-        expect(rows.map((row) => Number(row.n))).toEqual(Array.from({ length: 20 }, (_, index) => index + 1));
-      });
+        const rows = await (instances[0] as (typeof instances)[number]).driver.read((tx) =>
+          tx.all<Row>("SELECT agent_id, at_ms, n FROM money_calls WHERE agent_id = ? ORDER BY n", [agent_id]),
+        );
+        expect(rows.map((row) => Number(row.n))).toEqual(Array.from({ length: 8 * calls_per_instance }, (_, index) => index + 1));
+      }, 60_000);
     }
 
     if (backend.name === "sqlite") {

@@ -2,11 +2,11 @@
 // velocity guard counts the calls in a window from two index seeks (the newest call's number less
 // the number of the window's first call, plus one) instead of stepping through every call in the
 // window under the write lock: up to max_calls index entries for each decision, a millisecond
-// and more for an agent allowed thousands of calls a window. A number is the agent's once: two
-// PostgreSQL transactions of one agent that lock different blocks (or none) and number a call
-// alike collide on the key, and the driver runs the later one again (see recordMoneyCall). The
-// existing rows are numbered by time; SQLite cannot add a NOT NULL column without a default, so
-// the table is copied (on SQLite into a table keyed by the number alone, without a rowid).
+// and more for an agent allowed thousands of calls a window. A number is the agent's once: the
+// table is keyed by (agent_id, n) (on SQLite without a rowid), so two PostgreSQL transactions
+// that number a call alike collide, and the driver runs the later one again (see
+// recordMoneyCall). The existing rows are numbered by time; SQLite cannot add a NOT NULL column
+// without a default, so the table is copied.
 
 import type { Migration } from "../driver.js";
 
