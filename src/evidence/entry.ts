@@ -81,8 +81,7 @@ function digitsAt(text: string, from: number, to: number): number {
   return value;
 }
 
-/** An RFC 3339 date-time's fields, read by position: "YYYY-MM-DDThh:mm:ss", an optional
- *  fraction, then "Z" or "±hh:mm" ending the text. Undefined when the text has another shape. */
+/** An RFC 3339 date-time's fields, unchecked against the calendar. */
 interface Rfc3339Fields {
   year: number;
   month: number;
@@ -95,6 +94,8 @@ interface Rfc3339Fields {
   offset_minutes: number;
 }
 
+/** The fields of `value` read by position: "YYYY-MM-DDThh:mm:ss", an optional fraction, then "Z"
+ *  or "±hh:mm" ending the text. Undefined when the text has another shape. */
 function rfc3339Fields(value: string): Rfc3339Fields | undefined {
   // A writer's bug may hand over another type: it is no time, as the pattern this replaced said.
   if (typeof value !== "string" || value.length < 20) return undefined;

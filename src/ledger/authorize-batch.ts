@@ -28,7 +28,7 @@ import type { SqlTx } from "./driver.js";
 import { callKey } from "./keys.js";
 import { CommitOutcomeUnknownError } from "./postgres.js";
 import { blockState, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
-import { agent_block_order, dropIdempotency, getReservation, lockBlock } from "./statements.js";
+import { agent_block_order, callsInWindow, dropIdempotency, getReservation, lockBlock } from "./statements.js";
 import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 
 /** Decisions one batch carries at most. */
@@ -130,7 +130,12 @@ interface State {
   newest: Map<string, NewestCall>;
 }
 
-type Window = [agent_id: string, newest_n: number | null, newest_at_ms: number | null, first_n: number | null];
+/** What read_state answers; each window is an agent's newest call (number, time) and the number of the first in its window. */
+interface StateRow {
+  due: string[];
+  keys: IdempotencyRow[];
+  windows: Array<[agent_id: string, newest_n: number | null, newest_at_ms: number | null, first_n: number | null]>;
+}
 
 /**
  * The batch's evidence writer: entries are kept in the order they were recorded (the expiries
@@ -227,20 +232,12 @@ export async function readState(
     const block = blocks.get(agent_id);
     return { agent_id, since_ms: block ? now_ms - block.velocity_window_seconds * 1000 : null };
   });
-  const row = (await tx.get<{ due: string[]; keys: IdempotencyRow[]; windows: Window[] }>(read_state, [
-    ids,
-    now_ms,
-    ids,
-    now_ms,
-    JSON.stringify(pairs),
-    JSON.stringify(since),
-  ])) as { due: string[]; keys: IdempotencyRow[]; windows: Window[] };
-  const max_calls = new Map([...blocks.values()].map((block) => [block.agent_id, block.velocity_max_calls]));
+  const row = (await tx.get<StateRow>(read_state, [ids, now_ms, ids, now_ms, JSON.stringify(pairs), JSON.stringify(since)])) as StateRow;
   const calls: State["calls"] = [];
   const newest = new Map<string, NewestCall>();
   for (const [agent_id, newest_n, newest_at_ms, first_n] of row.windows) {
-    const in_window = first_n === null || newest_n === null ? 0 : Number(newest_n) - Number(first_n) + 1;
-    if (blocks.has(agent_id)) calls.push([agent_id, Math.min(in_window, max_calls.get(agent_id) ?? 0)]);
+    const block = blocks.get(agent_id);
+    if (block) calls.push([agent_id, callsInWindow(newest_n, first_n, block.velocity_max_calls)]);
     if (newest_n !== null && newest_at_ms !== null) newest.set(agent_id, { n: Number(newest_n), at_ms: Number(newest_at_ms) });
   }
   return { due: row.due, keys: row.keys, calls, newest };
