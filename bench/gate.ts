@@ -1,12 +1,14 @@
 // bench:gate — create_order from the MCP SDK client through Bursar beside a bare MCP server (same
 // SDK, same fastify assembly, same simulator over loopback HTTP; no policy, ledger or log).
-// Prints added p50/p99 latency and the throughput ratio at 1 and 16 concurrent clients, and
-// where Bursar's time goes by its own /metrics (ledger steps and provider call).
+// Prints added p50/p99 latency and the throughput ratio at 1 and 16 concurrent clients, a
+// yardstick of the bare server plus Bursar's evidence log alone, and where Bursar's time goes by
+// its own /metrics (ledger steps and provider call).
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { generateKeyPairSync } from "node:crypto";
 import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +16,10 @@ import { performance as node_performance } from "node:perf_hooks";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import type { FastifyInstance } from "fastify";
 import { loadConfig } from "../src/config.js";
+import { systemClock } from "../src/clock.js";
 import { randomSecret } from "../src/datadir.js";
+import { createLogSigner, EvidenceLog, type SignedAppendResult } from "../src/evidence/index.js";
+import { migrations, SqliteDriver } from "../src/ledger/index.js";
 import { fdatasyncAsync } from "../src/ledger/sqlite-wal.js";
 import { tool_declarations } from "../src/gate/tools.js";
 import type { Provider } from "../src/provider/port.js";
@@ -42,8 +47,14 @@ const interactive = Boolean(process.stdout.isTTY) && !process.env.CI;
 /** "worker" (default): each server on its own thread, like a separate process; "inline": all on one thread. */
 const placement = process.env.BENCH_SERVERS === "inline" ? "inline" : "worker";
 
-type Role = "bursar" | "bare";
-const roles: readonly Role[] = ["bare", "bursar"];
+/**
+ * bare: no policy, ledger or log. log: the bare server plus Bursar's evidence log alone, as
+ * much of the log as the design asks of every create_order (a signed decision entry durable
+ * before the provider is called, a signed settlement entry after), with no policy or ledger: a
+ * yardstick for how much of Bursar's cost is the log and its storage.
+ */
+type Role = "bursar" | "log" | "bare";
+const roles: readonly Role[] = ["bare", "log", "bursar"];
 
 interface Ready {
   url: string;
@@ -108,14 +119,73 @@ function bareMcpServer(provider: Provider, receipt_counter: { next: number }): S
   return server;
 }
 
+/**
+ * The log yardstick's provider: before each order a signed decision entry, durable before the
+ * order is asked for; after it a signed settlement entry, committed without waiting for its flush
+ * (as Bursar's second phase is). The entries are shaped and sized as Bursar's own for the call.
+ */
+function loggedProvider(provider: Provider, driver: SqliteDriver, log: EvidenceLog): Provider {
+  let next = 0;
+  const createOrder: Provider["createOrder"] = async (input) => {
+    const call = next++;
+    const agent_id = "agt_benchLogYardstk";
+    const reservation_id = `res_bench${String(call).padStart(11, "0")}`;
+    const decision: SignedAppendResult = await driver.transaction((tx) =>
+      log.append(tx, {
+        kind: "gate.decision",
+        source: "gate",
+        body: {
+          agent_id,
+          approval_id: null,
+          args: { amount: input.amount, currency: input.currency, idempotency_key: `bench_${call}` },
+          block_id: "blk_benchLogYardstk",
+          key: { derived: false, params_hash: "0".repeat(64) },
+          payment: null,
+          reservation_id,
+          tool: "create_order",
+          verdict: { effect: "ALLOW", reason: "every rule passed", rule: "ALLOW" },
+        },
+      }),
+    );
+    const outcome = await provider.createOrder({ ...input, receipt: reservation_id });
+    const order = outcome.kind === "ok" ? outcome.value : null;
+    await driver.transaction(
+      (tx) => log.append(tx, { kind: "gate.settlement", source: "gate", body: { action: `order.${outcome.kind}`, agent_id, approval_id: null, order, reservation_id } }),
+      { async_commit: true },
+    );
+    assert(decision.receipt.signature.length > 0, "the decision entry is signed");
+    return outcome;
+  };
+  return { ...provider, createOrder };
+}
+
 /** Mirrors Bursar's /mcp route (src/server/mcp.ts) minus authentication and the gate. */
 function bareMcpRoute(app: FastifyInstance, provider: () => Provider): void {
   const receipt_counter = { next: 0 };
   app.post("/mcp", async (request, reply) => answerStateless(bareMcpServer(provider(), receipt_counter), request, reply));
 }
 
-/** The same fastify assembly and the same simulator mount as Bursar, with a bare /mcp. */
-async function startBare(): Promise<{ ready: Ready; close: () => Promise<void> }> {
+/** The evidence log the log yardstick writes: Bursar's own, on its own SQLite driver (WAL,
+ *  group commit, flushes off the event loop) in a fresh directory. */
+async function openYardstickLog(): Promise<{ driver: SqliteDriver; log: EvidenceLog; close: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-bench-gate-log-"));
+  const driver = new SqliteDriver({ path: join(dir, "bursar.db") });
+  await driver.migrate(migrations);
+  const origin = "bench.local/log";
+  const log = await EvidenceLog.open(driver, { signer: createLogSigner(generateKeyPairSync("ed25519").privateKey, origin), origin, clock: systemClock });
+  // Checkpoints as Bursar's maintenance timer cuts them.
+  const timer = setInterval(() => void log.tick().catch(() => undefined), 1_000);
+  const close = async () => {
+    clearInterval(timer);
+    await driver.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { driver, log, close };
+}
+
+/** The same fastify assembly and the same simulator mount as Bursar, with a bare /mcp (whose
+ *  orders, for the log yardstick, are logged first). */
+async function startBare(logged = false): Promise<{ ready: Ready; close: () => Promise<void> }> {
   const webhook_secret = randomSecret();
   const key_secret = randomSecret();
   const simulator = createSimulator({ webhook_secret, control_routes: false, accept_key: acceptOnlyKey("rzp_test_benchbare", key_secret) });
@@ -133,13 +203,24 @@ async function startBare(): Promise<{ ready: Ready; close: () => Promise<void> }
   assert(typeof address === "object" && address, "the bare server has no address");
   const url = `http://127.0.0.1:${address.port}`;
   provider = createRazorpayProvider({ key_id: "rzp_test_benchbare", key_secret, base_url: `${url}/simulator`, webhook_secret });
-  return { ready: { url, token: "unused" }, close: () => app.close() };
+  if (!logged) return { ready: { url, token: "unused" }, close: () => app.close() };
+  const yardstick = await openYardstickLog();
+  provider = loggedProvider(provider, yardstick.driver, yardstick.log);
+  const close = async () => {
+    await app.close();
+    await yardstick.close();
+  };
+  return { ready: { url, token: "unused" }, close };
+}
+
+function startRole(role: Role): Promise<{ ready: Ready; close: () => Promise<void> }> {
+  return role === "bursar" ? startBursar() : startBare(role === "log");
 }
 
 async function serverWorker(role: Role): Promise<void> {
   const port = parentPort;
   assert(port, "serverWorker runs only in a worker thread");
-  const { ready, close } = role === "bursar" ? await startBursar() : await startBare();
+  const { ready, close } = await startRole(role);
   port.on("message", (message: unknown) => {
     // The server thread's busy time so far: the bench reads it around each slice.
     if (message === "busy") return port.postMessage({ busy_ms: node_performance.eventLoopUtilization().active });
@@ -198,7 +279,7 @@ async function spawnWorker(role: Role): Promise<RunningServer> {
 
 async function spawnServer(role: Role): Promise<RunningServer> {
   if (placement === "worker") return spawnWorker(role);
-  const { ready, close } = role === "bursar" ? await startBursar() : await startBare();
+  const { ready, close } = await startRole(role);
   return { role, ready, stop: close };
 }
 
@@ -430,6 +511,17 @@ function printComparison(all: readonly Measured[]): void {
         `${signed(bursar.p99_ms - bare.p99_ms, 2, 12)}   ${`${ratio.toFixed(3)}x`.padStart(22)}   ${verdict(ratio >= goal_throughput_ratio)}`,
     );
   }
+  console.log("");
+  console.log("yardstick: the bare server plus Bursar's evidence log alone (a signed decision entry durable before the order, a signed settlement entry after)");
+  console.log("clients   added p50 ms   added p99 ms   throughput log/bare   bursar/log");
+  for (const concurrency of concurrency_levels) {
+    const of = (role: Role) => summary(all.find((m) => m.role === role && m.concurrency === concurrency) as Measured);
+    const [bare, log, bursar] = [of("bare"), of("log"), of("bursar")];
+    console.log(
+      `${String(concurrency).padStart(7)}   ${signed(log.p50_ms - bare.p50_ms, 2, 12)}   ${signed(log.p99_ms - bare.p99_ms, 2, 12)}   ` +
+        `${`${(log.calls_per_second / bare.calls_per_second).toFixed(3)}x`.padStart(19)}   ${`${(bursar.calls_per_second / log.calls_per_second).toFixed(3)}x`.padStart(10)}`,
+    );
+  }
 }
 
 /**
@@ -441,16 +533,15 @@ function printServerThreads(all: readonly Measured[]): void {
   if (all.some((measured) => Number.isNaN(measured.server_busy_ms))) return;
   console.log("");
   console.log("server threads (event loop active time): busy per call, and busy share of the slices");
-  console.log("clients   bare µs/call   bursar µs/call   busy bare / bursar   bare/bursar per call");
+  console.log("clients   bare µs/call   log µs/call   bursar µs/call   busy bare / log / bursar   bare/bursar per call");
   for (const concurrency of concurrency_levels) {
     const of = (role: Role) => all.find((m) => m.role === role && m.concurrency === concurrency) as Measured;
     const per_call_us = (measured: Measured) => (measured.server_busy_ms * 1000) / measured.calls;
     const share = (measured: Measured) => `${((100 * measured.server_busy_ms) / measured.elapsed_ms).toFixed(0)}%`;
-    const bare = of("bare");
-    const bursar = of("bursar");
+    const [bare, log, bursar] = [of("bare"), of("log"), of("bursar")];
     console.log(
-      `${String(concurrency).padStart(7)}   ${fixed(per_call_us(bare), 0, 12)}   ${fixed(per_call_us(bursar), 0, 14)}   ` +
-        `${`${share(bare)} / ${share(bursar)}`.padStart(18)}   ${fixed(per_call_us(bare) / per_call_us(bursar), 3, 20)}`,
+      `${String(concurrency).padStart(7)}   ${fixed(per_call_us(bare), 0, 12)}   ${fixed(per_call_us(log), 0, 11)}   ${fixed(per_call_us(bursar), 0, 14)}   ` +
+        `${`${share(bare)} / ${share(log)} / ${share(bursar)}`.padStart(24)}   ${fixed(per_call_us(bare) / per_call_us(bursar), 3, 20)}`,
     );
   }
 }
@@ -493,6 +584,7 @@ async function main(): Promise<void> {
     console.log("bench:gate — create_order via the MCP SDK client (Streamable HTTP, stateless, JSON responses), loopback");
     console.log(`  bursar: startServer + simulator at /simulator, SQLite WAL (fdatasync before any answer), data dir under ${tmpdir()}`);
     console.log("  bare:   same SDK Server per request + same fastify assembly + same simulator via the razorpay client; no policy, ledger or log");
+    console.log("  log:    bare + Bursar's evidence log on its SQLite driver: two signed entries per order, the first durable before the order; no policy or ledger");
     console.log(
       `  ${measure_seconds} s per configuration in ${slices_per_configuration} alternating slices after ${warmup_calls} warm-up calls; ` +
         `${placement === "worker" ? "servers in worker threads, clients on the main thread" : "servers and clients on one thread"}; ${availableParallelism()} CPUs, load average ${load_before.toFixed(2)} at start`,
