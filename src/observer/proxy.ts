@@ -378,7 +378,7 @@ function mayHoldResponse(data: string): boolean {
   return data.includes('"id"') || data.includes("\\u");
 }
 
-function sseTap(exchange: Exchange, transport: string, status: number, correlator: Correlator): ResponseTap {
+function sseTap(exchange: Exchange, transport: string, status: number, correlator: Correlator, held: HeldBytes): ResponseTap {
   // Set once an event too large to read went past: the client got it, and it may have answered any call still pending.
   let skipped_too_large = false;
   const reader = new SseReader(
@@ -391,6 +391,7 @@ function sseTap(exchange: Exchange, transport: string, status: number, correlato
       }
     },
     () => (skipped_too_large = true),
+    held,
   );
   // A call the stream left unanswered (ended or cut) after an event too large to read may have
   // had its answer in it, which no resumed stream brings again: it is recorded as answered but
@@ -398,6 +399,7 @@ function sseTap(exchange: Exchange, transport: string, status: number, correlato
   // answered). Otherwise, with a session, it may still be answered on a resumed GET stream;
   // without one nothing can resume it.
   const cut = (outcome: Outcome) => {
+    reader.release();
     if (skipped_too_large) exchange.settleUnread({ type: "unread_response", reason: "too_large", status }, transport);
     else if (exchange.session === "") exchange.settle(outcome, transport);
     else exchange.awaitResume();
@@ -442,7 +444,7 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
   const form = bodyForm(upstream.headers, false);
   if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form, context.held);
   const transport = exchange.request.method === "GET" ? "sse_get" : "sse";
-  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator);
+  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator, context.held);
 }
 
 /**

@@ -6,6 +6,14 @@
 /** An event (or an unterminated line) larger than this is not observed; the bytes still flow. */
 export const sse_event_chars_max = 4_194_304;
 
+/** The budget a reader charges what it holds to (the observer's one bound on bytes held to read). */
+export interface HeldBudget {
+  take(bytes: number): boolean;
+  give(bytes: number): void;
+}
+
+const unbounded: HeldBudget = { take: () => true, give: () => undefined };
+
 export class SseReader {
   private readonly decoder = new TextDecoder("utf-8");
   private pending = "";
@@ -14,14 +22,55 @@ export class SseReader {
   private oversized = false;
   /** A CR ended the last chunk: a LF starting the next one belongs to it. */
   private after_cr = false;
+  /** What the budget has been charged for: two bytes a UTF-16 unit of the unfinished line and event. */
+  private charged = 0;
 
   constructor(
     private readonly onEvent: (data: string) => void,
-    /** An event was dispatched to the client but skipped here: over sse_event_chars_max. */
+    /** An event was dispatched to the client but skipped here: over sse_event_chars_max, or over the budget. */
     private readonly onOversized: () => void = () => undefined,
+    private readonly budget: HeldBudget = unbounded,
   ) {}
 
   push(chunk: Uint8Array): void {
+    this.read(chunk);
+    this.charge();
+  }
+
+  /** Gives back everything charged: the stream has ended or been cut. */
+  release(): void {
+    this.skip();
+    this.budget.give(this.charged);
+    this.charged = 0;
+  }
+
+  /** Drops the unfinished line and event; the event is said to be oversized when it ends. */
+  private skip(): void {
+    this.pending = "";
+    this.data = [];
+    this.data_chars = 0;
+    this.oversized = true;
+  }
+
+  /**
+   * After each chunk: charges the budget for what the reader holds now (a line or an event still
+   * arriving), or gives back what it no longer holds. When the budget cannot take it, the event
+   * is skipped as one too large to read: the bytes still flow, and the reader holds nothing more
+   * of it. (Within one chunk it may hold up to that chunk's size past what was charged.)
+   */
+  private charge(): void {
+    const holding = 2 * (this.pending.length + this.data_chars);
+    if (holding <= this.charged) {
+      this.budget.give(this.charged - holding);
+      this.charged = holding;
+    } else if (this.budget.take(holding - this.charged)) {
+      this.charged = holding;
+    } else {
+      this.release();
+    }
+  }
+
+  private read(chunk: Uint8Array): void {
     let text = this.decoder.decode(chunk, { stream: true });
     if (this.after_cr && text.startsWith("\n")) text = text.slice(1);
     this.after_cr = false;
@@ -38,10 +87,7 @@ export class SseReader {
       start = i + 1;
     }
     this.pending += text.slice(start);
-    if (this.pending.length > sse_event_chars_max) {
-      this.pending = "";
-      this.oversized = true;
-    }
+    if (this.pending.length > sse_event_chars_max) this.skip();
   }
 
   private line(line: string): void {
@@ -49,11 +95,11 @@ export class SseReader {
     if (line.startsWith(":")) return;
     const colon = line.indexOf(":");
     const field = colon === -1 ? line : line.slice(0, colon);
-    if (field !== "data") return;
+    if (field !== "data" || this.oversized) return;
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
     this.data_chars += value.length + 1;
-    if (this.data_chars > sse_event_chars_max) this.oversized = true;
+    if (this.data_chars > sse_event_chars_max) this.skip();
     else this.data.push(value);
   }
 

@@ -173,6 +173,31 @@ describe("the bytes all exchanges' taps hold", () => {
     ]);
   }, 30_000);
 
+  it("count an SSE event being read too: one that does not fit is skipped as too large, and what a stream held comes back when it ends", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-stateless`);
+    const headers = { "x-bursar-observer-token": source.observer_token, "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
+    const held = h.evidence.observer.held;
+    expect(held.bytes).toBe(0);
+    // Standing in for other exchanges holding all but 1 MiB: a 600,000-character event is charged at two bytes a unit.
+    const others = observed_bytes_held_max - 1_048_576;
+    expect(held.take(others)).toBe(true);
+    try {
+      const answered = await raw(source.observer_url, "POST", headers, toolCall(5, "big", { size: 600_000 }));
+      expect(answered.status).toBe(200);
+      expect(answered.bytes.length).toBeGreaterThan(600_000);
+      expect(held.bytes).toBe(others);
+    } finally {
+      held.give(others);
+    }
+    expect((await raw(source.observer_url, "POST", headers, toolCall(6, "big", { size: 600_000 }))).status).toBe(200);
+    expect(held.bytes).toBe(0);
+    const calls = await recorded(source.id);
+    expect(calls.map((call) => [call.jsonrpc_id, call.transport, call.outcome])).toEqual([
+      [5, "sse", { type: "unread_response", reason: "too_large", status: 200 }],
+      [6, "sse", { type: "result", is_error: false }],
+    ]);
+  });
+
   it("while full, count a small call whose method member is written in \\u escapes, which a stock SDK server runs", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
     const session = await rawSession(`${upstream.url}/mcp-json`);
