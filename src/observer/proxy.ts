@@ -364,6 +364,9 @@ class Exchange {
 
 interface ResponseTap {
   push(chunk: Buffer): void;
+  /** The response has ended or broken off: what was held only to read more of it goes, at once,
+   *  whether or not its calls are known yet (end or cut may wait for them). */
+  finish(): void;
   end(): void;
   /** The response broke off before its end; `outcome` is what its calls left unanswered get. */
   cut(outcome: Outcome): void;
@@ -399,12 +402,12 @@ function sseTap(exchange: Exchange, transport: string, status: number, correlato
   // answered). Otherwise, with a session, it may still be answered on a resumed GET stream;
   // without one nothing can resume it.
   const cut = (outcome: Outcome) => {
-    reader.release();
     if (skipped_too_large) exchange.settleUnread({ type: "unread_response", reason: "too_large", status }, transport);
     else if (exchange.session === "") exchange.settle(outcome, transport);
     else exchange.awaitResume();
   };
-  return { push: (chunk) => reader.push(chunk), end: () => cut({ type: "no_response", reason: "stream_ended" }), cut };
+  // An event left unfinished when the stream ends or breaks off is never dispatched (nor said to be skipped).
+  return { push: (chunk) => reader.push(chunk), finish: () => reader.release(), end: () => cut({ type: "no_response", reason: "stream_ended" }), cut };
 }
 
 function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldBytes): ResponseTap {
@@ -412,6 +415,8 @@ function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldB
   const tap = exchange.calls.length > 0 || !exchange.calls_known ? new BodyTap(false, form, held) : null;
   return {
     push: (chunk) => tap?.push(chunk),
+    // The body is read once its calls are known (end).
+    finish: () => undefined,
     end: () => {
       if (!tap) return;
       const parsed = tap.json();
@@ -435,7 +440,12 @@ function unanswered(tap: BodyTap, parsed: unknown, status: number): Outcome {
 
 /** A compressed SSE stream: nothing in it can be read, so its request's calls are settled as unread when it ends. */
 function unreadStreamTap(exchange: Exchange, transport: string, status: number): ResponseTap {
-  return { push: () => undefined, end: () => exchange.settle({ type: "unread_response", reason: "encoded", status }, transport), cut: (outcome) => exchange.settle(outcome, transport) };
+  return {
+    push: () => undefined,
+    finish: () => undefined,
+    end: () => exchange.settle({ type: "unread_response", reason: "encoded", status }, transport),
+    cut: (outcome) => exchange.settle(outcome, transport),
+  };
 }
 
 function responseTap(exchange: Exchange, upstream: IncomingMessage, context: RelayContext): ResponseTap {
@@ -532,6 +542,7 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
     // Node writes trailers after a chunked body only (the Trailer header goes with the others).
     if (upstream.rawTrailers.length > 0) response.addTrailers(writableTrailers(upstream.rawTrailers));
     response.end();
+    tap.finish();
     exchange.whenRegistered(() => tap.end());
   });
   // Cut before its end: by the upstream (a reset) or from this side. The client's answer is cut
@@ -540,6 +551,7 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
     if (upstream.complete) return;
     response.destroy();
     const outcome: Outcome = { type: "no_response", reason: exchange.cancelled ? "cancelled" : "response_cut", status: upstream.statusCode ?? 0 };
+    tap.finish();
     exchange.whenRegistered(() => tap.cut(outcome));
   });
   // The cut's error (ECONNRESET, "aborted") is what its close, above, records.
@@ -638,10 +650,16 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   request.on("error", () => upstream.destroy());
   // After its end this changes nothing; before it (the gateway went away mid-upload), the tap's
   // bytes go back to the shared budget, and an answer waiting for the calls goes on without them.
-  request.on("close", () => {
+  // Once its answer has been sent, Node no longer ties a request still uploading to its
+  // connection, and it is never closed when the connection goes: the connection's close stands in.
+  const socket = request.socket;
+  const closed = () => {
+    socket.off("close", closed);
     tap?.release();
     exchange.requestClosed();
-  });
+  };
+  request.on("close", closed);
+  socket.on("close", closed);
   let answered = false;
   // Other 1xx are the connection's own: Node's server answers an Expect: 100-continue itself.
   upstream.on("information", (information) => {

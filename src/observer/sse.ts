@@ -14,10 +14,23 @@ export interface HeldBudget {
 
 const unbounded: HeldBudget = { take: () => true, give: () => undefined };
 
+/**
+ * A copy of `text` that shares no memory with the string it was cut from. A piece cut from a
+ * chunk's text (slice) can keep that whole text alive: kept data lines of 20 characters, each from
+ * a 64 KiB chunk, held 1,900 times what they were charged for.
+ */
+function detached(text: string): string {
+  return Buffer.from(text, "utf8").toString("utf8");
+}
+
 export class SseReader {
   private readonly decoder = new TextDecoder("utf-8");
   private pending = "";
+  /** The rest of a line cut short by skip() is dropped up to its end, never read as a line of its own. */
+  private discarding = false;
   private data: string[] = [];
+  /** How many of `data` are detached copies; the rest were cut from the chunk being read. */
+  private data_detached = 0;
   private data_chars = 0;
   private oversized = false;
   /** A CR ended the last chunk: a LF starting the next one belongs to it. */
@@ -34,6 +47,7 @@ export class SseReader {
 
   push(chunk: Uint8Array): void {
     this.read(chunk);
+    this.detachData();
     this.charge();
   }
 
@@ -44,12 +58,24 @@ export class SseReader {
     this.charged = 0;
   }
 
-  /** Drops the unfinished line and event; the event is said to be oversized when it ends. */
+  /** Drops the unfinished line (the rest of it too, as it arrives) and event; the event is said
+   *  to be oversized when it ends. */
   private skip(): void {
+    if (this.pending !== "") this.discarding = true;
     this.pending = "";
     this.data = [];
+    this.data_detached = 0;
     this.data_chars = 0;
     this.oversized = true;
+  }
+
+  /** The data lines this chunk added to an event still arriving, copied off the chunk's text
+   *  as one piece (dispatch joins the pieces with LF, as it would the lines). */
+  private detachData(): void {
+    if (this.data.length - this.data_detached < 1) return;
+    const fresh = this.data.splice(this.data_detached);
+    this.data.push(detached(fresh.join("\n")));
+    this.data_detached = this.data.length;
   }
 
   /**
@@ -78,15 +104,19 @@ export class SseReader {
     for (let i = 0; i < text.length; i++) {
       const code = text.charCodeAt(i);
       if (code !== 0x0a && code !== 0x0d) continue;
-      this.line(this.pending + text.slice(start, i));
+      const line = this.pending + text.slice(start, i);
       this.pending = "";
+      if (this.discarding) this.discarding = false;
+      else this.line(line);
       if (code === 0x0d) {
         if (i + 1 === text.length) this.after_cr = true;
         else if (text.charCodeAt(i + 1) === 0x0a) i++;
       }
       start = i + 1;
     }
-    this.pending += text.slice(start);
+    if (this.discarding || start === text.length) return;
+    // The line goes on in the next chunk: its start is kept as a copy when cut from this text.
+    this.pending += start === 0 ? text : detached(text.slice(start));
     if (this.pending.length > sse_event_chars_max) this.skip();
   }
 
@@ -108,6 +138,7 @@ export class SseReader {
     const deliver = !this.oversized && this.data.length > 0 && data !== "";
     const oversized = this.oversized;
     this.data = [];
+    this.data_detached = 0;
     this.data_chars = 0;
     this.oversized = false;
     if (deliver) this.onEvent(data);

@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex, type AppendInput } from "../../src/evidence/index.js";
 import { jsonrpc_id_chars_max, pending_bytes_max } from "../../src/observer/calls.js";
-import { connect, type Socket } from "node:net";
+import { createServer } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
 import { observed_body_bytes_max, observed_bytes_held_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
 import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
@@ -196,6 +197,35 @@ describe("the bytes all exchanges' taps hold", () => {
       [5, "sse", { type: "unread_response", reason: "too_large", status: 200 }],
       [6, "sse", { type: "result", is_error: false }],
     ]);
+  });
+
+  it("come back when the gateway goes away mid-upload after the answer has ended (Node no longer closes such a request)", async () => {
+    // An upstream that answers at once, before the body has arrived: part of an event, then the end.
+    const early = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(`data: ${"x".repeat(300_000)}`);
+      setTimeout(() => response.end(), 100);
+    });
+    await new Promise<void>((resolve) => early.listen(0, "127.0.0.1", resolve));
+    try {
+      const source = await observerSource(h, `http://127.0.0.1:${(early.address() as AddressInfo).port}/mcp`);
+      const held = h.evidence.observer.held;
+      expect(held.bytes).toBe(0);
+      const socket = connect(Number(new URL(h.url).port), "127.0.0.1");
+      socket.on("error", () => undefined);
+      let answer = "";
+      socket.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
+      socket.write(`POST /observe HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nx-bursar-observer-token: ${source.observer_token}\r\n\r\n`);
+      socket.write('11\r\n{"jsonrpc":"2.0",\r\n');
+      await waitFor(() => answer.endsWith("0\r\n\r\n"), 5_000, "the answer to end");
+      // The answer's unfinished event is let go as the answer ends; the request's bytes once its connection closes.
+      expect(held.bytes).toBe(Buffer.byteLength('{"jsonrpc":"2.0",'));
+      socket.destroy();
+      await waitFor(() => held.bytes === 0, 10_000, "the bytes held for the request to come back");
+    } finally {
+      early.closeAllConnections();
+      await new Promise<void>((resolve) => early.close(() => resolve()));
+    }
   });
 
   it("while full, count a small call whose method member is written in \\u escapes, which a stock SDK server runs", async () => {

@@ -3,8 +3,11 @@
 // an event the budget cannot take as one too large to read.
 
 import fc from "fast-check";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { SseReader, type HeldBudget } from "../../src/observer/sse.js";
+import { ensureBuilt, repo_root } from "../support/build.js";
 
 /** A budget of `limit` bytes that remembers the most it ever lent. */
 function budget(limit: number): HeldBudget & { bytes: number; most: number } {
@@ -77,5 +80,59 @@ describe("the SSE reader's budget", () => {
     expect(skipped).toBe(1);
     expect(held.most).toBeLessThanOrEqual(1_000);
     expect(held.bytes).toBe(0);
+  });
+
+  it("drops the rest of a line cut short by the budget up to its end, never reading it as a line of its own", () => {
+    const held = budget(1_000);
+    const answer = '{"jsonrpc":"2.0","id":1,"result":{"content":[]}}';
+    // The client's event is 600 x's and the answer on two data lines: not JSON, so no answer read.
+    const { events, skipped } = read(`data: ${"x".repeat(600)}\ndata: ${answer}\n\ndata: next\n\n`, [606], held);
+    expect(events).toEqual(["next"]);
+    expect(skipped).toBe(1);
+  });
+
+  it("says nothing of an event cut short by the budget that never ended", () => {
+    const held = budget(1_000);
+    // The SDK writes one data line an event: its line end comes alone, after the line was skipped.
+    const text = `event: message\ndata: {"pad":"${"p".repeat(600)}"}\n`;
+    const { skipped, reader } = read(text, [text.length - 1], held);
+    reader.release();
+    expect(skipped).toBe(0);
+    expect(held.bytes).toBe(0);
+  });
+
+  it("takes nothing from the budget for the rest of a skipped line", () => {
+    const held = budget(2_000);
+    const reader = new SseReader(() => undefined, () => undefined, held);
+    reader.push(Buffer.from(`data: ${"x".repeat(1_194)}`));
+    expect(held.bytes).toBe(0);
+    reader.push(Buffer.from("y".repeat(900)));
+    expect(held.bytes).toBe(0);
+    reader.push(Buffer.from("\ndata: z"));
+    expect(held.bytes).toBe(2 * "data: z".length);
+  });
+
+  it("reads an event whose data lines arrive over many chunks as one piece would give it", () => {
+    const lines = Array.from({ length: 50 }, (_, i) => `line ${i} ${"q".repeat(i)}`);
+    const text = `${lines.map((line) => `data: ${line}`).join("\r\n")}\r\n\r\n`;
+    const cuts = Array.from({ length: 40 }, (_, i) => 37 * i + 5);
+    expect(read(text, cuts, budget(1_000_000)).events).toEqual([lines.join("\n")]);
+  });
+
+  it("holds no more than it is charged for: a data line kept from a chunk does not keep the chunk's text alive", () => {
+    ensureBuilt();
+    // 300 chunks of a 64 KB comment and a 20-character data line of one event still arriving:
+    // kept as slices of the chunks' text they held 300 x 64 KB; charged 300 x 42 bytes.
+    const script = `
+      const { SseReader } = await import(${JSON.stringify(join(repo_root, "dist/src/observer/sse.js"))});
+      let charged = 0;
+      const reader = new SseReader(() => {}, () => {}, { take: (n) => ((charged += n), true), give: (n) => void (charged -= n) });
+      globalThis.gc(); const before = process.memoryUsage().heapUsed;
+      for (let i = 0; i < 300; i++) reader.push(Buffer.from(":" + "p".repeat(65_000) + "\\ndata: 0123456789abcdef\\n"));
+      globalThis.gc(); console.log(JSON.stringify({ retained: process.memoryUsage().heapUsed - before, charged }));`;
+    const out = execFileSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], { encoding: "utf8" });
+    const { retained, charged } = JSON.parse(out) as { retained: number; charged: number };
+    expect(charged).toBe(300 * 2 * 17);
+    expect(retained).toBeLessThan(2_000_000);
   });
 });
