@@ -652,11 +652,16 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   // bytes go back to the shared budget, and an answer waiting for the calls goes on without them.
   // Once its answer has been sent, Node no longer ties a request still uploading to its
   // connection, and it is never closed when the connection goes: the connection's close stands in.
+  // A request closed before its end has its upstream request cut too, which Node does only while
+  // the answer is unfinished (through the request's error).
   const socket = request.socket;
   const closed = () => {
     socket.off("close", closed);
     tap?.release();
     exchange.requestClosed();
+    if (request.complete) return;
+    exchange.cancelled = true;
+    upstream.destroy();
   };
   request.on("close", closed);
   socket.on("close", closed);

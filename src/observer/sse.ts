@@ -23,9 +23,24 @@ function detached(text: string): string {
   return Buffer.from(text, "utf8").toString("utf8");
 }
 
+/**
+ * What each piece of an unfinished line and each kept data string costs the heap besides its
+ * characters (string and list headers): an upstream writing one byte at a time held 32 bytes a
+ * byte while charged 2.
+ */
+export const piece_overhead_bytes = 64;
+
+/** Whether a line that begins `start` may be a `data` field line (field name "data", then ":" or the line's end). */
+function mayBeDataLine(start: string): boolean {
+  if (start === "") return false;
+  return start.length <= 4 ? "data".startsWith(start) : start.startsWith("data:");
+}
+
 export class SseReader {
   private readonly decoder = new TextDecoder("utf-8");
   private pending = "";
+  /** The pieces `pending` is made of, each from one chunk. */
+  private pending_pieces = 0;
   /** The rest of a line cut short by skip() is dropped up to its end, never read as a line of its own. */
   private discarding = false;
   private data: string[] = [];
@@ -58,15 +73,17 @@ export class SseReader {
     this.charged = 0;
   }
 
-  /** Drops the unfinished line (the rest of it too, as it arrives) and event; the event is said
-   *  to be oversized when it ends. */
+  /** Drops the unfinished line (the rest of it too, as it arrives) and event. The event is said
+   *  to be oversized when it ends if it held data or the line dropped may have been data (a
+   *  comment or another field dropped loses nothing of what the event carries). */
   private skip(): void {
+    if (this.data_chars > 0 || mayBeDataLine(this.pending.slice(0, 5))) this.oversized = true;
     if (this.pending !== "") this.discarding = true;
     this.pending = "";
+    this.pending_pieces = 0;
     this.data = [];
     this.data_detached = 0;
     this.data_chars = 0;
-    this.oversized = true;
   }
 
   /** The data lines this chunk added to an event still arriving, copied off the chunk's text
@@ -85,7 +102,7 @@ export class SseReader {
    * of it. (Within one chunk it may hold up to that chunk's size past what was charged.)
    */
   private charge(): void {
-    const holding = 2 * (this.pending.length + this.data_chars);
+    const holding = 2 * (this.pending.length + this.data_chars) + piece_overhead_bytes * (this.pending_pieces + this.data.length);
     if (holding <= this.charged) {
       this.budget.give(this.charged - holding);
       this.charged = holding;
@@ -106,6 +123,7 @@ export class SseReader {
       if (code !== 0x0a && code !== 0x0d) continue;
       const line = this.pending + text.slice(start, i);
       this.pending = "";
+      this.pending_pieces = 0;
       if (this.discarding) this.discarding = false;
       else this.line(line);
       if (code === 0x0d) {
@@ -117,6 +135,7 @@ export class SseReader {
     if (this.discarding || start === text.length) return;
     // The line goes on in the next chunk: its start is kept as a copy when cut from this text.
     this.pending += start === 0 ? text : detached(text.slice(start));
+    this.pending_pieces++;
     if (this.pending.length > sse_event_chars_max) this.skip();
   }
 

@@ -199,13 +199,19 @@ describe("the bytes all exchanges' taps hold", () => {
     ]);
   });
 
-  it("come back when the gateway goes away mid-upload after the answer has ended (Node no longer closes such a request)", async () => {
+  it("come back when the gateway goes away mid-upload after the answer has ended (Node no longer closes such a request), and the upload to the upstream is cut", async () => {
     // An upstream that answers at once, before the body has arrived: part of an event, then the end.
-    const early = createServer((_request, response) => {
+    let upstream_connection_closed = false;
+    const early = createServer((request, response) => {
+      request.socket.on("close", () => (upstream_connection_closed = true));
       response.writeHead(200, { "content-type": "text/event-stream" });
       response.write(`data: ${"x".repeat(300_000)}`);
       setTimeout(() => response.end(), 100);
     });
+    // Nothing of its own ends the unfinished upload (Node's server would after 5 s, taking the
+    // connection for an idle one once its answer has ended).
+    early.requestTimeout = 0;
+    early.keepAliveTimeout = 0;
     await new Promise<void>((resolve) => early.listen(0, "127.0.0.1", resolve));
     try {
       const source = await observerSource(h, `http://127.0.0.1:${(early.address() as AddressInfo).port}/mcp`);
@@ -222,6 +228,7 @@ describe("the bytes all exchanges' taps hold", () => {
       expect(held.bytes).toBe(Buffer.byteLength('{"jsonrpc":"2.0",'));
       socket.destroy();
       await waitFor(() => held.bytes === 0, 10_000, "the bytes held for the request to come back");
+      await waitFor(() => upstream_connection_closed, 5_000, "the unfinished upload to the upstream to be cut");
     } finally {
       early.closeAllConnections();
       await new Promise<void>((resolve) => early.close(() => resolve()));

@@ -6,7 +6,7 @@ import fc from "fast-check";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { SseReader, type HeldBudget } from "../../src/observer/sse.js";
+import { piece_overhead_bytes, SseReader, type HeldBudget } from "../../src/observer/sse.js";
 import { ensureBuilt, repo_root } from "../support/build.js";
 
 /** A budget of `limit` bytes that remembers the most it ever lent. */
@@ -67,7 +67,7 @@ describe("the SSE reader's budget", () => {
     expect(events).toEqual(["a".repeat(300), "b".repeat(300)]);
     expect(held.bytes).toBe(0);
     reader.push(Buffer.from(`data: ${"c".repeat(100)}\n`));
-    expect(held.bytes).toBe(2 * 101);
+    expect(held.bytes).toBe(2 * 101 + piece_overhead_bytes);
     reader.release();
     expect(held.bytes).toBe(0);
   });
@@ -109,7 +109,7 @@ describe("the SSE reader's budget", () => {
     reader.push(Buffer.from("y".repeat(900)));
     expect(held.bytes).toBe(0);
     reader.push(Buffer.from("\ndata: z"));
-    expect(held.bytes).toBe(2 * "data: z".length);
+    expect(held.bytes).toBe(2 * "data: z".length + piece_overhead_bytes);
   });
 
   it("reads an event whose data lines arrive over many chunks as one piece would give it", () => {
@@ -122,7 +122,7 @@ describe("the SSE reader's budget", () => {
   it("holds no more than it is charged for: a data line kept from a chunk does not keep the chunk's text alive", () => {
     ensureBuilt();
     // 300 chunks of a 64 KB comment and a 20-character data line of one event still arriving:
-    // kept as slices of the chunks' text they held 300 x 64 KB; charged 300 x 42 bytes.
+    // kept as slices of the chunks' text they held 300 x 64 KB; charged 300 x 98 bytes.
     const script = `
       const { SseReader } = await import(${JSON.stringify(join(repo_root, "dist/src/observer/sse.js"))});
       let charged = 0;
@@ -132,7 +132,23 @@ describe("the SSE reader's budget", () => {
       globalThis.gc(); console.log(JSON.stringify({ retained: process.memoryUsage().heapUsed - before, charged }));`;
     const out = execFileSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], { encoding: "utf8" });
     const { retained, charged } = JSON.parse(out) as { retained: number; charged: number };
-    expect(charged).toBe(300 * 2 * 17);
+    expect(charged).toBe(300 * (2 * 17 + 64));
     expect(retained).toBeLessThan(2_000_000);
+  });
+
+  it("charges a line arriving a byte at a time for the pieces it is held in, not only its characters", () => {
+    const held = budget(Number.MAX_SAFE_INTEGER);
+    const reader = new SseReader(() => undefined, () => undefined, held);
+    for (const byte of Buffer.from("data: 0123456789")) reader.push(Buffer.from([byte]));
+    expect(held.bytes).toBe(2 * 16 + 16 * piece_overhead_bytes);
+  });
+
+  it("does not say an event was skipped when only a comment or another field of it was dropped", () => {
+    const held = budget(500);
+    const { events, skipped } = read(`: ${"p".repeat(300)}\nevent: message\ndata: kept\n\n`, [200], held);
+    expect(events).toEqual(["kept"]);
+    expect(skipped).toBe(0);
+    const dropped = read(`data:${"p".repeat(300)}\n\n`, [200], budget(300));
+    expect(dropped.skipped).toBe(1);
   });
 });
