@@ -50,7 +50,8 @@ export class SseReader {
   private oversized = false;
   /** A CR ended the last chunk: a LF starting the next one belongs to it. */
   private after_cr = false;
-  /** What the budget has been charged for: two bytes a UTF-16 unit of the unfinished line and event. */
+  /** What the budget has been charged for: two bytes a UTF-16 unit of the unfinished line and
+   *  event, and piece_overhead_bytes for each piece they are held in. */
   private charged = 0;
 
   constructor(
@@ -66,7 +67,8 @@ export class SseReader {
     this.charge();
   }
 
-  /** Gives back everything charged: the stream has ended or been cut. */
+  /** Drops what the reader holds and gives back everything charged: the stream has ended or
+   *  been cut, or the budget cannot take what it holds. */
   release(): void {
     this.skip();
     this.budget.give(this.charged);
