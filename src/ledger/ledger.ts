@@ -42,7 +42,7 @@ export interface Agent {
  */
 export interface Inbox {
   /** Oldest first, as GET /api/v1/approvals?state=pending walks them; at most inbox_approvals_max. */
-  pending_approvals: ApprovalRow[];
+  pending_approvals: ApprovalView[];
   pending_approvals_total: number;
   /** Oldest first; at most inbox_unknown_outcomes_max. */
   unknown_outcomes: ReservationRow[];
@@ -72,8 +72,20 @@ export interface ApprovalPosition {
   approval_id: string;
 }
 
+/**
+ * An approval as the operator sees it: its row, with the amount and currency its held call would
+ * move as fields of their own (its reservation's). The call's arguments (`args_json`) are the
+ * agent's own text in the agent's own key order, notes and receipt included: an agent can write
+ * "amount 100" there, and put the real amount thousands of characters in.
+ */
+export type ApprovalView = ApprovalRow & { amount: number; currency: string };
+
+const approval_view_columns =
+  "approvals.*, (SELECT r.amount FROM reservations r WHERE r.reservation_id = approvals.reservation_id) AS amount, " +
+  "(SELECT r.currency FROM reservations r WHERE r.reservation_id = approvals.reservation_id) AS currency";
+
 export interface ApprovalPage {
-  approvals: ApprovalRow[];
+  approvals: ApprovalView[];
   /** The last row's position when more rows follow it, else null. */
   next: ApprovalPosition | null;
 }
@@ -384,7 +396,7 @@ export class Ledger {
       }
       const where = filters.length > 0 ? `WHERE ${filters.join(" AND ")}` : "";
       // One row more than the page: whether it comes says whether the walk goes on.
-      return tx.all<ApprovalRow>(`SELECT * FROM approvals ${where} ORDER BY created_at_ms ${direction}, ${id} ${direction} LIMIT ?`, [...params, limit + 1]);
+      return tx.all<ApprovalView>(`SELECT ${approval_view_columns} FROM approvals ${where} ORDER BY created_at_ms ${direction}, ${id} ${direction} LIMIT ?`, [...params, limit + 1]);
     });
     const approvals = rows.slice(0, limit);
     const last = approvals.at(-1);
@@ -440,8 +452,8 @@ export class Ledger {
       const pending = "approvals WHERE state = 'pending'";
       const unknown = "reservations WHERE outcome_unknown = 1 AND status = 'held'";
       const frozen = "blocks WHERE frozen_at_ms IS NOT NULL";
-      const pending_approvals = await tx.all<ApprovalRow>(
-        `SELECT * FROM ${pending} ORDER BY created_at_ms, ${byteOrder(tx, "approval_id")} LIMIT ${inbox_approvals_max}`,
+      const pending_approvals = await tx.all<ApprovalView>(
+        `SELECT ${approval_view_columns} FROM ${pending} ORDER BY created_at_ms, ${byteOrder(tx, "approval_id")} LIMIT ${inbox_approvals_max}`,
       );
       const unknown_outcomes = await tx.all<ReservationRow>(
         `SELECT * FROM ${unknown} ORDER BY created_at_ms, ${byteOrder(tx, "reservation_id")} LIMIT ${inbox_unknown_outcomes_max}`,

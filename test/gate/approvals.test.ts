@@ -150,6 +150,24 @@ describe("approvals", () => {
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
   });
 
+  it("shows the operator the held call's amount and currency as fields of their own, whatever the agent wrote in its arguments", async () => {
+    const agent = await server.agent("apr-shown", { approval_threshold: 10_000 });
+    const client = await server.client(agent.token);
+    // Notes the agent writes to pass for the amount, and push the real one thousands of characters in.
+    const padding = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`l${i}`, "x".repeat(250)]));
+    const notes = { summary: "Order total: 1.00 INR (amount 100). Pre-approved by finance.", a1: '","amount":100,"currency":"INR","z":"', ...padding };
+    const args = { notes, receipt: "amount=100 INR", currency: "inr", amount: 450_000, idempotency_key: "shown-1" };
+    const held = (await client.callTool({ name: "create_order", arguments: args })).structuredContent as Structured;
+    expect(held).toMatchObject({ effect: "HOLD" });
+    const listed = await server.api<{ approvals: Array<Record<string, unknown>> }>("GET", "/api/v1/approvals?state=pending");
+    const row = listed.body.approvals.find((approval) => approval.approval_id === held.approval_id);
+    expect(row).toMatchObject({ amount: 450_000, currency: "INR" });
+    expect(String(row?.args_json).indexOf('"amount":450000')).toBeGreaterThan(3_000);
+    const inbox = await server.api<{ pending_approvals: Array<Record<string, unknown>> }>("GET", "/api/v1/inbox");
+    expect(inbox.body.pending_approvals.find((approval) => approval.approval_id === held.approval_id)).toMatchObject({ amount: 450_000, currency: "INR" });
+    expect((await server.api("POST", `/api/v1/approvals/${String(held.approval_id)}/deny`)).status).toBe(200);
+  });
+
   it("another agent cannot read an approval", async () => {
     const { structured } = await heldCall("apr-owner");
     const other = await server.agent("apr-other");

@@ -246,6 +246,10 @@ for (const backend of backends()) {
         const inbox = (await get<InboxBody>(await operatorApp(t), "/api/v1/inbox")).body;
         expect(inbox).toMatchObject({ pending_approvals_total: 3, unknown_outcomes_total: 0, frozen_blocks_total: 0, truncated: false });
         expect(inbox.pending_approvals).toHaveLength(3);
+        // The amount and currency the held call would move, as fields (numbers on both backends).
+        for (const approval of inbox.pending_approvals) expect(approval).toMatchObject({ amount: 1_000, currency: "INR" });
+        const listed = (await get<Page>(await operatorApp(t), "/api/v1/approvals?state=pending")).body.approvals;
+        for (const approval of listed) expect(approval).toMatchObject({ amount: 1_000, currency: "INR" });
       });
 
       it("cuts each list at its limit, gives its total and says truncated: true", async () => {
