@@ -9,7 +9,7 @@ import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { timedStep } from "./observer.js";
 import { replayResult } from "./replay.js";
-import { captureAllowed, captureConflict, held, orderAfterRelease, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
+import { captureAllowed, captureConflict, captureUnanswered, held, orderAfterRelease, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
 
 type Args = Record<string, unknown>;
 
@@ -171,12 +171,13 @@ async function afterCaptureError(
   const check = await context.provider.fetchPayment(payment_id);
   if (check.kind === "ok" && isCapture(check.value)) return settled(context, call, check.value, auth);
   if (check.kind === "ok") {
-    const unbind = error !== undefined || check.value.status !== "authorized";
-    const abandoned = await context.ledger.abandonCapture(call, { payment_id, unbind }, reason);
+    const still_authorized = check.value.status === "authorized";
+    const abandoned = await context.ledger.abandonCapture(call, { payment_id, unbind: error !== undefined || !still_authorized }, reason);
     // The capture landed after all, and a webhook settled it meanwhile.
     if (abandoned.kind === "settled") return captureAllowed(paymentView(abandoned.payment), summaryOfRow(abandoned.block), auth.evidence, false);
     const block = await blockSummary(context, auth.block?.block_id as string);
-    return providerRefused(call.reservation_id, error ?? { code: "capture_failed", description: reason }, auth.evidence, block);
+    if (error) return providerRefused(call.reservation_id, error, auth.evidence, block);
+    return captureUnanswered(call.reservation_id, still_authorized, reason, auth.evidence, block);
   }
   return captureOutcomeUnknown(context, call, auth, reason);
 }

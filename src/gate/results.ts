@@ -147,6 +147,28 @@ export function providerRefused(
 }
 
 /**
+ * A capture the provider did not answer (a timeout, a reset, a 5xx) whose payment the re-fetch
+ * reports not captured: nothing has moved yet. Shaped as a refusal (`provider: "refused"`,
+ * `capture_failed`), since what the agent does is the same: repeat the capture. The text says
+ * what is true of it: while the payment is still authorized the capture may yet land (its webhook
+ * then settles it, the payment bound to the order meanwhile); otherwise it no longer can.
+ */
+export function captureUnanswered(reservation_id: string, still_authorized: boolean, reason: string, evidence: EvidenceRef | undefined, block?: BlockSummary): ToolResult {
+  const structured: Record<string, unknown> = {
+    effect: "ALLOW",
+    provider: "refused",
+    reservation_id,
+    reason,
+    error: { code: "capture_failed", description: reason },
+  };
+  if (block) structured.block = block;
+  const what_next = still_authorized
+    ? "The payment is still authorized and not captured, so nothing has been charged yet, but the capture may still land: its webhook then settles it. Repeat the capture to try again."
+    : "The payment can no longer be captured. Nothing was charged.";
+  return result(`NOT CAPTURED: the capture got no definite answer (${reason}). ${what_next}`, withEvidence(structured, evidence), true);
+}
+
+/**
  * The call's hold was released because the provider made no order for it (a reservation check
  * proved it): nothing was charged, and the same call, repeated, creates the order it asked for.
  */
