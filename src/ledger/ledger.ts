@@ -357,9 +357,16 @@ export class Ledger {
     return outcome;
   }
 
-  /** Denies a pending approval and releases its hold; 409 approval_expired as beginApproval. */
-  async deny(approval_id: string): Promise<ApprovalRow> {
-    const outcome = await this.tx((tx) => denyApproval(tx, this.context, approval_id));
+  /** Denies a pending approval and releases its hold; 409 approval_expired as beginApproval.
+   *  Answers the approval as the list shows it. */
+  async deny(approval_id: string): Promise<ApprovalView> {
+    const outcome = await this.tx(async (tx) => {
+      const denied = await denyApproval(tx, this.context, approval_id);
+      if ("expired" in denied) return denied;
+      // The reservation is the approval's by foreign key.
+      const { amount, currency } = (await getReservation(tx, denied.reservation_id)) as ReservationRow;
+      return { ...denied, amount, currency };
+    });
     if ("expired" in outcome) throw approvalExpiredError(outcome);
     return outcome;
   }

@@ -165,7 +165,9 @@ describe("approvals", () => {
     expect(String(row?.args_json).indexOf('"amount":450000')).toBeGreaterThan(3_000);
     const inbox = await server.api<{ pending_approvals: Array<Record<string, unknown>> }>("GET", "/api/v1/inbox");
     expect(inbox.body.pending_approvals.find((approval) => approval.approval_id === held.approval_id)).toMatchObject({ amount: 450_000, currency: "INR" });
-    expect((await server.api("POST", `/api/v1/approvals/${String(held.approval_id)}/deny`)).status).toBe(200);
+    const denied = await server.api<Record<string, unknown>>("POST", `/api/v1/approvals/${String(held.approval_id)}/deny`);
+    expect(denied.status).toBe(200);
+    expect(denied.body).toMatchObject({ approval_id: held.approval_id, state: "denied", amount: 450_000, currency: "INR" });
   });
 
   it("another agent cannot read an approval", async () => {
