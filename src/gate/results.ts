@@ -129,12 +129,8 @@ export function outcomeUnknown(reservation_id: string, reason: string, evidence:
   );
 }
 
-export function providerRefused(
-  reservation_id: string,
-  error: { code: string; description: string },
-  evidence: EvidenceRef | undefined,
-  block?: BlockSummary,
-): ToolResult {
+/** What a refused money call's result holds for programs: the provider's error and its description as the reason. */
+function refusedContent(reservation_id: string, error: { code: string; description: string }, evidence: EvidenceRef | undefined, block?: BlockSummary): Record<string, unknown> {
   const structured: Record<string, unknown> = {
     effect: "ALLOW",
     provider: "refused",
@@ -143,7 +139,16 @@ export function providerRefused(
     error,
   };
   if (block) structured.block = block;
-  return result(`REFUSED by the provider: ${error.description}. Nothing was charged.`, withEvidence(structured, evidence), true);
+  return withEvidence(structured, evidence);
+}
+
+export function providerRefused(
+  reservation_id: string,
+  error: { code: string; description: string },
+  evidence: EvidenceRef | undefined,
+  block?: BlockSummary,
+): ToolResult {
+  return result(`REFUSED by the provider: ${error.description}. Nothing was charged.`, refusedContent(reservation_id, error, evidence, block), true);
 }
 
 /**
@@ -154,18 +159,11 @@ export function providerRefused(
  * then settles it, the payment bound to the order meanwhile); otherwise it no longer can.
  */
 export function captureUnanswered(reservation_id: string, still_authorized: boolean, reason: string, evidence: EvidenceRef | undefined, block?: BlockSummary): ToolResult {
-  const structured: Record<string, unknown> = {
-    effect: "ALLOW",
-    provider: "refused",
-    reservation_id,
-    reason,
-    error: { code: "capture_failed", description: reason },
-  };
-  if (block) structured.block = block;
+  const content = refusedContent(reservation_id, { code: "capture_failed", description: reason }, evidence, block);
   const what_next = still_authorized
     ? "The payment is still authorized and not captured, so nothing has been charged yet, but the capture may still land: its webhook then settles it. Repeat the capture to try again."
     : "The payment can no longer be captured. Nothing was charged.";
-  return result(`NOT CAPTURED: the capture got no definite answer (${reason}). ${what_next}`, withEvidence(structured, evidence), true);
+  return result(`NOT CAPTURED: the capture got no definite answer (${reason}). ${what_next}`, content, true);
 }
 
 /**

@@ -5,7 +5,7 @@
 import { HttpError } from "../errors.js";
 import { record, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import { resultUnknown, type ApprovalRow, type ReservationRow } from "./rows.js";
+import { resultUnknown, type ApprovalRow, type ApprovalView, type ReservationRow } from "./rows.js";
 import { getApproval, getReservation, lockBlock } from "./statements.js";
 import { releaseHold } from "./settle.js";
 import { expireApproval } from "./sweep.js";
@@ -90,22 +90,24 @@ export async function beginApproval(
   return { approval: { ...approval, state: "forwarding" }, reservation: reservation as ReservationRow, args: JSON.parse(approval.args_json) };
 }
 
-export async function denyApproval(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalRow | ExpiredApproval> {
+export async function denyApproval(tx: SqlTx, context: LedgerContext, approval_id: string): Promise<ApprovalView | ExpiredApproval> {
   const approval = await loadPending(tx, context, approval_id);
   return "expired" in approval ? approval : denyPending(tx, context, approval);
 }
 
-/** Denies a pending approval the caller loaded under its block's lock, and releases its hold. */
-export async function denyPending(tx: SqlTx, context: LedgerContext, approval: ApprovalRow): Promise<ApprovalRow> {
+/** Denies a pending approval the caller loaded under its block's lock, and releases its hold;
+ *  answers it as the operator's list shows it. */
+export async function denyPending(tx: SqlTx, context: LedgerContext, approval: ApprovalRow): Promise<ApprovalView> {
   const now_ms = context.clock().getTime();
   await tx.run("UPDATE approvals SET state = 'denied', decided_at_ms = ? WHERE approval_id = ? AND state = 'pending'", [
     now_ms,
     approval.approval_id,
   ]);
-  const reservation = await getReservation(tx, approval.reservation_id);
-  if (reservation) await releaseHold(tx, context, reservation, "approval denied");
+  // The reservation is the approval's by foreign key.
+  const reservation = (await getReservation(tx, approval.reservation_id)) as ReservationRow;
+  await releaseHold(tx, context, reservation, "approval denied");
   await record(tx, context, "gate.operator", { action: "approval.deny", approval_id: approval.approval_id, reservation_id: approval.reservation_id });
-  return { ...approval, state: "denied", decided_at_ms: now_ms };
+  return { ...approval, state: "denied", decided_at_ms: now_ms, amount: reservation.amount, currency: reservation.currency };
 }
 
 /**

@@ -126,7 +126,7 @@ interface State {
   due: string[];
   keys: IdempotencyRow[];
   /** Each agent's calls in its block's velocity window, up to its max_calls, as countCalls counts them. */
-  calls: Array<[agent_id: string, calls: number]>;
+  calls: Map<string, number>;
   newest: Map<string, NewestCall>;
 }
 
@@ -233,12 +233,12 @@ export async function readState(
     return { agent_id, since_ms: block ? now_ms - block.velocity_window_seconds * 1000 : null };
   });
   const row = (await tx.get<StateRow>(read_state, [ids, now_ms, ids, now_ms, JSON.stringify(pairs), JSON.stringify(since)])) as StateRow;
-  const calls: State["calls"] = [];
+  const calls = new Map<string, number>();
   const newest = new Map<string, NewestCall>();
   for (const [agent_id, newest_n, newest_at_ms, first_n] of row.windows) {
     const block = blocks.get(agent_id);
-    if (block) calls.push([agent_id, callsInWindow(newest_n, first_n, block.velocity_max_calls)]);
-    if (newest_n !== null && newest_at_ms !== null) newest.set(agent_id, { n: Number(newest_n), at_ms: Number(newest_at_ms) });
+    if (block) calls.set(agent_id, callsInWindow(newest_n, first_n, block.velocity_max_calls));
+    if (newest_n !== null && newest_at_ms !== null) newest.set(agent_id, { n: newest_n, at_ms: newest_at_ms });
   }
   return { due: row.due, keys: row.keys, calls, newest };
 }
@@ -349,8 +349,7 @@ export async function authorizeBatch(
     state = await readState(tx, blocks, pairs, now_ms, deciding);
   }
   const stored = new Map(safeIntegers(state.keys).map((row) => [identity(row.agent_id, row.key), row]));
-  const calls = new Map(state.calls);
-  const newest = state.newest;
+  const { calls, newest } = state;
 
   const writes: Writes = { reservations: [], approvals: [], replaced: [], keys: [], money_calls: [], held: new Map() };
   const reservations = new Map<string, ReservationRow>();

@@ -26,7 +26,7 @@ import {
 } from "./complete.js";
 import { record, type LedgerContext } from "./context.js";
 import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
-import { blockView, type ApprovalRow, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
+import { blockView, type ApprovalRow, type ApprovalView, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
 import { agentBlockId, freezeBlock, getApproval, getReservation, lockAgent, lockBlock, reservationByOrder } from "./statements.js";
 import { blocksDue, expireApprovals, expireForwarding, expireLeasesOfBlock } from "./sweep.js";
@@ -72,14 +72,7 @@ export interface ApprovalPosition {
   approval_id: string;
 }
 
-/**
- * An approval as the operator sees it: its row, with the amount and currency its held call would
- * move as fields of their own (its reservation's). The call's arguments (`args_json`) are the
- * agent's own text in the agent's own key order, notes and receipt included: an agent can write
- * "amount 100" there, and put the real amount thousands of characters in.
- */
-export type ApprovalView = ApprovalRow & { amount: number; currency: string };
-
+/** ApprovalView's columns, the amount and currency read from the approval's reservation. */
 const approval_view_columns =
   "approvals.*, (SELECT r.amount FROM reservations r WHERE r.reservation_id = approvals.reservation_id) AS amount, " +
   "(SELECT r.currency FROM reservations r WHERE r.reservation_id = approvals.reservation_id) AS currency";
@@ -360,13 +353,7 @@ export class Ledger {
   /** Denies a pending approval and releases its hold; 409 approval_expired as beginApproval.
    *  Answers the approval as the list shows it. */
   async deny(approval_id: string): Promise<ApprovalView> {
-    const outcome = await this.tx(async (tx) => {
-      const denied = await denyApproval(tx, this.context, approval_id);
-      if ("expired" in denied) return denied;
-      // The reservation is the approval's by foreign key.
-      const { amount, currency } = (await getReservation(tx, denied.reservation_id)) as ReservationRow;
-      return { ...denied, amount, currency };
-    });
+    const outcome = await this.tx((tx) => denyApproval(tx, this.context, approval_id));
     if ("expired" in outcome) throw approvalExpiredError(outcome);
     return outcome;
   }

@@ -70,6 +70,14 @@ export interface ApprovalRow {
   result_json: string | null;
 }
 
+/**
+ * An approval as the operator sees it: its row, with the amount and currency its held call would
+ * move as fields of their own (its reservation's). The call's arguments (`args_json`) are the
+ * agent's own text in the agent's own key order, notes and receipt included: an agent can write
+ * "amount 100" there, and put the real amount thousands of characters in.
+ */
+export type ApprovalView = ApprovalRow & { amount: number; currency: string };
+
 /** The block as `get_block` and the operator API show it. */
 export interface BlockView {
   block_id: string;

@@ -173,7 +173,7 @@ export function approvalByReservation(tx: SqlTx, reservation_id: string): Promis
  * calls, and leaving them out would let as many calls through again.
  */
 export async function countCalls(tx: SqlTx, agent_id: string, now_ms: number, velocity: { window_seconds: number; max_calls: number }): Promise<number> {
-  const row = await tx.get<{ last_n: number | string | null; first_n: number | string | null }>(count_calls_sql, [agent_id, agent_id, now_ms - velocity.window_seconds * 1000]);
+  const row = await tx.get<{ last_n: number | null; first_n: number | null }>(count_calls_sql, [agent_id, agent_id, now_ms - velocity.window_seconds * 1000]);
   return callsInWindow(row?.last_n ?? null, row?.first_n ?? null, velocity.max_calls);
 }
 
@@ -182,10 +182,10 @@ export const count_calls_sql = `SELECT (SELECT n FROM money_calls WHERE agent_id
   (SELECT n FROM money_calls WHERE agent_id = ? AND at_ms > ? ORDER BY at_ms, n LIMIT 1) AS first_n`;
 
 /** The calls in a window from the numbers of the agent's newest call and of the window's first
- *  (null when there is none; PostgreSQL may give a bigint as text), up to max_calls. */
-export function callsInWindow(newest_n: number | string | null, first_n: number | string | null, max_calls: number): number {
+ *  (null when there is none), up to max_calls. */
+export function callsInWindow(newest_n: number | null, first_n: number | null, max_calls: number): number {
   if (newest_n === null || first_n === null) return 0;
-  return Math.min(Number(newest_n) - Number(first_n) + 1, max_calls);
+  return Math.min(newest_n - first_n + 1, max_calls);
 }
 
 /**
