@@ -172,7 +172,8 @@ async function afterCaptureError(
   if (check.kind === "ok" && isCapture(check.value)) return settled(context, call, check.value, auth);
   if (check.kind === "ok") {
     const still_authorized = check.value.status === "authorized";
-    const abandoned = await context.ledger.abandonCapture(call, { payment_id, unbind: error !== undefined || !still_authorized }, reason);
+    const refused = error !== undefined;
+    const abandoned = await context.ledger.abandonCapture(call, { payment_id, unbind: refused || !still_authorized, refused }, reason);
     // The capture landed after all, and a webhook settled it meanwhile.
     if (abandoned.kind === "settled") return captureAllowed(paymentView(abandoned.payment), summaryOfRow(abandoned.block), auth.evidence, false);
     const block = await blockSummary(context, auth.block?.block_id as string);

@@ -239,7 +239,9 @@ export type AbandonOutcome = { kind: "abandoned" } | { kind: "settled"; payment:
 
 /**
  * The capture failed and the payment is not captured: nothing moved, so the key is dropped and
- * the agent may try again. Unless a webhook settled the payment meanwhile (the capture landed
+ * the agent may try again. Its entry says which failure: `capture.refused` when the provider
+ * refused it, `capture.unanswered` after a timeout, reset or 5xx, when the
+ * capture may still land. Unless a webhook settled the payment meanwhile (the capture landed
  * after all): that completed the key, which stays and is what the agent hears. The payment is
  * unbound too (so another may be captured instead) when `unbind` says the failed capture cannot
  * land later, unless another capture of that payment may still land (in flight, or its outcome
@@ -250,7 +252,7 @@ export async function abandonCapture(
   tx: SqlTx,
   context: LedgerContext,
   call: CallRef,
-  payment: { payment_id: string; unbind: boolean },
+  payment: { payment_id: string; unbind: boolean; refused: boolean },
   reason: string,
 ): Promise<AbandonOutcome> {
   const { reservation, block } = await loadLocked(tx, call);
@@ -266,7 +268,8 @@ export async function abandonCapture(
     await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation.reservation_id]);
   }
   await dropIdempotency(tx, call.agent_id, call.key);
-  await record(tx, context, "gate.settlement", { action: "capture.refused", reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
+  const action = payment.refused ? "capture.refused" : "capture.unanswered";
+  await record(tx, context, "gate.settlement", { action, reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
   return { kind: "abandoned" };
 }
 

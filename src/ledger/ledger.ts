@@ -313,7 +313,7 @@ export class Ledger {
     return this.tx((tx) => completeCapture(tx, this.context, call, payment));
   }
 
-  abandonCapture(call: CallRef, payment: { payment_id: string; unbind: boolean }, reason: string): Promise<AbandonOutcome> {
+  abandonCapture(call: CallRef, payment: { payment_id: string; unbind: boolean; refused: boolean }, reason: string): Promise<AbandonOutcome> {
     return this.tx((tx) => abandonCapture(tx, this.context, call, payment, reason));
   }
 

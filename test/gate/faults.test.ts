@@ -26,6 +26,16 @@ const faults = () => server.started.simulator!.faults;
 /** A capture at the provider with the merchant's key, not through the gate (as its dashboard does). */
 const captureAtProvider = (payment_id: string, amount: number) =>
   server.started.bursar.gate.gateContext.provider.capturePayment(payment_id, { amount, currency: "INR" });
+/** The actions of the agent's abandoned captures' settlement entries, oldest first. */
+async function abandonedCaptures(agent_id: string): Promise<string[]> {
+  const log = server.started.bursar.log;
+  const entries = await log.entries(0, await log.treeSize());
+  const reservations = new Set(entries.flatMap(({ entry }) => (entry.kind === "gate.decision" && entry.body.agent_id === agent_id ? [entry.body.reservation_id] : [])));
+  return entries.flatMap(({ entry }) => {
+    const action = String(entry.body.action);
+    return entry.kind === "gate.settlement" && action.startsWith("capture.") && reservations.has(entry.body.reservation_id) ? [action] : [];
+  });
+}
 const block = async (block_id: string) => (await server.api<Record<string, number>>("GET", `/api/v1/blocks/${block_id}`)).body;
 
 describe("provider faults", () => {
@@ -78,8 +88,20 @@ describe("provider faults", () => {
     // Not "refused by the provider", nor "nothing was charged" for good: a 5xx capture may still land.
     expect((failed.content as Array<{ text: string }>)[0]?.text).toMatch(/^NOT CAPTURED: the capture got no definite answer \(HTTP 5\d\d.*may still land/);
     expect(await block(agent.block_id)).toMatchObject({ held: 9_000, spent: 0 });
+    // The evidence says the same: no answer, not a refusal.
+    expect(await abandonedCaptures(agent.agent_id)).toEqual(["capture.unanswered"]);
     const retried = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
     expect(retried.structuredContent).toMatchObject({ effect: "ALLOW", payment: { status: "captured" } });
+  });
+
+  it("a capture the provider refused (4xx) is recorded as refused", async () => {
+    const { agent, client } = await buyer("f-capture-4xx");
+    const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
+    faults().set({ error_4xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+    const refused = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    expect(refused.structuredContent).toMatchObject({ provider: "refused" });
+    expect((refused.content as Array<{ text: string }>)[0]?.text).not.toMatch(/no definite answer/);
+    expect(await abandonedCaptures(agent.agent_id)).toEqual(["capture.refused"]);
   });
 
   it("the reservation check finds a timed-out order by receipt and settles only a proven capture", async () => {
