@@ -93,4 +93,4 @@ export {
   type StoredCheckpoint,
   type StoredEntry,
 } from "./store.js";
-export { bufferLines, fileLines, verifyExportFile, verifyExportLines, type VerifyFailure, type VerifyOptions, type VerifyReport } from "./verify.js";
+export { bufferLines, fileLines, verifyExport, verifyExportFile, verifyExportLines, type VerifyFailure, type VerifyOptions, type VerifyReport } from "./verify.js";

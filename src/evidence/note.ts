@@ -266,10 +266,45 @@ export interface SignedCheckpoint extends CheckpointBody {
   note: string;
 }
 
-/** Opens a signed checkpoint with one trusted key: signature, then body syntax. */
+/**
+ * Why a checkpoint did not open: its text is not a signed note ("syntax", including text damaged
+ * in transfer), no signature of the key verifies ("signature"), or it is signed but its body is
+ * not a checkpoint ("body").
+ */
+export class CheckpointError extends NoteError {
+  constructor(
+    readonly stage: "syntax" | "signature" | "body",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What copying a note as text typically does to it, which no signed note has; undefined for none of it. */
+function transferDamage(note: string): string | undefined {
+  if (note.startsWith("\ufeff")) return "it starts with a byte order mark, which is not part of the note";
+  if (note.includes("\r\n")) return "it has CRLF line endings, and a signed note's lines end in LF alone (convert it back, e.g. with dos2unix)";
+  if (!note.endsWith("\n")) return "it does not end with a newline, as a signed note does (lost in copying? $(cat FILE) drops it)";
+  return undefined;
+}
+
+/** Opens a signed checkpoint with one trusted key: signature, then body syntax; a CheckpointError says which failed. */
 export function openCheckpoint(note: string, verifier: NoteVerifier): SignedCheckpoint {
-  const opened = openNote(note, [verifier]);
-  return { ...parseCheckpoint(opened.text), note };
+  let opened: OpenedNote;
+  try {
+    opened = openNote(note, [verifier]);
+  } catch (error) {
+    if (!(error instanceof NoteError)) throw error;
+    const damage = transferDamage(note);
+    if (damage) throw new CheckpointError("syntax", `${error.message}: ${damage}`);
+    throw new CheckpointError(error.message === "malformed note" ? "syntax" : "signature", error.message);
+  }
+  try {
+    return { ...parseCheckpoint(opened.text), note };
+  } catch (error) {
+    if (!(error instanceof NoteError)) throw error;
+    throw new CheckpointError("body", error.message);
+  }
 }
 
 /**

@@ -116,6 +116,43 @@ describe("bursar export and verify", () => {
     await expect(exportCommand.run([], io(env()))).rejects.toThrow(/--out/);
   });
 
+  it("names damage done in transfer to the export or the checkpoint, by the whole file, not an entry", async () => {
+    const crlf = join(dir.path, "crlf.jsonl");
+    writeFileSync(crlf, readFileSync(out, "utf8").replaceAll("\n", "\r\n"));
+    const crlfIo = io({});
+    expect(await verifyCommand.run([crlf, "--checkpoint", cp, "--key", verifierKey], crlfIo)).toBe(1);
+    expect(crlfIo.err()).toMatch(/^FAIL the export has CRLF line endings .*\(line 1\)\n  the export file$/m);
+    const bom = join(dir.path, "bom.jsonl");
+    writeFileSync(bom, `\ufeff${readFileSync(out, "utf8")}`);
+    const bomIo = io({});
+    expect(await verifyCommand.run([bom, "--checkpoint", cp, "--key", verifierKey], bomIo)).toBe(1);
+    expect(bomIo.err()).toMatch(/^FAIL the export starts with a byte order mark.*\n  the export file$/m);
+    const blank = join(dir.path, "blank.jsonl");
+    writeFileSync(blank, readFileSync(out, "utf8").replace("\n", "\n\n"));
+    const blankIo = io({});
+    expect(await verifyCommand.run([blank, "--checkpoint", cp, "--key", verifierKey], blankIo)).toBe(1);
+    expect(blankIo.err()).toMatch(/^FAIL an empty line, which no export holds \(line 2\)\n  the export file$/m);
+    const cut = join(dir.path, "cp-cut.txt");
+    writeFileSync(cut, readFileSync(cp, "utf8").trimEnd());
+    const cutIo = io({});
+    expect(await verifyCommand.run([out, "--checkpoint", cut, "--key", verifierKey], cutIo)).toBe(1);
+    expect(cutIo.err()).toMatch(/^FAIL the checkpoint is not a signed note: malformed note: it does not end with a newline/);
+  });
+
+  it("refuses an empty --checkpoint path, and --all-receipts without an export", async () => {
+    const driver = await migratedDriver(join(dir.path, "bursar.db"));
+    const signer = createLogSigner(loadSigningKey(join(dir.path, "signing-key.pem")), "bursar.local/log");
+    const log = await EvidenceLog.open(driver, { signer, origin: "bursar.local/log", clock: systemClock });
+    const proof = join(dir.path, "consistency-empty.json");
+    writeFileSync(proof, JSON.stringify(await log.consistencyProof(1, (await log.latestCheckpoint())!.size)));
+    await driver.close();
+    // An unset variable in a script ("--checkpoint $KEPT") must not quietly drop the check.
+    await expect(verifyCommand.run(["--consistency", proof, "--checkpoint", "", "--key", verifierKey], io({}))).rejects.toThrow(/checkpoint: the path given is empty/);
+    await expect(verifyCommand.run(["--inclusion", proof, "--checkpoint", "", "--key", verifierKey], io({}))).rejects.toThrow(/the path given is empty/);
+    await expect(verifyCommand.run(["--consistency", proof, "--all-receipts", "--key", verifierKey], io({}))).rejects.toThrow(/--all-receipts/);
+    await expect(verifyCommand.run(["--inclusion", "", "--key", verifierKey], io({}))).rejects.toThrow(/the path given is empty/);
+  });
+
   it("verifies proof files in the routes' JSON shape", async () => {
     const driver = await migratedDriver(join(dir.path, "bursar.db"));
     const signer = createLogSigner(loadSigningKey(join(dir.path, "signing-key.pem")), "bursar.local/log");

@@ -64,6 +64,10 @@ describe("a clean export", () => {
     expect(report).toMatchObject({ ok: true, entries: entry_count, receipts: entry_count, tree_size: entry_count, uncovered: 0 });
     // Checkpoints in the file at sizes 1 (open), 5, 9 and 14, plus the trusted one.
     expect(report.checkpoints).toBe(5);
+    // A checkpoint line repeated is one checkpoint.
+    const last = lines.at(-1)!;
+    expect(last.toString()).toMatch(/^\{"checkpoint":/);
+    expect(verify(joinLines([...lines, last, last, last]), exported).checkpoints).toBe(5);
   });
 
   it("writes each entry line as exactly the stored canonical bytes, led by a header", () => {

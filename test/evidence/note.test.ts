@@ -5,6 +5,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { createLogSigner } from "../../src/evidence/keys.js";
 import {
+  type CheckpointError,
   formatCheckpoint,
   keyId,
   keyIdHex,
@@ -133,6 +134,27 @@ describe("checkpoints", () => {
     expect(opened.rootHash.equals(rootHash)).toBe(true);
     const stranger = parseVerifierKey(createLogSigner(generateKeyPairSync("ed25519").privateKey, "example.com/log").verifierKey);
     expect(() => openCheckpoint(note, stranger)).toThrow();
+  });
+
+  it("says which step refused a checkpoint: its text (damaged in transfer, named), its signature, or its signed body", () => {
+    const rootHash = Buffer.alloc(32, 7);
+    const note = signNote(formatCheckpoint({ origin: "example.com/log", size: 42, rootHash }), signer);
+    const refusal = (text: string, by = verifier) => {
+      try {
+        openCheckpoint(text, by);
+      } catch (error) {
+        return { stage: (error as CheckpointError).stage, message: (error as Error).message };
+      }
+      throw new Error("opened");
+    };
+    expect(refusal(note.slice(0, -1))).toEqual({ stage: "syntax", message: expect.stringMatching(/^malformed note: it does not end with a newline/) });
+    expect(refusal(note.replaceAll("\n", "\r\n"))).toEqual({ stage: "syntax", message: expect.stringMatching(/^malformed note: it has CRLF line endings/) });
+    expect(refusal(`\ufeff${note}`)).toEqual({ stage: "syntax", message: expect.stringMatching(/: it starts with a byte order mark/) });
+    expect(refusal(`${note.split("\n\n")[0]}\n`)).toEqual({ stage: "syntax", message: "malformed note" });
+    const stranger = parseVerifierKey(createLogSigner(generateKeyPairSync("ed25519").privateKey, "example.com/log").verifierKey);
+    expect(refusal(note, stranger)).toEqual({ stage: "signature", message: "note has no verifiable signatures" });
+    const signedBadSize = signNote(`example.com/log\n042\n${rootHash.toString("base64")}\n`, signer);
+    expect(refusal(signedBadSize)).toEqual({ stage: "body", message: "malformed checkpoint size" });
   });
 
   it("accepts extension lines and refuses malformed sizes and roots", () => {

@@ -11,7 +11,7 @@ import type { Clock } from "../../src/clock.js";
 import { exportLog } from "../../src/evidence/export.js";
 import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
 import { EvidenceLog, type EvidenceLogOptions } from "../../src/evidence/store.js";
-import { bufferLines, verifyExportLines, type VerifyReport } from "../../src/evidence/verify.js";
+import { bufferLines, verifyExport, type VerifyReport } from "../../src/evidence/verify.js";
 import type { SqlDriver } from "../../src/ledger/driver.js";
 import { migration } from "../../src/ledger/migrations/002_evidence.js";
 import { PostgresDriver } from "../../src/ledger/postgres.js";
@@ -95,7 +95,7 @@ export async function exportAt(t: TestLog, size: number): Promise<Exported> {
 /** Verifies `lines` (an export, as tampered) against `exported`'s checkpoint and key, or another checkpoint. */
 export function verifyLines(exported: Exported, lines: string[], options: { allReceipts?: boolean; checkpoint?: string } = {}): VerifyReport {
   const bytes = Buffer.from(lines.map((line) => `${line}\n`).join(""), "utf8");
-  return verifyExportLines(bufferLines(bytes), { checkpoint: options.checkpoint ?? exported.checkpoint, key: exported.key, allReceipts: options.allReceipts ?? false });
+  return verifyExport(() => bufferLines(bytes), { checkpoint: options.checkpoint ?? exported.checkpoint, key: exported.key, allReceipts: options.allReceipts ?? false });
 }
 
 export const isEntryLine = (line: string) => line.startsWith('{"body":');

@@ -120,6 +120,18 @@ describe("a receipt moved or copied onto another entry", () => {
     });
   });
 
+  it("is named as of another log at the entry's own seq too, not as an altered entry", async () => {
+    await reset.log.checkpoint();
+    const other = await exportAt(reset, await reset.log.treeSize());
+    const lines = exported.lines.map((line, i) => (i === indexOfEntry(exported.lines, 5) + 1 ? receiptOf(other.lines, 5) : line));
+    for (const allReceipts of [false, true]) {
+      expect(verifyLines(exported, lines, { allReceipts }).failure, `allReceipts ${allReceipts}`).toMatchObject({
+        seq: 5,
+        message: `seq 5: its receipt is of another log (log ${JSON.stringify(reset.log.logId)}; this export's entry 0 has leaf hash ${t.log.logId})`,
+      });
+    }
+  });
+
   it("standing where no entry precedes it, is named as a receipt away from its entry, not a missing entry", () => {
     for (const how of ["copied", "moved"] as const) {
       const source = indexOfEntry(exported.lines, 3) + 1;
@@ -148,6 +160,18 @@ describe("a receipt that disagrees with its entry at the entry's own seq", () =>
     for (const allReceipts of [false, true]) {
       expect(verifyLines(exported, lines, { allReceipts }).failure).toEqual({ seq: 7, line: index + 1, message: "seq 7: entry altered: its leaf hash differs from its signed receipt" });
     }
+  });
+
+  it("names an entry altered along with its receipt's leaf hash (the signature left as it was) by its seq, with the range its signed root disagrees with", () => {
+    const index = indexOfEntry(exported.lines, 7);
+    const altered = exported.lines[index]!.replace('"amount":700', '"amount":701');
+    const forged = receiptOf(exported.lines, 7).replace(leafOf(receiptOf(exported.lines, 7)), leafHash(Buffer.from(altered, "utf8")).toString("hex"));
+    const lines = exported.lines.map((line, i) => (i === index ? altered : i === index + 1 ? forged : line));
+    expect(verifyLines(exported, lines).failure).toEqual({
+      seq: 7,
+      line: index + 2,
+      message: expect.stringMatching(/^seq 7: receipt does not verify \(.*\); entries 5\.\.8 do not match the signed checkpoint of size 9$/),
+    });
   });
 
   it("names a receipt the key signed for this entry's leaf hash at another seq by the seq it claims", () => {

@@ -85,6 +85,7 @@ options:
 `;
 
 function readText(path: string, what: string): string {
+  if (path === "") throw new UsageError(`cannot read ${what}: the path given is empty`);
   try {
     return readFileSync(path, "utf8");
   } catch (error) {
@@ -112,8 +113,9 @@ function verifierOf(key: string | undefined): NoteVerifier {
 function describeFailure(report: VerifyReport): string {
   const failure = report.failure!;
   const line = failure.line ? ` (line ${failure.line})` : "";
-  const where =
-    failure.seq !== undefined
+  const where = failure.file
+    ? "the export file"
+    : failure.seq !== undefined
       ? `first bad entry: seq ${failure.seq}`
       : failure.range
         ? `bad range: entries [${failure.range[0]}, ${failure.range[1]})`
@@ -213,7 +215,8 @@ function proofInputs<T>(kind: "inclusion" | "consistency", path: string, schema:
   const verifier = verifierOf(values.key);
   const origin = originOf(values.origin);
   const read = readProof(kind, path, schema);
-  const checkpoint = values.checkpoint ? readText(values.checkpoint, "checkpoint") : undefined;
+  // Not a truthiness test: an empty path must fail to read, not quietly drop the checkpoint.
+  const checkpoint = values.checkpoint !== undefined ? readText(values.checkpoint, "checkpoint") : undefined;
   return "failure" in read ? read : { doc: read.doc, verifier, origin, checkpoint };
 }
 
@@ -393,7 +396,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if ((values.index !== undefined || values["leaf-hash"] !== undefined) && values.inclusion === undefined) {
     throw new UsageError("--index and --leaf-hash go with --inclusion PROOF");
   }
-  if (values.inclusion) return verifyInclusionProof(values.inclusion, values, io);
-  if (values.consistency) return verifyConsistencyProof(values.consistency, values, io);
+  if (values["all-receipts"] !== undefined && positionals.length === 0) throw new UsageError("--all-receipts checks an export's receipts: it goes with FILE or --delivery-receipts");
+  if (values.inclusion !== undefined) return verifyInclusionProof(values.inclusion, values, io);
+  if (values.consistency !== undefined) return verifyConsistencyProof(values.consistency, values, io);
   return verifyFile(positionals[0]!, values, io);
 }
