@@ -166,7 +166,11 @@ export class SourceStore {
     return views;
   }
 
-  /** New secrets now; the current ones stay valid for `grace_seconds` (0 ends them at once). */
+  /**
+   * New secrets now; the current ones stay valid for `grace_seconds` (0 ends them at once). Keys
+   * still in an earlier rotation's grace end now: a source never has more than two signing keys,
+   * so a delivery with a wrong signature costs at most two HMACs however often it was rotated.
+   */
   async rotate(source_id: string, grace_seconds: number): Promise<{ source: SourceView; secrets: SourceSecrets; previous_valid_until: string }> {
     const now_ms = this.now_ms();
     const until_ms = now_ms + grace_seconds * 1000;
@@ -174,8 +178,8 @@ export class SourceStore {
       const row = await this.row(tx, source_id, true);
       if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source cannot be rotated");
       await tx.run(
-        "UPDATE evidence_source_secrets SET expires_at_ms = ? WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
-        [until_ms, source_id, until_ms],
+        "UPDATE evidence_source_secrets SET expires_at_ms = CASE WHEN expires_at_ms IS NULL THEN ? ELSE ? END WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+        [until_ms, now_ms, source_id, now_ms],
       );
       const issued = await this.issueSecrets(tx, source_id, row.kind, now_ms);
       await this.record(tx, { action: "source.rotate", source_id, grace_seconds });

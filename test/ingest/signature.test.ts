@@ -141,4 +141,18 @@ describe("Bursar-Signature", () => {
     expect((await deliver(h, source, fresh(), { keys: [rotated.body.signing_key] })).status).toBe(200);
     source = { ...source, signing_key: rotated.body.signing_key, api_key: rotated.body.api_key };
   });
+
+  it("a rotation ends an earlier rotation's grace: two signing keys at most, however often it is rotated", async () => {
+    const rotate = async () =>
+      (await h.api<{ signing_key: string; api_key: string }>("POST", `/api/v1/evidence-sources/${source.id}/rotate`, { grace_seconds: 86_400 })).body;
+    const first = source.signing_key;
+    const second = (await rotate()).signing_key;
+    const third = await rotate();
+    expect(await rejected(fresh(), { keys: [first] })).toBe("signature_mismatch");
+    expect((await deliver(h, source, fresh(), { keys: [second] })).status).toBe(200);
+    expect((await deliver(h, source, fresh(), { keys: [third.signing_key] })).status).toBe(200);
+    for (let n = 0; n < 20; n++) await rotate();
+    expect(await h.evidence.sources.signingKeys(source.id)).toHaveLength(2);
+    source = { ...source, ...(await rotate()) };
+  });
 });
