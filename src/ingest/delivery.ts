@@ -7,7 +7,8 @@ import { isUtf8 } from "node:buffer";
 import { CanonicalJsonError, canonicalJson, sha256Hex } from "../evidence/index.js";
 import { records_per_delivery_max } from "../evidence/index.js";
 import { HttpError } from "../errors.js";
-import { duplicateKeyPaths, firstDuplicateKeyPath } from "./duplicate-keys.js";
+import { firstDuplicateKeyPath, unkeptPlaces } from "./duplicate-keys.js";
+import { holdsInexactNumber } from "./numbers.js";
 
 /** DESIGN: a delivery is at most 2 MiB, refused with 413 before parsing. */
 export const delivery_bytes_max = 2_097_152;
@@ -29,6 +30,8 @@ export interface ReceivedRecord {
   unhashable?: string;
   /** The path of a key that occurs twice in one object of the record (JSON.parse kept the last). */
   duplicate_key?: string;
+  /** The path of a number JSON.parse read as another (more digits than a double keeps, or 1e-400). */
+  inexact_number?: string;
 }
 
 export interface SplitDelivery {
@@ -126,11 +129,11 @@ function splitArray(text: string): SplitDelivery {
       return { index, value, sha256: "", unhashable: error.message };
     }
   });
-  // Paths in the array start with the element's index: the first duplicate of each element.
-  for (const path of duplicateKeyPaths(text)) {
+  // Paths in the array start with the element's index: the first such place of each element.
+  for (const { path, problem } of unkeptPlaces(text, records.length)) {
     const dot = path.indexOf(".");
-    const record = records[Number(path.slice(0, dot))];
-    if (record && record.duplicate_key === undefined) record.duplicate_key = path.slice(dot + 1);
+    const record = records[Number(dot < 0 ? path : path.slice(0, dot))];
+    if (record) record[problem] = dot < 0 ? "(record)" : path.slice(dot + 1);
   }
   return { form: "array", records };
 }
@@ -160,10 +163,14 @@ function countLines(bytes: Buffer): number {
   return count;
 }
 
-/** A record parsed from its own text: with the first key it holds twice, if any. */
+/** A record parsed from its own text: with the first key it holds twice, or else the first number
+ *  JSON.parse read as another, if any. */
 function parsedRecord(index: number, text: string, value: unknown, sha256: string): ReceivedRecord {
   const duplicate = firstDuplicateKeyPath(text, value);
-  return duplicate === undefined ? { index, value, sha256 } : { index, value, sha256, duplicate_key: duplicate };
+  if (duplicate !== undefined) return { index, value, sha256, duplicate_key: duplicate };
+  if (!holdsInexactNumber(text)) return { index, value, sha256 };
+  const place = unkeptPlaces(text, 1)[0];
+  return { index, value, sha256, ...(place ? { inexact_number: place.path } : {}) };
 }
 
 function splitNdjson(lines: readonly Buffer[]): SplitDelivery {

@@ -1,9 +1,11 @@
-// Duplicate object keys in received JSON. JSON.parse keeps the last of two equal keys, while a
-// record's hash binds its bytes, where another parser may read the first: `{"decision":"deny",
-// …,"decision":"allow"}` would be stored as allow under a hash of bytes that say deny too. A
-// record with a key twice in one object is refused instead, naming the place.
+// Places in received JSON that JSON.parse does not keep as sent. It keeps the last of two equal
+// keys, while a record's hash binds its bytes, where another parser may read the first:
+// `{"decision":"deny",…,"decision":"allow"}` would be stored as allow under a hash of bytes that
+// say deny too. And it reads a number as the nearest double (see numbers.ts). A record with
+// either is refused instead, naming the place.
 
 import { shown_segments_max, shownPath } from "../policy/text.js";
+import { keptExactly, numberEnd, startsNumber, stringEnd } from "./numbers.js";
 
 interface Frame {
   /** Keys seen so far in this object; null for an array. */
@@ -19,18 +21,6 @@ interface Frame {
 }
 
 const quote = 0x22;
-const backslash = 0x5c;
-
-/** Index of the quote that closes the string opening at `open`. */
-function stringEnd(text: string, open: number): number {
-  let at = text.indexOf('"', open + 1);
-  for (;;) {
-    let slashes = 0;
-    while (text.charCodeAt(at - 1 - slashes) === backslash) slashes++;
-    if (slashes % 2 === 0) return at;
-    at = text.indexOf('"', at + 1);
-  }
-}
 
 /**
  * The path of a duplicate key, as shownPath shows it: only the segments it shows are read, so
@@ -93,19 +83,34 @@ export function firstDuplicateKeyPath(text: string, value: unknown): string | un
 /** Duplicates reported per text at most: one per record of the largest delivery is enough. */
 export const duplicate_keys_reported_max = 500;
 
+/** A place in received JSON that JSON.parse does not keep as sent: a key written twice in one
+ *  object (the last kept), or a number it reads as another (see numbers.ts). */
+export interface UnkeptPlace {
+  path: string;
+  problem: "duplicate_key" | "inexact_number";
+}
+
 /**
- * The paths (`agent.id`, `args.items.2.sku`, `3.decision` inside an array) of keys that occur a
- * second time in one object of `text`, which must be valid JSON; empty when keys are unique.
- * Keys are compared as decoded, so `"a"` and `"\u0061"` are the same key. When `text` is an
- * array (a delivery of records), only each element's first duplicate is named: one element
- * with thousands of them must not use up `reported_max` before the next element is read.
- * Stops after `reported_max` of them.
+ * The places (`agent.id`, `args.items.2.sku`, `3.decision` inside an array) in `text`, which
+ * must be valid JSON, that JSON.parse does not keep as sent: keys that occur a second time in
+ * one object, compared as decoded (`"a"` and `"\u0061"` are the same key), and, when `numbers`,
+ * numbers it reads as another. When `text` is an array (a delivery of records), only each
+ * element's first such place is named: one element with thousands of them must not use up
+ * `reported_max` before the next element is read. Stops after `reported_max` of them.
  */
-export function duplicateKeyPaths(text: string, reported_max = duplicate_keys_reported_max): string[] {
-  const found: string[] = [];
+export function unkeptPlaces(text: string, reported_max = duplicate_keys_reported_max, numbers = true): UnkeptPlace[] {
+  const found: UnkeptPlace[] = [];
   const stack: Frame[] = [];
-  /** The root array's element whose duplicate was named last. */
+  /** The root array's element whose place was named last. */
   let named_element = -1;
+  const report = (segment: string, problem: UnkeptPlace["problem"]) => {
+    const root = stack[0]!;
+    if (root.keys !== null) found.push({ path: duplicatePath(stack, segment), problem });
+    else if (root.index !== named_element) {
+      named_element = root.index;
+      found.push({ path: duplicatePath(stack, segment), problem });
+    }
+  };
   for (let i = 0; i < text.length && found.length < reported_max; i++) {
     const code = text.charCodeAt(i);
     const top = stack[stack.length - 1];
@@ -114,19 +119,16 @@ export function duplicateKeyPaths(text: string, reported_max = duplicate_keys_re
       if (top?.keys && top.expect_key) {
         const raw = text.slice(i + 1, end);
         const key = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
-        if (top.keys.has(key)) {
-          const root = stack[0]!;
-          if (root.keys !== null) found.push(duplicatePath(stack, key));
-          else if (root.index !== named_element) {
-            named_element = root.index;
-            found.push(duplicatePath(stack, key));
-          }
-        }
+        if (top.keys.has(key)) report(key, "duplicate_key");
         top.keys.add(key);
         top.key = key;
         top.expect_key = false;
       }
       i = end;
+    } else if (startsNumber(code)) {
+      const end = numberEnd(text, i);
+      if (numbers && top && !keptExactly(text, i, end)) report(top.keys ? top.key : String(top.index), "inexact_number");
+      i = end - 1;
     } else if (code === 0x7b /* { */ || code === 0x5b /* [ */) {
       const segment = top ? (top.keys ? top.key : String(top.index)) : "";
       stack.push({ keys: code === 0x7b ? new Set() : null, segment, expect_key: true, index: 0, key: "" });
@@ -138,4 +140,9 @@ export function duplicateKeyPaths(text: string, reported_max = duplicate_keys_re
     }
   }
   return found;
+}
+
+/** The paths of keys that occur a second time in one object of `text` (see unkeptPlaces). */
+export function duplicateKeyPaths(text: string, reported_max = duplicate_keys_reported_max): string[] {
+  return unkeptPlaces(text, reported_max, false).map((place) => place.path);
 }

@@ -31,6 +31,8 @@ export interface ValidRecord {
 const lone_surrogate_message = "holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair), which UTF-8 cannot carry";
 const out_of_range_message = "holds a number JSON cannot represent exactly (out of range)";
 const too_deep_message = `is nested deeper than ${canonical_depth_max} levels`;
+const inexact_number_message =
+  "holds a number JSON parsers do not keep as sent (more significant digits than a double holds, or so small it reads as 0): it would be stored as another; send it as a string";
 
 /** A problem's field: the path with each (sender-chosen, possibly huge) key shortened. */
 const fieldName = (path: readonly string[]) => (path.length > 0 ? shownPath(path) : "(record)");
@@ -97,6 +99,9 @@ function checkRecord(record: ReceivedRecord): ValidRecord | RecordProblem[] {
   if (record.syntax_error !== undefined) return [{ index, field: "(record)", message: `not valid JSON: ${record.syntax_error}` }];
   if (record.duplicate_key !== undefined) {
     return [{ index, field: record.duplicate_key, message: "this key occurs twice in one object; keys must be unique (the hash binds both)" }];
+  }
+  if (record.inexact_number !== undefined) {
+    return [{ index, field: record.inexact_number, message: inexact_number_message }];
   }
   const problems = schemaProblems(record);
   if (record.unhashable !== undefined || !isPlainObject(value)) {

@@ -177,6 +177,22 @@ describe("validation is all or nothing", () => {
     expect(array.details.problems).toEqual([{ index: 1, field: "decision", message: expect.stringContaining("occurs twice") }]);
   });
 
+  it("refuses a number JSON parsers do not keep as sent, in every form, naming its path: no other record passes for a retry", async () => {
+    // JSON.parse reads both as 1234567890123456800: as array elements they hashed alike, and the
+    // second, a different decision under the same event_id, was answered as a retry.
+    const sent = (order_id: string) => JSON.stringify(record("evt_big_1", { decision: "deny", args: { order_id: 0 } })).replace('"order_id":0', `"order_id":${order_id}`);
+    for (const body of [sent("1234567890123456789"), `[${sent("1234567890123456700")}]`, `${sent("12345678901234567891")}\n`]) {
+      const error = await refused(body, 422);
+      expect(error.details.problems).toEqual([{ index: 0, field: "args.order_id", message: expect.stringContaining("send it as a string") }]);
+    }
+    const inArray = JSON.stringify(record("evt_big_2", { args: { list: [1, 2, 0] } })).replace("[1,2,0]", "[1,2,1e-400]");
+    expect((await refused(`[${JSON.stringify(record("evt_big_3"))},${inArray}]`, 422)).details.problems).toEqual([
+      { index: 1, field: "args.list.2", message: expect.stringContaining("reads as 0") },
+    ]);
+    // Numbers a double keeps as sent, however spelled, are stored: 2^53 - 1, 0.1, 1E21, 1.50, -0.
+    await stores(JSON.stringify(record("evt_big_ok", { args: { n: 0 } })).replace('"n":0', '"n":[9007199254740991,0.1,1E21,1.50,-0,12345678901234567e4]'), 1);
+  });
+
   it("refuses args and args_hash together, and neither", async () => {
     const both = record("evt_both", { args_hash: "a".repeat(64) });
     const { args: _args, ...neither } = record("evt_neither");

@@ -1,0 +1,79 @@
+// Numbers in received JSON that JSON.parse does not keep as sent. It reads every number as the
+// nearest double: `12345678901234567891` becomes 12345678901234567000, and `1e-400` becomes 0.
+// Stored, such a record would show a value its sender never sent, and two records differing only
+// there would parse (and, as array elements, hash) alike: a different decision under a known
+// event_id would pass for a retry. They are refused instead, naming the place.
+
+const minus = 0x2d;
+const quote = 0x22;
+const backslash = 0x5c;
+
+/** A double holds any decimal of this many significant digits exactly enough to give it back. */
+const digits_always_kept = 15;
+
+/** Index of the quote that closes the string opening at `open`. */
+export function stringEnd(text: string, open: number): number {
+  let at = text.indexOf('"', open + 1);
+  for (;;) {
+    let slashes = 0;
+    while (text.charCodeAt(at - 1 - slashes) === backslash) slashes++;
+    if (slashes % 2 === 0) return at;
+    at = text.indexOf('"', at + 1);
+  }
+}
+
+const isDigit = (code: number) => code >= 0x30 && code <= 0x39;
+
+/** True for a character that can start a JSON number: a value starting so is one. */
+export function startsNumber(code: number): boolean {
+  return code === minus || isDigit(code);
+}
+
+/** Index just past the number token starting at `start` (valid JSON: digits, ".", "e", "E", "+", "-"). */
+export function numberEnd(text: string, start: number): number {
+  let end = start + 1;
+  for (; end < text.length; end++) {
+    const code = text.charCodeAt(end);
+    if (!isDigit(code) && code !== 0x2e && code !== 0x65 && code !== 0x45 && code !== 0x2b && code !== minus) break;
+  }
+  return end;
+}
+
+/** A number's significant digits and decimal exponent, its sign and spelling dropped: "-1.20e3" and "1200" are both "12e2". */
+function decimalForm(token: string): string {
+  const match = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(token);
+  if (!match) return token;
+  const [, whole, fraction = "", exponent = "0"] = match;
+  const digits = `${whole}${fraction}`.replace(/^0+/, "");
+  const significant = digits.replace(/0+$/, "");
+  if (significant === "") return "0";
+  return `${significant}e${Number(exponent) - fraction.length + (digits.length - significant.length)}`;
+}
+
+/**
+ * True when the number text[start, end) reads back as sent: the shortest form of the double
+ * JSON.parse makes of it has the same digits and exponent. A number out of range (1e400 parses
+ * to Infinity) counts as kept: it is refused as such elsewhere.
+ */
+export function keptExactly(text: string, start: number, end: number): boolean {
+  let exponent = false;
+  for (let i = start; i < end && !exponent; i++) exponent = (text.charCodeAt(i) | 0x20) === 0x65;
+  if (!exponent && end - start <= digits_always_kept) return true;
+  const token = text.slice(start, end);
+  const value = Number(token);
+  return !Number.isFinite(value) || decimalForm(token) === decimalForm(String(Math.abs(value)));
+}
+
+/** Whether `text` (valid JSON) holds a number JSON.parse does not keep as sent; strings are skipped whole. */
+export function holdsInexactNumber(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === quote) i = stringEnd(text, i);
+    else if (startsNumber(code)) {
+      const end = numberEnd(text, i);
+      if (!keptExactly(text, i, end)) return true;
+      i = end - 1;
+    }
+  }
+  return false;
+}
