@@ -59,7 +59,7 @@ function uniqueRecords(records: readonly ValidRecord[]): ValidRecord[] {
 }
 
 function conflict(records: Array<{ index: number; event_id: string }>): HttpError {
-  return new HttpError(409, "event_id_conflict", `event_id ${JSON.stringify(records[0]!.event_id)} was already received with different bytes; nothing was stored`, { records });
+  return new HttpError(409, "event_id_conflict", `event_id ${JSON.stringify(records[0]!.event_id)} was already received with different bytes (an array element counts as its RFC 8785 JSON, a line or object as its text: the same record sent in the other form differs); nothing was stored`, { records });
 }
 
 async function storedRecords(tx: SqlTx, source_id: string, event_ids: readonly string[]): Promise<Map<string, StoredRecord>> {

@@ -14,8 +14,10 @@ export const text_chars_max = 256;
 export const reason_chars_max = 4096;
 export const json_schema_id = "https://bursar.dev/schemas/gateway-decision-1.json";
 
-/** No C0 controls or DEL: an event id is a stored key, and PostgreSQL text cannot hold NUL. */
-const event_id_pattern = /^[^\u0000-\u001f\u007f]*$/;
+/** No controls (C0, DEL, C1): an event id is a stored key, and PostgreSQL text cannot hold NUL.
+ *  Nor what makes an id read as another where it is shown: line and paragraph separators,
+ *  bidirectional marks and overrides, a byte order mark. */
+const event_id_pattern = /^[^\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]*$/;
 
 const short_text = z.string().min(1).max(text_chars_max);
 
@@ -63,7 +65,7 @@ const decision_fields = z.strictObject({
     .string()
     .min(1)
     .max(event_id_chars_max)
-    .regex(event_id_pattern, "must not contain control characters (U+0000–U+001F, U+007F)"),
+    .regex(event_id_pattern, "must not contain control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, bidirectional marks or a byte order mark"),
   occurred_at,
   decision: z.enum(decisions),
   tool: short_text,

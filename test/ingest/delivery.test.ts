@@ -2,9 +2,11 @@
 // naming each bad record and field, idempotency per event_id, approval verification, and
 // args bound by hash while the stored copy is scrubbed.
 
+import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson, canonicalSha256Hex, entry_bytes_max, parseVerifierKey, sha256Hex, verifyDeliveryReceipt, type DeliveryReceipt } from "../../src/evidence/index.js";
 import { delivery_bytes_max, records_per_delivery_max } from "../../src/ingest/delivery.js";
+import { signatureHeader } from "../../src/ingest/signature.js";
 import { decisionsSource, deliver, harness, ndjson, record, type DecisionsSource, type Harness } from "./support.js";
 
 let h: Harness;
@@ -66,6 +68,23 @@ describe("delivery forms and hashing as received", () => {
 
   it("answers 400 empty_delivery for a delivery holding no record: an empty body, blank lines, an empty array", async () => {
     for (const body of ["", " \r\n\n\t", "[]", " [ ]\n"]) expect((await refused(body, 400)).code, JSON.stringify(body)).toBe("empty_delivery");
+  });
+
+  it("reads the body whatever its Content-Type says: none, any media type, or a header that names none", async () => {
+    const post = (content_type: string | undefined, body: Buffer) =>
+      new Promise<number>((resolve, reject) => {
+        const headers: Record<string, string> = { "bursar-signature": signatureHeader([source.signing_key], body, h.clock()), "content-length": String(body.length) };
+        if (content_type !== undefined) headers["content-type"] = content_type;
+        const sent = request(`${h.url}/ingest/${source.id}`, { method: "POST", headers }, (answer) => {
+          answer.resume();
+          resolve(answer.statusCode ?? 0);
+        });
+        sent.on("error", reject);
+        sent.end(body);
+      });
+    for (const [n, content_type] of [undefined, "", ";;;", "a/b c", "text/plain", "application/octet-stream"].entries()) {
+      expect(await post(content_type, Buffer.from(ndjson([record(`evt_ct_${n}`)]))), JSON.stringify(content_type)).toBe(200);
+    }
   });
 
   it("accepts interlok.gateway-decision/1 records unchanged", async () => {
@@ -163,6 +182,10 @@ describe("validation is all or nothing", () => {
   it("refuses an event_id with control characters, naming the field (PostgreSQL text cannot hold NUL)", async () => {
     const error = await refused(ndjson([record("evt_ctl\u0000nul"), record("evt_ctl_ok")]), 422);
     expect(error.details.problems).toEqual([{ index: 0, field: "event_id", message: expect.stringContaining("control characters") }]);
+    // Nor a C1 control, a line separator, a bidirectional override or a byte order mark: each makes the id read as another.
+    const shown = ["evt_c1\u0085", "evt_ls\u2028x", "evt_rlo\u202ecba", "\ufeffevt_bom", "evt_lrm\u200e"];
+    const problems = (await refused(ndjson(shown.map((id) => record(id))), 422)).details.problems as Array<{ index: number; field: string }>;
+    expect(problems.map(({ index, field }) => [index, field])).toEqual(shown.map((_, index) => [index, "event_id"]));
   });
 
   it("refuses a key that occurs twice in one object, in every form, naming its path", async () => {
