@@ -178,7 +178,8 @@ export class SourceStore {
       const row = await this.row(tx, source_id, true);
       if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source cannot be rotated");
       await tx.run(
-        "UPDATE evidence_source_secrets SET expires_at_ms = CASE WHEN expires_at_ms IS NULL THEN ? ELSE ? END WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+        // Cast: PostgreSQL would take untyped CASE branches for text, which a bigint column refuses.
+        "UPDATE evidence_source_secrets SET expires_at_ms = CASE WHEN expires_at_ms IS NULL THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
         [until_ms, now_ms, source_id, now_ms],
       );
       const issued = await this.issueSecrets(tx, source_id, row.kind, now_ms);

@@ -56,4 +56,10 @@ describe.skipIf(!pg_server)("evidence source changes beside an ingest holding th
       await ingest.end();
     }
   });
+
+  it("rotate keeps at most two signing keys, as on SQLite: a rotation ends an earlier one's grace", async () => {
+    const { source } = await sources.create({ kind: "decisions", name: "rotate-bound" });
+    for (let n = 0; n < 3; n++) await sources.rotate(source.id, 86_400);
+    expect(await sources.signingKeys(source.id)).toHaveLength(2);
+  });
 });
