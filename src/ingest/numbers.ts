@@ -1,5 +1,6 @@
 // Numbers in received JSON that JSON.parse does not keep as sent. It reads every number as the
-// nearest double: `12345678901234567891` becomes 12345678901234567000, and `1e-400` becomes 0.
+// nearest double: `12345678901234567891` becomes 12345678901234567000, `0.100000000000000000001`
+// becomes 0.1, and `1e-400` becomes 0.
 // Stored, such a record would show a value its sender never sent, and two records differing only
 // there would parse (and, as array elements, hash) alike: a different decision under a known
 // event_id would pass for a retry. They are refused instead, naming the place.
@@ -10,6 +11,9 @@ const backslash = 0x5c;
 
 /** A double holds any decimal of this many significant digits exactly enough to give it back. */
 const digits_always_kept = 15;
+/** What a double needs to be written exactly: a decimal of up to this many significant digits
+ *  reads as the double its writer meant (C's %.17g, for one, writes 1/3 as 0.33333333333333331). */
+const digits_of_a_double = 17;
 
 /** Index of the quote that closes the string opening at `open`. */
 export function stringEnd(text: string, open: number): number {
@@ -40,28 +44,40 @@ export function numberEnd(text: string, start: number): number {
 }
 
 /** A number's significant digits and decimal exponent, its sign and spelling dropped: "-1.20e3" and "1200" are both "12e2". */
-function decimalForm(token: string): string {
+function decimalForm(token: string): { digits: string; exponent: number } {
   const match = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(token);
-  if (!match) return token;
+  if (!match) return { digits: token, exponent: 0 };
   const [, whole, fraction = "", exponent = "0"] = match;
   const digits = `${whole}${fraction}`.replace(/^0+/, "");
   const significant = digits.replace(/0+$/, "");
-  if (significant === "") return "0";
-  return `${significant}e${Number(exponent) - fraction.length + (digits.length - significant.length)}`;
+  if (significant === "") return { digits: "0", exponent: 0 };
+  return { digits: significant, exponent: Number(exponent) - fraction.length + (digits.length - significant.length) };
 }
 
 /**
- * True when the number text[start, end) reads back as sent: the shortest form of the double
- * JSON.parse makes of it has the same digits and exponent. A number out of range (1e400 parses
- * to Infinity) counts as kept: it is refused as such elsewhere.
+ * True when JSON.parse keeps the number text[start, end) as its sender meant it: it reads back in
+ * the same digits (the double's shortest form, as the log writes it: an int64 id of 19 digits
+ * does not), or, written with a fraction or exponent, it has at most 17 significant digits, as
+ * many as a double needs; and it does not read as 0 unless it is 0. A number out of range (1e400
+ * parses to Infinity) counts as kept: it is refused as such elsewhere.
  */
 export function keptExactly(text: string, start: number, end: number): boolean {
+  let fraction = false;
   let exponent = false;
-  for (let i = start; i < end && !exponent; i++) exponent = (text.charCodeAt(i) | 0x20) === 0x65;
+  for (let i = start; i < end; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0x2e) fraction = true;
+    else if ((code | 0x20) === 0x65) exponent = true;
+  }
   if (!exponent && end - start <= digits_always_kept) return true;
   const token = text.slice(start, end);
   const value = Number(token);
-  return !Number.isFinite(value) || decimalForm(token) === decimalForm(String(Math.abs(value)));
+  if (!Number.isFinite(value)) return true;
+  const sent = decimalForm(token);
+  if (value === 0) return sent.digits === "0";
+  if ((fraction || exponent) && sent.digits.length <= digits_of_a_double) return true;
+  const read = decimalForm(String(Math.abs(value)));
+  return sent.digits === read.digits && sent.exponent === read.exponent;
 }
 
 /** Whether `text` (valid JSON) holds a number JSON.parse does not keep as sent; strings are skipped whole. */

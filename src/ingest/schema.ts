@@ -15,9 +15,11 @@ export const reason_chars_max = 4096;
 export const json_schema_id = "https://bursar.dev/schemas/gateway-decision-1.json";
 
 /** No controls (C0, DEL, C1): an event id is a stored key, and PostgreSQL text cannot hold NUL.
- *  Nor what makes an id read as another where it is shown: line and paragraph separators,
- *  bidirectional marks and overrides, a byte order mark. */
-const event_id_pattern = /^[^\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]*$/;
+ *  Nor what makes an id read as another where it is shown: line and paragraph separators, and the
+ *  invisible format characters (Unicode's Cf: soft hyphen, zero-width characters, bidirectional
+ *  marks, overrides and isolates, a byte order mark, interlinear annotation). */
+const event_id_pattern =
+  /^[^\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]*$/;
 
 const short_text = z.string().min(1).max(text_chars_max);
 
@@ -65,7 +67,7 @@ const decision_fields = z.strictObject({
     .string()
     .min(1)
     .max(event_id_chars_max)
-    .regex(event_id_pattern, "must not contain control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, bidirectional marks or a byte order mark"),
+    .regex(event_id_pattern, "must not contain control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, or invisible format characters (zero-width, bidirectional marks, a byte order mark)"),
   occurred_at,
   decision: z.enum(decisions),
   tool: short_text,

@@ -32,7 +32,7 @@ const lone_surrogate_message = "holds a lone surrogate (a \\uD800-\\uDFFF escape
 const out_of_range_message = "holds a number JSON cannot represent exactly (out of range)";
 const too_deep_message = `is nested deeper than ${canonical_depth_max} levels`;
 const inexact_number_message =
-  "holds a number JSON parsers do not keep as sent (more significant digits than a double holds, or so small it reads as 0): it would be stored as another; send it as a string";
+  "holds a number JSON parsers read as another (more digits than a double gives back, as in a 19-digit id, or so small it reads as 0): it would be stored as another; send it as a string";
 
 /** A problem's field: the path with each (sender-chosen, possibly huge) key shortened. */
 const fieldName = (path: readonly string[]) => (path.length > 0 ? shownPath(path) : "(record)");

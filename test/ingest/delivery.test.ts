@@ -183,7 +183,7 @@ describe("validation is all or nothing", () => {
     const error = await refused(ndjson([record("evt_ctl\u0000nul"), record("evt_ctl_ok")]), 422);
     expect(error.details.problems).toEqual([{ index: 0, field: "event_id", message: expect.stringContaining("control characters") }]);
     // Nor a C1 control, a line separator, a bidirectional override or a byte order mark: each makes the id read as another.
-    const shown = ["evt_c1\u0085", "evt_ls\u2028x", "evt_rlo\u202ecba", "\ufeffevt_bom", "evt_lrm\u200e"];
+    const shown = ["evt_c1\u0085", "evt_ls\u2028x", "evt_rlo\u202ecba", "\ufeffevt_bom", "evt_lrm\u200e", "evt_alm\u061c", "evt_zw\u200bj", "evt_wj\u2060"];
     const problems = (await refused(ndjson(shown.map((id) => record(id))), 422)).details.problems as Array<{ index: number; field: string }>;
     expect(problems.map(({ index, field }) => [index, field])).toEqual(shown.map((_, index) => [index, "event_id"]));
   });
