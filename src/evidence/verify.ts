@@ -43,6 +43,8 @@ export interface VerifyOptions {
    * checked when it disagrees with its entry or when no signed checkpoint covers its entry.
    */
   allReceipts?: boolean;
+  /** Verify the signature of every receipt of an entry in [start, end) (verifyExport's second read). */
+  receiptsIn?: [number, number] | undefined;
   /** Called with every entry's seq and recomputed leaf hash as it is read (trust them only once the report is ok). */
   onLeaf?: (seq: number, leaf: Buffer) => void;
 }
@@ -383,9 +385,15 @@ class ExportVerifier {
     this.tail = [];
   }
 
+  /** Whether the receipt of entry `seq` has its signature checked even where it matches its entry. */
+  private checksEveryReceipt(seq: number): boolean {
+    const range = this.options.receiptsIn;
+    return this.options.allReceipts === true || (range !== undefined && seq >= range[0] && seq < range[1]);
+  }
+
   private receipt(line: Buffer): void {
     const pending = this.pending;
-    if (pending && !this.options.allReceipts) {
+    if (pending && !this.checksEveryReceipt(pending.seq)) {
       const quick = quickReceipt(line);
       const ours = quick !== undefined && (quick.log === undefined || quick.log === this.logId);
       if (quick && ours && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex")) {
@@ -407,7 +415,7 @@ class ExportVerifier {
     // disagrees with its entry is checked below: an altered entry 0 changes the log id too.)
     const foreign = agrees ? this.foreignLog(pending.seq, receipt) : undefined;
     if (foreign) this.stop({ seq: pending.seq, message: foreign });
-    if (agrees && !this.options.allReceipts) return this.matchedReceipt(pending, line);
+    if (agrees && !this.checksEveryReceipt(pending.seq)) return this.matchedReceipt(pending, line);
     const entry = agrees ? undefined : this.inspect(pending);
     if (agrees && pending.seq >= this.signedSize) this.inspect(pending);
     const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
@@ -627,18 +635,20 @@ export function* fileLines(path: string): Generator<Buffer> {
 /**
  * Verifies an export that `lines` reads afresh on each call. When a signed root disagrees with a
  * range of entries, and receipt signatures were checked only where a receipt disagrees with its
- * entry, the export is read once more checking every receipt's signature: an entry altered along
- * with its receipt's leaf hash is then named by its seq (wherever receipts allow it, as DESIGN.md
- * promises), the range given too.
+ * entry, the export is read once more checking the signature of every receipt in that range: an
+ * entry altered along with its receipt's leaf hash then leaves a receipt that does not verify,
+ * named beside the range. Only as a suspect: a forged receipt of an intact entry (a decoy) looks
+ * the same, so the failure stays the range's.
  */
 export function verifyExport(lines: () => Iterable<Buffer>, options: VerifyOptions): VerifyReport {
   const report = verifyExportLines(lines(), options);
-  const range = report.failure?.range;
-  if (!range || report.failure?.seq !== undefined || options.allReceipts) return report;
-  const thorough = verifyExportLines(lines(), { ...options, onLeaf: undefined, allReceipts: true });
-  const seq = thorough.failure?.seq;
-  if (seq === undefined || seq < range[0] || seq >= range[1]) return report;
-  return { ...report, failure: { ...thorough.failure!, message: `${thorough.failure!.message}; ${report.failure!.message}` } };
+  const failure = report.failure;
+  if (!failure?.range || failure.seq !== undefined || options.allReceipts) return report;
+  const range = failure.range;
+  const thorough = verifyExportLines(lines(), { ...options, onLeaf: undefined, receiptsIn: range }).failure;
+  if (thorough?.seq === undefined || thorough.seq < range[0] || thorough.seq >= range[1]) return report;
+  const suspect = `within them, ${thorough.message}: that entry, or its receipt, was altered`;
+  return { ...report, failure: { ...failure, ...(thorough.line === undefined ? {} : { line: thorough.line }), message: `${failure.message}; ${suspect}` } };
 }
 
 export function verifyExportFile(path: string, options: VerifyOptions): VerifyReport {

@@ -162,16 +162,26 @@ describe("a receipt that disagrees with its entry at the entry's own seq", () =>
     }
   });
 
-  it("names an entry altered along with its receipt's leaf hash (the signature left as it was) by its seq, with the range its signed root disagrees with", () => {
+  it("names the receipt that does not verify within the range its signed root disagrees with, when an entry was altered along with its receipt's leaf hash", () => {
     const index = indexOfEntry(exported.lines, 7);
     const altered = exported.lines[index]!.replace('"amount":700', '"amount":701');
     const forged = receiptOf(exported.lines, 7).replace(leafOf(receiptOf(exported.lines, 7)), leafHash(Buffer.from(altered, "utf8")).toString("hex"));
     const lines = exported.lines.map((line, i) => (i === index ? altered : i === index + 1 ? forged : line));
     expect(verifyLines(exported, lines).failure).toEqual({
-      seq: 7,
+      range: [5, 9],
       line: index + 2,
-      message: expect.stringMatching(/^seq 7: receipt does not verify \(.*\); entries 5\.\.8 do not match the signed checkpoint of size 9$/),
+      message: expect.stringMatching(
+        /^entries 5\.\.8 do not match the signed checkpoint of size 9; within them, seq 7: receipt does not verify \(.*\): that entry, or its receipt, was altered$/,
+      ),
     });
+    // A decoy: entry 7 altered with its receipt gone, entry 6's receipt forged. Entry 6 is named
+    // only as a suspect, beside the range; it is not called the first bad entry.
+    const decoyed = exported.lines
+      .map((line, i) => (i === index ? altered : i === indexOfEntry(exported.lines, 6) + 1 ? line.replace(/"signature":"(.)/, (_, c: string) => `"signature":"${c === "A" ? "B" : "A"}`) : line))
+      .filter((_, i) => i !== index + 1);
+    const decoy = verifyLines(exported, decoyed).failure!;
+    expect(decoy.seq).toBeUndefined();
+    expect(decoy).toMatchObject({ range: [5, 9], message: expect.stringMatching(/within them, seq 6: receipt does not verify/) });
   });
 
   it("names a receipt the key signed for this entry's leaf hash at another seq by the seq it claims", () => {
