@@ -106,13 +106,13 @@ async function fetchNamedPayment(context: GateContext, args: unknown): Promise<{
  * Razorpay does with an authorization not captured in time), is unbound, so that neither it nor
  * another payment on the order is refused for good under R3 ("already bound to another
  * payment"). The bound payment is asked for only when the capture names another one. The
- * binding stays while a capture of it is in flight or has an unknown outcome (the ledger checks).
+ * binding stays while a capture of it is in flight (the ledger checks); one whose outcome was
+ * unknown is resolved, since no capture can land on that payment any more.
  */
 async function unbindDeadPayment(context: GateContext, agent_id: string, named: ProviderPayment & { order_id: string }): Promise<void> {
   const reservation = await context.ledger.reservationByOrder(named.order_id);
   // Another agent's reservation is not this caller's to touch (CALLER refuses the capture).
   if (!reservation || reservation.agent_id !== agent_id || reservation.status !== "held" || reservation.payment_id === null) return;
-  if (reservation.outcome_unknown) return;
   const bound_id = reservation.payment_id;
   let bound: ProviderPayment | undefined = named.id === bound_id ? named : undefined;
   if (!bound) {

@@ -89,8 +89,8 @@ function headline(settlements: Settlement[]): Settlement | undefined {
 /**
  * The reservation's bound payment, when the provider lists it as one that can no longer be
  * captured (failed, refunded before any capture), is unbound, so another payment on the order
- * may be captured; undefined when there is none or the binding stays (a capture in flight or
- * with an unknown outcome).
+ * may be captured; undefined when there is none or the binding stays (a capture of it in
+ * flight). A capture of it whose outcome was unknown is resolved with it: it moved nothing.
  */
 async function unbindDeadPayment(context: GateContext, reservation_id: string, payments: ProviderPayment[]): Promise<ProviderPayment | undefined> {
   const reservation = await context.ledger.reservation(reservation_id);

@@ -5,8 +5,9 @@ import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import type { BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
-import { approvalByReservation, completeKeys, dropIdempotency, getIdempotency, getReservation, keyInFlightOn, lockBlock, storeResult } from "./statements.js";
+import { approvalByReservation, completeKeys, dropIdempotency, dropUnknownKeys, getIdempotency, getReservation, keyInFlightOn, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
+import { expireLeasesOfBlock } from "./sweep.js";
 
 /** The provider's answer as the ledger needs it (the provider port's outcome has this shape). */
 export type ForwardOutcome<T> =
@@ -282,8 +283,12 @@ export type UnbindVia = "check" | "capture";
  * captured in time), so no capture of it can land any more: it is unbound, and another payment
  * on the order may be captured, instead of the hold staying bound to a dead payment for good.
  * The caller proved that state (the gate's `cannotBeCaptured`). As in abandonCapture, the binding
- * stays while a capture of the reservation is in flight or its outcome is unknown: that
- * capture's own re-fetch, or a later check, settles what it did. Returns whether it unbound.
+ * stays while a capture of the reservation is in flight: that capture's own re-fetch settles what
+ * it did. A capture whose outcome was unknown (the reservation outcome-unknown, its key replaying
+ * "unknown") is resolved: it was of this payment, which no capture can land on any more, so it
+ * moved nothing; the reservation leaves the inbox and that key is dropped, so the agent may
+ * capture again. Without that, nothing but a capture landing could ever clear the flag, and the
+ * hold stayed bound to a dead payment for good. Returns whether it unbound.
  */
 export async function unbindUncapturable(
   tx: SqlTx,
@@ -297,12 +302,18 @@ export async function unbindUncapturable(
   }
   const block_id = (await getReservation(tx, reservation_id))?.block_id;
   if (block_id === undefined) return false;
-  // The block lock comes before any write to its reservations; the reservation is read under it.
+  // The block lock comes before any write to its reservations; the reservation is read under it,
+  // once a capture whose lease ran out is marked unknown (else a later sweep would mark it so).
   await lockBlock(tx, block_id);
+  await expireLeasesOfBlock(tx, context, block_id);
   const reservation = (await getReservation(tx, reservation_id)) as ReservationRow;
-  if (reservation.status !== "held" || reservation.payment_id !== payment.id || reservation.outcome_unknown) return false;
+  if (reservation.status !== "held" || reservation.payment_id !== payment.id) return false;
   if (await keyInFlightOn(tx, reservation_id)) return false;
-  await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation_id]);
+  await tx.run("UPDATE reservations SET payment_id = NULL, outcome_unknown = 0, unknown_reason = NULL, updated_at_ms = ? WHERE reservation_id = ?", [
+    context.clock().getTime(),
+    reservation_id,
+  ]);
+  const resolved = reservation.outcome_unknown ? await dropUnknownKeys(tx, reservation_id, "capture_payment") : 0;
   await record(tx, context, "gate.settlement", {
     action: "payment.unbound",
     via,
@@ -311,6 +322,7 @@ export async function unbindUncapturable(
     payment_id: payment.id,
     payment_status: payment.status,
     reason: `the provider reports the bound payment ${payment.status}: it can no longer be captured`,
+    ...(reservation.outcome_unknown ? { outcome_resolved: { was: reservation.unknown_reason, capture_keys_dropped: resolved } } : {}),
   });
   return true;
 }

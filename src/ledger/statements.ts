@@ -129,19 +129,33 @@ export async function putIdempotency(tx: SqlTx, row: IdempotencyRow, replace: bo
   );
 }
 
+type KeyTool = "create_order" | "capture_payment";
+
+/** The keys of a reservation's `tool` calls. */
+function keysOf(tx: SqlTx, reservation_id: string, tool: KeyTool) {
+  return tx.all<{ agent_id: string; key: string; status: string; result_json: string | null }>(
+    "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = ?",
+    [reservation_id, tool],
+  );
+}
+
 /**
  * Gives `result` to the keys of a reservation's `tool` calls that do not know it yet: one still in
  * flight, and one that stored an unknown outcome. Whichever path learns the outcome first (the
  * call itself, a webhook, an operator check), the keys then replay it.
  */
-export async function completeKeys(tx: SqlTx, reservation_id: string, tool: "create_order" | "capture_payment", result: unknown): Promise<void> {
-  const rows = await tx.all<{ agent_id: string; key: string; status: string; result_json: string | null }>(
-    "SELECT agent_id, key, status, result_json FROM idempotency_keys WHERE reservation_id = ? AND tool = ?",
-    [reservation_id, tool],
-  );
-  for (const row of rows) {
+export async function completeKeys(tx: SqlTx, reservation_id: string, tool: KeyTool, result: unknown): Promise<void> {
+  for (const row of await keysOf(tx, reservation_id, tool)) {
     if (row.status === "in_flight" || resultUnknown(row.result_json)) await storeResult(tx, row.agent_id, row.key, result);
   }
+}
+
+/** Drops the keys of a reservation's `tool` calls that stored an unknown outcome (proven to have
+ *  moved nothing), so they are decided afresh when repeated; returns how many. */
+export async function dropUnknownKeys(tx: SqlTx, reservation_id: string, tool: KeyTool): Promise<number> {
+  const unknown = (await keysOf(tx, reservation_id, tool)).filter((row) => row.status === "stored" && resultUnknown(row.result_json));
+  for (const row of unknown) await dropIdempotency(tx, row.agent_id, row.key);
+  return unknown.length;
 }
 
 export async function storeResult(tx: SqlTx, agent_id: string, key: string, result: unknown): Promise<void> {

@@ -340,10 +340,13 @@ for (const backend of backends()) {
       });
     }
 
-    // A capture of the bound payment hangs at the provider; while it is in flight, or once its
-    // lease has run out (the next decision marks the reservation outcome-unknown), the binding stays.
+    // A capture of the bound payment hangs at the provider. While it is in flight the binding
+    // stays, and any other capture of the reservation is refused as such. Once its lease has run
+    // out its outcome is unknown; but it was of a payment no capture can land on any more
+    // (refunded uncaptured), so it moved nothing: the next capture decision unbinds the payment,
+    // resolves the unknown outcome, and forwards the other payment's capture.
     for (const lease of ["live", "run out"] as const) {
-      it(`a bound payment refunded uncaptured stays bound while a capture of it, its lease ${lease}, is unresolved`, async () => {
+      it(`a bound payment refunded uncaptured, while a capture of it hangs with its lease ${lease}: ${lease === "live" ? "stays bound" : "is unbound"}`, async () => {
         const t = await setup();
         const { a, reservation_id, first, second } = await twoPayments(t);
         const { release, captures } = holdFirstCapture(t.b);
@@ -351,13 +354,20 @@ for (const backend of backends()) {
         await waitFor(() => captures() === 1, 5_000, "the first capture at the provider");
         await expireInProcess(t.b, first);
         if (lease === "run out") t.clock.advance(61_000);
-        // While the capture is in flight, any other capture of the reservation is refused as such.
-        const refused = lease === "live"
-          ? { effect: "BLOCK", rule: "IN_FLIGHT", reason: "another capture of this payment's reservation is still in flight; retry shortly" }
-          : { effect: "BLOCK", rule: "R3", reason: "the reservation is already bound to another payment" };
-        expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject(refused);
-        expect(await checkReservation(t.b.gate.gateContext, reservation_id)).not.toHaveProperty("unbound_payment");
-        expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ status: "held", payment_id: first, outcome_unknown: lease === "live" ? 0 : 1 });
+        const log_size = await t.b.log.treeSize();
+        const other = await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" });
+        if (lease === "live") {
+          const reason = "another capture of this payment's reservation is still in flight; retry shortly";
+          expect(other).toMatchObject({ effect: "BLOCK", rule: "IN_FLIGHT", reason });
+          expect(await checkReservation(t.b.gate.gateContext, reservation_id)).not.toHaveProperty("unbound_payment");
+        } else {
+          // Forwarded: this provider refuses every capture but the first (a 4xx).
+          expect(other).toMatchObject({ provider: "refused" });
+          const resolved = { action: "payment.unbound", via: "capture", payment_id: first, outcome_resolved: expect.objectContaining({ capture_keys_dropped: 1 }) };
+          expect(await settlementsSince(t.b, log_size, reservation_id)).toContainEqual(expect.objectContaining(resolved));
+        }
+        const bound = lease === "live" ? first : null;
+        expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ status: "held", payment_id: bound, outcome_unknown: 0 });
         release();
         expect(await slow).toMatchObject({ provider: "refused" });
         expect(await a.block()).toMatchObject({ held: 9_000, spent: 0 });
@@ -365,6 +375,35 @@ for (const backend of backends()) {
         await t.close();
       });
     }
+
+    // A capture and its re-fetch both unanswered: the reservation is outcome-unknown, bound to its
+    // payment. Once the provider refunds that payment uncaptured, the check resolves it.
+    it("the check resolves an unknown capture outcome once its payment is refunded uncaptured: unbound, out of the inbox, the key decided afresh", async () => {
+      const t = await setup();
+      const { a, reservation_id, first, second } = await twoPayments(t);
+      let fetches = 0;
+      const real = replaceProvider(t.b, {
+        capturePayment: async () => ({ kind: "unknown", reason: "timeout" }),
+        // The capture's own fetch of the payment is answered; the re-fetch after the capture is not.
+        fetchPayment: async (id) => (++fetches === 1 ? real.fetchPayment(id) : { kind: "unknown", reason: "HTTP 503" }),
+      });
+      const args = { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "unanswered" };
+      expect(await a.call("capture_payment", args)).toMatchObject({ provider: "unknown" });
+      (t.b.gate.gateContext as { provider: Provider }).provider = real;
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ payment_id: first, outcome_unknown: 1 });
+      // Still authorized: the capture may yet land, so nothing is resolved.
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "no_capture" });
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ payment_id: first, outcome_unknown: 1 });
+      await expireInProcess(t.b, first);
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "no_capture", unbound_payment: { id: first, status: "refunded" } });
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ payment_id: null, outcome_unknown: 0 });
+      // The key no longer replays "unknown": repeated, it is decided afresh.
+      expect(await a.call("capture_payment", args)).toMatchObject({ effect: "BLOCK", rule: "R3", reason: "the payment is refunded, not authorized" });
+      expect(await a.call("capture_payment", { payment_id: second, amount: 9_000, currency: "INR" })).toMatchObject({ effect: "ALLOW", payment: { id: second, status: "captured" } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, frozen: false, unreconciled: 0 });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
   });
 }
 
