@@ -10,9 +10,10 @@ import { signalExitCode } from "../cli/command.js";
 import { errorCode } from "../datadir.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { HttpError, errorBody } from "./errors.js";
+import { message_bytes_max } from "./jsonrpc.js";
 
-/** Default body limit for JSON routes; routes that take more (ingest) set their own. */
-export const body_limit_default_bytes = 1_048_576;
+/** Default body limit for JSON routes, /mcp's messages among them; routes that take more (ingest) set their own. */
+export const body_limit_default_bytes = message_bytes_max;
 
 /**
  * How long a request may take to arrive whole, headers and body: Node's own default, which

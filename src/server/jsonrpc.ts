@@ -53,6 +53,9 @@ export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string
  * overflowed the SDK's stack: it answered -32700 with id null and the RangeError's text.
  */
 export const message_depth_max = 64;
+/** The most bytes a message may take as a /mcp request body: the server's body limit for JSON
+ *  routes (app.ts), known here to the stdio bridge, which refuses a longer one unsent. */
+export const message_bytes_max = 1_048_576;
 /**
  * How many values (object members and array elements at any depth) such a message may hold, as
  * a tools/call's arguments may (argument_values_max). An initialize of 1 MiB whose clientInfo

@@ -9,6 +9,7 @@ import { connect, createConnection, createServer, type AddressInfo, type Server,
 import { existsSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { leadingRequestId, oneLine, stdin_buffer_max_bytes } from "../../src/cli/commands/mcp-stdio.js";
+import { message_bytes_max } from "../../src/server/jsonrpc.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 import { testServer, type TestServer } from "../support/server.js";
@@ -177,21 +178,27 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(answers).toHaveLength(2);
   });
 
-  it("forwards a line of exactly 4 MiB (the gate refuses its body) and answers one byte more itself", async () => {
+  it("sends a message of exactly the gate's 1 MiB limit, answers one byte more as not sent, and a line over 4 MiB unread", async () => {
     const agent = await server.agent("line-limit");
+    const before = await server.started.bursar.log.treeSize();
     /** A request line of exactly `bytes` bytes, its newline included. */
     const lineOf = (id: number, bytes: number) => {
-      const empty = JSON.stringify(call(id, "get_block", { pad: "" }));
-      return `${JSON.stringify(call(id, "get_block", { pad: "x".repeat(bytes - empty.length - 1) }))}\n`;
+      const empty = JSON.stringify(call(id, "create_order", { amount: 1_000, currency: "INR", receipt: "" }));
+      return `${JSON.stringify(call(id, "create_order", { amount: 1_000, currency: "INR", receipt: "x".repeat(bytes - empty.length - 1) }))}\n`;
     };
-    const input = lineOf(10, stdin_buffer_max_bytes) + lineOf(11, stdin_buffer_max_bytes + 1);
-    expect(input.length).toBe(2 * stdin_buffer_max_bytes + 1);
+    const input = lineOf(10, message_bytes_max + 1) + lineOf(11, message_bytes_max + 2) + lineOf(12, stdin_buffer_max_bytes + 1);
     const piped = await pipe(input, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
-    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: number; error: { code: number; message: string } });
-    // The gate answers 413 and closes the connection without reading the rest of the body: the
-    // bridge reads that 413, or, when the close cuts its upload first (EPIPE), a broken connection.
-    expect(answers.find((answer) => answer.id === 10)?.error).toMatchObject({ code: -32000, message: expect.stringMatching(/HTTP 413|broke before its answer/) });
-    expect(answers.find((answer) => answer.id === 11)?.error).toMatchObject({ code: -32600, message: expect.stringContaining("longer than") });
+    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: number; error?: { code: number; message: string }; result?: Record<string, unknown> });
+    // At the limit the gate takes it and decides it (R0: the receipt is too long), with evidence.
+    expect(answers.find((answer) => answer.id === 10)?.result).toMatchObject({ isError: true, structuredContent: { effect: "BLOCK", rule: "R0" } });
+    // One byte more: sent, the gate would close the connection mid-upload, and the bridge would
+    // see a broken pipe, answered "may have been carried out". It is not sent at all.
+    expect(answers.find((answer) => answer.id === 11)?.error).toEqual({
+      code: -32000,
+      message: `a message of ${message_bytes_max + 1} bytes is over the gate's limit of ${message_bytes_max} bytes; it was not sent (nothing was carried out)`,
+    });
+    expect(answers.find((answer) => answer.id === 12)?.error).toMatchObject({ code: -32600, message: expect.stringContaining("longer than") });
+    expect(await server.started.bursar.log.treeSize()).toBe(before + 1);
     expect(piped.code).toBe(0);
   });
 

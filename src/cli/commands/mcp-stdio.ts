@@ -7,7 +7,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError, token_shape } from "../../config.js";
-import { invalidRequest, isToolCallEnvelope, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
+import { invalidRequest, isToolCallEnvelope, message_bytes_max, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
 import { httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
@@ -16,8 +16,10 @@ export const gate_url_default = "http://127.0.0.1:8787";
 export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
-/** Above the gate's 1 MiB body limit, so an oversized message is refused by the gate with its
- *  own error rather than by the bridge; a line longer still is answered -32600 by the bridge. */
+/** Above the gate's 1 MiB body limit (message_bytes_max), which the bridge checks itself before
+ *  sending: a message over it is answered "not sent", since the gate closes the connection on
+ *  an oversized body while it is still being sent, and the sender then sees a broken pipe, not
+ *  the 413. A line longer still is answered -32600 unread. */
 export const stdin_buffer_max_bytes = 4 * 1024 * 1024;
 /** JSON-RPC "server error" range: the gate could not be reached or refused the HTTP request. */
 export const bridge_error_code = -32_000;
@@ -32,7 +34,9 @@ every JSON-RPC message unchanged to a running gate's /mcp (Streamable HTTP) with
 Authorization: Bearer $BURSAR_AGENT_TOKEN, and writes the gate's answers to stdout.
 A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error, and
 so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
-null): its bytes are dropped up to its newline, and the bridge reads on. A line that is not
+null): its bytes are dropped up to its newline, and the bridge reads on. A message over the
+gate's body limit (${message_bytes_max} bytes as JSON) is answered "not sent" (code
+${bridge_error_code}) without being sent. A line that is not
 JSON gets a -32700 error with id null; a UTF-8 BOM at a line's start is skipped, and a blank
 line is ignored. A tools/call is always forwarded, whatever its params hold: the gate decides it.
 
@@ -141,6 +145,16 @@ const short_escapes: Readonly<Record<string, string>> = { "\n": "\\n", "\r": "\\
  */
 export function oneLine(text: string): string {
   return text.replace(line_breaking, (char) => short_escapes[char] ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+/** The bytes of `message` as the HTTP transport sends it (its JSON text); 0 when it has none,
+ *  which the send itself then reports. */
+function sentBytes(message: JSONRPCMessage): number {
+  try {
+    return Buffer.byteLength(JSON.stringify(message), "utf8");
+  } catch {
+    return 0;
+  }
 }
 
 function errorReply(id: RequestId, message: string): JSONRPCMessage {
@@ -385,6 +399,13 @@ class Bridge {
 
   private async forward(message: JSONRPCMessage): Promise<void> {
     if (isJSONRPCRequest(message) && message.method === "initialize") this.initialize_ids.add(message.id);
+    const bytes = sentBytes(message);
+    if (bytes > message_bytes_max) {
+      const why = `a message of ${bytes} bytes is over the gate's limit of ${message_bytes_max} bytes; it was not sent (nothing was carried out)`;
+      this.warn(why);
+      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, why));
+      return;
+    }
     try {
       await this.http.send(message);
     } catch (error) {
