@@ -32,12 +32,20 @@ export function withoutBom(text: string): string {
   return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
+/** Valid JSON-RPC, but not a call: the SDK takes it as a notification, which nothing handles and
+ *  nobody answers (202), so the call was neither decided nor recorded. */
+const call_without_id = "a tools/call is a request and needs an id; sent as a notification it would get no answer, and the gate decides and records only the calls it answers";
+
 /**
  * The -32600 answer for a parsed message the SDK's schema refuses, and why (quoting the first
  * schema issue); undefined for a valid JSON-RPC message. A tools/call envelope (isToolCallEnvelope)
  * is never refused for its params: /mcp does not ask for one, and the bridge forwards one it refuses.
  */
 export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string } | undefined {
+  if (isPlainObject(message) && message.method === "tools/call" && !("id" in message)) {
+    const why = `not a valid JSON-RPC message: ${call_without_id}`;
+    return { reply: invalidRequest(null, why), why };
+  }
   const outsized = outsizedMessage(message);
   const checked = outsized ? undefined : JSONRPCMessageSchema.safeParse(message);
   if (checked?.success) return undefined;

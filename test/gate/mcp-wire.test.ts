@@ -164,6 +164,8 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
       [`{"jsonrpc": ${"[".repeat(400_000)}${"]".repeat(400_000)}, "id": 1, "method": "x"}`, 1, 'jsonrpc must be "2.0", got an array'],
       [`{"jsonrpc": "${"2".repeat(1_000)}", "id": 2, "method": "x"}`, 2, `jsonrpc must be "2.0", got "${"2".repeat(63)}…`],
       ['{"jsonrpc": "2.0", "id": 3}', 3, "a message needs a method"],
+      // A notification: the SDK answered 202 and nothing decided or recorded the call.
+      [`{"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "create_order", "arguments": ${order_arguments}}}`, null, "a tools/call is a request and needs an id"],
       // 1 MiB of bad icons took the SDK 6–8 s to answer, with every schema issue: 120 MB.
       [`{"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1", "icons": [${Array(1_000).fill(0).join(",")}]}}}`, 9, "it holds more than 1000 values"],
       // Nested 400,000 deep, a response overflowed the SDK's stack: -32700, id null, "RangeError: …".
