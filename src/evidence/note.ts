@@ -280,22 +280,26 @@ export class CheckpointError extends NoteError {
   }
 }
 
-/** What copying a note as text typically does to it, which no signed note has; undefined for none of it. */
-function transferDamage(note: string): string | undefined {
+/** What copying a note as text (a file) typically does to it, which no signed note has; undefined for none of it. */
+export function transferDamage(note: string): string | undefined {
   if (note.startsWith("\ufeff")) return "it starts with a byte order mark, which is not part of the note";
   if (note.includes("\r\n")) return "it has CRLF line endings, and a signed note's lines end in LF alone (convert it back, e.g. with dos2unix)";
   if (!note.endsWith("\n")) return "it does not end with a newline, as a signed note does (lost in copying? $(cat FILE) drops it)";
   return undefined;
 }
 
-/** Opens a signed checkpoint with one trusted key: signature, then body syntax; a CheckpointError says which failed. */
-export function openCheckpoint(note: string, verifier: NoteVerifier): SignedCheckpoint {
+/**
+ * Opens a signed checkpoint with one trusted key: signature, then body syntax; a CheckpointError
+ * says which failed. Where `note` was read from a file, the error names what copying it as text
+ * did to it (transferDamage); inside an export or a proof, where it is a JSON string, it does not.
+ */
+export function openCheckpoint(note: string, verifier: NoteVerifier, options: { from_file?: boolean } = {}): SignedCheckpoint {
   let opened: OpenedNote;
   try {
     opened = openNote(note, [verifier]);
   } catch (error) {
     if (!(error instanceof NoteError)) throw error;
-    const damage = transferDamage(note);
+    const damage = options.from_file ? transferDamage(note) : undefined;
     if (damage) throw new CheckpointError("syntax", `${error.message}: ${damage}`);
     throw new CheckpointError(error.message === "malformed note" ? "syntax" : "signature", error.message);
   }

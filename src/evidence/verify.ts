@@ -215,7 +215,7 @@ class ExportVerifier {
       throw new VerifyStop({ message: `--key: ${(error as Error).message}` });
     }
     try {
-      this.trusted = openCheckpoint(options.checkpoint, this.verifier);
+      this.trusted = openCheckpoint(options.checkpoint, this.verifier, { from_file: true });
     } catch (error) {
       if (!(error instanceof CheckpointError)) throw error;
       const key = `${this.verifier.name}+${keyIdHex(this.verifier.keyId)}`;

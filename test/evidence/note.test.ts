@@ -141,7 +141,7 @@ describe("checkpoints", () => {
     const note = signNote(formatCheckpoint({ origin: "example.com/log", size: 42, rootHash }), signer);
     const refusal = (text: string, by = verifier) => {
       try {
-        openCheckpoint(text, by);
+        openCheckpoint(text, by, { from_file: true });
       } catch (error) {
         return { stage: (error as CheckpointError).stage, message: (error as Error).message };
       }
@@ -151,6 +151,8 @@ describe("checkpoints", () => {
     expect(refusal(note.replaceAll("\n", "\r\n"))).toEqual({ stage: "syntax", message: expect.stringMatching(/^malformed note: it has CRLF line endings/) });
     expect(refusal(`\ufeff${note}`)).toEqual({ stage: "syntax", message: expect.stringMatching(/: it starts with a byte order mark/) });
     expect(refusal(`${note.split("\n\n")[0]}\n`)).toEqual({ stage: "syntax", message: "malformed note" });
+    // Not read from a file (a checkpoint inside an export or a proof, a JSON string): no advice about copying files.
+    expect(() => openCheckpoint(note.slice(0, -1), verifier)).toThrow(/^malformed note$/);
     const stranger = parseVerifierKey(createLogSigner(generateKeyPairSync("ed25519").privateKey, "example.com/log").verifierKey);
     expect(refusal(note, stranger)).toEqual({ stage: "signature", message: "note has no verifiable signatures" });
     const signedBadSize = signNote(`example.com/log\n042\n${rootHash.toString("base64")}\n`, signer);
