@@ -179,8 +179,9 @@ export class Ledger {
   /**
    * Disables an agent: its token authenticates nothing from now on (on other instances sharing
    * the database, within agent_cache_ms), so its calls reach neither the ledger nor the log.
-   * Its block and holds are left as they are (revoke the block to release them); its pending
-   * approvals can no longer be approved. Idempotent; the first disable is recorded in the log.
+   * Its block and holds are left as they are (revoking the block releases the holds waiting on
+   * an approval; one with an order at the provider stays until settled); its pending approvals
+   * can no longer be approved. Idempotent; the first disable is recorded in the log.
    */
   async disableAgent(agent_id: string): Promise<Agent & { disabled_at: string }> {
     const disabled = await this.tx(async (tx) => {
