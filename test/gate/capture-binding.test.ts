@@ -234,14 +234,14 @@ for (const backend of backends()) {
       await capturedElsewhere(t, second);
       expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "rejected", reason: "captured payment differs from the bound payment" });
       expect(await a.block()).toMatchObject({ frozen: true, held: 9_000, spent: 0, unreconciled: 9_000 });
-      // The bound payment's authorization runs out: a check unbinds it, and the next one finds the
-      // other payment the reservation's own capture.
+      // The bound payment's authorization runs out: one check unbinds it and, in the same run,
+      // finds the other payment the reservation's own capture.
       await expireInProcess(t.b, first);
-      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ unbound_payment: { id: first } });
       const log_size = await t.b.log.treeSize();
-      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "applied", payment: { id: second } });
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "applied", payment: { id: second }, unbound_payment: { id: first } });
       expect(await a.block()).toMatchObject({ frozen: true, held: 0, spent: 9_000, unreconciled: 0, available: 1_000_000 - 9_000 });
       expect(await settlementsSince(t.b, log_size, reservation_id)).toEqual([
+        expect.objectContaining({ action: "payment.unbound", via: "check", payment_id: first }),
         expect.objectContaining({ action: "commit", via: "check", payment: expect.objectContaining({ id: second }), reconciled: 9_000 }),
       ]);
       // Its lost webhooks, delivered after all, are no-ops.
