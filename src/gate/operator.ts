@@ -114,10 +114,11 @@ async function noOrder(context: GateContext, reservation: ReservationRow): Promi
 }
 
 /**
- * Asks the provider about a reservation: unbinds a bound payment that can no longer be captured,
- * settles every capture it proves on the reservation's order (a matching one commits; a
- * conflicting one is rejected, as its webhook would be), and releases a hold whose order the
- * provider proves it never made. Never charges.
+ * Asks the provider about a reservation: settles every capture it proves on the reservation's
+ * order (a matching one commits; a conflicting one is rejected, as its webhook would be), unbinds
+ * a bound payment that can no longer be captured (and then settles again, so that another
+ * payment's capture commits), and releases a hold whose order the provider proves it never made.
+ * Never charges.
  */
 export async function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
   const reservation = await context.ledger.reservation(reservation_id);
@@ -130,12 +131,19 @@ export async function checkReservation(context: GateContext, reservation_id: str
   if (payments.kind !== "ok") {
     return { reservation_id, outcome: "unknown", reason: payments.kind === "unknown" ? payments.reason : payments.error.description };
   }
-  // A dead bound payment is unbound first, so that a capture of another payment on the order
-  // settles the reservation in this same check instead of being weighed against the dead one.
-  const unbound = await unbindDeadPayment(context, reservation_id, payments.value);
-  // Read again: linking the order, the unbinding, or a webhook meanwhile may have changed it.
+  // Read again: linking the order, or a webhook meanwhile, may have changed it.
   const current = (await context.ledger.reservation(reservation_id)) as ReservationRow;
+  // Weighed against the payment bound now first: a capture of another one while it was bound was
+  // made outside the gate, and is rejected (the block frozen) as its webhook would be.
   const settlements = await settleCaptures(context, current, order_id, payments.value);
+  const unbound = await unbindDeadPayment(context, reservation_id, payments.value);
+  // The bound payment dead and unbound, another capture on the order now settles the reservation
+  // in this same check (moving its money from unreconciled to spent), not only the next one.
+  if (unbound) {
+    const released = (await context.ledger.reservation(reservation_id)) as ReservationRow;
+    const matching = payments.value.filter((payment) => matches(payment, released, order_id));
+    settlements.push(...(await settleCaptures(context, released, order_id, matching)));
+  }
   const answer: Record<string, unknown> = { reservation_id, order_id };
   const first = headline(settlements);
   if (first) Object.assign(answer, { outcome: first.outcome, reason: first.reason, payment: first.payment, settlements });

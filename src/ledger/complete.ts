@@ -313,7 +313,9 @@ export async function unbindUncapturable(
     context.clock().getTime(),
     reservation_id,
   ]);
-  const resolved = reservation.outcome_unknown ? await dropUnknownKeys(tx, reservation_id, "capture_payment") : 0;
+  // Every capture key still replaying "unknown" is withdrawn, whether or not the flag is still set
+  // (a late order answer clears it, for one).
+  const resolved = await dropUnknownKeys(tx, reservation_id, "capture_payment");
   await record(tx, context, "gate.settlement", {
     action: "payment.unbound",
     via,
@@ -322,7 +324,7 @@ export async function unbindUncapturable(
     payment_id: payment.id,
     payment_status: payment.status,
     reason: `the provider reports the bound payment ${payment.status}: it can no longer be captured`,
-    ...(reservation.outcome_unknown ? { outcome_resolved: { was: reservation.unknown_reason, capture_keys_dropped: resolved } } : {}),
+    ...(reservation.outcome_unknown || resolved > 0 ? { outcome_resolved: { was: reservation.unknown_reason, capture_keys_dropped: resolved } } : {}),
   });
   return true;
 }
@@ -340,6 +342,12 @@ export async function captureUnknown(tx: SqlTx, context: LedgerContext, call: Ca
   const { reservation, block } = await loadLocked(tx, call);
   const settled = await settledMeanwhile(tx, call, reservation);
   if (settled) return { kind: "settled", payment: settled, block };
+  // Its key gone: an unbinding resolved this capture meanwhile (its payment can no longer be
+  // captured, so it moved nothing), and the reservation is not marked unknown again.
+  if (!(await getIdempotency(tx, call.agent_id, call.key))) {
+    const resolved = `${reason}; meanwhile the provider reported the payment can no longer be captured, so this capture moved nothing: repeat the call to have it decided afresh`;
+    return { kind: "unknown", result: { provider: "unknown", reservation_id: reservation.reservation_id, reason: resolved } };
+  }
   await markUnknown(tx, context, reservation, reason);
   const result = { provider: "unknown", reservation_id: reservation.reservation_id, reason };
   await storeResult(tx, call.agent_id, call.key, result);

@@ -234,13 +234,22 @@ for (const backend of backends()) {
       await capturedElsewhere(t, second);
       expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "rejected", reason: "captured payment differs from the bound payment" });
       expect(await a.block()).toMatchObject({ frozen: true, held: 9_000, spent: 0, unreconciled: 9_000 });
-      // The bound payment's authorization runs out: one check unbinds it and, in the same run,
-      // finds the other payment the reservation's own capture.
+      // The bound payment's authorization runs out: one check weighs the other capture against
+      // the binding (still a conflict, counted once), unbinds the dead payment and, in the same
+      // run, finds the other payment the reservation's own capture.
       await expireInProcess(t.b, first);
       const log_size = await t.b.log.treeSize();
-      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "applied", payment: { id: second }, unbound_payment: { id: first } });
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({
+        outcome: "rejected",
+        unbound_payment: { id: first },
+        settlements: [
+          { payment: { id: second }, outcome: "rejected" },
+          { payment: { id: second }, outcome: "applied" },
+        ],
+      });
       expect(await a.block()).toMatchObject({ frozen: true, held: 0, spent: 9_000, unreconciled: 0, available: 1_000_000 - 9_000 });
       expect(await settlementsSince(t.b, log_size, reservation_id)).toEqual([
+        expect.objectContaining({ action: "reject", via: "check", payment: expect.objectContaining({ id: second }), already_counted: true }),
         expect.objectContaining({ action: "payment.unbound", via: "check", payment_id: first }),
         expect.objectContaining({ action: "commit", via: "check", payment: expect.objectContaining({ id: second }), reconciled: 9_000 }),
       ]);
@@ -250,6 +259,20 @@ for (const backend of backends()) {
       for (const entry of simulator.state.outbox().filter((entry) => entry.state === "dropped" && entry.body.includes(second))) simulator.redeliverWebhook(entry.event_id);
       await simulator.deliverWebhooksNow();
       expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, unreconciled: 0 });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
+    it("a capture of another payment while the dead one was bound is still a conflict to the check that unbinds: frozen, then settled, in one run", async () => {
+      const t = await setup();
+      const { a, reservation_id, first, second } = await twoPayments(t);
+      await bindByFailedCapture(t, a, first);
+      await capturedElsewhere(t, second);
+      await expireInProcess(t.b, first);
+      // No check ran while its webhooks were lost: this one alone sees the capture.
+      const checked = await checkReservation(t.b.gate.gateContext, reservation_id);
+      expect(checked).toMatchObject({ outcome: "rejected", reason: "captured payment differs from the bound payment", unbound_payment: { id: first } });
+      expect(await a.block()).toMatchObject({ frozen: true, held: 0, spent: 9_000, unreconciled: 0 });
       await expectBooksBalance(t.b);
       await t.close();
     });
@@ -375,6 +398,37 @@ for (const backend of backends()) {
         await t.close();
       });
     }
+
+    it("a capture resolved by the check while it still hung (its lease run out) does not mark the reservation unknown again when it ends unanswered", async () => {
+      const t = await setup();
+      const { a, reservation_id, first } = await twoPayments(t);
+      let release: () => void = () => undefined;
+      const held_back = new Promise<void>((resolve) => (release = resolve));
+      let captures = 0;
+      let fetches = 0;
+      const real = replaceProvider(t.b, {
+        capturePayment: async () => {
+          captures++;
+          await held_back;
+          return { kind: "unknown", reason: "timeout" };
+        },
+        fetchPayment: async (id) => (++fetches === 1 ? real.fetchPayment(id) : { kind: "unknown", reason: "HTTP 503" }),
+      });
+      const args = { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "stalled" };
+      const stalled = a.call("capture_payment", args);
+      await waitFor(() => captures === 1, 5_000, "the capture at the provider");
+      await expireInProcess(t.b, first);
+      t.clock.advance(61_000);
+      // The check asks for the order's payments, which this provider answers.
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ unbound_payment: { id: first } });
+      release();
+      expect(await stalled).toMatchObject({ provider: "unknown", reason: expect.stringContaining("moved nothing") });
+      (t.b.gate.gateContext as { provider: Provider }).provider = real;
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ status: "held", payment_id: null, outcome_unknown: 0 });
+      expect(await a.call("capture_payment", args)).toMatchObject({ effect: "BLOCK", rule: "R3", reason: "the payment is refunded, not authorized" });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
 
     // A capture and its re-fetch both unanswered: the reservation is outcome-unknown, bound to its
     // payment. Once the provider refunds that payment uncaptured, the check resolves it.
