@@ -115,6 +115,18 @@ function parseJsonAsIs(request: FastifyRequest, body: string, done: (error: Erro
   done(null, parsed);
 }
 
+/** Whether `host` (a Host header) is a host and optional port and nothing else: the SDK's
+ *  transport builds a URL from it, and answered 400 with an empty body where it could not. */
+function hostUsable(host: string | undefined): boolean {
+  if (!host) return false;
+  try {
+    const url = new URL(`http://${host}`);
+    return url.username === "" && url.password === "" && url.pathname === "/" && url.search === "" && url.hash === "" && !host.includes("/");
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Browsers send Origin; only loopback origins may drive the gate. A "same host as the Host
  * header" rule would not stop DNS rebinding: after a rebind the page's Origin and the Host
@@ -220,6 +232,9 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
       scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
         const agent_id = await authenticate(access, request, reply);
         if (!agent_id) return reply;
+        if (!hostUsable(request.headers.host)) {
+          return reply.status(400).send(errorBody("malformed", "the Host header is missing or is not a host with an optional port (the MCP transport builds the request's URL from it)"));
+        }
         const body = request.body;
         if (body instanceof NotJson) return reply.status(400).send(parseError(body.reason));
         if (Array.isArray(body)) return reply.status(400).send(batch_refusal);
@@ -235,6 +250,8 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
         reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));
       scope.get("/mcp", stateless);
       scope.delete("/mcp", stateless);
+      // And every other method, which would otherwise be a 404 for a path that exists.
+      scope.route({ method: ["PUT", "PATCH", "OPTIONS"], url: "/mcp", handler: stateless });
     });
   };
 }

@@ -236,6 +236,32 @@ describe("Origin validation (docs/clients.md: only loopback origins, which also 
     );
     expect(status).toBe(403);
   });
+
+  it("answers a Host that is not a host and optional port with Bursar's 400 malformed, not an empty 400", async () => {
+    const agent = await server.agent("odd-host");
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+    for (const host of ["127.0.0.1:99999", "[", "x/y", "user@host", "localhost:abc"]) {
+      const answer = await rawHostPost(host, { ...mcp_headers(agent.token) }, body);
+      expect({ host, status: answer.status, code: (JSON.parse(answer.text) as { error?: { code: string } }).error?.code }).toEqual({ host, status: 400, code: "malformed" });
+    }
+    const port = new URL(server.url).port;
+    expect((await rawHostPost(`LOCALHOST:${port}`, { ...mcp_headers(agent.token) }, body)).status).toBe(200);
+  });
+
+  /** node:http with a Host header as given, and the answer's text. */
+  function rawHostPost(host: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
+    const url = new URL(server.url);
+    return new Promise((resolve, reject) => {
+      const req = httpRequest({ host: url.hostname, port: url.port, path: "/mcp", method: "POST", headers: { ...headers, host }, setHost: false }, (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (text += chunk));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+  }
 });
 
 describe("media types (docs/gate.md: a Content-Type other than application/json is 415, -32000)", () => {
@@ -266,9 +292,9 @@ describe("media types (docs/gate.md: a Content-Type other than application/json 
 });
 
 describe("methods other than POST (the gate's /mcp is stateless)", () => {
-  it("answers GET and DELETE with 405 and Allow: POST, with or without a JSON content type", async () => {
+  it("answers GET, DELETE and every other method but POST with 405 and Allow: POST, with or without a JSON content type", async () => {
     const agent = await server.agent("methods");
-    for (const method of ["GET", "DELETE"]) {
+    for (const method of ["GET", "DELETE", "PUT", "PATCH", "OPTIONS"]) {
       const variants: Array<Record<string, string>> = [{ authorization: `Bearer ${agent.token}` }, { authorization: `Bearer ${agent.token}`, "content-type": "application/json" }];
       for (const headers of variants) {
         const response = await fetch(`${server.url}/mcp`, { method, headers });
