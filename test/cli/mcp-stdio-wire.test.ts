@@ -127,6 +127,19 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(piped.code).toBe(0);
   });
 
+  it("answers a line whose id is no id, or that is no message, with -32600 and id null, as the gate's /mcp does", async () => {
+    const agent = await server.agent("no-id");
+    const lines = ['{"jsonrpc":"2.0","id":null,"method":"ping"}', '{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"get_block"}}', "5", "null"];
+    const piped = await pipe(`${lines.join("\n")}\n${JSON.stringify(call(23, "get_block"))}\n`, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+    const answers = piped.stdout.trim().split("\n").map((line) => JSON.parse(line) as { id: unknown; error?: { code: number; message: string } });
+    // The SDK's reader dropped each of them, with only a line on stderr: the client waited.
+    expect(answers.filter((answer) => answer.id === null)).toEqual(
+      lines.map(() => ({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("not a valid JSON-RPC message") } })),
+    );
+    expect(answers.filter((answer) => answer.id === 23)).toHaveLength(1);
+    expect(piped.code).toBe(0);
+  });
+
   it("forwards a tools/call whose params the SDK's schema refuses, so the gate's policy decides it with evidence", async () => {
     const agent = await server.agent("odd-params");
     const lines = [

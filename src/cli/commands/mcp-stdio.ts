@@ -7,6 +7,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError, token_shape } from "../../config.js";
+import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
 import { httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
@@ -191,7 +192,14 @@ function sortLine(line: string): Sorted | undefined {
     const ids = parsed.map(requestId).filter((id) => id !== undefined);
     return { refusal: { reply: ids.length === 0 ? null : ids.map((id) => invalidRequest(id, batch_refusal)), why: batch_refusal } };
   }
-  if (requestId(parsed) === undefined) return undefined;
+  if (requestId(parsed) === undefined) {
+    // A notification goes on to the SDK's reader. A value that is no message (5, null) or an id
+    // that is no id (null, an object) gets -32600 with id null, as the gate's /mcp answers it;
+    // the SDK's reader dropped it with only a line on stderr, and the client waited.
+    if (isPlainObject(parsed) && !("id" in parsed)) return undefined;
+    const unreadable = notJsonRpc(parsed);
+    return unreadable ? { refusal: unreadable } : undefined;
+  }
   const refused = notJsonRpc(parsed);
   if (refused === undefined) return undefined;
   // Not a JSONRPCMessage by the SDK's schema, which is why it cannot go through the SDK's reader.
