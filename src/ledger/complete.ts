@@ -71,9 +71,12 @@ async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unk
 
 /** Names an order on its reservation (params: order id, now, then the WHERE's): a held one's
  *  outcome is known from then on, whatever marked it unknown (its lease ran out first). */
+// Naming the order ends an unknown outcome of its creation; not one of a capture, which a bound
+// payment (bound only once the order was known) shows: a late answer to the creation must not
+// take a capture whose outcome is unknown out of the inbox.
 const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
-     outcome_unknown = CASE WHEN status = 'held' THEN 0 ELSE outcome_unknown END,
-     unknown_reason = CASE WHEN status = 'held' THEN NULL ELSE unknown_reason END`;
+     outcome_unknown = CASE WHEN status = 'held' AND payment_id IS NULL THEN 0 ELSE outcome_unknown END,
+     unknown_reason = CASE WHEN status = 'held' AND payment_id IS NULL THEN NULL ELSE unknown_reason END`;
 
 export async function completeOrder(
   tx: SqlTx,

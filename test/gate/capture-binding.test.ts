@@ -430,6 +430,41 @@ for (const backend of backends()) {
       await t.close();
     });
 
+    it("a late answer to the order's creation does not take a capture whose outcome is unknown out of the inbox", async () => {
+      const t = await setup();
+      const a = await t.buyer("a");
+      let release: () => void = () => undefined;
+      const held_back = new Promise<void>((resolve) => (release = resolve));
+      let fetches = 0;
+      const real = replaceProvider(t.b, {
+        // The order is made at once; its answer stalls past the call's lease.
+        createOrder: async (input) => {
+          const made = await real.createOrder(input);
+          await held_back;
+          return made;
+        },
+        capturePayment: async () => ({ kind: "unknown", reason: "timeout" }),
+        fetchPayment: async (id) => (++fetches === 1 ? real.fetchPayment(id) : { kind: "unknown", reason: "HTTP 503" }),
+      });
+      const created = a.call("create_order", { amount: 9_000, currency: "INR", idempotency_key: "late" });
+      await waitFor(() => t.b.simulator!.simulator.state.orders().length > 0, 5_000, "the order at the provider");
+      t.clock.advance(61_000);
+      await t.b.ledger.sweep();
+      const order = t.b.simulator!.simulator.state.orders()[0] as { id: string; receipt: string };
+      const reservation_id = order.receipt;
+      // The check finds the order by its receipt; the buyer pays; the capture goes unanswered.
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ order_id: order.id });
+      const payment_id = await payInProcess(t.b, order.id);
+      expect(await a.call("capture_payment", { payment_id, amount: 9_000, currency: "INR" })).toMatchObject({ provider: "unknown" });
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ payment_id, outcome_unknown: 1 });
+      release();
+      await created;
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ payment_id, outcome_unknown: 1 });
+      (t.b.gate.gateContext as { provider: Provider }).provider = real;
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
     // A capture and its re-fetch both unanswered: the reservation is outcome-unknown, bound to its
     // payment. Once the provider refunds that payment uncaptured, the check resolves it.
     it("the check resolves an unknown capture outcome once its payment is refunded uncaptured: unbound, out of the inbox, the key decided afresh", async () => {
