@@ -5,6 +5,7 @@
 import { HttpError } from "../errors.js";
 import { isCapture, type ReservationRow, type SettleOutcome } from "../ledger/index.js";
 import { orderAbsent, orderFound, type AbsentOutcome } from "../ledger/complete.js";
+import { record } from "../ledger/context.js";
 import { lockBlock } from "../ledger/statements.js";
 import { cannotBeCaptured, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
@@ -121,6 +122,23 @@ async function noOrder(context: GateContext, reservation: ReservationRow): Promi
  * Never charges.
  */
 export async function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
+  const answer = await askProvider(context, reservation_id);
+  if (changed_nothing.has(String(answer.outcome)) && answer.unbound_payment === undefined) await recordCheck(context, answer);
+  return answer;
+}
+
+/** Outcomes of a check that wrote no settlement entry: the entry recordCheck writes is then its only evidence. */
+const changed_nothing = new Set(["unknown", "no_capture", "noop", "not_found"]);
+
+/** A check that changed nothing still asked the provider something: what it answered is recorded. */
+async function recordCheck(context: GateContext, answer: Record<string, unknown>): Promise<void> {
+  const { reservation_id, order_id, outcome, reason } = answer;
+  const payments = (answer.payments as Array<{ id: string; status: string }> | undefined)?.map(({ id, status }) => ({ id, status }));
+  const body = { action: "reservation.check", reservation_id, outcome, reason, ...(order_id === undefined ? {} : { order_id }), ...(payments ? { payments } : {}) };
+  await context.ledger.transaction((tx, ledger_context) => record(tx, ledger_context, "gate.operator", body));
+}
+
+async function askProvider(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
   const reservation = await context.ledger.reservation(reservation_id);
   if (!reservation) throw new HttpError(404, "not_found", `no reservation ${reservation_id}`);
   const linked = await linkOrder(context, reservation);

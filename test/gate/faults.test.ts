@@ -119,6 +119,13 @@ describe("provider faults", () => {
     const payment_id = await payOrder(server.url, order.id);
     const first = await server.api("POST", `/api/v1/reservations/${reservation_id}/check`);
     expect(first.body).toMatchObject({ outcome: "no_capture", order_id: order.id });
+    // A check that changed nothing is still evidenced: what the provider answered, and when.
+    const log = server.started.bursar.log;
+    const [asked] = await log.entries((await log.treeSize()) - 1, await log.treeSize());
+    expect(asked!.entry).toMatchObject({
+      kind: "gate.operator",
+      body: { action: "reservation.check", reservation_id, order_id: order.id, outcome: "no_capture", payments: [{ id: payment_id, status: "authorized" }] },
+    });
     expect(await block(agent.block_id)).toMatchObject({ held: 5_000, spent: 0 });
 
     // Captured out of band at the provider (its dashboard): the check settles what it proves.

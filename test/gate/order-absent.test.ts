@@ -85,10 +85,12 @@ for (const backend of backends()) {
       expect(await call("create_order", args)).toMatchObject({ replayed: true, reservation_id: again.reservation_id });
       expect(await held()).toBe(4_000);
 
-      // A second check changes nothing and writes nothing.
+      // A second check changes nothing: it writes only the record of what the provider answered.
       const size = await b.log.treeSize();
       expect(await check(reservation_id)).toMatchObject({ outcome: "not_found", reason: expect.stringContaining("the reservation is released") });
-      expect(await b.log.treeSize()).toBe(size);
+      expect(await b.log.treeSize()).toBe(size + 1);
+      const [asked] = await b.log.entries(size, size + 1);
+      expect(asked!.entry).toMatchObject({ kind: "gate.operator", body: { action: "reservation.check", reservation_id, outcome: "not_found" } });
       await expectBooksBalance(b);
     });
 
