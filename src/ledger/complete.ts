@@ -70,10 +70,9 @@ async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unk
 }
 
 /** Names an order on its reservation (params: order id, now, then the WHERE's): a held one's
- *  outcome is known from then on, whatever marked it unknown (its lease ran out first). */
-// Naming the order ends an unknown outcome of its creation; not one of a capture, which a bound
-// payment (bound only once the order was known) shows: a late answer to the creation must not
-// take a capture whose outcome is unknown out of the inbox.
+ *  creation is known from then on, whatever marked it unknown (its lease ran out first). Not a
+ *  capture's unknown outcome, which a bound payment shows (one is bound only once the order is
+ *  known): a late answer to the creation must not take that capture out of the inbox. */
 const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
      outcome_unknown = CASE WHEN status = 'held' AND payment_id IS NULL THEN 0 ELSE outcome_unknown END,
      unknown_reason = CASE WHEN status = 'held' AND payment_id IS NULL THEN NULL ELSE unknown_reason END`;
@@ -244,8 +243,8 @@ export type AbandonOutcome = { kind: "abandoned" } | { kind: "settled"; payment:
 /**
  * The capture failed and the payment is not captured: nothing moved, so the key is dropped and
  * the agent may try again. Its entry says which failure: `capture.refused` when the provider
- * refused it, `capture.unanswered` after a timeout, reset or 5xx, when the
- * capture may still land. Unless a webhook settled the payment meanwhile (the capture landed
+ * refused it, `capture.unanswered` after a timeout, reset or 5xx (the capture may still land).
+ * Unless a webhook settled the payment meanwhile (the capture landed
  * after all): that completed the key, which stays and is what the agent hears. The payment is
  * unbound too (so another may be captured instead) when `unbind` says the failed capture cannot
  * land later, unless another capture of that payment may still land (in flight, or its outcome
