@@ -11,9 +11,18 @@ import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.
 
 export type { WalFlush } from "./sqlite-wal.js";
 
-export const sqlite_busy_timeout_ms = 5_000;
-/** BEGIN IMMEDIATE is retried this many times after the busy timeout already waited. */
-export const sqlite_begin_attempts_max = 20;
+/**
+ * How long one attempt to take a lock held by another connection (another process: a CLI
+ * command, a backup, a stuck tool) may wait. better-sqlite3 waits on the event loop's own
+ * thread, so this is how long a held lock may stall every request, every proxied observer
+ * stream and /healthz at a time; the patience is in the retries, which wait off the thread.
+ */
+export const sqlite_busy_timeout_ms = 20;
+/** BEGIN is retried this many times after the busy timeout already waited: with the backoff
+ *  below, about 15 s in all before a transaction fails for a lock another connection holds. */
+export const sqlite_begin_attempts_max = 200;
+/** The checkpoint worker's connection waits on its own thread: it may wait long. */
+const checkpoint_busy_timeout_ms = 5_000;
 
 export interface SqliteOptions {
   /** A file path or ":memory:". */
@@ -85,7 +94,7 @@ export class SqliteDriver implements SqlDriver {
     const wal = file && String(this.db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
     this.db.pragma(`synchronous = ${wal ? "NORMAL" : "FULL"}`);
     this.wal = new WalSync(wal ? `${this.db.name}-wal` : null, options.flush, (error) => this.reportFailure(error));
-    this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, sqlite_busy_timeout_ms, options.wal_restart_frames) : undefined;
+    this.checkpointer = wal ? new Checkpointer(this.db, this.db.name, checkpoint_busy_timeout_ms, options.wal_restart_frames) : undefined;
     this.db.pragma("foreign_keys = ON");
     // Savepoint and statement journals stay in memory: with temp files, a group's savepoint
     // journal spilled into a fresh /var/tmp file (open, unlink, writes) every few transactions.
