@@ -4,6 +4,7 @@
 
 import { request as httpRequest, STATUS_CODES, validateHeaderName, validateHeaderValue, type Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
@@ -468,7 +469,9 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
  */
 function writeUpstreamHead(response: ServerResponse, upstream: IncomingMessage): boolean {
   const status = upstream.statusCode ?? 0;
-  if (!Number.isInteger(status) || status < 100 || status > 999) return false;
+  // A final answer is never 1xx: Node's client hands on a 101 (switching protocols, never asked
+  // for) as one, which relayed would leave the client waiting for a body that does not come.
+  if (!Number.isInteger(status) || status < 200 || status > 999) return false;
   let headers = keptHeaders(upstream.rawHeaders, response_headers_dropped);
   let phrase = upstream.statusMessage;
   response.sendDate = false;
@@ -676,6 +679,14 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
     // The rest of this answer is not read: its connection goes, rather than back to the pool.
     incoming.destroy();
     const outcome: Outcome = { type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: incoming.statusCode ?? 0 };
+    answerInstead(outcome, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
+  });
+  // A 101 nobody asked for (Upgrade is never forwarded): with no listener, Node's client drops the
+  // connection and tells no one, and the client waited until its own timeout.
+  upstream.on("upgrade", (incoming: IncomingMessage, upgraded: Duplex) => {
+    answered = true;
+    upgraded.destroy();
+    const outcome: Outcome = { type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: incoming.statusCode ?? 101 };
     answerInstead(outcome, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
   });
   upstream.on("error", () => {

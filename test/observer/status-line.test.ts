@@ -14,6 +14,10 @@ const status_lines: Record<string, string> = {
   "/delete-in-reason": "HTTP/1.1 200 O\x7fK",
   "/status-099": "HTTP/1.1 099 Early",
   "/status-000": "HTTP/1.1 000 None",
+  // Switching protocols, though no Upgrade was asked for (Bursar never forwards one): as a final
+  // answer, and as an upgrade (which Node's client hands to an "upgrade" listener, or drops).
+  "/status-101": "HTTP/1.1 101 Switching Protocols",
+  "/status-101-upgrade": "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade",
   "/plain": "HTTP/1.1 200 OK",
 };
 
@@ -35,7 +39,8 @@ function answerRaw(socket: import("node:net").Socket): void {
     const path = head.split(" ")[1]!;
     const request = JSON.parse(received.subarray(head_end + 4, head_end + 4 + length).toString("utf8")) as { id: number };
     const body = JSON.stringify({ jsonrpc: "2.0", id: request.id, result: { content: [{ type: "text", text: "done" }] } });
-    const head_out = `${status_lines[path]!}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+    const connection = path.endsWith("-upgrade") ? "" : "connection: close\r\n";
+    const head_out = `${status_lines[path]!}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${connection}\r\n`;
     socket.end(Buffer.concat([Buffer.from(head_out, "latin1"), Buffer.from(body)]));
   });
 }
@@ -63,7 +68,7 @@ describe("an upstream status line Node's server cannot write", () => {
     });
   }
 
-  for (const [path, upstream_status] of [["/status-099", 99], ["/status-000", 0]] as const) {
+  for (const [path, upstream_status] of [["/status-099", 99], ["/status-000", 0], ["/status-101", 101], ["/status-101-upgrade", 101]] as const) {
     it(`answers 502 for a status it cannot take at all (${path}), records the call as unrelayable, and Bursar keeps serving`, async () => {
       const source = await observerSource(h, `${upstream_url}${path}`);
       const headers = { "x-bursar-observer-token": source.observer_token };
