@@ -27,7 +27,8 @@ export const observed_calls_per_request_max = 100;
  * framing is set from the parsed request (framingHeaders), so a Connection header that lists
  * Content-Length cannot take it off a body that is still forwarded.
  */
-const request_headers_dropped = new Set(["host", "content-length", "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", observer_token_header]);
+// Proxy-Authorization is a credential for the proxy (here Bursar, which takes none), never for the upstream.
+const request_headers_dropped = new Set(["host", "content-length", "connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "transfer-encoding", "upgrade", observer_token_header]);
 /** A request not chunked drops its Trailer header too: no trailer fields can follow it. */
 const unchunked_request_headers_dropped = new Set([...request_headers_dropped, "trailer"]);
 /** Trailer is not hop-by-hop (RFC 9110 §6.6.2): it announces the trailer fields relayed after the body. */

@@ -171,8 +171,8 @@ describe("byte-for-byte relay", () => {
 });
 
 describe("the SDK client through the observer", () => {
-  it("passes session and resumption headers, strips the observer token, records each call", async () => {
-    const client = await sdkClient(sse.observer_url, { "x-bursar-observer-token": sse.observer_token });
+  it("passes session and resumption headers, strips the observer token and a Proxy-Authorization, records each call", async () => {
+    const client = await sdkClient(sse.observer_url, { "x-bursar-observer-token": sse.observer_token, "proxy-authorization": "Basic Z2F0ZXdheTpzZWNyZXQ=" });
     try {
       expect((await client.listTools()).tools.map((tool) => tool.name)).toContain("echo");
       const echoed = await client.callTool({ name: "echo", arguments: { text: "hi", api_key: "sk-abcdefghijklmnopqrstu" } });
@@ -188,6 +188,7 @@ describe("the SDK client through the observer", () => {
     const resumed = upstream.seen.filter((seen) => seen.method === "GET" && seen.headers["last-event-id"]);
     expect(resumed.length).toBeGreaterThan(0);
     expect(upstream.seen.some((seen) => "x-bursar-observer-token" in seen.headers)).toBe(false);
+    expect(upstream.seen.some((seen) => "proxy-authorization" in seen.headers)).toBe(false);
 
     const recorded = await calls(sse.id);
     const echo = recorded.find((entry) => entry.body.tool === "echo")!;
