@@ -208,7 +208,11 @@ class ExportVerifier {
   /** Of those, receipts whose signature was checked. */
   receiptsVerified = 0;
 
+  /** The entries whose receipt signatures are all checked: every one with allReceipts, else receiptsIn's, else none. */
+  private readonly every_receipt: readonly [number, number];
+
   constructor(private readonly options: VerifyOptions) {
+    this.every_receipt = options.allReceipts ? [0, Infinity] : (options.receiptsIn ?? [0, 0]);
     try {
       this.verifier = parseVerifierKey(options.key);
     } catch (error) {
@@ -387,8 +391,8 @@ class ExportVerifier {
 
   /** Whether the receipt of entry `seq` has its signature checked even where it matches its entry. */
   private checksEveryReceipt(seq: number): boolean {
-    const range = this.options.receiptsIn;
-    return this.options.allReceipts === true || (range !== undefined && seq >= range[0] && seq < range[1]);
+    const [start, end] = this.every_receipt;
+    return seq >= start && seq < end;
   }
 
   private receipt(line: Buffer): void {

@@ -674,22 +674,21 @@ export function relay(context: RelayContext, source: ObserverSource, token: stri
   upstream.on("information", (information) => {
     if (information.statusCode === 103) relayEarlyHints(request, response, information.rawHeaders);
   });
+  /** An answer whose status line cannot be relayed: its rest is not read, and its connection goes
+   *  rather than back to the pool. */
+  const unrelayable = (upstream_status: number, connection: { destroy(): void }) => {
+    answered = true;
+    connection.destroy();
+    const outcome: Outcome = { type: "no_response", reason: "unrelayable_status", status: 502, upstream_status };
+    answerInstead(outcome, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
+  };
   upstream.on("response", (incoming) => {
     answered = true;
-    if (relayResponse(exchange, incoming, response, context)) return;
-    // The rest of this answer is not read: its connection goes, rather than back to the pool.
-    incoming.destroy();
-    const outcome: Outcome = { type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: incoming.statusCode ?? 0 };
-    answerInstead(outcome, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
+    if (!relayResponse(exchange, incoming, response, context)) unrelayable(incoming.statusCode ?? 0, incoming);
   });
   // A 101 nobody asked for (Upgrade is never forwarded): with no listener, Node's client drops the
   // connection and tells no one, and the client waited until its own timeout.
-  upstream.on("upgrade", (incoming: IncomingMessage, upgraded: Duplex) => {
-    answered = true;
-    upgraded.destroy();
-    const outcome: Outcome = { type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: incoming.statusCode ?? 101 };
-    answerInstead(outcome, "upstream_invalid_status", "the observed MCP server answered a status line that cannot be relayed");
-  });
+  upstream.on("upgrade", (incoming: IncomingMessage, upgraded: Duplex) => unrelayable(incoming.statusCode ?? 101, upgraded));
   upstream.on("error", () => {
     // An answer that had begun is recorded by relayResponse, when it ends or is cut.
     if (answered) return;

@@ -118,13 +118,8 @@ function parseJsonAsIs(request: FastifyRequest, body: string, done: (error: Erro
 /** Whether `host` (a Host header) is a host and optional port and nothing else: the SDK's
  *  transport builds a URL from it, and answered 400 with an empty body where it could not. */
 function hostUsable(host: string | undefined): boolean {
-  if (!host) return false;
-  try {
-    const url = new URL(`http://${host}`);
-    return url.username === "" && url.password === "" && url.pathname === "/" && url.search === "" && url.hash === "" && !host.includes("/");
-  } catch {
-    return false;
-  }
+  // A user, path (also after a backslash), query or fragment would parse, as part of a URL but not of its host.
+  return host !== undefined && host !== "" && !/[@/\\?#]/.test(host) && URL.canParse(`http://${host}`);
 }
 
 /**
@@ -248,10 +243,8 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
       });
       const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>
         reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));
-      scope.get("/mcp", stateless);
-      scope.delete("/mcp", stateless);
-      // And every other method, which would otherwise be a 404 for a path that exists.
-      scope.route({ method: ["PUT", "PATCH", "OPTIONS"], url: "/mcp", handler: stateless });
+      // Every method but POST, which would otherwise be a 404 for a path that exists.
+      scope.route({ method: ["GET", "DELETE", "PUT", "PATCH", "OPTIONS"], url: "/mcp", handler: stateless });
     });
   };
 }

@@ -240,7 +240,7 @@ describe("Origin validation (docs/clients.md: only loopback origins, which also 
   it("answers a Host that is not a host and optional port with Bursar's 400 malformed, not an empty 400", async () => {
     const agent = await server.agent("odd-host");
     const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
-    for (const host of ["127.0.0.1:99999", "[", "x/y", "user@host", "localhost:abc"]) {
+    for (const host of ["127.0.0.1:99999", "[", "x/y", "x\\y", "user@host", "localhost:abc", "x?y", "x#y"]) {
       const answer = await rawHostPost(host, { ...mcp_headers(agent.token) }, body);
       expect({ host, status: answer.status, code: (JSON.parse(answer.text) as { error?: { code: string } }).error?.code }).toEqual({ host, status: 400, code: "malformed" });
     }
