@@ -48,10 +48,15 @@ export interface ObserveTarget {
   token: string;
 }
 
+function stillBelow(pathname: string, base: string): boolean {
+  return pathname === base || pathname.startsWith(`${base}/`);
+}
+
 /**
  * The upstream URL for a request path below /observe (`rest` starts with "/" or is empty). A
  * path that would leave the upstream URL's own path ("..", "%2e%2e" or "\\" segments, which the
- * URL parser resolves) is refused: a token opens its upstream URL and what lies below it only.
+ * URL parser resolves, or ones an upstream decoding "%2F" or "%5C" first would resolve) is
+ * refused: a token opens its upstream URL and what lies below it only.
  */
 export function upstreamTarget(upstream: URL, rest: string, query: string): URL {
   // The common case (the token in a header, no path or query below /observe) is the upstream itself.
@@ -60,7 +65,10 @@ export function upstreamTarget(upstream: URL, rest: string, query: string): URL 
   if (rest !== "" && rest !== "/") {
     const base = target.pathname.replace(/\/+$/, "");
     target.pathname = base + rest;
-    if (target.pathname !== base && !target.pathname.startsWith(`${base}/`)) {
+    // An upstream that decodes %2F or %5C before it resolves dot segments would read
+    // "..%2f" as "../": the path must stay below base read that way too.
+    const decoded = rest.includes("%") ? new URL(base + rest.replace(/%2f|%5c/gi, "/"), target.origin).pathname : target.pathname;
+    if (!stillBelow(target.pathname, base) || !stillBelow(decoded, base)) {
       throw new HttpError(400, "path_outside_upstream", "the path below /observe may not leave the upstream URL's path (a \"..\" segment)");
     }
   }
