@@ -130,17 +130,17 @@ type BodyForm = "plain" | "encoded" | "charset";
 
 const charset_parameter = /;\s*charset\s*=\s*"?([^";\s]*)/i;
 
-/** Whether a transfer coding other than chunked (gzip, say) is still on the body's bytes. */
-function transferCoded(headers: IncomingHttpHeaders): boolean {
-  return (headers["transfer-encoding"] ?? "").split(",").some((coding) => !["", "chunked"].includes(coding.trim().toLowerCase()));
+/** The transfer codings other than chunked (gzip, say) still on the body's bytes, in order. */
+function transferCodings(headers: IncomingHttpHeaders): string[] {
+  return (headers["transfer-encoding"] ?? "").split(",").map((coding) => coding.trim()).filter((coding) => !["", "chunked"].includes(coding.toLowerCase()));
 }
 
-/** A request's form by its Content-Encoding, transfer codings and charset; a response's by its Content-Encoding only (the SDK's client reads JSON as UTF-8, whatever its charset). */
+/** A body's form by its Content-Encoding and transfer codings, and a request's by its charset too (the SDK's client reads JSON as UTF-8, whatever its charset). */
 function bodyForm(headers: IncomingHttpHeaders, is_request: boolean): BodyForm {
   const encoding = headers["content-encoding"]?.trim().toLowerCase();
   if (encoding !== undefined && encoding !== "" && encoding !== "identity") return "encoded";
+  if (transferCodings(headers).length > 0) return "encoded";
   if (!is_request) return "plain";
-  if (transferCoded(headers)) return "encoded";
   const charset = charset_parameter.exec(headers["content-type"] ?? "")?.[1]?.toLowerCase();
   return charset === undefined || charset === "utf-8" || charset === "utf8" ? "plain" : "charset";
 }
@@ -474,6 +474,10 @@ function writeUpstreamHead(response: ServerResponse, upstream: IncomingMessage):
   // for) as one, which relayed would leave the client waiting for a body that does not come.
   if (!Number.isInteger(status) || status < 200 || status > 999) return false;
   let headers = keptHeaders(upstream.rawHeaders, response_headers_dropped);
+  // Node's client takes off only the chunked framing: a coding before it (gzip) is still on the
+  // bytes relayed, and the client is told so, with the bytes chunked again.
+  const codings = transferCodings(upstream.headers);
+  if (codings.length > 0) headers.push("transfer-encoding", [...codings, "chunked"].join(", "));
   let phrase = upstream.statusMessage;
   response.sendDate = false;
   // At most one retry for the phrase and one for the Trailer header.

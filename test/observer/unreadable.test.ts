@@ -4,7 +4,7 @@
 // cannot. A response the tap did not read (compressed, or past the inspection limit) is recorded
 // as unread, never as no response: the call was answered.
 
-import { createServer, type Server } from "node:http";
+import { createServer, request as httpRequest, type Server } from "node:http";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observed_body_bytes_max } from "../../src/observer/proxy.js";
@@ -28,6 +28,8 @@ interface Message {
 function answerFor(path: string, answered: unknown): { headers: Record<string, string>; bytes: Buffer } {
   const json = JSON.stringify(answered);
   if (path === "/gzip-json") return { headers: { "content-type": "application/json", "content-encoding": "gzip" }, bytes: gzipSync(json) };
+  // A transfer coding: Node's client takes off the chunked framing only, the gzip stays on the bytes.
+  if (path === "/gzip-transfer-json") return { headers: { "content-type": "application/json", "transfer-encoding": "gzip, chunked" }, bytes: gzipSync(json) };
   if (path === "/gzip-sse") return { headers: { "content-type": "text/event-stream", "content-encoding": "gzip" }, bytes: gzipSync(`event: message\ndata: ${json}\n\n`) };
   if (path === "/large") {
     const padded = { ...(answered as Record<string, unknown>), pad: "p".repeat(observed_body_bytes_max) };
@@ -78,7 +80,8 @@ beforeAll(async () => {
         return { jsonrpc: "2.0", id: message.id, result: { content: [{ type: "text", text: `ran ${message.params?.name}` }] } };
       });
       const { headers, bytes } = answerFor(request.url ?? "/", Array.isArray(parsed) ? answered : answered[0]);
-      response.writeHead(200, { ...headers, "content-length": String(bytes.length) }).end(bytes);
+      const length = headers["transfer-encoding"] === undefined ? { "content-length": String(bytes.length) } : {};
+      response.writeHead(200, { ...headers, ...length }).end(bytes);
     });
   });
   upstream_url = `${await listenLoopback(upstream)}`;
@@ -169,6 +172,27 @@ describe("a response the tap did not read", () => {
       expect(bodies[0]).not.toHaveProperty("result");
     });
   }
+});
+
+describe("a response under a transfer coding other than chunked", () => {
+  it("is relayed with its coding named, chunked again, and its call recorded as answered but unread", async () => {
+    const source = await observerSource(h, `${upstream_url}/gzip-transfer-json`);
+    const body = JSON.stringify(toolCall(1, "transfer_funds", { amount: 100 }));
+    const url = new URL(source.observer_url);
+    const answer = await new Promise<{ coding: string | undefined; bytes: Buffer }>((resolve, reject) => {
+      const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "x-bursar-observer-token": source.observer_token };
+      const request = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers }, (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => resolve({ coding: response.headers["transfer-encoding"], bytes: Buffer.concat(chunks) }));
+      });
+      request.on("error", reject);
+      request.end(body);
+    });
+    expect(answer.coding).toBe("gzip, chunked");
+    expect(gunzipSync(answer.bytes).toString()).toContain("ran transfer_funds");
+    expect((await recorded(source.id)).map((recorded_body) => recorded_body.outcome)).toEqual([{ type: "unread_response", reason: "encoded", status: 200 }]);
+  });
 });
 
 describe("a resumed GET stream the tap did not read", () => {
