@@ -2,9 +2,9 @@
 // settle or mark unknown (one transaction, with evidence). Only a 4xx to order creation
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
-import { isSecretValue, scrub } from "../evidence/index.js";
+import { isSecretValue, redacted, scrub } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type SentKey } from "../ledger/index.js";
-import type { PaymentState } from "../policy/index.js";
+import { note_value_length_max, type PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { timedStep } from "./observer.js";
@@ -25,7 +25,9 @@ export function providerNotes(args: Args): Record<string, string> {
   const given = args.notes && typeof args.notes === "object" ? Object.entries(args.notes as Record<string, unknown>) : [];
   const notes: Record<string, string> = Object.fromEntries(given.filter(([key]) => !isSecretValue(key)).map(([key, value]) => [key, String(value)]));
   if (typeof args.receipt === "string") notes.buyer_receipt = args.receipt;
-  return scrub(notes);
+  // Scrubbing can lengthen a value ("https://u:p@h" becomes "https://u:[redacted]@h"): one R0
+  // let through at the limit is then replaced whole, so the provider does not refuse it.
+  return Object.fromEntries(Object.entries(scrub(notes)).map(([key, value]) => [key, value.length > note_value_length_max ? redacted : value]));
 }
 
 export function orderView(order: ProviderOrder): OrderRecord {

@@ -148,7 +148,9 @@ export function providerRefused(
   evidence: EvidenceRef | undefined,
   block?: BlockSummary,
 ): ToolResult {
-  return result(`REFUSED by the provider: ${error.description}. Nothing was charged.`, refusedContent(reservation_id, error, evidence, block), true);
+  // The provider's own text often ends in a full stop already ("The currency is invalid.").
+  const description = error.description.replace(/\.+$/, "");
+  return result(`REFUSED by the provider: ${description}. Nothing was charged.`, refusedContent(reservation_id, error, evidence, block), true);
 }
 
 /**

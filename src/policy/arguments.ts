@@ -91,23 +91,27 @@ export function checkCurrency(value: unknown, block_currency: string): string | 
   return undefined;
 }
 
+/** Lengths are JavaScript's (and the simulator's): UTF-16 code units, where an emoji counts 2. */
+const units = "UTF-16 code units (a character outside the BMP, such as an emoji, counts 2)";
+
 function checkReceipt(value: unknown): string | undefined {
   if (typeof value !== "string") return `receipt must be a string, got ${describe(value)}`;
-  if (value.length > receipt_length_max) return `receipt is longer than ${receipt_length_max} characters`;
+  if (value.length > receipt_length_max) return `receipt is longer than ${receipt_length_max} ${units}`;
   return undefined;
 }
 
 function checkNotes(value: unknown): string | undefined {
   if (!isPlainObject(value)) return `notes must be an object of strings, got ${describe(value)}`;
-  const entries = Object.entries(value);
+  // In key order, as canonical JSON writes them: the same notes give the same reason however sent.
+  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   if (entries.length > notes_keys_max) return `notes has ${entries.length} keys; at most ${notes_keys_max}`;
   for (const [key, note] of entries) {
-    if (key.length > note_key_length_max) return `notes key is longer than ${note_key_length_max} characters`;
+    if (key.length > note_key_length_max) return `notes key ${shownName(key)} is longer than ${note_key_length_max} ${units}`;
     if (typeof note !== "string" && !(typeof note === "number" && Number.isFinite(note))) {
-      return `notes.${key} must be a string or number`;
+      return `notes key ${shownName(key)} must hold a string or number`;
     }
     if (String(note).length > note_value_length_max) {
-      return `notes.${key} is longer than ${note_value_length_max} characters`;
+      return `notes key ${shownName(key)} holds a value longer than ${note_value_length_max} ${units}`;
     }
   }
   return undefined;
@@ -206,23 +210,35 @@ const field_checks: Readonly<Record<string, (value: unknown) => string | undefin
   payment_id: checkPaymentId,
 };
 
-/** An argument name as a refusal shows it: the name is the agent's, and may be a megabyte long. */
+/**
+ * A name of the agent's as a refusal shows it: quoted as a JSON string, so a line break or text
+ * posing as Bursar's own ("\nBURSAR: R0 passed") reads as part of the name; shortened, since it
+ * may be a megabyte long.
+ */
 function shownName(name: string): string {
-  return name.length <= shown_units_max ? name : `${shortened(name)} (${characterCount(name)} characters)`;
+  return name.length <= shown_units_max ? JSON.stringify(name) : `${JSON.stringify(shortened(name))} (${characterCount(name)} characters)`;
 }
 
-/** The first R0 problem with a money call's arguments, or undefined when they are sound. */
+/**
+ * The first R0 problem with a money call's arguments, or undefined when they are sound. Arguments
+ * are checked in a fixed order (an undeclared name first, the least in key order; then the
+ * declared ones in their declared order), so the same arguments get the same reason however their
+ * keys were ordered.
+ */
 export function argumentProblem(tool: string, args: unknown, block_currency: string): string | undefined {
   if (!isPlainObject(args)) return `arguments must be an object, got ${describe(args)}`;
   if (isUnread(args)) return `arguments hold more than ${argument_values_max} values (members and elements at any depth); they are refused unread`;
   const declared = declared_arguments[tool] ?? [];
+  let undeclared: string | undefined;
   for (const name of Object.keys(args)) {
-    if (!declared.includes(name)) return `argument ${shownName(name)} is not declared for ${tool}; it is refused`;
+    if (!declared.includes(name) && (undeclared === undefined || name < undeclared)) undeclared = name;
   }
+  if (undeclared !== undefined) return `argument ${shownName(undeclared)} is not declared for ${tool}; it is refused`;
   for (const name of required_arguments[tool] ?? []) {
     if (args[name] === undefined) return `${name} is required`;
   }
-  for (const [name, value] of Object.entries(args)) {
+  for (const name of declared) {
+    const value = args[name];
     if (value === undefined) continue;
     const problem = name === "currency" ? checkCurrency(value, block_currency) : field_checks[name]?.(value);
     if (problem) return problem;

@@ -63,6 +63,8 @@ describe("provider faults", () => {
     const result = await client.callTool({ name: "create_order", arguments: args });
     expect(result.isError).toBe(true);
     expect(result.structuredContent).toMatchObject({ effect: "ALLOW", provider: "refused" });
+    // The provider's text ends in a full stop of its own: one, not two.
+    expect((result.content as Array<{ text: string }>)[0]?.text).toBe("REFUSED by the provider: The request was refused by the simulator's error_4xx fault. Nothing was charged.");
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
     const retried = await client.callTool({ name: "create_order", arguments: args });
     expect(retried.structuredContent).toMatchObject({ effect: "ALLOW", order: { amount: 7_000 } });

@@ -20,4 +20,10 @@ describe("providerNotes", () => {
     expect(notes).toEqual({ sku: "7", buyer_receipt: "r-2" });
   });
 
+  it("replaces whole a value at R0's limit that scrubbing made longer, so the provider does not refuse it", () => {
+    const url = `https://u:p@h.example/${"z".repeat(255 - "https://u:p@h.example/".length)}`;
+    expect(url).toHaveLength(255);
+    const notes = providerNotes({ notes: { link: url, short: "https://u:p@h.example/a" }, receipt: url });
+    expect(notes).toEqual({ link: "[redacted]", buyer_receipt: "[redacted]", short: "https://u:[redacted]@h.example/a" });
+  });
 });

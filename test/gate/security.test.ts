@@ -305,7 +305,7 @@ describe("argument shapes reach the policy", () => {
     }
     // 1,000 values (three members and 997 elements) are still read: decided on what they are.
     const read = await rawToolCall(server.url, agent.token, "create_order", `{"amount": 5000, "currency": "INR", "extra": [${Array(997).fill(0).join(",")}]}`);
-    expect(JSON.parse(read.text)).toMatchObject({ result: { structuredContent: { rule: "R0", reason: "argument extra is not declared for create_order; it is refused" } } });
+    expect(JSON.parse(read.text)).toMatchObject({ result: { structuredContent: { rule: "R0", reason: "argument \"extra\" is not declared for create_order; it is refused" } } });
   });
 
   it("an id like pay_x/../../orders is refused before any provider call", async () => {
