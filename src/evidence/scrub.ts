@@ -47,8 +47,26 @@ const secret_query_names = new Set(["key"]);
 export const bursar_token_source = "bsr_(?:agent|op|audit|whsec|srckey|obs)_[A-Za-z0-9_-]{20,}";
 export const bursar_token_pattern = new RegExp(bursar_token_source);
 
+/**
+ * An Authorization header's scheme ("Bearer", "Basic", "Token", or written "token:") and what
+ * follows it, 8 or more token characters; it is a credential when credentialShaped says so.
+ */
+const authorization_pattern = /\b(?:bearer|basic|token):?\s+([A-Za-z0-9._~+/=-]{8,})/gi;
+/** A digit, a symbol a token holds, or a lower-case letter followed by a capital ("dXNlcjpw"). */
+const credential_mark = /[0-9._~+/=-]|[a-z][A-Z]/;
+
+/**
+ * Whether the text holds an Authorization credential. What follows the scheme must look like a
+ * credential, not a word: "Basic subscription plan", "Token reservation" and "bearer instruments"
+ * are product names and prose, and stored whole; "Bearer ya29.a0AfH6", "Basic dXNlcjpwYXNz" and
+ * "token: 3f9a…" are not. Each match starts where the last ended: linear in the text.
+ */
+function containsAuthorization(text: string): boolean {
+  for (const [, credential] of text.matchAll(authorization_pattern)) if (credential_mark.test(credential!)) return true;
+  return false;
+}
+
 const secret_value_patterns: readonly RegExp[] = [
-  /\b(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}/i, // Authorization header values
   /rzp_(?:test|live)_[A-Za-z0-9]+/, // Razorpay key ids, also glued to a word ("key_rzp_live_…")
   // Stripe secret and restricted keys, after "_" too ("key_sk_live_…") but not inside a word
   // ("task_test_…"); their shortest form has 24 characters after the prefix.
@@ -145,6 +163,16 @@ function remembered(verdicts: Map<string, boolean>, key: string, judge: (key: st
   const verdict = judge(key);
   if (verdicts.size < key_verdicts_max && key.length <= key_verdict_chars_max) verdicts.set(key, verdict);
   return verdict;
+}
+
+/**
+ * Whether the value under `key` is replaced whole: the key's name is a secret's, and the value is
+ * something. A number under a name ending in "tokens" (`max_tokens`, `input_tokens`) counts a
+ * language model's tokens, and is kept.
+ */
+function redactedUnder(key: string, item: unknown): boolean {
+  if (item === null || item === undefined || !isSecretKeyName(key)) return false;
+  return !(typeof item === "number" && normalizedKeyName(key).endsWith("tokens"));
 }
 
 export function isSecretKeyName(key: string): boolean {
@@ -298,14 +326,43 @@ export function isSecretValue(value: string): boolean {
  * secrets cannot make a credential or card number of what is left: each replaced stretch lies
  * between an "=" or ":" and an "&", "#", "@", white space or the end.
  */
-function scrubbedString(value: string, state: ScrubState): string {
+function scrubbedString(value: string, state: ScrubState, depth = 0): string {
   if (isSecretText(value)) return redact(state);
+  const json = jsonInString(value);
+  if (json !== undefined) return scrubbedJsonString(value, json, state, depth);
   const before = state.redactions;
   const text = urlSecretsRedacted(value, state);
   // Only text with a "%" decodes; the replacements add none.
   if (!value.includes("%") || !hasEncodedSecret(value, text)) return text;
   state.redactions = before;
   return redact(state);
+}
+
+/**
+ * The object or array a string holds as JSON text ('{"password":"hunter2"}', as a tool's result
+ * carries its data in `content[].text`), or undefined. Only text that starts and ends as one
+ * (white space aside) is parsed.
+ */
+function jsonInString(value: string): object | undefined {
+  const first = value.trimStart()[0];
+  const last = value.trimEnd().at(-1);
+  if (!((first === "{" && last === "}") || (first === "[" && last === "]"))) return undefined;
+  try {
+    const parsed = JSON.parse(value) as unknown;
+    return typeof parsed === "object" && parsed !== null ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A string holding JSON, scrubbed as the data it holds: unchanged when nothing in it is secret,
+ * else that data scrubbed, written as compact JSON. Its URLs are read as data then, not as text.
+ */
+function scrubbedJsonString(value: string, json: object, state: ScrubState, depth: number): string {
+  const before = state.redactions;
+  const scrubbed = scrubValue(json, depth + 1, state);
+  return state.redactions === before ? value : JSON.stringify(scrubbed);
 }
 
 /**
@@ -356,7 +413,9 @@ function percentDecoded(text: string): string {
 }
 
 function isSecretText(value: string): boolean {
-  if (secret_value_prefilter.test(value) && (secret_value_patterns.some((pattern) => pattern.test(value)) || containsJwt(value))) return true;
+  if (secret_value_prefilter.test(value) && (secret_value_patterns.some((pattern) => pattern.test(value)) || containsAuthorization(value) || containsJwt(value))) {
+    return true;
+  }
   return containsCardNumber(value);
 }
 
@@ -461,7 +520,7 @@ function isSecretNumber(value: number): boolean {
 
 function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   if (depth > scrub_depth_max) return redact(state);
-  if (typeof value === "string") return scrubbedString(value, state);
+  if (typeof value === "string") return scrubbedString(value, state, depth);
   if (typeof value === "number") return isSecretNumber(value) ? redact(state) : value;
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) return value.map((item) => scrubValue(item, depth + 1, state));
@@ -472,7 +531,7 @@ function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   const copy: Record<string, unknown> = {};
   for (const key of keys) {
     const item = (value as Record<string, unknown>)[key];
-    const scrubbed = isSecretKeyName(key) && item !== null && item !== undefined ? redact(state) : scrubValue(item, depth + 1, state);
+    const scrubbed = redactedUnder(key, item) ? redact(state) : scrubValue(item, depth + 1, state);
     // JSON.parse makes "__proto__" an own key; assigning it would set the copy's prototype
     // instead, dropping the key from the stored body and its hash, so that one key is defined.
     if (key === "__proto__") Object.defineProperty(copy, key, { value: scrubbed, enumerable: true, writable: true, configurable: true });
@@ -512,7 +571,7 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
   if (depth > scrub_depth_max) return redactedText(state);
   switch (typeof value) {
     case "string":
-      return canonicalString(scrubbedString(value, state));
+      return canonicalString(scrubbedString(value, state, depth));
     case "number":
       return isSecretNumber(value) ? redactedText(state) : canonicalNumber(value);
     case "boolean":
@@ -545,7 +604,7 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
   let first = true;
   for (const key of keys) {
     const item = object[key];
-    const text = isSecretKeyName(key) && item !== null && item !== undefined ? redactedText(state) : scrubbedText(item, depth + 1, state);
+    const text = redactedUnder(key, item) ? redactedText(state) : scrubbedText(item, depth + 1, state);
     if (text === undefined) continue;
     out += `${first ? "" : ","}${canonicalKey(key)}:${text}`;
     first = false;

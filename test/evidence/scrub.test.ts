@@ -75,6 +75,8 @@ describe("scrubbedCanonicalJson", () => {
         fc.array(tie("node"), { maxLength: 4 }),
         fc.dictionary(key, tie("node"), { maxKeys: 5 }),
         tie("node").map((inner) => ({ toJSON: () => inner })),
+        // JSON text in a string, as a tool result carries its data.
+        tie("node").map((inner) => JSON.stringify(inner) ?? "null"),
       ),
     })).node;
     fc.assert(
@@ -181,7 +183,7 @@ describe("scrub", () => {
     expect(scrub({ digest }).digest).toBe(digest);
     expect(scrub({ pan: "pan=4111-1111-1111-1111;" }).pan).toBe("[redacted]");
     // A secret in a key: the object holding it is stored as "[redacted]" whole, on both paths.
-    for (const notes of [{ "4111111111111111": "visa", ok: 1 }, { "Bearer abcdefghijklmnop": 1 }]) {
+    for (const notes of [{ "4111111111111111": "visa", ok: 1 }, { "Bearer abcdefgh12345678": 1 }]) {
       expect(scrub({ notes, amount: 5 })).toEqual({ notes: "[redacted]", amount: 5 });
       expect(scrubbedCanonicalJson({ notes, amount: 5 })).toEqual({ text: '{"amount":5,"notes":"[redacted]"}', redactions: 1 });
     }
@@ -457,6 +459,9 @@ describe("scrub", () => {
       fill("sk_live_"),
       fill("xrk_test_"),
       fill(`AIza${"a".repeat(30)} `),
+      `token:${" ".repeat(size)}x`,
+      fill("Basic subscription "),
+      `[${"[".repeat(size)}`,
     ];
     for (const text of near_misses) {
       expect(scrubbedCanonicalJson({ note: text }).redactions, text.slice(0, 20)).toBe(0);
@@ -466,6 +471,7 @@ describe("scrub", () => {
     expect(scrub({ note: `${fill("://")}postgres://u:p@h` }).note).toBe(`${fill("://")}postgres://u:[redacted]@h`);
     expect(scrub({ note: `${fill("1\u00a0")}4111\u00a01111\u00a01111\u00a01111` }).note).toBe("[redacted]");
     expect(scrub({ note: `${fill("sk_live_")} sk_live_${"a".repeat(24)}` }).note).toBe("[redacted]");
+    expect(scrub({ note: `${fill("Basic subscription ")}Bearer ya29.a0AfH6` }).note).toBe("[redacted]");
   });
 
   it("keeps digit runs with no Luhn-valid stretch, runs of zeros, unbroken long runs, and digits glued to letters", () => {
@@ -476,6 +482,25 @@ describe("scrub", () => {
     // An unbroken run (a snowflake id) is a card only as a whole, though a window of it passes Luhn.
     expect(luhnValid("4111111111111111")).toBe(true);
     expect(scrub({ id: "4111111111111111123" }).id).toBe("4111111111111111123");
+  });
+
+  it("scrubs JSON carried in a string as the data it holds, and leaves such a string with no secret as sent", () => {
+    const result = { content: [{ type: "text", text: '{"access_token": "ya29.a0AfH6", "refresh_token": "1//0g", "user": "asha"}' }] };
+    expect(scrub(result)).toEqual({ content: [{ type: "text", text: '{"access_token":"[redacted]","refresh_token":"[redacted]","user":"asha"}' }] });
+    const memo = JSON.stringify({ password: "hunter2", note: JSON.stringify({ client_secret: "cs_9f8e", link: "https://u:pw@h.example/a" }) });
+    expect(JSON.parse((scrub({ memo }) as { memo: string }).memo)).toEqual({
+      password: "[redacted]",
+      note: JSON.stringify({ client_secret: "[redacted]", link: "https://u:[redacted]@h.example/a" }),
+    });
+    for (const plain of ['{ "sku": "A-1", "qty": 2 }', " [1, 2] ", "[not json", "{}", '"{\"password\":1}"']) expect(scrub({ plain })).toEqual({ plain });
+  });
+
+  it("keeps product names and prose that start with an Authorization scheme's word, and token counts", () => {
+    const kept = { plan: "Basic subscription plan, monthly", title: "Basic Subscription Plan", sale: "Token reservation for Diwali sale", prose: "bearer instruments accepted", input_tokens: 1200, max_tokens: 4096 };
+    expect(scrub(kept)).toEqual(kept);
+    const credentials = ["Bearer ya29.a0AfH6SMBx", "Basic dXNlcjpwYXNz", "token: 3f9a0c1d2e4b5a6f", "Token abcdEfghijkl", "Bearer: abc-def-ghi"];
+    for (const value of credentials) expect(scrub({ value }), value).toEqual({ value: "[redacted]" });
+    expect(scrub({ access_tokens: ["t1"], tokens: "abc", token_count: "12" })).toEqual({ access_tokens: "[redacted]", tokens: "[redacted]", token_count: "[redacted]" });
   });
 
   it("keeps ordinary evidence: amounts, ids, currencies, idempotency keys, non-Luhn digit runs", () => {
