@@ -1,6 +1,7 @@
 // The evidence log over the storage port: appends inside the caller's transaction,
 // gap-free sequence numbers, receipts, signed checkpoints, pages of entries and proofs.
 
+import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
 import { Permits } from "../ledger/permits.js";
@@ -230,6 +231,8 @@ export class EvidenceLog {
   private readonly treeLock = new Permits();
   private readonly checkpointLock = new Permits();
   private checkpointing = false;
+  /** The latest checkpoint's size as this process last read it, and when (performance.now()). */
+  private checkpointSeen = { size: -1, at_ms: performance.now() };
   /** The leaf hash of entry 0, read when the log opens: what every receipt it signs names. */
   private logIdHex: string | undefined;
 
@@ -329,6 +332,10 @@ export class EvidenceLog {
     // (the costliest step of an append); its entries are covered by that receipt and by checkpoints.
     const sign = options.receipts ?? true;
     const first = await readTreeSize(tx, true);
+    // The stored log is shorter than what this process has seen committed: it was restored or
+    // failed over (see syncTree). Entries appended now would take seqs a checkpoint or receipt
+    // already covers, and their receipts would be second, conflicting signatures for those seqs.
+    if (first < this.tree.size) throw this.lostEntries(first, this.tree.size);
     const received_at = this.clock().toISOString();
     const built = inputs.map((input, i) => buildEntry(input, first + i, received_at));
     // The genesis append names the log it starts: its own entry 0.
@@ -381,12 +388,7 @@ export class EvidenceLog {
         target: await readTreeSize(tx),
         last: seen === 0 ? undefined : await tx.get<{ leaf_hash: string }>("SELECT leaf_hash FROM log_entries WHERE seq = ?", [seen - 1]),
       }));
-      if (seen > 0 && (target < seen || last?.leaf_hash !== this.tree.leaf(seen - 1).toString("hex"))) {
-        throw new EvidenceIntegrityError(
-          `the stored log no longer holds what this process saw: ${target} entries stored, ${seen} seen, and entry ${seen - 1} ` +
-            `${last ? "differs" : "is gone"} (was the database restored or failed over to a replica that lacked the last commits?); refusing to sign`,
-        );
-      }
+      if (seen > 0 && (target < seen || last?.leaf_hash !== this.tree.leaf(seen - 1).toString("hex"))) throw this.lostEntries(target, seen, last !== undefined);
       while (this.tree.size < target) {
         const from = this.tree.size;
         const to = Math.min(target, from + sync_rows_per_query);
@@ -429,6 +431,14 @@ export class EvidenceLog {
     });
   }
 
+  /** The log no longer holds entries this process saw committed: `stored` entries, `seen` seen. */
+  private lostEntries(stored: number, seen: number, last_present = false): EvidenceIntegrityError {
+    return new EvidenceIntegrityError(
+      `the stored log no longer holds what this process saw: ${stored} entries stored, ${seen} seen, and entry ${seen - 1} ` +
+        `${last_present ? "differs" : "is gone"} (was the database restored or failed over to a replica that lacked the last commits?); refusing to sign`,
+    );
+  }
+
   /** Refuses to sign a tree that is not an append-only extension of the previous checkpoint. */
   private assertExtends(previous: StoredCheckpoint, size: number, root: Buffer): void {
     const proof = this.tree.consistencyProof(previous.size, size);
@@ -455,7 +465,13 @@ export class EvidenceLog {
       const pending = size - (latest?.size ?? 0);
       if (latest && pending <= 0) return undefined;
       const elapsed_ms = latest ? this.clock().getTime() - Date.parse(latest.created_at) : Infinity;
-      if (pending >= this.checkpointEvery || elapsed_ms >= this.checkpointSeconds * 1000) return await this.checkpoint();
+      // Timed by this process's monotonic clock too: a checkpoint stamped by a clock that ran ahead
+      // (or while Bursar's clock held still after the host's stepped back) would otherwise look
+      // newer than now for as long as the clock was off, and no timed checkpoint would be cut.
+      if (latest && latest.size !== this.checkpointSeen.size) this.checkpointSeen = { size: latest.size, at_ms: performance.now() };
+      const seen_ms = performance.now() - this.checkpointSeen.at_ms;
+      const interval_ms = this.checkpointSeconds * 1000;
+      if (pending >= this.checkpointEvery || elapsed_ms >= interval_ms || seen_ms >= interval_ms) return await this.checkpoint();
       return undefined;
     } finally {
       this.checkpointing = false;

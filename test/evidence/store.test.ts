@@ -9,6 +9,7 @@ import { checkConsistencyDocument, checkInclusionDocument } from "../../src/evid
 import { verifyReceipt } from "../../src/evidence/receipt.js";
 import { EvidenceIntegrityError, EvidenceLog, EvidenceRangeError } from "../../src/evidence/store.js";
 import type { EvidenceLogOptions } from "../../src/evidence/store.js";
+import type { SqlDriver } from "../../src/ledger/driver.js";
 import { backends, closeAfterTest } from "../support/backends.js";
 import { newSigner, openTestLog as openLogOn, test_origin, type TestLog } from "./support.js";
 
@@ -23,6 +24,24 @@ function entriesInsert(seqs: number[]): string {
 for (const backend of backends()) {
   describe(backend.name, () => {
     /** A fresh log on a fresh database of this backend, closed after the test. */
+    /** Deletes the entries from `seq` on, as a database restored to an earlier point would lose them. */
+    async function loseEntriesFrom(driver: SqlDriver, seq: number): Promise<void> {
+      const lose =
+        backend.name === "sqlite"
+          ? ["DROP TRIGGER IF EXISTS log_entries_no_delete", "DROP TRIGGER IF EXISTS log_head_forward_only", `DELETE FROM log_entries WHERE seq >= ${seq}`, `UPDATE log_head SET size = ${seq}`]
+          : [
+              "ALTER TABLE log_entries DISABLE TRIGGER USER",
+              "ALTER TABLE log_head DISABLE TRIGGER USER",
+              `DELETE FROM log_entries WHERE seq >= ${seq}`,
+              `UPDATE log_head SET size = ${seq}`,
+              "ALTER TABLE log_entries ENABLE TRIGGER USER",
+              "ALTER TABLE log_head ENABLE TRIGGER USER",
+            ];
+      await driver.transaction(async (tx) => {
+        for (const sql of lose) await tx.run(sql);
+      });
+    }
+
     async function openTestLog(options: Partial<EvidenceLogOptions> = {}): Promise<TestLog> {
       const opened = await openLogOn({ ...options, path: await backend.db() });
       closeAfterTest(opened.driver);
@@ -170,6 +189,19 @@ for (const backend of backends()) {
         expect(await log.tick()).toBeUndefined();
       });
 
+      it("cuts a timed checkpoint after checkpoint_seconds of the process's own time when the latest is stamped ahead of the clock", async () => {
+        const { driver, log, clock } = await openTestLog({ checkpoint_every: 1000, checkpoint_seconds: 1 });
+        const day_ms = 86_400_000;
+        clock.advance(day_ms); // a host clock that ran a day ahead ...
+        await driver.transaction((tx) => log.appendMany(tx, [decision(1)]));
+        expect((await log.checkpoint()).size).toBe(2);
+        clock.advance(-day_ms); // ... and was corrected: the latest checkpoint now looks a day newer than now
+        await driver.transaction((tx) => log.appendMany(tx, [decision(2)]));
+        expect(await log.tick()).toBeUndefined();
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        expect((await log.tick())!.size).toBe(3);
+      });
+
       it("never signs a tree inconsistent with an earlier checkpoint", async () => {
         const { driver, log } = await openTestLog();
         await driver.transaction((tx) => log.appendMany(tx, [decision(1), decision(2)]));
@@ -186,23 +218,23 @@ for (const backend of backends()) {
         await driver.transaction((tx) => log.appendMany(tx, [1, 2, 3, 4].map(decision)));
         expect((await log.checkpoint()).size).toBe(5);
         // Entries 3 and 4 are lost, as a database restored to an earlier point would lose them.
-        const lose =
-          backend.name === "sqlite"
-            ? ["DROP TRIGGER log_entries_no_delete", "DROP TRIGGER log_head_forward_only", "DELETE FROM log_entries WHERE seq >= 3", "UPDATE log_head SET size = 3"]
-            : [
-                "ALTER TABLE log_entries DISABLE TRIGGER USER",
-                "ALTER TABLE log_head DISABLE TRIGGER USER",
-                "DELETE FROM log_entries WHERE seq >= 3",
-                "UPDATE log_head SET size = 3",
-                "ALTER TABLE log_entries ENABLE TRIGGER USER",
-                "ALTER TABLE log_head ENABLE TRIGGER USER",
-              ];
-        await driver.transaction(async (tx) => {
-          for (const sql of lose) await tx.run(sql);
-        });
+        await loseEntriesFrom(driver, 3);
         await expect(log.checkpoint()).rejects.toThrow(/3 entries stored, 5 seen/);
-        await driver.transaction((tx) => log.appendMany(tx, [5, 6, 7].map(decision)));
-        expect(await log.treeSize()).toBe(6);
+        // Nor is anything appended at seqs the signed checkpoint covers: its receipt would be a
+        // second, conflicting signature for that seq.
+        await expect(driver.transaction((tx) => log.appendMany(tx, [5, 6].map(decision)))).rejects.toThrow(/3 entries stored, 5 seen/);
+        expect(await log.treeSize()).toBe(3);
+        expect((await log.latestCheckpoint())!.size).toBe(5);
+      });
+
+      it("refuses a checkpoint when the log lost entries another process appended and then grew back over them", async () => {
+        const { driver, log, signer, clock } = await openTestLog();
+        await driver.transaction((tx) => log.appendMany(tx, [1, 2, 3, 4].map(decision)));
+        expect((await log.checkpoint()).size).toBe(5);
+        // Entry 4 is lost, and another writer, which never saw it, grows the log back.
+        await loseEntriesFrom(driver, 4);
+        const other = await EvidenceLog.open(driver, { signer, origin: test_origin, clock });
+        await driver.transaction((tx) => other.appendMany(tx, [5, 6, 7].map(decision)));
         await expect(log.checkpoint()).rejects.toThrow(/entry 4 differs/);
         await expect(log.checkpoint()).rejects.toBeInstanceOf(EvidenceIntegrityError);
         expect((await log.latestCheckpoint())!.size).toBe(5);
