@@ -80,16 +80,17 @@ export function refuseOwnedTarget(option: string, path: string, config: Config):
 /**
  * Opens `path` for writing (a path refuseOwnedTarget let through), checked once more by what was
  * opened: the file is opened without truncating it, and refused (closed untouched) when it is one
- * Bursar owns, whatever path led to it; only then is it emptied. Returns the descriptor.
+ * Bursar owns, whatever path led to it. A new file is private (0600): what goes in it is evidence
+ * or a checkpoint of it, kept like the database. Returns the descriptor; the caller empties the
+ * file (ftruncateSync) once it writes, so a later failure to open another output leaves it as it was.
  */
 export function openOutput(option: string, path: string, config: Config): number {
-  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT, 0o644);
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT, 0o600);
   const opened = fstatSync(fd);
   const owned = ownedFiles(config).find((file) => identity(file) === `${opened.dev}:${opened.ino}`);
   if (owned !== undefined) {
     closeSync(fd);
     throw new CommandError(`${option} ${path}: refusing to overwrite ${owned}, a file Bursar owns; choose another path`);
   }
-  ftruncateSync(fd, 0);
   return fd;
 }

@@ -2,8 +2,9 @@
 // database, its journals or a data-directory secret (directly, through `..`, a symlinked
 // directory or a hard link) are refused in one line with exit 2, and the file is unchanged.
 
+import Database from "better-sqlite3";
 import { createHash } from "node:crypto";
-import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -88,11 +89,34 @@ describe("bursar export output targets", () => {
     expect(result.stderr).toMatch(new RegExp(`^bursar export: --out ${out}: cannot use it \\(ENOENT[^\\n]*\\n$`));
   });
 
-  it("still writes an export and its checkpoint to new files inside the data directory", async () => {
+  it("still writes an export and its checkpoint to new files inside the data directory, private (0600) as the database", async () => {
     const result = await bursarExport(["--out", join(data_dir, "log.jsonl"), "--checkpoint", join(data_dir, "cp.txt")]);
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
     expect(readFileSync(join(data_dir, "log.jsonl"), "utf8").split("\n")[0]).toContain("bursar");
     expect(readFileSync(join(data_dir, "cp.txt"), "utf8")).toMatch(/^bursar\.local\/log\n\d+\n/);
+    for (const name of ["log.jsonl", "cp.txt"]) expect(statSync(join(data_dir, name)).mode & 0o777, name).toBe(0o600);
+  });
+
+  it("leaves an earlier --out as it was when --checkpoint cannot be opened", async () => {
+    const out = join(scratch, "earlier.jsonl");
+    writeFileSync(out, "an earlier export\n");
+    const checkpoint = join(scratch, "no-such-directory", "cp.txt");
+    const result = await bursarExport(["--out", out, "--checkpoint", checkpoint]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^bursar export: --checkpoint .*cp\.txt: cannot use it \(ENOENT/);
+    expect(readFileSync(out, "utf8")).toBe("an earlier export\n");
+  });
+
+  it("refuses a database that holds no evidence log, and creates nothing in it", async () => {
+    const empty = join(scratch, "empty.db");
+    writeFileSync(empty, "");
+    const result = await runBursar(["export", "--out", join(scratch, "from-empty.jsonl")], { ...env, BURSAR_DB: empty });
+    expect(result.stderr).toBe(`bursar export: BURSAR_DB=${empty} holds no evidence log: start 'bursar serve' on it first\n`);
+    expect(result.code).toBe(2);
+    const opened = new Database(empty, { readonly: true });
+    expect(opened.prepare("SELECT name FROM sqlite_master").all()).toEqual([]);
+    opened.close();
+    expect(existsSync(join(scratch, "from-empty.jsonl"))).toBe(false);
   });
 });

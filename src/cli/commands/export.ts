@@ -2,10 +2,10 @@
 // the signed checkpoint it ends on, for `bursar verify` to check offline.
 
 import { once } from "node:events";
-import { closeSync, createWriteStream, existsSync, writeFileSync } from "node:fs";
+import { closeSync, createWriteStream, existsSync, ftruncateSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
-import { databaseError, isPostgresUrl, loadConfig, type Config } from "../../config.js";
+import { databaseError, isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
 import { exportLog } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
@@ -33,7 +33,9 @@ options:
 Neither may be a file Bursar owns (exit 2 before anything is written): the database and its
 -wal/-shm/-journal files, the data directory's signing-key.pem, master-key, webhook-secret
 and operator-token.sha256, or BURSAR_SIGNING_KEY. The export holds the whole (scrubbed) log:
-store it as you would the database.
+store it as you would the database. New files are created mode 0600; both are opened before
+either is written, so a --checkpoint that cannot be opened leaves --out as it was. A database
+holding no evidence log is refused (exit 2), and nothing is created in it.
 
 A database it cannot open or reach is one line naming BURSAR_DB (a postgres URL with its
 password masked), exit 2, as for 'bursar serve'.
@@ -70,6 +72,17 @@ async function finalCheckpoint(driver: SqlDriver, env: Config, io: CliIo): Promi
   return log.checkpoint();
 }
 
+/** Whether the database holds an evidence log (its entry 0); false where it has no log table yet. */
+async function holdsLog(driver: SqlDriver): Promise<boolean> {
+  try {
+    return (await driver.read((tx) => tx.get("SELECT seq FROM log_entries WHERE seq = 0"))) !== undefined;
+  } catch (error) {
+    // SQLite's "no such table", PostgreSQL's undefined_table.
+    if (/no such table/.test((error as Error).message) || (error as { code?: unknown }).code === "42P01") return false;
+    throw error;
+  }
+}
+
 async function writeTo(stream: Writable, text: string): Promise<void> {
   if (!stream.write(text)) await once(stream, "drain");
 }
@@ -93,29 +106,36 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   try {
     // PostgreSQL is first reached here: an unreachable server is one line naming BURSAR_DB
     // (its password masked) and exit 2, as `bursar serve` reports it, not a pg-pool stack.
+    const has_log = await holdsLog(driver).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
+    // Nothing is created in a database with no log: exporting never starts one.
+    if (!has_log) throw new CommandError(`BURSAR_DB=${maskedDb(env.db)} holds no evidence log: start 'bursar serve' on it first`);
     await driver.migrate([migration]).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
     const checkpoint = await finalCheckpoint(driver, env, io);
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
     const out = values.out;
-    // Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
-    const stream = createWriteStream(out, { fd: usingPath(`--out ${out}`, () => openOutput("--out", out, env)) });
-    const summary = await exportLog(driver, {
-      size: checkpoint.size,
-      exported_at: systemClock().toISOString(),
-      write: (text) => writeTo(stream, text),
-    });
-    stream.end();
-    await once(stream, "finish");
     const checkpoint_path = values.checkpoint;
-    if (checkpoint_path) {
-      const fd = usingPath(`--checkpoint ${checkpoint_path}`, () => openOutput("--checkpoint", checkpoint_path, env));
-      try {
-        writeFileSync(fd, checkpoint.note);
-      } finally {
-        closeSync(fd);
+    // Both opened before either is written: a --checkpoint that cannot be opened leaves --out as
+    // it was. Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
+    const checkpoint_fd = checkpoint_path ? usingPath(`--checkpoint ${checkpoint_path}`, () => openOutput("--checkpoint", checkpoint_path, env)) : undefined;
+    try {
+      const out_fd = usingPath(`--out ${out}`, () => openOutput("--out", out, env));
+      ftruncateSync(out_fd, 0);
+      const stream = createWriteStream(out, { fd: out_fd });
+      const summary = await exportLog(driver, {
+        size: checkpoint.size,
+        exported_at: systemClock().toISOString(),
+        write: (text) => writeTo(stream, text),
+      });
+      stream.end();
+      await once(stream, "finish");
+      if (checkpoint_fd !== undefined) {
+        ftruncateSync(checkpoint_fd, 0);
+        writeFileSync(checkpoint_fd, checkpoint.note);
       }
+      println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${out} (${summary.bytes} bytes)`);
+    } finally {
+      if (checkpoint_fd !== undefined) closeSync(checkpoint_fd);
     }
-    println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${values.out} (${summary.bytes} bytes)`);
     if (values.checkpoint) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${values.checkpoint}`);
     return 0;
   } finally {
