@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { builtSuiteDir, bursar_bin } from "../support/build.js";
+import { pipedThroughHead } from "../support/process.js";
 import { waitUntil, within } from "../support/wait.js";
 
 const suite_dir = builtSuiteDir("bursar-demo-interrupted-");
@@ -64,5 +65,13 @@ describe("bursar demo interrupted", () => {
     } finally {
       if (demo.child.exitCode === null && demo.child.signalCode === null) demo.child.kill("SIGKILL");
     }
+  });
+
+  it("does the same when stderr goes to the closed pipe too (bursar demo 2>&1 | head), where its notice cannot be written", async () => {
+    const tmp = join(suite_dir(), "EPIPE-both");
+    mkdirSync(tmp);
+    const status = await pipedThroughHead(`${JSON.stringify(process.execPath)} ${JSON.stringify(bursar_bin)} demo`, { TMPDIR: tmp, CI: "1" });
+    expect(status).toBe(141);
+    expect(readdirSync(tmp), "left behind after EPIPE").toEqual([]);
   });
 });

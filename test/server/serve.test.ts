@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { configDigest, startServer } from "../../src/server/start.js";
 import { bursar_bin, builtSuiteDir } from "../support/build.js";
-import { startBursar } from "../support/process.js";
+import { pipedThroughHead, startBursar } from "../support/process.js";
 import { waitUntil, within } from "../support/wait.js";
 
 /** The JSON log lines in `output`, parsed. */
@@ -140,6 +140,11 @@ describe("bursar serve", () => {
     // The token's hash was stored: the token is shown, on stderr, which is still open.
     expect(errors).toMatch(/ {2}bsr_op_\S+/);
     expect(errors).not.toMatch(/Unhandled|\n\s+at /);
+  });
+
+  it("stdout and stderr one pipe that closes ('bursar serve 2>&1 | head -1'): stops and exits 141, where it wrote the stderr warning to the dead pipe forever", async () => {
+    const command = `${JSON.stringify(process.execPath)} ${JSON.stringify(bursar_bin)} serve --port 0`;
+    expect(await pipedThroughHead(command, { BURSAR_DATA_DIR: join(dir(), "epipe-both"), BURSAR_LOG_LEVEL: "info" })).toBe(141);
   });
 
   it("stdout closed while serving: the next log line fails, and it stops gracefully and exits 141 rather than serve unlogged", async () => {

@@ -1,6 +1,7 @@
 // Real `bursar` processes for tests: spawn, wait for the listen line, kill, collect output.
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { bursar_bin } from "./build.js";
@@ -117,4 +118,19 @@ export async function runBursar(
   child.stdin.on("error", () => undefined);
   child.stdin.end(input ?? "");
   return { code: await exited, stdout, stderr };
+}
+
+/**
+ * Runs `command` (shell text) as `command 2>&1 | head -1` under bash, its stdout and stderr one
+ * pipe whose reader goes away after a line, and answers the command's own exit status; killed
+ * (and answered null) if it is still running after `timeout_ms`, so a hang fails the test.
+ */
+export async function pipedThroughHead(command: string, env: Record<string, string>, timeout_ms = 30_000): Promise<number | null> {
+  const script = `${command} 2>&1 | head -1 >/dev/null; exit \${PIPESTATUS[0]}`;
+  // Its own process group, so a timeout kills the command as well as bash.
+  const child = spawn("bash", ["-c", script], { env: { ...process.env, ...env }, stdio: "ignore", detached: true });
+  const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), timeout_ms);
+  const [code, signal] = (await once(child, "exit")) as [number | null, NodeJS.Signals | null];
+  clearTimeout(timer);
+  return signal === null ? code : null;
 }

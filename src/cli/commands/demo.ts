@@ -29,8 +29,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     interrupt = (why, status) => {
       // Only the first: the signal handlers are `once`, so a second signal ends the process at once.
       if (interrupted) return;
-      println(io.stderr, `bursar demo: ${why}: stopping the servers and deleting ${demo.dir}`);
+      // Stopped first: the notice may not get out (stderr on the pipe stdout closed, `2>&1 | head`).
       interrupted = demo.stop().then(() => status);
+      println(io.stderr, `bursar demo: ${why}: stopping the servers and deleting ${demo.dir}`);
       resolve(interrupted);
     };
   });
@@ -39,6 +40,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   // Output closed under it (`bursar demo | head`): the next write fails with EPIPE, which would
   // end the process before its directory is deleted. Kept for later writes of the dying story.
   io.stdout.on("error", (error: NodeJS.ErrnoException) => interrupt(`its output was closed (${error.code ?? error.message})`, signalExitCode("SIGPIPE")));
+  // A notice stderr cannot take is lost, not fatal: unhandled, its EPIPE ended the process
+  // before the directory (its keys with it) was deleted. Kept, like the one above, for late writes.
+  io.stderr.on("error", () => undefined);
   try {
     // Stopping mid-story makes the story fail (its gate is gone): that failure is the interruption, not an error.
     const told = demo.result.then(

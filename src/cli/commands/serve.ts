@@ -104,14 +104,20 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
  */
 function watchOutput(io: CliIo, stop: GracefulStop): { started(app: FastifyInstance): void; dispose(): void } {
   let app: FastifyInstance | undefined;
+  let stdout_failed = false;
   const on_stdout = (error: NodeJS.ErrnoException) => {
+    stdout_failed = true;
     const code = error.code ?? error.message;
     println(io.stderr, `bursar serve: stdout was closed (${code}): the JSON logs cannot be written; stopping`);
     stop.stop({ reason: `stdout closed (${code})`, exit_code: error.code === "EPIPE" ? output_closed_status : 1 });
   };
   let stderr_failure: string | undefined;
-  const warnStderrClosed = (server: FastifyInstance, code: string) =>
+  // Logged to stdout, unless stdout is gone too (one pipe read both, as a container's collector
+  // often does): a line written there then went round in a retry loop that held the stop forever.
+  const warnStderrClosed = (server: FastifyInstance, code: string) => {
+    if (stdout_failed) return;
     server.log.warn({ code }, "stderr was closed: a generated operator token printed there may not have been seen (bursar admin rotate issues a new one)");
+  };
   const on_stderr = (error: NodeJS.ErrnoException) => {
     if (stderr_failure !== undefined) return;
     stderr_failure = error.code ?? error.message;
