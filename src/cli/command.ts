@@ -56,6 +56,13 @@ export function parseOptions<const T extends OptionsConfig>(argv: string[], opti
   return parsing(() => parseArgs({ args: argv, options, allowPositionals: true, strict: true }));
 }
 
+/** The options of a command that takes no positional arguments: one given is a usage error, not ignored. */
+export function parseFlags<const T extends OptionsConfig>(argv: string[], options: T): Parsed<T>["values"] {
+  const { values, positionals } = parseOptions(argv, options);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  return values;
+}
+
 export function println(stream: NodeJS.WritableStream, line = ""): void {
   stream.write(`${line}\n`);
 }

@@ -104,6 +104,14 @@ export class SchemaNewerError extends Error {
   }
 }
 
+/** A PostgreSQL connection whose search_path names no schema that exists: nothing can be created. */
+export class NoSchemaError extends Error {
+  override name = "NoSchemaError";
+  constructor() {
+    super("the search_path names no existing schema; create it first (CREATE SCHEMA …), or name one that exists");
+  }
+}
+
 /** A schema step, written once per dialect with the same meaning. */
 export interface Migration {
   version: number;

@@ -4,7 +4,7 @@
 
 import pg from "pg";
 import { monotonicClock, type Clock } from "../clock.js";
-import { bindable, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
+import { bindable, NoSchemaError, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
 import { refuseNewerSchema } from "./migrations/index.js";
 import { Permits } from "./permits.js";
 
@@ -420,7 +420,7 @@ export class PostgresDriver implements SqlDriver {
       await client.query(`SET LOCAL statement_timeout = ${pg_migration_timeout_ms}`);
       const schema = await client.query<{ schema: string | null }>("SELECT current_schema() AS schema");
       const name = schema.rows[0]?.schema;
-      if (!name) throw new Error("PostgreSQL: the search_path names no existing schema; create it first");
+      if (!name) throw new NoSchemaError();
       await client.query("SELECT pg_advisory_xact_lock(hashtext('bursar.migrate'), hashtext($1))", [name]);
       await client.query(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",

@@ -144,6 +144,12 @@ describe("command arguments", () => {
     expect(hidden.stderr.split("\n")[0]).toBe("bursar agent: --url/BURSAR_URL (the value is not shown): expected an http(s) URL");
   });
 
+  it.each(["demo", "eval", "mutate", "migrate", "buyer"])("bursar %s refuses an argument it takes none of, instead of ignoring it", async (command) => {
+    const result = await runBursar([command, "extra"], { BURSAR_DATA_DIR: dataDir() });
+    expect(result.stderr.split("\n")[0]).toBe(`bursar ${command}: unexpected argument "extra"`);
+    expect(result.code).toBe(2);
+  });
+
   it.each(["constructor", "toString", "__proto__"])("bursar block %s ID is not an action", async (action) => {
     const result = await runBursar(["block", action, "blk_x"], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
     expect(result.code).toBe(2);

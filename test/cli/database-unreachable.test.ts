@@ -4,6 +4,7 @@
 
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { postgresServerUrl, schemaUrl } from "../support/backends.js";
 import { builtSuiteDir } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 
@@ -30,5 +31,20 @@ describe("a PostgreSQL BURSAR_DB that cannot be reached", () => {
     expect(result.stderr).toBe(`bursar ${name}: BURSAR_DB=postgres://u:***@127.0.0.1:1/x: cannot reach PostgreSQL (connect ECONNREFUSED 127.0.0.1:1)\n`);
     expect(`${result.stdout}${result.stderr}`).not.toContain(password);
     expect(result.stdout).toBe("");
+  });
+});
+
+describe("a PostgreSQL BURSAR_DB whose search_path names no existing schema", () => {
+  const dir = builtSuiteDir("bursar-db-no-schema-");
+  const server = postgresServerUrl();
+
+  it.skipIf(server === undefined)("bursar migrate and serve print one line naming BURSAR_DB, and exit 2", async () => {
+    const db = schemaUrl(server!, "bursar_no_such_schema");
+    for (const args of [["migrate"], ["serve", "--port", "0"]]) {
+      const result = await runBursar(args, { BURSAR_DATA_DIR: join(dir(), args[0]!), BURSAR_DB: db, BURSAR_ADMIN_TOKEN: "x".repeat(20) });
+      // Was "bursar: Error: PostgreSQL: …" with a stack trace, exit 1.
+      expect(result.stderr).toBe(`bursar ${args[0]}: BURSAR_DB=${db}: the search_path names no existing schema; create it first (CREATE SCHEMA …), or name one that exists\n`);
+      expect(result.code).toBe(2);
+    }
   });
 });

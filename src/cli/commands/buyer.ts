@@ -8,7 +8,7 @@ import { parseHttpUrl, secret } from "../../config.js";
 import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
-import { baseUrlOption, CommandError, parseOptions, println, secretOption, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, CommandError, parseFlags, println, secretOption, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
@@ -85,7 +85,7 @@ function isNetworkFailure(error: unknown): boolean {
 }
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parseOptions(argv, options);
+  const values = parseFlags(argv, options);
   if (values.scripted === values.llm) throw new UsageError("choose one of --scripted or --llm");
   if (values.overspend && !values.scripted) throw new UsageError("--overspend goes with --scripted");
   const llm = values.llm ? llmSettings(io) : undefined;

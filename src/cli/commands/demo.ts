@@ -1,7 +1,7 @@
 // bursar demo: the one-command tour (simulator + gate + scripted buyer, temporary data).
 
 import { startDemo, type DemoResult } from "../../buyer/demo.js";
-import { parseOptions, println, signalExitCode, type CliIo } from "../command.js";
+import { parseFlags, println, signalExitCode, type CliIo } from "../command.js";
 
 export const help = `usage: bursar demo
 
@@ -21,7 +21,7 @@ Colour only on a terminal (not under CI). No options; no environment variables a
 const interrupting_signals = ["SIGINT", "SIGTERM"] as const;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  parseOptions(argv, {});
+  parseFlags(argv, {});
   const demo = startDemo(io.stdout, io.interactive);
   let interrupted: Promise<number> | undefined;
   let interrupt!: (why: string, status: number) => void;

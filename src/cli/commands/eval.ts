@@ -9,7 +9,7 @@ import { packageRoot } from "../../eval/paths.js";
 import { Progress } from "../../eval/progress.js";
 import { reportMarkdown, score, summarize } from "../../eval/score.js";
 import { guard_table } from "../../policy/index.js";
-import { parseOptions, println, type CliIo } from "../command.js";
+import { parseFlags, println, type CliIo } from "../command.js";
 
 export const help = `usage: bursar eval [--cases DIR] [--out DIR]
 
@@ -25,7 +25,7 @@ options:
 A progress bar shows on a terminal; under CI two plain lines.`;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parseOptions(argv, { cases: { type: "string" }, out: { type: "string" } });
+  const values = parseFlags(argv, { cases: { type: "string" }, out: { type: "string" } });
   const root = packageRoot();
   const cases = loadCasesOrExplain(values.cases ?? join(root, "eval", "cases"));
   // The reports go under the current directory: the installed package's folder may be

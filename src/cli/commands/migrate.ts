@@ -5,7 +5,7 @@ import { ConfigError, databaseError, fileError, loadConfig, maskedDb } from "../
 import { ensureDataDir } from "../../datadir.js";
 import { openDriver } from "../../index.js";
 import { migrations, type SqlDriver } from "../../ledger/index.js";
-import { parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { parseFlags, println, type CliIo } from "../command.js";
 
 export const help = `usage: bursar migrate
 
@@ -27,8 +27,7 @@ Environment:
 The other BURSAR_* variables are validated as for \`bursar serve\`.`;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { positionals } = parseOptions(argv, {});
-  if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
+  parseFlags(argv, {});
   const config = loadConfig(io.env);
   const shown = maskedDb(config.db);
   let driver: SqlDriver;

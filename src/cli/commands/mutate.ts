@@ -7,7 +7,7 @@ import { mutate, mutationMarkdown } from "../../eval/mutate.js";
 import { packageRoot } from "../../eval/paths.js";
 import { Progress } from "../../eval/progress.js";
 import { guard_table } from "../../policy/index.js";
-import { parseOptions, println, type CliIo } from "../command.js";
+import { parseFlags, println, type CliIo } from "../command.js";
 
 export const help = `usage: bursar mutate [--cases DIR] [--out DIR]
 
@@ -23,7 +23,7 @@ options:
   --out DIR     where the reports go (default ./eval, under the current directory)`;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parseOptions(argv, { cases: { type: "string" }, out: { type: "string" } });
+  const values = parseFlags(argv, { cases: { type: "string" }, out: { type: "string" } });
   const root = packageRoot();
   const cases = loadCasesOrExplain(values.cases ?? join(root, "eval", "cases"));
   // The reports go under the current directory: the installed package's folder may be
