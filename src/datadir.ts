@@ -81,10 +81,13 @@ function fileKind(stat: Stats): string {
 }
 
 /**
- * The text of the regular file at `path`, or undefined when there is none. It is opened without
- * blocking and checked on the open descriptor, so what is checked is what is read: a FIFO, a
- * device or a directory is a ConfigError naming `subject` (`BURSAR_SIGNING_KEY=/run/key.pem`),
- * not a start that hangs. Other file system errors pass through for fileError to word.
+ * The text of the regular file at `path` (a secret the user named: BURSAR_SIGNING_KEY), or
+ * undefined when there is none. It is opened without blocking and checked on the open
+ * descriptor, so what is checked is what is read: a FIFO, a device or a directory is a
+ * ConfigError naming `subject` (`BURSAR_SIGNING_KEY=/run/key.pem`), not a start that hangs; so is
+ * a file writable by others or owned by another user (root aside), as for a data-directory
+ * secret: whoever can replace it signs. A symbolic link is followed (a mounted secret is often
+ * one). Other file system errors pass through for fileError to word.
  */
 export function readRegularFile(path: string, subject: string): string | undefined {
   return readChecked(path, subject, false);
@@ -92,7 +95,7 @@ export function readRegularFile(path: string, subject: string): string | undefin
 
 /**
  * A secret in the data directory: as readRegularFile, and refused when it is a symbolic link
- * (whoever controls its target controls the secret), writable by others, or owned by another user.
+ * (whoever controls its target controls the secret).
  */
 function readDataDirSecret(path: string): string | undefined {
   return readChecked(path, path, true);
@@ -112,7 +115,7 @@ function readChecked(path: string, subject: string, data_dir_secret: boolean): s
   try {
     const stat = fstatSync(descriptor);
     if (!stat.isFile()) throw new ConfigError(`${subject}: expected a regular file, found ${fileKind(stat)}`);
-    const problem = data_dir_secret ? trustProblem(stat) : undefined;
+    const problem = trustProblem(stat);
     if (problem) throw new ConfigError(`${subject}: ${problem.found}, so they could replace this secret; ${problem.fix(path, "600")}`);
     return readFileSync(descriptor, "utf8");
   } finally {
@@ -229,8 +232,13 @@ function storedSecret(path: string, text: string): string {
 /** Secret files and the directory itself that group or others can read: worth a warning, not a
  *  chmod (the operator may have made them so on purpose). */
 export function exposedDataDirPaths(data_dir: string, names: readonly string[]): string[] {
+  return exposedPaths([data_dir, ...names.map((name) => join(data_dir, name))]);
+}
+
+/** Those of `paths` that group or others can read (a missing one is not). */
+export function exposedPaths(paths: readonly string[]): string[] {
   const exposed: string[] = [];
-  for (const path of [data_dir, ...names.map((name) => join(data_dir, name))]) {
+  for (const path of paths) {
     try {
       if ((statSync(path).mode & 0o077) !== 0) exposed.push(path);
     } catch (error) {

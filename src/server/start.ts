@@ -10,6 +10,7 @@ import { data_dir_secret_files } from "../data-files.js";
 import {
   ensureDataDir,
   exposedDataDirPaths,
+  exposedPaths,
   OperatorTokens,
   removeAbandonedStagedFiles,
   randomSecret,
@@ -128,7 +129,7 @@ interface DataDirSetup {
   signing_key: KeyObject;
   master_key: string;
   webhook_secret?: string;
-  /** Secret files or the directory itself readable by group or others. */
+  /** Secret files (BURSAR_SIGNING_KEY's too) or the data directory itself readable by group or others. */
   exposed: string[];
 }
 
@@ -145,7 +146,8 @@ function dataDirSetup(config: Config): DataDirSetup {
         : undefined;
     const master_key = resolveMasterKey(config);
     const signing_key = signingKey(config);
-    const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed: exposedDataDirPaths(data_dir, data_dir_secret_files) };
+    const exposed = [...exposedDataDirPaths(data_dir, data_dir_secret_files), ...exposedPaths(config.signing_key_path ? [config.signing_key_path] : [])];
+    const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed };
     if (pending) setup.pending = pending;
     if (webhook_secret !== undefined) setup.webhook_secret = webhook_secret;
     return setup;
@@ -196,7 +198,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;
     app = await serverOf(config, options, files, setup, metrics, opened);
-    if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory: readable by group or others (expected mode 0700 for the directory, 0600 for secrets)");
+    if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory or secret: readable by group or others (expected mode 0700 for the directory, 0600 for secrets)");
     await listen(app, config);
     return await running(app, config, files, setup, opened);
   } catch (error) {

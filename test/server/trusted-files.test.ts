@@ -1,6 +1,6 @@
 // What the start trusts on disk: a data directory others can write into or another user owns,
 // a secret in it that is a symbolic link, and a key file that is not a regular file (a FIFO
-// would hang the start) each stop the start with one line naming the path and the fix, exit 2.
+// would hang the start), or one others can write to, each stop the start with one line naming the path and the fix, exit 2.
 // BURSAR_SIGNING_KEY's errors name the variable. Tests run as root too, so ownership by root counts as trusted.
 
 import { execFileSync } from "node:child_process";
@@ -12,7 +12,7 @@ import { operator_token_hash_file } from "../../src/datadir.js";
 import { generateSigningKeyPem, resolveSigningKey, signing_key_file_name } from "../../src/evidence/keys.js";
 import { startServer } from "../../src/server/start.js";
 import { builtSuiteDir } from "../support/build.js";
-import { runBursar } from "../support/process.js";
+import { runBursar, startBursar } from "../support/process.js";
 
 /** Long enough for a start that refuses; a start that hangs on a FIFO is killed then (code null). */
 const refusal_timeout_ms = 15_000;
@@ -122,6 +122,19 @@ describe("BURSAR_SIGNING_KEY", () => {
     const cli = await serve({ BURSAR_DATA_DIR: data_dir, BURSAR_SIGNING_KEY: path });
     expectOneLine(cli, new RegExp(`^bursar serve: BURSAR_SIGNING_KEY=${path}${problem.source}`));
     expect(existsSync(join(data_dir, operator_token_hash_file))).toBe(false);
+  });
+
+  it("a key file writable by others is refused, as the data directory's own would be; one group or others can read gets a warning", async () => {
+    const path = join(dir(), "shared-key.pem");
+    writeFileSync(path, generateSigningKeyPem());
+    chmodSync(path, 0o666);
+    expectOneLine(await serve({ BURSAR_DATA_DIR: join(dir(), "data-shared-key"), BURSAR_SIGNING_KEY: path }), new RegExp(`^bursar serve: BURSAR_SIGNING_KEY=${path}: writable by others \\(mode 0666\\).*run chmod 600 ${path}$`));
+    chmodSync(path, 0o644);
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: join(dir(), "data-readable-key"), BURSAR_SIGNING_KEY: path, BURSAR_ADMIN_TOKEN: "" });
+    expect(await server.stop()).toBe(0);
+    const warnings = server.output().split("\n").filter((line) => line.includes("readable by group or others"));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(path);
   });
 
   it("a symbolic link chosen by the user is followed (a mounted secret), unlike one inside the data directory", () => {
