@@ -4,6 +4,7 @@
 
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
+import { rmSync } from "node:fs";
 import { createBursar, type Bursar } from "../index.js";
 import { ConfigError, databaseError, fileError, maskedDb, type Config } from "../config.js";
 import { data_dir_secret_files } from "../data-files.js";
@@ -18,7 +19,7 @@ import {
   webhook_secret_file_name,
   type PendingOperatorToken,
 } from "../datadir.js";
-import { canonicalJson, resolveSigningKey } from "../evidence/index.js";
+import { canonicalJson, resolveSigningKey, SigningKeyError, type LoadedSigningKey } from "../evidence/index.js";
 import type { KeyObject } from "node:crypto";
 import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
@@ -129,6 +130,8 @@ interface DataDirSetup {
   signing_key: KeyObject;
   master_key: string;
   webhook_secret?: string;
+  /** The data directory's signing-key.pem, when this start generated it. */
+  signing_key_created?: string;
   /** Secret files (BURSAR_SIGNING_KEY's too) or the data directory itself readable by group or others. */
   exposed: string[];
 }
@@ -145,9 +148,11 @@ function dataDirSetup(config: Config): DataDirSetup {
         ? secretFile(data_dir, webhook_secret_file_name, randomSecret).value
         : undefined;
     const master_key = resolveMasterKey(config);
-    const signing_key = signingKey(config);
+    const loaded_key = signingKey(config);
+    const signing_key = loaded_key.privateKey;
     const exposed = [...exposedDataDirPaths(data_dir, data_dir_secret_files), ...exposedPaths(config.signing_key_path ? [config.signing_key_path] : [])];
     const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed };
+    if (loaded_key.created) setup.signing_key_created = loaded_key.path;
     if (pending) setup.pending = pending;
     if (webhook_secret !== undefined) setup.webhook_secret = webhook_secret;
     return setup;
@@ -158,9 +163,9 @@ function dataDirSetup(config: Config): DataDirSetup {
 
 /** The log's signing key; every error about BURSAR_SIGNING_KEY's file names the variable
  *  (resolveSigningKey's own, and any file system error, as fileError words it). */
-function signingKey(config: Config): KeyObject {
+function signingKey(config: Config): LoadedSigningKey {
   try {
-    return resolveSigningKey({ explicitPath: config.signing_key_path, dataDir: config.data_dir, create: true }).privateKey;
+    return resolveSigningKey({ explicitPath: config.signing_key_path, dataDir: config.data_dir, create: true });
   } catch (error) {
     throw config.signing_key_path ? fileError(error, `BURSAR_SIGNING_KEY=${config.signing_key_path}`) : error;
   }
@@ -204,6 +209,9 @@ export async function startServer(config: Config, options: { logger?: boolean } 
   } catch (error) {
     if (app) await app.close().catch(() => undefined);
     else await bursar?.close().catch(() => undefined);
+    // A key this start generated that the log refuses (it was started under another, whose file
+    // is missing) is no one's: left there, the next start, and `bursar key`, would take it up.
+    if (files.signing_key_created !== undefined && error instanceof SigningKeyError) rmSync(files.signing_key_created, { force: true });
     throw error;
   }
 }

@@ -4,7 +4,7 @@
 // BURSAR_SIGNING_KEY's errors name the variable. Tests run as root too, so ownership by root counts as trusted.
 
 import { execFileSync } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
@@ -135,6 +135,17 @@ describe("BURSAR_SIGNING_KEY", () => {
     const warnings = server.output().split("\n").filter((line) => line.includes("readable by group or others"));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(path);
+  });
+
+  it("a key a start generated because the data directory's was missing, which the log refuses, is removed again", async () => {
+    const data_dir = join(dir(), "data-lost-key");
+    const first = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
+    await first.app.close();
+    const key = join(data_dir, signing_key_file_name);
+    rmSync(key);
+    await expect(startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false })).rejects.toThrow(/is not the key this log was started with/);
+    // Left there, the next start would have taken it for the log's key and said the same, and bursar key printed it.
+    expect(existsSync(key)).toBe(false);
   });
 
   it("a symbolic link chosen by the user is followed (a mounted secret), unlike one inside the data directory", () => {
