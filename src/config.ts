@@ -258,6 +258,8 @@ export const loopback_hosts: ReadonlySet<string> = new Set(["localhost", "127.0.
 export function loadConfig(env: Env = process.env): Config {
   const data_dir = resolve(env.BURSAR_DATA_DIR || "./.bursar");
   const host = env.BURSAR_HOST || "127.0.0.1";
+  // Checked as --host is, before anything is created: white space is in no host, and would fail only at listen.
+  if (/\s/.test(host)) throw new ConfigError(`BURSAR_HOST=${JSON.stringify(host)}: expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0`);
   const config: Config = {
     data_dir,
     db: database(env, data_dir),

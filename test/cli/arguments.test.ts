@@ -33,6 +33,7 @@ describe("configuration checked in loadConfig", () => {
     { variable: "BURSAR_DB", value: "mysql://x/y", message: "BURSAR_DB: scheme mysql:// is not supported; expected a postgres:// URL or a SQLite file path" },
     { variable: "BURSAR_PG_PREPARED_STATEMENTS", value: "off", message: 'BURSAR_PG_PREPARED_STATEMENTS="off": expected 1 or true (on), or 0 (off)' },
     { variable: "BURSAR_ALLOW_LIVE", value: "yes", message: 'BURSAR_ALLOW_LIVE="yes": expected 1 or true (on), or 0 (off)' },
+    { variable: "BURSAR_HOST", value: "a b", message: 'BURSAR_HOST="a b": expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0' },
     // A URL's credentials, query or unparsable text that may hold them is never echoed.
     {
       variable: "RAZORPAY_BASE_URL",
