@@ -32,10 +32,10 @@ const secret_key_fragments = [
 ] as const;
 /** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`, `otp_code`): as a fragment,
  *  "pin" would take `shipping` and `pincode` (a postal code) for secrets. */
-const secret_key_suffixes = ["pin", "otp", "otpcode"] as const;
+const secret_key_suffixes = ["pin", "otp", "otpcode", "pinnumber", "otpvalue", "verificationcode", "verificationvalue"] as const;
 /** Whole names only: as an ending, "pass" would take `bypass` and `compass`, and "pw" `top_w`
  *  (a width), for secrets, as "pwd" would take any name ending in it. */
-const secret_key_names = new Set(["auth", "pwd", "pw", "pass", "keysecret", "signingkey", "masterkey", "xapikey", "csc", "cvn", "cav2"]);
+const secret_key_names = new Set(["auth", "pwd", "pw", "pass", "keysecret", "signingkey", "masterkey", "xapikey", "csc", "cvn", "cvn2", "cvd", "cav2"]);
 /** A URL's `?key=` holds an API key by convention (Google's `?key=AIza…`); an object's `key` is
  *  most often the name half of a name/value pair (`{"key": "colour", "value": "red"}`), so
  *  this name is secret in a query only. */
@@ -76,6 +76,7 @@ const secret_value_patterns: readonly RegExp[] = [
   /\bsk-[A-Za-z0-9_-]{16,}/, // OpenAI-style API keys
   /\bgh[pousr]_[A-Za-z0-9]{20,}/, // GitHub tokens
   /\bxox[abprs]-[A-Za-z0-9-]{10,}/, // Slack tokens
+  /\bwhsec_[A-Za-z0-9+/=]{16,}/, // webhook signing secrets (Stripe's, Svix's)
   /\bAKIA[0-9A-Z]{16}\b/, // AWS access key ids
   bursar_token_pattern,
 ];
@@ -116,7 +117,7 @@ function jwtHeaderEnds(segment: string): boolean {
 }
 
 /** One cheap test every string takes first; only strings it matches run the patterns above. */
-const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|k_live_|k_test_|AIza|-----BEGIN|sk-|gh[pousr]_|xox|AKIA|bsr_/i;
+const secret_value_prefilter = /bearer|basic|token|eyJ|rzp_|k_live_|k_test_|AIza|-----BEGIN|sk-|gh[pousr]_|xox|AKIA|bsr_|whsec_/i;
 
 /** A card number has 13 to 19 digits. */
 const card_digits_min = 13;

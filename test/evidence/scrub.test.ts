@@ -495,6 +495,13 @@ describe("scrub", () => {
     for (const plain of ['{ "sku": "A-1", "qty": 2 }', " [1, 2] ", "[not json", "{}", '"{\"password\":1}"']) expect(scrub({ plain })).toEqual({ plain });
   });
 
+  it("takes PIN and OTP numbers and values, verification codes, CVN2 and CVD for secret names, and whsec_ secrets for secrets anywhere", () => {
+    const secrets = { pin_number: "1234", otpValue: "987654", email_verification_code: "55", cvn2: "123", CVD: "321", note: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" };
+    expect(scrub(secrets)).toEqual(Object.fromEntries(Object.keys(secrets).map((key) => [key, "[redacted]"])));
+    const kept = { pincode: "560001", shipping: "express", verification_status: "done" };
+    expect(scrub(kept)).toEqual(kept);
+  });
+
   it("keeps product names and prose that start with an Authorization scheme's word, and token counts", () => {
     const kept = { plan: "Basic subscription plan, monthly", title: "Basic Subscription Plan", sale: "Token reservation for Diwali sale", prose: "bearer instruments accepted", input_tokens: 1200, max_tokens: 4096 };
     expect(scrub(kept)).toEqual(kept);
