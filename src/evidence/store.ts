@@ -197,6 +197,20 @@ export async function readGenesis(tx: SqlTx): Promise<{ entry: Entry; log: strin
   return row ? { entry: JSON.parse(row.entry_text) as Entry, log: row.leaf_hash } : undefined;
 }
 
+/**
+ * The log's entry 0 in a database that may hold none: undefined where it has no log table yet
+ * (a database never served), without creating anything in it.
+ */
+export async function storedGenesis(driver: SqlDriver): Promise<Entry | undefined> {
+  try {
+    return (await driver.read((tx) => readGenesis(tx)))?.entry;
+  } catch (error) {
+    // SQLite's "no such table", PostgreSQL's undefined_table.
+    if (/no such table/.test((error as Error).message) || (error as { code?: unknown }).code === "42P01") return undefined;
+    throw error;
+  }
+}
+
 /** The multi-row INSERT for each chunk size, built on first use (1..insert_rows_per_statement_max). */
 const insert_sql_by_rows: string[] = [];
 

@@ -1,11 +1,13 @@
 // `bursar key` creating the data directory's signing key: never visible half-written, so a
 // process racing the creator, or a start after a failed write, never reads an empty key.
 
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { resolveSigningKey, signing_key_file_name, type LoadedSigningKey } from "../../src/evidence/keys.js";
+import { loadConfig } from "../../src/config.js";
+import { generateSigningKeyPem, resolveSigningKey, signing_key_file_name, type LoadedSigningKey } from "../../src/evidence/keys.js";
+import { startServer } from "../../src/server/start.js";
 import { ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 
@@ -110,5 +112,37 @@ describe("signing key creation", () => {
     for (const run of runs) expect({ code: run.code, stderr: run.stderr.replace(/^bursar key: generated .*\n/, "") }).toEqual({ code: 0, stderr: "" });
     expect(new Set(runs.map((run) => run.stdout)).size).toBe(1);
     expect(runs.filter((run) => run.stderr.includes("generated a new signing key"))).toHaveLength(1);
+  });
+});
+
+describe("bursar key on a data directory whose database holds a log", () => {
+  it("prints the log's key, generates none when its file is missing, and refuses another key or origin, exit 2", async () => {
+    ensureBuilt();
+    const data_dir = freshDir("with-log");
+    const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
+    await started.app.close();
+    const env = { BURSAR_DATA_DIR: data_dir, BURSAR_SIGNING_KEY: "", BURSAR_DB: "", BURSAR_LOG_ORIGIN: "" };
+    const logs = await runBursar(["key"], env);
+    expect(logs).toMatchObject({ code: 0, stderr: "" });
+    const log_key = logs.stdout.trim();
+    const db = join(data_dir, "bursar.db");
+
+    const key_path = join(data_dir, signing_key_file_name);
+    const kept = join(scratch, "kept-key.pem");
+    renameSync(key_path, kept);
+    const missing = await runBursar(["key"], env);
+    // It generated a new key and printed it: every checkpoint then failed under it.
+    expect(missing.stderr).toBe(`bursar key: signing key ${key_path}: cannot read it (ENOENT: no such file): restore the key the log in BURSAR_DB=${db} was started with (${log_key})\n`);
+    expect({ code: missing.code, stdout: missing.stdout, exists: existsSync(key_path) }).toEqual({ code: 2, stdout: "", exists: false });
+
+    const other = join(scratch, "other-key.pem");
+    writeFileSync(other, generateSigningKeyPem(), { mode: 0o600 });
+    const wrong = await runBursar(["key"], { ...env, BURSAR_SIGNING_KEY: other });
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(new RegExp(`^bursar key: the signing key \\(bursar\\.local/log\\+\\S+\\) is not the log's: restore the key the log in BURSAR_DB=${db} was started with \\(`));
+
+    expect(await runBursar(["key"], { ...env, BURSAR_SIGNING_KEY: kept })).toMatchObject({ code: 0, stdout: `${log_key}\n` });
+    const origin = await runBursar(["key"], { ...env, BURSAR_SIGNING_KEY: kept, BURSAR_LOG_ORIGIN: "x.example/log" });
+    expect(origin).toMatchObject({ code: 2, stderr: `bursar key: BURSAR_LOG_ORIGIN is "x.example/log", but the log in BURSAR_DB=${db} has the origin "bursar.local/log": set it back\n` });
   });
 });

@@ -8,7 +8,7 @@ import { systemClock } from "../../clock.js";
 import { databaseError, isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
 import { exportLog } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
-import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
+import { EvidenceLog, readLatestCheckpoint, storedGenesis, type StoredCheckpoint } from "../../evidence/store.js";
 import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
 import { openDriver } from "../../index.js";
@@ -72,17 +72,6 @@ async function finalCheckpoint(driver: SqlDriver, env: Config, io: CliIo): Promi
   return log.checkpoint();
 }
 
-/** Whether the database holds an evidence log (its entry 0); false where it has no log table yet. */
-async function holdsLog(driver: SqlDriver): Promise<boolean> {
-  try {
-    return (await driver.read((tx) => tx.get("SELECT seq FROM log_entries WHERE seq = 0"))) !== undefined;
-  } catch (error) {
-    // SQLite's "no such table", PostgreSQL's undefined_table.
-    if (/no such table/.test((error as Error).message) || (error as { code?: unknown }).code === "42P01") return false;
-    throw error;
-  }
-}
-
 async function writeTo(stream: Writable, text: string): Promise<void> {
   if (!stream.write(text)) await once(stream, "drain");
 }
@@ -106,9 +95,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   try {
     // PostgreSQL is first reached here: an unreachable server is one line naming BURSAR_DB
     // (its password masked) and exit 2, as `bursar serve` reports it, not a pg-pool stack.
-    const has_log = await holdsLog(driver).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
+    const genesis = await storedGenesis(driver).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
     // Nothing is created in a database with no log: exporting never starts one.
-    if (!has_log) throw new CommandError(`BURSAR_DB=${maskedDb(env.db)} holds no evidence log: start 'bursar serve' on it first`);
+    if (genesis === undefined) throw new CommandError(`BURSAR_DB=${maskedDb(env.db)} holds no evidence log: start 'bursar serve' on it first`);
     await driver.migrate([migration]).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
     const checkpoint = await finalCheckpoint(driver, env, io);
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");

@@ -1,9 +1,13 @@
 // `bursar key`: prints the evidence log's public verifier key (generating the signing key
 // into the data directory if this is the first use, as `serve` does on first start).
 
-import { loadConfig } from "../../config.js";
+import { existsSync } from "node:fs";
+import { isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
-import { parsing, println, usingPath, type CliIo } from "../command.js";
+import { storedGenesis } from "../../evidence/store.js";
+import { openDriver } from "../../index.js";
+import type { SqlDriver } from "../../ledger/driver.js";
+import { CommandError, parsing, println, usingPath, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -14,20 +18,64 @@ Prints the evidence log's public verifier key, <name>+<hex key id>+<base64 key>,
 origin. It is public: publish it where auditors can find it.
 
 If no signing key exists yet in the data directory, one is generated there (mode 0600),
-exactly as the first 'bursar serve' would; a note saying so goes to stderr.
+exactly as the first 'bursar serve' would; a note saying so goes to stderr. When BURSAR_DB
+already holds a log, the key must be the one it was started with: none is generated, and a
+missing or other key is one line saying so, exit 2 (a database it cannot reach is said on
+stderr, and the key printed unchecked).
 
 environment:
   BURSAR_SIGNING_KEY   Ed25519 private key PEM file to use (never generated; must exist)
   BURSAR_DATA_DIR      data directory holding signing-key.pem (default ./.bursar)
+  BURSAR_DB            database whose log the key must be: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
   BURSAR_LOG_ORIGIN    log origin and key name (default bursar.local/log)
 `;
+
+/** What the log in BURSAR_DB was started under: its genesis entry's origin and verifier key. */
+interface LogIdentity {
+  origin: string;
+  key: string;
+}
+
+/**
+ * The identity of the log in BURSAR_DB; undefined when there is no log yet (no database, or none
+ * in it), or when the database cannot be read (said on stderr).
+ */
+async function logIdentity(env: Config, io: CliIo): Promise<LogIdentity | undefined> {
+  if (!isPostgresUrl(env.db) && (env.db === ":memory:" || !existsSync(env.db))) return undefined;
+  let driver: SqlDriver | undefined;
+  try {
+    driver = openDriver(env.db, env);
+    const body = (await storedGenesis(driver))?.body as { origin?: unknown; key?: unknown } | undefined;
+    return typeof body?.origin === "string" && typeof body.key === "string" ? { origin: body.origin, key: body.key } : undefined;
+  } catch (error) {
+    println(io.stderr, `bursar key: BURSAR_DB=${maskedDb(env.db)}: cannot read its log (${(error as Error).message}); the key below is not checked against it`);
+    return undefined;
+  } finally {
+    await driver?.close().catch(() => undefined);
+  }
+}
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
   parsing(() => parseArgs({ args: argv, options: {}, strict: true }));
   const env = loadConfig(io.env);
   const source = env.signing_key_path ? `BURSAR_SIGNING_KEY=${env.signing_key_path}` : `BURSAR_DATA_DIR=${env.data_dir}`;
-  const loaded = usingPath(source, () => resolveSigningKey({ explicitPath: env.signing_key_path, dataDir: env.data_dir, create: true }));
+  const log = await logIdentity(env, io);
+  const where = `the log in BURSAR_DB=${maskedDb(env.db)}`;
+  if (log !== undefined && log.origin !== env.log_origin) {
+    throw new CommandError(`BURSAR_LOG_ORIGIN is ${JSON.stringify(env.log_origin)}, but ${where} has the origin ${JSON.stringify(log.origin)}: set it back`);
+  }
+  // A log already started names its key: a new one would be no one's (every checkpoint fails under it).
+  const restore = `restore the key ${where} was started with (${log?.key})`;
+  const loaded = usingPath(source, () => {
+    try {
+      return resolveSigningKey({ explicitPath: env.signing_key_path, dataDir: env.data_dir, create: log === undefined });
+    } catch (error) {
+      throw log === undefined ? error : new CommandError(`${(error as Error).message}: ${restore}`);
+    }
+  });
+  const verifier = createLogSigner(loaded.privateKey, env.log_origin).verifierKey;
+  if (log !== undefined && verifier !== log.key) throw new CommandError(`the signing key (${verifier}) is not the log's: ${restore}`);
   if (loaded.created) println(io.stderr, `bursar key: generated a new signing key at ${loaded.path}`);
-  println(io.stdout, createLogSigner(loaded.privateKey, env.log_origin).verifierKey);
+  println(io.stdout, verifier);
   return 0;
 }
