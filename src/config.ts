@@ -24,6 +24,8 @@ export interface Config {
   db: string;
   host: string;
   port: number;
+  /** Where host and port came from, as errors name them: `BURSAR_HOST=` (the default), or an option such as `--port `. */
+  listen_names?: { host: string; port: string };
   admin_token: string | undefined;
   provider: "simulator" | "razorpay";
   razorpay: {

@@ -60,7 +60,7 @@ export interface Started {
  *  is hashed as shown (a postgres password masked): a digest of a URL with a password in it
  *  would let anyone who reads the log try passwords against it offline. */
 export function configDigest(config: Config): string {
-  const { admin_token: _a, master_key: _m, razorpay, db, ...rest } = config;
+  const { admin_token: _a, master_key: _m, listen_names: _l, razorpay, db, ...rest } = config;
   const visible = { ...rest, db: maskedDb(db), razorpay: { key_id: razorpay.key_id ?? null, base_url: razorpay.base_url } };
   return createHash("sha256").update(canonicalJson(visible)).digest("hex");
 }
@@ -176,8 +176,9 @@ async function listen(app: FastifyInstance, config: Config): Promise<void> {
   try {
     await app.listen({ host: config.host, port: config.port });
   } catch (error) {
-    const host = `BURSAR_HOST=${config.host}`;
-    const failure = listenFailure(error, { address: `${host} BURSAR_PORT=${config.port}`, host, who: "another bursar serve" });
+    const names = config.listen_names ?? { host: "BURSAR_HOST=", port: "BURSAR_PORT=" };
+    const host = `${names.host}${config.host}`;
+    const failure = listenFailure(error, { address: `${host} ${names.port}${config.port}`, host, who: "another bursar serve" });
     throw failure === undefined ? error : new ConfigError(failure);
   }
 }

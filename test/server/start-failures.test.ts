@@ -252,6 +252,10 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
       const cli = await runBursar(["serve"], { BURSAR_DATA_DIR: join(dir(), "cli-inuse"), BURSAR_PORT: String(port), BURSAR_ADMIN_TOKEN: "" });
       expect(cli.code).toBe(2);
       expect(cli.stderr.trim().split("\n")).toEqual([expect.stringMatching(/BURSAR_PORT=\d+: the address is already in use/)]);
+      // A port given as --port is named so, whatever BURSAR_PORT says.
+      const option = await runBursar(["serve", "--port", String(port)], { BURSAR_DATA_DIR: join(dir(), "cli-inuse-option"), BURSAR_PORT: "9999", BURSAR_ADMIN_TOKEN: "" });
+      expect(option.code).toBe(2);
+      expect(option.stderr).toBe(`bursar serve: BURSAR_HOST=127.0.0.1 --port ${port}: the address is already in use (another bursar serve?)\n`);
     } finally {
       server.close();
     }

@@ -55,6 +55,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (values.host !== undefined) env.BURSAR_HOST = listenHost(values.host);
   if (values.port !== undefined) env.BURSAR_PORT = listenPort(values.port);
   const config = loadConfig(env);
+  // An address it cannot listen on is named as it was given.
+  config.listen_names = { host: values.host === undefined ? "BURSAR_HOST=" : "--host ", port: values.port === undefined ? "BURSAR_PORT=" : "--port " };
   // From here a signal stops gracefully, during the start too: the start then finishes (a
   // generated token's hash, kept in memory until the token is shown, is stored or dropped) before
   // the server closes.
