@@ -141,6 +141,9 @@ function dataDirSetup(config: Config): DataDirSetup {
   try {
     ensureDataDir(data_dir);
     removeAbandonedStagedFiles(data_dir);
+    // The key first: a BURSAR_SIGNING_KEY the start refuses then leaves no secret of its own made.
+    const loaded_key = signingKey(config);
+    const signing_key = loaded_key.privateKey;
     const prepared = OperatorTokens.prepare(data_dir, config.admin_token);
     const pending = prepared.pending;
     const webhook_secret =
@@ -148,8 +151,6 @@ function dataDirSetup(config: Config): DataDirSetup {
         ? secretFile(data_dir, webhook_secret_file_name, randomSecret).value
         : undefined;
     const master_key = resolveMasterKey(config);
-    const loaded_key = signingKey(config);
-    const signing_key = loaded_key.privateKey;
     const exposed = [...exposedDataDirPaths(data_dir, data_dir_secret_files), ...exposedPaths(config.signing_key_path ? [config.signing_key_path] : [])];
     const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed };
     if (loaded_key.created) setup.signing_key_created = loaded_key.path;

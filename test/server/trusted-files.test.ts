@@ -121,7 +121,8 @@ describe("BURSAR_SIGNING_KEY", () => {
     );
     const cli = await serve({ BURSAR_DATA_DIR: data_dir, BURSAR_SIGNING_KEY: path });
     expectOneLine(cli, new RegExp(`^bursar serve: BURSAR_SIGNING_KEY=${path}${problem.source}`));
-    expect(existsSync(join(data_dir, operator_token_hash_file))).toBe(false);
+    // Nothing made: no token hash, and no master key or webhook secret either.
+    expect(readdirSync(data_dir)).toEqual([]);
   });
 
   it("a key file writable by others is refused, as the data directory's own would be; one group or others can read gets a warning", async () => {
