@@ -54,15 +54,20 @@ export const bursar_token_pattern = new RegExp(bursar_token_source);
 const authorization_pattern = /\b(?:bearer|basic|token):?\s+([A-Za-z0-9._~+/=-]{8,})/gi;
 /** A digit, a symbol a token holds, or a lower-case letter followed by a capital ("dXNlcjpw"). */
 const credential_mark = /[0-9._~+/=-]|[a-z][A-Z]/;
+/** Longer than any word a product name or prose puts after "Basic" or "Token": a credential, whatever it holds. */
+const credential_chars_min = 16;
 
 /**
  * Whether the text holds an Authorization credential. What follows the scheme must look like a
  * credential, not a word: "Basic subscription plan", "Token reservation" and "bearer instruments"
- * are product names and prose, and stored whole; "Bearer ya29.a0AfH6", "Basic dXNlcjpwYXNz" and
- * "token: 3f9a…" are not. Each match starts where the last ended: linear in the text.
+ * are product names and prose, and stored whole; "Bearer ya29.a0AfH6", "Basic dXNlcjpwYXNz",
+ * "token: 3f9a…" and "Bearer abcdefghijklmnop" (16 letters) are not. Each match starts where the
+ * last ended: linear in the text.
  */
 function containsAuthorization(text: string): boolean {
-  for (const [, credential] of text.matchAll(authorization_pattern)) if (credential_mark.test(credential!)) return true;
+  for (const [, credential] of text.matchAll(authorization_pattern)) {
+    if (credential!.length >= credential_chars_min || credential_mark.test(credential!)) return true;
+  }
   return false;
 }
 
@@ -330,6 +335,7 @@ export function isSecretValue(value: string): boolean {
 function scrubbedString(value: string, state: ScrubState, depth = 0): string {
   if (isSecretText(value)) return redact(state);
   const json = jsonInString(value);
+  if (json === too_deep) return redact(state);
   if (json !== undefined) return scrubbedJsonString(value, json, state, depth);
   const before = state.redactions;
   const text = urlSecretsRedacted(value, state);
@@ -339,31 +345,69 @@ function scrubbedString(value: string, state: ScrubState, depth = 0): string {
   return redact(state);
 }
 
+/** A string holding JSON nested deeper than values are scrubbed (scrub_depth_max): replaced whole, unparsed. */
+const too_deep = Symbol("too deep");
+
 /**
  * The object or array a string holds as JSON text ('{"password":"hunter2"}', as a tool's result
- * carries its data in `content[].text`), or undefined. Only text that starts and ends as one
- * (white space aside) is parsed.
+ * carries its data in `content[].text`), with the members its text writes; undefined when it holds
+ * none. Only text that starts and ends as one (white space aside) is read, and text nested deeper
+ * than values are scrubbed is not parsed at all (2 MiB of "[[[…]]]" took JSON.parse a second).
  */
-function jsonInString(value: string): object | undefined {
+function jsonInString(value: string): { json: object; members: number } | typeof too_deep | undefined {
   const first = value.trimStart()[0];
   const last = value.trimEnd().at(-1);
   if (!((first === "{" && last === "}") || (first === "[" && last === "]"))) return undefined;
+  const shape = jsonShape(value);
+  if (shape.deepest > scrub_depth_max) return too_deep;
   try {
     const parsed = JSON.parse(value) as unknown;
-    return typeof parsed === "object" && parsed !== null ? parsed : undefined;
+    return typeof parsed === "object" && parsed !== null ? { json: parsed, members: shape.members } : undefined;
   } catch {
     return undefined;
   }
 }
 
 /**
- * A string holding JSON, scrubbed as the data it holds: unchanged when nothing in it is secret,
- * else that data scrubbed, written as compact JSON. Its URLs are read as data then, not as text.
+ * How deep a JSON text nests and how many object members it writes (its colons), read outside
+ * its strings in one pass.
  */
-function scrubbedJsonString(value: string, json: object, state: ScrubState, depth: number): string {
+function jsonShape(text: string): { deepest: number; members: number } {
+  let depth = 0;
+  let deepest = 0;
+  let members = 0;
+  for (let at = 0; at < text.length; at++) {
+    const code = text.charCodeAt(at);
+    if (code === 0x22) {
+      // To the closing quote, past escapes.
+      for (at++; at < text.length && text.charCodeAt(at) !== 0x22; at++) if (text.charCodeAt(at) === 0x5c) at++;
+    } else if (code === 0x7b || code === 0x5b) deepest = Math.max(deepest, ++depth);
+    else if (code === 0x7d || code === 0x5d) depth--;
+    else if (code === 0x3a) members++;
+  }
+  return { deepest, members };
+}
+
+/** The object members a parsed JSON value holds, at any depth. */
+function memberCount(value: unknown): number {
+  if (typeof value !== "object" || value === null) return 0;
+  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + memberCount(item), 0);
+  let count = 0;
+  for (const key of Object.keys(value)) count += 1 + memberCount((value as Record<string, unknown>)[key]);
+  return count;
+}
+
+/**
+ * A string holding JSON, scrubbed as the data it holds: as sent when nothing in it is secret, else
+ * that data scrubbed, written as compact JSON (its URLs read as data, not as text). A text that
+ * writes a member twice ('{"a":{"password":…},"a":1}') parses to the last one only, so what the
+ * first held was never looked at: it is stored as the data parsed, scrubbed, and never as sent.
+ */
+function scrubbedJsonString(value: string, found: { json: object; members: number }, state: ScrubState, depth: number): string {
   const before = state.redactions;
-  const scrubbed = scrubValue(json, depth + 1, state);
-  return state.redactions === before ? value : JSON.stringify(scrubbed);
+  const scrubbed = scrubValue(found.json, depth + 1, state);
+  const repeated = found.members !== memberCount(found.json);
+  return state.redactions === before && !repeated ? value : JSON.stringify(scrubbed);
 }
 
 /**

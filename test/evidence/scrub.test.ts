@@ -183,7 +183,7 @@ describe("scrub", () => {
     expect(scrub({ digest }).digest).toBe(digest);
     expect(scrub({ pan: "pan=4111-1111-1111-1111;" }).pan).toBe("[redacted]");
     // A secret in a key: the object holding it is stored as "[redacted]" whole, on both paths.
-    for (const notes of [{ "4111111111111111": "visa", ok: 1 }, { "Bearer abcdefgh12345678": 1 }]) {
+    for (const notes of [{ "4111111111111111": "visa", ok: 1 }, { "Bearer abcdefghijklmnop": 1 }]) {
       expect(scrub({ notes, amount: 5 })).toEqual({ notes: "[redacted]", amount: 5 });
       expect(scrubbedCanonicalJson({ notes, amount: 5 })).toEqual({ text: '{"amount":5,"notes":"[redacted]"}', redactions: 1 });
     }
@@ -463,6 +463,8 @@ describe("scrub", () => {
       fill("Basic subscription "),
       `[${"[".repeat(size)}`,
     ];
+    // Balanced, and nested half a million deep: replaced whole, without parsing it.
+    expect(scrubbedCanonicalJson({ note: `${"[".repeat(size / 2)}${"]".repeat(size / 2)}` }).redactions).toBe(1);
     for (const text of near_misses) {
       expect(scrubbedCanonicalJson({ note: text }).redactions, text.slice(0, 20)).toBe(0);
     }
@@ -493,6 +495,14 @@ describe("scrub", () => {
       note: JSON.stringify({ client_secret: "[redacted]", link: "https://u:[redacted]@h.example/a" }),
     });
     for (const plain of ['{ "sku": "A-1", "qty": 2 }', " [1, 2] ", "[not json", "{}", '"{\"password\":1}"']) expect(scrub({ plain })).toEqual({ plain });
+    // A member written twice parses to the last one only: what the first held was never looked at.
+    const repeated = '{"creds": {"password": "hunter2", "access_token": "ya29.AbC"}, "creds": "ok", "n": 1}';
+    for (const scrubbed of [scrub({ repeated }).repeated, JSON.parse(scrubbedCanonicalJson({ repeated }).text).repeated]) expect(scrubbed).toBe('{"creds":"ok","n":1}');
+    // Nested deeper than values are scrubbed: replaced whole, never parsed.
+    const deep = `${"[".repeat(65)}"x"${"]".repeat(65)}`;
+    expect(scrub({ deep })).toEqual({ deep: "[redacted]" });
+    const shallow = `${"[".repeat(60)}"x"${"]".repeat(60)}`;
+    expect(scrub({ shallow })).toEqual({ shallow });
   });
 
   it("takes PIN and OTP numbers and values, verification codes, CVN2 and CVD for secret names, and whsec_ secrets for secrets anywhere", () => {
@@ -505,7 +515,7 @@ describe("scrub", () => {
   it("keeps product names and prose that start with an Authorization scheme's word, and token counts", () => {
     const kept = { plan: "Basic subscription plan, monthly", title: "Basic Subscription Plan", sale: "Token reservation for Diwali sale", prose: "bearer instruments accepted", input_tokens: 1200, max_tokens: 4096 };
     expect(scrub(kept)).toEqual(kept);
-    const credentials = ["Bearer ya29.a0AfH6SMBx", "Basic dXNlcjpwYXNz", "token: 3f9a0c1d2e4b5a6f", "Token abcdEfghijkl", "Bearer: abc-def-ghi"];
+    const credentials = ["Bearer ya29.a0AfH6SMBx", "Basic dXNlcjpwYXNz", "token: 3f9a0c1d2e4b5a6f", "Token abcdEfghijkl", "Bearer: abc-def-ghi", "Bearer abcdefghijklmnop", "Bearer ABCDEFGHIJKLMNOPQRSTUVWXYZ"];
     for (const value of credentials) expect(scrub({ value }), value).toEqual({ value: "[redacted]" });
     expect(scrub({ access_tokens: ["t1"], tokens: "abc", token_count: "12" })).toEqual({ access_tokens: "[redacted]", tokens: "[redacted]", token_count: "[redacted]" });
   });

@@ -16,7 +16,7 @@ describe("providerNotes", () => {
   });
 
   it("leaves out a note whose key is secret-shaped (a card number, a bearer token) and keeps the rest", () => {
-    const notes = providerNotes({ notes: { "4111 1111 1111 1111": "visa", "Bearer abcdefgh12345678": "x", sku: "7" }, receipt: "r-2" });
+    const notes = providerNotes({ notes: { "4111 1111 1111 1111": "visa", "Bearer abcdefghijklmnop": "x", sku: "7" }, receipt: "r-2" });
     expect(notes).toEqual({ sku: "7", buyer_receipt: "r-2" });
   });
 

@@ -419,7 +419,7 @@ describe("approval verification and scrubbing", () => {
       card: "4111 1111 1111 1111",
       cvv: "123",
       password: "hunter2",
-      auth_header: "Bearer abcdefgh12345678",
+      auth_header: "Bearer abcdefghijklmnop",
       payment: "4111 1111 1111 1111 123", // a card number with its CVV: one run that fails Luhn as a whole
       amex: "378282246310005 1234",
       note: "ok",
@@ -432,7 +432,7 @@ describe("approval verification and scrubbing", () => {
     expect(entry.body.args_hash).toBe(canonicalSha256Hex(args));
     expect(entry.body_sha256).toBe(sha256Hex(line));
     const raw = JSON.stringify(await h.entries());
-    for (const secret of ["4111 1111 1111 1111", "hunter2", "abcdefgh12345678", "378282246310005"]) expect(raw).not.toContain(secret);
+    for (const secret of ["4111 1111 1111 1111", "hunter2", "abcdefghijklmnop", "378282246310005"]) expect(raw).not.toContain(secret);
   });
 });
 
