@@ -2,18 +2,19 @@
 // the signed checkpoint it ends on, for `bursar verify` to check offline.
 
 import { once } from "node:events";
-import { closeSync, createWriteStream, existsSync, ftruncateSync, writeFileSync } from "node:fs";
+import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
 import { databaseError, isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
 import { exportLog } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
-import { EvidenceLog, readLatestCheckpoint, storedGenesis, type StoredCheckpoint } from "../../evidence/store.js";
+import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
 import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
 import { openDriver } from "../../index.js";
 import { CommandError, parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
+import { storedGenesisIn } from "../stored-log.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -48,9 +49,17 @@ environment:
   BURSAR_LOG_ORIGIN    log origin (default bursar.local/log); must match the log's
 `;
 
-function openDatabase(env: Config): SqlDriver {
+/**
+ * The database, once it is known to hold a log. PostgreSQL is first reached here: an unreachable
+ * server is one line naming BURSAR_DB (its password masked) and exit 2, as `bursar serve`
+ * reports it, not a pg-pool stack. A database with no log is refused before it is opened for
+ * writing: exporting never starts a log, nor changes a file it refuses.
+ */
+async function openDatabase(env: Config): Promise<SqlDriver> {
   const postgres = isPostgresUrl(env.db);
   if (!postgres && env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
+  const genesis = await storedGenesisIn(env.db, env).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
+  if (genesis === undefined) throw new CommandError(`BURSAR_DB=${maskedDb(env.db)} holds no evidence log: start 'bursar serve' on it first`);
   try {
     return openDriver(env.db, env);
   } catch (error) {
@@ -91,13 +100,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!values.out) throw new UsageError("--out FILE is required");
   const env = loadConfig(io.env);
   checkOutputs(values.out, values.checkpoint, env);
-  const driver = openDatabase(env);
+  const driver = await openDatabase(env);
   try {
-    // PostgreSQL is first reached here: an unreachable server is one line naming BURSAR_DB
-    // (its password masked) and exit 2, as `bursar serve` reports it, not a pg-pool stack.
-    const genesis = await storedGenesis(driver).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
-    // Nothing is created in a database with no log: exporting never starts one.
-    if (genesis === undefined) throw new CommandError(`BURSAR_DB=${maskedDb(env.db)} holds no evidence log: start 'bursar serve' on it first`);
     await driver.migrate([migration]).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
     const checkpoint = await finalCheckpoint(driver, env, io);
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
@@ -105,9 +109,18 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     const checkpoint_path = values.checkpoint;
     // Both opened before either is written: a --checkpoint that cannot be opened leaves --out as
     // it was. Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
+    const checkpoint_new = checkpoint_path !== undefined && !existsSync(checkpoint_path);
     const checkpoint_fd = checkpoint_path ? usingPath(`--checkpoint ${checkpoint_path}`, () => openOutput("--checkpoint", checkpoint_path, env)) : undefined;
     try {
-      const out_fd = usingPath(`--out ${out}`, () => openOutput("--out", out, env));
+      const out_fd = usingPath(`--out ${out}`, () => {
+        try {
+          return openOutput("--out", out, env);
+        } catch (error) {
+          // An --out that cannot be opened leaves no empty --checkpoint file this run made.
+          if (checkpoint_new) rmSync(checkpoint_path, { force: true });
+          throw error;
+        }
+      });
       ftruncateSync(out_fd, 0);
       const stream = createWriteStream(out, { fd: out_fd });
       const summary = await exportLog(driver, {

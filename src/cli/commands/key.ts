@@ -4,10 +4,8 @@
 import { existsSync } from "node:fs";
 import { isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
-import { storedGenesis } from "../../evidence/store.js";
-import { openDriver } from "../../index.js";
-import type { SqlDriver } from "../../ledger/driver.js";
 import { CommandError, parsing, println, usingPath, type CliIo } from "../command.js";
+import { storedGenesisIn } from "../stored-log.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -42,16 +40,12 @@ interface LogIdentity {
  */
 async function logIdentity(env: Config, io: CliIo): Promise<LogIdentity | undefined> {
   if (!isPostgresUrl(env.db) && (env.db === ":memory:" || !existsSync(env.db))) return undefined;
-  let driver: SqlDriver | undefined;
   try {
-    driver = openDriver(env.db, env);
-    const body = (await storedGenesis(driver))?.body as { origin?: unknown; key?: unknown } | undefined;
+    const body = (await storedGenesisIn(env.db, env))?.body as { origin?: unknown; key?: unknown } | undefined;
     return typeof body?.origin === "string" && typeof body.key === "string" ? { origin: body.origin, key: body.key } : undefined;
   } catch (error) {
     println(io.stderr, `bursar key: BURSAR_DB=${maskedDb(env.db)}: cannot read its log (${(error as Error).message}); the key below is not checked against it`);
     return undefined;
-  } finally {
-    await driver?.close().catch(() => undefined);
   }
 }
 
