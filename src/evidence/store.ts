@@ -346,9 +346,11 @@ export class EvidenceLog {
     // (the costliest step of an append); its entries are covered by that receipt and by checkpoints.
     const sign = options.receipts ?? true;
     const first = await readTreeSize(tx, true);
-    // The stored log is shorter than what this process has seen committed: it was restored or
-    // failed over (see syncTree). Entries appended now would take seqs a checkpoint or receipt
-    // already covers, and their receipts would be second, conflicting signatures for those seqs.
+    // The stored log is shorter than this process's tree, synced from committed rows at each
+    // checkpoint: it was restored or failed over (see syncTree). Entries appended now would take
+    // seqs a checkpoint already covers, and their receipts would be second, conflicting
+    // signatures for those seqs. (Entries appended since the last sync are not covered here: no
+    // hook tells this process which of its appends committed.)
     if (first < this.tree.size) throw this.lostEntries(first, this.tree.size);
     const received_at = this.clock().toISOString();
     const built = inputs.map((input, i) => buildEntry(input, first + i, received_at));
