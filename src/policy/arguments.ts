@@ -1,6 +1,6 @@
 // R0's argument checks: every reason names the field and the limit it broke.
 
-import { characterCount, hasLoneSurrogate, shortened, shown_units_max } from "./text.js";
+import { hasLoneSurrogate, shortened, shown_units_max } from "./text.js";
 import {
   amount_max_minor,
   amount_min_minor,
@@ -176,7 +176,7 @@ export function invisibleOrControlCharacter(text: string): string | undefined {
 function checkIdempotencyKey(value: unknown): string | undefined {
   if (typeof value !== "string" || value.length === 0) return "idempotency_key must be a non-empty string";
   if (value.length > idempotency_key_length_max) {
-    return `idempotency_key is longer than ${idempotency_key_length_max} characters`;
+    return `idempotency_key is longer than ${idempotency_key_length_max} ${units}`;
   }
   if (control_characters.test(value)) return "idempotency_key must not contain control characters (U+0000–U+001F, U+007F)";
   return undefined;
@@ -216,7 +216,7 @@ const field_checks: Readonly<Record<string, (value: unknown) => string | undefin
  * may be a megabyte long.
  */
 function shownName(name: string): string {
-  return name.length <= shown_units_max ? JSON.stringify(name) : `${JSON.stringify(shortened(name))} (${characterCount(name)} characters)`;
+  return name.length <= shown_units_max ? JSON.stringify(name) : `${JSON.stringify(shortened(name))} (${name.length} UTF-16 code units)`;
 }
 
 /**

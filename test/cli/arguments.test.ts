@@ -151,6 +151,13 @@ describe("command arguments", () => {
     expect(result.code).toBe(2);
   });
 
+  it("bursar buyer takes an empty BURSAR_URL for its default, as every variable's empty value is", async () => {
+    const result = await runBursar(["buyer", "--scripted"], { BURSAR_URL: "", BURSAR_AGENT_TOKEN: "bsr_agent_0123456789abcdefghijklmn", BURSAR_DATA_DIR: dataDir() }, undefined, 20_000);
+    // Was: bursar buyer: --url "": expected an http(s) URL, exit 2.
+    expect(result.stderr).not.toContain('--url ""');
+    expect(result.stderr).toContain("http://127.0.0.1:8787");
+  });
+
   it.each(["constructor", "toString", "__proto__"])("bursar block %s ID is not an action", async (action) => {
     const result = await runBursar(["block", action, "blk_x"], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
     expect(result.code).toBe(2);

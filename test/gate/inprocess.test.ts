@@ -139,7 +139,7 @@ describe("decision entries past their size limits", () => {
     const result = await b.gate.callTool(token, "create_order", { amount: 1000, currency: "INR", ["k".repeat(1_000_000)]: 1 });
     expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
     const reason = result.structuredContent.reason as string;
-    expect(reason).toMatch(/^argument "k{64}…" \(1000000 characters\) is not declared for create_order/);
+    expect(reason).toMatch(/^argument "k{64}…" \(1000000 UTF-16 code units\) is not declared for create_order/);
     expect(reason.length).toBeLessThan(200);
   });
 
@@ -148,7 +148,7 @@ describe("decision entries past their size limits", () => {
     const name = `${"a".repeat(63)}😀${"b".repeat(10)}`;
     const result = await b.gate.callTool(token, "create_order", { amount: 1000, currency: "INR", [name]: 1 });
     expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
-    expect(result.structuredContent.reason).toMatch(/^argument "a{63}…" \(74 characters\) is not declared/);
+    expect(result.structuredContent.reason).toMatch(/^argument "a{63}…" \(75 UTF-16 code units\) is not declared/);
     const { body } = await decisionBody(b, result);
     expect(body).toMatchObject({ verdict: { rule: "R0" }, args: { [name]: 1 } });
   });

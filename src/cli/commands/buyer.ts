@@ -91,7 +91,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const llm = values.llm ? llmSettings(io) : undefined;
   const token = secretOption(values.token, "--token", "agent token") ?? secret(io.env, "BURSAR_AGENT_TOKEN");
   if (!token) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
-  const url = baseUrlOption(values.url ?? io.env.BURSAR_URL ?? "http://127.0.0.1:8787", "BURSAR_AGENT_TOKEN (or --token)");
+  const url = baseUrlOption(values.url ?? (io.env.BURSAR_URL || "http://127.0.0.1:8787"), "BURSAR_AGENT_TOKEN (or --token)");
   const bin = join(import.meta.dirname, "..", "bin.js");
   const connection: Connection = values.stdio ? { kind: "stdio", url, token, bin } : { kind: "http", url, token };
   const story = new Story({ out: io.stdout, interactive: io.interactive });
