@@ -55,8 +55,8 @@ function stillBelow(pathname: string, base: string): boolean {
 /**
  * The upstream URL for a request path below /observe (`rest` starts with "/" or is empty). A
  * path that would leave the upstream URL's own path ("..", "%2e%2e" or "\\" segments, which the
- * URL parser resolves, or ones an upstream decoding "%2F" or "%5C" first would resolve) is
- * refused: a token opens its upstream URL and what lies below it only.
+ * URL parser resolves, or ones an upstream decoding "%2F" or "%5C", or dropping path parameters
+ * (";…"), first would resolve) is refused: a token opens its upstream URL and what lies below it only.
  */
 export function upstreamTarget(upstream: URL, rest: string, query: string): URL {
   // The common case (the token in a header, no path or query below /observe) is the upstream itself.
@@ -65,9 +65,11 @@ export function upstreamTarget(upstream: URL, rest: string, query: string): URL 
   if (rest !== "" && rest !== "/") {
     const base = target.pathname.replace(/\/+$/, "");
     target.pathname = base + rest;
-    // An upstream that decodes %2F or %5C before it resolves dot segments would read
-    // "..%2f" as "../": the path must stay below base read that way too.
-    const decoded = rest.includes("%") ? new URL(base + rest.replace(/%2f|%5c/gi, "/"), target.origin).pathname : target.pathname;
+    // An upstream that decodes %2F or %5C before it resolves dot segments would read "..%2f" as
+    // "../", and one that drops a segment's path parameters (Tomcat, Jetty) "..;x" as "..": the
+    // path must stay below base read those ways too.
+    const read_as = /[%;]/.test(rest) ? rest.replace(/%2f|%5c/gi, "/").replace(/;[^/]*/g, "") : rest;
+    const decoded = read_as === rest ? target.pathname : new URL(base + read_as, target.origin).pathname;
     if (!stillBelow(target.pathname, base) || !stillBelow(decoded, base)) {
       throw new HttpError(400, "path_outside_upstream", "the path below /observe may not leave the upstream URL's path (a \"..\" segment)");
     }
