@@ -2,7 +2,7 @@
 // stdio through `bursar mcp-stdio` (which itself bridges to the gate's /mcp).
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 export type Connection = { kind: "http"; url: string; token: string } | { kind: "stdio"; url: string; token: string; bin: string };
@@ -21,7 +21,8 @@ export async function connect(connection: Connection): Promise<Client> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [connection.bin, "mcp-stdio", "--url", connection.url],
-    env: { ...process.env, BURSAR_AGENT_TOKEN: connection.token } as Record<string, string>,
+    // The bridge holds the agent token and nothing else: not the operator token or a model's API key this process may hold.
+    env: { ...getDefaultEnvironment(), BURSAR_AGENT_TOKEN: connection.token },
     stderr: "inherit",
   });
   await client.connect(transport);

@@ -2,7 +2,7 @@
 
 import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { fileError, parseHttpUrl } from "../config.js";
+import { fileError, parseHttpUrl, token_shape } from "../config.js";
 
 export interface CliIo {
   stdout: NodeJS.WritableStream;
@@ -105,6 +105,17 @@ export function baseUrlOption(raw: string, credentials_in: string): string {
 export function secretOption(raw: string | undefined, name: string, what: string): string | undefined {
   if (raw !== undefined && raw !== "" && raw.trim() === "") throw new UsageError(`${name}: only whitespace; expected the ${what} itself`);
   return raw;
+}
+
+/**
+ * A bearer token as given (`name` says where from: `--token`, `BURSAR_AGENT_TOKEN`), refused
+ * unless it is one run of visible ASCII: a line break or space in it (a file with CRLF endings,
+ * a two-line paste) makes a header fetch refuses, and fetch's message quotes the whole header,
+ * token included, into what would be printed.
+ */
+export function bearerToken(token: string, name: string, what: string): string {
+  if (!token_shape.test(token)) throw new UsageError(`${name} holds whitespace or a control character (a pasted line break?): set it to the ${what} alone`);
+  return token;
 }
 
 /**

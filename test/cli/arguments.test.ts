@@ -151,6 +151,18 @@ describe("command arguments", () => {
     expect(result.code).toBe(2);
   });
 
+  it.each([
+    ["buyer", ["buyer", "--scripted", "--url", "http://127.0.0.1:9", "--token", "bsr_agent_SECRET0123456789abcdef\r\nX"], "--token", "agent token"],
+    ["buyer", ["buyer", "--scripted", "--overspend", "--url", "http://127.0.0.1:9", "--token", "bsr_agent_0123456789abcdefghij", "--operator-token", "bsr_op_SECRET0123456789abcdef\nX"], "--operator-token", "operator token"],
+    ["agent", ["agent", "create", "--name", "b", "--url", "http://127.0.0.1:9", "--token", "bsr_op_SECRET0123456789abcdef\r\nX"], "--token", "operator token"],
+  ])("bursar %s refuses a token holding a line break in one line, never printing it", async (command, args, name, what) => {
+    const result = await runBursar(args, { BURSAR_DATA_DIR: dataDir(), BURSAR_ADMIN_TOKEN: "", BURSAR_AGENT_TOKEN: "" });
+    // Was: cannot connect … (Headers.append: "Bearer bsr_agent_SECRET…") — fetch quoted the header, token and all.
+    expect(result.stderr).toBe(`bursar ${command}: ${name} holds whitespace or a control character (a pasted line break?): set it to the ${what} alone\n(see bursar ${command} --help)\n`);
+    expect(result.code).toBe(2);
+    expect(result.stderr + result.stdout).not.toContain("SECRET");
+  });
+
   it("bursar buyer takes an empty BURSAR_URL for its default, as every variable's empty value is", async () => {
     const result = await runBursar(["buyer", "--scripted"], { BURSAR_URL: "", BURSAR_AGENT_TOKEN: "bsr_agent_0123456789abcdefghijklmn", BURSAR_DATA_DIR: dataDir() }, undefined, 20_000);
     // Was: bursar buyer: --url "": expected an http(s) URL, exit 2.

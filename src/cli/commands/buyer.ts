@@ -8,7 +8,7 @@ import { parseHttpUrl, secret } from "../../config.js";
 import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
-import { baseUrlOption, CommandError, parseFlags, println, secretOption, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, bearerToken, CommandError, parseFlags, println, secretOption, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
@@ -89,8 +89,11 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (values.scripted === values.llm) throw new UsageError("choose one of --scripted or --llm");
   if (values.overspend && !values.scripted) throw new UsageError("--overspend goes with --scripted");
   const llm = values.llm ? llmSettings(io) : undefined;
-  const token = secretOption(values.token, "--token", "agent token") ?? secret(io.env, "BURSAR_AGENT_TOKEN");
-  if (!token) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
+  const given = secretOption(values.token, "--token", "agent token") ?? secret(io.env, "BURSAR_AGENT_TOKEN");
+  if (!given) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
+  const token = bearerToken(given, values.token ? "--token" : "BURSAR_AGENT_TOKEN", "agent token");
+  const operator_given = values["operator-token"] ?? io.env.BURSAR_ADMIN_TOKEN;
+  const operator_token = values.overspend && operator_given ? bearerToken(operator_given, values["operator-token"] ? "--operator-token" : "BURSAR_ADMIN_TOKEN", "operator token") : undefined;
   const url = baseUrlOption(values.url ?? (io.env.BURSAR_URL || "http://127.0.0.1:8787"), "BURSAR_AGENT_TOKEN (or --token)");
   const bin = join(import.meta.dirname, "..", "bin.js");
   const connection: Connection = values.stdio ? { kind: "stdio", url, token, bin } : { kind: "http", url, token };
@@ -117,7 +120,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     }
     const report = await buyBasket(client, { story }, emptyReport());
     if (values.overspend) {
-      const operator_token = values["operator-token"] ?? io.env.BURSAR_ADMIN_TOKEN;
       await overspend(client, { story, ...(operator_token ? { operator: { url, token: operator_token } } : {}) }, report);
     }
     const rules = distinctRules(report);
