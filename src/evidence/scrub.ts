@@ -49,7 +49,7 @@ export const bursar_token_pattern = new RegExp(bursar_token_source);
 
 /**
  * An Authorization header's scheme ("Bearer", "Basic", "Token", or written "token:") and what
- * follows it, 8 or more token characters; it is a credential when credentialShaped says so.
+ * follows it, 8 or more token characters; it is a credential when containsAuthorization says so.
  */
 const authorization_pattern = /\b(?:bearer|basic|token):?\s+([A-Za-z0-9._~+/=-]{8,})/gi;
 /** A digit, a symbol a token holds, or a lower-case letter followed by a capital ("dXNlcjpw"). */
