@@ -3,6 +3,7 @@
 // like one, become "[redacted]"; a URL's password and secret-named query parameters are
 // replaced in place; and the RFC 8785 text of that copy written in one walk, without making the copy.
 
+import { stringEnd, writesKeyTwice } from "../json-text.js";
 import { CanonicalJsonError, canonicalJson, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
 
 export const redacted = "[redacted]";
@@ -350,64 +351,48 @@ const too_deep = Symbol("too deep");
 
 /**
  * The object or array a string holds as JSON text ('{"password":"hunter2"}', as a tool's result
- * carries its data in `content[].text`), with the members its text writes; undefined when it holds
- * none. Only text that starts and ends as one (white space aside) is read, and text nested deeper
- * than values are scrubbed is not parsed at all (2 MiB of "[[[…]]]" took JSON.parse a second).
+ * carries its data in `content[].text`), parsed; undefined when it holds none. Only text that
+ * starts and ends as one (white space aside) is read, and text nested deeper than values are
+ * scrubbed is not parsed at all (2 MiB of "[[[…]]]" took JSON.parse a second).
  */
-function jsonInString(value: string): { json: object; members: number } | typeof too_deep | undefined {
+function jsonInString(value: string): object | typeof too_deep | undefined {
   const first = value.trimStart()[0];
   const last = value.trimEnd().at(-1);
   if (!((first === "{" && last === "}") || (first === "[" && last === "]"))) return undefined;
-  const shape = jsonShape(value);
-  if (shape.deepest > scrub_depth_max) return too_deep;
+  if (nestingDepth(value) > scrub_depth_max) return too_deep;
   try {
     const parsed = JSON.parse(value) as unknown;
-    return typeof parsed === "object" && parsed !== null ? { json: parsed, members: shape.members } : undefined;
+    return typeof parsed === "object" && parsed !== null ? parsed : undefined;
   } catch {
     return undefined;
   }
 }
 
-/**
- * How deep a JSON text nests and how many object members it writes (its colons), read outside
- * its strings in one pass.
- */
-function jsonShape(text: string): { deepest: number; members: number } {
+/** How deep a JSON text's brackets nest, read outside its strings in one pass. */
+function nestingDepth(text: string): number {
   let depth = 0;
   let deepest = 0;
-  let members = 0;
   for (let at = 0; at < text.length; at++) {
     const code = text.charCodeAt(at);
     if (code === 0x22) {
-      // To the closing quote, past escapes.
-      for (at++; at < text.length && text.charCodeAt(at) !== 0x22; at++) if (text.charCodeAt(at) === 0x5c) at++;
+      at = stringEnd(text, at);
+      if (at === -1) break; // a string left open: not JSON, and nothing deeper follows
     } else if (code === 0x7b || code === 0x5b) deepest = Math.max(deepest, ++depth);
     else if (code === 0x7d || code === 0x5d) depth--;
-    else if (code === 0x3a) members++;
   }
-  return { deepest, members };
-}
-
-/** The object members a parsed JSON value holds, at any depth. */
-function memberCount(value: unknown): number {
-  if (typeof value !== "object" || value === null) return 0;
-  if (Array.isArray(value)) return value.reduce((sum: number, item) => sum + memberCount(item), 0);
-  let count = 0;
-  for (const key of Object.keys(value)) count += 1 + memberCount((value as Record<string, unknown>)[key]);
-  return count;
+  return deepest;
 }
 
 /**
  * A string holding JSON, scrubbed as the data it holds: as sent when nothing in it is secret, else
  * that data scrubbed, written as compact JSON (its URLs read as data, not as text). A text that
- * writes a member twice ('{"a":{"password":…},"a":1}') parses to the last one only, so what the
+ * writes a key twice ('{"a":{"password":…},"a":1}') parses to the last one only, so what the
  * first held was never looked at: it is stored as the data parsed, scrubbed, and never as sent.
  */
-function scrubbedJsonString(value: string, found: { json: object; members: number }, state: ScrubState, depth: number): string {
+function scrubbedJsonString(value: string, json: object, state: ScrubState, depth: number): string {
   const before = state.redactions;
-  const scrubbed = scrubValue(found.json, depth + 1, state);
-  const repeated = found.members !== memberCount(found.json);
-  return state.redactions === before && !repeated ? value : JSON.stringify(scrubbed);
+  const scrubbed = scrubValue(json, depth + 1, state);
+  return state.redactions === before && !writesKeyTwice(value, json) ? value : JSON.stringify(scrubbed);
 }
 
 /**

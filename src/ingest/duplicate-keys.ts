@@ -5,7 +5,8 @@
 // either is refused instead, naming the place.
 
 import { shown_segments_max, shownPath } from "../policy/text.js";
-import { keptExactly, numberEnd, startsNumber, stringEnd } from "./numbers.js";
+import { stringEnd, writesKeyTwice } from "../json-text.js";
+import { keptExactly, numberEnd, startsNumber } from "./numbers.js";
 
 interface Frame {
   /** Keys seen so far in this object; null for an array. */
@@ -32,43 +33,6 @@ function duplicatePath(stack: readonly Frame[], key: string): string {
   return shownPath(segments);
 }
 
-/** JSON white space, which may stand between a key and its ":". */
-function isJsonSpace(code: number): boolean {
-  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
-}
-
-/** How many object members `text` (valid JSON) writes, a key written twice counted twice: in
- *  valid JSON a string is a key exactly when a ":" follows it. */
-function writtenMembers(text: string): number {
-  let members = 0;
-  for (let at = text.indexOf('"'); at !== -1; ) {
-    let next = stringEnd(text, at) + 1;
-    while (isJsonSpace(text.charCodeAt(next))) next++;
-    if (text.charCodeAt(next) === 0x3a /* : */) members++;
-    at = text.indexOf('"', next);
-  }
-  return members;
-}
-
-/** How many members the objects in `value` hold (a parsed value, so each key once), walked
- *  without recursion: JSON.parse takes nesting deeper than the call stack. */
-function parsedMembers(value: unknown): number {
-  let members = 0;
-  const pending: unknown[] = [value];
-  while (pending.length > 0) {
-    const item = pending.pop();
-    if (item === null || typeof item !== "object") continue;
-    if (Array.isArray(item)) {
-      for (let i = 0; i < item.length; i++) pending.push(item[i]);
-      continue;
-    }
-    const keys = Object.keys(item);
-    members += keys.length;
-    for (let i = 0; i < keys.length; i++) pending.push((item as Record<string, unknown>)[keys[i]!]);
-  }
-  return members;
-}
-
 /**
  * The first duplicate key's path in `text`, the JSON text that parsed to `value`, or undefined.
  * JSON.parse keeps one member per key, so the text has a duplicate exactly when it writes more
@@ -76,7 +40,7 @@ function parsedMembers(value: unknown): number {
  * the common record, and only a record with a duplicate is read again to name it.
  */
 export function firstDuplicateKeyPath(text: string, value: unknown): string | undefined {
-  if (writtenMembers(text) === parsedMembers(value)) return undefined;
+  if (!writesKeyTwice(text, value)) return undefined;
   return duplicateKeyPaths(text, 1)[0];
 }
 

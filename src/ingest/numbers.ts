@@ -5,26 +5,16 @@
 // there would parse (and, as array elements, hash) alike: a different decision under a known
 // event_id would pass for a retry. They are refused instead, naming the place.
 
+import { stringEnd } from "../json-text.js";
+
 const minus = 0x2d;
 const quote = 0x22;
-const backslash = 0x5c;
 
 /** A double holds any decimal of this many significant digits exactly enough to give it back. */
 const digits_always_kept = 15;
 /** What a double needs to be written exactly: a decimal of up to this many significant digits
  *  reads as the double its writer meant (C's %.17g, for one, writes 1/3 as 0.33333333333333331). */
 const digits_of_a_double = 17;
-
-/** Index of the quote that closes the string opening at `open`. */
-export function stringEnd(text: string, open: number): number {
-  let at = text.indexOf('"', open + 1);
-  for (;;) {
-    let slashes = 0;
-    while (text.charCodeAt(at - 1 - slashes) === backslash) slashes++;
-    if (slashes % 2 === 0) return at;
-    at = text.indexOf('"', at + 1);
-  }
-}
 
 const isDigit = (code: number) => code >= 0x30 && code <= 0x39;
 

@@ -494,7 +494,7 @@ describe("scrub", () => {
       password: "[redacted]",
       note: JSON.stringify({ client_secret: "[redacted]", link: "https://u:[redacted]@h.example/a" }),
     });
-    for (const plain of ['{ "sku": "A-1", "qty": 2 }', " [1, 2] ", "[not json", "{}", '"{\"password\":1}"']) expect(scrub({ plain })).toEqual({ plain });
+    for (const plain of ['{ "sku": "A-1", "qty": 2 }', " [1, 2] ", "[not json", '{"a": "left open}', "{}", '"{\"password\":1}"']) expect(scrub({ plain })).toEqual({ plain });
     // A member written twice parses to the last one only: what the first held was never looked at.
     const repeated = '{"creds": {"password": "hunter2", "access_token": "ya29.AbC"}, "creds": "ok", "n": 1}';
     for (const scrubbed of [scrub({ repeated }).repeated, JSON.parse(scrubbedCanonicalJson({ repeated }).text).repeated]) expect(scrubbed).toBe('{"creds":"ok","n":1}');

@@ -1,0 +1,61 @@
+// Reading JSON text as written, beside what JSON.parse makes of it: where a string ends, and
+// whether the text writes a key twice in one object (JSON.parse keeps the last, silently).
+
+const backslash = 0x5c;
+
+/** Index of the quote that closes the string opening at `open`; -1 when none does. */
+export function stringEnd(text: string, open: number): number {
+  let at = text.indexOf('"', open + 1);
+  for (;;) {
+    let slashes = 0;
+    while (text.charCodeAt(at - 1 - slashes) === backslash) slashes++;
+    if (slashes % 2 === 0) return at;
+    at = text.indexOf('"', at + 1);
+  }
+}
+
+/** JSON white space, which may stand between a key and its ":". */
+function isJsonSpace(code: number): boolean {
+  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09;
+}
+
+/** How many object members `text` (valid JSON) writes, a key written twice counted twice: in
+ *  valid JSON a string is a key exactly when a ":" follows it. */
+function writtenMembers(text: string): number {
+  let members = 0;
+  for (let at = text.indexOf('"'); at !== -1; ) {
+    let next = stringEnd(text, at) + 1;
+    while (isJsonSpace(text.charCodeAt(next))) next++;
+    if (text.charCodeAt(next) === 0x3a /* : */) members++;
+    at = text.indexOf('"', next);
+  }
+  return members;
+}
+
+/** How many members the objects in `value` hold (a parsed value, so each key once), walked
+ *  without recursion: JSON.parse takes nesting deeper than the call stack. */
+function parsedMembers(value: unknown): number {
+  let members = 0;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (item === null || typeof item !== "object") continue;
+    if (Array.isArray(item)) {
+      for (let i = 0; i < item.length; i++) pending.push(item[i]);
+      continue;
+    }
+    const keys = Object.keys(item);
+    members += keys.length;
+    for (let i = 0; i < keys.length; i++) pending.push((item as Record<string, unknown>)[keys[i]!]);
+  }
+  return members;
+}
+
+/**
+ * Whether `text`, the valid JSON text that parsed to `value`, writes a key twice in one object:
+ * JSON.parse keeps one member per key, so it does exactly when it writes more members than the
+ * parsed value holds. Counting allocates nothing per key.
+ */
+export function writesKeyTwice(text: string, value: unknown): boolean {
+  return writtenMembers(text) !== parsedMembers(value);
+}
