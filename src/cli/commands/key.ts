@@ -1,8 +1,7 @@
 // `bursar key`: prints the evidence log's public verifier key (generating the signing key
 // into the data directory if this is the first use, as `serve` does on first start).
 
-import { existsSync } from "node:fs";
-import { isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
+import { loadConfig, maskedDb, type Config } from "../../config.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { CommandError, parsing, println, usingPath, type CliIo } from "../command.js";
 import { storedGenesisIn } from "../stored-log.js";
@@ -39,7 +38,6 @@ interface LogIdentity {
  * in it), or when the database cannot be read (said on stderr).
  */
 async function logIdentity(env: Config, io: CliIo): Promise<LogIdentity | undefined> {
-  if (!isPostgresUrl(env.db) && (env.db === ":memory:" || !existsSync(env.db))) return undefined;
   try {
     const body = (await storedGenesisIn(env.db, env))?.body as { origin?: unknown; key?: unknown } | undefined;
     return typeof body?.origin === "string" && typeof body.key === "string" ? { origin: body.origin, key: body.key } : undefined;
