@@ -2,7 +2,7 @@
 
 import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { fileError, parseHttpUrl, token_shape } from "../config.js";
+import { ConfigError, fileError, parseHttpUrl, token_shape } from "../config.js";
 
 export interface CliIo {
   stdout: NodeJS.WritableStream;
@@ -114,7 +114,7 @@ export function secretOption(raw: string | undefined, name: string, what: string
  * token included, into what would be printed.
  */
 export function bearerToken(token: string, name: string, what: string): string {
-  if (!token_shape.test(token)) throw new UsageError(`${name} holds whitespace or a control character (a pasted line break?): set it to the ${what} alone`);
+  if (!token_shape.test(token)) throw new ConfigError(`${name} holds whitespace or a control character (a pasted line break?): set it to the ${what} alone`);
   return token;
 }
 

@@ -6,10 +6,10 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
-import { ConfigError, token_shape } from "../../config.js";
+import { ConfigError } from "../../config.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
-import { httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { bearerToken, httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
 /** Longer than the gate's longest provider timeout (BURSAR_PROVIDER_TIMEOUT_MS ≤ 120 s), so the
@@ -461,9 +461,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!token) {
     throw new ConfigError("BURSAR_AGENT_TOKEN is not set: set it to an agent token from `bursar agent create` (the bridge holds nothing else)");
   }
-  if (!token_shape.test(token)) {
-    throw new ConfigError("BURSAR_AGENT_TOKEN holds whitespace or a control character (a pasted line break?): set it to the agent token alone");
-  }
+  bearerToken(token, "BURSAR_AGENT_TOKEN", "agent token");
   const endpoint = mcpEndpoint(values.url ?? (io.env.BURSAR_URL || gate_url_default));
   // The bridge owns this process's stdin; stdout is the protocol channel and nothing else.
   return bridge({ endpoint, token, stdin: process.stdin, stdout: io.stdout as Writable, stderr: io.stderr });
