@@ -58,6 +58,8 @@ export interface EvidenceLogOptions {
   checkpoint_every?: number;
   /** Cut a checkpoint when entries are pending and this long passed since the last (BURSAR_CHECKPOINT_SECONDS). */
   checkpoint_seconds?: number;
+  /** Milliseconds on a clock that only runs forward, for timed checkpoints (default performance.now). */
+  monotonic_ms?: () => number;
   /** The software version recorded in system.genesis and system.start. */
   version?: string;
 }
@@ -237,6 +239,7 @@ export class EvidenceLog {
   readonly verifierKey: string;
   private readonly signer: LogSigner;
   private readonly clock: Clock;
+  private readonly monotonicMs: () => number;
   private readonly checkpointEvery: number;
   private readonly checkpointSeconds: number;
   private readonly version: string;
@@ -245,8 +248,8 @@ export class EvidenceLog {
   private readonly treeLock = new Permits();
   private readonly checkpointLock = new Permits();
   private checkpointing = false;
-  /** The latest checkpoint's size as this process last read it, and when (performance.now()). */
-  private checkpointSeen = { size: -1, at_ms: performance.now() };
+  /** The latest checkpoint's size as this process last read it, and when (monotonicMs). */
+  private checkpointSeen: { size: number; at_ms: number };
   /** The leaf hash of entry 0, read when the log opens: what every receipt it signs names. */
   private logIdHex: string | undefined;
 
@@ -258,6 +261,8 @@ export class EvidenceLog {
     this.origin = options.origin;
     this.verifierKey = options.signer.verifierKey;
     this.clock = options.clock;
+    this.monotonicMs = options.monotonic_ms ?? (() => performance.now());
+    this.checkpointSeen = { size: -1, at_ms: this.monotonicMs() };
     this.checkpointEvery = checkPositiveInteger("checkpoint_every", options.checkpoint_every ?? checkpoint_every_default, checkpoint_every_max);
     this.checkpointSeconds = checkPositiveInteger(
       "checkpoint_seconds",
@@ -484,8 +489,8 @@ export class EvidenceLog {
       // Timed by this process's monotonic clock too: a checkpoint stamped by a clock that ran ahead
       // (or while Bursar's clock held still after the host's stepped back) would otherwise look
       // newer than now for as long as the clock was off, and no timed checkpoint would be cut.
-      if (latest && latest.size !== this.checkpointSeen.size) this.checkpointSeen = { size: latest.size, at_ms: performance.now() };
-      const seen_ms = performance.now() - this.checkpointSeen.at_ms;
+      if (latest && latest.size !== this.checkpointSeen.size) this.checkpointSeen = { size: latest.size, at_ms: this.monotonicMs() };
+      const seen_ms = this.monotonicMs() - this.checkpointSeen.at_ms;
       const interval_ms = this.checkpointSeconds * 1000;
       if (pending >= this.checkpointEvery || elapsed_ms >= interval_ms || seen_ms >= interval_ms) return await this.checkpoint();
       return undefined;
