@@ -257,11 +257,14 @@ function razorpayChecks(config: Config): void {
 /** Host names (as URL.hostname gives them) that reach this machine only. */
 export const loopback_hosts: ReadonlySet<string> = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
+/** What a listen address must be, as BURSAR_HOST's and --host's refusals say it. */
+export const listen_host_expected = "expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0";
+
 export function loadConfig(env: Env = process.env): Config {
   const data_dir = resolve(env.BURSAR_DATA_DIR || "./.bursar");
   const host = env.BURSAR_HOST || "127.0.0.1";
   // Checked as --host is, before anything is created: white space is in no host, and would fail only at listen.
-  if (/\s/.test(host)) throw new ConfigError(`BURSAR_HOST=${JSON.stringify(host)}: expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0`);
+  if (/\s/.test(host)) throw new ConfigError(`BURSAR_HOST=${JSON.stringify(host)}: ${listen_host_expected}`);
   const config: Config = {
     data_dir,
     db: database(env, data_dir),

@@ -2,7 +2,7 @@
 
 import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { ConfigError, fileError, parseHttpUrl, token_shape } from "../config.js";
+import { ConfigError, fileError, listen_host_expected, parseHttpUrl, token_shape } from "../config.js";
 
 export interface CliIo {
   stdout: NodeJS.WritableStream;
@@ -124,6 +124,6 @@ export function bearerToken(token: string, name: string, what: string): string {
  * empty host makes Node listen on all of them).
  */
 export function listenHost(raw: string): string {
-  if (raw === "" || /\s/.test(raw)) throw new UsageError(`--host ${JSON.stringify(raw)}: expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0`);
+  if (raw === "" || /\s/.test(raw)) throw new UsageError(`--host ${JSON.stringify(raw)}: ${listen_host_expected}`);
   return raw;
 }
