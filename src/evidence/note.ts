@@ -50,10 +50,22 @@ export function keyIdHex(id: number): string {
   return id.toString(16).padStart(8, "0");
 }
 
+/** The DER SubjectPublicKeyInfo of every Ed25519 public key, before its 32 bytes (RFC 8410). */
+const ed25519_spki_prefix = Buffer.from("302a300506032b6570032100", "hex");
+
+/**
+ * The 32 bytes of an Ed25519 key's public half, read from its DER SubjectPublicKeyInfo. Not
+ * through a JWK export: Node 20's holds the key's lock while it builds the JS object, and a
+ * garbage collection then finalising the job that generated the key takes the same lock, so the
+ * process hung for good (seen once under `bursar eval`, whose gates generate their keys).
+ */
 export function rawPublicKey(key: KeyObject): Buffer {
-  const x = key.export({ format: "jwk" }).x;
-  if (key.asymmetricKeyType !== "ed25519" || typeof x !== "string") throw new NoteError("key is not an Ed25519 key");
-  return Buffer.from(x, "base64url");
+  if (key.asymmetricKeyType !== "ed25519") throw new NoteError("key is not an Ed25519 key");
+  const der = (key.type === "private" ? createPublicKey(key) : key).export({ format: "der", type: "spki" });
+  if (der.length !== ed25519_spki_prefix.length + ed25519_public_key_bytes || !der.subarray(0, ed25519_spki_prefix.length).equals(ed25519_spki_prefix)) {
+    throw new NoteError("key is not an Ed25519 key");
+  }
+  return der.subarray(ed25519_spki_prefix.length);
 }
 
 /** `<name>+<hex key id>+<base64(0x01 || public key)>`: the public half, safe to publish. */
