@@ -55,6 +55,8 @@ export interface Bursar {
   log: EvidenceLog;
   provider: Provider;
   driver: SqlDriver;
+  /** The clock everything here reads: the injected one, else on PostgreSQL the database's, else the system's. */
+  clock: Clock;
   /** The in-process simulator when `provider` is "simulator". */
   simulator?: EmbeddedSimulator;
   operator: Pick<Ledger, "createAgent" | "createBlock" | "revoke" | "unfreeze" | "freeze" | "getBlock" | "inbox">;
@@ -140,6 +142,7 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
     log,
     provider,
     driver,
+    clock,
     operator,
     close: async () => {
       await simulator?.close();

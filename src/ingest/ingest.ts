@@ -18,7 +18,7 @@ import {
 import { HttpError } from "../errors.js";
 import { randomIds, type IdSource } from "../ids.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
-import { lockEnabledSource } from "../sources/store.js";
+import { checkCredentialStillValid, lockEnabledSource } from "../sources/store.js";
 import { splitDelivery } from "./delivery.js";
 import { approvalVerified, invalidRecords, validateRecords, type RecordProblem, type ValidRecord } from "./validate.js";
 
@@ -178,14 +178,18 @@ async function insertRecords(tx: SqlTx, source_id: string, delivery_id: string, 
   }
 }
 
-/** Parses, validates and stores one delivery from `source_id` (already authenticated). */
-export async function ingestDelivery(deps: IngestDependencies, source_id: string, raw: Buffer): Promise<IngestAnswer> {
+/**
+ * Parses, validates and stores one delivery from `source_id` (already authenticated, with the
+ * secrets in `credential`: checked again once the source's row is held; none for the operator's upload).
+ */
+export async function ingestDelivery(deps: IngestDependencies, source_id: string, raw: Buffer, credential: readonly string[] = []): Promise<IngestAnswer> {
   const records = validateRecords(splitDelivery(raw).records);
   const unique = uniqueRecords(records);
   const ids = deps.ids ?? randomIds;
   return deps.driver.transaction(async (tx) => {
     // The source row before the log lock, the order a source change takes them in.
     await lockEnabledSource(tx, source_id);
+    await checkCredentialStillValid(tx, credential, deps.clock().getTime());
     // The log's sequence lock next: it serializes ingests, so the duplicate check below cannot race.
     const first_seq = await readTreeSize(tx, true);
     const stored = await storedRecords(tx, source_id, unique.map((record) => record.value.event_id));

@@ -68,23 +68,29 @@ export function signatureOf(signing_key: string, timestamp_seconds: number, body
   return createHmac("sha256", Buffer.from(signing_key, "utf8")).update(`${timestamp_seconds}.`).update(body).digest();
 }
 
-/** Step 3: any v1 matches any currently valid key; every pair is compared in constant time. */
-export function checkSignature(parsed: ParsedSignature, signing_keys: readonly string[], body: Uint8Array): void {
-  let matched = false;
-  for (const key of signing_keys) {
+/**
+ * Step 3: any v1 matches any currently valid key; every pair is compared in constant time.
+ * Returns the indexes of the keys some v1 matched (a sender mid-rotation signs with both).
+ */
+export function checkSignature(parsed: ParsedSignature, signing_keys: readonly string[], body: Uint8Array): number[] {
+  const matched: number[] = [];
+  signing_keys.forEach((key, index) => {
     const expected = signatureOf(key, parsed.timestamp_seconds, body);
+    let match = false;
     for (const given of parsed.signatures) {
-      if (given.length === hex_sha256_bytes && timingSafeEqual(given, expected)) matched = true;
+      if (given.length === hex_sha256_bytes && timingSafeEqual(given, expected)) match = true;
     }
-  }
-  if (!matched) throw new SignatureError("signature_mismatch", "no v1 signature matches this source's signing key");
+    if (match) matched.push(index);
+  });
+  if (matched.length === 0) throw new SignatureError("signature_mismatch", "no v1 signature matches this source's signing key");
+  return matched;
 }
 
-/** All three steps. */
-export function verifySignature(header: string | undefined, signing_keys: readonly string[], body: Uint8Array, now: Date): void {
+/** All three steps; the indexes of the keys that matched. */
+export function verifySignature(header: string | undefined, signing_keys: readonly string[], body: Uint8Array, now: Date): number[] {
   const parsed = parseSignatureHeader(header);
   checkTimestamp(parsed, now);
-  checkSignature(parsed, signing_keys, body);
+  return checkSignature(parsed, signing_keys, body);
 }
 
 /** The header a sender attaches (the CLI and tests use it; integrators copy it). */

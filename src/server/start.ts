@@ -5,6 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { createBursar, type Bursar } from "../index.js";
 import { ConfigError, databaseError, fileError, maskedDb, type Config } from "../config.js";
 import { data_dir_secret_files } from "../data-files.js";
@@ -25,7 +26,8 @@ import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
 import { acceptOnlyKey, createSimulator, type Simulator } from "../provider/simulator/index.js";
-import { resolveMasterKey } from "../sources/sealed.js";
+import { master_key_file_name, MasterKeyError, resolveMasterKey } from "../sources/sealed.js";
+import type { SourceStore } from "../sources/store.js";
 import { buildServer, listenFailure, loggerOptions, type RoutePlugin } from "./app.js";
 import { isReader, type Access } from "./auth.js";
 import { mcpRoutes } from "./mcp.js";
@@ -129,6 +131,8 @@ interface DataDirSetup {
   pending?: PendingOperatorToken;
   signing_key: KeyObject;
   master_key: string;
+  /** The data directory's master-key, when this start generated it. */
+  master_key_created?: string;
   webhook_secret?: string;
   /** The data directory's signing-key.pem, when this start generated it. */
   signing_key_created?: string;
@@ -150,10 +154,12 @@ function dataDirSetup(config: Config): DataDirSetup {
       config.provider === "simulator" && !config.razorpay.webhook_secret
         ? secretFile(data_dir, webhook_secret_file_name, randomSecret).value
         : undefined;
-    const master_key = resolveMasterKey(config);
+    const master = resolveMasterKey(config);
+    const master_key = master.key;
     const exposed = [...exposedDataDirPaths(data_dir, data_dir_secret_files), ...exposedPaths(config.signing_key_path ? [config.signing_key_path] : [])];
     const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed };
     if (loaded_key.created) setup.signing_key_created = loaded_key.path;
+    if (master.created !== undefined) setup.master_key_created = master.created;
     if (pending) setup.pending = pending;
     if (webhook_secret !== undefined) setup.webhook_secret = webhook_secret;
     return setup;
@@ -214,6 +220,8 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     // A key this start generated that the log refuses (it was started under another, whose file
     // is missing) is no one's: left there, the next start, and `bursar key`, would take it up.
     if (files.signing_key_created !== undefined && error instanceof SigningKeyError) rmSync(files.signing_key_created, { force: true });
+    // Likewise a master key generated beside sealed secrets it cannot open (its file was lost).
+    if (files.master_key_created !== undefined && error instanceof MasterKeyError) rmSync(files.master_key_created, { force: true });
     throw error;
   }
 }
@@ -234,8 +242,13 @@ async function serverOf(
     operatorRoutes(access, gate_context),
     webhookRoutes(gate_context),
     logRoutes({ log: bursar.log, authorizeReader: (header) => isReader(access, header) }),
-    ...evidenceSources({ access, bursar, master_key: files.master_key, onUnrecorded: metrics.evidenceGap }).plugins,
   ];
+  const evidence = evidenceSources({ access, bursar, master_key: files.master_key, onUnrecorded: metrics.evidenceGap });
+  await refuseForeignMasterKey(evidence.sources, config, files).catch(async (error: unknown) => {
+    await evidence.observer.close().catch(() => undefined);
+    throw error;
+  });
+  plugins.push(...evidence.plugins);
   const simulator = setup.simulator;
   if (simulator) plugins.push(async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })));
   const app = await buildServer({
@@ -253,6 +266,23 @@ async function serverOf(
   });
   accesses.set(app, access);
   return app;
+}
+
+/**
+ * The evidence sources' signing keys are sealed under the master key: one that does not open
+ * them (BURSAR_MASTER_KEY changed, or the data directory's master-key lost and generated anew)
+ * would fail every signed delivery later, so the start stops here, naming where the key came from.
+ */
+async function refuseForeignMasterKey(sources: SourceStore, config: Config, files: DataDirSetup): Promise<void> {
+  if (await sources.sealerOpensStoredKeys()) return;
+  const origin = config.master_key !== undefined
+    ? "BURSAR_MASTER_KEY"
+    : files.master_key_created !== undefined
+      ? `${join(config.data_dir, master_key_file_name)} (missing, so this start made a new one, now removed again)`
+      : join(config.data_dir, master_key_file_name);
+  throw new MasterKeyError(
+    `the master key from ${origin} does not open the evidence sources' signing keys stored in the database (sealed under another master key): restore the master key they were sealed under (BURSAR_MASTER_KEY, or the data directory's ${master_key_file_name} file from a backup); every instance sharing a database needs the same one`,
+  );
 }
 
 /** The maintenance timer's stop, and the routes' access (whose operator tokens the start may

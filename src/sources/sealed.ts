@@ -3,7 +3,8 @@
 // directory's generated `master-key` file). Bearer secrets are stored as SHA-256 only.
 
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
-import { master_key_chars_min, type Config } from "../config.js";
+import { join } from "node:path";
+import { ConfigError, master_key_chars_min, type Config } from "../config.js";
 import { randomSecret, secretFile } from "../datadir.js";
 
 export const master_key_file_name = "master-key";
@@ -18,6 +19,10 @@ const hkdf_info = "bursar/source-secrets/v1";
 export class SealError extends Error {
   override name = "SealError";
 }
+
+/** The master key does not open the sealed secrets already stored: the start stops (a
+ *  ConfigError by name: the CLI's one line and exit code 2). */
+export class MasterKeyError extends ConfigError {}
 
 /** AES-256-GCM with a key derived (HKDF-SHA256) from the master key string. */
 export class SecretSealer {
@@ -55,7 +60,10 @@ export class SecretSealer {
   }
 }
 
-/** BURSAR_MASTER_KEY, else the data directory's `master-key` file (generated, mode 0600, on first use). */
-export function resolveMasterKey(config: Pick<Config, "master_key" | "data_dir">): string {
-  return config.master_key ?? secretFile(config.data_dir, master_key_file_name, randomSecret).value;
+/** BURSAR_MASTER_KEY, else the data directory's `master-key` file (generated, mode 0600, on
+ *  first use; `created` is its path when this call generated it). */
+export function resolveMasterKey(config: Pick<Config, "master_key" | "data_dir">): { key: string; created?: string } {
+  if (config.master_key !== undefined) return { key: config.master_key };
+  const file = secretFile(config.data_dir, master_key_file_name, randomSecret);
+  return file.created ? { key: file.value, created: join(config.data_dir, master_key_file_name) } : { key: file.value };
 }

@@ -7,7 +7,7 @@ import type { EvidenceLog } from "../evidence/index.js";
 import { newToken, randomIds, sha256Hex, type IdSource } from "../ids.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
 import type { ShadowSettings } from "../observer/shadow.js";
-import type { SecretSealer } from "./sealed.js";
+import { SealError, type SecretSealer } from "./sealed.js";
 
 export const source_kinds = ["decisions", "observer"] as const;
 export type SourceKind = (typeof source_kinds)[number];
@@ -78,7 +78,8 @@ export class SourceStore {
   private readonly sealer: SecretSealer;
   private readonly clock: Clock;
   private readonly ids: IdSource;
-  private readonly observerCache = new Map<string, { at_ms: number; source: ObserverSource }>();
+  /** Valid observer tokens by hash: when last read, and when the token's grace ends (null: never). */
+  private readonly observerCache = new Map<string, { at_ms: number; expires_at_ms: number | null; source: ObserverSource }>();
 
   constructor(options: SourceStoreOptions) {
     this.driver = options.driver;
@@ -224,26 +225,52 @@ export class SourceStore {
     return row;
   }
 
+  /**
+   * Whether the master key opens the sealed signing keys already stored (true when none is):
+   * checked at start, so a lost or changed master key stops the start instead of failing every
+   * delivery later. One signing key is tried, the newest: all are sealed under the one key.
+   */
+  async sealerOpensStoredKeys(): Promise<boolean> {
+    const row = await this.driver.read((tx) =>
+      tx.get<{ secret_id: string; ciphertext: string }>(
+        "SELECT secret_id, ciphertext FROM evidence_source_secrets WHERE purpose = 'signing_key' ORDER BY created_at_ms DESC, secret_id DESC LIMIT 1",
+      ),
+    );
+    if (row === undefined) return true;
+    try {
+      this.sealer.open(row.ciphertext, row.secret_id);
+      return true;
+    } catch (error) {
+      if (error instanceof SealError) return false;
+      throw error;
+    }
+  }
+
   /** The signing keys valid now (the current one and any still in their grace period). */
   async signingKeys(source_id: string): Promise<string[]> {
+    return (await this.signingKeySecrets(source_id)).map((secret) => secret.key);
+  }
+
+  /** The signing keys valid now, each with its secret's id (what ingestDelivery checks again). */
+  async signingKeySecrets(source_id: string): Promise<Array<{ secret_id: string; key: string }>> {
     const rows = await this.driver.read((tx) =>
       tx.all<{ secret_id: string; ciphertext: string }>(
         "SELECT secret_id, ciphertext FROM evidence_source_secrets WHERE source_id = ? AND purpose = 'signing_key' AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
         [source_id, this.now_ms()],
       ),
     );
-    return rows.map((row) => this.sealer.open(row.ciphertext, row.secret_id));
+    return rows.map((row) => ({ secret_id: row.secret_id, key: this.sealer.open(row.ciphertext, row.secret_id) }));
   }
 
-  /** True when `token` is a valid API key of this source (looked up by hash). */
-  async apiKeyValid(source_id: string, token: string): Promise<boolean> {
+  /** The id of the secret when `token` is a valid API key of this source (looked up by hash), else undefined. */
+  async apiKeySecret(source_id: string, token: string): Promise<string | undefined> {
     const row = await this.driver.read((tx) =>
-      tx.get(
-        "SELECT 1 AS one FROM evidence_source_secrets WHERE token_sha256 = ? AND source_id = ? AND purpose = 'api_key' AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+      tx.get<{ secret_id: string }>(
+        "SELECT secret_id FROM evidence_source_secrets WHERE token_sha256 = ? AND source_id = ? AND purpose = 'api_key' AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
         [sha256Hex(token), source_id, this.now_ms()],
       ),
     );
-    return row !== undefined;
+    return row?.secret_id;
   }
 
   /**
@@ -254,7 +281,12 @@ export class SourceStore {
   async observerByToken(token: string): Promise<ObserverSource | null> {
     const hash = sha256Hex(token);
     const now_ms = this.now_ms();
-    const cached = this.observerCache.get(hash);
+    let cached = this.observerCache.get(hash);
+    // A token rotated out ends when its grace does, cached or not, and whatever the store's state.
+    if (cached && cached.expires_at_ms !== null && now_ms >= cached.expires_at_ms) {
+      this.observerCache.delete(hash);
+      cached = undefined;
+    }
     if (cached && now_ms - cached.at_ms < observer_cache_ttl_ms) return cached.source;
     let row: (SourceRow & { expires_at_ms: number | null }) | undefined;
     try {
@@ -263,7 +295,7 @@ export class SourceStore {
       row = await this.driver.read(
         (tx) =>
           tx.get<SourceRow & { expires_at_ms: number | null }>(
-            `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms FROM evidence_source_secrets k
+            `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms, k.expires_at_ms FROM evidence_source_secrets k
              JOIN evidence_sources s ON s.source_id = k.source_id
              WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
             [hash, now_ms],
@@ -272,7 +304,7 @@ export class SourceStore {
       );
     } catch (error) {
       if (!cached) throw error;
-      this.observerCache.set(hash, { at_ms: now_ms, source: cached.source });
+      this.observerCache.set(hash, { ...cached, at_ms: now_ms });
       return cached.source;
     }
     const source =
@@ -284,7 +316,7 @@ export class SourceStore {
     this.observerCache.delete(hash);
     if (!source) return null;
     if (this.observerCache.size >= observer_cache_entries_max) this.observerCache.delete(this.observerCache.keys().next().value as string);
-    this.observerCache.set(hash, { at_ms: now_ms, source });
+    this.observerCache.set(hash, { at_ms: now_ms, expires_at_ms: row!.expires_at_ms === null ? null : Number(row!.expires_at_ms), source });
     return source;
   }
 }
@@ -315,4 +347,27 @@ export async function lockEnabledSource(tx: SqlTx, source_id: string): Promise<v
   const row = await tx.get<{ disabled_at_ms: number | string | null }>(`SELECT disabled_at_ms FROM evidence_sources WHERE source_id = ? ${tx.forShare}`, [source_id]);
   if (!row) throw new HttpError(404, "not_found", "no such evidence source");
   if (row.disabled_at_ms !== null) throw new HttpError(403, "source_disabled", "this evidence source is disabled");
+}
+
+/**
+ * Inside an ingest's write transaction, after lockEnabledSource: one of the secrets the delivery
+ * was authenticated with (its matching signing keys, or its API key) is still valid at `now_ms`,
+ * or a 401. The route checked them before the body was parsed and validated; a rotation that
+ * ended them since (grace_seconds 0, or a grace that ran out meanwhile) committed before this
+ * transaction took the source's row (a rotation holds it until it commits), so nothing is stored
+ * under a key after the answer that ended it.
+ */
+export async function checkCredentialStillValid(tx: SqlTx, secret_ids: readonly string[], now_ms: number): Promise<void> {
+  if (secret_ids.length === 0) return;
+  const row = await tx.get(
+    `SELECT 1 AS one FROM evidence_source_secrets WHERE secret_id IN (${secret_ids.map(() => "?").join(", ")}) AND (expires_at_ms IS NULL OR expires_at_ms > ?)`,
+    [...secret_ids, now_ms],
+  );
+  if (row === undefined) {
+    throw new HttpError(
+      401,
+      "credential_expired",
+      "the key this delivery was authenticated with was rotated out (or its grace period ended) while the delivery was on its way; nothing was stored: send it again with the source's current key",
+    );
+  }
 }

@@ -3,6 +3,7 @@
 
 import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ingestDelivery } from "../../src/ingest/ingest.js";
 import { signatureHeader } from "../../src/ingest/signature.js";
 import { decisionsSource, deliver, harness, ndjson, record, type DecisionsSource, type Harness } from "./support.js";
 
@@ -139,6 +140,26 @@ describe("Bursar-Signature", () => {
     h.clock.advance(61_000);
     expect(await rejected(fresh(), { keys: [source.signing_key] })).toBe("signature_mismatch");
     expect((await deliver(h, source, fresh(), { keys: [rotated.body.signing_key] })).status).toBe(200);
+    source = { ...source, signing_key: rotated.body.signing_key, api_key: rotated.body.api_key };
+  });
+
+  it("a delivery authenticated before a rotation that ends its key is refused in its transaction, and stores nothing", async () => {
+    // What the route does for a delivery: the keys that authenticated it, then the store. Here a
+    // rotation with grace_seconds 0 commits in between, as it can on another instance.
+    const deps = { driver: h.bursar.driver, log: h.bursar.log, clock: h.clock };
+    const signing = await h.evidence.sources.signingKeySecrets(source.id);
+    const api_key = await h.evidence.sources.apiKeySecret(source.id, source.api_key);
+    expect(signing).toHaveLength(1);
+    expect(api_key).toBeDefined();
+    const rotated = await h.api<{ signing_key: string; api_key: string }>("POST", `/api/v1/evidence-sources/${source.id}/rotate`, { grace_seconds: 0 });
+    expect(rotated.status).toBe(200);
+    const before = await h.treeSize();
+    for (const credential of [[signing[0]!.secret_id], [api_key!]]) {
+      await expect(ingestDelivery(deps, source.id, Buffer.from(fresh()), credential)).rejects.toMatchObject({ status: 401, code: "credential_expired" });
+    }
+    expect(await h.treeSize()).toBe(before);
+    const current = await h.evidence.sources.signingKeySecrets(source.id);
+    expect((await ingestDelivery(deps, source.id, Buffer.from(fresh()), [signing[0]!.secret_id, current[0]!.secret_id])).written).toBe(1);
     source = { ...source, signing_key: rotated.body.signing_key, api_key: rotated.body.api_key };
   });
 

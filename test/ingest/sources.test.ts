@@ -72,6 +72,19 @@ describe("evidence sources", () => {
     expect({ status: answer.status, code: answer.body.error?.code }).toEqual({ status: 401, code: "signature_mismatch" });
   });
 
+  it("ends an old observer token at its grace's end even while its lookup is cached", async () => {
+    const created = await h.api<{ id: string; observer_token: string }>("POST", "/api/v1/evidence-sources", { kind: "observer", name: "rotated-observer", upstream_url: "http://127.0.0.1:9/mcp" });
+    expect(created.status).toBe(201);
+    const rotated = await h.api<{ observer_token: string }>("POST", `/api/v1/evidence-sources/${created.body.id}/rotate`, { grace_seconds: 2 });
+    expect(rotated.status).toBe(200);
+    // Looked up (and cached for up to 5 s) during the grace: both tokens open the source.
+    expect((await h.evidence.sources.observerByToken(created.body.observer_token))?.source_id).toBe(created.body.id);
+    expect((await h.evidence.sources.observerByToken(rotated.body.observer_token))?.source_id).toBe(created.body.id);
+    h.clock.advance(2_000);
+    expect(await h.evidence.sources.observerByToken(created.body.observer_token)).toBeNull();
+    expect((await h.evidence.sources.observerByToken(rotated.body.observer_token))?.source_id).toBe(created.body.id);
+  });
+
   it("writes a gate.operator entry for create, rotate and disable", async () => {
     const actions = (await h.entries("gate.operator")).map((stored) => stored.entry.body.action);
     expect(actions).toEqual(expect.arrayContaining(["source.create", "source.disable"]));

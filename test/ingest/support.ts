@@ -43,7 +43,8 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const bursar = await createBursar({ db, clock });
   const metrics = createMetrics();
   const access = { operator: OperatorTokens.fromToken(operator_token), ledger: bursar.ledger };
-  const evidence = evidenceSources({ access, bursar, master_key, clock, onUnrecorded: metrics.evidenceGap, onError: () => undefined, ...options });
+  // No clock of its own: the sources read the Bursar's (here the hand-moved one), as `bursar serve`'s do.
+  const evidence = evidenceSources({ access, bursar, master_key, onUnrecorded: metrics.evidenceGap, onError: () => undefined, ...options });
   const app = await buildServer({
     logger: false,
     plugins: [metrics.routes, logRoutes({ log: bursar.log, authorizeReader: async () => true }), ...evidence.plugins],

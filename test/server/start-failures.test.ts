@@ -4,7 +4,7 @@
 // signal during the start lets it end cleanly (no staged token file left behind).
 
 import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -182,6 +182,41 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
     const cli = await runBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
     expect(cli.code).toBe(2);
     expect(cli.stderr.trim().split("\n")).toEqual([expect.stringContaining(`${name} is empty`)]);
+  });
+
+  it("stops with one line when the master key does not open the evidence sources' stored signing keys, and keeps no key it made", async () => {
+    const data_dir = join(dir(), "master-key-lost");
+    const token = "master-key-test-operator-token-0123";
+    const env = { BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: token };
+    const first = await startServer(loadConfig(env), { logger: false });
+    try {
+      const created = await fetch(`${first.url}/api/v1/evidence-sources`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ kind: "decisions", name: "sealed" }),
+      });
+      expect(created.status).toBe(201);
+    } finally {
+      await first.app.close();
+    }
+    const master_key_path = join(data_dir, "master-key");
+    const kept = readFileSync(master_key_path, "utf8");
+    // Another BURSAR_MASTER_KEY.
+    await expect(startServer(loadConfig({ ...env, BURSAR_MASTER_KEY: "another-master-key-0123456789abcdef" }), { logger: false })).rejects.toThrow(
+      /master key from BURSAR_MASTER_KEY does not open the evidence sources' signing keys/,
+    );
+    // The file lost: the key this start generates is removed again, so the next start cannot take it up.
+    rmSync(master_key_path);
+    await expect(startServer(loadConfig(env), { logger: false })).rejects.toThrow(/master-key \(missing, so this start made a new one, now removed again\) does not open/);
+    expect(existsSync(master_key_path)).toBe(false);
+    const cli = await runBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: token });
+    expect(cli.code).toBe(2);
+    expect(cli.stderr.trim().split("\n")).toEqual([expect.stringContaining("restore the master key they were sealed under")]);
+    expect(existsSync(master_key_path)).toBe(false);
+    // Restored: the start goes on.
+    writeFileSync(master_key_path, kept, { mode: 0o600 });
+    const restored = await startServer(loadConfig(env), { logger: false });
+    await restored.app.close();
   });
 
   it("creates the database, its WAL and shared memory 0600, and narrows an existing database it owns", async () => {

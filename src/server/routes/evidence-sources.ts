@@ -6,7 +6,6 @@ import { logSink, Observer, type EvidenceSink, type GapReason } from "../../obse
 import { SecretSealer } from "../../sources/sealed.js";
 import { SourceStore } from "../../sources/store.js";
 import type { Clock } from "../../clock.js";
-import { systemClock } from "../../clock.js";
 import type { RoutePlugin } from "../app.js";
 import type { Access } from "../auth.js";
 import { ingestRoutes } from "./ingest.js";
@@ -15,8 +14,10 @@ import { sourceRoutes } from "./sources.js";
 
 export interface EvidenceSourceOptions {
   access: Access;
-  bursar: Pick<Bursar, "driver" | "log">;
+  bursar: Pick<Bursar, "driver" | "log" | "clock">;
   master_key: string;
+  /** Default: the Bursar's own clock (on PostgreSQL the database's, so that every instance ends a
+   *  rotated secret's grace, and checks a delivery's t=, at the same moment). */
   clock?: Clock;
   /** Where observed calls are written; default: the evidence log in its own transactions. */
   sink?: EvidenceSink;
@@ -39,8 +40,8 @@ export interface EvidenceSources {
 }
 
 export function evidenceSources(options: EvidenceSourceOptions): EvidenceSources {
-  const clock = options.clock ?? systemClock;
   const { driver, log } = options.bursar;
+  const clock = options.clock ?? options.bursar.clock;
   const sources = new SourceStore({ driver, log, sealer: new SecretSealer(options.master_key), clock });
   const observer = new Observer({
     sources,

@@ -85,15 +85,17 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
   const signatureShape = async (request: FastifyRequest): Promise<void> => {
     checkTimestamp(parseSignatureHeader(headerOf(request, signature_header)), options.clock());
   };
-  const apiKeySource = async (request: FastifyRequest): Promise<void> => {
+  /** The API key's secret id, once the key is valid for an enabled source. */
+  const apiKeySource = async (request: FastifyRequest): Promise<string> => {
     const source_id = sourceIdOf(request);
     const token = bearer(request.headers.authorization);
     if (!token) throw new HttpError(401, "unauthorized", "the source's API key is required as a bearer token");
     // Both look-ups run for every id, so an unknown id costs what a wrong key does.
     const refusal = await sourceRefusal(sources, source_id);
-    const valid = await sources.apiKeyValid(source_id, token);
-    if (!valid || refusal?.status === 404) throw new HttpError(401, "unauthorized", "the API key is not valid for this source");
+    const secret_id = await sources.apiKeySecret(source_id, token);
+    if (secret_id === undefined || refusal?.status === 404) throw new HttpError(401, "unauthorized", "the API key is not valid for this source");
     if (refusal) throw refusal;
+    return secret_id;
   };
   const operatorSource = async (request: FastifyRequest): Promise<void> => {
     await requireOperator(options.access, request);
@@ -106,15 +108,15 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
     const raw = rawBody(request);
     // Both look-ups run for every id; an id without a decisions source is checked against a key nobody holds.
     const refusal = await sourceRefusal(sources, source_id);
-    const signing_keys = await sources.signingKeys(source_id);
-    const keys = refusal?.status === 404 || signing_keys.length === 0 ? [unheld_signing_key] : signing_keys;
-    verifySignature(headerOf(request, signature_header), keys, raw, options.clock());
+    const secrets = await sources.signingKeySecrets(source_id);
+    const held = refusal?.status !== 404 && secrets.length > 0;
+    const matched = verifySignature(headerOf(request, signature_header), held ? secrets.map((secret) => secret.key) : [unheld_signing_key], raw, options.clock());
     if (refusal) throw refusal;
-    return answer(reply, ingestDelivery(ingest, source_id, raw));
+    return answer(reply, ingestDelivery(ingest, source_id, raw, matched.map((index) => secrets[index]!.secret_id)));
   });
   app.post("/api/v1/evidence-sources/:id/events", { bodyLimit, onRequest: apiKeySource }, async (request, reply) => {
-    await apiKeySource(request);
-    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), rawBody(request)));
+    const secret_id = await apiKeySource(request);
+    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), rawBody(request), [secret_id]));
   });
   app.post("/api/v1/evidence-sources/:id/upload", { bodyLimit, onRequest: operatorSource }, async (request, reply) => {
     await operatorSource(request);
