@@ -91,9 +91,12 @@ export function httpUrl(raw: string, name: string, { example, credentials_in }: 
   return url;
 }
 
-/** A command's --url (a server's base URL), without trailing slashes; a usage error unless http(s) without credentials. */
+/** A command's --url (a server's base URL), without trailing slashes; a usage error unless http(s)
+ *  without credentials, query or fragment (the command appends its own path, which would land in them). */
 export function baseUrlOption(raw: string, credentials_in: string): string {
-  httpUrl(raw, "--url", { example: "http://127.0.0.1:8787", credentials_in });
+  const example = "http://127.0.0.1:8787";
+  httpUrl(raw, "--url", { example, credentials_in });
+  if (/[?#]/.test(raw)) throw new UsageError(`--url ${JSON.stringify(raw)}: a base URL has no query (?…) or fragment (#…), e.g. ${example}`);
   return raw.replace(/\/+$/, "");
 }
 

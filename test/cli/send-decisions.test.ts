@@ -151,6 +151,61 @@ describe("bursar send-decisions", () => {
     expect(readFileSync(receipts, "utf8")).toBe('{"earlier":"receipt"}\n');
   });
 
+  it("says a delivery may have been stored when its connection drops after it was sent, not that it was not sent", async () => {
+    // A server that reads the whole delivery and closes the connection without answering, as one
+    // that stored it and then lost the connection (or a proxy cut it) would look from here.
+    let requests = 0;
+    const dropping = createServer((request, response) => {
+      requests++;
+      request.resume();
+      request.on("end", () => response.socket?.destroy());
+    });
+    await new Promise<void>((resolve) => dropping.listen(0, "127.0.0.1", resolve));
+    try {
+      const file = join(server.dir, "dropped.jsonl");
+      writeFileSync(file, ndjson([record("evt_dropped")]));
+      const url = `http://127.0.0.1:${(dropping.address() as AddressInfo).port}`;
+      const result = await runBursar(["send-decisions", file, "--url", url, "--source", "src_x"], key_env);
+      expect(result.code).toBe(1);
+      expect(requests).toBeGreaterThanOrEqual(1);
+      const line = oneLine(result.stderr);
+      expect(line).toContain("while sending lines 1..1: the server may have stored them before the connection failed");
+      expect(line).toContain("re-run the same command");
+      expect(line).not.toContain("not sent");
+    } finally {
+      dropping.close();
+    }
+  });
+
+  it("refuses a --receipts file it cannot write before sending anything, and exits 2", async () => {
+    let requests = 0;
+    const counting = createServer((_request, response) => {
+      requests++;
+      response.end();
+    });
+    await new Promise<void>((resolve) => counting.listen(0, "127.0.0.1", resolve));
+    try {
+      const file = join(server.dir, "receipts-unwritable.jsonl");
+      writeFileSync(file, ndjson([record("evt_receipts_unwritable")]));
+      const receipts = join(server.dir, "no-such-dir", "receipts.jsonl");
+      const url = `http://127.0.0.1:${(counting.address() as AddressInfo).port}`;
+      const result = await runBursar(["send-decisions", file, "--url", url, "--source", "src_x", "--receipts", receipts], key_env);
+      expect(result.code).toBe(2);
+      expect(result.stderr.split("\n")[0]).toBe(`bursar send-decisions: cannot write receipts to ${receipts} (ENOENT); nothing was sent`);
+      expect(requests).toBe(0);
+    } finally {
+      counting.close();
+    }
+  });
+
+  it.each(["http://127.0.0.1:8787/?x=1", "http://127.0.0.1:8787/#frag", "http://127.0.0.1:8787?"])("refuses --url %s (a query or fragment would swallow the path it appends), exits 2", async (url) => {
+    const file = join(server.dir, "query-url.jsonl");
+    writeFileSync(file, ndjson([record("evt_query_url")]));
+    const result = await runBursar(["send-decisions", file, "--url", url, "--source", "src_x"], key_env);
+    expect(result.code).toBe(2);
+    expect(result.stderr.split("\n")[0]).toBe(`bursar send-decisions: --url ${JSON.stringify(url)}: a base URL has no query (?…) or fragment (#…), e.g. http://127.0.0.1:8787`);
+  });
+
   it("sends a delivery answered 503 busy again after its Retry-After, saying so on stderr, and finishes", async () => {
     const created = await server.api<{ id: string; signing_key: string }>("POST", "/api/v1/evidence-sources", { kind: "decisions", name: "busy" });
     const file = join(server.dir, "busy.jsonl");

@@ -3,7 +3,7 @@
 // most 500 records (and 2 MiB), each signed with Bursar-Signature, and appends every delivery
 // receipt it gets back.
 
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync, closeSync, openSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { systemClock } from "../../clock.js";
 import { secret } from "../../config.js";
@@ -45,13 +45,15 @@ numbers records, written and duplicates, and a receipt whose records list the ev
 in order. Anything else (a proxy's or login page's HTML, an empty object) stops the run with
 one line naming the delivery and what was wrong, and writes nothing to the receipts file for it.
 Exit codes: 0 all sent; 1 a delivery was refused, answered without its receipt, or the server
-could not be reached; 2 bad arguments (a --url with user:password@ included, a
+could not be reached (a connection lost after a delivery was sent says it may have been stored:
+re-run to learn); 2 bad arguments (a --url with user:password@, a query or a fragment, a
 ${signing_key_variable} unset or of only whitespace), an unreadable FILE, a line of FILE
-that is not JSON on its own, or an unwritable receipts file.
+that is not JSON on its own, or a receipts file that cannot be written (checked before
+anything is sent).
 
 options:
-  --url URL          the Bursar server, e.g. http://127.0.0.1:8787 (no user:password@: such a
-                     URL is refused without being shown)
+  --url URL          the Bursar server, e.g. http://127.0.0.1:8787 (no query or fragment; no
+                     user:password@: such a URL is refused without being shown)
   --source ID        the decisions source id (src_…)
   --batch N          records per delivery, 1..${records_per_delivery_max} (default ${records_per_delivery_max})
   --receipts FILE    append each delivery's signed receipt to FILE, one JSON per line, as
@@ -137,6 +139,16 @@ function readOrExplain(path: string): Buffer {
   }
 }
 
+/** Opens (creating it if missing) the receipts file for appending before anything is sent: one
+ *  that cannot be written would otherwise stop the run only after its first delivery was stored. */
+function checkReceiptsWritable(path: string): void {
+  try {
+    closeSync(openSync(path, "a"));
+  } catch (error) {
+    throw new UsageError(`cannot write receipts to ${path} (${systemMessage(error)}); nothing was sent`);
+  }
+}
+
 /** Appends one receipt line; never truncates, so receipts of earlier runs survive a failed re-run. */
 function appendReceipt(path: string, receipt: unknown): void {
   try {
@@ -155,8 +167,17 @@ interface Answer {
   retry_after: string | null;
 }
 
+/** Failures that happen before a request leaves (no connection made): nothing of the delivery reached the server. */
+const unsent_failure_codes: ReadonlySet<string> = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT"]);
+
+interface Failed {
+  failed: string;
+  /** False when no connection was made; true when the connection failed after the delivery may have been sent. */
+  maybe_stored: boolean;
+}
+
 /** One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint. */
-async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | { failed: string }> {
+async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | Failed> {
   try {
     const response = await fetch(endpoint, {
       method: "POST",
@@ -167,18 +188,19 @@ async function post(endpoint: string, key: string, delivery: Delivery, abort: Ab
     const content_type = response.headers.get("content-type") ?? "no content-type";
     return { status: response.status, ok: response.ok, content_type, text: await response.text(), retry_after: response.headers.get("retry-after") };
   } catch (error) {
-    return { failed: `cannot reach ${endpoint} (${systemMessage(error)})` };
+    const reason = systemMessage(error);
+    return { failed: `cannot reach ${endpoint} (${reason})`, maybe_stored: !unsent_failure_codes.has(reason) };
   }
 }
 
 /** The seconds a 503 asks to wait before the delivery is sent again (Retry-After in seconds), or undefined. */
-function busyWait(response: Answer | { failed: string }): number | undefined {
+function busyWait(response: Answer | Failed): number | undefined {
   if ("failed" in response || response.status !== 503 || response.retry_after === null || !/^\d{1,9}$/.test(response.retry_after.trim())) return undefined;
   return Math.min(Number(response.retry_after.trim()), retry_after_seconds_max);
 }
 
 /** Posts a delivery, sending it again after the wait a busy server's 503 names (busy_attempts_max in all). */
-async function postPatiently(io: CliIo, endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | { failed: string }> {
+async function postPatiently(io: CliIo, endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | Failed> {
   for (let attempt = 1; ; attempt++) {
     const response = await post(endpoint, key, delivery, abort);
     const wait = attempt < busy_attempts_max ? busyWait(response) : undefined;
@@ -309,6 +331,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const records = fileRecords(file);
   const event_ids = checkOneRecordPerLine(records);
   const planned = deliveries(records, event_ids, batch);
+  if (values.receipts !== undefined) checkReceiptsWritable(values.receipts);
   const total = planned.reduce((sum, delivery) => sum + delivery.lines.length, 0);
   // SIGINT/SIGTERM abort the delivery in flight; the loop then reports what was accepted.
   const abort = new AbortController();
@@ -369,9 +392,12 @@ async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort,
 }
 
 /** Why the run stops at `delivery`: the server unreachable, a refusal, or a 2xx answer that is not its receipt. */
-function failureLines(response: Answer | { failed: string }, accepted: { problem: string } | undefined, { delivery, sent, receipts }: { delivery: Delivery; sent: number; receipts: string | undefined }): string {
+function failureLines(response: Answer | Failed, accepted: { problem: string } | undefined, { delivery, sent, receipts }: { delivery: Delivery; sent: number; receipts: string | undefined }): string {
   const lines = `lines ${delivery.lines[0]}..${delivery.lines.at(-1)}`;
-  if ("failed" in response) return `bursar send-decisions: ${response.failed}; ${lines} not sent, ${sent} records accepted before them`;
+  if ("failed" in response && !response.maybe_stored) return `bursar send-decisions: ${response.failed}; ${lines} not sent, ${sent} records accepted before them`;
+  if ("failed" in response) {
+    return `bursar send-decisions: ${response.failed} while sending ${lines}: the server may have stored them before the connection failed (${sent} records accepted before them); re-run the same command to learn which (records already received return their first receipts)`;
+  }
   if (accepted !== undefined) {
     const kept = receipts === undefined ? "" : `nothing written to ${receipts} for it; `;
     return `bursar send-decisions: delivery of ${lines} was answered HTTP ${response.status} without its receipt: ${accepted.problem}; ${kept}${sent} records accepted before it (is --url the Bursar server, not a proxy or a login page?)`;
