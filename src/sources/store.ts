@@ -206,6 +206,7 @@ export class SourceStore {
     await this.driver.transaction(async (tx) => {
       const row = await this.row(tx, source_id, true);
       if (row.kind !== "observer") throw new HttpError(409, "not_an_observer", "shadow settings apply to observer sources only");
+      if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source's shadow settings cannot be changed");
       await tx.run("UPDATE evidence_sources SET shadow_json = ? WHERE source_id = ?", [shadow ? JSON.stringify(shadow) : null, source_id]);
       await this.record(tx, { action: "source.shadow", source_id, shadow });
     });

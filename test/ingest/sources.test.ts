@@ -85,6 +85,20 @@ describe("evidence sources", () => {
     expect((await h.evidence.sources.observerByToken(rotated.body.observer_token))?.source_id).toBe(created.body.id);
   });
 
+  it("refuses to rotate a disabled source or change its shadow settings (409 source_disabled)", async () => {
+    const created = await h.api<{ id: string }>("POST", "/api/v1/evidence-sources", { kind: "observer", name: "disabled-observer", upstream_url: "http://127.0.0.1:9/mcp" });
+    expect((await h.api("POST", `/api/v1/evidence-sources/${created.body.id}/disable`)).status).toBe(200);
+    const before = await h.treeSize();
+    for (const [method, path, body] of [
+      ["PUT", "shadow", { shadow: null }],
+      ["POST", "rotate", {}],
+    ] as const) {
+      const answer = await h.api<{ error: { code: string } }>(method, `/api/v1/evidence-sources/${created.body.id}/${path}`, body);
+      expect([path, answer.status, answer.body.error.code]).toEqual([path, 409, "source_disabled"]);
+    }
+    expect(await h.treeSize()).toBe(before);
+  });
+
   it("writes a gate.operator entry for create, rotate and disable", async () => {
     const actions = (await h.entries("gate.operator")).map((stored) => stored.entry.body.action);
     expect(actions).toEqual(expect.arrayContaining(["source.create", "source.disable"]));
