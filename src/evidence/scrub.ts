@@ -327,6 +327,15 @@ export function isSecretValue(value: string): boolean {
 }
 
 /**
+ * A copy of `record` without the entries whose keys themselves look secret (isSecretValue):
+ * scrubbing would replace the whole object for one such key, taking every other entry with it.
+ * Keys are defined (fromEntries), so even "__proto__" stays an entry rather than a prototype.
+ */
+export function withoutSecretKeys(record: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(record).filter(([key]) => !isSecretValue(key)));
+}
+
+/**
  * A string as stored: "[redacted]" when it holds a credential, private key or card number; else
  * with each URL password and secret query value replaced by "[redacted]" in place (the scheme,
  * host, path and other parameters are kept), each counted; else unchanged. Replacing a URL's

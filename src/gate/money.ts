@@ -2,7 +2,7 @@
 // settle or mark unknown (one transaction, with evidence). Only a 4xx to order creation
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
-import { isSecretValue, redacted, scrub } from "../evidence/index.js";
+import { redacted, scrub, withoutSecretKeys } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type SentKey } from "../ledger/index.js";
 import { note_value_length_max, type PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
@@ -20,10 +20,10 @@ type Args = Record<string, unknown>;
  * written down, and notes are a classic exfiltration channel for an injected agent.
  */
 export function providerNotes(args: Args): Record<string, string> {
-  // fromEntries defines keys, so even "__proto__" stays a note rather than becoming a prototype.
-  // A note whose key looks like a secret is left out (scrubbing would replace all the notes).
-  const given = args.notes && typeof args.notes === "object" ? Object.entries(args.notes as Record<string, unknown>) : [];
-  const notes: Record<string, string> = Object.fromEntries(given.filter(([key]) => !isSecretValue(key)).map(([key, value]) => [key, String(value)]));
+  // A note whose key looks like a secret is left out (scrubbing would replace all the notes); an
+  // approved call's stored arguments had theirs left out the same way (authorize.ts).
+  const given = args.notes && typeof args.notes === "object" ? Object.entries(withoutSecretKeys(args.notes as Record<string, unknown>)) : [];
+  const notes: Record<string, string> = Object.fromEntries(given.map(([key, value]) => [key, String(value)]));
   if (typeof args.receipt === "string") notes.buyer_receipt = args.receipt;
   // Scrubbing can lengthen a value ("https://u:p@h" becomes "https://u:[redacted]@h"): one R0
   // let through at the limit is then replaced whole, so the provider does not refuse it.

@@ -5,7 +5,7 @@ import type { ProviderOutcome } from "../provider/port.js";
 import { isOrderId, isPaymentId } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
 import { orderView } from "./money.js";
-import { blockForAgent, readError, readResult, refusal, type ToolResult } from "./results.js";
+import { approvalOutcomeText, blockForAgent, readError, readResult, refusal, type ToolResult } from "./results.js";
 
 const not_yours = "not found among the orders this agent created through the gate";
 
@@ -95,5 +95,6 @@ export async function getApproval(context: GateContext, agent_id: string, args: 
   const state = approval.state === "forwarding" ? "approved" : approval.state;
   const structured: Record<string, unknown> = { approval_id: approval.approval_id, state };
   if (approval.result_json) structured.result = JSON.parse(approval.result_json);
-  return readResult(`Approval ${approval.approval_id} is ${state}.`, structured);
+  const outcome = approvalOutcomeText(state, structured.result as Record<string, unknown> | undefined);
+  return readResult(`Approval ${approval.approval_id} is ${state}.${outcome}`, structured);
 }

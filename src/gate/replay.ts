@@ -37,6 +37,16 @@ export function renderStored(
   return orderAllowed(stored.order as Record<string, unknown>, reservation_id, block, evidence, replayed);
 }
 
+/** The rule and reason a denied approval's re-check stored (refuseGrant), when it was the re-check that denied it. */
+function recheckRefusal(result_json: string | null): { rule: string; reason: string } | undefined {
+  if (!result_json) return undefined;
+  const stored = JSON.parse(result_json) as { rule?: unknown; reason?: unknown };
+  if (typeof stored.reason !== "string") return undefined;
+  // Denied by a re-check stored before the rule was: the rule its reason names, else HOLD.
+  const rule = typeof stored.rule === "string" ? stored.rule : (/^(R\d): /.exec(stored.reason)?.[1] ?? "HOLD");
+  return { rule, reason: stored.reason };
+}
+
 export async function replayResult(context: GateContext, auth: AuthorizeResult): Promise<ToolResult> {
   const row = auth.stored;
   if (!row) throw new Error("replay without a stored record");
@@ -49,7 +59,7 @@ export async function replayResult(context: GateContext, auth: AuthorizeResult):
       return held({ reason: "still waiting for an operator's approval" }, approval, block, auth.evidence, true);
     }
     if (approval.state === "denied" || approval.state === "expired") {
-      return approvalDecided(approval.approval_id, approval.state, `the approval was ${approval.state}`, auth.evidence);
+      return approvalDecided(approval.approval_id, approval.state, auth.evidence, recheckRefusal(approval.result_json));
     }
     if (!approval.result_json) return held({ reason: "approved; the call is being forwarded" }, approval, block, auth.evidence, true);
     return renderStored(JSON.parse(approval.result_json) as Stored, block, auth.evidence, true);

@@ -196,12 +196,38 @@ export function orderAfterRelease(order: Record<string, unknown>, reservation_id
   );
 }
 
-export function approvalDecided(approval_id: string, state: string, reason: string, evidence: EvidenceRef | undefined): ToolResult {
-  const structured = withEvidence(
-    { effect: "BLOCK", rule: "HOLD", reason, approval_id, approval_state: state, replayed: true },
-    evidence,
-  );
-  return result(`NOT APPROVED: approval ${approval_id} was ${state}. Nothing was charged.`, structured, true);
+/**
+ * A replayed HOLD whose approval was denied or expired. `refusal` is the re-check's rule and
+ * reason when the approval was denied by the check an operator's approve runs (the block
+ * revoked, frozen or expired meanwhile, the agent disabled), not by the operator.
+ */
+export function approvalDecided(approval_id: string, state: string, evidence: EvidenceRef | undefined, refusal?: { rule: string; reason: string }): ToolResult {
+  const rule = refusal?.rule ?? "HOLD";
+  const reason = refusal?.reason ?? `the approval was ${state}`;
+  const structured = withEvidence({ effect: "BLOCK", rule, reason, approval_id, approval_state: state, replayed: true }, evidence);
+  const why = refusal ? `could not be granted (${refusal.reason})` : `was ${state}`;
+  return result(`NOT APPROVED: approval ${approval_id} ${why}. Nothing was charged.`, structured, true);
+}
+
+/**
+ * What an approval's stored result says, for get_approval's text: how the approved call ended
+ * (an order, the provider's refusal, an unknown outcome with the money still held, no order),
+ * or why a re-check denied it. Empty when there is nothing to add.
+ */
+export function approvalOutcomeText(state: string, stored: Record<string, unknown> | undefined): string {
+  if (!stored) return "";
+  const reason = typeof stored.reason === "string" ? stored.reason : "";
+  if (state === "denied") return reason ? ` It could not be granted: ${reason}. Nothing was charged.` : "";
+  if (state !== "approved") return "";
+  if (stored.provider === "unknown") return ` The provider's answer is unknown (${reason}): the money stays held; do not assume an order exists.`;
+  if (stored.provider === "refused") {
+    const error = stored.error as { description?: unknown } | undefined;
+    return ` The provider refused the order (${String(error?.description ?? "refused")}): nothing was charged and the hold was released.`;
+  }
+  if (stored.provider === "no_order") return ` The provider made no order (${reason}): nothing was charged and the hold was released.`;
+  if (stored.provider === "late_order") return ` Its order came after the hold was released (${reason}): do not use it.`;
+  const order = stored.order as { id?: unknown } | undefined;
+  return typeof order?.id === "string" ? ` Order ${order.id} was created.` : "";
 }
 
 /** Results of the read-only tools carry no evidence entry: they move nothing. */

@@ -44,11 +44,18 @@ async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: strin
   return approval;
 }
 
-async function refuseGrant(tx: SqlTx, context: LedgerContext, approval: ApprovalRow, reservation: ReservationRow | undefined, reason: string) {
+/** Why an approval's re-check refused it: the rule a new call would be refused under, and the reason. */
+interface RecheckProblem {
+  rule: "R2" | "R4" | "HOLD" | "CALLER";
+  reason: string;
+}
+
+/** Denies the approval with its re-check's rule and reason stored, which a replay of its key and get_approval report. */
+async function refuseGrant(tx: SqlTx, context: LedgerContext, approval: ApprovalRow, reservation: ReservationRow | undefined, { rule, reason }: RecheckProblem) {
   const now_ms = context.clock().getTime();
   await tx.run("UPDATE approvals SET state = 'denied', decided_at_ms = ?, result_json = ? WHERE approval_id = ?", [
     now_ms,
-    JSON.stringify({ effect: "BLOCK", reason }),
+    JSON.stringify({ effect: "BLOCK", rule, reason }),
     approval.approval_id,
   ]);
   if (reservation) await releaseHold(tx, context, reservation, `approval re-check failed: ${reason}`);
@@ -71,15 +78,15 @@ export async function beginApproval(
   const now_ms = context.clock().getTime();
   const block = await lockBlock(tx, approval.block_id);
   const reservation = await getReservation(tx, approval.reservation_id);
-  let problem: string | undefined;
-  if (!block || block.revoked_at_ms !== null) problem = "R4: the spending block is revoked";
-  else if (block.frozen_at_ms !== null) problem = "R4: the spending block is frozen";
-  else if (now_ms >= block.expires_at_ms) problem = "R2: the spending block has expired";
-  else if (!reservation || reservation.status !== "held") problem = "the call's hold is no longer there";
-  else if (await agentDisabled(tx, approval.agent_id)) problem = "the agent is disabled";
+  let problem: RecheckProblem | undefined;
+  if (!block || block.revoked_at_ms !== null) problem = { rule: "R4", reason: "R4: the spending block is revoked" };
+  else if (block.frozen_at_ms !== null) problem = { rule: "R4", reason: "R4: the spending block is frozen" };
+  else if (now_ms >= block.expires_at_ms) problem = { rule: "R2", reason: "R2: the spending block has expired" };
+  else if (!reservation || reservation.status !== "held") problem = { rule: "HOLD", reason: "the call's hold is no longer there" };
+  else if (await agentDisabled(tx, approval.agent_id)) problem = { rule: "CALLER", reason: "the agent is disabled" };
   if (problem) {
     await refuseGrant(tx, context, approval, reservation, problem);
-    return { refused: problem };
+    return { refused: problem.reason };
   }
   const moved = await tx.run(
     "UPDATE approvals SET state = 'forwarding', decided_at_ms = ? WHERE approval_id = ? AND state = 'pending'",

@@ -2,7 +2,7 @@
 // the velocity count of a refusal) together with the decision's evidence entry.
 
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
-import { scrub } from "../evidence/scrub.js";
+import { scrub, withoutSecretKeys } from "../evidence/scrub.js";
 import { decide, isPlainObject, type IdempotencyState, type PaymentState, type PolicyCall, type PolicyState, type Verdict } from "../policy/index.js";
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
@@ -191,6 +191,17 @@ function inFlightRow(context: LedgerContext, input: AuthorizeInput, key: CallKey
   };
 }
 
+/**
+ * The arguments an approval stores to forward: notes whose keys look secret are left out one by
+ * one, as the direct path's providerNotes leaves them out, so an approved call reaches the
+ * provider with the notes an allowed one does (scrubbing alone replaced all its notes) and the
+ * operator reviewing it sees them.
+ */
+function forwardable(args: unknown): unknown {
+  if (!isPlainObject(args) || !isPlainObject(args.notes)) return args;
+  return { ...args, notes: withoutSecretKeys(args.notes) };
+}
+
 /** The rows a create_order hold writes: its reservation, the key's row and, for a HOLD, the
  *  approval it waits for. Built here once for the one-call and the batched paths. */
 export function holdRows(
@@ -228,7 +239,7 @@ export function holdRows(
     idempotency_key: key.key,
     tool: input.tool,
     // Stored for forwarding after approval; secret-looking values are not written down.
-    args_json: JSON.stringify(scrub(input.args)),
+    args_json: JSON.stringify(scrub(forwardable(input.args))),
     state: "pending",
     created_at_ms: now_ms,
     expires_at_ms: now_ms + context.approval_lifetime_ms,

@@ -170,6 +170,85 @@ describe("approvals", () => {
     expect(denied.body).toMatchObject({ approval_id: held.approval_id, state: "denied", amount: 450_000, currency: "INR" });
   });
 
+  it("forwards an approved call with the notes an allowed one gets: a note whose key looks secret is left out alone", async () => {
+    const agent = await server.agent("apr-notes", { approval_threshold: 10_000 });
+    const client = await server.client(agent.token);
+    const notes = { sku: "SKU-1", gift_wrap: "yes", "4111111111111111": "order ref" };
+    const allowed = await client.callTool({ name: "create_order", arguments: { amount: 5_000, currency: "INR", notes, idempotency_key: "notes-allowed" } });
+    const allowed_order = ((allowed.structuredContent as Structured).order as { id: string }).id;
+    const held = (await client.callTool({ name: "create_order", arguments: { amount: 15_000, currency: "INR", notes, idempotency_key: "notes-held" } })).structuredContent as Structured;
+    const listed = await server.api<{ approvals: Array<Record<string, unknown>> }>("GET", "/api/v1/approvals?state=pending");
+    const row = listed.body.approvals.find((approval) => approval.approval_id === held.approval_id);
+    // The operator reviews the notes (the card-number key left out), not one "[redacted]".
+    expect(JSON.parse(String(row?.args_json)).notes).toEqual({ sku: "SKU-1", gift_wrap: "yes" });
+    const approved = await server.api<{ result: { order: { id: string } } }>("POST", `/api/v1/approvals/${String(held.approval_id)}/approve`);
+    expect(approved.status).toBe(200);
+    const sent = (id: string) => server.started.simulator!.state.orders().find((order) => order.id === id)?.notes;
+    const { buyer_receipt: _a, ...direct } = sent(allowed_order) ?? {};
+    const { buyer_receipt: _b, ...forwarded } = sent(approved.body.result.order.id) ?? {};
+    expect(forwarded).toEqual(direct);
+    expect(forwarded).toEqual({ sku: "SKU-1", gift_wrap: "yes" });
+  });
+
+  it("get_approval says how an approved call ended: the provider's refusal or an unknown outcome, not just 'approved'", async () => {
+    const faults = server.started.simulator!.faults;
+    try {
+      const refused = await heldCall("apr-refused", "refused-1");
+      faults.set({ error_4xx_next: 1, only_routes: ["POST /v1/orders"] });
+      expect((await server.api("POST", `/api/v1/approvals/${String(refused.structured.approval_id)}/approve`)).status).toBe(200);
+      const told = await refused.client.callTool({ name: "get_approval", arguments: { approval_id: refused.structured.approval_id } });
+      expect(told.structuredContent).toMatchObject({ state: "approved", result: { provider: "refused" } });
+      expect((told.content as Array<{ text: string }>)[0]!.text).toMatch(/is approved\. The provider refused the order \(.+\): nothing was charged and the hold was released\.$/);
+
+      const unknown = await heldCall("apr-unknown", "unknown-1");
+      faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
+      expect((await server.api("POST", `/api/v1/approvals/${String(unknown.structured.approval_id)}/approve`)).status).toBe(200);
+      const unsure = await unknown.client.callTool({ name: "get_approval", arguments: { approval_id: unknown.structured.approval_id } });
+      expect(unsure.structuredContent).toMatchObject({ state: "approved", result: { provider: "unknown" } });
+      expect((unsure.content as Array<{ text: string }>)[0]!.text).toContain("The provider's answer is unknown (HTTP 500 from provider): the money stays held; do not assume an order exists.");
+      expect(await block(unknown.agent.block_id)).toMatchObject({ held: 15_000 });
+    } finally {
+      faults.reset();
+    }
+  });
+
+  it("decides an approved call the provider refused (4xx) again when its key is repeated, as a refused allowed call is: a new HOLD", async () => {
+    const { client, args, structured } = await heldCall("apr-refused-again", "refused-again-1");
+    const faults = server.started.simulator!.faults;
+    faults.set({ error_4xx_next: 1, only_routes: ["POST /v1/orders"] });
+    try {
+      expect((await server.api("POST", `/api/v1/approvals/${String(structured.approval_id)}/approve`)).status).toBe(200);
+    } finally {
+      faults.reset();
+    }
+    const again = (await client.callTool({ name: "create_order", arguments: args })).structuredContent as Structured;
+    expect(again).toMatchObject({ effect: "HOLD", rule: "HOLD" });
+    expect(again.replayed).toBeUndefined();
+    expect(again.approval_id).not.toBe(structured.approval_id);
+  });
+
+  it("a repeated call whose approval its re-check refused names the re-check's rule and reason, not a human denial", async () => {
+    const { agent, client, args, structured } = await heldCall("apr-recheck-replay", "recheck-replay-1", { ttl_seconds: 2 });
+    const approval_id = String(structured.approval_id);
+    const { expires_at } = (await server.api<{ expires_at: string }>("GET", `/api/v1/blocks/${agent.block_id}`)).body;
+    await waitUntil("the block to expire", () => Date.now() > Date.parse(expires_at), { interval_ms: 50 });
+    expect((await server.api("POST", `/api/v1/approvals/${approval_id}/approve`)).status).toBe(409);
+    const repeated = await client.callTool({ name: "create_order", arguments: args });
+    expect(repeated.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R2", reason: "R2: the spending block has expired", approval_state: "denied", replayed: true });
+    expect((repeated.content as Array<{ text: string }>)[0]!.text).toContain("could not be granted (R2: the spending block has expired)");
+    const told = await client.callTool({ name: "get_approval", arguments: { approval_id } });
+    expect(told.structuredContent).toMatchObject({ state: "denied", result: { effect: "BLOCK", rule: "R2", reason: "R2: the spending block has expired" } });
+    expect((told.content as Array<{ text: string }>)[0]!.text).toBe(`Approval ${approval_id} is denied. It could not be granted: R2: the spending block has expired. Nothing was charged.`);
+    // A human's denial still reads as one.
+    const denied = await heldCall("apr-human-deny", "human-deny-1");
+    expect((await server.api("POST", `/api/v1/approvals/${String(denied.structured.approval_id)}/deny`)).status).toBe(200);
+    expect((await denied.client.callTool({ name: "create_order", arguments: denied.args })).structuredContent).toMatchObject({
+      effect: "BLOCK",
+      rule: "HOLD",
+      reason: "the approval was denied",
+    });
+  });
+
   it("another agent cannot read an approval", async () => {
     const { structured } = await heldCall("apr-owner");
     const other = await server.agent("apr-other");

@@ -74,6 +74,13 @@ describe("request faults make the outcome unknown", () => {
     expect(await order("rsv_slow")).toEqual({ kind: "unknown", reason: `no answer within ${timeout_ms} ms` });
   });
 
+  it("latency is restricted by only_routes as every request fault is", async () => {
+    // An order creation held past the client's timeout; a lookup by receipt, held as long, would time out too.
+    sim.simulator.faults.set({ latency_ms: timeout_ms + 200, only_routes: ["POST /v1/orders"] });
+    expect(await order("rsv_latency_only")).toMatchObject({ kind: "unknown" });
+    expect(await provider().findOrdersByReceipt("rsv_latency_elsewhere")).toMatchObject({ kind: "ok" });
+  });
+
   it("latency holds a request before it takes effect, then it succeeds", async () => {
     // Without latency, a request takes effect in the same turn it is counted in, so "arrived but
     // not yet processed" is never observable; with latency it is, for latency_ms. The latency is

@@ -116,8 +116,10 @@ export class FaultState implements FaultControls {
     return this.get();
   }
 
-  latencyMs(): number {
-    return this.settings.latency_ms;
+  /** The latency for one request on `route`: only_routes restricts it as it restricts every request fault. */
+  latencyMs(route: SimulatorApiRoute): number {
+    const settings = this.settings;
+    return settings.only_routes.length > 0 && !settings.only_routes.includes(route) ? 0 : settings.latency_ms;
   }
 
   afterProcessing(): boolean {

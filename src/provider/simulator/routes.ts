@@ -87,7 +87,7 @@ function api(context: RouteContext, route: SimulatorApiRoute, handle: (request: 
     // The fault belongs to the request as it arrives: one still sleeping off its latency must not
     // take a fault a test set for the next request after it.
     const fault = context.faults.takeRequestFault(route);
-    const latency_ms = context.faults.latencyMs();
+    const latency_ms = context.faults.latencyMs(route);
     if (latency_ms > 0) await sleep(latency_ms, undefined, { signal: context.abort });
     // A 4xx (a refusal, or a 429 rate limit) never takes effect, whatever after_processing says.
     const refusal = fault?.kind === "error_4xx" || fault?.kind === "rate_limit";
