@@ -332,7 +332,8 @@ export interface Decided {
 /**
  * A decision records the call's tool name and arguments (scrubbed) up to these sizes: an
  * allowed or held call's arguments up to 64 KiB (the most a valid call carries is about 30 KB
- * of canonical JSON), a refused call's up to 4 KiB. Past them the entry keeps the value's size
+ * of canonical JSON), a refused call's or a replay's up to 4 KiB (a replay's arguments are
+ * the recorded call's: 2,000 replays of one with 29 KB of notes wrote 76 MB, measured). Past them the entry keeps the value's size
  * and SHA-256 instead of the value, still bound by the entry's hash, so an agent cannot fill
  * the log's disk at the pace of its refusals: with 1 MB of arguments it wrote 37 MB/s of
  * evidence from one loop, and still 47 MB/s with 60 KB ones refused by R6 (which runs before
@@ -419,7 +420,9 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
   };
   const tool = recordedValue(input.tool, decision_tool_bytes_max);
   if ("omitted" in tool) Object.assign(entry, { tool: null, tool_omitted: tool.omitted });
-  const args = recordedValue(entry.args, verdict.effect === "BLOCK" ? refused_args_bytes_max : decision_args_bytes_max);
+  // A replay repeats a call already recorded whole (its params_hash binds the two), and, like a
+  // refusal, nothing bounds how often an agent sends one: it is capped as a refusal is.
+  const args = recordedValue(entry.args, verdict.effect === "BLOCK" || verdict.replay ? refused_args_bytes_max : decision_args_bytes_max);
   if ("omitted" in args) Object.assign(entry, { args: keptArguments(input.args), args_omitted: args.omitted });
   return entry;
 }

@@ -88,7 +88,7 @@ describe("decision entries past their size limits", () => {
     expect(omitted.body.args).not.toHaveProperty("junk");
   });
 
-  it("an allowed call keeps arguments past the refused limit; refused by R6 (before R0), the same call's entry keeps their size and hash", async () => {
+  it("an allowed call keeps arguments past the refused limit; its replay, and refused by R6 (before R0) the same call, keep their size and hash", async () => {
     const { b, token } = await setup({ velocity: { max_calls: 1, window_seconds: 60 } });
     const notes = Object.fromEntries(Array.from({ length: 14 }, (_, index) => [`note_${String(index).padStart(58, "k")}`, "v".repeat(255)]));
     const allowed_args = { amount: 1000, currency: "INR", idempotency_key: "big-notes-1", notes };
@@ -96,6 +96,16 @@ describe("decision entries past their size limits", () => {
     const allowed = await b.gate.callTool(token, "create_order", allowed_args);
     expect(allowed.structuredContent).toMatchObject({ effect: "ALLOW" });
     expect((await decisionBody(b, allowed)).body).toMatchObject({ args: { notes } });
+    // Its replay is bound to it by params_hash and capped as a refusal is: R6 does not count replays.
+    const replay = await b.gate.callTool(token, "create_order", allowed_args);
+    expect(replay.structuredContent).toMatchObject({ effect: "ALLOW", replayed: true });
+    const replayed = await decisionBody(b, replay);
+    expect(replayed.text.length).toBeLessThan(4_000);
+    expect(replayed.body).toMatchObject({
+      args: { amount: 1000, currency: "INR", idempotency_key: "big-notes-1" },
+      args_omitted: { bytes: canonicalJson(allowed_args).length, sha256: sha256Hex(canonicalJson(allowed_args)) },
+      key: (await decisionBody(b, allowed)).body.key,
+    });
 
     const refused_args = { amount: 1000, currency: "INR", idempotency_key: "big-receipt", receipt: "r".repeat(60_000) };
     const refused = await b.gate.callTool(token, "create_order", refused_args);
