@@ -217,13 +217,56 @@ function notJsonMediaType(request: FastifyRequest, reply: FastifyReply): Fastify
   return reply.status(415).send({ jsonrpc: "2.0", error: { code: transport_refusal_code, message }, id: null });
 }
 
+/**
+ * Requests one agent may have in flight on /mcp at once, on one instance: each holds its body (up
+ * to the 1 MiB limit) in memory while it is read and decided, so without a bound one agent's
+ * token could hold any number of them (200 in flight of 1 MiB each took 300 MB more, measured).
+ * Well above what an agent's own concurrency needs (the tests run 100 calls at once on one).
+ */
+export const agent_requests_in_flight_max = 128;
+
+/** Counts each agent's /mcp requests from their authentication until their responses close. */
+class RequestsInFlight {
+  private readonly counts = new Map<string, number>();
+
+  /** Counts one for `agent_id` until `reply` closes; false (nothing counted) at the limit. */
+  take(agent_id: string, reply: FastifyReply): boolean {
+    const count = this.counts.get(agent_id) ?? 0;
+    if (count >= agent_requests_in_flight_max) return false;
+    this.counts.set(agent_id, count + 1);
+    reply.raw.once("close", () => {
+      const left = (this.counts.get(agent_id) ?? 1) - 1;
+      if (left === 0) this.counts.delete(agent_id);
+      else this.counts.set(agent_id, left);
+    });
+    return true;
+  }
+}
+
+function tooManyInFlight(reply: FastifyReply): FastifyReply {
+  return reply
+    .status(429)
+    .header("retry-after", "1")
+    .send(
+      errorBody(
+        "too_many_requests_in_flight",
+        `this agent already has ${agent_requests_in_flight_max} requests in flight on this instance; send more once some are answered (nothing was read or decided)`,
+      ),
+    );
+}
+
 export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
+  const in_flight = new RequestsInFlight();
   return async (app: FastifyInstance) => {
     await app.register(async (scope) => {
       scope.removeContentTypeParser("application/json");
       scope.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonAsIs);
-      const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) =>
-        (await authenticate(access, request, reply)) ? (notJsonMediaType(request, reply) ?? encodedBody(request, reply)) : reply;
+      const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) => {
+        const agent_id = await authenticate(access, request, reply);
+        if (!agent_id) return reply;
+        if (!in_flight.take(agent_id, reply)) return tooManyInFlight(reply);
+        return notJsonMediaType(request, reply) ?? encodedBody(request, reply);
+      };
       scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
         const agent_id = await authenticate(access, request, reply);
         if (!agent_id) return reply;

@@ -183,9 +183,9 @@ describe("approvals", () => {
     expect(JSON.parse(String(row?.args_json)).notes).toEqual({ sku: "SKU-1", gift_wrap: "yes" });
     const approved = await server.api<{ result: { order: { id: string } } }>("POST", `/api/v1/approvals/${String(held.approval_id)}/approve`);
     expect(approved.status).toBe(200);
-    const sent = (id: string) => server.started.simulator!.state.orders().find((order) => order.id === id)?.notes;
-    const { buyer_receipt: _a, ...direct } = sent(allowed_order) ?? {};
-    const { buyer_receipt: _b, ...forwarded } = sent(approved.body.result.order.id) ?? {};
+    const sent = (id: string) => (server.started.simulator!.state.orders().find((order) => order.id === id)?.notes ?? {}) as Record<string, string>;
+    const { buyer_receipt: _a, ...direct } = sent(allowed_order);
+    const { buyer_receipt: _b, ...forwarded } = sent(approved.body.result.order.id);
     expect(forwarded).toEqual(direct);
     expect(forwarded).toEqual({ sku: "SKU-1", gift_wrap: "yes" });
   });

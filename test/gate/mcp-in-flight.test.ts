@@ -1,0 +1,66 @@
+// One agent's requests in flight on /mcp are bounded per instance: each holds its body in memory
+// while it is read and decided. Past the bound a request is answered 429 before its body is read,
+// nothing decided or recorded; another agent is not affected, and a request that ends frees its place.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agent_requests_in_flight_max } from "../../src/server/mcp.js";
+import { RawConnection } from "../support/raw-connection.js";
+import { testServer, type TestServer } from "../support/server.js";
+import { waitUntil } from "../support/wait.js";
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await testServer();
+});
+afterAll(async () => server.close());
+
+const tools_list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+
+/** A POST /mcp whose head is sent and whose body is not: it stays in flight until closed. */
+async function stalled(token: string): Promise<RawConnection> {
+  const connection = await RawConnection.open(server.url);
+  connection.writeHead(
+    `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${token}\ncontent-length: 1000`,
+  );
+  return connection;
+}
+
+async function listTools(token: string): Promise<{ status: number; body: string; retry_after: string | null }> {
+  const response = await fetch(`${server.url}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${token}` },
+    body: tools_list,
+  });
+  return { status: response.status, body: await response.text(), retry_after: response.headers.get("retry-after") };
+}
+
+describe("requests in flight per agent on /mcp", () => {
+  it(`answers 429 past ${agent_requests_in_flight_max} of one agent's requests in flight, and frees a place when one ends`, async () => {
+    const busy = await server.agent("in-flight-busy");
+    const other = await server.agent("in-flight-other");
+    const before = await server.started.bursar.log.treeSize();
+    const connections: RawConnection[] = [];
+    try {
+      for (let i = 0; i < agent_requests_in_flight_max; i++) connections.push(await stalled(busy.token));
+      // Each stalled request is counted once its head is authenticated.
+      await waitUntil("every stalled request to be counted", async () => (await listTools(busy.token)).status === 429, { interval_ms: 20 });
+      const refused = await listTools(busy.token);
+      expect(refused.status).toBe(429);
+      expect(refused.retry_after).toBe("1");
+      expect(JSON.parse(refused.body)).toEqual({
+        error: {
+          code: "too_many_requests_in_flight",
+          message: `this agent already has ${agent_requests_in_flight_max} requests in flight on this instance; send more once some are answered (nothing was read or decided)`,
+        },
+      });
+      expect((await listTools(other.token)).status).toBe(200);
+      connections.pop()!.socket.destroy();
+      await waitUntil("a place to be freed", async () => (await listTools(busy.token)).status === 200, { interval_ms: 20 });
+    } finally {
+      for (const connection of connections) connection.socket.destroy();
+    }
+    // Nothing was decided: tools/list writes no entry, and the 429s none either.
+    expect(await server.started.bursar.log.treeSize()).toBe(before);
+    await waitUntil("every place to be freed", async () => (await listTools(busy.token)).status === 200, { interval_ms: 20 });
+  });
+});
