@@ -91,12 +91,22 @@ export function httpUrl(raw: string, name: string, { example, credentials_in }: 
   return url;
 }
 
-/** A command's --url (a server's base URL), without trailing slashes; a usage error unless http(s)
- *  without credentials, query or fragment (the command appends its own path, which would land in them). */
+/**
+ * A server's base URL (`name` says where it came from), without trailing slashes; a usage error
+ * unless http(s) without credentials, query or fragment: the command appends its own path, which
+ * would land in them. The value is not shown (a query can carry a token).
+ */
+export function baseUrl(raw: string, name: string, credentials_in: string, example?: string): URL {
+  const url = httpUrl(raw, name, example === undefined ? { credentials_in } : { example, credentials_in });
+  if (/[?#]/.test(raw)) throw new UsageError(`${name}: a base URL has no query (?…) or fragment (#…) (the value is not shown), e.g. ${base_url_example}`);
+  return url;
+}
+
+const base_url_example = "http://127.0.0.1:8787";
+
+/** A command's --url (a server's base URL, see baseUrl), without trailing slashes. */
 export function baseUrlOption(raw: string, credentials_in: string): string {
-  const example = "http://127.0.0.1:8787";
-  httpUrl(raw, "--url", { example, credentials_in });
-  if (/[?#]/.test(raw)) throw new UsageError(`--url ${JSON.stringify(raw)}: a base URL has no query (?…) or fragment (#…), e.g. ${example}`);
+  baseUrl(raw, "--url", credentials_in, base_url_example);
   return raw.replace(/\/+$/, "");
 }
 

@@ -225,7 +225,6 @@ export function approvalOutcomeText(state: string, stored: Record<string, unknow
     return ` The provider refused the order (${String(error?.description ?? "refused")}): nothing was charged and the hold was released.`;
   }
   if (stored.provider === "no_order") return ` The provider made no order (${reason}): nothing was charged and the hold was released.`;
-  if (stored.provider === "late_order") return ` Its order came after the hold was released (${reason}): do not use it.`;
   const order = stored.order as { id?: unknown } | undefined;
   return typeof order?.id === "string" ? ` Order ${order.id} was created.` : "";
 }

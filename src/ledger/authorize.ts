@@ -332,8 +332,8 @@ export interface Decided {
 /**
  * A decision records the call's tool name and arguments (scrubbed) up to these sizes: an
  * allowed or held call's arguments up to 64 KiB (the most a valid call carries is about 30 KB
- * of canonical JSON), a refused call's or a replay's up to 4 KiB (a replay's arguments are
- * the recorded call's: 2,000 replays of one with 29 KB of notes wrote 76 MB, measured). Past them the entry keeps the value's size
+ * of canonical JSON), a refused call's or a replay's up to 4 KiB (2,000 replays of a call
+ * with 29 KB of notes wrote 76 MB, measured). Past them the entry keeps the value's size
  * and SHA-256 instead of the value, still bound by the entry's hash, so an agent cannot fill
  * the log's disk at the pace of its refusals: with 1 MB of arguments it wrote 37 MB/s of
  * evidence from one loop, and still 47 MB/s with 60 KB ones refused by R6 (which runs before
@@ -420,8 +420,10 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
   };
   const tool = recordedValue(input.tool, decision_tool_bytes_max);
   if ("omitted" in tool) Object.assign(entry, { tool: null, tool_omitted: tool.omitted });
-  // A replay repeats a call already recorded whole (its params_hash binds the two), and, like a
-  // refusal, nothing bounds how often an agent sends one: it is capped as a refusal is.
+  // A replay answers a call already recorded under its key, and, like a refusal, nothing bounds
+  // how often an agent sends one: it is capped as a refusal is. (Its params_hash matches the
+  // recorded call's; for a derived key that hash leaves out receipt and notes, which a replay
+  // past the cap then keeps by size and SHA-256 only.)
   const args = recordedValue(entry.args, verdict.effect === "BLOCK" || verdict.replay ? refused_args_bytes_max : decision_args_bytes_max);
   if ("omitted" in args) Object.assign(entry, { args: keptArguments(input.args), args_omitted: args.omitted });
   return entry;

@@ -63,15 +63,14 @@ async function loadLocked(tx: SqlTx, call: CallRef): Promise<Locked> {
 }
 
 async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unknown>, keep: boolean): Promise<void> {
-  // An approved call's outcome is its approval's result (get_approval shows it).
-  if (call.approval_id) await finishApproval(tx, call.approval_id, result);
-  if (keep) {
-    if (!call.approval_id) await storeResult(tx, call.agent_id, call.key, result);
-    return;
-  }
-  // A refusal is not stored under the key, approved or not: the same call is decided again
-  // (one over the approval threshold is held for a new approval).
-  await dropIdempotency(tx, call.agent_id, call.key);
+  // An approved call's outcome is its approval's result: a replay of its key answers with it
+  // (DESIGN.md), a provider's refusal included.
+  if (call.approval_id) return finishApproval(tx, call.approval_id, result);
+  if (keep) return storeResult(tx, call.agent_id, call.key, result);
+  // A refusal is not stored: the same call is simply decided again. Only this call's own row
+  // goes: an answer that comes late (after a check released the hold and the key was used for
+  // a new call) must not take the new call's row with it.
+  return dropIdempotency(tx, call.agent_id, call.key, call.reservation_id);
 }
 
 /** Names an order on its reservation (params: order id, now, then the WHERE's): a held one's

@@ -165,8 +165,13 @@ export async function storeResult(tx: SqlTx, agent_id: string, key: string, resu
   );
 }
 
-export async function dropIdempotency(tx: SqlTx, agent_id: string, key: string): Promise<void> {
-  await tx.run("DELETE FROM idempotency_keys WHERE agent_id = ? AND key = ?", [agent_id, key]);
+/** Deletes the key's row; with `reservation_id`, only while the row is still that reservation's. */
+export async function dropIdempotency(tx: SqlTx, agent_id: string, key: string, reservation_id?: string): Promise<void> {
+  if (reservation_id === undefined) {
+    await tx.run("DELETE FROM idempotency_keys WHERE agent_id = ? AND key = ?", [agent_id, key]);
+    return;
+  }
+  await tx.run("DELETE FROM idempotency_keys WHERE agent_id = ? AND key = ? AND reservation_id = ?", [agent_id, key, reservation_id]);
 }
 
 export function getApproval(tx: SqlTx, approval_id: string): Promise<ApprovalRow | undefined> {

@@ -226,11 +226,14 @@ function notJsonMediaType(request: FastifyRequest, reply: FastifyReply): Fastify
 export const agent_requests_in_flight_max = 128;
 
 /** Counts each agent's /mcp requests from their authentication until their responses close. */
-class RequestsInFlight {
+export class RequestsInFlight {
   private readonly counts = new Map<string, number>();
 
   /** Counts one for `agent_id` until `reply` closes; false (nothing counted) at the limit. */
   take(agent_id: string, reply: FastifyReply): boolean {
+    // A client that left while it was being authenticated: its close has fired already, so a
+    // count taken now would never be given back. Nothing more is done for it anyway.
+    if (reply.raw.destroyed) return true;
     const count = this.counts.get(agent_id) ?? 0;
     if (count >= agent_requests_in_flight_max) return false;
     this.counts.set(agent_id, count + 1);

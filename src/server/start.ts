@@ -281,7 +281,7 @@ async function refuseForeignMasterKey(sources: SourceStore, config: Config, file
       ? `${join(config.data_dir, master_key_file_name)} (missing, so this start made a new one, now removed again)`
       : join(config.data_dir, master_key_file_name);
   throw new MasterKeyError(
-    `the master key from ${origin} does not open the evidence sources' signing keys stored in the database (sealed under another master key): restore the master key they were sealed under (BURSAR_MASTER_KEY, or the data directory's ${master_key_file_name} file from a backup); every instance sharing a database needs the same one`,
+    `the master key from ${origin} does not open the evidence sources' signing keys stored in the database (sealed under another master key): restore the master key they were sealed under (BURSAR_MASTER_KEY, or the data directory's ${master_key_file_name} file from a backup); every instance sharing a database needs the same one; if it is lost for good, see "Master key" in docs/evidence-sources.md`,
   );
 }
 

@@ -227,14 +227,18 @@ export class SourceStore {
   }
 
   /**
-   * Whether the master key opens the sealed signing keys already stored (true when none is):
-   * checked at start, so a lost or changed master key stops the start instead of failing every
-   * delivery later. One signing key is tried, the newest: all are sealed under the one key.
+   * Whether the master key opens the sealed signing keys deliveries can still use (true when
+   * there is none): checked at start, so a lost or changed master key stops the start instead of
+   * failing every delivery later. One is tried, the newest of an enabled source still valid: all
+   * are sealed under the one key, and a disabled source's or an ended key is never opened again.
    */
   async sealerOpensStoredKeys(): Promise<boolean> {
     const row = await this.driver.read((tx) =>
       tx.get<{ secret_id: string; ciphertext: string }>(
-        "SELECT secret_id, ciphertext FROM evidence_source_secrets WHERE purpose = 'signing_key' ORDER BY created_at_ms DESC, secret_id DESC LIMIT 1",
+        `SELECT k.secret_id, k.ciphertext FROM evidence_source_secrets k JOIN evidence_sources s ON s.source_id = k.source_id
+         WHERE k.purpose = 'signing_key' AND s.disabled_at_ms IS NULL AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)
+         ORDER BY k.created_at_ms DESC, k.secret_id DESC LIMIT 1`,
+        [this.now_ms()],
       ),
     );
     if (row === undefined) return true;

@@ -145,6 +145,15 @@ describe("command arguments", () => {
     expect(hidden.stderr.split("\n")[0]).toBe("bursar agent: --url/BURSAR_URL (the value is not shown): expected an http(s) URL");
   });
 
+  it("bursar agent refuses a base URL with a query or fragment without showing it (its path would land in them)", async () => {
+    for (const url of ["http://127.0.0.1:8787/?token=secret-in-query", "http://127.0.0.1:8787#frag"]) {
+      const query = await runBursar(["agent", "create", "--name", "a", "--url", url], operator_env, "", 10_000);
+      expect(query.code).toBe(2);
+      expect(query.stderr.split("\n")[0]).toBe("bursar agent: --url/BURSAR_URL: a base URL has no query (?…) or fragment (#…) (the value is not shown), e.g. http://127.0.0.1:8787");
+      expect(query.stderr).not.toContain("secret-in-query");
+    }
+  });
+
   it.each(["demo", "eval", "mutate", "migrate", "buyer"])("bursar %s refuses an argument it takes none of, instead of ignoring it", async (command) => {
     const result = await runBursar([command, "extra"], { BURSAR_DATA_DIR: dataDir() });
     expect(result.stderr.split("\n")[0]).toBe(`bursar ${command}: unexpected argument "extra"`);

@@ -212,8 +212,8 @@ describe("approvals", () => {
     }
   });
 
-  it("decides an approved call the provider refused (4xx) again when its key is repeated, as a refused allowed call is: a new HOLD", async () => {
-    const { client, args, structured } = await heldCall("apr-refused-again", "refused-again-1");
+  it("answers a repeated approved call the provider refused (4xx) with that refusal: its key keeps its approval", async () => {
+    const { agent, client, args, structured } = await heldCall("apr-refused-again", "refused-again-1");
     const faults = server.started.simulator!.faults;
     faults.set({ error_4xx_next: 1, only_routes: ["POST /v1/orders"] });
     try {
@@ -222,9 +222,10 @@ describe("approvals", () => {
       faults.reset();
     }
     const again = (await client.callTool({ name: "create_order", arguments: args })).structuredContent as Structured;
-    expect(again).toMatchObject({ effect: "HOLD", rule: "HOLD" });
-    expect(again.replayed).toBeUndefined();
-    expect(again.approval_id).not.toBe(structured.approval_id);
+    expect(again).toMatchObject({ provider: "refused", reservation_id: expect.stringMatching(/^res_/) });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
+    const pending = await server.api<{ approvals: Array<{ approval_id: string; agent_id?: string }> }>("GET", "/api/v1/approvals?state=pending");
+    expect(pending.body.approvals.filter((row) => row.approval_id !== structured.approval_id && row.agent_id === agent.agent_id)).toEqual([]);
   });
 
   it("a repeated call whose approval its re-check refused names the re-check's rule and reason, not a human denial", async () => {

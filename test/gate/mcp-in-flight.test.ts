@@ -1,9 +1,12 @@
 // One agent's requests in flight on /mcp are bounded per instance: each holds its body in memory
-// while it is read and decided. Past the bound a request is answered 429 before its body is read,
-// nothing decided or recorded; another agent is not affected, and a request that ends frees its place.
+// while it is read and decided. Past the bound a request is answered 429 before its body is read;
+// another agent is not affected, a request that ends frees its place, and one whose client left
+// during its authentication is never counted (its place would otherwise be lost for good).
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agent_requests_in_flight_max } from "../../src/server/mcp.js";
+import { EventEmitter } from "node:events";
+import type { FastifyReply } from "fastify";
+import { agent_requests_in_flight_max, RequestsInFlight } from "../../src/server/mcp.js";
 import { RawConnection } from "../support/raw-connection.js";
 import { testServer, type TestServer } from "../support/server.js";
 import { waitUntil } from "../support/wait.js";
@@ -34,11 +37,26 @@ async function listTools(token: string): Promise<{ status: number; body: string;
   return { status: response.status, body: await response.text(), retry_after: response.headers.get("retry-after") };
 }
 
+/** A reply as RequestsInFlight sees it: its raw response's close, and whether it is destroyed. */
+function fakeReply(destroyed: boolean): { reply: FastifyReply; close(): void } {
+  const raw = Object.assign(new EventEmitter(), { destroyed });
+  return { reply: { raw } as unknown as FastifyReply, close: () => raw.emit("close") };
+}
+
 describe("requests in flight per agent on /mcp", () => {
+  it("does not count a request whose client left while it was being authenticated (its close has fired already)", () => {
+    const in_flight = new RequestsInFlight();
+    for (let i = 0; i < 2 * agent_requests_in_flight_max; i++) expect(in_flight.take("agt_left", fakeReply(true).reply)).toBe(true);
+    const live = Array.from({ length: agent_requests_in_flight_max }, () => fakeReply(false));
+    for (const { reply } of live) expect(in_flight.take("agt_left", reply)).toBe(true);
+    expect(in_flight.take("agt_left", fakeReply(false).reply)).toBe(false);
+    live[0]!.close();
+    expect(in_flight.take("agt_left", fakeReply(false).reply)).toBe(true);
+  });
+
   it(`answers 429 past ${agent_requests_in_flight_max} of one agent's requests in flight, and frees a place when one ends`, async () => {
     const busy = await server.agent("in-flight-busy");
     const other = await server.agent("in-flight-other");
-    const before = await server.started.bursar.log.treeSize();
     const connections: RawConnection[] = [];
     try {
       for (let i = 0; i < agent_requests_in_flight_max; i++) connections.push(await stalled(busy.token));
@@ -59,8 +77,6 @@ describe("requests in flight per agent on /mcp", () => {
     } finally {
       for (const connection of connections) connection.socket.destroy();
     }
-    // Nothing was decided: tools/list writes no entry, and the 429s none either.
-    expect(await server.started.bursar.log.treeSize()).toBe(before);
     await waitUntil("every place to be freed", async () => (await listTools(busy.token)).status === 200, { interval_ms: 20 });
   });
 });

@@ -3,6 +3,7 @@
 // directory, database or address stops the start with one line, files are private, and a
 // signal during the start lets it end cleanly (no staged token file left behind).
 
+import Database from "better-sqlite3";
 import { spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
@@ -217,6 +218,28 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
     writeFileSync(master_key_path, kept, { mode: 0o600 });
     const restored = await startServer(loadConfig(env), { logger: false });
     await restored.app.close();
+    // Lost for good: the recovery docs/evidence-sources.md gives (remove the sealed keys, start, rotate) works.
+    const other_key = { ...env, BURSAR_MASTER_KEY: "another-master-key-0123456789abcdef" };
+    const database = new Database(join(data_dir, "bursar.db"));
+    database.prepare("DELETE FROM evidence_source_secrets WHERE purpose = 'signing_key'").run();
+    database.close();
+    const recovered = await startServer(loadConfig(other_key), { logger: false });
+    try {
+      const listed = await fetch(`${recovered.url}/api/v1/evidence-sources`, { headers: { authorization: `Bearer ${token}` } });
+      const { sources } = (await listed.json()) as { sources: Array<{ id: string }> };
+      const rotated = await fetch(`${recovered.url}/api/v1/evidence-sources/${sources[0]!.id}/rotate`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ grace_seconds: 0 }),
+      });
+      expect(rotated.status).toBe(200);
+      expect(((await rotated.json()) as { signing_key: string }).signing_key).toMatch(/^bsr_whsec_/);
+    } finally {
+      await recovered.app.close();
+    }
+    // Sealed under the other key now: that key starts, the old one is refused.
+    const again = await startServer(loadConfig(other_key), { logger: false });
+    await again.app.close();
   });
 
   it("creates the database, its WAL and shared memory 0600, and narrows an existing database it owns", async () => {

@@ -1,7 +1,7 @@
 // `bursar agent create --name NAME`: issues an agent token through a running server's operator
 // API. Also home of the small operator-API client that `bursar block` shares.
 
-import { bearerToken, httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { baseUrl, bearerToken, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const server_url_default = "http://127.0.0.1:8787";
 /** Operator calls are single-row writes; a server that takes longer than this is not answering. */
@@ -33,7 +33,7 @@ export interface OperatorTarget {
 
 export function operatorTarget(values: { url?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv): OperatorTarget {
   const raw = values.url ?? (env.BURSAR_URL || server_url_default);
-  const url = httpUrl(raw, "--url/BURSAR_URL", { credentials_in: "BURSAR_ADMIN_TOKEN (or --token)" });
+  const url = baseUrl(raw, "--url/BURSAR_URL", "BURSAR_ADMIN_TOKEN (or --token)");
   const given = values.token ?? env.BURSAR_ADMIN_TOKEN;
   if (!given) throw new UsageError("no operator token: set BURSAR_ADMIN_TOKEN or pass --token");
   const token = bearerToken(given, values.token ? "--token" : "BURSAR_ADMIN_TOKEN", "operator token");
