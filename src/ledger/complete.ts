@@ -274,7 +274,8 @@ export async function abandonCapture(
   if (unbind) {
     await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation.reservation_id]);
   }
-  await dropIdempotency(tx, call.agent_id, call.key);
+  // This call's own row only, as for a refused order (storeOutcome).
+  await dropIdempotency(tx, call.agent_id, call.key, call.reservation_id);
   const action = payment.refused ? "capture.refused" : "capture.unanswered";
   await record(tx, context, "gate.settlement", { action, reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
   return { kind: "abandoned" };
