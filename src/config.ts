@@ -180,6 +180,13 @@ export function databaseError(db: string, error: unknown): unknown {
   if (isPostgresUrl(db)) {
     // A URL loadConfig let through but node-postgres cannot parse (its message says only "Invalid URL").
     if (code_text === "ERR_INVALID_URL" || error instanceof URIError) return new ConfigError(postgres_url_invalid);
+    // Reached, but a lock wait or a statement ran out of time: not "cannot reach".
+    if (code_text === "55P03") {
+      return new ConfigError(
+        `BURSAR_DB=${maskedDb(db)}: waited too long for a lock another session holds (another bursar migrating, or a transaction using a table a migration changes; ${message}); nothing was changed: run it again once that session has ended`,
+      );
+    }
+    if (code_text === "57014") return new ConfigError(`BURSAR_DB=${maskedDb(db)}: PostgreSQL cancelled a statement that ran past its time limit (${message})`);
     if (!postgres_unreachable_codes.has(code_text) && !/timeout|connect|terminated/i.test(message)) return error;
     return new ConfigError(`BURSAR_DB=${maskedDb(db)}: cannot reach PostgreSQL (${message})`);
   }

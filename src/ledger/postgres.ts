@@ -45,8 +45,13 @@ export const pg_reconnect_backoff_ms_max = 1_000;
  */
 export const pg_query_timeout_ms = pg_statement_timeout_ms + 5_000;
 export const pg_keepalive_idle_ms = 10_000;
-/** Migrations wait this long for another process's migration before giving up. */
-export const pg_migration_timeout_ms = 120_000;
+/**
+ * Migrations wait this long for a lock (another process's migration, or a table another session
+ * is using) before giving up, with nothing changed. Their own work has no time limit: copying a
+ * large table (migration 010 copies money_calls, 3M rows in 22 s, measured) may take longer
+ * than any fixed bound, and a bound it always hit would stop the upgrade for good.
+ */
+export const pg_migration_lock_timeout_ms = 120_000;
 /** Round trips per clock measurement; the one with the shortest round trip wins (as NTP does). */
 export const pg_clock_samples = 5;
 export const pg_clock_resync_ms = 30_000;
@@ -82,6 +87,8 @@ export interface PostgresOptions {
   reconnect_budget_ms?: number;
   statement_timeout_ms?: number;
   idle_in_transaction_timeout_ms?: number;
+  /** Default pg_migration_lock_timeout_ms. */
+  migration_lock_timeout_ms?: number;
 }
 
 /** Thrown when the connection broke while COMMIT was in flight: the transaction may or may not
@@ -273,6 +280,7 @@ export class PostgresDriver implements SqlDriver {
   private readonly prepared_statements: boolean;
   private readonly query_timeout_ms: number;
   private readonly reconnect_budget_ms: number;
+  private readonly migration_lock_timeout_ms: number;
   private resync: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -280,6 +288,7 @@ export class PostgresDriver implements SqlDriver {
     this.prepared_statements = options.prepared_statements ?? true;
     this.query_timeout_ms = options.query_timeout_ms ?? pg_query_timeout_ms;
     this.reconnect_budget_ms = options.reconnect_budget_ms ?? pg_reconnect_budget_ms;
+    this.migration_lock_timeout_ms = options.migration_lock_timeout_ms ?? pg_migration_lock_timeout_ms;
     this.writers = new Permits(options.write_transactions_max ?? pg_write_transactions_max);
     this.pool = new pg.Pool({
       connectionString: options.url,
@@ -417,7 +426,9 @@ export class PostgresDriver implements SqlDriver {
     const { client } = checkout;
     try {
       await client.query("BEGIN");
-      await client.query(`SET LOCAL statement_timeout = ${pg_migration_timeout_ms}`);
+      // Waiting for a lock is bounded; the migrations' own statements are not (see pg_migration_lock_timeout_ms).
+      await client.query(`SET LOCAL lock_timeout = ${Math.floor(this.migration_lock_timeout_ms)}`);
+      await client.query("SET LOCAL statement_timeout = 0");
       const schema = await client.query<{ schema: string | null }>("SELECT current_schema() AS schema");
       const name = schema.rows[0]?.schema;
       if (!name) throw new NoSchemaError();

@@ -10,9 +10,13 @@ import { parseFlags, println, type CliIo } from "../command.js";
 export const help = `usage: bursar migrate
 
 Opens the database (BURSAR_DB, default $BURSAR_DATA_DIR/bursar.db) and applies the migrations
-not yet recorded in its schema_migrations table, in version order, each in its own
-transaction. Prints each version applied, or "up to date". Running it again is harmless.
-\`bursar serve\` also migrates at start; this command lets a deploy do it once, up front.
+not yet recorded in its schema_migrations table, in version order: on SQLite each in its own
+transaction, on PostgreSQL all in one. Prints each version applied, or "up to date". Running it
+again is harmless. \`bursar serve\` also migrates at start; this command lets a deploy do it
+once, up front. Stop every instance of an earlier release first: one left running against
+the migrated schema fails its money calls (closed: nothing is held or forwarded). On
+PostgreSQL a wait for a lock another session holds gives up after 120 s, nothing changed (one
+line, exit 2); the migrations themselves have no time limit.
 
 Options: none.
 
