@@ -202,17 +202,17 @@ export function writeSecretFile(path: string, contents: string): void {
 
 /** Reads a secret file from the data directory, creating it with `make()` on first use. Of two
  *  processes creating it at once, both end up with the value that was stored. */
-export function secretFile(data_dir: string, name: string, make: () => string): { value: string; created: boolean } {
+export function secretFile(data_dir: string, name: string, make: () => string): { value: string; path: string; created: boolean } {
   const path = join(data_dir, name);
   // The directory is checked before any secret in it is believed.
   ensureDataDir(data_dir);
   const existing = readDataDirSecret(path);
-  if (existing !== undefined) return { value: storedSecret(path, existing), created: false };
+  if (existing !== undefined) return { value: storedSecret(path, existing), path, created: false };
   const value = make();
-  if (publishStagedFile(stageSecretFile(path, `${value}\n`), path)) return { value, created: true };
+  if (publishStagedFile(stageSecretFile(path, `${value}\n`), path)) return { value, path, created: true };
   const stored = readDataDirSecret(path);
   if (stored === undefined) throw new ConfigError(`${path}: removed while it was being created; start again`);
-  return { value: storedSecret(path, stored), created: false };
+  return { value: storedSecret(path, stored), path, created: false };
 }
 
 /** A data directory secret that is only read here, never created (the signing key for `bursar export`). */

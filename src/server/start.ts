@@ -5,7 +5,6 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { createBursar, type Bursar } from "../index.js";
 import { ConfigError, databaseError, fileError, maskedDb, type Config } from "../config.js";
 import { data_dir_secret_files } from "../data-files.js";
@@ -131,8 +130,8 @@ interface DataDirSetup {
   pending?: PendingOperatorToken;
   signing_key: KeyObject;
   master_key: string;
-  /** The data directory's master-key, when this start generated it. */
-  master_key_created?: string;
+  /** The data directory's master-key file the key came from (none: BURSAR_MASTER_KEY), and whether this start generated it. */
+  master_key_file?: { path: string; created: boolean };
   webhook_secret?: string;
   /** The data directory's signing-key.pem, when this start generated it. */
   signing_key_created?: string;
@@ -154,12 +153,11 @@ function dataDirSetup(config: Config): DataDirSetup {
       config.provider === "simulator" && !config.razorpay.webhook_secret
         ? secretFile(data_dir, webhook_secret_file_name, randomSecret).value
         : undefined;
-    const master = resolveMasterKey(config);
-    const master_key = master.key;
+    const { key: master_key, file: master_key_file } = resolveMasterKey(config);
     const exposed = [...exposedDataDirPaths(data_dir, data_dir_secret_files), ...exposedPaths(config.signing_key_path ? [config.signing_key_path] : [])];
     const setup: DataDirSetup = { tokens: prepared.tokens, signing_key, master_key, exposed };
     if (loaded_key.created) setup.signing_key_created = loaded_key.path;
-    if (master.created !== undefined) setup.master_key_created = master.created;
+    if (master_key_file) setup.master_key_file = master_key_file;
     if (pending) setup.pending = pending;
     if (webhook_secret !== undefined) setup.webhook_secret = webhook_secret;
     return setup;
@@ -221,7 +219,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     // is missing) is no one's: left there, the next start, and `bursar key`, would take it up.
     if (files.signing_key_created !== undefined && error instanceof SigningKeyError) rmSync(files.signing_key_created, { force: true });
     // Likewise a master key generated beside sealed secrets it cannot open (its file was lost).
-    if (files.master_key_created !== undefined && error instanceof MasterKeyError) rmSync(files.master_key_created, { force: true });
+    if (files.master_key_file?.created && error instanceof MasterKeyError) rmSync(files.master_key_file.path, { force: true });
     throw error;
   }
 }
@@ -244,7 +242,7 @@ async function serverOf(
     logRoutes({ log: bursar.log, authorizeReader: (header) => isReader(access, header) }),
   ];
   const evidence = evidenceSources({ access, bursar, master_key: files.master_key, onUnrecorded: metrics.evidenceGap });
-  await refuseForeignMasterKey(evidence.sources, config, files).catch(async (error: unknown) => {
+  await refuseForeignMasterKey(evidence.sources, files).catch(async (error: unknown) => {
     await evidence.observer.close().catch(() => undefined);
     throw error;
   });
@@ -273,13 +271,10 @@ async function serverOf(
  * them (BURSAR_MASTER_KEY changed, or the data directory's master-key lost and generated anew)
  * would fail every signed delivery later, so the start stops here, naming where the key came from.
  */
-async function refuseForeignMasterKey(sources: SourceStore, config: Config, files: DataDirSetup): Promise<void> {
+async function refuseForeignMasterKey(sources: SourceStore, files: DataDirSetup): Promise<void> {
   if (await sources.sealerOpensStoredKeys()) return;
-  const origin = config.master_key !== undefined
-    ? "BURSAR_MASTER_KEY"
-    : files.master_key_created !== undefined
-      ? `${join(config.data_dir, master_key_file_name)} (missing, so this start made a new one, now removed again)`
-      : join(config.data_dir, master_key_file_name);
+  const file = files.master_key_file;
+  const origin = !file ? "BURSAR_MASTER_KEY" : file.created ? `${file.path} (missing, so this start made a new one, now removed again)` : file.path;
   throw new MasterKeyError(
     `the master key from ${origin} does not open the evidence sources' signing keys stored in the database (sealed under another master key): restore the master key they were sealed under (BURSAR_MASTER_KEY, or the data directory's ${master_key_file_name} file from a backup); every instance sharing a database needs the same one; if it is lost for good, see "Master key" in docs/evidence-sources.md`,
   );

@@ -3,7 +3,6 @@
 // directory's generated `master-key` file). Bearer secrets are stored as SHA-256 only.
 
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
-import { join } from "node:path";
 import { ConfigError, master_key_chars_min, type Config } from "../config.js";
 import { randomSecret, secretFile } from "../datadir.js";
 
@@ -61,9 +60,9 @@ export class SecretSealer {
 }
 
 /** BURSAR_MASTER_KEY, else the data directory's `master-key` file (generated, mode 0600, on
- *  first use; `created` is its path when this call generated it). */
-export function resolveMasterKey(config: Pick<Config, "master_key" | "data_dir">): { key: string; created?: string } {
+ *  first use): `file` says which file, and whether this call generated it. */
+export function resolveMasterKey(config: Pick<Config, "master_key" | "data_dir">): { key: string; file?: { path: string; created: boolean } } {
   if (config.master_key !== undefined) return { key: config.master_key };
-  const file = secretFile(config.data_dir, master_key_file_name, randomSecret);
-  return file.created ? { key: file.value, created: join(config.data_dir, master_key_file_name) } : { key: file.value };
+  const { value, path, created } = secretFile(config.data_dir, master_key_file_name, randomSecret);
+  return { key: value, file: { path, created } };
 }

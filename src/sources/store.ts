@@ -251,13 +251,9 @@ export class SourceStore {
     }
   }
 
-  /** The signing keys valid now (the current one and any still in their grace period). */
-  async signingKeys(source_id: string): Promise<string[]> {
-    return (await this.signingKeySecrets(source_id)).map((secret) => secret.key);
-  }
-
-  /** The signing keys valid now, each with its secret's id (what ingestDelivery checks again). */
-  async signingKeySecrets(source_id: string): Promise<Array<{ secret_id: string; key: string }>> {
+  /** The signing keys valid now (the current one and any still in their grace period), each with
+   *  its secret's id (what ingestDelivery checks again). */
+  async signingKeys(source_id: string): Promise<Array<{ secret_id: string; key: string }>> {
     const rows = await this.driver.read((tx) =>
       tx.all<{ secret_id: string; ciphertext: string }>(
         "SELECT secret_id, ciphertext FROM evidence_source_secrets WHERE source_id = ? AND purpose = 'signing_key' AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
@@ -312,16 +308,13 @@ export class SourceStore {
       this.observerCache.set(hash, { ...cached, at_ms: now_ms });
       return cached.source;
     }
-    const source =
-      row && row.disabled_at_ms === null && row.upstream_url
-        ? { source_id: row.source_id, upstream: new URL(row.upstream_url), shadow: row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null }
-        : null;
     // Only valid tokens are remembered, so anyone sending random tokens cannot push them out;
     // a token found invalid (a source disabled meanwhile) is forgotten, never served again.
     this.observerCache.delete(hash);
-    if (!source) return null;
+    if (!row || row.disabled_at_ms !== null || !row.upstream_url) return null;
+    const source = { source_id: row.source_id, upstream: new URL(row.upstream_url), shadow: row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null };
     if (this.observerCache.size >= observer_cache_entries_max) this.observerCache.delete(this.observerCache.keys().next().value as string);
-    this.observerCache.set(hash, { at_ms: now_ms, expires_at_ms: row!.expires_at_ms === null ? null : Number(row!.expires_at_ms), source });
+    this.observerCache.set(hash, { at_ms: now_ms, expires_at_ms: row.expires_at_ms === null ? null : Number(row.expires_at_ms), source });
     return source;
   }
 }

@@ -148,6 +148,13 @@ describe("approvals", () => {
 
     await expectRecheckRefused(client, approval_id, "R2: the spending block has expired");
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
+    // The agent hears the re-check's rule and reason, not a human denial (the deny test's HOLD).
+    const repeated = await client.callTool({ name: "create_order", arguments: { amount: 15_000, currency: "INR", idempotency_key: "big-1" } });
+    expect(repeated.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R2", reason: "R2: the spending block has expired", approval_state: "denied", replayed: true });
+    expect((repeated.content as Array<{ text: string }>)[0]!.text).toContain("could not be granted (R2: the spending block has expired)");
+    const told = await client.callTool({ name: "get_approval", arguments: { approval_id } });
+    expect(told.structuredContent).toMatchObject({ result: { rule: "R2" } });
+    expect((told.content as Array<{ text: string }>)[0]!.text).toBe(`Approval ${approval_id} is denied. It could not be granted: R2: the spending block has expired. Nothing was charged.`);
   });
 
   it("shows the operator the held call's amount and currency as fields of their own, whatever the agent wrote in its arguments", async () => {
@@ -190,7 +197,7 @@ describe("approvals", () => {
     expect(forwarded).toEqual({ sku: "SKU-1", gift_wrap: "yes" });
   });
 
-  it("get_approval says how an approved call ended: the provider's refusal or an unknown outcome, not just 'approved'", async () => {
+  it("get_approval says how an approved call ended: the provider's refusal (which a repeat of the call answers) or an unknown outcome, not just 'approved'", async () => {
     const faults = server.started.simulator!.faults;
     try {
       const refused = await heldCall("apr-refused", "refused-1");
@@ -199,6 +206,9 @@ describe("approvals", () => {
       const told = await refused.client.callTool({ name: "get_approval", arguments: { approval_id: refused.structured.approval_id } });
       expect(told.structuredContent).toMatchObject({ state: "approved", result: { provider: "refused" } });
       expect((told.content as Array<{ text: string }>)[0]!.text).toMatch(/is approved\. The provider refused the order \(.+\): nothing was charged and the hold was released\.$/);
+      // Its key keeps its approval (DESIGN.md): repeated, it answers the refusal, and holds nothing anew.
+      expect((await refused.client.callTool({ name: "create_order", arguments: refused.args })).structuredContent).toMatchObject({ provider: "refused" });
+      expect(await block(refused.agent.block_id)).toMatchObject({ held: 0, spent: 0 });
 
       const unknown = await heldCall("apr-unknown", "unknown-1");
       faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
@@ -210,44 +220,6 @@ describe("approvals", () => {
     } finally {
       faults.reset();
     }
-  });
-
-  it("answers a repeated approved call the provider refused (4xx) with that refusal: its key keeps its approval", async () => {
-    const { agent, client, args, structured } = await heldCall("apr-refused-again", "refused-again-1");
-    const faults = server.started.simulator!.faults;
-    faults.set({ error_4xx_next: 1, only_routes: ["POST /v1/orders"] });
-    try {
-      expect((await server.api("POST", `/api/v1/approvals/${String(structured.approval_id)}/approve`)).status).toBe(200);
-    } finally {
-      faults.reset();
-    }
-    const again = (await client.callTool({ name: "create_order", arguments: args })).structuredContent as Structured;
-    expect(again).toMatchObject({ provider: "refused", reservation_id: expect.stringMatching(/^res_/) });
-    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
-    const pending = await server.api<{ approvals: Array<{ approval_id: string; agent_id?: string }> }>("GET", "/api/v1/approvals?state=pending");
-    expect(pending.body.approvals.filter((row) => row.approval_id !== structured.approval_id && row.agent_id === agent.agent_id)).toEqual([]);
-  });
-
-  it("a repeated call whose approval its re-check refused names the re-check's rule and reason, not a human denial", async () => {
-    const { agent, client, args, structured } = await heldCall("apr-recheck-replay", "recheck-replay-1", { ttl_seconds: 2 });
-    const approval_id = String(structured.approval_id);
-    const { expires_at } = (await server.api<{ expires_at: string }>("GET", `/api/v1/blocks/${agent.block_id}`)).body;
-    await waitUntil("the block to expire", () => Date.now() > Date.parse(expires_at), { interval_ms: 50 });
-    expect((await server.api("POST", `/api/v1/approvals/${approval_id}/approve`)).status).toBe(409);
-    const repeated = await client.callTool({ name: "create_order", arguments: args });
-    expect(repeated.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R2", reason: "R2: the spending block has expired", approval_state: "denied", replayed: true });
-    expect((repeated.content as Array<{ text: string }>)[0]!.text).toContain("could not be granted (R2: the spending block has expired)");
-    const told = await client.callTool({ name: "get_approval", arguments: { approval_id } });
-    expect(told.structuredContent).toMatchObject({ state: "denied", result: { effect: "BLOCK", rule: "R2", reason: "R2: the spending block has expired" } });
-    expect((told.content as Array<{ text: string }>)[0]!.text).toBe(`Approval ${approval_id} is denied. It could not be granted: R2: the spending block has expired. Nothing was charged.`);
-    // A human's denial still reads as one.
-    const denied = await heldCall("apr-human-deny", "human-deny-1");
-    expect((await server.api("POST", `/api/v1/approvals/${String(denied.structured.approval_id)}/deny`)).status).toBe(200);
-    expect((await denied.client.callTool({ name: "create_order", arguments: denied.args })).structuredContent).toMatchObject({
-      effect: "BLOCK",
-      rule: "HOLD",
-      reason: "the approval was denied",
-    });
   });
 
   it("another agent cannot read an approval", async () => {

@@ -95,7 +95,8 @@ describe("decision entries past their size limits", () => {
     expect(canonicalJson(allowed_args).length).toBeGreaterThan(refused_args_bytes_max);
     const allowed = await b.gate.callTool(token, "create_order", allowed_args);
     expect(allowed.structuredContent).toMatchObject({ effect: "ALLOW" });
-    expect((await decisionBody(b, allowed)).body).toMatchObject({ args: { notes } });
+    const recorded = (await decisionBody(b, allowed)).body;
+    expect(recorded).toMatchObject({ args: { notes } });
     // Its replay is bound to it by params_hash and capped as a refusal is: R6 does not count replays.
     const replay = await b.gate.callTool(token, "create_order", allowed_args);
     expect(replay.structuredContent).toMatchObject({ effect: "ALLOW", replayed: true });
@@ -104,7 +105,7 @@ describe("decision entries past their size limits", () => {
     expect(replayed.body).toMatchObject({
       args: { amount: 1000, currency: "INR", idempotency_key: "big-notes-1" },
       args_omitted: { bytes: canonicalJson(allowed_args).length, sha256: sha256Hex(canonicalJson(allowed_args)) },
-      key: (await decisionBody(b, allowed)).body.key,
+      key: recorded.key,
     });
 
     const refused_args = { amount: 1000, currency: "INR", idempotency_key: "big-receipt", receipt: "r".repeat(60_000) };

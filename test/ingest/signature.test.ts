@@ -147,7 +147,7 @@ describe("Bursar-Signature", () => {
     // What the route does for a delivery: the keys that authenticated it, then the store. Here a
     // rotation with grace_seconds 0 commits in between, as it can on another instance.
     const deps = { driver: h.bursar.driver, log: h.bursar.log, clock: h.clock };
-    const signing = await h.evidence.sources.signingKeySecrets(source.id);
+    const signing = await h.evidence.sources.signingKeys(source.id);
     const api_key = await h.evidence.sources.apiKeySecret(source.id, source.api_key);
     expect(signing).toHaveLength(1);
     expect(api_key).toBeDefined();
@@ -158,7 +158,7 @@ describe("Bursar-Signature", () => {
       await expect(ingestDelivery(deps, source.id, Buffer.from(fresh()), credential)).rejects.toMatchObject({ status: 401, code: "credential_expired" });
     }
     expect(await h.treeSize()).toBe(before);
-    const current = await h.evidence.sources.signingKeySecrets(source.id);
+    const current = await h.evidence.sources.signingKeys(source.id);
     expect((await ingestDelivery(deps, source.id, Buffer.from(fresh()), [signing[0]!.secret_id, current[0]!.secret_id])).written).toBe(1);
     source = { ...source, signing_key: rotated.body.signing_key, api_key: rotated.body.api_key };
   });

@@ -49,11 +49,9 @@ describe.skipIf(!pg_server)("PostgreSQL migrations and time", () => {
   it("runs migrations with no statement timeout at all, whatever the connections' own", async () => {
     const driver = new PostgresDriver({ url: schema!.url, statement_timeout_ms: 200 });
     try {
-      // Work that takes longer than any statement may on these connections…
-      expect(await driver.migrate(later(1_002, "SELECT pg_sleep(0.6)"))).toEqual([1_002]);
-      // …because there is no limit (a fixed one, however long, a big enough table would always hit).
+      // Checked from inside a migration: no limit at all (a fixed one, however long, a big enough table would always hit).
       const unlimited = `DO $$ BEGIN IF current_setting('statement_timeout') <> '0' THEN RAISE EXCEPTION 'statement_timeout is %', current_setting('statement_timeout'); END IF; END $$`;
-      expect(await driver.migrate([...later(1_002, "SELECT 1"), { version: 1_003, name: "test_1003", sqlite: "", postgres: unlimited }])).toEqual([1_003]);
+      expect(await driver.migrate(later(1_002, unlimited))).toEqual([1_002]);
     } finally {
       await driver.close();
     }

@@ -108,7 +108,7 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
     const raw = rawBody(request);
     // Both look-ups run for every id; an id without a decisions source is checked against a key nobody holds.
     const refusal = await sourceRefusal(sources, source_id);
-    const secrets = await sources.signingKeySecrets(source_id);
+    const secrets = await sources.signingKeys(source_id);
     const held = refusal?.status !== 404 && secrets.length > 0;
     const matched = verifySignature(headerOf(request, signature_header), held ? secrets.map((secret) => secret.key) : [unheld_signing_key], raw, options.clock());
     if (refusal) throw refusal;
