@@ -1,0 +1,38 @@
+// The test watchdog (watchdog.ts): a file whose event loop stands still for good does not hang
+// the run. Runs vitest on the two files in stall/ with the stall limit cut to 3 s.
+
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { expect, it } from "vitest";
+import { repo_root } from "./build.js";
+
+interface Run {
+  code: number | null;
+  output: string;
+  killed: boolean;
+}
+
+function runStallSuite(): Promise<Run> {
+  const vitest = join(repo_root, "node_modules/vitest/vitest.mjs");
+  const env: NodeJS.ProcessEnv = { ...process.env, BURSAR_TEST_STALL_MS: "3000", NO_COLOR: "1" };
+  delete env.CI;
+  return new Promise((resolve) => {
+    // Without the watchdog the run never ends; 45 s is the bound of this test, not a speed check.
+    const child = execFile(process.execPath, [vitest, "run", "--config", "test/support/stall/vitest.config.ts"], { cwd: repo_root, env, timeout: 45_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+      resolve({ code: child.exitCode, output: stdout + stderr, killed: error?.killed === true });
+    });
+  });
+}
+
+it("kills a test process that stands still, naming its file and test, and the run goes on to fail", async () => {
+  const run = await runStallSuite();
+  expect(run.killed, run.output).toBe(false);
+  expect(run.code, run.output).toBe(1);
+  expect(run.output).toMatch(/watchdog: test process \d+ stood still for \d+ s in test\/support\/stall\/blocked\.stall\.ts > stands still; its threads' native stacks follow, then it is killed/);
+  expect(run.output).toContain("Worker exited unexpectedly");
+  expect(run.output).toMatch(/✓ .*moving\.stall\.ts/);
+  // gdb is on CI's machine; elsewhere the line says why there are no stacks.
+  if (existsSync("/usr/bin/gdb")) expect(run.output).toMatch(/Thread 1 .*\n#0 /);
+  else expect(run.output).toContain("watchdog: no native stacks");
+}, 60_000);

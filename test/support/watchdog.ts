@@ -1,0 +1,66 @@
+// Ends a test process whose event loop has stood still for minutes, after printing which test
+// it was running and every thread's native stack. A blocked event loop cannot time out by
+// itself (vitest's timeouts are timers on that loop), so without this a native deadlock in one
+// file (Node 20 once had one in Ed25519 key export, see note.ts) hangs the whole run until CI's
+// own limit, with nothing said. A worker thread keeps running while the main thread is stuck:
+// it watches a heartbeat the main thread writes each second. Loaded by vitest's setupFiles.
+
+import { relative } from "node:path";
+import { Worker } from "node:worker_threads";
+import { beforeEach, expect } from "vitest";
+
+/** How long the event loop may stand still (BURSAR_TEST_STALL_MS overrides, for the watchdog's own test). */
+const stall_ms = Number(process.env.BURSAR_TEST_STALL_MS) || 300_000;
+
+// The watcher, as a CommonJS script. It writes with writeSync to fd 2 because a worker's
+// process.stderr goes through the main thread, which is the one that is stuck.
+const watcher = `
+const { workerData, parentPort } = require("node:worker_threads");
+const { writeSync } = require("node:fs");
+const { spawnSync } = require("node:child_process");
+const beat = new Int32Array(workerData.heartbeat);
+let running = "(before the first test)";
+parentPort.on("message", (name) => { running = name; });
+function check() {
+  const stood_ms = Date.now() - Atomics.load(beat, 0) * 1000 - workerData.origin;
+  if (stood_ms < workerData.stall_ms) return setTimeout(check, 1000);
+  writeSync(2, "\\nwatchdog: test process " + process.pid + " stood still for " + Math.round(stood_ms / 1000) + " s in " + running + "; its threads' native stacks follow, then it is killed\\n");
+  const gdb = spawnSync("gdb", ["-p", String(process.pid), "-batch", "-ex", "thread apply all bt"], { stdio: ["ignore", 2, 2], timeout: 60000 });
+  if (gdb.error) writeSync(2, "watchdog: no native stacks (gdb: " + gdb.error.message + ")\\n");
+  process.kill(process.pid, "SIGKILL");
+}
+check();
+`;
+
+interface Watched {
+  worker: Worker;
+}
+
+const slot = Symbol.for("bursar.test.watchdog");
+const holder = globalThis as typeof globalThis & { [slot]?: Watched };
+
+function start(): Watched {
+  const origin = Date.now();
+  const heartbeat = new SharedArrayBuffer(4);
+  const beat = new Int32Array(heartbeat);
+  const tick = () => Atomics.store(beat, 0, Math.floor((Date.now() - origin) / 1000));
+  tick();
+  setInterval(tick, 1000).unref();
+  const worker = new Worker(watcher, { eval: true, workerData: { heartbeat, origin, stall_ms } });
+  worker.unref();
+  return { worker };
+}
+
+// setupFiles run before every file; a process that runs several files keeps one watcher.
+const watched = (holder[slot] ??= start());
+
+function running(test?: string): string {
+  const state = expect.getState();
+  const file = state.testPath === undefined ? "(unknown file)" : relative(process.cwd(), state.testPath);
+  return test === undefined ? `${file} (outside any test)` : `${file} > ${test}`;
+}
+
+watched.worker.postMessage(running());
+beforeEach(() => {
+  watched.worker.postMessage(running(expect.getState().currentTestName ?? "(unnamed test)"));
+});
