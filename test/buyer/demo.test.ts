@@ -2,14 +2,17 @@
 // least three refusals with rule ids, one settled, the log verified — in-process, and from
 // a clean clone with the README's quick-start command (npm ci from the lockfile, then the demo).
 
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { runDemo } from "../../src/buyer/demo.js";
 import { repo_root } from "../support/build.js";
+
+const run = promisify(execFile);
 
 function checkStory(text: string): void {
   expect(text.match(/^\s+ALLOW\s+create_order/gm)?.length ?? 0).toBeGreaterThanOrEqual(3);
@@ -36,16 +39,21 @@ describe("bursar demo", () => {
     checkStory(text);
   });
 
-  it("runs from a clean clone with `npm ci && npm run demo`", { timeout: 600_000 }, () => {
-    const head = spawnSync("git", ["rev-parse", "HEAD"], { cwd: repo_root });
-    if (head.status !== 0) throw new Error("not a git checkout: the quick-start test needs the repository");
+  // Each step is awaited with a bound of its own, so a stuck one (npm ci waiting on the
+  // network, say) fails this test by its timeout instead of stopping the whole run.
+  it("runs from a clean clone with `npm ci && npm run demo`", { timeout: 600_000 }, async () => {
+    await run("git", ["rev-parse", "HEAD"], { cwd: repo_root, timeout: 30_000 }).catch(() => {
+      throw new Error("not a git checkout: the quick-start test needs the repository");
+    });
     const dir = mkdtempSync(join(tmpdir(), "bursar-clone-"));
     try {
-      execFileSync("git", ["clone", "--quiet", repo_root, join(dir, "bursar")], { stdio: "inherit" });
       const clone = join(dir, "bursar");
-      execFileSync("npm", ["ci", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: clone, stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, CI: "true" } });
-      const demo = spawnSync("npm", ["run", "--silent", "demo"], { cwd: clone, encoding: "utf8", env: { ...process.env, CI: "true" }, timeout: 120_000 });
-      expect(demo.status, demo.stderr).toBe(0);
+      await run("git", ["clone", "--quiet", repo_root, clone], { timeout: 60_000 });
+      // --prefer-offline: the packages are in npm's cache from this checkout's own install, so
+      // the clone installs from the lockfile without asking the registry again.
+      const env = { ...process.env, CI: "true" };
+      await run("npm", ["ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"], { cwd: clone, env, timeout: 420_000, maxBuffer: 64 << 20 });
+      const demo = await run("npm", ["run", "--silent", "demo"], { cwd: clone, env, timeout: 120_000, encoding: "utf8" });
       checkStory(demo.stdout);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -130,7 +130,7 @@ describe("the SSE reader's budget", () => {
       globalThis.gc(); const before = process.memoryUsage().heapUsed;
       for (let i = 0; i < 300; i++) reader.push(Buffer.from(":" + "p".repeat(65_000) + "\\ndata: 0123456789abcdef\\n"));
       globalThis.gc(); console.log(JSON.stringify({ retained: process.memoryUsage().heapUsed - before, charged }));`;
-    const out = execFileSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], { encoding: "utf8" });
+    const out = execFileSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], { encoding: "utf8", timeout: 60_000 });
     const { retained, charged } = JSON.parse(out) as { retained: number; charged: number };
     expect(charged).toBe(300 * (2 * 17 + 64));
     expect(retained).toBeLessThan(2_000_000);

@@ -1,7 +1,7 @@
 // The test watchdog (watchdog.ts): a file whose event loop stands still for good does not hang
-// the run. Runs vitest on the two files in stall/ with the stall limit cut to 3 s.
+// the run. Runs vitest on the files in stall/ with the stall limit cut to 3 s.
 
-import { execFile } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { expect, it } from "vitest";
@@ -25,12 +25,21 @@ function runStallSuite(): Promise<Run> {
   });
 }
 
-it("kills a test process that stands still, naming its file and test, and the run goes on to fail", async () => {
+/** Processes still running (not zombies) whose command line is exactly `command`. */
+function running(command: string): string[] {
+  const listing = execFileSync("ps", ["-e", "-o", "stat=,args="], { encoding: "utf8" });
+  return listing.split("\n").filter((line) => /^[^Z]\S*\s/.test(line) && line.replace(/^\S+\s+/, "") === command);
+}
+
+it("kills a test process that stands still, and any process it waits on, naming file and test; the run goes on to fail", async () => {
   const run = await runStallSuite();
   expect(run.killed, run.output).toBe(false);
   expect(run.code, run.output).toBe(1);
-  expect(run.output).toMatch(/watchdog: test process \d+ stood still for \d+ s in test\/support\/stall\/blocked\.stall\.ts > stands still; its threads' native stacks follow, then it is killed/);
-  expect(run.output).toContain("Worker exited unexpectedly");
+  expect(run.output).toMatch(/watchdog: test process \d+ stood still for \d+ s in test\/support\/stall\/blocked\.stall\.ts > stands still; its threads' native stacks follow, then it is killed\n/);
+  expect(run.output).toMatch(/watchdog: test process \d+ stood still for \d+ s in test\/support\/stall\/waiting\.stall\.ts > waits on a child; its threads' native stacks follow, then it is killed with the processes it started\n/);
+  expect(run.output).toMatch(/^\s*\d+\s+\S+ sleep 3599$/m);
+  expect(running("sleep 3599")).toEqual([]);
+  expect(run.output.match(/Worker exited unexpectedly/g)).toHaveLength(2);
   expect(run.output).toMatch(/✓ .*moving\.stall\.ts/);
   // gdb is on CI's machine; elsewhere the line says why there are no stacks.
   if (existsSync("/usr/bin/gdb")) expect(run.output).toMatch(/Thread 1 .*\n#0 /);

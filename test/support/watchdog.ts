@@ -21,12 +21,36 @@ const { spawnSync } = require("node:child_process");
 const beat = new Int32Array(workerData.heartbeat);
 let running = "(before the first test)";
 parentPort.on("message", (name) => { running = name; });
+// Every process started under this one, from ps: a synchronous child that never ends stops the
+// event loop too, and is what needs looking at then.
+function descendants() {
+  const ps = spawnSync("ps", ["-e", "-o", "pid=,ppid=,comm="], { encoding: "utf8" });
+  const rows = (ps.stdout || "").trim().split("\\n").map((line) => line.trim().split(/\\s+/)).filter((row) => row[0] !== String(ps.pid));
+  const found = [];
+  for (let parents = [String(process.pid)]; parents.length > 0; ) {
+    const children = rows.filter((row) => parents.includes(row[1]));
+    found.push(...children);
+    parents = children.map((row) => row[0]);
+  }
+  return found;
+}
+function stacks(pid) {
+  const gdb = spawnSync("gdb", ["-p", pid, "-batch", "-ex", "thread apply all bt"], { stdio: ["ignore", 2, 2], timeout: 60000 });
+  if (gdb.error) writeSync(2, "watchdog: no native stacks of " + pid + " (gdb: " + gdb.error.message + ")\\n");
+}
 function check() {
   const stood_ms = Date.now() - Atomics.load(beat, 0) * 1000 - workerData.origin;
   if (stood_ms < workerData.stall_ms) return setTimeout(check, 1000);
-  writeSync(2, "\\nwatchdog: test process " + process.pid + " stood still for " + Math.round(stood_ms / 1000) + " s in " + running + "; its threads' native stacks follow, then it is killed\\n");
-  const gdb = spawnSync("gdb", ["-p", String(process.pid), "-batch", "-ex", "thread apply all bt"], { stdio: ["ignore", 2, 2], timeout: 60000 });
-  if (gdb.error) writeSync(2, "watchdog: no native stacks (gdb: " + gdb.error.message + ")\\n");
+  const below = descendants();
+  writeSync(2, "\\nwatchdog: test process " + process.pid + " stood still for " + Math.round(stood_ms / 1000) + " s in " + running + "; its threads' native stacks follow, then it is killed" + (below.length > 0 ? " with the processes it started" : "") + "\\n");
+  stacks(String(process.pid));
+  for (const [pid] of below) {
+    spawnSync("ps", ["-o", "pid,etime,args", "-p", pid], { stdio: ["ignore", 2, 2] });
+    stacks(pid);
+  }
+  for (const [pid] of below) {
+    try { process.kill(Number(pid), "SIGKILL"); } catch {}
+  }
   process.kill(process.pid, "SIGKILL");
 }
 check();
