@@ -3,10 +3,10 @@
 // unreachable gate is one line (exit 1).
 
 import { execFile } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, databaseError, loadConfig } from "../../src/config.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { freePort, runBursar } from "../support/process.js";
@@ -22,8 +22,15 @@ function serveBriefly(args: string[], env: Record<string, string>): Promise<{ co
   });
 }
 
+const data_dirs: string[] = [];
+afterAll(() => {
+  for (const dir of data_dirs) rmSync(dir, { recursive: true, force: true });
+});
+
 function dataDir(): string {
-  return mkdtempSync(join(tmpdir(), "bursar-args-"));
+  const dir = mkdtempSync(join(tmpdir(), "bursar-args-"));
+  data_dirs.push(dir);
+  return dir;
 }
 
 describe("configuration checked in loadConfig", () => {

@@ -2,7 +2,7 @@
 // package (its cases are in "files") and writes its reports under the current directory.
 
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -44,12 +44,16 @@ describe("bursar eval from the package", () => {
 
   it("writes report.md and report.json to ./eval under the current directory by default", async () => {
     const cwd = mkdtempSync(join(tmpdir(), "bursar-eval-"));
-    const child = spawn(process.execPath, [bursar_bin, "eval"], { cwd, env: { ...process.env, CI: "true" }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    expect(code, stdout).toBe(0);
-    expect(readFileSync(join(cwd, "eval", "report.md"), "utf8")).toBe(readFileSync(join(repo_root, "eval", "report.md"), "utf8"));
-    expect(existsSync(join(cwd, "eval", "report.json"))).toBe(true);
+    try {
+      const child = spawn(process.execPath, [bursar_bin, "eval"], { cwd, env: { ...process.env, CI: "true" }, stdio: ["ignore", "pipe", "pipe"], timeout: 55_000, killSignal: "SIGKILL" });
+      let stdout = "";
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      expect(code, stdout).toBe(0);
+      expect(readFileSync(join(cwd, "eval", "report.md"), "utf8")).toBe(readFileSync(join(repo_root, "eval", "report.md"), "utf8"));
+      expect(existsSync(join(cwd, "eval", "report.json"))).toBe(true);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
   }, 60_000);
 });

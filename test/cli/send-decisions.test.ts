@@ -7,10 +7,9 @@
 
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
@@ -114,7 +113,7 @@ describe("bursar send-decisions", () => {
   });
 
   it("names a missing FILE in one line and exits 2", async () => {
-    const missing = join(mkdtempSync(join(tmpdir(), "bursar-sd-")), "nope.jsonl");
+    const missing = join(server.dir, "nope.jsonl");
     const result = await runBursar(["send-decisions", missing, "--url", server.url, "--source", "src_x"], key_env);
     expect(result.code).toBe(2);
     expect(result.stderr.split("\n")[0]).toBe(`bursar send-decisions: cannot read ${missing} (ENOENT)`);
