@@ -220,7 +220,9 @@ export function callsInWindow(newest_n: number | null, first_n: number | null, m
  * a number it takes meanwhile collides on the key (agent_id, n), and the driver runs the batch again.
  */
 export async function recordMoneyCall(tx: SqlTx, agent_id: string, now_ms: number): Promise<void> {
-  if (tx.dialect === "postgres") await tx.get("SELECT pg_advisory_xact_lock(hashtextextended(?, 0)) AS locked", [`bursar.money_calls:${agent_id}`]);
+  // Advisory locks are the whole database's: the schema is in the key, so deployments (or test
+  // runs) in other schemas of one database never wait on each other's agents of the same id.
+  if (tx.dialect === "postgres") await tx.get("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':bursar.money_calls:' || ?, 0)) AS locked", [agent_id]);
   await tx.run(
     `INSERT INTO money_calls (agent_id, at_ms, n)
        SELECT CAST(? AS TEXT), CASE WHEN newest.at_ms > CAST(? AS BIGINT) THEN newest.at_ms ELSE CAST(? AS BIGINT) END, COALESCE(newest.n, 0) + 1
