@@ -292,10 +292,11 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
       writeFileSync(`${data_dir}-file`, "");
       return { BURSAR_DATA_DIR: join(`${data_dir}-file`, "inside") };
     }],
-    ["BURSAR_HOST", (data_dir: string) => ({ BURSAR_DATA_DIR: data_dir, BURSAR_HOST: "nonexistent.invalid" })],
+    // An address of TEST-NET-1 (RFC 5737), on no interface here: refused at once, with no DNS.
+    ["BURSAR_HOST", (data_dir: string) => ({ BURSAR_DATA_DIR: data_dir, BURSAR_HOST: "192.0.2.1" })],
   ])("a start-up failure prints one line naming %s and exits 2", async (variable, environment) => {
     const data_dir = join(dir(), `fail-${Math.random().toString(36).slice(2)}`);
-    const cli = await runBursar(["serve", "--port", "0"], { BURSAR_ADMIN_TOKEN: "", ...environment(data_dir) });
+    const cli = await runBursar(["serve", "--port", "0"], { BURSAR_ADMIN_TOKEN: "", ...environment(data_dir) }, undefined, 30_000);
     expect(cli.code).toBe(2);
     const lines = cli.stderr.trim().split("\n");
     expect(lines).toHaveLength(1);

@@ -121,6 +121,31 @@ export async function runBursar(
 }
 
 /**
+ * Runs `command` in a process group of its own and collects its output. Past `timeout_ms` the
+ * whole group is killed (npm's grandchildren too, which hold the output pipes open) and
+ * `timed_out` is set, so a stuck step ends where the test can say which it was.
+ */
+export async function runGroup(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeout_ms: number },
+): Promise<{ code: number | null; stdout: string; stderr: string; timed_out: boolean }> {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  let timed_out = false;
+  const timer = setTimeout(() => {
+    timed_out = true;
+    process.kill(-child.pid!, "SIGKILL");
+  }, options.timeout_ms);
+  const [code] = (await once(child, "exit")) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr, timed_out };
+}
+
+/**
  * Runs `command` (shell text) as `command 2>&1 | head -1` under bash, its stdout and stderr one
  * pipe whose reader goes away after a line, and answers the command's own exit status; killed
  * (and answered null) if it is still running after `timeout_ms`, so a hang fails the test.

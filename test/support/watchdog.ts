@@ -24,7 +24,7 @@ parentPort.on("message", (name) => { running = name; });
 // Every process started under this one, from ps: a synchronous child that never ends stops the
 // event loop too, and is what needs looking at then.
 function descendants() {
-  const ps = spawnSync("ps", ["-e", "-o", "pid=,ppid=,comm="], { encoding: "utf8" });
+  const ps = spawnSync("ps", ["-e", "-o", "pid=,ppid=,comm="], { encoding: "utf8", timeout: 10000 });
   const rows = (ps.stdout || "").trim().split("\\n").map((line) => line.trim().split(/\\s+/)).filter((row) => row[0] !== String(ps.pid));
   const found = [];
   for (let parents = [String(process.pid)]; parents.length > 0; ) {
@@ -45,7 +45,7 @@ function check() {
   writeSync(2, "\\nwatchdog: test process " + process.pid + " stood still for " + Math.round(stood_ms / 1000) + " s in " + running + "; its threads' native stacks follow, then it is killed" + (below.length > 0 ? " with the processes it started" : "") + "\\n");
   stacks(String(process.pid));
   for (const [pid] of below) {
-    spawnSync("ps", ["-o", "pid,etime,args", "-p", pid], { stdio: ["ignore", 2, 2] });
+    spawnSync("ps", ["-o", "pid,etime,args", "-p", pid], { stdio: ["ignore", 2, 2], timeout: 10000 });
     stacks(pid);
   }
   for (const [pid] of below) {
@@ -63,11 +63,14 @@ interface Watched {
 const slot = Symbol.for("bursar.test.watchdog");
 const holder = globalThis as typeof globalThis & { [slot]?: Watched };
 
+// Taken now: a test that fakes Date later must not make the loop look stood still (or moving).
+const now = Date.now.bind(Date);
+
 function start(): Watched {
-  const origin = Date.now();
+  const origin = now();
   const heartbeat = new SharedArrayBuffer(4);
   const beat = new Int32Array(heartbeat);
-  const tick = () => Atomics.store(beat, 0, Math.floor((Date.now() - origin) / 1000));
+  const tick = () => Atomics.store(beat, 0, Math.floor((now() - origin) / 1000));
   tick();
   setInterval(tick, 1000).unref();
   const worker = new Worker(watcher, { eval: true, workerData: { heartbeat, origin, stall_ms } });

@@ -3,5 +3,5 @@ import { execFileSync } from "node:child_process";
 import { it } from "vitest";
 
 it("waits on a child", () => {
-  execFileSync("sleep", ["3599"]);
+  execFileSync("sleep", [process.env.BURSAR_TEST_STALL_SLEEP ?? "3599"]);
 });
