@@ -47,10 +47,13 @@ async function runAndKill(databasePath: string, keyPath: string): Promise<void> 
   let stderr = "";
   childProcess.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolveExit) => childProcess.on("exit", (code) => resolveExit(code)));
+  // A child that never gets ready is killed at 30 s, not left running behind a failed test.
+  const timer = setTimeout(() => childProcess.kill("SIGKILL"), 30_000);
   await new Promise<void>((ready, fail) => {
     childProcess.stdout.on("data", (chunk: Buffer) => chunk.toString().includes("ready") && ready());
     void exited.then(() => fail(new Error(`child exited before ready: ${stderr}`)));
   });
+  clearTimeout(timer);
   await new Promise((wait) => setTimeout(wait, 150 + Math.random() * 350));
   childProcess.kill("SIGKILL");
   await exited;

@@ -37,7 +37,8 @@ async function hammerAndCheck(db: string, key_path: string): Promise<void> {
   const script = join(import.meta.dirname, "fixtures/hammer.mjs");
   const results = await Promise.all(
     Array.from({ length: processes }, (_, worker) =>
-      run(process.execPath, [script, db, agent.agent_id, String(seconds), String(worker), key_path], { maxBuffer: 16 << 20 }),
+      // Each runs for `seconds`; one that hangs is killed at 50 s rather than left behind a failed test.
+      run(process.execPath, [script, db, agent.agent_id, String(seconds), String(worker), key_path], { maxBuffer: 16 << 20, timeout: 50_000, killSignal: "SIGKILL" }),
     ),
   );
   const stats = results.map((result) => JSON.parse(result.stdout) as { decisions: number; allowed: number; errors: string[] });

@@ -29,7 +29,8 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
   beforeAll(async () => {
     schema = await freshSchema(pg_server as string);
     bursar = await createBursar({ db: schema.url, signingKey: generateSigningKeyPem(), clock: manualClock() });
-    driver = new PostgresDriver({ url: schema.url, statement_timeout_ms: 500, idle_in_transaction_timeout_ms: 400, query_timeout_ms: 5_000 });
+    // 2 s: long enough that a loaded machine does not time out a wait the test lets go of.
+    driver = new PostgresDriver({ url: schema.url, statement_timeout_ms: 2_000, idle_in_transaction_timeout_ms: 400, query_timeout_ms: 5_000 });
     const transaction = driver.transaction.bind(driver);
     driver.transaction = (async (work: Parameters<typeof transaction>[0]) => {
       try {
