@@ -1,6 +1,8 @@
 // `bursar demo` tells the whole story: at least three allowed, one held and approved, at
 // least three refusals with rule ids, one settled, the log verified — in-process, and from
-// a clean clone with the README's quick-start command (npm ci from the lockfile, then the demo).
+// a clean clone with the README's quick-start command (npm ci from the lockfile, then the demo;
+// here offline from npm's cache, with better-sqlite3 compiled rather than its prebuilt binary
+// fetched, as this machine reaches no GitHub).
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -38,7 +40,8 @@ describe("bursar demo", () => {
 
   // Each step runs with a bound of its own, its process group killed past it, so a stuck one
   // (npm ci waiting on the network, say) fails this test naming it instead of stalling the run.
-  it("runs from a clean clone with `npm ci && npm run demo`", { timeout: 600_000 }, async () => {
+  // The steps' bounds add up to 600 s; the test's own is past them, so a step is always named.
+  it("runs from a clean clone with `npm ci && npm run demo`", { timeout: 660_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), "bursar-clone-"));
     const clone = join(dir, "bursar");
     // --prefer-offline and build_from_source: the packages are in npm's cache from this checkout's

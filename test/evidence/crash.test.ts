@@ -37,7 +37,7 @@ function ensureBuilt(): void {
   } catch {
     stale = true;
   }
-  if (stale) spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, stdio: "ignore", timeout: 300_000 });
+  if (stale) spawnSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, stdio: "ignore", timeout: 240_000 });
   statSync(compiled);
 }
 

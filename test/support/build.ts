@@ -13,7 +13,7 @@ export const bursar_bin = join(repo_root, "dist/src/cli/bin.js");
 
 export function ensureBuilt(): void {
   if (existsSync(dist_index) && existsSync(bursar_bin)) return;
-  execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: repo_root, stdio: "inherit", timeout: 300_000 });
+  execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: repo_root, stdio: "inherit", timeout: 240_000 });
 }
 
 /**

@@ -138,11 +138,19 @@ export async function runGroup(
   let timed_out = false;
   const timer = setTimeout(() => {
     timed_out = true;
-    process.kill(-child.pid!, "SIGKILL");
+    try {
+      process.kill(-child.pid!, "SIGKILL");
+    } catch {
+      // Gone already.
+    }
   }, options.timeout_ms);
-  const [code] = (await once(child, "exit")) as [number | null];
-  clearTimeout(timer);
-  return { code, stdout, stderr, timed_out };
+  try {
+    // "close": the output is whole once every process holding the pipes has let go of them.
+    const [code] = (await once(child, "close")) as [number | null];
+    return { code, stdout, stderr, timed_out };
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

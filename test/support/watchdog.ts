@@ -6,8 +6,9 @@
 // it watches a heartbeat the main thread writes each second. Loaded by vitest's setupFiles.
 
 import { relative } from "node:path";
-import { Worker } from "node:worker_threads";
-import { beforeEach, expect } from "vitest";
+import inspector from "node:inspector";
+import { isMainThread, Worker } from "node:worker_threads";
+import { afterEach, beforeEach, expect } from "vitest";
 
 /** How long the event loop may stand still (BURSAR_TEST_STALL_MS overrides, for the watchdog's own test). */
 const stall_ms = Number(process.env.BURSAR_TEST_STALL_MS) || 300_000;
@@ -18,7 +19,7 @@ const watcher = `
 const { workerData, parentPort } = require("node:worker_threads");
 const { writeSync } = require("node:fs");
 const { spawnSync } = require("node:child_process");
-const beat = new Int32Array(workerData.heartbeat);
+const beat = new BigInt64Array(workerData.heartbeat);
 let running = "(before the first test)";
 parentPort.on("message", (name) => { running = name; });
 // Every process started under this one, from ps: a synchronous child that never ends stops the
@@ -39,9 +40,13 @@ function stacks(pid) {
   if (gdb.error) writeSync(2, "watchdog: no native stacks of " + pid + " (gdb: " + gdb.error.message + ")\\n");
 }
 function check() {
-  const stood_ms = Date.now() - Atomics.load(beat, 0) * 1000 - workerData.origin;
+  const stood_ms = Number(process.hrtime.bigint() / 1000000n - Atomics.load(beat, 0));
   if (stood_ms < workerData.stall_ms) return setTimeout(check, 1000);
   const below = descendants();
+  // Stopped at once, so no pid of theirs is freed (and reused) while stacks are taken.
+  for (const [pid] of below) {
+    try { process.kill(Number(pid), "SIGSTOP"); } catch {}
+  }
   writeSync(2, "\\nwatchdog: test process " + process.pid + " stood still for " + Math.round(stood_ms / 1000) + " s in " + running + "; its threads' native stacks follow, then it is killed" + (below.length > 0 ? " with the processes it started" : "") + "\\n");
   stacks(String(process.pid));
   for (const [pid] of below) {
@@ -63,31 +68,39 @@ interface Watched {
 const slot = Symbol.for("bursar.test.watchdog");
 const holder = globalThis as typeof globalThis & { [slot]?: Watched };
 
-// Taken now: a test that fakes Date later must not make the loop look stood still (or moving).
-const now = Date.now.bind(Date);
+// The monotonic clock, in ms, taken now: it stands still while the machine sleeps, a step of the
+// wall clock does not move it, and a test that fakes timers later does not replace it.
+const hrtime = process.hrtime.bigint.bind(process.hrtime);
+const now_ms = () => hrtime() / 1_000_000n;
 
 function start(): Watched {
-  const origin = now();
-  const heartbeat = new SharedArrayBuffer(4);
-  const beat = new Int32Array(heartbeat);
-  const tick = () => Atomics.store(beat, 0, Math.floor((now() - origin) / 1000));
+  const heartbeat = new SharedArrayBuffer(8);
+  const beat = new BigInt64Array(heartbeat);
+  const tick = () => Atomics.store(beat, 0, now_ms());
   tick();
   setInterval(tick, 1000).unref();
-  const worker = new Worker(watcher, { eval: true, workerData: { heartbeat, origin, stall_ms } });
+  const worker = new Worker(watcher, { eval: true, workerData: { heartbeat, stall_ms } });
   worker.unref();
   return { worker };
 }
 
-// setupFiles run before every file; a process that runs several files keeps one watcher.
-const watched = (holder[slot] ??= start());
+// setupFiles run before every file; a process that runs several files keeps one watcher. Not
+// when tests run on worker threads (killing the process would end the whole run) or under a
+// debugger (a breakpoint stands the loop still on purpose).
+const watching = isMainThread && inspector.url() === undefined;
+const watched = watching ? (holder[slot] ??= start()) : undefined;
 
 function running(test?: string): string {
   const state = expect.getState();
   const file = state.testPath === undefined ? "(unknown file)" : relative(process.cwd(), state.testPath);
-  return test === undefined ? `${file} (outside any test)` : `${file} > ${test}`;
+  return test === undefined ? `${file} (outside a test)` : `${file} > ${test}`;
 }
 
-watched.worker.postMessage(running());
+watched?.worker.postMessage(running());
 beforeEach(() => {
-  watched.worker.postMessage(running(expect.getState().currentTestName ?? "(unnamed test)"));
+  watched?.worker.postMessage(running(expect.getState().currentTestName ?? "(unnamed test)"));
+});
+// A stall in afterAll, or between tests, is not laid at the last test's door.
+afterEach(() => {
+  watched?.worker.postMessage(running());
 });
