@@ -61,19 +61,15 @@ function check() {
 check();
 `;
 
-interface Watched {
-  worker: Worker;
-}
-
 const slot = Symbol.for("bursar.test.watchdog");
-const holder = globalThis as typeof globalThis & { [slot]?: Watched };
+const holder = globalThis as typeof globalThis & { [slot]?: Worker };
 
 // The monotonic clock, in ms, taken now: it stands still while the machine sleeps, a step of the
 // wall clock does not move it, and a test that fakes timers later does not replace it.
 const hrtime = process.hrtime.bigint.bind(process.hrtime);
 const now_ms = () => hrtime() / 1_000_000n;
 
-function start(): Watched {
+function start(): Worker {
   const heartbeat = new SharedArrayBuffer(8);
   const beat = new BigInt64Array(heartbeat);
   const tick = () => Atomics.store(beat, 0, now_ms());
@@ -81,14 +77,14 @@ function start(): Watched {
   setInterval(tick, 1000).unref();
   const worker = new Worker(watcher, { eval: true, workerData: { heartbeat, stall_ms } });
   worker.unref();
-  return { worker };
+  return worker;
 }
 
 // setupFiles run before every file; a process that runs several files keeps one watcher. Not
 // when tests run on worker threads (killing the process would end the whole run) or under a
 // debugger (a breakpoint stands the loop still on purpose).
 const watching = isMainThread && inspector.url() === undefined;
-const watched = watching ? (holder[slot] ??= start()) : undefined;
+const watcher_thread = watching ? (holder[slot] ??= start()) : undefined;
 
 function running(test?: string): string {
   const state = expect.getState();
@@ -96,11 +92,11 @@ function running(test?: string): string {
   return test === undefined ? `${file} (outside a test)` : `${file} > ${test}`;
 }
 
-watched?.worker.postMessage(running());
+watcher_thread?.postMessage(running());
 beforeEach(() => {
-  watched?.worker.postMessage(running(expect.getState().currentTestName ?? "(unnamed test)"));
+  watcher_thread?.postMessage(running(expect.getState().currentTestName ?? "(unnamed test)"));
 });
 // A stall in afterAll, or between tests, is not laid at the last test's door.
 afterEach(() => {
-  watched?.worker.postMessage(running());
+  watcher_thread?.postMessage(running());
 });
