@@ -52,6 +52,20 @@ export interface SourceView {
 /** The secrets of a source, returned once at creation or rotation. */
 export type SourceSecrets = { signing_key: string; api_key: string } | { observer_token: string };
 
+/** What a rotation answers; `replayed` when it repeats an earlier one's answer (same Idempotency-Key). */
+export interface Rotation {
+  source: SourceView;
+  secrets: SourceSecrets;
+  previous_valid_until: string;
+  replayed?: true;
+}
+
+/** Idempotency-Key: visible ASCII, as many characters as an agent's idempotency_key may have. */
+export const rotation_key_pattern = /^[\x21-\x7e]{1,255}$/;
+
+/** The sealed answer of a rotation is bound to its source and key: moved to another row, it does not open. */
+const rotationContext = (source_id: string, idempotency_key: string): string => `rotation:${source_id}:${idempotency_key}`;
+
 export interface ObserverSource {
   source_id: string;
   upstream: URL;
@@ -171,24 +185,75 @@ export class SourceStore {
    * New secrets now; the current ones stay valid for `grace_seconds` (0 ends them at once). Keys
    * still in an earlier rotation's grace end now: a source never has more than two signing keys,
    * so a delivery with a wrong signature costs at most two HMACs however often it was rotated.
+   *
+   * With an `idempotency_key`, repeating the request answers as the first time (`replayed`) and
+   * changes nothing, while the secrets it issued are still the source's current ones: a retry
+   * after a lost answer must not be a second rotation, which would end the secrets the source's
+   * gateway still uses and issue ones nobody saw. The answer is kept sealed under the master key
+   * until the next rotation or a disable. The same key with another grace_seconds is 409
+   * idempotency_key_reused; after a later rotation it is 409 rotation_superseded, and one sealed
+   * under another master key 409 rotation_unreadable.
    */
-  async rotate(source_id: string, grace_seconds: number): Promise<{ source: SourceView; secrets: SourceSecrets; previous_valid_until: string }> {
+  async rotate(source_id: string, grace_seconds: number, idempotency_key?: string): Promise<Rotation> {
     const now_ms = this.now_ms();
     const until_ms = now_ms + grace_seconds * 1000;
-    const secrets = await this.driver.transaction(async (tx) => {
+    const request_sha256 = sha256Hex(JSON.stringify({ grace_seconds }));
+    const answer = await this.driver.transaction(async (tx): Promise<Omit<Rotation, "source">> => {
       const row = await this.row(tx, source_id, true);
       if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source cannot be rotated");
+      if (idempotency_key !== undefined) {
+        const earlier = await this.earlierRotation(tx, source_id, idempotency_key, request_sha256);
+        if (earlier) return { ...earlier, replayed: true };
+      }
       await tx.run(
         // Cast: PostgreSQL would take untyped CASE branches for text, which a bigint column refuses.
         "UPDATE evidence_source_secrets SET expires_at_ms = CASE WHEN expires_at_ms IS NULL THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
         [until_ms, now_ms, source_id, now_ms],
       );
-      const issued = await this.issueSecrets(tx, source_id, row.kind, now_ms);
+      await this.forgetRotationAnswers(tx, source_id);
+      const secrets = await this.issueSecrets(tx, source_id, row.kind, now_ms);
+      const rotated = { secrets, previous_valid_until: new Date(until_ms).toISOString() };
+      if (idempotency_key !== undefined) {
+        await tx.run(
+          "INSERT INTO evidence_source_rotations (source_id, idempotency_key, request_sha256, sealed_answer, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+          [source_id, idempotency_key, request_sha256, this.sealer.seal(JSON.stringify(rotated), rotationContext(source_id, idempotency_key)), now_ms],
+        );
+      }
       await this.record(tx, { action: "source.rotate", source_id, grace_seconds });
-      return issued;
+      return rotated;
     });
-    this.observerCache.clear();
-    return { source: await this.view(source_id), secrets, previous_valid_until: new Date(until_ms).toISOString() };
+    if (!answer.replayed) this.observerCache.clear();
+    return { source: await this.view(source_id), ...answer };
+  }
+
+  /** The answer of an earlier rotation sent with this key, or undefined when there was none. */
+  private async earlierRotation(tx: SqlTx, source_id: string, idempotency_key: string, request_sha256: string): Promise<Omit<Rotation, "source"> | undefined> {
+    const earlier = await tx.get<{ request_sha256: string; sealed_answer: string | null }>(
+      "SELECT request_sha256, sealed_answer FROM evidence_source_rotations WHERE source_id = ? AND idempotency_key = ?",
+      [source_id, idempotency_key],
+    );
+    if (earlier === undefined) return undefined;
+    if (earlier.request_sha256 !== request_sha256) {
+      throw new HttpError(409, "idempotency_key_reused", "this Idempotency-Key was sent with another rotation of this source (a different grace_seconds): send a new key for a new rotation");
+    }
+    if (earlier.sealed_answer === null) {
+      throw new HttpError(
+        409,
+        "rotation_superseded",
+        "the rotation sent with this Idempotency-Key has since been followed by another: its secrets are no longer the source's current ones and are not shown again; rotate with a new key",
+      );
+    }
+    try {
+      return JSON.parse(this.sealer.open(earlier.sealed_answer, rotationContext(source_id, idempotency_key))) as Omit<Rotation, "source">;
+    } catch (error) {
+      if (!(error instanceof SealError)) throw error;
+      throw new HttpError(409, "rotation_unreadable", "the answer of the rotation sent with this Idempotency-Key was sealed under another master key and cannot be shown again; rotate with a new key");
+    }
+  }
+
+  /** Secrets that are no longer current are never shown again: earlier rotations' answers go. */
+  private async forgetRotationAnswers(tx: SqlTx, source_id: string): Promise<void> {
+    await tx.run("UPDATE evidence_source_rotations SET sealed_answer = NULL WHERE source_id = ? AND sealed_answer IS NOT NULL", [source_id]);
   }
 
   async disable(source_id: string): Promise<SourceView> {
@@ -196,6 +261,7 @@ export class SourceStore {
       const row = await this.row(tx, source_id, true);
       if (row.disabled_at_ms !== null) return;
       await tx.run("UPDATE evidence_sources SET disabled_at_ms = ? WHERE source_id = ?", [this.now_ms(), source_id]);
+      await this.forgetRotationAnswers(tx, source_id);
       await this.record(tx, { action: "source.disable", source_id });
     });
     this.observerCache.clear();

@@ -5,6 +5,7 @@
 // lock stayed held for PostgreSQL's deadlock_timeout, stalling every instance's writes. The
 // interleaving is made here by a plain session holding the log lock, so no timing decides it.
 
+import { generateKeyPairSync } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/clock.js";
@@ -14,6 +15,8 @@ import { SourceStore } from "../../src/sources/store.js";
 import { freshSchema, lockWaiter, postgresServerUrl } from "../support/backends.js";
 
 const pg_server = postgresServerUrl();
+/** Two instances of one log sign with one key. */
+const signingKey = generateKeyPairSync("ed25519").privateKey;
 
 describe.skipIf(!pg_server)("evidence source changes beside an ingest holding the log lock", () => {
   let schema: Awaited<ReturnType<typeof freshSchema>> | undefined;
@@ -21,7 +24,7 @@ describe.skipIf(!pg_server)("evidence source changes beside an ingest holding th
   let sources: SourceStore;
   beforeAll(async () => {
     schema = await freshSchema(pg_server as string);
-    bursar = await createBursar({ db: schema.url });
+    bursar = await createBursar({ db: schema.url, signingKey });
     sources = new SourceStore({ driver: bursar.driver, log: bursar.log, sealer: new SecretSealer("source-lock-master-key-0123456789"), clock: systemClock });
   });
   afterAll(async () => {
@@ -61,5 +64,20 @@ describe.skipIf(!pg_server)("evidence source changes beside an ingest holding th
     const { source } = await sources.create({ kind: "decisions", name: "rotate-bound" });
     for (let n = 0; n < 3; n++) await sources.rotate(source.id, 86_400);
     expect(await sources.signingKeys(source.id)).toHaveLength(2);
+  });
+
+  it("a rotation repeated with its Idempotency-Key on two instances at once rotates once, and both hear its answer", async () => {
+    const other = await createBursar({ db: schema!.url, signingKey });
+    try {
+      const sealer = new SecretSealer("source-lock-master-key-0123456789");
+      const elsewhere = new SourceStore({ driver: other.driver, log: other.log, sealer, clock: systemClock });
+      const { source } = await sources.create({ kind: "decisions", name: "rotate-twice-at-once" });
+      const [one, two] = await Promise.all([sources.rotate(source.id, 60, "lost-answer"), elsewhere.rotate(source.id, 60, "lost-answer")]);
+      expect(one.secrets).toEqual(two.secrets);
+      expect([one.replayed, two.replayed].filter(Boolean)).toHaveLength(1);
+      expect(await sources.signingKeys(source.id)).toHaveLength(2);
+    } finally {
+      await other.close();
+    }
   });
 });

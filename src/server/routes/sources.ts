@@ -7,6 +7,7 @@ import { shadow_settings_schema } from "../../observer/shadow.js";
 import {
   rotation_grace_seconds_default,
   rotation_grace_seconds_max,
+  rotation_key_pattern,
   source_kinds,
   source_name_chars_max,
   upstream_url_chars_max,
@@ -15,6 +16,7 @@ import {
   type SourceView,
 } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
+import { HttpError } from "../errors.js";
 import { requireOperator, type Access } from "../auth.js";
 import { nameSchema, parseBody } from "../validate.js";
 
@@ -69,6 +71,15 @@ function withSecrets(request: FastifyRequest, source: SourceView, secrets: Sourc
 
 const idOf = (request: FastifyRequest) => (request.params as { id: string }).id;
 
+/** A rotation's Idempotency-Key header, if sent: 422 naming the header when it is not 1..255 visible ASCII characters. */
+function rotationKey(request: FastifyRequest): string | undefined {
+  const key = request.headers["idempotency-key"];
+  if (key === undefined) return undefined;
+  if (typeof key === "string" && rotation_key_pattern.test(key)) return key;
+  const message = "must be 1 to 255 visible ASCII characters (no spaces), sent once";
+  throw new HttpError(422, "validation_failed", `Idempotency-Key header: ${message}`, { issues: [{ field: "Idempotency-Key", message }] });
+}
+
 export function sourceRoutes(access: Access, sources: SourceStore): RoutePlugin {
   return async (root: FastifyInstance) => {
     await root.register(async (app) => {
@@ -81,8 +92,9 @@ export function sourceRoutes(access: Access, sources: SourceStore): RoutePlugin 
       app.get("/api/v1/evidence-sources/:id", async (request) => sources.view(idOf(request)));
       app.post("/api/v1/evidence-sources/:id/rotate", async (request) => {
         const { grace_seconds } = parseBody(rotate_source, request.body);
-        const rotated = await sources.rotate(idOf(request), grace_seconds ?? rotation_grace_seconds_default);
-        return { ...withSecrets(request, rotated.source, rotated.secrets), previous_valid_until: rotated.previous_valid_until };
+        const rotated = await sources.rotate(idOf(request), grace_seconds ?? rotation_grace_seconds_default, rotationKey(request));
+        const replayed = rotated.replayed ? { replayed: true } : {};
+        return { ...withSecrets(request, rotated.source, rotated.secrets), previous_valid_until: rotated.previous_valid_until, ...replayed };
       });
       app.post("/api/v1/evidence-sources/:id/disable", async (request) => sources.disable(idOf(request)));
       app.put("/api/v1/evidence-sources/:id/shadow", async (request) => {
