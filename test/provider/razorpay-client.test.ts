@@ -364,3 +364,17 @@ describe("a request that fails before any answer", () => {
     expect(outcome).toEqual({ kind: "unknown", reason: "no answer within 2000 ms" });
   });
 });
+
+describe("the request timeout", () => {
+  it("an answered request's timeout is cancelled, not left to fire later", async () => {
+    const signals: AbortSignal[] = [];
+    const watched = ((input: string, init: RequestInit) => {
+      signals.push(init.signal as AbortSignal);
+      return fetch(input, init);
+    }) as typeof globalThis.fetch;
+    const provider = sim.provider({ timeout_ms: 150, fetch: watched });
+    expectOk(await provider.createOrder({ amount: 50_000, currency: "INR", receipt: "rsv_timer_1" }));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(signals.map((signal) => signal.aborted)).toEqual([false]);
+  });
+});

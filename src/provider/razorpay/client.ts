@@ -112,19 +112,24 @@ export async function razorpayRequest(
     accept: "application/json",
   };
   if (request.body) headers["content-type"] = "application/json";
-  const signal = AbortSignal.timeout(config.timeout_ms);
+  // A timer cleared once the answer is read, not AbortSignal.timeout: that one's timer ran out
+  // after every request, long answered, and built an error and fired an abort event for each.
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException(`no answer within ${config.timeout_ms} ms`, "TimeoutError")), config.timeout_ms);
   try {
     const response = await config.fetch(buildUrl(config.base_url, request.path, request.query), {
       method: request.method,
       headers,
       body: request.body ? JSON.stringify(request.body) : undefined,
-      signal,
+      signal: controller.signal,
       redirect: "error",
     });
     return await classify(response);
   } catch (error) {
     // Timeouts, resets and refused connections all leave the outcome unknown.
     return { kind: "unknown", reason: describeFetchError(error, config.timeout_ms) };
+  } finally {
+    clearTimeout(timer);
   }
 }
 
