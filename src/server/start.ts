@@ -109,12 +109,17 @@ function providerSetup(config: Config, webhook_secret_generated: string | undefi
   };
 }
 
+/** Every this many maintenance ticks, rotation answers past their replay window are erased. */
+const rotation_sweep_every_ticks = 60;
+
 function maintenance(bursar: Bursar, app: FastifyInstance): () => void {
   let running = false;
+  let ticks = 0;
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    Promise.all([bursar.ledger.sweep(), bursar.log.tick()])
+    const sweep_rotations = ++ticks % rotation_sweep_every_ticks === 0 ? sources_of.get(app)?.forgetExpiredRotationAnswers() : undefined;
+    Promise.all([bursar.ledger.sweep(), bursar.log.tick(), sweep_rotations])
       .catch((error: unknown) => app.log.error({ err: { message: (error as Error).message } }, "maintenance failed"))
       .finally(() => {
         running = false;
@@ -263,6 +268,7 @@ async function serverOf(
     },
   });
   accesses.set(app, access);
+  sources_of.set(app, evidence.sources);
   return app;
 }
 
@@ -284,6 +290,7 @@ async function refuseForeignMasterKey(sources: SourceStore, files: DataDirSetup)
  *  replace), per server. */
 const stops = new WeakMap<FastifyInstance, () => void>();
 const accesses = new WeakMap<FastifyInstance, Access>();
+const sources_of = new WeakMap<FastifyInstance, SourceStore>();
 
 function commitToken(pending: PendingOperatorToken, data_dir: string): ReturnType<PendingOperatorToken["commit"]> {
   try {

@@ -1,6 +1,7 @@
 // Secrets at rest: a source's HMAC signing key is needed in clear to check signatures, so it
 // is stored sealed with AES-256-GCM under the master key (BURSAR_MASTER_KEY or the data
-// directory's generated `master-key` file). Bearer secrets are stored as SHA-256 only.
+// directory's generated `master-key` file). Bearer secrets are stored as SHA-256 only, but for
+// the answer of a rotation sent with an Idempotency-Key, sealed for its replay window (store.ts).
 
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from "node:crypto";
 import { ConfigError, master_key_chars_min, type Config } from "../config.js";

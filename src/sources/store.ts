@@ -60,6 +60,18 @@ export interface Rotation {
   replayed?: true;
 }
 
+/** What a rotation sent with an Idempotency-Key keeps, sealed: its answer and the ids of the secrets it issued. */
+interface SealedRotation {
+  secrets: SourceSecrets;
+  previous_valid_until: string;
+  secret_ids: string[];
+}
+
+/** How long a rotation's answer can be had again with its Idempotency-Key: a retry after a lost
+ *  answer comes within minutes, and until it is erased the answer's secrets are recoverable
+ *  with the master key (otherwise only the signing key is; API keys and tokens are hashes). */
+export const rotation_replay_window_ms = 60 * 60_000;
+
 /** Idempotency-Key: visible ASCII, as many characters as an agent's idempotency_key may have. */
 export const rotation_key_pattern = /^[\x21-\x7e]{1,255}$/;
 
@@ -117,7 +129,7 @@ export class SourceStore {
         "INSERT INTO evidence_sources (source_id, kind, name, upstream_url, shadow_json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
         [source_id, input.kind, input.name, upstream_url, shadow_json, now_ms],
       );
-      const issued = await this.issueSecrets(tx, source_id, input.kind, now_ms);
+      const { secrets: issued } = await this.issueSecrets(tx, source_id, input.kind, now_ms);
       const origin = upstream_url ? { upstream_origin: upstreamOrigin(upstream_url) } : {};
       await this.record(tx, { action: "source.create", source_id, kind: input.kind, name: input.name, ...origin });
       return issued;
@@ -125,8 +137,9 @@ export class SourceStore {
     return { source: await this.view(source_id), secrets };
   }
 
-  private async issueSecrets(tx: SqlTx, source_id: string, kind: SourceKind, now_ms: number): Promise<SourceSecrets> {
+  private async issueSecrets(tx: SqlTx, source_id: string, kind: SourceKind, now_ms: number): Promise<{ secrets: SourceSecrets; secret_ids: string[] }> {
     const issued: Record<string, string> = {};
+    const secret_ids: string[] = [];
     for (const purpose of purposes_of[kind]) {
       const secret_id = this.ids("sec");
       const value = newToken(purpose === "signing_key" ? "bsr_whsec" : purpose === "api_key" ? "bsr_srckey" : observer_token_kind);
@@ -137,8 +150,9 @@ export class SourceStore {
         [secret_id, source_id, purpose, hash, sealed, now_ms],
       );
       issued[purpose] = value;
+      secret_ids.push(secret_id);
     }
-    return issued as SourceSecrets;
+    return { secrets: issued as SourceSecrets, secret_ids };
   }
 
   private async record(tx: SqlTx, body: Record<string, unknown>): Promise<void> {
@@ -186,74 +200,107 @@ export class SourceStore {
    * still in an earlier rotation's grace end now: a source never has more than two signing keys,
    * so a delivery with a wrong signature costs at most two HMACs however often it was rotated.
    *
-   * With an `idempotency_key`, repeating the request answers as the first time (`replayed`) and
-   * changes nothing, while the secrets it issued are still the source's current ones: a retry
-   * after a lost answer must not be a second rotation, which would end the secrets the source's
-   * gateway still uses and issue ones nobody saw. The answer is kept sealed under the master key
-   * until the next rotation or a disable. The same key with another grace_seconds is 409
-   * idempotency_key_reused; after a later rotation it is 409 rotation_superseded, and one sealed
-   * under another master key 409 rotation_unreadable.
+   * With an `idempotency_key`, repeating the request within rotation_replay_window_ms answers as
+   * the first time (`replayed`) and issues nothing new, while the secrets it issued are still the
+   * source's current ones: a retry after a lost answer must not be a second rotation, which would
+   * end the secrets the source's gateway still uses and issue ones nobody saw. The answer is kept
+   * sealed under the master key until the window ends (the maintenance sweep erases it), the next
+   * rotation or a disable; each replay is recorded (source.rotate_replayed), since it shows
+   * secrets. The same key with another grace_seconds is 409 idempotency_key_reused; a repeat
+   * after a later rotation 409 rotation_superseded, after the window 409 rotation_replay_expired,
+   * and one sealed under another master key 409 rotation_unreadable.
    */
   async rotate(source_id: string, grace_seconds: number, idempotency_key?: string): Promise<Rotation> {
     const now_ms = this.now_ms();
     const until_ms = now_ms + grace_seconds * 1000;
     const request_sha256 = sha256Hex(JSON.stringify({ grace_seconds }));
-    const answer = await this.driver.transaction(async (tx): Promise<Omit<Rotation, "source">> => {
-      const row = await this.row(tx, source_id, true);
-      if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source cannot be rotated");
-      if (idempotency_key !== undefined) {
-        const earlier = await this.earlierRotation(tx, source_id, idempotency_key, request_sha256);
-        if (earlier) return { ...earlier, replayed: true };
-      }
-      await tx.run(
-        // Cast: PostgreSQL would take untyped CASE branches for text, which a bigint column refuses.
-        "UPDATE evidence_source_secrets SET expires_at_ms = CASE WHEN expires_at_ms IS NULL THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
-        [until_ms, now_ms, source_id, now_ms],
-      );
-      await this.forgetRotationAnswers(tx, source_id);
-      const secrets = await this.issueSecrets(tx, source_id, row.kind, now_ms);
-      const rotated = { secrets, previous_valid_until: new Date(until_ms).toISOString() };
-      if (idempotency_key !== undefined) {
+    try {
+      const answer = await this.driver.transaction(async (tx): Promise<Omit<Rotation, "source">> => {
+        const row = await this.row(tx, source_id, true);
+        if (row.disabled_at_ms !== null) throw new HttpError(409, "source_disabled", "a disabled source cannot be rotated");
+        if (idempotency_key !== undefined) {
+          const earlier = await this.earlierRotation(tx, source_id, idempotency_key, request_sha256, now_ms);
+          if (earlier) {
+            await this.record(tx, { action: "source.rotate_replayed", source_id });
+            return { secrets: earlier.secrets, previous_valid_until: earlier.previous_valid_until, replayed: true };
+          }
+        }
         await tx.run(
-          "INSERT INTO evidence_source_rotations (source_id, idempotency_key, request_sha256, sealed_answer, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-          [source_id, idempotency_key, request_sha256, this.sealer.seal(JSON.stringify(rotated), rotationContext(source_id, idempotency_key)), now_ms],
+          // Cast: PostgreSQL would take untyped CASE branches for text, which a bigint column refuses.
+          "UPDATE evidence_source_secrets SET expires_at_ms = CASE WHEN expires_at_ms IS NULL THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END WHERE source_id = ? AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+          [until_ms, now_ms, source_id, now_ms],
         );
-      }
-      await this.record(tx, { action: "source.rotate", source_id, grace_seconds });
-      return rotated;
-    });
-    if (!answer.replayed) this.observerCache.clear();
-    return { source: await this.view(source_id), ...answer };
+        await this.forgetRotationAnswers(tx, source_id);
+        const { secrets, secret_ids } = await this.issueSecrets(tx, source_id, row.kind, now_ms);
+        const previous_valid_until = new Date(until_ms).toISOString();
+        if (idempotency_key !== undefined) {
+          const sealed: SealedRotation = { secrets, previous_valid_until, secret_ids };
+          await tx.run(
+            "INSERT INTO evidence_source_rotations (source_id, idempotency_key, request_sha256, sealed_answer, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+            [source_id, idempotency_key, request_sha256, this.sealer.seal(JSON.stringify(sealed), rotationContext(source_id, idempotency_key)), now_ms],
+          );
+        }
+        await this.record(tx, { action: "source.rotate", source_id, grace_seconds });
+        return { secrets, previous_valid_until };
+      });
+      return { source: await this.view(source_id), ...answer };
+    } finally {
+      // Also after a replay, or a commit whose outcome was unknown: the rotation may have landed.
+      this.observerCache.clear();
+    }
   }
 
   /** The answer of an earlier rotation sent with this key, or undefined when there was none. */
-  private async earlierRotation(tx: SqlTx, source_id: string, idempotency_key: string, request_sha256: string): Promise<Omit<Rotation, "source"> | undefined> {
-    const earlier = await tx.get<{ request_sha256: string; sealed_answer: string | null }>(
-      "SELECT request_sha256, sealed_answer FROM evidence_source_rotations WHERE source_id = ? AND idempotency_key = ?",
+  private async earlierRotation(tx: SqlTx, source_id: string, idempotency_key: string, request_sha256: string, now_ms: number): Promise<SealedRotation | undefined> {
+    const earlier = await tx.get<{ request_sha256: string; sealed_answer: string | null; created_at_ms: number | string }>(
+      "SELECT request_sha256, sealed_answer, created_at_ms FROM evidence_source_rotations WHERE source_id = ? AND idempotency_key = ?",
       [source_id, idempotency_key],
     );
     if (earlier === undefined) return undefined;
     if (earlier.request_sha256 !== request_sha256) {
       throw new HttpError(409, "idempotency_key_reused", "this Idempotency-Key was sent with another rotation of this source (a different grace_seconds): send a new key for a new rotation");
     }
-    if (earlier.sealed_answer === null) {
+    const superseded = new HttpError(
+      409,
+      "rotation_superseded",
+      "the rotation sent with this Idempotency-Key has since been followed by another: its secrets are no longer the source's current ones and are not shown again; rotate with a new key",
+    );
+    if (earlier.sealed_answer === null) throw superseded;
+    if (now_ms - Number(earlier.created_at_ms) >= rotation_replay_window_ms) {
       throw new HttpError(
         409,
-        "rotation_superseded",
-        "the rotation sent with this Idempotency-Key has since been followed by another: its secrets are no longer the source's current ones and are not shown again; rotate with a new key",
+        "rotation_replay_expired",
+        `the rotation sent with this Idempotency-Key was made more than ${rotation_replay_window_ms / 60_000} minutes ago: its secrets are not shown again; rotate with a new key`,
       );
     }
+    let sealed: SealedRotation;
     try {
-      return JSON.parse(this.sealer.open(earlier.sealed_answer, rotationContext(source_id, idempotency_key))) as Omit<Rotation, "source">;
+      sealed = JSON.parse(this.sealer.open(earlier.sealed_answer, rotationContext(source_id, idempotency_key))) as SealedRotation;
     } catch (error) {
       if (!(error instanceof SealError)) throw error;
       throw new HttpError(409, "rotation_unreadable", "the answer of the rotation sent with this Idempotency-Key was sealed under another master key and cannot be shown again; rotate with a new key");
     }
+    // Whatever else ended them (an older release sharing the database, a hand-made fix), ended secrets are never shown.
+    const placeholders = sealed.secret_ids.map(() => "?").join(", ");
+    const current = await tx.get<{ current: number | string }>(
+      `SELECT COUNT(*) AS current FROM evidence_source_secrets WHERE source_id = ? AND expires_at_ms IS NULL AND secret_id IN (${placeholders})`,
+      [source_id, ...sealed.secret_ids],
+    );
+    if (Number(current?.current) !== sealed.secret_ids.length) throw superseded;
+    return sealed;
   }
 
   /** Secrets that are no longer current are never shown again: earlier rotations' answers go. */
   private async forgetRotationAnswers(tx: SqlTx, source_id: string): Promise<void> {
     await tx.run("UPDATE evidence_source_rotations SET sealed_answer = NULL WHERE source_id = ? AND sealed_answer IS NOT NULL", [source_id]);
+  }
+
+  /** Erases the sealed answers of rotations past the replay window (the maintenance timer's sweep). */
+  async forgetExpiredRotationAnswers(): Promise<void> {
+    const before_ms = this.now_ms() - rotation_replay_window_ms;
+    await this.driver.transaction((tx) =>
+      tx.run("UPDATE evidence_source_rotations SET sealed_answer = NULL WHERE sealed_answer IS NOT NULL AND created_at_ms <= ?", [before_ms]),
+    );
   }
 
   async disable(source_id: string): Promise<SourceView> {

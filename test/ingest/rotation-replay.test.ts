@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SecretSealer } from "../../src/sources/sealed.js";
-import { SourceStore } from "../../src/sources/store.js";
+import { rotation_replay_window_ms, SourceStore } from "../../src/sources/store.js";
 import { decisionsSource, deliver, harness, ndjson, operator_token, record, type DecisionsSource, type Harness } from "./support.js";
 
 let h: Harness;
@@ -20,16 +20,21 @@ interface Rotated extends DecisionsSource {
   replayed?: boolean;
 }
 
-async function rotate(source_id: string, body: unknown, key?: string): Promise<{ status: number; body: Rotated & { error?: { code: string; message: string } } }> {
+async function rotate(source_id: string, body: unknown, key?: string | string[]): Promise<{ status: number; body: Rotated & { error?: { code: string; message: string } } }> {
   const response = await fetch(`${h.url}/api/v1/evidence-sources/${source_id}/rotate`, {
     method: "POST",
-    headers: { authorization: `Bearer ${operator_token}`, "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) },
+    headers: [
+      ["authorization", `Bearer ${operator_token}`],
+      ["content-type", "application/json"],
+      ...(key === undefined ? [] : [key].flat().map((value): [string, string] => ["idempotency-key", value])),
+    ],
     body: JSON.stringify(body),
   });
   return { status: response.status, body: JSON.parse(await response.text()) };
 }
 
 const rotations = async (source_id: string) => (await h.entries("gate.operator")).filter((stored) => stored.entry.body.action === "source.rotate" && stored.entry.body.source_id === source_id).length;
+const replays = async (source_id: string) => (await h.entries("gate.operator")).filter((stored) => stored.entry.body.action === "source.rotate_replayed" && stored.entry.body.source_id === source_id).length;
 const liveSecrets = async (source_id: string) => (await h.api<{ secrets: unknown[] }>("GET", `/api/v1/evidence-sources/${source_id}`)).body.secrets.length;
 
 describe("rotating a source with an Idempotency-Key", () => {
@@ -38,12 +43,14 @@ describe("rotating a source with an Idempotency-Key", () => {
     const first = await rotate(source.id, { grace_seconds: 600 }, "rotate-2026-12-04");
     expect(first.status).toBe(200);
     expect(first.body.replayed).toBeUndefined();
-    const before = { entries: await h.treeSize(), secrets: await liveSecrets(source.id) };
+    const secrets = await liveSecrets(source.id);
     const again = await rotate(source.id, { grace_seconds: 600 }, "rotate-2026-12-04");
     expect(again.status).toBe(200);
     expect(again.body).toEqual({ ...first.body, replayed: true });
-    expect({ entries: await h.treeSize(), secrets: await liveSecrets(source.id) }).toEqual(before);
+    expect(await liveSecrets(source.id)).toBe(secrets);
     expect(await rotations(source.id)).toBe(1);
+    // A replay shows secrets, so it is recorded, as the rotation was.
+    expect(await replays(source.id)).toBe(1);
     // The key the gateway signed with before the rotation still works through its grace, and the new one does.
     expect((await deliver(h, source, ndjson([record("evt_rotate_replay_old")]))).status).toBe(200);
     expect((await deliver(h, { ...source, signing_key: first.body.signing_key }, ndjson([record("evt_rotate_replay_new")]))).status).toBe(200);
@@ -104,16 +111,13 @@ describe("rotating a source with an Idempotency-Key", () => {
     expect((await h.api("POST", `/api/v1/evidence-sources/${source.id}/disable`)).status).toBe(200);
     const repeat = await rotate(source.id, {}, "before-disable");
     expect([repeat.status, repeat.body.error?.code]).toEqual([409, "source_disabled"]);
-    const db = new Database(h.db, { readonly: true });
-    const row = db.prepare("SELECT sealed_answer FROM evidence_source_rotations WHERE source_id = ?").get(source.id) as { sealed_answer: string | null };
-    db.close();
-    expect(row.sealed_answer).toBeNull();
+    expect(sealedAnswer(source.id)).toBeNull();
   });
 
   it("refuses a key that is empty, too long or not visible ASCII, naming the header (422), and rotates nothing", async () => {
     const source = await decisionsSource(h, "rotate-bad-key");
     const before = await h.treeSize();
-    for (const key of ["", "x".repeat(256), "two words", "caf\u00e9"]) {
+    for (const key of ["", "x".repeat(256), "two words", "caf\u00e9", ["sent", "twice"], ["same", "same"]]) {
       const answer = await rotate(source.id, {}, key);
       expect([JSON.stringify(key).slice(0, 20), answer.status, answer.body.error?.code]).toEqual([JSON.stringify(key).slice(0, 20), 422, "validation_failed"]);
       expect(answer.body.error?.message).toContain("Idempotency-Key");
@@ -130,4 +134,36 @@ describe("rotating a source with an Idempotency-Key", () => {
     await expect(elsewhere.rotate(source.id, 86_400, "sealed-before")).rejects.toMatchObject({ status: 409, code: "rotation_unreadable" });
     expect(await rotations(source.id)).toBe(1);
   });
+
+  it("answers a repeat past the replay window 409 rotation_replay_expired, and the sweep erases the answer", async () => {
+    const source = await decisionsSource(h, "rotate-window");
+    expect((await rotate(source.id, {}, "windowed")).status).toBe(200);
+    h.clock.advance(rotation_replay_window_ms - 1_000);
+    expect((await rotate(source.id, {}, "windowed")).body.replayed).toBe(true);
+    h.clock.advance(1_000);
+    const late = await rotate(source.id, {}, "windowed");
+    expect([late.status, late.body.error?.code]).toEqual([409, "rotation_replay_expired"]);
+    await h.evidence.sources.forgetExpiredRotationAnswers();
+    expect(sealedAnswer(source.id)).toBeNull();
+  });
+
+  it("never shows secrets that ended some other way (409 rotation_superseded)", async () => {
+    const source = await decisionsSource(h, "rotate-ended-elsewhere");
+    const rotated = await rotate(source.id, {}, "ended-elsewhere");
+    expect(rotated.status).toBe(200);
+    // As a release without this table, sharing the database, would end them: its own rotation.
+    const db = new Database(h.db);
+    db.prepare("UPDATE evidence_source_secrets SET expires_at_ms = ? WHERE source_id = ? AND expires_at_ms IS NULL").run(h.clock().getTime(), source.id);
+    db.close();
+    const repeat = await rotate(source.id, {}, "ended-elsewhere");
+    expect([repeat.status, repeat.body.error?.code]).toEqual([409, "rotation_superseded"]);
+    expect(JSON.stringify(repeat.body)).not.toContain(rotated.body.signing_key);
+  });
 });
+
+function sealedAnswer(source_id: string): string | null {
+  const db = new Database(h.db, { readonly: true });
+  const row = db.prepare("SELECT sealed_answer FROM evidence_source_rotations WHERE source_id = ?").get(source_id) as { sealed_answer: string | null };
+  db.close();
+  return row.sealed_answer;
+}
