@@ -1,8 +1,9 @@
 // Migration 11: a rotation sent with an Idempotency-Key can be repeated after a lost answer.
 // Without it, the retry was a second rotation, which ended the secrets the source's gateway
 // still used (an earlier rotation's grace ends at the next one) and issued secrets nobody
-// had seen. The answer is kept sealed under the master key only while its secrets are the
-// source's current ones: the next rotation, or a disable, clears it.
+// had seen. The answer is kept sealed under the master key for an hour at most, and only while
+// its secrets are the source's current ones: the maintenance sweep, the next rotation or a
+// disable erases it.
 
 import type { Migration } from "../driver.js";
 
