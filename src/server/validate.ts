@@ -46,10 +46,7 @@ function unstorablePath(value: unknown, path: readonly (string | number)[]): str
  */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const bad = unstorablePath(body, []);
-  if (bad !== undefined) {
-    const message = "must not contain a NUL character or a lone surrogate";
-    throw new HttpError(422, "validation_failed", `${bad}: ${message}`, { issues: [{ field: bad, message }] });
-  }
+  if (bad !== undefined) throw validationFailed(bad, "must not contain a NUL character or a lone surrogate");
   const parsed = schema.safeParse(body ?? {});
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.map((issue) => ({
@@ -58,6 +55,11 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infe
   }));
   const first = issues[0] as { field: string; message: string };
   throw new HttpError(422, "validation_failed", `${first.field}: ${first.message}`, { issues });
+}
+
+/** One field (of a body, or a header) refused: 422 `validation_failed` in parseBody's shape. */
+export function validationFailed(field: string, message: string): HttpError {
+  return new HttpError(422, "validation_failed", `${field}: ${message}`, { issues: [{ field, message }] });
 }
 
 /** A query parameter refused: 422 `invalid_query` naming it, with `details.param` (and any limit). */

@@ -75,6 +75,13 @@ export const rotation_replay_window_ms = 60 * 60_000;
 /** Idempotency-Key: visible ASCII, as many characters as an agent's idempotency_key may have. */
 export const rotation_key_pattern = /^[\x21-\x7e]{1,255}$/;
 
+const rotationSuperseded = (): HttpError =>
+  new HttpError(
+    409,
+    "rotation_superseded",
+    "the rotation sent with this Idempotency-Key has since been followed by another: its secrets are no longer the source's current ones and are not shown again; rotate with a new key",
+  );
+
 /** The sealed answer of a rotation is bound to its source and key: moved to another row, it does not open. */
 const rotationContext = (source_id: string, idempotency_key: string): string => `rotation:${source_id}:${idempotency_key}`;
 
@@ -260,12 +267,7 @@ export class SourceStore {
     if (earlier.request_sha256 !== request_sha256) {
       throw new HttpError(409, "idempotency_key_reused", "this Idempotency-Key was sent with another rotation of this source (a different grace_seconds): send a new key for a new rotation");
     }
-    const superseded = new HttpError(
-      409,
-      "rotation_superseded",
-      "the rotation sent with this Idempotency-Key has since been followed by another: its secrets are no longer the source's current ones and are not shown again; rotate with a new key",
-    );
-    if (earlier.sealed_answer === null) throw superseded;
+    if (earlier.sealed_answer === null) throw rotationSuperseded();
     if (now_ms - Number(earlier.created_at_ms) >= rotation_replay_window_ms) {
       throw new HttpError(
         409,
@@ -286,7 +288,7 @@ export class SourceStore {
       `SELECT COUNT(*) AS current FROM evidence_source_secrets WHERE source_id = ? AND expires_at_ms IS NULL AND secret_id IN (${placeholders})`,
       [source_id, ...sealed.secret_ids],
     );
-    if (Number(current?.current) !== sealed.secret_ids.length) throw superseded;
+    if (Number(current?.current) !== sealed.secret_ids.length) throw rotationSuperseded();
     return sealed;
   }
 

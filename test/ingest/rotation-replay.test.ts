@@ -33,8 +33,10 @@ async function rotate(source_id: string, body: unknown, key?: string | string[])
   return { status: response.status, body: JSON.parse(await response.text()) };
 }
 
-const rotations = async (source_id: string) => (await h.entries("gate.operator")).filter((stored) => stored.entry.body.action === "source.rotate" && stored.entry.body.source_id === source_id).length;
-const replays = async (source_id: string) => (await h.entries("gate.operator")).filter((stored) => stored.entry.body.action === "source.rotate_replayed" && stored.entry.body.source_id === source_id).length;
+/** How many gate.operator entries of `action` the source has. */
+const recorded = async (source_id: string, action: string) =>
+  (await h.entries("gate.operator")).filter((stored) => stored.entry.body.action === action && stored.entry.body.source_id === source_id).length;
+const rotations = (source_id: string) => recorded(source_id, "source.rotate");
 const liveSecrets = async (source_id: string) => (await h.api<{ secrets: unknown[] }>("GET", `/api/v1/evidence-sources/${source_id}`)).body.secrets.length;
 
 describe("rotating a source with an Idempotency-Key", () => {
@@ -50,7 +52,7 @@ describe("rotating a source with an Idempotency-Key", () => {
     expect(await liveSecrets(source.id)).toBe(secrets);
     expect(await rotations(source.id)).toBe(1);
     // A replay shows secrets, so it is recorded, as the rotation was.
-    expect(await replays(source.id)).toBe(1);
+    expect(await recorded(source.id, "source.rotate_replayed")).toBe(1);
     // The key the gateway signed with before the rotation still works through its grace, and the new one does.
     expect((await deliver(h, source, ndjson([record("evt_rotate_replay_old")]))).status).toBe(200);
     expect((await deliver(h, { ...source, signing_key: first.body.signing_key }, ndjson([record("evt_rotate_replay_new")]))).status).toBe(200);
@@ -84,10 +86,7 @@ describe("rotating a source with an Idempotency-Key", () => {
     const stale = await rotate(source.id, {}, "first");
     expect([stale.status, stale.body.error?.code]).toEqual([409, "rotation_superseded"]);
     expect(await rotations(source.id)).toBe(2);
-    const db = new Database(h.db, { readonly: true });
-    const rows = db.prepare("SELECT idempotency_key, sealed_answer FROM evidence_source_rotations WHERE source_id = ? ORDER BY created_at_ms, idempotency_key").all(source.id) as Array<{ idempotency_key: string; sealed_answer: string | null }>;
-    db.close();
-    expect(rows.map((row) => [row.idempotency_key, row.sealed_answer === null])).toEqual([
+    expect(rotationRows(source.id).map((row) => [row.idempotency_key, row.sealed_answer === null])).toEqual([
       ["first", true],
       ["second", false],
     ]);
@@ -111,7 +110,7 @@ describe("rotating a source with an Idempotency-Key", () => {
     expect((await h.api("POST", `/api/v1/evidence-sources/${source.id}/disable`)).status).toBe(200);
     const repeat = await rotate(source.id, {}, "before-disable");
     expect([repeat.status, repeat.body.error?.code]).toEqual([409, "source_disabled"]);
-    expect(sealedAnswer(source.id)).toBeNull();
+    expect(rotationRows(source.id).map((row) => row.sealed_answer)).toEqual([null]);
   });
 
   it("refuses a key that is empty, too long or not visible ASCII, naming the header (422), and rotates nothing", async () => {
@@ -119,7 +118,7 @@ describe("rotating a source with an Idempotency-Key", () => {
     const before = await h.treeSize();
     for (const key of ["", "x".repeat(256), "two words", "caf\u00e9", ["sent", "twice"], ["same", "same"]]) {
       const answer = await rotate(source.id, {}, key);
-      expect([JSON.stringify(key).slice(0, 20), answer.status, answer.body.error?.code]).toEqual([JSON.stringify(key).slice(0, 20), 422, "validation_failed"]);
+      expect([answer.status, answer.body.error?.code], JSON.stringify(key).slice(0, 20)).toEqual([422, "validation_failed"]);
       expect(answer.body.error?.message).toContain("Idempotency-Key");
     }
     expect((await rotate(source.id, {}, "x".repeat(255))).status).toBe(200);
@@ -144,7 +143,7 @@ describe("rotating a source with an Idempotency-Key", () => {
     const late = await rotate(source.id, {}, "windowed");
     expect([late.status, late.body.error?.code]).toEqual([409, "rotation_replay_expired"]);
     await h.evidence.sources.forgetExpiredRotationAnswers();
-    expect(sealedAnswer(source.id)).toBeNull();
+    expect(rotationRows(source.id).map((row) => row.sealed_answer)).toEqual([null]);
   });
 
   it("never shows secrets that ended some other way (409 rotation_superseded)", async () => {
@@ -161,9 +160,12 @@ describe("rotating a source with an Idempotency-Key", () => {
   });
 });
 
-function sealedAnswer(source_id: string): string | null {
+/** The source's rotation rows as stored, oldest first. */
+function rotationRows(source_id: string): Array<{ idempotency_key: string; sealed_answer: string | null }> {
   const db = new Database(h.db, { readonly: true });
-  const row = db.prepare("SELECT sealed_answer FROM evidence_source_rotations WHERE source_id = ?").get(source_id) as { sealed_answer: string | null };
-  db.close();
-  return row.sealed_answer;
+  try {
+    return db.prepare("SELECT idempotency_key, sealed_answer FROM evidence_source_rotations WHERE source_id = ? ORDER BY created_at_ms, idempotency_key").all(source_id) as Array<{ idempotency_key: string; sealed_answer: string | null }>;
+  } finally {
+    db.close();
+  }
 }

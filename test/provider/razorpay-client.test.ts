@@ -372,9 +372,11 @@ describe("the request timeout", () => {
       signals.push(init.signal as AbortSignal);
       return fetch(input, init);
     }) as typeof globalThis.fetch;
-    const provider = sim.provider({ timeout_ms: 150, fetch: watched });
+    // Far above a loopback answer's time, so that the order is answered on a loaded machine too.
+    const timeout_ms = 1_000;
+    const provider = sim.provider({ timeout_ms, fetch: watched });
     expectOk(await provider.createOrder({ amount: 50_000, currency: "INR", receipt: "rsv_timer_1" }));
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    await new Promise((resolve) => setTimeout(resolve, timeout_ms + 300));
     expect(signals.map((signal) => signal.aborted)).toEqual([false]);
   });
 });

@@ -16,9 +16,8 @@ import {
   type SourceView,
 } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
-import { HttpError } from "../errors.js";
 import { requireOperator, type Access } from "../auth.js";
-import { nameSchema, parseBody } from "../validate.js";
+import { nameSchema, parseBody, validationFailed } from "../validate.js";
 
 const upstream_url = z
   .string()
@@ -76,8 +75,7 @@ function rotationKey(request: FastifyRequest): string | undefined {
   const key = request.headers["idempotency-key"];
   if (key === undefined) return undefined;
   if (typeof key === "string" && rotation_key_pattern.test(key)) return key;
-  const message = "must be 1 to 255 visible ASCII characters (no spaces), sent once";
-  throw new HttpError(422, "validation_failed", `Idempotency-Key header: ${message}`, { issues: [{ field: "Idempotency-Key", message }] });
+  throw validationFailed("Idempotency-Key", "the header must be 1 to 255 visible ASCII characters (no spaces), sent once");
 }
 
 export function sourceRoutes(access: Access, sources: SourceStore): RoutePlugin {
