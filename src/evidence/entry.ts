@@ -6,7 +6,7 @@ import { leafHash } from "./merkle.js";
 import { scrub, scrubbedCanonicalJson } from "./scrub.js";
 
 export const entry_version = 1;
-/** Writers' kinds; `system.*` kinds are the log's own lifecycle (genesis, start, evidence_gap). */
+/** Writers' kinds; `system.*` kinds are the log's own lifecycle (genesis, start, evidence_gap, observer_lost, observer_resumed). */
 export const entry_kinds = ["gate.decision", "gate.settlement", "gate.operator", "ingest.decision", "observer.call"] as const;
 const system_kind_pattern = /^system\.[a-z][a-z0-9_]{0,62}$/;
 export const source_chars_max = 200;

@@ -11,8 +11,10 @@ import { observer_cache_ttl_ms, observer_token_prefix, type ObserverSource, type
 import { callEvidence, Correlator } from "./calls.js";
 import { HeldBytes, observer_token_header, relay, type RelayContext } from "./proxy.js";
 import { Recorder, type EvidenceSink, type GapReason } from "./recorder.js";
+import type { ObserverRuns } from "./runs.js";
 
-export { logSink, type EvidenceSink, type GapReason } from "./recorder.js";
+export { logSink, type CallCounts, type EvidenceSink, type GapReason } from "./recorder.js";
+export { observer_lost_kind, observer_resumed_kind, ObserverRuns } from "./runs.js";
 export { observer_token_header } from "./proxy.js";
 export { shadow_settings_schema, shadowVerdict, type ShadowSettings } from "./shadow.js";
 
@@ -26,6 +28,8 @@ export const upstream_sockets_idle_max = 256;
 
 /** How often open exchanges' tokens are checked again and calls left unanswered past their time are recorded. */
 export const observer_sweep_ms_default = observer_cache_ttl_ms;
+/** Every this many sweeps (and at the first), runs of other processes that fell silent are looked for. */
+export const lost_runs_every_sweeps = 6;
 
 export interface ObserverOptions {
   sources: SourceStore;
@@ -34,6 +38,8 @@ export interface ObserverOptions {
   /** How long a call may wait for its answer before it is recorded as a timeout; default pending_call_ttl_ms. */
   pending_call_ttl_ms?: number;
   sink: EvidenceSink;
+  /** This process's run: its row shows it alive, and the sweep finds other runs that stopped unclean. */
+  runs?: ObserverRuns;
   clock: Clock;
   queue_length_max?: number;
   retry_delay_ms?: number;
@@ -108,9 +114,12 @@ export class Observer {
   private closing = false;
   private readonly sweeper: NodeJS.Timeout;
   private sweeping = false;
+  /** The run bookkeeping in flight, apart from the sweep: a slow database delays neither. */
+  private run_tick: Promise<void> | null = null;
+  private run_ticks = 0;
 
   constructor(private readonly options: ObserverOptions) {
-    this.recorder = new Recorder(options);
+    this.recorder = new Recorder({ ...options, pendingCalls: () => this.correlator.size });
     this.correlator = new Correlator((call, reason) => {
       const evidence = callEvidence(call, { type: "no_response", reason }, call.started_ms, "none");
       this.recorder.enqueue(evidence.input, evidence.bytes, call.source.source_id);
@@ -127,7 +136,13 @@ export class Observer {
       active: new Map(),
       sockets: new Set(),
     };
-    this.sweeper = setInterval(() => void this.sweep(), options.sweep_ms ?? observer_sweep_ms_default);
+    const sweep_ms = options.sweep_ms ?? observer_sweep_ms_default;
+    // The heartbeat comes with the sweep: a few must fit in the time that makes a run lost.
+    if (options.runs && sweep_ms * 4 > options.runs.silent_ms_max) throw new RangeError("sweep_ms must be at most a quarter of the runs' silent_ms_max");
+    this.sweeper = setInterval(() => {
+      void this.sweep();
+      this.runTick();
+    }, sweep_ms);
     this.sweeper.unref();
   }
 
@@ -151,6 +166,21 @@ export class Observer {
     } finally {
       this.sweeping = false;
     }
+  }
+
+  /** Shows this run alive, and now and then ends other runs that fell silent, with their evidence. Never throws. */
+  private runTick(): void {
+    const runs = this.options.runs;
+    if (!runs || this.run_tick || this.closing) return;
+    const find = this.run_ticks++ % lost_runs_every_sweeps === 0;
+    this.run_tick = (async () => {
+      await runs.heartbeat(() => this.recorder.taken);
+      if (find) await runs.findLost();
+    })()
+      .catch((error: unknown) => this.options.onError?.(`observer run bookkeeping failed: ${error instanceof Error ? error.message : String(error)}`))
+      .finally(() => {
+        this.run_tick = null;
+      });
   }
 
   /** The source and upstream URL for a request, or a 401 (no token, or not a valid enabled observer's), or a 503 (a token not seen before while the database fails). */
@@ -198,6 +228,20 @@ export class Observer {
   }
 
   /**
+   * Ends the run when every call taken has its entry; otherwise its row keeps the count of calls
+   * taken, and the run is found lost later with the calls that have none.
+   */
+  private async endRun(): Promise<void> {
+    const runs = this.options.runs;
+    if (!runs) return;
+    try {
+      await runs.end(this.recorder.taken);
+    } catch (error) {
+      this.options.onError?.(`observer run could not be ended: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  /**
    * Stops, while the evidence log is still open (the route closes the observer before the server's
    * own close shuts the database): every pending call is recorded now as no_response "shutdown",
    * synchronously, before open streams are cut (a cut exchange would settle its calls only in
@@ -210,7 +254,11 @@ export class Observer {
     // GET streams never end by themselves, nor does a gateway's kept-alive connection.
     for (const destroy of [...this.context.active.keys()]) destroy();
     for (const socket of [...this.context.sockets]) socket.destroy();
-    await this.recorder.close();
+    const drained = await this.recorder.close();
+    // A heartbeat in flight would otherwise commit after the end, and open the row again.
+    await this.run_tick;
+    await this.endRun();
+    if (!drained) this.options.onError?.("observer run left open: calls it took in have no entry, and another start will record them as lost");
     this.context.agents.http.destroy();
     this.context.agents.https.destroy();
   }

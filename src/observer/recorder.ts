@@ -5,6 +5,7 @@
 import type { Clock } from "../clock.js";
 import { CanonicalJsonError, EvidenceInputError, type AppendInput, type EvidenceLog } from "../evidence/index.js";
 import type { SqlDriver } from "../ledger/driver.js";
+import type { ObserverRuns } from "./runs.js";
 
 export const queue_length_max_default = 10_000;
 /** Entries are capped (args and results over 64 KiB are kept by hash only) and an observed call's
@@ -27,14 +28,31 @@ export interface DeferredInput {
   build(): AppendInput;
 }
 
-/** Where observed evidence goes: one append of several entries, atomically. */
-export interface EvidenceSink {
-  append(inputs: readonly AppendInput[]): Promise<void>;
+/** With a batch: how many calls its entries write down, and how many the observer has taken in (read when asked). */
+export interface CallCounts {
+  written: number;
+  taken: () => number;
 }
 
-export function logSink(driver: SqlDriver, log: EvidenceLog): EvidenceSink {
-  // Observed calls have no caller waiting for a receipt: checkpoints cover their entries.
-  return { append: async (inputs) => void (await driver.transaction((tx) => log.appendMany(tx, inputs, { receipts: false }))) };
+/** Where observed evidence goes: one append of several entries, atomically. */
+export interface EvidenceSink {
+  append(inputs: readonly AppendInput[], counts: CallCounts): Promise<void>;
+}
+
+/** The evidence log, and with `runs` the run's counts in the same transaction as the entries. */
+export function logSink(driver: SqlDriver, log: EvidenceLog, runs?: ObserverRuns): EvidenceSink {
+  return {
+    append: async (inputs, counts) => {
+      const mark = await driver.transaction(async (tx) => {
+        // The run's row first: findLost locks it before the log too.
+        const mark = await runs?.written(tx, counts.written, counts.taken);
+        // Observed calls have no caller waiting for a receipt: checkpoints cover their entries.
+        await log.appendMany(tx, inputs, { receipts: false });
+        return mark;
+      });
+      if (mark) runs?.stored(mark);
+    },
+  };
 }
 
 export type GapReason = "queue_full" | "store_unavailable" | "unrecordable" | "too_large" | "unparsed";
@@ -45,6 +63,8 @@ export interface RecorderOptions {
   queue_length_max?: number;
   retry_delay_ms?: number;
   flush_delay_ms?: number;
+  /** Calls taken in but not yet handed to the recorder (awaiting their answers): counted as taken. */
+  pendingCalls?: () => number;
   /** Called with the number of calls that just became unrecorded (the /metrics counter). */
   onUnrecorded?: (calls: number, reason: GapReason) => void;
   /** Operational log line; never given a header, args or a result. */
@@ -100,6 +120,9 @@ class Gap {
 export class Recorder {
   private readonly queue: QueuedCall[] = [];
   private queued_bytes = 0;
+  /** Calls handed to the recorder: queued, or counted in a gap. Each is written once, as an
+   *  observer.call entry or in a system.evidence_gap entry's count, unless the process stops first. */
+  private calls_handed = 0;
   private gap = new Gap();
   private flushing: Promise<void> | null = null;
   private closed = false;
@@ -116,8 +139,9 @@ export class Recorder {
 
   /** Never throws and never waits: the proxied call has already been answered. */
   enqueue(input: DeferredInput, bytes: number, source_id: string): void {
+    this.calls_handed += 1;
     const full = this.queue.length >= this.queue_length_max || this.queued_bytes + bytes > queue_bytes_max;
-    if (this.closed || full) return this.unrecorded(1, "queue_full", source_id);
+    if (this.closed || full) return this.countGap(1, "queue_full", source_id);
     this.queue.push({ input, bytes, source_id });
     this.queued_bytes += bytes;
     this.schedule();
@@ -125,6 +149,22 @@ export class Recorder {
 
   /** Counts calls that could not even be queued (e.g. a body too large to inspect). */
   unrecorded(calls: number, reason: GapReason, source_id: string): void {
+    this.calls_handed += calls;
+    this.countGap(calls, reason, source_id);
+  }
+
+  /** Calls taken in so far: handed over, or still awaiting their answers. */
+  get taken(): number {
+    return this.calls_handed + (this.options.pendingCalls?.() ?? 0);
+  }
+
+  /** Whether every call handed over is written (or its count is): what a clean stop needs. */
+  get drained(): boolean {
+    return this.queue.length === 0 && this.gap.calls === 0;
+  }
+
+  /** A call handed over that goes in the next gap entry rather than an entry of its own. */
+  private countGap(calls: number, reason: GapReason, source_id: string): void {
     this.gap.add(calls, reason, source_id, this.options.clock().toISOString());
     this.options.onUnrecorded?.(calls, reason);
     this.schedule();
@@ -193,7 +233,7 @@ export class Recorder {
     const inputs = [...(gap ? [gap.entry(this.options.clock().toISOString())] : []), ...calls.map((call) => call.input.build())];
     if (gap) this.gap = new Gap();
     try {
-      await this.options.sink.append(inputs);
+      await this.options.sink.append(inputs, { written: calls.length + (gap?.calls ?? 0), taken: () => this.taken });
       return "written";
     } catch (error) {
       if (gap) {
@@ -231,7 +271,7 @@ export class Recorder {
       const written = await this.append([call]);
       if (written === "store_failed") return false;
       this.dequeue(1);
-      if (written === "refused") this.unrecorded(1, "unrecordable", call.source_id);
+      if (written === "refused") this.countGap(1, "unrecordable", call.source_id);
     }
     return true;
   }
@@ -252,7 +292,7 @@ export class Recorder {
    */
   async drain(timeout_ms = close_drain_ms_max): Promise<boolean> {
     const deadline = Date.now() + timeout_ms;
-    while (this.queue.length > 0 || this.gap.calls > 0 || this.flushing) {
+    while (!this.drained || this.flushing) {
       if (Date.now() >= deadline) return false;
       if (this.flushing) await Promise.race([this.flushing, sleep(10, true)]);
       else await sleep(10, true);
@@ -260,12 +300,13 @@ export class Recorder {
     return true;
   }
 
-  /** Stops accepting; gives the queue a bounded moment to drain; what remains is reported. */
-  async close(): Promise<void> {
+  /** Stops accepting; gives the queue a bounded moment to drain; what remains is reported. Returns whether it drained. */
+  async close(): Promise<boolean> {
     const drained = await this.drain(close_drain_ms_max);
     this.closed = true;
     if (this.retry_timer) clearTimeout(this.retry_timer);
     if (!drained) this.options.onError?.(`observer closing with ${this.queue.length} calls unwritten and ${this.gap.calls} unrecorded`);
+    return drained;
   }
 }
 

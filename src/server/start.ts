@@ -251,6 +251,9 @@ async function serverOf(
     await evidence.observer.close().catch(() => undefined);
     throw error;
   });
+  // The observer's run row exists before any call is taken in: one killed before its first
+  // heartbeat is still found lost.
+  await evidence.runs.begin();
   plugins.push(...evidence.plugins);
   const simulator = setup.simulator;
   if (simulator) plugins.push(async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })));

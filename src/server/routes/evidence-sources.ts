@@ -2,7 +2,7 @@
 // operator routes, decision-record ingestion and the chained observer, as route plugins.
 
 import type { Bursar } from "../../index.js";
-import { logSink, Observer, type EvidenceSink, type GapReason } from "../../observer/index.js";
+import { logSink, Observer, ObserverRuns, type EvidenceSink, type GapReason } from "../../observer/index.js";
 import { SecretSealer } from "../../sources/sealed.js";
 import { SourceStore } from "../../sources/store.js";
 import type { Clock } from "../../clock.js";
@@ -19,8 +19,10 @@ export interface EvidenceSourceOptions {
   /** Default: the Bursar's own clock (on PostgreSQL the database's, so that every instance ends a
    *  rotated secret's grace, and checks a delivery's t=, at the same moment). */
   clock?: Clock;
-  /** Where observed calls are written; default: the evidence log in its own transactions. */
+  /** Where observed calls are written; default: the evidence log in its own transactions, with the run's counts. */
   sink?: EvidenceSink;
+  /** How long another process's observer run may be silent before it is taken for lost (default 60 s). */
+  run_silent_ms_max?: number;
   queue_length_max?: number;
   retry_delay_ms?: number;
   /** How often the observer records calls left unanswered and checks open exchanges' tokens again. */
@@ -36,6 +38,8 @@ export interface EvidenceSourceOptions {
 export interface EvidenceSources {
   sources: SourceStore;
   observer: Observer;
+  /** This process's observer run (what shows it alive to other instances). */
+  runs: ObserverRuns;
   plugins: RoutePlugin[];
 }
 
@@ -43,9 +47,11 @@ export function evidenceSources(options: EvidenceSourceOptions): EvidenceSources
   const { driver, log } = options.bursar;
   const clock = options.clock ?? options.bursar.clock;
   const sources = new SourceStore({ driver, log, sealer: new SecretSealer(options.master_key), clock });
+  const runs = new ObserverRuns({ driver, log, clock, ...(options.run_silent_ms_max === undefined ? {} : { silent_ms_max: options.run_silent_ms_max }) });
   const observer = new Observer({
     sources,
-    sink: options.sink ?? logSink(driver, log),
+    sink: options.sink ?? logSink(driver, log, runs),
+    runs,
     clock,
     ...(options.queue_length_max === undefined ? {} : { queue_length_max: options.queue_length_max }),
     ...(options.retry_delay_ms === undefined ? {} : { retry_delay_ms: options.retry_delay_ms }),
@@ -59,5 +65,5 @@ export function evidenceSources(options: EvidenceSourceOptions): EvidenceSources
     ingestRoutes({ access: options.access, sources, ingest: { driver, log, clock }, clock }),
     observeRoutes(observer),
   ];
-  return { sources, observer, plugins };
+  return { sources, observer, runs, plugins };
 }

@@ -1,0 +1,97 @@
+// Observer runs on both backends: a run's counts move with the batches written, a silent run is
+// claimed by exactly one of several instances looking at once, and only then is its entry written.
+
+import { describe, expect, it } from "vitest";
+import { createBursar, type Bursar } from "../../src/index.js";
+import type { AppendInput } from "../../src/evidence/index.js";
+import { logSink, observer_lost_kind, ObserverRuns, type CallCounts } from "../../src/observer/index.js";
+import { Recorder } from "../../src/observer/recorder.js";
+import { run_kept_ms, run_silent_ms_max_default } from "../../src/observer/runs.js";
+import { backends, closeAfterTest } from "../support/backends.js";
+import { manualClock, type ManualClock } from "../support/clock.js";
+
+async function lostEntries(bursar: Bursar): Promise<Array<Record<string, unknown>>> {
+  const size = await bursar.log.treeSize();
+  return (await bursar.log.entries(0, size)).filter((stored) => stored.entry.kind === observer_lost_kind).map((stored) => stored.entry.body);
+}
+
+function runs(bursar: Bursar, clock: ManualClock, run_id?: string): ObserverRuns {
+  return new ObserverRuns({ driver: bursar.driver, log: bursar.log, clock, ...(run_id ? { run_id } : {}) });
+}
+
+for (const backend of backends()) {
+  describe(backend.name, () => {
+    async function opened(): Promise<{ bursar: Bursar; clock: ManualClock }> {
+      const clock = manualClock();
+      const bursar = await createBursar({ db: await backend.db(), clock });
+      closeAfterTest(bursar);
+      return { bursar, clock };
+    }
+
+    it("counts written calls in the batch's own transaction: a rolled-back batch counts none", async () => {
+      const { bursar, clock } = await opened();
+      const run = runs(bursar, clock, "run_counts");
+      await bursar.driver.transaction((tx) => run.written(tx, 3, () => 5));
+      await expect(bursar.driver.transaction(async (tx) => {
+        await run.written(tx, 2, () => 6);
+        throw new Error("the batch failed");
+      })).rejects.toThrow("the batch failed");
+      const row = await bursar.driver.read((tx) => tx.get<{ calls_taken: number | string; calls_written: number | string }>("SELECT calls_taken, calls_written FROM observer_runs WHERE run_id = 'run_counts'"));
+      expect([Number(row!.calls_taken), Number(row!.calls_written)]).toEqual([5, 3]);
+    });
+
+    it("the recorder counts each call handed over once, and as written once its entry or its gap count is", async () => {
+      const { bursar, clock } = await opened();
+      const run = runs(bursar, clock, "run_recorder");
+      const sink = logSink(bursar.driver, bursar.log, run);
+      let failures = 1;
+      const recorder = new Recorder({
+        // The first write fails as a store that went away does; the next ones go through.
+        sink: { append: (inputs: readonly AppendInput[], counts: CallCounts) => (failures-- > 0 ? Promise.reject(new Error("store down")) : sink.append(inputs, counts)) },
+        clock,
+        queue_length_max: 3,
+        flush_delay_ms: 1,
+        retry_delay_ms: 5,
+      });
+      const call = (text: string) => ({ build: (): AppendInput => ({ kind: "observer.call", source: "src_x", body: { text } }) });
+      // A kind the log refuses: the batch is refused, then each call is written alone.
+      const unrecordable = { build: (): AppendInput => ({ kind: "observer.bogus", source: "src_x", body: {} }) };
+      // 3 queued (one the log refuses), 2 more over the queue's length, 4 counted as too large.
+      for (const input of [call("a"), unrecordable, call("c"), call("d"), call("e")]) recorder.enqueue(input, 10, "src_x");
+      recorder.unrecorded(4, "too_large", "src_x");
+      expect(recorder.taken).toBe(9);
+      expect(await recorder.drain(5_000)).toBe(true);
+      const row = await bursar.driver.read((tx) => tx.get<{ calls_taken: number | string; calls_written: number | string }>("SELECT calls_taken, calls_written FROM observer_runs WHERE run_id = 'run_recorder'"));
+      expect([Number(row!.calls_taken), Number(row!.calls_written)]).toEqual([9, 9]);
+      const size = await bursar.log.treeSize();
+      const entries = (await bursar.log.entries(0, size)).map((stored) => stored.entry);
+      const gap_calls = entries.filter((entry) => entry.kind === "system.evidence_gap").reduce((sum, entry) => sum + Number(entry.body.unrecorded_calls), 0);
+      expect(entries.filter((entry) => entry.kind === "observer.call")).toHaveLength(2);
+      expect(gap_calls).toBe(7);
+    });
+
+    it("a silent run is claimed by one of several instances looking at once, with one entry", async () => {
+      const { bursar, clock } = await opened();
+      await bursar.driver.transaction((tx) => tx.run("INSERT INTO evidence_sources (source_id, kind, name, upstream_url, created_at_ms) VALUES ('src_x', 'observer', 'x', 'http://127.0.0.1:1/mcp', 0)"));
+      const dead = runs(bursar, clock, "run_dead");
+      await bursar.driver.transaction((tx) => dead.written(tx, 4, () => 9));
+      clock.advance(run_silent_ms_max_default + 1);
+      const finders = Array.from({ length: 4 }, () => runs(bursar, clock));
+      const found = await Promise.all(finders.map((finder) => finder.findLost()));
+      expect(found.flat()).toEqual(["run_dead"]);
+      expect(await lostEntries(bursar)).toMatchObject([{ run_id: "run_dead", calls_taken: 9, calls_written: 4, calls_unwritten: 5 }]);
+    });
+
+    it("ended runs are deleted once kept long enough", async () => {
+      const { bursar, clock } = await opened();
+      await runs(bursar, clock, "run_old").end(0);
+      const finder = runs(bursar, clock);
+      await finder.findLost();
+      const count = async () => Number((await bursar.driver.read((tx) => tx.get<{ n: number | string }>("SELECT COUNT(*) AS n FROM observer_runs")))!.n);
+      expect(await count()).toBe(1);
+      clock.advance(run_kept_ms + 1);
+      await finder.findLost();
+      expect(await count()).toBe(0);
+    });
+  });
+}
