@@ -12,7 +12,7 @@ import { createBursar } from "../../src/index.js";
 import type { AppendInput } from "../../src/evidence/index.js";
 import { logSink, observer_lost_kind, observer_resumed_kind, ObserverRuns, type CallCounts } from "../../src/observer/index.js";
 import { run_silent_ms_max_default } from "../../src/observer/runs.js";
-import { harness, operator_token, type Harness } from "../ingest/support.js";
+import { harness, operator_token, type Harness, type HarnessOptions } from "../ingest/support.js";
 import { startBursar } from "../support/process.js";
 import { waitUntil } from "../support/wait.js";
 import { observerSource, sdkClient, type ObserverSourceCreated } from "./support.js";
@@ -40,6 +40,16 @@ async function runRows(h: Pick<Harness, "bursar">): Promise<RunRow[]> {
 /** Another instance on the same database, its clock `ahead_ms` past the harness's. */
 function otherInstance(h: Harness, ahead_ms = run_silent_ms_max_default + 1_000): ObserverRuns {
   return new ObserverRuns({ driver: h.bursar.driver, log: h.bursar.log, clock: () => new Date(h.clock().getTime() + ahead_ms) });
+}
+
+/** Runs `test` on a harness of its own, closed (its directory removed) whether or not it passes. */
+async function withHarness(options: HarnessOptions, test: (h: Harness) => Promise<void>): Promise<void> {
+  const h = await harness(options);
+  try {
+    await test(h);
+  } finally {
+    await h.close();
+  }
 }
 
 async function echo(source: ObserverSourceCreated, texts: readonly string[]): Promise<void> {
@@ -113,44 +123,44 @@ describe("an observer run that stops with calls unwritten", () => {
 describe("an observer closed while its store fails", () => {
   it("leaves its run open with every call it took in, to be found lost", async () => {
     const failing = { append: () => Promise.reject(new Error("store down")) };
-    const h = await harness({ sink: failing, retry_delay_ms: 50 });
-    const source = await observerSource(h, `${upstream.url}/mcp`);
-    await echo(source, ["p", "q"]);
-    await h.evidence.observer.close();
-    expect(await runRows(h)).toMatchObject([{ run_id: h.evidence.runs.run_id, calls_taken: 2, calls_written: 0, ended_at_ms: null }]);
-    expect(await otherInstance(h).findLost()).toEqual([h.evidence.runs.run_id]);
-    expect((await h.entries(observer_lost_kind))[0]!.entry.body).toMatchObject({ calls_taken: 2, calls_written: 0, calls_unwritten: 2 });
-    await h.close();
+    await withHarness({ sink: failing, retry_delay_ms: 50 }, async (h) => {
+      const source = await observerSource(h, `${upstream.url}/mcp`);
+      await echo(source, ["p", "q"]);
+      await h.evidence.observer.close();
+      expect(await runRows(h)).toMatchObject([{ run_id: h.evidence.runs.run_id, calls_taken: 2, calls_written: 0, ended_at_ms: null }]);
+      expect(await otherInstance(h).findLost()).toEqual([h.evidence.runs.run_id]);
+      expect((await h.entries(observer_lost_kind))[0]!.entry.body).toMatchObject({ calls_taken: 2, calls_written: 0, calls_unwritten: 2 });
+    });
   });
 });
 
 describe("runs that are not lost", () => {
   it("a clean stop ends the run: nothing is found lost", async () => {
-    const h = await harness();
-    const source = await observerSource(h, `${upstream.url}/mcp`);
-    await echo(source, ["x"]);
-    await h.evidence.observer.close();
-    expect(await runRows(h)).toMatchObject([{ calls_taken: 1, calls_written: 1, ended_at_ms: expect.any(Number) }]);
-    expect(await otherInstance(h).findLost()).toEqual([]);
-    expect(await h.entries(observer_lost_kind)).toEqual([]);
-    await h.close();
+    await withHarness({}, async (h) => {
+      const source = await observerSource(h, `${upstream.url}/mcp`);
+      await echo(source, ["x"]);
+      await h.evidence.observer.close();
+      expect(await runRows(h)).toMatchObject([{ calls_taken: 1, calls_written: 1, ended_at_ms: expect.any(Number) }]);
+      expect(await otherInstance(h).findLost()).toEqual([]);
+      expect(await h.entries(observer_lost_kind)).toEqual([]);
+    });
   });
 
   it("a run that took nothing in is ended silently where no observer source exists, and with an entry where one does", async () => {
-    const h = await harness();
-    await h.evidence.runs.heartbeat(() => 0);
-    expect(await otherInstance(h).findLost()).toEqual([h.evidence.runs.run_id]);
-    expect(await h.entries(observer_lost_kind)).toEqual([]);
-    await observerSource(h, `${upstream.url}/mcp`);
-    const later = otherInstance(h, 3 * run_silent_ms_max_default);
-    await h.evidence.runs.heartbeat(() => 0);
-    // The heartbeat wrote nothing new (no call taken, a heartbeat's interval not passed): the row stays ended.
-    expect((await runRows(h))[0]!.ended_at_ms).not.toBeNull();
-    const third = new ObserverRuns({ driver: h.bursar.driver, log: h.bursar.log, clock: h.clock });
-    await third.heartbeat(() => 0);
-    expect(await later.findLost()).toEqual([third.run_id]);
-    expect((await h.entries(observer_lost_kind)).map((stored) => stored.entry.body)).toMatchObject([{ run_id: third.run_id, calls_taken: 0, calls_unwritten: 0 }]);
-    await h.close();
+    await withHarness({}, async (h) => {
+      await h.evidence.runs.heartbeat(() => 0);
+      expect(await otherInstance(h).findLost()).toEqual([h.evidence.runs.run_id]);
+      expect(await h.entries(observer_lost_kind)).toEqual([]);
+      await observerSource(h, `${upstream.url}/mcp`);
+      const later = otherInstance(h, 3 * run_silent_ms_max_default);
+      await h.evidence.runs.heartbeat(() => 0);
+      // The heartbeat wrote nothing new (no call taken, a heartbeat's interval not passed): the row stays ended.
+      expect((await runRows(h))[0]!.ended_at_ms).not.toBeNull();
+      const third = new ObserverRuns({ driver: h.bursar.driver, log: h.bursar.log, clock: h.clock });
+      await third.heartbeat(() => 0);
+      expect(await later.findLost()).toEqual([third.run_id]);
+      expect((await h.entries(observer_lost_kind)).map((stored) => stored.entry.body)).toMatchObject([{ run_id: third.run_id, calls_taken: 0, calls_unwritten: 0 }]);
+    });
   });
 });
 
