@@ -19,7 +19,8 @@ export interface EvidenceSourceOptions {
   /** Default: the Bursar's own clock (on PostgreSQL the database's, so that every instance ends a
    *  rotated secret's grace, and checks a delivery's t=, at the same moment). */
   clock?: Clock;
-  /** Where observed calls are written; default: the evidence log in its own transactions, with the run's counts. */
+  /** Where observed calls are written; default: the evidence log in its own transactions, with the run's counts
+   *  (logSink with `runs`). Tests only: a sink that does not count them leaves every call unwritten in the run's row. */
   sink?: EvidenceSink;
   /** How long another process's observer run may be silent before it is taken for lost (default 60 s). */
   run_silent_ms_max?: number;
