@@ -201,7 +201,7 @@ async function main(): Promise<void> {
           `added latency p50 ${(p(observed, 50) - p(direct, 50)).toFixed(3)} ms, p99 ${(p(observed, 99) - p(direct, 99)).toFixed(3)} ms ` +
           `(direct p50 ${p(direct, 50).toFixed(2)} / p99 ${p(direct, 99).toFixed(2)} ms)`,
         `    CPU per call: client ${per_call(direct.cpu_us.client)} direct / ${per_call(observed.cpu_us.client)} observed, upstream ${per_call(direct.cpu_us.upstream)} / ${per_call(observed.cpu_us.upstream)}, ` +
-          `observer ${per_call(observed.cpu_us.observer)} (relay and evidence), bare relay ${per_call(relayed.cpu_us.observer)}`,
+          `observer ${per_call(observed.cpu_us.observer)} (relay and evidence), bare relay ${per_call(relayed.cpu_us.observer)} (client ${per_call(relayed.cpu_us.client)}, upstream ${per_call(relayed.cpu_us.upstream)})`,
         `    yardstick, a bare Node http relay: ${Math.round(calls / relayed.seconds)} calls/s (ratio ${(calls / relayed.seconds / (calls / direct.seconds)).toFixed(2)}); ` +
           `the observer reaches ${((calls / observed.seconds) / (calls / relayed.seconds)).toFixed(2)} of it`,
         `    one call at a time (${unloaded_calls} per side): added p50 ${added_alone.toFixed(3)} ms, p99 ${(p(observed_alone, 99) - p(direct_alone, 99)).toFixed(3)} ms ` +
