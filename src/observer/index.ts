@@ -11,7 +11,7 @@ import { observer_cache_ttl_ms, observer_token_prefix, type ObserverSource, type
 import { callEvidence, Correlator } from "./calls.js";
 import { HeldBytes, observer_token_header, relay, type RelayContext } from "./proxy.js";
 import { Recorder, type EvidenceSink, type GapReason } from "./recorder.js";
-import type { ObserverRuns } from "./runs.js";
+import { run_heartbeat_ms, type ObserverRuns } from "./runs.js";
 
 export { logSink, type CallCounts, type EvidenceSink, type GapReason } from "./recorder.js";
 export { observer_lost_kind, observer_resumed_kind, ObserverRuns } from "./runs.js";
@@ -137,8 +137,11 @@ export class Observer {
       sockets: new Set(),
     };
     const sweep_ms = options.sweep_ms ?? observer_sweep_ms_default;
-    // The heartbeat comes with the sweep: a few must fit in the time that makes a run lost.
-    if (options.runs && sweep_ms * 4 > options.runs.silent_ms_max) throw new RangeError("sweep_ms must be at most a quarter of the runs' silent_ms_max");
+    // The heartbeat comes with the sweep, at least every run_heartbeat_ms: two must fit in the
+    // time that makes a run lost, or an idle run would be taken for lost again and again.
+    if (options.runs && 2 * (run_heartbeat_ms + sweep_ms) > options.runs.silent_ms_max) {
+      throw new RangeError(`the runs' silent_ms_max must be at least twice (${run_heartbeat_ms} ms + sweep_ms)`);
+    }
     this.sweeper = setInterval(() => {
       void this.sweep();
       this.runTick();
@@ -235,7 +238,9 @@ export class Observer {
     const runs = this.options.runs;
     if (!runs) return;
     try {
-      await runs.end(this.recorder.taken);
+      if (!(await runs.end(this.recorder.taken))) {
+        this.options.onError?.("observer run left open: calls it took in have no entry, and another start will record them as lost");
+      }
     } catch (error) {
       this.options.onError?.(`observer run could not be ended: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -254,11 +259,11 @@ export class Observer {
     // GET streams never end by themselves, nor does a gateway's kept-alive connection.
     for (const destroy of [...this.context.active.keys()]) destroy();
     for (const socket of [...this.context.sockets]) socket.destroy();
-    const drained = await this.recorder.close();
+    await this.recorder.close();
     // A heartbeat in flight would otherwise commit after the end, and open the row again.
+    this.options.runs?.stop();
     await this.run_tick;
     await this.endRun();
-    if (!drained) this.options.onError?.("observer run left open: calls it took in have no entry, and another start will record them as lost");
     this.context.agents.http.destroy();
     this.context.agents.https.destroy();
   }

@@ -47,7 +47,7 @@ export function logSink(driver: SqlDriver, log: EvidenceLog, runs?: ObserverRuns
         // The run's row first: findLost locks it before the log too.
         const mark = await runs?.written(tx, counts.written, counts.taken);
         // Observed calls have no caller waiting for a receipt: checkpoints cover their entries.
-        await log.appendMany(tx, inputs, { receipts: false });
+        await log.appendMany(tx, inputs, { receipts: false, last: true });
         return mark;
       });
       if (mark) runs?.stored(mark);

@@ -65,6 +65,8 @@ export class ObserverRuns {
   private taken_stored = -1;
   private stored_at_ms = -Infinity;
   private ended = false;
+  /** Set at close: a pass of findLost stops between claims rather than hold the shutdown. */
+  private stopping = false;
 
   constructor(private readonly options: ObserverRunsOptions) {
     this.run_id = options.run_id ?? `run_${randomBase62(16)}`;
@@ -101,8 +103,10 @@ export class ObserverRuns {
   }
 
   /**
-   * The row's upsert, after a system.observer_resumed entry when another instance had taken the
-   * run for lost (it stalled for longer than silent_ms_max, or its database was out of reach).
+   * The row's upsert, then a system.observer_resumed entry when another instance had taken the
+   * run for lost (it stalled for longer than silent_ms_max, or its database was out of reach),
+   * which always wrote system.observer_lost (a run it ends without one it deletes). The append,
+   * if any, comes last: the log's sequence lock is held no longer than it must be.
    */
   private async update(tx: SqlTx, written: number, taken: () => number): Promise<RunMark> {
     const row = await tx.get<{ ended_at_ms: number | string | null; calls_written: number | string }>(
@@ -110,11 +114,11 @@ export class ObserverRuns {
       [this.run_id],
     );
     const mark = { taken: taken(), at_ms: this.options.clock().getTime() };
+    await tx.run(upsert_sql, [this.run_id, this.started_at_ms, mark.at_ms, mark.taken, written]);
     if (row && row.ended_at_ms !== null) {
       const body = { run_id: this.run_id, lost_at: iso(row.ended_at_ms), resumed_at: iso(mark.at_ms), calls_taken: mark.taken, calls_written: Number(row.calls_written) };
       await this.options.log.appendMany(tx, [{ kind: observer_resumed_kind, source: "observer", body }], { receipts: false });
     }
-    await tx.run(upsert_sql, [this.run_id, this.started_at_ms, mark.at_ms, mark.taken, written]);
     return mark;
   }
 
@@ -124,12 +128,17 @@ export class ObserverRuns {
    */
   async end(taken: number): Promise<boolean> {
     this.ended = true;
-    const now_ms = this.options.clock().getTime();
     return this.options.driver.transaction(async (tx) => {
-      await tx.run(upsert_sql, [this.run_id, this.started_at_ms, now_ms, taken, 0]);
-      const ended = await tx.run("UPDATE observer_runs SET ended_at_ms = ? WHERE run_id = ? AND calls_written >= calls_taken", [now_ms, this.run_id]);
+      // As any update: a run taken for lost meanwhile says it came back before it ends.
+      const { at_ms } = await this.update(tx, 0, () => taken);
+      const ended = await tx.run("UPDATE observer_runs SET ended_at_ms = ? WHERE run_id = ? AND calls_written >= calls_taken", [at_ms, this.run_id]);
       return ended.changes === 1;
     });
+  }
+
+  /** Close is coming: a findLost pass under way claims no further runs. */
+  stop(): void {
+    this.stopping = true;
   }
 
   /**
@@ -149,7 +158,10 @@ export class ObserverRuns {
       expired: await tx.get("SELECT 1 AS one FROM observer_runs WHERE ended_at_ms < ? LIMIT 1", [now_ms - run_kept_ms]),
     }));
     const lost: string[] = [];
-    for (const row of silent) if (await this.claim(row, now_ms)) lost.push(row.run_id);
+    for (const row of silent) {
+      if (this.stopping) break;
+      if (await this.claim(row, now_ms)) lost.push(row.run_id);
+    }
     if (expired) await this.options.driver.transaction((tx) => tx.run("DELETE FROM observer_runs WHERE ended_at_ms < ?", [now_ms - run_kept_ms]), { async_commit: true });
     return lost;
   }
@@ -160,8 +172,12 @@ export class ObserverRuns {
       if (claimed.changes !== 1) return false;
       const [taken, written] = [Number(row.calls_taken), Number(row.calls_written)];
       // A run that had taken nothing in when last seen may have taken calls since: said so
-      // wherever an observer could have been used, never in a gate-only deployment.
-      if (taken === 0 && !(await tx.get("SELECT 1 AS one FROM evidence_sources WHERE kind = 'observer' LIMIT 1"))) return true;
+      // wherever an observer could have been used, never in a gate-only deployment, where the
+      // row goes (should the run come back, its next update makes a new one, with no entry).
+      if (taken === 0 && !(await tx.get("SELECT 1 AS one FROM evidence_sources WHERE kind = 'observer' LIMIT 1"))) {
+        await tx.run("DELETE FROM observer_runs WHERE run_id = ?", [row.run_id]);
+        return true;
+      }
       const body = {
         run_id: row.run_id,
         started_at: iso(row.started_at_ms),

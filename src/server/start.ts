@@ -253,7 +253,10 @@ async function serverOf(
   });
   // The observer's run row exists before any call is taken in: one killed before its first
   // heartbeat is still found lost.
-  await evidence.runs.begin();
+  await evidence.runs.begin().catch(async (error: unknown) => {
+    await evidence.observer.close().catch(() => undefined);
+    throw error;
+  });
   plugins.push(...evidence.plugins);
   const simulator = setup.simulator;
   if (simulator) plugins.push(async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })));

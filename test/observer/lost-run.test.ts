@@ -11,7 +11,7 @@ import { loadSigningKey } from "../../src/evidence/keys.js";
 import { createBursar } from "../../src/index.js";
 import type { AppendInput } from "../../src/evidence/index.js";
 import { logSink, observer_lost_kind, observer_resumed_kind, ObserverRuns, type CallCounts } from "../../src/observer/index.js";
-import { run_silent_ms_max_default } from "../../src/observer/runs.js";
+import { run_heartbeat_ms, run_silent_ms_max_default } from "../../src/observer/runs.js";
 import { harness, operator_token, type Harness, type HarnessOptions } from "../ingest/support.js";
 import { startBursar } from "../support/process.js";
 import { waitUntil } from "../support/wait.js";
@@ -150,12 +150,16 @@ describe("runs that are not lost", () => {
     await withHarness({}, async (h) => {
       await h.evidence.runs.heartbeat(() => 0);
       expect(await otherInstance(h).findLost()).toEqual([h.evidence.runs.run_id]);
+      expect(await runRows(h)).toEqual([]);
+      // Back after all (its next heartbeat is due): its row is made again, and nothing says it was lost or resumed.
+      h.clock.advance(run_heartbeat_ms);
+      await h.evidence.runs.heartbeat(() => 0);
+      expect(await runRows(h)).toMatchObject([{ run_id: h.evidence.runs.run_id, calls_taken: 0, ended_at_ms: null }]);
       expect(await h.entries(observer_lost_kind)).toEqual([]);
+      expect(await h.entries(observer_resumed_kind)).toEqual([]);
       await observerSource(h, `${upstream.url}/mcp`);
       const later = otherInstance(h, 3 * run_silent_ms_max_default);
-      await h.evidence.runs.heartbeat(() => 0);
-      // The heartbeat wrote nothing new (no call taken, a heartbeat's interval not passed): the row stays ended.
-      expect((await runRows(h))[0]!.ended_at_ms).not.toBeNull();
+      expect(await h.evidence.runs.end(0)).toBe(true);
       const third = new ObserverRuns({ driver: h.bursar.driver, log: h.bursar.log, clock: h.clock });
       await third.heartbeat(() => 0);
       expect(await later.findLost()).toEqual([third.run_id]);

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { createBursar, type Bursar } from "../../src/index.js";
 import type { AppendInput } from "../../src/evidence/index.js";
-import { logSink, observer_lost_kind, ObserverRuns, type CallCounts } from "../../src/observer/index.js";
+import { logSink, observer_lost_kind, observer_resumed_kind, ObserverRuns, type CallCounts } from "../../src/observer/index.js";
 import { Recorder } from "../../src/observer/recorder.js";
 import { run_kept_ms, run_silent_ms_max_default } from "../../src/observer/runs.js";
 import { backends, closeAfterTest } from "../support/backends.js";
@@ -80,6 +80,21 @@ for (const backend of backends()) {
       const found = await Promise.all(finders.map((finder) => finder.findLost()));
       expect(found.flat()).toEqual(["run_dead"]);
       expect(await lostEntries(bursar)).toMatchObject([{ run_id: "run_dead", calls_taken: 9, calls_written: 4, calls_unwritten: 5 }]);
+    });
+
+    it("a run taken for lost that stops cleanly says it came back, then ends", async () => {
+      const { bursar, clock } = await opened();
+      const stalled = runs(bursar, clock, "run_stalled");
+      await bursar.driver.transaction(async (tx) => stalled.stored(await stalled.written(tx, 2, () => 2)));
+      clock.advance(run_silent_ms_max_default + 1);
+      expect(await runs(bursar, clock).findLost()).toEqual(["run_stalled"]);
+      expect(await stalled.end(2)).toBe(true);
+      const size = await bursar.log.treeSize();
+      const kinds = (await bursar.log.entries(0, size)).map((stored) => stored.entry.kind).filter((kind) => kind.startsWith("system.observer_"));
+      expect(kinds).toEqual([observer_lost_kind, observer_resumed_kind]);
+      const row = await bursar.driver.read((tx) => tx.get<{ ended_at_ms: number | string | null }>("SELECT ended_at_ms FROM observer_runs WHERE run_id = 'run_stalled'"));
+      expect(row!.ended_at_ms).not.toBeNull();
+      expect(await runs(bursar, clock).findLost()).toEqual([]);
     });
 
     it("ended runs are deleted once kept long enough", async () => {
