@@ -300,13 +300,12 @@ export class Recorder {
     return true;
   }
 
-  /** Stops accepting; gives the queue a bounded moment to drain; what remains is reported. Returns whether it drained. */
-  async close(): Promise<boolean> {
+  /** Stops accepting; gives the queue a bounded moment to drain; what remains is reported. */
+  async close(): Promise<void> {
     const drained = await this.drain(close_drain_ms_max);
     this.closed = true;
     if (this.retry_timer) clearTimeout(this.retry_timer);
     if (!drained) this.options.onError?.(`observer closing with ${this.queue.length} calls unwritten and ${this.gap.calls} unrecorded`);
-    return drained;
   }
 }
 
