@@ -50,7 +50,7 @@ export function logSink(driver: SqlDriver, log: EvidenceLog, runs?: ObserverRuns
         await log.appendMany(tx, inputs, { receipts: false, last: true });
         return mark;
       });
-      if (mark) runs?.stored(mark);
+      if (runs && mark) runs.stored(mark);
     },
   };
 }

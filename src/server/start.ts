@@ -247,16 +247,15 @@ async function serverOf(
     logRoutes({ log: bursar.log, authorizeReader: (header) => isReader(access, header) }),
   ];
   const evidence = evidenceSources({ access, bursar, master_key: files.master_key, onUnrecorded: metrics.evidenceGap });
-  await refuseForeignMasterKey(evidence.sources, files).catch(async (error: unknown) => {
+  try {
+    await refuseForeignMasterKey(evidence.sources, files);
+    // The observer's run row exists before any call is taken in: one killed before its first
+    // heartbeat is still found lost.
+    await evidence.runs.begin();
+  } catch (error) {
     await evidence.observer.close().catch(() => undefined);
     throw error;
-  });
-  // The observer's run row exists before any call is taken in: one killed before its first
-  // heartbeat is still found lost.
-  await evidence.runs.begin().catch(async (error: unknown) => {
-    await evidence.observer.close().catch(() => undefined);
-    throw error;
-  });
+  }
   plugins.push(...evidence.plugins);
   const simulator = setup.simulator;
   if (simulator) plugins.push(async (app) => void (await app.register(simulator.plugin, { prefix: "/simulator" })));

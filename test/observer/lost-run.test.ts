@@ -15,7 +15,7 @@ import { run_heartbeat_ms, run_silent_ms_max_default } from "../../src/observer/
 import { harness, operator_token, type Harness, type HarnessOptions } from "../ingest/support.js";
 import { startBursar } from "../support/process.js";
 import { waitUntil } from "../support/wait.js";
-import { observerSource, sdkClient, type ObserverSourceCreated } from "./support.js";
+import { observerSource, sdkClient, StoppableStore, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 
 interface RunRow {
@@ -122,11 +122,16 @@ describe("an observer run that stops with calls unwritten", () => {
 
 describe("an observer closed while its store fails", () => {
   it("leaves its run open with every call it took in, to be found lost", async () => {
-    const failing = { append: () => Promise.reject(new Error("store down")) };
-    await withHarness({ sink: failing, retry_delay_ms: 50 }, async (h) => {
+    // The evidence store as its own connection to the database file, closed: every write fails as a store gone away does.
+    let store: StoppableStore | undefined;
+    await withHarness({ sink: { append: (inputs) => store!.append(inputs) }, retry_delay_ms: 50 }, async (h) => {
+      store = new StoppableStore(h.db, () => h);
+      store.start();
+      await store.stop();
       const source = await observerSource(h, `${upstream.url}/mcp`);
       await echo(source, ["p", "q"]);
       await h.evidence.observer.close();
+      expect(await h.entries("observer.call")).toEqual([]);
       expect(await runRows(h)).toMatchObject([{ run_id: h.evidence.runs.run_id, calls_taken: 2, calls_written: 0, ended_at_ms: null }]);
       expect(await otherInstance(h).findLost()).toEqual([h.evidence.runs.run_id]);
       expect((await h.entries(observer_lost_kind))[0]!.entry.body).toMatchObject({ calls_taken: 2, calls_written: 0, calls_unwritten: 2 });

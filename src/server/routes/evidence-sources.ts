@@ -22,8 +22,6 @@ export interface EvidenceSourceOptions {
   /** Where observed calls are written; default: the evidence log in its own transactions, with the run's counts
    *  (logSink with `runs`). Tests only: a sink that does not count them leaves every call unwritten in the run's row. */
   sink?: EvidenceSink;
-  /** How long another process's observer run may be silent before it is taken for lost (default 60 s). */
-  run_silent_ms_max?: number;
   queue_length_max?: number;
   retry_delay_ms?: number;
   /** How often the observer records calls left unanswered and checks open exchanges' tokens again. */
@@ -48,7 +46,7 @@ export function evidenceSources(options: EvidenceSourceOptions): EvidenceSources
   const { driver, log } = options.bursar;
   const clock = options.clock ?? options.bursar.clock;
   const sources = new SourceStore({ driver, log, sealer: new SecretSealer(options.master_key), clock });
-  const runs = new ObserverRuns({ driver, log, clock, ...(options.run_silent_ms_max === undefined ? {} : { silent_ms_max: options.run_silent_ms_max }) });
+  const runs = new ObserverRuns({ driver, log, clock });
   const observer = new Observer({
     sources,
     sink: options.sink ?? logSink(driver, log, runs),
