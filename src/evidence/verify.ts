@@ -279,7 +279,7 @@ class ExportVerifier {
     if (startsWith(line, utf8_byte_order_mark)) this.stop({ file: true, message: "the export starts with a byte order mark, which no export has (added by an editor?): remove it" });
     const parsed = startsWith(line, header_line_prefix) ? (parseJson(line) as { bursar_export?: { v?: unknown; origin?: unknown } }) : undefined;
     const header = parsed?.bursar_export;
-    if (!header || header.v !== export_format_version) this.stop({ message: "line 1 is not a bursar export header (v 1)" });
+    if (!header || header.v !== export_format_version) this.stop({ file: true, message: "line 1 is not a bursar export header (v 1)" });
     if (header.origin !== this.trusted.origin) {
       this.stop({ message: `the export is of log ${JSON.stringify(header.origin)}, the checkpoint of ${JSON.stringify(this.trusted.origin)}` });
     }
@@ -514,7 +514,7 @@ class ExportVerifier {
   }
 
   finish(): void {
-    if (!this.sawHeader) this.stop({ message: "the export is empty" });
+    if (!this.sawHeader) this.stop({ file: true, message: "the export is empty" });
     this.settlePending();
     if (this.size < this.trusted.size) {
       this.stop({

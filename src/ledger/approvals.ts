@@ -83,6 +83,8 @@ export async function beginApproval(
   else if (block.frozen_at_ms !== null) problem = { rule: "R4", reason: "R4: the spending block is frozen" };
   else if (now_ms >= block.expires_at_ms) problem = { rule: "R2", reason: "R2: the spending block has expired" };
   else if (!reservation || reservation.status !== "held") problem = { rule: "HOLD", reason: "the call's hold is no longer there" };
+  // Only an order made elsewhere with the call's reservation id as its receipt can name it yet.
+  else if (reservation.order_id !== null) problem = { rule: "HOLD", reason: `order ${reservation.order_id}, which the gate never sent, names the call's reservation` };
   else if (await agentDisabled(tx, approval.agent_id)) problem = { rule: "CALLER", reason: "the agent is disabled" };
   if (problem) {
     await refuseGrant(tx, context, approval, reservation, problem);

@@ -6,6 +6,7 @@ import type { SqlTx } from "./driver.js";
 import type { BlockRow, ReservationRow } from "./rows.js";
 import {
   adjustBlock,
+  approvalByReservation,
   completeKeys,
   freezeBlock,
   getReservation,
@@ -227,6 +228,11 @@ export async function settleCapture(
   }
   if (reservation.status === "released") {
     return reject(tx, context, reservation, payment, via, "late capture on a released reservation", true, detail);
+  }
+  // Its order is sent only once an operator approves: a capture on an order naming it before
+  // then (found by the receipt) was made by someone else with the provider's keys, not the gate.
+  if ((await approvalByReservation(tx, reservation.reservation_id))?.state === "pending") {
+    return reject(tx, context, reservation, payment, via, "a capture on an order the gate never sent: the call still waits for an operator's approval", true, detail);
   }
   if (reservation.payment_id && reservation.payment_id !== payment.id) {
     return reject(tx, context, reservation, payment, via, "captured payment differs from the bound payment", true, detail);

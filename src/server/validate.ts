@@ -80,6 +80,8 @@ export function queryInteger(query: unknown, name: string, range: { fallback?: n
   if (raw === undefined && fallback !== undefined) return fallback;
   const value = typeof raw === "string" && query_integer_pattern.test(raw) ? Number(raw) : Number.NaN;
   if (Number.isSafeInteger(value) && value >= min && (max === undefined || value <= max)) return value;
-  if (max !== undefined) throw invalidQuery(name, `must be an integer from ${min} to ${max}`, { limit: max });
+  // Digits past the largest exact integer are out of range, not "not an integer".
+  const limit = max ?? (typeof raw === "string" && /^[0-9]+$/.test(raw) ? Number.MAX_SAFE_INTEGER : undefined);
+  if (limit !== undefined) throw invalidQuery(name, `must be an integer from ${min} to ${limit}`, { limit });
   throw invalidQuery(name, min === 0 ? "must be a non-negative integer" : `must be an integer of at least ${min}`);
 }

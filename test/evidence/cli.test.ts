@@ -132,6 +132,16 @@ describe("bursar export and verify", () => {
     const blankIo = io({});
     expect(await verifyCommand.run([blank, "--checkpoint", cp, "--key", verifierKey], blankIo)).toBe(1);
     expect(blankIo.err()).toMatch(/^FAIL an empty line, which no export holds \(line 2\)\n  the export file$/m);
+    const empty = join(dir.path, "empty.jsonl");
+    writeFileSync(empty, "");
+    const emptyIo = io({});
+    expect(await verifyCommand.run([empty, "--checkpoint", cp, "--key", verifierKey], emptyIo)).toBe(1);
+    expect(emptyIo.err()).toMatch(/^FAIL the export is empty\n  the export file$/m);
+    const headless = join(dir.path, "headless.jsonl");
+    writeFileSync(headless, readFileSync(out, "utf8").replace('"v":1', '"v":2'));
+    const headlessIo = io({});
+    expect(await verifyCommand.run([headless, "--checkpoint", cp, "--key", verifierKey], headlessIo)).toBe(1);
+    expect(headlessIo.err()).toMatch(/^FAIL line 1 is not a bursar export header \(v 1\).*\n  the export file$/m);
     const cut = join(dir.path, "cp-cut.txt");
     writeFileSync(cut, readFileSync(cp, "utf8").trimEnd());
     const cutIo = io({});

@@ -80,6 +80,11 @@ describe("reader routes", () => {
     }
     const limited = (await get("/api/v1/log/entries?start=0&end=1001", reader)).json() as { error: { details: { limit: number } } };
     expect(limited.error.details.limit).toBe(1000);
+    // Digits past the largest exact integer are out of range, and the answer says so.
+    expect((await get("/api/v1/log/proof/inclusion?index=0&size=99999999999999999999", reader)).json()).toEqual({
+      error: { code: "invalid_query", message: `size must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}`, details: { param: "size", limit: Number.MAX_SAFE_INTEGER } },
+    });
+    expect((await get("/api/v1/log/entries?start=abc", reader)).json()).toMatchObject({ error: { message: "start must be a non-negative integer" } });
   });
 
   it("return proofs in exactly the documented shape, which verify offline", async () => {

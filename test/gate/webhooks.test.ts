@@ -308,6 +308,30 @@ describe("POST /webhooks/razorpay", () => {
     expect(unfrozen.body).toMatchObject({ frozen: false, unreconciled: 10_000, available: 990_000 });
   });
 
+  it("a capture on an order the gate never sent, naming a call that waits for approval → 200 rejected; the block freezes, the approval is refused", async () => {
+    const agent = await server.agent(`buyer-${++event_counter}`);
+    const held = await (await server.client(agent.token)).callTool({ name: "create_order", arguments: { amount: 300_000, currency: "INR" } });
+    expect(held.structuredContent).toMatchObject({ effect: "HOLD" });
+    const { approval_id } = held.structuredContent as { approval_id: string };
+    // The agent is not told the reservation id of a held call; the operator's list shows it.
+    const pending = await server.api<{ approvals: Array<{ approval_id: string; reservation_id: string }> }>("GET", "/api/v1/approvals?state=pending");
+    const reservation_id = pending.body.approvals.find((approval) => approval.approval_id === approval_id)!.reservation_id;
+    // Someone with the provider's keys makes and captures an order under the reservation's id.
+    const payment = { entity: "payment", id: "pay_Bypass1", order_id: "order_Bypass1", amount: 300_000, currency: "INR", status: "captured", captured: true, created_at: 1_790_000_000 };
+    const order = { entity: "order", id: "order_Bypass1", amount: 300_000, amount_paid: 300_000, currency: "INR", receipt: reservation_id, status: "paid", notes: [], created_at: 1_790_000_000 };
+    const paid = { entity: "event", account_id: "acc_Test", event: "order.paid", contains: ["payment", "order"], payload: { payment: { entity: payment }, order: { entity: order } }, created_at: 1_790_000_000 };
+    expect((await send(paid)).body).toMatchObject({ outcome: "rejected", reason: expect.stringContaining("never sent") });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, unreconciled: 300_000, held: 300_000, spent: 0 });
+    // The same capture as payment.captured: counted once, and it does not freeze again.
+    expect((await send(paymentEvent("payment.captured", payment))).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ unreconciled: 300_000, spent: 0 });
+    // Unfrozen after review, the approval still cannot send a second order for the call.
+    await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
+    const approved = await server.api<{ error: { message: string } }>("POST", `/api/v1/approvals/${approval_id}/approve`);
+    expect(approved.body.error.message).toMatch(/order order_Bypass1, which the gate never sent, names the call's reservation/);
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0, unreconciled: 300_000 });
+  });
+
   const conflicts: Array<[string, Record<string, unknown>]> = [
     ["amount", { amount: 20_000 }],
     ["currency", { currency: "USD" }],
