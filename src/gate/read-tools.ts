@@ -82,7 +82,10 @@ const approval_id_pattern = /^apr_[A-Za-z0-9]{1,40}$/;
 
 export async function getApproval(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
   const approval_id = args.approval_id;
-  let approval = typeof approval_id === "string" && approval_id_pattern.test(approval_id) ? await context.ledger.approval(approval_id) : undefined;
+  // A wrong type is a malformed call (R0, as fetch_order's); a string that is not an id is one
+  // that names no approval, and gets the same answer as another agent's.
+  if (typeof approval_id !== "string") return refusal({ rule: "R0", reason: "approval_id must be a string" });
+  let approval = approval_id_pattern.test(approval_id) ? await context.ledger.approval(approval_id) : undefined;
   if (!approval || approval.agent_id !== agent_id) {
     return refusal({ rule: "CALLER", reason: "no such approval for this agent" });
   }

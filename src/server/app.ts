@@ -9,7 +9,7 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import { signalExitCode } from "../cli/command.js";
 import { errorCode } from "../datadir.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
-import { HttpError, errorBody } from "./errors.js";
+import { HttpError, errorBody, type ErrorBody } from "./errors.js";
 import { message_bytes_max } from "./jsonrpc.js";
 
 /** Default body limit for JSON routes, /mcp's messages among them; routes that take more (ingest) set their own. */
@@ -129,6 +129,16 @@ export function listenFailure(error: unknown, names: { address: string; host: st
   return undefined;
 }
 
+/**
+ * A body over its route's limit, answered naming the limit (Fastify's own message names none).
+ * routeOptions.bodyLimit is the limit the body was read under: the route's own, or the server's
+ * when the route sets none.
+ */
+function bodyTooLarge(request: FastifyRequest): ErrorBody {
+  const limit = request.routeOptions.bodyLimit;
+  return errorBody("body_too_large", `the request body is larger than ${limit} bytes`, { limit });
+}
+
 export async function buildServer(options: ServerOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: options.logger === undefined ? loggerOptions() : options.logger,
@@ -149,8 +159,8 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
       request.log.error({ err: { message: error.message, code: error.code } }, "request failed");
       return reply.status(500).send(errorBody("internal", "internal error"));
     }
-    const code =
-      status === 413 ? "body_too_large" : status === 415 ? "unsupported_media_type" : status === 400 ? "malformed" : "error";
+    if (status === 413) return reply.status(413).send(bodyTooLarge(request));
+    const code = status === 415 ? "unsupported_media_type" : status === 400 ? "malformed" : "error";
     return reply.status(status).send(errorBody(code, error.message));
   });
 

@@ -1,5 +1,6 @@
 // Who is calling: the operator (one token, compared in constant time), an agent (token
 // looked up by SHA-256), or an auditor (read-only access to the log's entries and proofs).
+// An agent's token where another principal's is needed is 403; no or a bad token is 401.
 
 import type { FastifyRequest } from "fastify";
 import type { OperatorTokens } from "../datadir.js";
@@ -25,12 +26,21 @@ export async function requireOperator(access: Access, request: FastifyRequest): 
   const token = bearer(request.headers.authorization);
   if (!token) throw new HttpError(401, "unauthorized", "an operator bearer token is required");
   if (access.operator.check(token)) return;
-  if (await access.ledger.authenticateAgent(token)) {
-    throw new HttpError(403, "forbidden", "an agent token cannot use operator routes");
-  }
+  await refuseAgent(access, token, "operator routes");
   throw new HttpError(401, "unauthorized", "the operator token is not valid");
 }
 
+/** Throws 403 when the token is an agent's: a valid credential for the wrong principal, not a bad one. */
+async function refuseAgent(access: Access, token: string, routes: string): Promise<void> {
+  if (await access.ledger.authenticateAgent(token)) {
+    throw new HttpError(403, "forbidden", `an agent token cannot use ${routes}`);
+  }
+}
+
+/**
+ * True for the operator or an auditor token, false for none or one that is not valid. Throws
+ * 403 for an agent's token, as the operator routes answer one (the log routes take this answer).
+ */
 export async function isReader(access: Access, header: string | undefined): Promise<boolean> {
   const token = bearer(header);
   if (!token) return false;
@@ -38,5 +48,7 @@ export async function isReader(access: Access, header: string | undefined): Prom
   const row = await access.ledger.driver.read((tx) =>
     tx.get("SELECT 1 AS one FROM auditor_tokens WHERE token_sha256 = ? AND revoked_at_ms IS NULL", [sha256Hex(token)]),
   );
-  return row !== undefined;
+  if (row !== undefined) return true;
+  await refuseAgent(access, token, "the log's entry and proof routes");
+  return false;
 }

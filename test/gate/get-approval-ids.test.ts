@@ -1,6 +1,7 @@
-// get_approval with an approval id an agent made up: whatever it holds (a NUL, which PostgreSQL
-// text cannot store, a path, a megabyte, not a string at all), it gets the refusal every unknown
-// id gets, on both backends, and a real id of its own still reads.
+// get_approval with an approval id an agent made up: whatever string it holds (a NUL, which
+// PostgreSQL text cannot store, a path, a megabyte), it gets the refusal every unknown id gets,
+// on both backends, and a real id of its own still reads. One that is not a string at all is a
+// malformed call, refused under R0 as fetch_order and fetch_payment refuse one.
 
 import { describe, expect, it } from "vitest";
 import { createBursar } from "../../src/index.js";
@@ -13,13 +14,21 @@ const made_up: Array<[string, unknown]> = [
   ["a path", "apr_x/../../approvals"],
   ["a megabyte", `apr_${"a".repeat(1_048_576)}`],
   ["the empty string", ""],
-  ["a number", 42],
-  ["an object", { approval_id: "apr_x" }],
+];
+
+const not_a_string: Array<[string, unknown]> = [
+  ["null", null],
+  ["a number", 123],
+  ["an empty object", {}],
+  ["an object holding an id", { approval_id: "apr_x" }],
+  ["an array", ["apr_x"]],
+  ["a boolean", true],
+  ["nothing", undefined],
 ];
 
 for (const backend of backends()) {
   describe(`${backend.name}: get_approval with a made-up id`, () => {
-    it("refuses each under CALLER and reads the agent's own approval", async () => {
+    it("refuses each string under CALLER, anything else under R0, and reads the agent's own approval", async () => {
       const db = await backend.db();
       const b = await createBursar({ db, clock: manualClock() });
       if (isPostgresUrl(db)) closeAfterTest(b);
@@ -30,6 +39,10 @@ for (const backend of backends()) {
       for (const [name, id] of made_up) {
         const result = await b.gate.callTool(agent.token, "get_approval", { approval_id: id });
         expect(result.structuredContent, name).toEqual({ effect: "BLOCK", rule: "CALLER", reason: "no such approval for this agent" });
+      }
+      for (const [name, id] of not_a_string) {
+        const result = await b.gate.callTool(agent.token, "get_approval", { approval_id: id });
+        expect(result.structuredContent, name).toEqual({ effect: "BLOCK", rule: "R0", reason: "approval_id must be a string" });
       }
       expect((await b.gate.callTool(agent.token, "get_approval", { approval_id })).structuredContent).toMatchObject({ approval_id, state: "pending" });
       if (!isPostgresUrl(db)) await b.close();

@@ -45,14 +45,14 @@ const not_operator_only: Record<string, { anonymous: number; agent: number }> = 
   // docs/evidence.md, HTTP: the latest signed checkpoint is public.
   "GET /api/v1/log/checkpoint": { anonymous: 200, agent: 200 },
   "HEAD /api/v1/log/checkpoint": { anonymous: 200, agent: 200 },
-  // docs/evidence.md: entries and proofs take the operator or an auditor token, and "without a
-  // valid token the reader routes answer 401" (an agent's is not one).
-  "GET /api/v1/log/entries": { anonymous: 401, agent: 401 },
-  "HEAD /api/v1/log/entries": { anonymous: 401, agent: 401 },
-  "GET /api/v1/log/proof/inclusion": { anonymous: 401, agent: 401 },
-  "HEAD /api/v1/log/proof/inclusion": { anonymous: 401, agent: 401 },
-  "GET /api/v1/log/proof/consistency": { anonymous: 401, agent: 401 },
-  "HEAD /api/v1/log/proof/consistency": { anonymous: 401, agent: 401 },
+  // docs/evidence.md: entries and proofs take the operator or an auditor token; without a valid
+  // token they answer 401, and to an agent's 403 (the wrong principal, as the operator routes).
+  "GET /api/v1/log/entries": { anonymous: 401, agent: 403 },
+  "HEAD /api/v1/log/entries": { anonymous: 401, agent: 403 },
+  "GET /api/v1/log/proof/inclusion": { anonymous: 401, agent: 403 },
+  "HEAD /api/v1/log/proof/inclusion": { anonymous: 401, agent: 403 },
+  "GET /api/v1/log/proof/consistency": { anonymous: 401, agent: 403 },
+  "HEAD /api/v1/log/proof/consistency": { anonymous: 401, agent: 403 },
   // docs/evidence-sources.md, Sending: the source's own API key as the bearer token.
   "POST /api/v1/evidence-sources/:id/events": { anonymous: 401, agent: 401 },
 };
@@ -113,6 +113,24 @@ describe("principals", () => {
       expect(await status(method, path, agent.token), `${name} with an agent token`).toBe(expected.agent);
       // An auditor token reads the log's entries and proofs, and nothing an operator does.
       if (!not_operator_only[name]) expect([401, 403], `${name} with an auditor token`).toContain(await status(method, path, auditor.body.token));
+    }
+  });
+
+  it("the log's entry and proof routes answer an agent token 403 forbidden, as the operator routes do, and a disabled agent's 401", async () => {
+    const agent = await server.agent("sec-log-reader");
+    const operator_route = await server.api("GET", "/api/v1/inbox", undefined, agent.token);
+    expect(operator_route).toMatchObject({ status: 403, body: { error: { code: "forbidden" } } });
+    const log_routes = ["/api/v1/log/entries?start=0&end=1", "/api/v1/log/proof/inclusion?index=0&size=1", "/api/v1/log/proof/consistency?from=1&to=1"];
+    for (const path of log_routes) {
+      expect(await server.api("GET", path, undefined, agent.token), path).toEqual({
+        status: 403,
+        body: { error: { code: "forbidden", message: "an agent token cannot use the log's entry and proof routes" } },
+      });
+    }
+    // A disabled agent's token is no credential at all: 401, as a made-up token gets.
+    expect((await server.api("POST", `/api/v1/agents/${agent.agent_id}/disable`)).status).toBe(200);
+    for (const path of log_routes) {
+      expect(await server.api("GET", path, undefined, agent.token), path).toMatchObject({ status: 401, body: { error: { code: "unauthorized" } } });
     }
   });
 

@@ -9,7 +9,11 @@ import { queryInteger } from "../validate.js";
 
 export interface LogRouteDeps {
   log: EvidenceLog;
-  /** True when the Authorization header carries the operator or an auditor token. */
+  /**
+   * True when the Authorization header carries the operator or an auditor token. Throws an
+   * HttpError 403 for an agent's token (the wrong principal; auth.ts's isReader does), so an
+   * agent gets the answer the operator routes give it rather than a 401.
+   */
   authorizeReader: (authorizationHeader: string | undefined) => Promise<boolean>;
 }
 
