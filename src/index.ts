@@ -155,6 +155,8 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
 
 export { decide, guard_table, withoutGuard } from "./policy/index.js";
 export { sequentialIds } from "./ids.js";
+/** Scrubs a body as the log does: whoever holds an original reproduces its stored body and body_sha256. */
+export { canonicalJson, scrub } from "./evidence/index.js";
 export type { Verdict, Guard, PolicyCall, PolicyState } from "./policy/index.js";
 export type { Clock } from "./clock.js";
 export type { ToolResult } from "./gate/results.js";

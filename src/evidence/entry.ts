@@ -24,7 +24,7 @@ export interface Entry {
   source: string;
   received_at: string;
   occurred_at?: string;
-  /** Hex SHA-256 of the unscrubbed body (canonical JSON) or of the bytes as received (ingest). */
+  /** Hex SHA-256 of the body's canonical JSON as stored (scrubbed), or of the bytes as received (ingest). */
   body_sha256: string;
   /** The body with secrets scrubbed. */
   body: Record<string, unknown>;
@@ -37,7 +37,7 @@ export interface AppendInput {
   body: Record<string, unknown>;
   /** RFC 3339 time the event happened, when the writer knows it (ingest records). */
   occurred_at?: string;
-  /** Hex SHA-256 the writer computed over the raw bytes; default: of the canonical unscrubbed body. */
+  /** Hex SHA-256 the writer computed over the raw bytes; default: of the body's canonical JSON as stored (scrubbed). */
   body_sha256?: string;
 }
 
@@ -183,16 +183,18 @@ function entryText(entry: Entry, bodyText: string): string {
   );
 }
 
-/** Builds the entry for `seq`: binds the unscrubbed body by hash, stores the scrubbed copy. */
+/**
+ * Builds the entry for `seq`: stores the scrubbed body, and binds it by hash. The hash is of the
+ * body as stored, never of a secret scrubbing hid: a plain hash of a guessable value (a CVV, a
+ * PIN) gives the value away to whoever reads the entry. Whoever holds the original body proves
+ * it by scrubbing it the same way (scrub), which reproduces the stored body and its hash.
+ */
 export function buildEntry(input: AppendInput, seq: number, received_at: string): BuiltEntry {
   checkInput(input);
   if (!Number.isSafeInteger(seq) || seq < 0) throw new EvidenceInputError("seq must be a non-negative integer");
   const { text: bodyText, redactions } = scrubbedCanonicalJson(input.body);
-  // With nothing redacted the scrubbed body is the body itself: no copy, no second serialization.
-  // Otherwise the copy is made for the entry, and the unscrubbed body is serialized again only
-  // when no writer's hash binds it.
+  // With nothing redacted the scrubbed body is the body itself: no copy.
   const body = redactions === 0 ? input.body : scrub(input.body);
-  const rawText = redactions === 0 || input.body_sha256 !== undefined ? bodyText : canonicalJson(input.body);
   const entry: Entry = {
     v: entry_version,
     seq,
@@ -200,7 +202,7 @@ export function buildEntry(input: AppendInput, seq: number, received_at: string)
     source: input.source,
     received_at,
     ...(input.occurred_at === undefined ? {} : { occurred_at: input.occurred_at }),
-    body_sha256: input.body_sha256 ?? sha256Hex(rawText),
+    body_sha256: input.body_sha256 ?? sha256Hex(bodyText),
     body,
   };
   const text = entryText(entry, bodyText);

@@ -76,7 +76,7 @@ export {
   type Receipt,
   type ReceiptFields,
 } from "./receipt.js";
-export { isSecretKeyName, isSecretValue, luhnValid, redacted, scrub, scrubCounting, withoutSecretKeys } from "./scrub.js";
+export { isSecretKeyName, isSecretValue, luhnValid, redacted, scrub, scrubbedCanonicalJson, scrubCounting, withoutSecretKeys } from "./scrub.js";
 export {
   append_batch_max,
   checkpoint_every_default,

@@ -412,7 +412,7 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
     block_id: decided.block?.block_id ?? null,
     tool: input.tool,
     args: (input.args ?? null) as unknown,
-    key: key ? { derived: key.derived, params_hash: key.params_hash } : null,
+    key: key ? { derived: key.derived, params_hash: key.logged_params_hash ?? key.params_hash } : null,
     verdict,
     reservation_id: decided.reservation?.reservation_id ?? null,
     approval_id: decided.approval?.approval_id ?? decided.stored?.approval_id ?? null,

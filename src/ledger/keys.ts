@@ -2,13 +2,27 @@
 // every argument but receipt and notes, so a model rewording those on retry still replays.
 
 import { canonicalJson, hasLoneSurrogate } from "../evidence/canonical.js";
+import { scrubbedCanonicalJson } from "../evidence/scrub.js";
 import { sha256Hex } from "../ids.js";
 import { control_characters, currency_pattern, isPlainObject } from "../policy/index.js";
 
 export interface CallKey {
   key: string;
   derived: boolean;
+  /** Of the parameters as sent: what R7 compares. */
   params_hash: string;
+  /** Of the parameters scrubbed, when scrubbing changed them: what the decision's entry shows,
+   *  since a hash of a guessable secret (a CVV in notes) gives it away to whoever reads the log. */
+  logged_params_hash?: string;
+}
+
+/** A call's parameters as canonical JSON, with their hashes (CallKey): as sent, and scrubbed when that differs. */
+function hashedParams(params: unknown): { text: string; hashes: Pick<CallKey, "params_hash" | "logged_params_hash"> } {
+  // One walk for the common call, which holds nothing to scrub.
+  const scrubbed = scrubbedCanonicalJson(params);
+  if (scrubbed.redactions === 0) return { text: scrubbed.text, hashes: { params_hash: sha256Hex(scrubbed.text) } };
+  const text = canonicalJson(params);
+  return { text, hashes: { params_hash: sha256Hex(text), logged_params_hash: sha256Hex(scrubbed.text) } };
 }
 
 /**
@@ -78,8 +92,8 @@ export function callKey(agent_id: string, tool: string, args: unknown, sent: Sen
   const explicit = typeof given === "string" ? given : undefined;
   if (explicit !== undefined && explicit.length > 0) {
     const key = hashedKey(explicit) ?? `k:${explicit}`;
-    return { key, derived: false, params_hash: sha256Hex(canonicalJson({ tool, args })) };
+    return { key, derived: false, ...hashedParams({ tool, args }).hashes };
   }
-  const stable = canonicalJson(stableFields(tool, args));
-  return { key: `d:${sha256Hex(`${agent_id}\n${stable}`)}`, derived: true, params_hash: sha256Hex(stable) };
+  const stable = hashedParams(stableFields(tool, args));
+  return { key: `d:${sha256Hex(`${agent_id}\n${stable.text}`)}`, derived: true, ...stable.hashes };
 }

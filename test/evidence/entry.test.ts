@@ -6,6 +6,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/evidence/canonical.js";
 import { buildEntry } from "../../src/evidence/entry.js";
+import { scrub } from "../../src/evidence/scrub.js";
 import { leafHash } from "../../src/evidence/merkle.js";
 import { parseVerifierKey } from "../../src/evidence/note.js";
 import { signDeliveryReceipt, signReceiptFields, verifyDeliveryReceipt, verifyReceipt } from "../../src/evidence/receipt.js";
@@ -25,7 +26,9 @@ describe("buildEntry", () => {
           expect(built.text).toBe(canonicalJson(JSON.parse(built.text)));
           expect(built.text).toBe(canonicalJson(built.entry));
           expect(built.leafHash.equals(leafHash(built.text))).toBe(true);
-          expect(built.entry.body_sha256).toBe(sha256Hex(canonicalJson(input.body)));
+          // Of the body as stored: never of a secret scrubbing hid.
+          expect(built.entry.body_sha256).toBe(sha256Hex(canonicalJson(built.entry.body)));
+          expect(built.entry.body_sha256).toBe(sha256Hex(canonicalJson(scrub(input.body))));
         },
       ),
       { numRuns: 300 },
