@@ -3,7 +3,7 @@
 // session id, JSON-RPC id). Each completed call becomes its `observer.call` entry.
 
 import { representable } from "../evidence/canonical.js";
-import { canonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
+import { scrubbedCanonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
 import { cutText } from "../policy/text.js";
 import type { ObserverSource } from "../sources/store.js";
 import type { DeferredInput } from "./recorder.js";
@@ -14,6 +14,10 @@ export const pending_calls_max = 10_000;
 export const pending_bytes_max = 64 * 1_048_576;
 /** What a pending or queued call costs besides its variable parts (an estimate). */
 export const call_overhead_bytes = 1024;
+/** SSE event ids a stream that was cut with calls awaiting carried, remembered (the oldest forgotten first). */
+export const resumable_event_ids_max = 10_000;
+/** An SSE event id longer than this is not remembered: a GET resuming from it resumes no known stream. */
+export const resumable_event_id_chars_max = 256;
 /** A call with no response after this long is recorded as `no_response`. */
 export const pending_call_ttl_ms = 15 * 60_000;
 /** Args or results whose canonical JSON is larger are kept by hash only. */
@@ -106,7 +110,10 @@ export type Outcome =
   // Another request message carries the call's JSON-RPC id (of the same body, or of the session
   // while both await answers): a response with that id could answer either, so none is taken as
   // this call's.
-  | { type: "unattributed"; reason: "duplicate_id" };
+  | { type: "unattributed"; reason: "duplicate_id" }
+  // A GET resumed a stream from an SSE event id no stream cut with calls awaiting carried (as
+  // far as this observer saw): a response on it could be a replay of any earlier call's answer.
+  | { type: "unattributed"; reason: "unknown_stream" };
 
 export interface CallEvidence {
   input: CallEntry;
@@ -175,15 +182,36 @@ export function responses(parsed: unknown, status: number): Array<{ id: JsonRpcI
   const found: Array<{ id: JsonRpcId; outcome: Outcome }> = [];
   const http = status >= 200 && status <= 299 ? {} : { status };
   for (const message of messages) {
-    if (!isObject(message) || !isId(message.id) || "method" in message) continue;
-    if ("result" in message) {
-      const result = message.result;
-      found.push({ id: message.id, outcome: { type: "result", is_error: isObject(result) && result.isError === true, result, ...http } });
-    } else if ("error" in message) {
-      found.push({ id: message.id, outcome: { type: "error", error: message.error, ...http } });
+    const answer = wellFormedResponse(message);
+    if (answer?.result !== undefined) {
+      const result = answer.result;
+      found.push({ id: answer.id, outcome: { type: "result", is_error: result.isError === true, result, ...http } });
+    } else if (answer) {
+      found.push({ id: answer.id, outcome: { type: "error", error: answer.error, ...http } });
     }
   }
   return found;
+}
+
+const response_members: ReadonlySet<string> = new Set(["jsonrpc", "id", "result", "error"]);
+const error_members: ReadonlySet<string> = new Set(["code", "message", "data"]);
+const only = (value: Record<string, unknown>, members: ReadonlySet<string>) => Object.keys(value).every((key) => members.has(key));
+
+/**
+ * A message as a response only when the MCP SDK's client takes it as one (JSONRPCMessageSchema):
+ * `jsonrpc` "2.0", a string or integer id, an object `result` or an `error` with an integer code
+ * and a string message, and no other member. Anything else the client refuses, and a later
+ * well-formed message with the same id is the answer it takes: taking the first would record
+ * what the client never accepted, and drop what it did.
+ */
+function wellFormedResponse(message: unknown): { id: JsonRpcId; result?: Record<string, unknown>; error?: Record<string, unknown> } | undefined {
+  if (!isObject(message) || message.jsonrpc !== "2.0" || !only(message, response_members)) return undefined;
+  const id = message.id;
+  if (typeof id !== "string" && !Number.isSafeInteger(id)) return undefined;
+  if ("result" in message) return !("error" in message) && isObject(message.result) ? { id: id as JsonRpcId, result: message.result } : undefined;
+  const error = message.error;
+  if (!isObject(error) || !only(error, error_members) || !Number.isSafeInteger(error.code) || typeof error.message !== "string") return undefined;
+  return { id: id as JsonRpcId, error };
 }
 
 /**
@@ -209,6 +237,12 @@ export class Correlator {
    * pending: the id stays ambiguous until none of them is.
    */
   private readonly in_session = new Map<string, string | Set<string>>();
+  /**
+   * (source, session, SSE event id) → the exchange whose calls a GET resuming from that event
+   * answers: the ids a stream carried, remembered once it was cut or ended with calls awaiting.
+   * In insertion order, the oldest forgotten first past resumable_event_ids_max.
+   */
+  private readonly resumable = new Map<string, number>();
   private pending_bytes = 0;
   private exchanges = 0;
   private closed = false;
@@ -290,24 +324,65 @@ export class Correlator {
     if (typeof indexed === "string") this.in_session.set(session_key, new Set([indexed]));
   }
 
-  /** The calls of `exchange` with these ids (idKey) are left for a resumed GET stream: their request's own stream ended or was cut without their answers. */
-  awaitResume(exchange: number, id_keys: readonly string[]): void {
+  /** The calls of `exchange` with these ids (idKey) are left for a resumed GET stream: their request's own stream ended or was cut without their answers. Returns how many are. */
+  awaitResume(exchange: number, id_keys: readonly string[]): number {
+    let awaiting = 0;
     for (const id_key of id_keys) {
       const call = this.pending.get(Correlator.key(exchange, id_key));
-      if (call) call.awaiting_resume = true;
+      if (!call) continue;
+      call.awaiting_resume = true;
+      awaiting++;
     }
+    return awaiting;
   }
 
   /**
-   * The session's calls awaiting a resumed GET stream, removed: one that carried an event too
-   * large to read may have answered any of them, which one its unread id does not say. A scan of
-   * every pending call, as rare as such an event on a resumed stream is.
+   * A GET resuming from any of these SSE event ids (a stream's, cut or ended with calls of
+   * `exchange` awaiting) resumes `exchange`: its responses answer that exchange's calls only.
    */
-  takeAwaitingResume(source_id: string, session: string): PendingCall[] {
+  resumableFrom(source_id: string, session: string, event_ids: readonly string[], exchange: number): void {
+    if (session === "") return;
+    for (const event_id of event_ids) {
+      if (event_id.length > resumable_event_id_chars_max) continue;
+      const key = Correlator.sessionKey(source_id, session, event_id);
+      this.resumable.delete(key);
+      this.resumable.set(key, exchange);
+      if (this.resumable.size > resumable_event_ids_max) this.resumable.delete(this.resumable.keys().next().value as string);
+    }
+  }
+
+  /** The exchange a GET resuming from `event_id` resumes (resumableFrom); undefined when none known. */
+  resumedExchange(source_id: string, session: string, event_id: string): number | undefined {
+    if (session === "") return undefined;
+    return this.resumable.get(Correlator.sessionKey(source_id, session, event_id));
+  }
+
+  /** The call with this id (its idKey) of `exchange`, removed, once its stream ended or was cut without its answer. */
+  takeResumed(exchange: number, id_key: string): PendingCall | undefined {
+    const key = Correlator.key(exchange, id_key);
+    return this.pending.get(key)?.awaiting_resume ? this.takeKey(key) : undefined;
+  }
+
+  /** The session's calls with this id (its idKey) awaiting a resumed stream, removed. */
+  takeAwaitingWithId(source_id: string, session: string, id_key: string): PendingCall[] {
+    if (session === "") return [];
+    const indexed = this.in_session.get(Correlator.sessionKey(source_id, session, id_key));
+    const keys = indexed === undefined ? [] : typeof indexed === "string" ? [indexed] : [...indexed];
+    return keys.filter((key) => this.pending.get(key)?.awaiting_resume).map((key) => this.takeKey(key)!);
+  }
+
+  /**
+   * The session's calls awaiting a resumed GET stream (only `exchange`'s, when the stream resumed
+   * is known), removed: one that carried an event too large to read may have answered any of
+   * them, which one its unread id does not say. A scan of every pending call, as rare as such an
+   * event on a resumed stream is.
+   */
+  takeAwaitingResume(source_id: string, session: string, exchange?: number): PendingCall[] {
     if (session === "") return [];
     const taken: PendingCall[] = [];
     for (const [key, call] of this.pending) {
       if (!call.awaiting_resume || call.session !== session || call.source.source_id !== source_id) continue;
+      if (exchange !== undefined && call.exchange !== exchange) continue;
       this.remove(key, call);
       taken.push(call);
     }
@@ -332,14 +407,19 @@ export class Correlator {
 
   /**
    * What a resumed GET stream's response with this id answers (SessionAnswer), removed: the one
-   * pending call of the session with the id, whichever request carried it; for an ambiguous id,
-   * the calls awaiting a resumed stream, to be recorded as unattributed. Undefined when none.
+   * pending call of the session with the id, whichever request carried it, once its own stream
+   * ended or was cut without its answer; for an ambiguous id, the calls awaiting a resumed
+   * stream, to be recorded as unattributed. Undefined when none.
    */
   takeInSession(source_id: string, session: string, id_key: string): SessionAnswer | undefined {
     if (session === "") return undefined;
     const indexed = this.in_session.get(Correlator.sessionKey(source_id, session, id_key));
     if (indexed === undefined) return undefined;
     if (typeof indexed === "string") {
+      // A call whose own stream is still open is answered there: a resumed stream's response with
+      // its id replays an earlier call's answer (MCP sends a response on a GET stream only when
+      // resuming a request's stream, and the client may reuse an answered call's id).
+      if (!this.pending.get(indexed)?.awaiting_resume) return undefined;
       const call = this.takeKey(indexed);
       return call && { call };
     }
@@ -364,6 +444,7 @@ export class Correlator {
     const calls = [...this.pending.values()];
     this.pending.clear();
     this.in_session.clear();
+    this.resumable.clear();
     this.pending_bytes = 0;
     return calls;
   }
@@ -378,22 +459,33 @@ export class Correlator {
   }
 }
 
-/** A value's canonical text and hash, or null when JSON cannot carry it canonically. */
+/**
+ * A value's canonical text as the entry stores it (scrubbed) and its hash, or null when JSON
+ * cannot carry it canonically. The hash is of the scrubbed text, as an entry's body_sha256 is
+ * (buildEntry): one of a secret scrubbing hid would give a guessable one (a PIN) away.
+ */
 function bound(value: unknown): { text: string; sha256: string } | null {
   try {
-    const text = canonicalJson(value);
+    const { text } = scrubbedCanonicalJson(value);
     return { text, sha256: sha256Hex(text) };
   } catch {
     return null;
   }
 }
 
-/** Holds `value` as its canonical text when small enough to store; always its hash. */
+/**
+ * Holds `value` as its canonical text when small enough to store; always its hash. A value JSON
+ * parsed but RFC 8785 cannot write (a lone surrogate, `1e400`, nesting past the limit) is held
+ * with those parts replaced as the gate's own evidence replaces them (representable), and says
+ * so (`{name}_replaced`): the rest of it, an amount beside a lone surrogate, stays bound.
+ */
 function hold(name: string, value: unknown): HeldValue {
-  const hashed = bound(value);
+  let hashed = bound(value);
+  const replaced = hashed ? {} : { [`${name}_replaced`]: "not_canonical_json" };
+  hashed ??= bound(representable(value));
   if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, text: null, bytes: 0 };
-  if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large" }, text: null, bytes: 0 };
-  return { fields: { [`${name}_hash`]: hashed.sha256 }, text: hashed.text, bytes: textBytes(hashed.text) };
+  if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large", ...replaced }, text: null, bytes: 0 };
+  return { fields: { [`${name}_hash`]: hashed.sha256, ...replaced }, text: hashed.text, bytes: textBytes(hashed.text) };
 }
 
 /** The entry's fields for a held value: its hash, and the value parsed back from its text when stored. */

@@ -9,10 +9,10 @@ import { request as httpsRequest } from "node:https";
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
-import { call_overhead_bytes, callEvidence, heldArguments, heldBytes, heldId, idKey, repeatedRequestIds, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import { call_overhead_bytes, callEvidence, resumable_event_id_chars_max, heldArguments, heldBytes, heldId, idKey, repeatedRequestIds, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
 import { ToolCallCounter } from "./count.js";
 import type { Recorder } from "./recorder.js";
-import { SseReader } from "./sse.js";
+import { detached, SseReader } from "./sse.js";
 
 export const observer_token_header = "x-bursar-observer-token";
 /** Bodies larger than this are still relayed in full, but not parsed: a request's tools/calls are only counted. */
@@ -21,6 +21,9 @@ export const observed_body_bytes_max = 4_194_304;
 export const observed_bytes_held_max = 64 * 1_048_576;
 /** tools/call requests recorded from one HTTP request (a JSON-RPC batch); the rest go in the gap. */
 export const observed_calls_per_request_max = 100;
+/** The SSE event ids of a stream kept for a GET that resumes it: a client resumes from the last
+ *  it got, one of the last few relayed (the rest may still be on their way when a stream is cut). */
+export const event_ids_kept_max = 8;
 
 /**
  * Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's own; the token is Bursar's. The
@@ -122,9 +125,11 @@ function targetOptions(target: URL): TargetOptions {
 }
 
 /**
- * How the tap can read a body: "plain" UTF-8 JSON (a leading BOM allowed), or not at all — it
- * is compressed ("encoded": servers behind express.json inflate gzip, deflate and br), or in
- * another charset the server decodes (the SDK's transport takes any `charset=`).
+ * How a body is labelled: "plain" UTF-8 JSON (a leading BOM allowed), compressed ("encoded":
+ * servers behind express.json inflate gzip, deflate and br), or in another charset ("charset").
+ * A response so labelled is not read. A request is read as UTF-8 JSON whatever its label, as the
+ * SDK's transport reads it (it ignores both the charset and any Content-Encoding): the label
+ * only says how its calls are counted when its bytes are not UTF-8 JSON (BodyTap).
  */
 type BodyForm = "plain" | "encoded" | "charset";
 
@@ -135,7 +140,7 @@ function transferCodings(headers: IncomingHttpHeaders): string[] {
   return (headers["transfer-encoding"] ?? "").split(",").map((coding) => coding.trim()).filter((coding) => !["", "chunked"].includes(coding.toLowerCase()));
 }
 
-/** A body's form by its Content-Encoding and transfer codings, and a request's by its charset too (the SDK's client reads JSON as UTF-8, whatever its charset). */
+/** A body's label by its Content-Encoding and transfer codings, and a request's by its charset too (the SDK's client reads JSON as UTF-8, whatever its charset). */
 function bodyForm(headers: IncomingHttpHeaders, is_request: boolean): BodyForm {
   const encoding = headers["content-encoding"]?.trim().toLowerCase();
   if (encoding !== undefined && encoding !== "" && encoding !== "identity") return "encoded";
@@ -156,9 +161,11 @@ function parseJson(body: Buffer): unknown {
 }
 
 /**
- * Collects a plain body up to the inspection limit. A request body the tap cannot parse has its
- * tools/calls counted instead: one past the limit or in another charset as its bytes stream
- * past (scanned once, kept nowhere), one that is not JSON once it has arrived.
+ * Collects a body up to the inspection limit: a response's only when plain, a request's whatever
+ * its label (a client could otherwise keep its calls out of the evidence by labelling a body the
+ * server reads as UTF-8 JSON anyway). A request body the tap cannot parse has its tools/calls
+ * counted instead: one past the limit as its bytes stream past (scanned once, kept nowhere), one
+ * that is not UTF-8 JSON once it has arrived.
  */
 class BodyTap {
   private chunks: Buffer[] = [];
@@ -166,20 +173,23 @@ class BodyTap {
   private held_bytes = 0;
   bytes = 0;
   overflowed = false;
-  /** Present once a request body is known not to be parsed (except a compressed one: its bytes say nothing). */
+  /** Present once a request body is known not to be parsed. */
   counter: ToolCallCounter | null = null;
 
   constructor(
     private readonly is_request: boolean,
     readonly form: BodyForm,
     private readonly held: HeldBytes,
-  ) {
-    if (is_request && form === "charset") this.counter = new ToolCallCounter();
+  ) {}
+
+  /** Whether the body is read at all: a request always, a response only when plain. */
+  private get readable(): boolean {
+    return this.is_request || this.form === "plain";
   }
 
   push(chunk: Buffer): void {
     this.bytes += chunk.length;
-    if (this.form !== "plain" || this.overflowed) return this.counter?.push(chunk);
+    if (!this.readable || this.overflowed) return this.counter?.push(chunk);
     if (this.bytes <= observed_body_bytes_max && this.held.take(chunk.length)) {
       this.held_bytes += chunk.length;
       return void this.chunks.push(chunk);
@@ -204,7 +214,7 @@ class BodyTap {
 
   /** The body parsed, or undefined; read once: the tap then lets its bytes go (an exchange can stay open long after). */
   json(): unknown {
-    if (this.form !== "plain" || this.overflowed || this.bytes === 0) return undefined;
+    if (!this.readable || this.overflowed || this.bytes === 0) return undefined;
     const parsed = parseJson(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
     if (parsed === undefined && this.is_request) this.countHeld();
     this.release();
@@ -212,9 +222,10 @@ class BodyTap {
   }
 
   /**
-   * The tools/calls of a request body that was not parsed (call after json()): as counted, or at
-   * least one when its bytes cannot be counted (compressed; in a charset such as UTF-16, where
-   * JSON's own characters are not single bytes) and there are any.
+   * The tools/calls of a request body that was not parsed (call after json()): as counted, or, for
+   * one labelled compressed or in another charset, at least one when there are any bytes (the
+   * server may decode what the scan cannot count: compressed bytes, or a charset such as UTF-16,
+   * where JSON's own characters are not single bytes).
    */
   unparsedCalls(): number {
     if (this.form === "plain") return this.counter?.calls ?? 0;
@@ -237,6 +248,12 @@ class Exchange {
   calls_known = false;
   /** What the response's end left to do until the calls are known. */
   private deferred: (() => void) | null = null;
+  /** A GET's Last-Event-ID: it resumes the stream that carried that event. */
+  private readonly resumed_from: string | undefined;
+  /** The exchange whose stream that was, when Bursar saw it cut with calls awaiting (Correlator.resumableFrom). */
+  private readonly resumes: number | undefined;
+  /** The last SSE event ids this exchange's stream carried, for a GET that resumes it. */
+  private readonly event_ids: string[] = [];
 
   constructor(
     private readonly context: RelayContext,
@@ -247,6 +264,16 @@ class Exchange {
     this.session = typeof session === "string" ? session : "";
     this.number = context.correlator.nextExchange();
     this.started_at = context.clock();
+    const last_event_id = request.headers["last-event-id"];
+    this.resumed_from = request.method === "GET" && typeof last_event_id === "string" ? last_event_id : undefined;
+    if (this.resumed_from !== undefined) this.resumes = context.correlator.resumedExchange(source.source_id, this.session, this.resumed_from);
+  }
+
+  /** An SSE event id on this exchange's stream: a GET may resume the stream from it. */
+  sawEventId(id: string): void {
+    if (this.session === "" || id.length > resumable_event_id_chars_max) return;
+    this.event_ids.push(detached(id));
+    if (this.event_ids.length > event_ids_kept_max) this.event_ids.shift();
   }
 
   /** Runs `step` once the request's calls are known: now, or when the request ends. */
@@ -318,12 +345,16 @@ class Exchange {
    */
   answer(parsed: unknown, transport: string, status: number): void {
     const correlator = this.context.correlator;
-    const resumed = this.request.method === "GET";
+    const on_get = this.request.method === "GET";
     for (const { id, outcome } of responses(parsed, status)) {
       const key = idKey(id);
-      if (!resumed) {
+      if (!on_get) {
         const call = correlator.takeOwn(this.number, key);
         if (call) this.record(call, outcome, transport);
+        continue;
+      }
+      if (this.resumed_from !== undefined) {
+        this.answerResumed(key, outcome, transport);
         continue;
       }
       const taken = correlator.takeInSession(this.source.source_id, this.session, key);
@@ -334,9 +365,35 @@ class Exchange {
     }
   }
 
-  /** This request's SSE stream ended or was cut: its calls still pending can now only be answered on a resumed GET stream. */
+  /**
+   * A response on a GET resuming a stream (Last-Event-ID) answers a call of the exchange whose
+   * stream carried that event, and only once that stream left it unanswered. A stream Bursar did
+   * not see so (its client resumed from an event of another, already answered stream, say,
+   * whose answers the upstream replays) answers no call as its own: the session's calls with
+   * the response's id still awaiting a resumed stream are recorded as unattributed.
+   */
+  private answerResumed(key: string, outcome: Outcome, transport: string): void {
+    const correlator = this.context.correlator;
+    if (this.resumes !== undefined) {
+      const call = correlator.takeResumed(this.resumes, key);
+      if (call) this.record(call, outcome, transport);
+      return;
+    }
+    for (const call of correlator.takeAwaitingWithId(this.source.source_id, this.session, key)) {
+      this.record(call, { type: "unattributed", reason: "unknown_stream" }, transport);
+    }
+  }
+
+  /**
+   * This request's SSE stream ended or was cut: its calls still pending can now only be answered
+   * on a resumed GET stream, which resumes from one of the event ids the stream carried. A GET's
+   * own stream resuming a known exchange, cut in turn, is resumed from its ids the same way.
+   */
   awaitResume(): void {
-    this.context.correlator.awaitResume(this.number, this.calls);
+    const correlator = this.context.correlator;
+    const target = this.request.method === "GET" ? this.resumes : this.number;
+    const awaiting = this.request.method === "GET" ? 1 : correlator.awaitResume(this.number, this.calls);
+    if (target !== undefined && awaiting > 0) correlator.resumableFrom(this.source.source_id, this.session, this.event_ids, target);
   }
 
   record(call: PendingCall, outcome: Outcome, transport: string): void {
@@ -351,8 +408,8 @@ class Exchange {
    * carries no responses (MCP), so its oversized events answer nothing.
    */
   settleUnread(outcome: Outcome, transport: string): void {
-    if (this.request.method !== "GET" || this.request.headers["last-event-id"] === undefined) return this.settle(outcome, transport);
-    for (const call of this.context.correlator.takeAwaitingResume(this.source.source_id, this.session)) this.record(call, outcome, transport);
+    if (this.resumed_from === undefined) return this.settle(outcome, transport);
+    for (const call of this.context.correlator.takeAwaitingResume(this.source.source_id, this.session, this.resumes)) this.record(call, outcome, transport);
   }
 
   /** Calls of this request still unanswered when its response ended and no other can answer them. */
@@ -397,6 +454,7 @@ function sseTap(exchange: Exchange, transport: string, status: number, correlato
     },
     () => (skipped_too_large = true),
     held,
+    (id) => exchange.sawEventId(id),
   );
   // A call the stream left unanswered (ended or cut) after an event too large to read may have
   // had its answer in it, which no resumed stream brings again: it is recorded as answered but
@@ -459,6 +517,14 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
   return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator, context.held);
 }
 
+/** Whether a client reads transfer codings (chunked among them): HTTP/1.1 or later, never HTTP/1.0 (RFC 9112 §6.1). */
+function knowsTransferCodings(request: IncomingMessage): boolean {
+  return request.httpVersionMajor > 1 || (request.httpVersionMajor === 1 && request.httpVersionMinor >= 1);
+}
+
+/** Final statuses whose answers have no body: no Transfer-Encoding on them (RFC 9112 §6.1 forbids it on a 204, and a 304's is only informative). */
+const statuses_without_body = new Set([204, 304]);
+
 /**
  * Writes the upstream's status line and headers; false when Node's client took a status line its
  * server cannot write. A reason phrase it refuses (a control character: `200 O\x01K`) gives way
@@ -468,16 +534,21 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
  * client, a 204, a HEAD's): no trailers can follow it, and Node refuses to write the header there.
  * Never throws: a throw here would end the process.
  */
-function writeUpstreamHead(response: ServerResponse, upstream: IncomingMessage): boolean {
+function writeUpstreamHead(request: IncomingMessage, response: ServerResponse, upstream: IncomingMessage): boolean {
   const status = upstream.statusCode ?? 0;
   // A final answer is never 1xx: Node's client hands on a 101 (switching protocols, never asked
   // for) as one, which relayed would leave the client waiting for a body that does not come.
   if (!Number.isInteger(status) || status < 200 || status > 999) return false;
   let headers = keptHeaders(upstream.rawHeaders, response_headers_dropped);
   // Node's client takes off only the chunked framing: a coding before it (gzip) is still on the
-  // bytes relayed, and the client is told so, with the bytes chunked again.
+  // bytes relayed, and an HTTP/1.1 client is told so, with the bytes chunked again. RFC 9112 §6.1:
+  // never to an HTTP/1.0 client, nor on an answer without a body (1xx never comes here).
   const codings = transferCodings(upstream.headers);
-  if (codings.length > 0) headers.push("transfer-encoding", [...codings, "chunked"].join(", "));
+  const chunkable = knowsTransferCodings(request);
+  if (codings.length > 0 && chunkable && !statuses_without_body.has(status)) headers.push("transfer-encoding", [...codings, "chunked"].join(", "));
+  // Node chunks an answer of unknown length to an HTTP/1.0 client that sent `TE: chunked`: it
+  // gets the bytes as they come instead, ended by the connection's close (RFC 9112 §6.3).
+  if (!chunkable) response.useChunkedEncodingByDefault = false;
   let phrase = upstream.statusMessage;
   response.sendDate = false;
   // At most one retry for the phrase and one for the Trailer header.
@@ -538,7 +609,7 @@ function relayEarlyHints(request: IncomingMessage, response: ServerResponse, raw
 
 /** Relays the upstream's answer and taps it; false when its status line cannot be written (nothing was). */
 function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: ServerResponse, context: RelayContext): boolean {
-  if (!writeUpstreamHead(response, upstream)) return false;
+  if (!writeUpstreamHead(exchange.request, response, upstream)) return false;
   const tap = responseTap(exchange, upstream, context);
   if (upstream.headers["content-length"] === undefined) response.flushHeaders();
   upstream.on("data", (chunk: Buffer) => {
@@ -595,8 +666,42 @@ function headerObject(raw: readonly string[]): Record<string, string | string[]>
   return object;
 }
 
-/** Relays one request, opened by `token`, to `target` and its response back, observing both. */
+/**
+ * Requests a client connection may have waiting behind the exchange being relayed on it (HTTP/1.1
+ * pipelining); one more closes the connection. Answers on a connection go out in request order,
+ * so a request sent ahead is relayed only once its answer's turn comes: one upstream exchange per
+ * connection at a time, however many requests a client sends ahead. The connection is not paused
+ * instead: one not read would not show its client's close, and behind an SSE stream that never
+ * ends it and its upstream stream would outlive the client.
+ */
+export const pipelined_requests_waiting_max = 32;
+
+/** The relayed requests each client connection has waiting for their turn. */
+const requests_waiting = new WeakMap<Socket, number>();
+
+/**
+ * Relays one request, opened by `token`, to `target` and its response back, observing both: now,
+ * or, for a request its client sent ahead of earlier answers on the connection, once Node gives
+ * the connection to its response (the 'socket' event, once every earlier answer has finished;
+ * never, when the connection goes first).
+ */
 export function relay(context: RelayContext, source: ObserverSource, token: string, request: IncomingMessage, response: ServerResponse, target: URL): void {
+  if (response.socket !== null) return relayNow(context, source, token, request, response, target);
+  const socket = request.socket;
+  const waiting = (requests_waiting.get(socket) ?? 0) + 1;
+  // Each waiting request holds its parsed head and Node's, Fastify's and the relay's objects.
+  if (waiting > pipelined_requests_waiting_max) return void socket.destroy();
+  requests_waiting.set(socket, waiting);
+  response.once("socket", () => {
+    const left = requests_waiting.get(socket)! - 1;
+    if (left > 0) requests_waiting.set(socket, left);
+    else requests_waiting.delete(socket);
+    if (request.destroyed || response.destroyed) return void response.destroy();
+    relayNow(context, source, token, request, response, target);
+  });
+}
+
+function relayNow(context: RelayContext, source: ObserverSource, token: string, request: IncomingMessage, response: ServerResponse, target: URL): void {
   const exchange = new Exchange(context, source, request);
   const send = target.protocol === "https:" ? httpsRequest : httpRequest;
   // Trailer fields follow a chunked body only, and Node's parser takes a request's

@@ -19,7 +19,7 @@ const unbounded: HeldBudget = { take: () => true, give: () => undefined };
  * chunk's text (slice) can keep that whole text alive: kept data lines of 20 characters, each from
  * a 64 KiB chunk, held 1,900 times what they were charged for.
  */
-function detached(text: string): string {
+export function detached(text: string): string {
   return Buffer.from(text, "utf8").toString("utf8");
 }
 
@@ -30,10 +30,10 @@ function detached(text: string): string {
  */
 export const piece_overhead_bytes = 64;
 
-/** Whether a line that begins `start` may be a `data` field line (field name "data", then ":" or the line's end). */
-function mayBeDataLine(start: string): boolean {
+/** Whether a line that begins `start` may be a `name` field line (the field's name, then ":" or the line's end). */
+function mayBeField(start: string, name: "data" | "event"): boolean {
   if (start === "") return false;
-  return start.length <= 4 ? "data".startsWith(start) : start.startsWith("data:");
+  return start.length <= name.length ? name.startsWith(start) : start.startsWith(`${name}:`);
 }
 
 export class SseReader {
@@ -44,6 +44,9 @@ export class SseReader {
   /** The rest of a line cut short by skip() is dropped up to its end, never read as a line of its own. */
   private discarding = false;
   private data: string[] = [];
+  /** The event's `event` field names another type than "message": the MCP SDK's client takes
+   *  only an unnamed or "message" event as a JSON-RPC message, whatever its data holds. */
+  private other_type = false;
   /** How many of `data` are detached copies; the rest were cut from the chunk being read. */
   private data_detached = 0;
   private data_chars = 0;
@@ -59,6 +62,8 @@ export class SseReader {
     /** An event was dispatched to the client but skipped here: over sse_event_chars_max, or over the budget. */
     private readonly onOversized: () => void = () => undefined,
     private readonly budget: HeldBudget = unbounded,
+    /** Each `id` field the stream carries (one with a NUL sets none), whatever its event. */
+    private readonly onId: (id: string) => void = () => undefined,
   ) {}
 
   push(chunk: Uint8Array): void {
@@ -79,7 +84,10 @@ export class SseReader {
    *  to be oversized when it ends if it held data or the line dropped may have been data (a
    *  comment or another field dropped loses nothing of what the event carries). */
   private skip(): void {
-    if (this.data_chars > 0 || mayBeDataLine(this.pending.slice(0, 5))) this.oversized = true;
+    const start = this.pending.slice(0, 6);
+    if (this.data_chars > 0 || mayBeField(start, "data")) this.oversized = true;
+    // A type too long to read is not "message": no client takes the event as one.
+    if (mayBeField(start, "event")) this.other_type = true;
     if (this.pending !== "") this.discarding = true;
     this.pending = "";
     this.pending_pieces = 0;
@@ -146,6 +154,16 @@ export class SseReader {
     if (line.startsWith(":")) return;
     const colon = line.indexOf(":");
     const field = colon === -1 ? line : line.slice(0, colon);
+    if (field === "id") {
+      const id = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (!id.includes("\0")) this.onId(id);
+      return;
+    }
+    if (field === "event") {
+      const type = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      this.other_type = type !== "" && type !== "message";
+      return;
+    }
     if (field !== "data" || this.oversized) return;
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
@@ -156,8 +174,11 @@ export class SseReader {
 
   private dispatch(): void {
     const data = this.data.join("\n");
-    const deliver = !this.oversized && this.data.length > 0 && data !== "";
-    const oversized = this.oversized;
+    // An event of another type is no message to the client: it answers nothing, read or not.
+    const message = !this.other_type;
+    const deliver = message && !this.oversized && this.data.length > 0 && data !== "";
+    const oversized = message && this.oversized;
+    this.other_type = false;
     this.data = [];
     this.data_detached = 0;
     this.data_chars = 0;

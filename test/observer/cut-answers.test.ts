@@ -165,26 +165,27 @@ describe("answers out of step with their request", () => {
 });
 
 describe("a JSON-RPC id two requests of one session use while both await answers", () => {
-  const unattributed = { type: "unattributed", reason: "duplicate_id" };
   const post = (source: ObserverSourceCreated, answer: string) => fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", { answer })) });
-  const resume = (source: ObserverSourceCreated) => fetch(source.observer_url, { headers: { ...headers(source), "last-event-id": "evA1" } });
+  const resume = (source: ObserverSourceCreated, from = "evA1") => fetch(source.observer_url, { headers: { ...headers(source), "last-event-id": from } });
   const described = (calls: Array<Record<string, unknown>>) => calls.map((call) => [(call.args as { answer: string }).answer, call.outcome, call.transport, call.result]);
+  const a_ok = { content: [{ type: "text", text: "A ok" }] };
 
-  it("gives a resumed stream's response to neither call, recording the one awaiting it as unattributed, and the other its own stream's answer", async () => {
+  it("gives a resumed stream's response to the call whose stream it resumes, and the other its own stream's answer", async () => {
     const source = await observerSource(h, `${upstream_url}/reused-id`);
     const a = await post(source, "cut");
     await expect(a.text()).rejects.toThrow();
     const b = await post(source, "after_get");
     expect(b.status).toBe(200);
+    // The GET resumes from evA1, an event of A's stream, which was cut with A unanswered.
     expect(await (await resume(source)).text()).toContain("A ok");
     expect(await b.text()).toContain("B failed");
     expect(described(await recordedCalls(source.id))).toEqual([
-      ["cut", unattributed, "sse_get", undefined],
+      ["cut", { type: "result", is_error: false }, "sse_get", a_ok],
       ["after_get", { type: "result", is_error: true }, "sse", { isError: true, content: [{ type: "text", text: "B failed" }] }],
     ]);
   });
 
-  it("records the earlier call as unattributed, not as a timeout, when the later was answered first and a resumed stream brings a response", async () => {
+  it("gives it so too when the later call was answered first", async () => {
     const source = await observerSource(h, `${upstream_url}/reused-id`);
     const a = await post(source, "cut");
     await expect(a.text()).rejects.toThrow();
@@ -192,7 +193,33 @@ describe("a JSON-RPC id two requests of one session use while both await answers
     expect(await (await resume(source)).text()).toContain("A ok");
     expect(described(await recordedCalls(source.id))).toEqual([
       ["now", { type: "result", is_error: false }, "sse", { content: [{ type: "text", text: "B ok" }] }],
-      ["cut", unattributed, "sse_get", undefined],
+      ["cut", { type: "result", is_error: false }, "sse_get", a_ok],
+    ]);
+  });
+
+  it("takes a response on a GET resuming another stream than the cut one for no call's: the awaiting call is unattributed", async () => {
+    // A client that reuses an answered call's id, then resumes from an event of that call's
+    // stream: the upstream replays the old answer, which is not the new call's.
+    const source = await observerSource(h, `${upstream_url}/reused-id`);
+    expect(await (await post(source, "now")).text()).toContain("B ok");
+    const a = await post(source, "cut");
+    await expect(a.text()).rejects.toThrow();
+    expect(await (await resume(source, "evB1")).text()).toContain("A ok");
+    expect(described(await recordedCalls(source.id))).toEqual([
+      ["now", { type: "result", is_error: false }, "sse", { content: [{ type: "text", text: "B ok" }] }],
+      ["cut", { type: "unattributed", reason: "unknown_stream" }, "sse_get", undefined],
+    ]);
+  });
+
+  it("takes no response on a resumed GET for a call whose own stream is still open: it is that stream's to answer", async () => {
+    const source = await observerSource(h, `${upstream_url}/reused-id`);
+    const b = await post(source, "after_get");
+    expect(b.status).toBe(200);
+    // Resumed from an event no stream Bursar saw cut carried: the replayed answer is no call's.
+    expect(await (await resume(source, "evOld")).text()).toContain("A ok");
+    expect(await b.text()).toContain("B failed");
+    expect(described(await recordedCalls(source.id))).toEqual([
+      ["after_get", { type: "result", is_error: true }, "sse", { isError: true, content: [{ type: "text", text: "B failed" }] }],
     ]);
   });
 });

@@ -6,7 +6,7 @@
 import { createServer, type Server } from "node:http";
 import { performance } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Correlator, heldArguments, heldId, type PendingCall } from "../../src/observer/calls.js";
+import { Correlator, heldArguments, heldId, resumable_event_id_chars_max, resumable_event_ids_max, type PendingCall } from "../../src/observer/calls.js";
 import type { ObserverSource } from "../../src/sources/store.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { waitFor } from "../provider/support.js";
@@ -136,6 +136,25 @@ describe("the correlator's index of a session's ids", () => {
     expect(correlator.size).toBe(0);
     const c = pending(correlator.nextExchange());
     correlator.add(c);
+    // C's own stream is open: a resumed stream's response with its id replays another call's answer.
+    expect(resumed(correlator)).toBeUndefined();
+    expect(correlator.size).toBe(1);
+    correlator.awaitResume(c.exchange, [c.id.key]);
     expect(resumed(correlator)).toEqual({ call: c });
+  });
+
+  it("remembers the event ids of cut streams per session, at most resumable_event_ids_max, the oldest forgotten first", () => {
+    const correlator = new Correlator(() => undefined);
+    const ids = Array.from({ length: resumable_event_ids_max + 1 }, (_, index) => `ev${index}`);
+    correlator.resumableFrom("src_1", "S", ids, 1);
+    expect(correlator.resumedExchange("src_1", "S", "ev0")).toBeUndefined();
+    expect(correlator.resumedExchange("src_1", "S", "ev1")).toBe(1);
+    expect(correlator.resumedExchange("src_1", "S", `ev${resumable_event_ids_max}`)).toBe(1);
+    // Another session's or source's stream is not resumed by the same event id.
+    expect(correlator.resumedExchange("src_1", "T", "ev1")).toBeUndefined();
+    expect(correlator.resumedExchange("src_2", "S", "ev1")).toBeUndefined();
+    const long = "x".repeat(resumable_event_id_chars_max + 1);
+    correlator.resumableFrom("src_1", "S", [long], 2);
+    expect(correlator.resumedExchange("src_1", "S", long)).toBeUndefined();
   });
 });

@@ -152,3 +152,23 @@ describe("the SSE reader's budget", () => {
     expect(dropped.skipped).toBe(1);
   });
 });
+
+describe("the SSE reader's event types", () => {
+  // The MCP SDK's client takes only an unnamed or "message" event as a JSON-RPC message: an event
+  // of another type answers nothing, whatever its data holds, and its answer comes in a later one.
+  it("gives only unnamed and message events, an empty type being message", () => {
+    const text = 'event: debug\ndata: {"id":1}\n\nevent: message\ndata: a\n\ndata: b\n\nevent:\ndata: c\n\nevent: Message\ndata: d\n\ndata: e\nevent: debug\n\n';
+    fc.assert(
+      fc.property(fc.array(fc.nat(), { maxLength: 6 }), (cuts) => {
+        expect(read(text, cuts).events).toEqual(["a", "b", "c"]);
+      }),
+    );
+  });
+
+  it("says nothing of a skipped event of another type, and takes a type too long to read for another type", () => {
+    const other = read(`event: debug\ndata:${"p".repeat(300)}\n\ndata: next\n\n`, [], budget(300));
+    expect(other).toMatchObject({ events: ["next"], skipped: 0 });
+    const long_type = read(`event: ${"t".repeat(300)}\ndata: {"id":1}\n\ndata: next\n\n`, [100], budget(300));
+    expect(long_type).toMatchObject({ events: ["next"], skipped: 0 });
+  });
+});

@@ -1,0 +1,41 @@
+// What the observer takes as a call's answer is what the MCP SDK's client takes: a well-formed
+// JSON-RPC 2.0 response (JSONRPCMessageSchema). A message the client refuses answers nothing, so
+// the later well-formed message with the same id, which the client does take, is recorded.
+
+import { describe, expect, it } from "vitest";
+import { responses } from "../../src/observer/calls.js";
+
+const ids = (parsed: unknown) => responses(parsed, 200).map((found) => [found.id, found.outcome.type]);
+
+describe("responses", () => {
+  it("takes a result or an error of JSON-RPC 2.0 with a string or integer id", () => {
+    expect(ids({ jsonrpc: "2.0", id: 1, result: { content: [] } })).toEqual([[1, "result"]]);
+    expect(ids({ jsonrpc: "2.0", id: "a", error: { code: -32602, message: "bad", data: { x: 1 } } })).toEqual([["a", "error"]]);
+    expect(ids([{ jsonrpc: "2.0", id: 1, result: {} }, { jsonrpc: "2.0", id: 2, result: {} }])).toEqual([
+      [1, "result"],
+      [2, "result"],
+    ]);
+  });
+
+  const refused: Array<[string, unknown]> = [
+    ["no jsonrpc", { id: 1, result: {} }],
+    ["another version", { jsonrpc: "1.0", id: 1, result: {} }],
+    ["a member beside the others", { jsonrpc: "2.0", id: 1, result: {}, x: 1 }],
+    ["a fractional id", { jsonrpc: "2.0", id: 1.5, result: {} }],
+    ["a null id", { jsonrpc: "2.0", id: null, result: {} }],
+    ["a result that is no object", { jsonrpc: "2.0", id: 1, result: "text" }],
+    ["an array result", { jsonrpc: "2.0", id: 1, result: [] }],
+    ["both a result and an error", { jsonrpc: "2.0", id: 1, result: {}, error: { code: 1, message: "m" } }],
+    ["neither", { jsonrpc: "2.0", id: 1 }],
+    ["an error without a message", { jsonrpc: "2.0", id: 1, error: { code: 1 } }],
+    ["an error with a fractional code", { jsonrpc: "2.0", id: 1, error: { code: 1.5, message: "m" } }],
+    ["an error with another member", { jsonrpc: "2.0", id: 1, error: { code: 1, message: "m", hint: "h" } }],
+    ["a request", { jsonrpc: "2.0", id: 1, method: "ping" }],
+  ];
+  for (const [name, message] of refused) {
+    it(`answers nothing with ${name}`, () => {
+      expect(ids(message)).toEqual([]);
+      expect(ids([message, { jsonrpc: "2.0", id: 1, result: { ok: true } }])).toEqual([[1, "result"]]);
+    });
+  }
+});
