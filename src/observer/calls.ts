@@ -14,8 +14,8 @@ export const pending_calls_max = 10_000;
 export const pending_bytes_max = 64 * 1_048_576;
 /** What a pending or queued call costs besides its variable parts (an estimate). */
 export const call_overhead_bytes = 1024;
-/** SSE event ids a stream that was cut with calls awaiting carried, remembered (the oldest forgotten first). */
-export const resumable_event_ids_max = 10_000;
+/** SSE event ids remembered for a GET that resumes a stream from one (the oldest forgotten first). */
+export const resumable_event_ids_max = 20_000;
 /** An SSE event id longer than this is not remembered: a GET resuming from it resumes no known stream. */
 export const resumable_event_id_chars_max = 256;
 /** A call with no response after this long is recorded as `no_response`. */
@@ -194,23 +194,22 @@ export function responses(parsed: unknown, status: number): Array<{ id: JsonRpcI
 }
 
 const response_members: ReadonlySet<string> = new Set(["jsonrpc", "id", "result", "error"]);
-const error_members: ReadonlySet<string> = new Set(["code", "message", "data"]);
-const only = (value: Record<string, unknown>, members: ReadonlySet<string>) => Object.keys(value).every((key) => members.has(key));
 
 /**
  * A message as a response only when the MCP SDK's client takes it as one (JSONRPCMessageSchema):
  * `jsonrpc` "2.0", a string or integer id, an object `result` or an `error` with an integer code
- * and a string message, and no other member. Anything else the client refuses, and a later
- * well-formed message with the same id is the answer it takes: taking the first would record
- * what the client never accepted, and drop what it did.
+ * and a string message (other members of the error are let through, as the client lets them),
+ * and no other member. Anything else the client refuses, and a later well-formed message with
+ * the same id is the answer it takes: taking the first would record what the client never
+ * accepted, and drop what it did.
  */
 function wellFormedResponse(message: unknown): { id: JsonRpcId; result?: Record<string, unknown>; error?: Record<string, unknown> } | undefined {
-  if (!isObject(message) || message.jsonrpc !== "2.0" || !only(message, response_members)) return undefined;
+  if (!isObject(message) || message.jsonrpc !== "2.0" || !Object.keys(message).every((key) => response_members.has(key))) return undefined;
   const id = message.id;
   if (typeof id !== "string" && !Number.isSafeInteger(id)) return undefined;
   if ("result" in message) return !("error" in message) && isObject(message.result) ? { id: id as JsonRpcId, result: message.result } : undefined;
   const error = message.error;
-  if (!isObject(error) || !only(error, error_members) || !Number.isSafeInteger(error.code) || typeof error.message !== "string") return undefined;
+  if (!isObject(error) || !Number.isSafeInteger(error.code) || typeof error.message !== "string") return undefined;
   return { id: id as JsonRpcId, error };
 }
 
@@ -239,8 +238,9 @@ export class Correlator {
   private readonly in_session = new Map<string, string | Set<string>>();
   /**
    * (source, session, SSE event id) → the exchange whose calls a GET resuming from that event
-   * answers: the ids a stream carried, remembered once it was cut or ended with calls awaiting.
-   * In insertion order, the oldest forgotten first past resumable_event_ids_max.
+   * answers: the latest id of each stream carrying calls' answers, and the last few of one that
+   * ended or was cut with calls awaiting. In insertion order, the oldest forgotten first past
+   * resumable_event_ids_max.
    */
   private readonly resumable = new Map<string, number>();
   private pending_bytes = 0;
@@ -337,11 +337,16 @@ export class Correlator {
   }
 
   /**
-   * A GET resuming from any of these SSE event ids (a stream's, cut or ended with calls of
-   * `exchange` awaiting) resumes `exchange`: its responses answer that exchange's calls only.
+   * A GET resuming from any of these SSE event ids (of a stream of `exchange`) resumes `exchange`:
+   * its responses answer that exchange's calls only. `replaced`: an id of the same stream no
+   * longer needed (its latest but one), forgotten if it still names `exchange`.
    */
-  resumableFrom(source_id: string, session: string, event_ids: readonly string[], exchange: number): void {
+  resumableFrom(source_id: string, session: string, event_ids: readonly string[], exchange: number, replaced?: string): void {
     if (session === "") return;
+    if (replaced !== undefined) {
+      const key = Correlator.sessionKey(source_id, session, replaced);
+      if (this.resumable.get(key) === exchange) this.resumable.delete(key);
+    }
     for (const event_id of event_ids) {
       if (event_id.length > resumable_event_id_chars_max) continue;
       const key = Correlator.sessionKey(source_id, session, event_id);
@@ -355,12 +360,6 @@ export class Correlator {
   resumedExchange(source_id: string, session: string, event_id: string): number | undefined {
     if (session === "") return undefined;
     return this.resumable.get(Correlator.sessionKey(source_id, session, event_id));
-  }
-
-  /** The call with this id (its idKey) of `exchange`, removed, once its stream ended or was cut without its answer. */
-  takeResumed(exchange: number, id_key: string): PendingCall | undefined {
-    const key = Correlator.key(exchange, id_key);
-    return this.pending.get(key)?.awaiting_resume ? this.takeKey(key) : undefined;
   }
 
   /** The session's calls with this id (its idKey) awaiting a resumed stream, removed. */
@@ -460,13 +459,16 @@ export class Correlator {
 }
 
 /**
- * A value's canonical text as the entry stores it (scrubbed) and its hash, or null when JSON
- * cannot carry it canonically. The hash is of the scrubbed text, as an entry's body_sha256 is
- * (buildEntry): one of a secret scrubbing hid would give a guessable one (a PIN) away.
+ * The canonical text of the entry's member `name` as the entry stores it (scrubbed, at the depth
+ * it has in the body, where scrubbing stops as deep) and its hash, or null when JSON cannot carry
+ * it canonically. The hash is of the scrubbed text, as an entry's body_sha256 is (buildEntry):
+ * one of a secret scrubbing hid would give a guessable one (a PIN) away.
  */
-function bound(value: unknown): { text: string; sha256: string } | null {
+function bound(name: string, value: unknown): { text: string; sha256: string } | null {
   try {
-    const { text } = scrubbedCanonicalJson(value);
+    // `{"name":…}`: the value's own text follows the key.
+    const member = scrubbedCanonicalJson({ [name]: value }).text;
+    const text = member.slice(name.length + 4, -1);
     return { text, sha256: sha256Hex(text) };
   } catch {
     return null;
@@ -480,9 +482,9 @@ function bound(value: unknown): { text: string; sha256: string } | null {
  * so (`{name}_replaced`): the rest of it, an amount beside a lone surrogate, stays bound.
  */
 function hold(name: string, value: unknown): HeldValue {
-  let hashed = bound(value);
+  let hashed = bound(name, value);
   const replaced = hashed ? {} : { [`${name}_replaced`]: "not_canonical_json" };
-  hashed ??= bound(representable(value));
+  hashed ??= bound(name, representable(value));
   if (!hashed) return { fields: { [`${name}_hash`]: null, [`${name}_omitted`]: "not_canonical_json" }, text: null, bytes: 0 };
   if (hashed.text.length > stored_value_chars_max) return { fields: { [`${name}_hash`]: hashed.sha256, [`${name}_omitted`]: "too_large", ...replaced }, text: null, bytes: 0 };
   return { fields: { [`${name}_hash`]: hashed.sha256, ...replaced }, text: hashed.text, bytes: textBytes(hashed.text) };

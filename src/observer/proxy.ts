@@ -250,8 +250,8 @@ class Exchange {
   private deferred: (() => void) | null = null;
   /** A GET's Last-Event-ID: it resumes the stream that carried that event. */
   private readonly resumed_from: string | undefined;
-  /** The exchange whose stream that was, when Bursar saw it cut with calls awaiting (Correlator.resumableFrom). */
-  private readonly resumes: number | undefined;
+  /** The exchange whose stream that was (Correlator.resumableFrom), once known. */
+  private resumes: number | undefined;
   /** The last SSE event ids this exchange's stream carried, for a GET that resumes it. */
   private readonly event_ids: string[] = [];
 
@@ -266,14 +266,29 @@ class Exchange {
     this.started_at = context.clock();
     const last_event_id = request.headers["last-event-id"];
     this.resumed_from = request.method === "GET" && typeof last_event_id === "string" ? last_event_id : undefined;
-    if (this.resumed_from !== undefined) this.resumes = context.correlator.resumedExchange(source.source_id, this.session, this.resumed_from);
   }
 
-  /** An SSE event id on this exchange's stream: a GET may resume the stream from it. */
+  /**
+   * The exchange whose calls this exchange's stream answers when resumed from one of its events:
+   * itself, for a request with calls; for a GET resuming a stream, that stream's, looked up until
+   * found (the stream it resumes may still be open to Bursar: a connection its client gave up on
+   * without closing it). Undefined for a stream that carries no calls' answers.
+   */
+  private streamOf(): number | undefined {
+    if (this.request.method !== "GET") return this.calls.length > 0 ? this.number : undefined;
+    if (this.resumed_from === undefined) return undefined;
+    this.resumes ??= this.context.correlator.resumedExchange(this.source.source_id, this.session, this.resumed_from);
+    return this.resumes;
+  }
+
+  /** An SSE event id on this exchange's stream: a GET may resume the stream from it, at once. */
   sawEventId(id: string): void {
     if (this.session === "" || id.length > resumable_event_id_chars_max) return;
+    const previous = this.event_ids.at(-1);
     this.event_ids.push(detached(id));
     if (this.event_ids.length > event_ids_kept_max) this.event_ids.shift();
+    const stream = this.streamOf();
+    if (stream !== undefined) this.context.correlator.resumableFrom(this.source.source_id, this.session, this.event_ids.slice(-1), stream, previous);
   }
 
   /** Runs `step` once the request's calls are known: now, or when the request ends. */
@@ -366,16 +381,17 @@ class Exchange {
   }
 
   /**
-   * A response on a GET resuming a stream (Last-Event-ID) answers a call of the exchange whose
-   * stream carried that event, and only once that stream left it unanswered. A stream Bursar did
-   * not see so (its client resumed from an event of another, already answered stream, say,
-   * whose answers the upstream replays) answers no call as its own: the session's calls with
-   * the response's id still awaiting a resumed stream are recorded as unattributed.
+   * A response on a GET resuming a stream (Last-Event-ID) answers the call with its id of the
+   * exchange whose stream carried that event. An event no stream Bursar relayed carried, as far
+   * as it remembers (its client resumed from an event of another stream, whose answers the
+   * upstream then replays, say), makes the response no call's own: the session's calls with its
+   * id awaiting a resumed stream are recorded as unattributed.
    */
   private answerResumed(key: string, outcome: Outcome, transport: string): void {
     const correlator = this.context.correlator;
-    if (this.resumes !== undefined) {
-      const call = correlator.takeResumed(this.resumes, key);
+    const stream = this.streamOf();
+    if (stream !== undefined) {
+      const call = correlator.takeOwn(stream, key);
       if (call) this.record(call, outcome, transport);
       return;
     }
@@ -391,9 +407,9 @@ class Exchange {
    */
   awaitResume(): void {
     const correlator = this.context.correlator;
-    const target = this.request.method === "GET" ? this.resumes : this.number;
+    const stream = this.streamOf();
     const awaiting = this.request.method === "GET" ? 1 : correlator.awaitResume(this.number, this.calls);
-    if (target !== undefined && awaiting > 0) correlator.resumableFrom(this.source.source_id, this.session, this.event_ids, target);
+    if (stream !== undefined && awaiting > 0) correlator.resumableFrom(this.source.source_id, this.session, this.event_ids, stream);
   }
 
   record(call: PendingCall, outcome: Outcome, transport: string): void {
@@ -409,7 +425,7 @@ class Exchange {
    */
   settleUnread(outcome: Outcome, transport: string): void {
     if (this.resumed_from === undefined) return this.settle(outcome, transport);
-    for (const call of this.context.correlator.takeAwaitingResume(this.source.source_id, this.session, this.resumes)) this.record(call, outcome, transport);
+    for (const call of this.context.correlator.takeAwaitingResume(this.source.source_id, this.session, this.streamOf())) this.record(call, outcome, transport);
   }
 
   /** Calls of this request still unanswered when its response ended and no other can answer them. */

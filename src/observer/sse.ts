@@ -75,19 +75,23 @@ export class SseReader {
   /** Drops what the reader holds and gives back everything charged: the stream has ended or
    *  been cut, or the budget cannot take what it holds. */
   release(): void {
-    this.skip();
+    this.skip(false);
     this.budget.give(this.charged);
     this.charged = 0;
   }
 
   /** Drops the unfinished line (the rest of it too, as it arrives) and event. The event is said
    *  to be oversized when it ends if it held data or the line dropped may have been data (a
-   *  comment or another field dropped loses nothing of what the event carries). */
-  private skip(): void {
+   *  comment or another field dropped loses nothing of what the event carries), or its type:
+   *  a type too long to read (`too_long`) is not "message", but one the budget could not hold
+   *  the rest of may be, and the event then may have been an answer. */
+  private skip(too_long: boolean): void {
     const start = this.pending.slice(0, 6);
     if (this.data_chars > 0 || mayBeField(start, "data")) this.oversized = true;
-    // A type too long to read is not "message": no client takes the event as one.
-    if (mayBeField(start, "event")) this.other_type = true;
+    if (mayBeField(start, "event")) {
+      if (too_long) this.other_type = true;
+      else this.oversized = true;
+    }
     if (this.pending !== "") this.discarding = true;
     this.pending = "";
     this.pending_pieces = 0;
@@ -146,7 +150,7 @@ export class SseReader {
     // The line goes on in the next chunk: its start is kept as a copy when cut from this text.
     this.pending += start === 0 ? text : detached(text.slice(start));
     this.pending_pieces++;
-    if (this.pending.length > sse_event_chars_max) this.skip();
+    if (this.pending.length > sse_event_chars_max) this.skip(true);
   }
 
   private line(line: string): void {
@@ -168,7 +172,7 @@ export class SseReader {
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
     this.data_chars += value.length + 1;
-    if (this.data_chars > sse_event_chars_max) this.skip();
+    if (this.data_chars > sse_event_chars_max) this.skip(true);
     else this.data.push(value);
   }
 

@@ -81,7 +81,8 @@ export function queryInteger(query: unknown, name: string, range: { fallback?: n
   const value = typeof raw === "string" && query_integer_pattern.test(raw) ? Number(raw) : Number.NaN;
   if (Number.isSafeInteger(value) && value >= min && (max === undefined || value <= max)) return value;
   // Digits past the largest exact integer are out of range, not "not an integer".
-  const limit = max ?? (typeof raw === "string" && /^[0-9]+$/.test(raw) ? Number.MAX_SAFE_INTEGER : undefined);
+  const past_exact = typeof raw === "string" && /^[0-9]+$/.test(raw) && !Number.isSafeInteger(Number(raw));
+  const limit = max ?? (past_exact ? Number.MAX_SAFE_INTEGER : undefined);
   if (limit !== undefined) throw invalidQuery(name, `must be an integer from ${min} to ${limit}`, { limit });
   throw invalidQuery(name, min === 0 ? "must be a non-negative integer" : `must be an integer of at least ${min}`);
 }

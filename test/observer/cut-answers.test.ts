@@ -24,7 +24,8 @@ const sseAnswer = (event_id: string, text: string, is_error: boolean) =>
 /**
  * `/reused-id` (session "S1") answers call 7 on the POST's SSE stream as its `answer` argument
  * says: "cut" sends event evA1 and resets, and the GET resuming from evA1 answers "A ok";
- * "now" answers "B ok"; "after_get" answers isError "B failed" once that GET has been served.
+ * "now" answers "B ok"; "after_get" answers isError "B failed" once that GET has been served;
+ * "hold" sends event evC1 and ends, unanswered, 300 ms after that GET has been served.
  */
 function reusedId(request: IncomingMessage, response: ServerResponse, body: string): void {
   const sse = { "content-type": "text/event-stream", "mcp-session-id": "S1" };
@@ -39,9 +40,12 @@ function reusedId(request: IncomingMessage, response: ServerResponse, body: stri
     return void setTimeout(() => response.socket?.resetAndDestroy(), 50);
   }
   if (answer === "now") return void response.end(sseAnswer("evB1", "B ok", false));
+  if (answer === "hold") response.write("id: evC1\ndata: \n\n");
   void served.then(() => {
     served = new Promise<void>((resolve) => (get_served = resolve));
-    response.end(sseAnswer("evB1", "B failed", true));
+    // Well after the GET's answer has passed Bursar: the stream is still open when it does.
+    if (answer === "hold") setTimeout(() => response.end(), 300);
+    else response.end(sseAnswer("evB1", "B failed", true));
   });
 }
 
@@ -197,7 +201,18 @@ describe("a JSON-RPC id two requests of one session use while both await answers
     ]);
   });
 
-  it("takes a response on a GET resuming another stream than the cut one for no call's: the awaiting call is unattributed", async () => {
+  it("gives a GET resuming a stream still open to Bursar (a client that gave up on it) that stream's call's answer", async () => {
+    const source = await observerSource(h, `${upstream_url}/reused-id`);
+    const held = await post(source, "hold");
+    const reader = held.body!.getReader();
+    // The client has the stream's event evC1, which Bursar relayed, and resumes from it.
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain("id: evC1");
+    expect(await (await resume(source, "evC1")).text()).toContain("A ok");
+    while (!(await reader.read()).done);
+    expect(described(await recordedCalls(source.id))).toEqual([["hold", { type: "result", is_error: false }, "sse_get", a_ok]]);
+  });
+
+  it("takes a response on a GET resuming an answered call's stream for no other call's: the call cut waits for its own", async () => {
     // A client that reuses an answered call's id, then resumes from an event of that call's
     // stream: the upstream replays the old answer, which is not the new call's.
     const source = await observerSource(h, `${upstream_url}/reused-id`);
@@ -205,17 +220,27 @@ describe("a JSON-RPC id two requests of one session use while both await answers
     const a = await post(source, "cut");
     await expect(a.text()).rejects.toThrow();
     expect(await (await resume(source, "evB1")).text()).toContain("A ok");
+    // Nothing resumes the cut call's stream: it times out here in 2 s (15 minutes by default).
+    for (const deadline = performance.now() + 10_000; (await recordedCalls(source.id)).length < 2 && performance.now() < deadline; ) await sleep(20);
     expect(described(await recordedCalls(source.id))).toEqual([
       ["now", { type: "result", is_error: false }, "sse", { content: [{ type: "text", text: "B ok" }] }],
-      ["cut", { type: "unattributed", reason: "unknown_stream" }, "sse_get", undefined],
+      ["cut", { type: "no_response", reason: "timeout" }, "none", undefined],
     ]);
+  });
+
+  it("takes a response on a GET resuming from an event no stream Bursar relayed carried for no call's: the call awaiting one is unattributed", async () => {
+    const source = await observerSource(h, `${upstream_url}/reused-id`);
+    const a = await post(source, "cut");
+    await expect(a.text()).rejects.toThrow();
+    expect(await (await resume(source, "evOld")).text()).toContain("A ok");
+    expect(described(await recordedCalls(source.id))).toEqual([["cut", { type: "unattributed", reason: "unknown_stream" }, "sse_get", undefined]]);
   });
 
   it("takes no response on a resumed GET for a call whose own stream is still open: it is that stream's to answer", async () => {
     const source = await observerSource(h, `${upstream_url}/reused-id`);
     const b = await post(source, "after_get");
     expect(b.status).toBe(200);
-    // Resumed from an event no stream Bursar saw cut carried: the replayed answer is no call's.
+    // Resumed from an event no stream Bursar relayed carried: the replayed answer is no call's.
     expect(await (await resume(source, "evOld")).text()).toContain("A ok");
     expect(await b.text()).toContain("B failed");
     expect(described(await recordedCalls(source.id))).toEqual([

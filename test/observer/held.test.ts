@@ -6,6 +6,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson, scrub, sha256Hex, type AppendInput } from "../../src/evidence/index.js";
+import { buildEntry } from "../../src/evidence/entry.js";
 import { callEvidence, CallEntry, heldArguments, heldId, type PendingCall } from "../../src/observer/calls.js";
 import { batch_bytes_max, Recorder, type DeferredInput } from "../../src/observer/recorder.js";
 import type { ObserverSource } from "../../src/sources/store.js";
@@ -115,6 +116,17 @@ describe("a queued call", () => {
         }
       }),
     );
+  });
+
+  it("hashes args and a result as the entry stores them, however deep they nest (scrubbing stops as deep in the entry)", () => {
+    for (let depth = 58; depth <= 68; depth++) {
+      let value: unknown = { text: "deep" };
+      for (let level = 0; level < depth; level++) value = { level: value };
+      // The body as the log stores it: buildEntry scrubs it whole.
+      const body = buildEntry((queued(value, [value]).input as CallEntry).build(), 0, started_at.toISOString()).entry.body as Record<string, unknown>;
+      expect(body.args_hash, `depth ${depth}`).toBe(sha256Hex(canonicalJson(body.args)));
+      expect(body.result_hash, `depth ${depth}`).toBe(sha256Hex(canonicalJson(body.result)));
+    }
   });
 
   it("keeps secrets scrubbed in the built entry, and a value with no canonical form with those parts replaced, said so", () => {

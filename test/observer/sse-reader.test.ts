@@ -6,7 +6,7 @@ import fc from "fast-check";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { piece_overhead_bytes, SseReader, type HeldBudget } from "../../src/observer/sse.js";
+import { piece_overhead_bytes, sse_event_chars_max, SseReader, type HeldBudget } from "../../src/observer/sse.js";
 import { ensureBuilt, repo_root } from "../support/build.js";
 
 /** A budget of `limit` bytes that remembers the most it ever lent. */
@@ -168,7 +168,13 @@ describe("the SSE reader's event types", () => {
   it("says nothing of a skipped event of another type, and takes a type too long to read for another type", () => {
     const other = read(`event: debug\ndata:${"p".repeat(300)}\n\ndata: next\n\n`, [], budget(300));
     expect(other).toMatchObject({ events: ["next"], skipped: 0 });
-    const long_type = read(`event: ${"t".repeat(300)}\ndata: {"id":1}\n\ndata: next\n\n`, [100], budget(300));
+    const long_type = read(`event: ${"t".repeat(sse_event_chars_max)}\ndata: {"id":1}\n\ndata: next\n\n`, [100]);
     expect(long_type).toMatchObject({ events: ["next"], skipped: 0 });
+  });
+
+  it("says an event whose type line the budget could not hold was skipped: it may have been a message", () => {
+    // The MCP SDK's server starts every event with `event: message`; a chunk ends inside it.
+    const answer = 'event: message\nid: s1_1\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n';
+    expect(read(answer, ["event: mess".length], budget(20))).toMatchObject({ events: [], skipped: 1 });
   });
 });
