@@ -243,6 +243,8 @@ export class Correlator {
    * resumable_event_ids_max.
    */
   private readonly resumable = new Map<string, number>();
+  /** The pending calls of each source, in arrival order, and the bytes they count. */
+  private readonly by_source = new Map<string, { calls: Map<string, PendingCall>; bytes: number }>();
   private pending_bytes = 0;
   private exchanges = 0;
   private closed = false;
@@ -278,12 +280,18 @@ export class Correlator {
     // unattributed); were it to, the earlier is given up on rather than left unreachable.
     const previous = this.pending.get(key);
     if (previous) this.evict(key, previous, "evicted");
-    while (this.pending.size >= pending_calls_max || (this.pending.size > 0 && this.pending_bytes + call.bytes > pending_bytes_max)) {
-      const [oldest_key, oldest] = this.pending.entries().next().value as [string, PendingCall];
+    for (;;) {
+      const by_count = this.pending.size >= pending_calls_max;
+      if (!by_count && !(this.pending.size > 0 && this.pending_bytes + call.bytes > pending_bytes_max)) break;
+      const [oldest_key, oldest] = this.oldestOfLargestSource(by_count);
       this.evict(oldest_key, oldest, "evicted");
     }
     this.pending.set(key, call);
     this.pending_bytes += call.bytes;
+    const held = this.by_source.get(call.source.source_id) ?? { calls: new Map<string, PendingCall>(), bytes: 0 };
+    held.calls.set(key, call);
+    held.bytes += call.bytes;
+    this.by_source.set(call.source.source_id, held);
     if (call.session !== "") this.index(Correlator.sessionKey(call.source.source_id, call.session, call.id.key), key);
   }
 
@@ -300,9 +308,26 @@ export class Correlator {
     else indexed.add(key);
   }
 
+  /**
+   * The oldest pending call of the source holding the most calls (`by_count`) or bytes: past a
+   * bound, that source gives one up, so one source's clients (parking calls for resumed streams
+   * that never come, say) cannot push out another source's calls.
+   */
+  private oldestOfLargestSource(by_count: boolean): [string, PendingCall] {
+    const size = (held: { calls: Map<string, PendingCall>; bytes: number }) => (by_count ? held.calls.size : held.bytes);
+    let largest: { calls: Map<string, PendingCall>; bytes: number } | undefined;
+    for (const held of this.by_source.values()) if (largest === undefined || size(held) > size(largest)) largest = held;
+    return largest!.calls.entries().next().value as [string, PendingCall];
+  }
+
   private remove(key: string, call: PendingCall): void {
     this.pending.delete(key);
     this.pending_bytes -= call.bytes;
+    const held = this.by_source.get(call.source.source_id);
+    if (held?.calls.delete(key)) {
+      held.bytes -= call.bytes;
+      if (held.calls.size === 0) this.by_source.delete(call.source.source_id);
+    }
     if (call.session === "") return;
     const session_key = Correlator.sessionKey(call.source.source_id, call.session, call.id.key);
     const indexed = this.in_session.get(session_key);
@@ -444,6 +469,7 @@ export class Correlator {
     this.pending.clear();
     this.in_session.clear();
     this.resumable.clear();
+    this.by_source.clear();
     this.pending_bytes = 0;
     return calls;
   }
