@@ -12,13 +12,15 @@ import type { ObserverSource } from "../sources/store.js";
 import { call_overhead_bytes, callEvidence, resumable_event_id_chars_max, heldArguments, heldBytes, heldId, idKey, repeatedRequestIds, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
 import { ToolCallCounter } from "./count.js";
 import type { Recorder } from "./recorder.js";
-import { detached, SseReader } from "./sse.js";
+import { detached, SseReader, type HeldBudget } from "./sse.js";
 
 export const observer_token_header = "x-bursar-observer-token";
 /** Bodies larger than this are still relayed in full, but not parsed: a request's tools/calls are only counted. */
 export const observed_body_bytes_max = 4_194_304;
 /** Bytes the body taps of all open exchanges hold at once: a body that would pass it is read as one over observed_body_bytes_max. */
 export const observed_bytes_held_max = 64 * 1_048_576;
+/** Of that, what each source's exchanges are sure of: one source holding more leaves this much free for the others. */
+export const observed_bytes_held_per_source_max = 16 * 1_048_576;
 /** tools/call requests recorded from one HTTP request (a JSON-RPC batch); the rest go in the gap. */
 export const observed_calls_per_request_max = 100;
 /** The SSE event ids of a stream kept for a GET that resumes it: a client resumes from the last
@@ -39,19 +41,46 @@ const response_headers_dropped = new Set(["connection", "keep-alive", "proxy-con
 /** Dropped from a message no trailer fields can follow (one not chunked): Node refuses to write it there. */
 const trailer_header = new Set(["trailer"]);
 
-/** The bytes all body taps hold, one budget shared by every exchange (stalled uploads would otherwise hold 4 MiB each). */
+/**
+ * The bytes all body taps hold, one budget shared by every exchange (stalled uploads would
+ * otherwise hold 4 MiB each). Past observed_bytes_held_per_source_max of its own, a source's
+ * exchanges take only what leaves that much free for the others: stalled uploads through one
+ * source cannot leave another source's calls unread, while one busy source alone still has
+ * most of the budget.
+ */
 export class HeldBytes {
   bytes = 0;
+  private readonly by_source = new Map<string, number>();
 
-  /** Takes `bytes` when they fit under observed_bytes_held_max. */
-  take(bytes: number): boolean {
+  /** Takes `bytes` when they fit under observed_bytes_held_max (and, for a source, beside the others' reserve). */
+  take(bytes: number, source_id?: string): boolean {
     if (this.bytes + bytes > observed_bytes_held_max) return false;
+    if (source_id !== undefined) {
+      const held = (this.by_source.get(source_id) ?? 0) + bytes;
+      const leaves_reserve = this.bytes + bytes <= observed_bytes_held_max - observed_bytes_held_per_source_max;
+      if (held > observed_bytes_held_per_source_max && !leaves_reserve) return false;
+      this.by_source.set(source_id, held);
+    }
     this.bytes += bytes;
     return true;
   }
 
-  give(bytes: number): void {
+  give(bytes: number, source_id?: string): void {
     this.bytes -= bytes;
+    if (source_id === undefined) return;
+    const held = (this.by_source.get(source_id) ?? 0) - bytes;
+    if (held > 0) this.by_source.set(source_id, held);
+    else this.by_source.delete(source_id);
+  }
+
+  /** What a source's exchanges hold of the budget. */
+  heldBy(source_id: string): number {
+    return this.by_source.get(source_id) ?? 0;
+  }
+
+  /** The budget as one source's exchanges draw on it. */
+  forSource(source_id: string): HeldBudget {
+    return { take: (bytes) => this.take(bytes, source_id), give: (bytes) => this.give(bytes, source_id) };
   }
 }
 
@@ -169,7 +198,7 @@ function parseJson(body: Buffer): unknown {
  */
 class BodyTap {
   private chunks: Buffer[] = [];
-  /** What `chunks` hold, taken from the shared HeldBytes. */
+  /** What `chunks` hold, taken from the shared budget (HeldBytes, as the source draws on it). */
   private held_bytes = 0;
   bytes = 0;
   overflowed = false;
@@ -179,7 +208,7 @@ class BodyTap {
   constructor(
     private readonly is_request: boolean,
     readonly form: BodyForm,
-    private readonly held: HeldBytes,
+    private readonly held: HeldBudget,
   ) {}
 
   /** Whether the body is read at all: a request always, a response only when plain. */
@@ -456,7 +485,7 @@ function mayHoldResponse(data: string): boolean {
   return data.includes('"id"') || data.includes("\\u");
 }
 
-function sseTap(exchange: Exchange, transport: string, status: number, correlator: Correlator, held: HeldBytes): ResponseTap {
+function sseTap(exchange: Exchange, transport: string, status: number, correlator: Correlator, held: HeldBudget): ResponseTap {
   // Set once an event too large to read went past: the client got it, and it may have answered any call still pending.
   let skipped_too_large = false;
   const reader = new SseReader(
@@ -486,7 +515,7 @@ function sseTap(exchange: Exchange, transport: string, status: number, correlato
   return { push: (chunk) => reader.push(chunk), finish: () => reader.release(), end: () => cut({ type: "no_response", reason: "stream_ended" }), cut };
 }
 
-function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldBytes): ResponseTap {
+function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldBudget): ResponseTap {
   // Calls not known yet (the request still arriving) may be ones this answer is for.
   const tap = exchange.calls.length > 0 || !exchange.calls_known ? new BodyTap(false, form, held) : null;
   return {
@@ -528,9 +557,10 @@ function responseTap(exchange: Exchange, upstream: IncomingMessage, context: Rel
   const type = String(upstream.headers["content-type"] ?? "").toLowerCase();
   const status = upstream.statusCode ?? 0;
   const form = bodyForm(upstream.headers, false);
-  if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form, context.held);
+  const held = context.held.forSource(exchange.source.source_id);
+  if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form, held);
   const transport = exchange.request.method === "GET" ? "sse_get" : "sse";
-  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator, context.held);
+  return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator, held);
 }
 
 /** Whether a client reads transfer codings (chunked among them): HTTP/1.1 or later, never HTTP/1.0 (RFC 9112 §6.1). */
@@ -737,7 +767,7 @@ function relayNow(context: RelayContext, source: ObserverSource, token: string, 
     upstream.useChunkedEncodingByDefault = false;
     for (const [name, value] of Object.entries(headerObject(headers))) upstream.setHeader(name, value);
   }
-  const tap = request.method === "POST" ? new BodyTap(true, bodyForm(request.headers, true), context.held) : null;
+  const tap = request.method === "POST" ? new BodyTap(true, bodyForm(request.headers, true), context.held.forSource(source.source_id)) : null;
   const destroy = () => {
     exchange.cancelled = true;
     upstream.destroy();

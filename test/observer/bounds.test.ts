@@ -8,11 +8,13 @@ import { sha256Hex, type AppendInput } from "../../src/evidence/index.js";
 import { jsonrpc_id_chars_max, pending_bytes_max } from "../../src/observer/calls.js";
 import { createServer } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
-import { observed_body_bytes_max, observed_bytes_held_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
+import { observed_body_bytes_max, observed_bytes_held_max, observed_bytes_held_per_source_max, observed_calls_per_request_max } from "../../src/observer/proxy.js";
 import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall, unicodeEscaped } from "./support.js";
+import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall, unicodeEscaped, type ObserverSourceCreated, type RawAnswer } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let h: Harness;
 let upstream: Upstream;
@@ -72,11 +74,16 @@ describe("pending calls", () => {
     const headers = { "x-bursar-observer-token": source.observer_token };
     const pad = "p".repeat(3_500_000);
     const calls = Math.ceil(pending_bytes_max / pad.length) + 4;
-    // All pending at once: each is answered only once the last has reached the upstream.
+    // All pending at once: each is answered only once the last has reached the upstream. Sent
+    // four at a time, 100 ms apart: a source uploading more at once than its share of the bytes
+    // read (HeldBytes) beside another's reserve would have some calls counted unread instead.
     const group = `bounded-${source.id}`;
-    const answers = await Promise.all(
-      Array.from({ length: calls }, (_, i) => raw(source.observer_url, "POST", headers, toolCall(i, "slow", { i, pad, wait_for: calls, group }))),
-    );
+    const sent: Array<Promise<RawAnswer>> = [];
+    for (let i = 0; i < calls; i++) {
+      if (i > 0 && i % 4 === 0) await sleep(100);
+      sent.push(raw(source.observer_url, "POST", headers, toolCall(i, "slow", { i, pad, wait_for: calls, group })));
+    }
+    const answers = await Promise.all(sent);
     for (const [i, answer] of answers.entries()) expect(answer.bytes.toString()).toContain(`\\"i\\":${i}`);
 
     const outcomes = (await recorded(source.id)).map((body) => body.outcome as { type: string; reason?: string });
@@ -142,21 +149,30 @@ describe("requests too large to inspect", () => {
 });
 
 describe("the bytes all exchanges' taps hold", () => {
-  it("are bounded together: while stalled uploads hold the limit, bodies are read as too large, and the bytes come back when they go", async () => {
-    const source = await observerSource(h, `${upstream.url}/mcp-large`);
-    const session = await rawSession(`${upstream.url}/mcp-large`);
-    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
-    // Uploads each within the per-body limit, stalled before their declared end, hold all but 1 MiB.
-    const stalled_bytes = observed_body_bytes_max - 65_536;
-    const uploads = Math.ceil((observed_bytes_held_max - 1_048_576) / stalled_bytes);
+  /** Uploads each within the per-body limit, stalled before their declared end, through `sources` in turn. */
+  function stallUploads(sources: readonly ObserverSourceCreated[], uploads: number): Socket[] {
     const sockets: Socket[] = [];
     for (let i = 0; i < uploads; i++) {
       const socket = connect(Number(new URL(h.url).port), "127.0.0.1");
       socket.on("error", () => undefined);
-      socket.write(`POST /observe HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${2 * observed_body_bytes_max}\r\nx-bursar-observer-token: ${source.observer_token}\r\n\r\n`);
+      const token = sources[i % sources.length]!.observer_token;
+      socket.write(`POST /observe HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${2 * observed_body_bytes_max}\r\nx-bursar-observer-token: ${token}\r\n\r\n`);
       socket.write(Buffer.alloc(stalled_bytes, 0x20));
       sockets.push(socket);
     }
+    return sockets;
+  }
+  const stalled_bytes = observed_body_bytes_max - 65_536;
+
+  it("are bounded together: while stalled uploads hold the limit, bodies are read as too large, and the bytes come back when they go", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-large`);
+    const session = await rawSession(`${upstream.url}/mcp-large`);
+    const headers = { "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token };
+    // Stalled uploads through four other sources, none past its share, hold all but 1 MiB.
+    const uploads = Math.ceil((observed_bytes_held_max - 1_048_576) / stalled_bytes);
+    const stallers = await Promise.all([1, 2, 3, 4].map(() => observerSource(h, `${upstream.url}/mcp-large`)));
+    expect(Math.ceil(uploads / stallers.length) * stalled_bytes).toBeLessThanOrEqual(observed_bytes_held_per_source_max);
+    const sockets = stallUploads(stallers, uploads);
     await waitFor(() => h.evidence.observer.held.bytes === uploads * stalled_bytes, 10_000, "the stalled uploads to be held");
 
     const pad = "p".repeat(1_572_864);
@@ -172,6 +188,28 @@ describe("the bytes all exchanges' taps hold", () => {
       [2, { type: "unread_response", reason: "too_large", status: 200 }],
       [3, { type: "result", is_error: false }],
     ]);
+  }, 30_000);
+
+  it("leave a source past its share no more than keeps that share free for the others: its stalled uploads leave other sources' bodies read", async () => {
+    const [staller, other] = [await observerSource(h, `${upstream.url}/mcp-large`), await observerSource(h, `${upstream.url}/mcp-large`)];
+    const session = await rawSession(`${upstream.url}/mcp-large`);
+    const headers = (source: ObserverSourceCreated) => ({ "mcp-session-id": session, "mcp-protocol-version": LATEST_PROTOCOL_VERSION, "x-bursar-observer-token": source.observer_token });
+    // More stalled uploads than fit beside the reserve: those that fit are held, the rest go unread.
+    const fitting = Math.floor((observed_bytes_held_max - observed_bytes_held_per_source_max) / stalled_bytes);
+    const sockets = stallUploads([staller], fitting + 2);
+    await waitFor(() => h.evidence.observer.held.heldBy(staller.id) === fitting * stalled_bytes, 10_000, "the stalling source's uploads to be held");
+    try {
+      const pad = "p".repeat(1_572_864);
+      expect((await raw(other.observer_url, "POST", headers(other), toolCall(1, "echo", { text: pad }))).status).toBe(200);
+      expect((await recorded(other.id)).map((call) => call.outcome)).toEqual([{ type: "result", is_error: false }]);
+      expect(await gaps(other.id)).toEqual([]);
+      // The stalling source's own body does not fit beside the reserve.
+      expect((await raw(staller.observer_url, "POST", headers(staller), toolCall(2, "echo", { text: pad }))).status).toBe(200);
+      expect(await gaps(staller.id)).toEqual([1]);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+    await waitFor(() => h.evidence.observer.held.bytes === 0, 5_000, "the stalled uploads' bytes to come back");
   }, 30_000);
 
   it("count an SSE event being read too: one that does not fit is skipped as too large, and what a stream held comes back when it ends", async () => {
