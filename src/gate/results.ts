@@ -215,7 +215,8 @@ export function approvalDecided(approval_id: string, state: string, evidence: Ev
  * or why a re-check denied it. Empty when there is nothing to add.
  */
 export function approvalOutcomeText(state: string, stored: Record<string, unknown> | undefined): string {
-  if (!stored) return "";
+  // Approved, its order not answered yet (forwarding): no order can be assumed to exist.
+  if (!stored) return state === "approved" ? " Its order is being created: the money stays held, and no order is known yet; ask again shortly." : "";
   const reason = typeof stored.reason === "string" ? stored.reason : "";
   if (state === "denied") return reason ? ` It could not be granted: ${reason}. Nothing was charged.` : "";
   if (state !== "approved") return "";

@@ -210,6 +210,20 @@ describe("approvals", () => {
       expect((await refused.client.callTool({ name: "create_order", arguments: refused.args })).structuredContent).toMatchObject({ provider: "refused" });
       expect(await block(refused.agent.block_id)).toMatchObject({ held: 0, spent: 0 });
 
+      // While its order is being created, approved says so: no order can be assumed yet.
+      const slow = await heldCall("apr-slow", "slow-1");
+      faults.set({ latency_ms: 1_000, only_routes: ["POST /v1/orders"] });
+      const approving = server.api("POST", `/api/v1/approvals/${String(slow.structured.approval_id)}/approve`);
+      let meanwhile: Awaited<ReturnType<McpClient["callTool"]>> | undefined;
+      await waitUntil("the approval to be forwarding", async () => {
+        meanwhile = await slow.client.callTool({ name: "get_approval", arguments: { approval_id: slow.structured.approval_id } });
+        return (meanwhile.structuredContent as Structured).state === "approved";
+      });
+      expect(meanwhile!.structuredContent).not.toHaveProperty("result");
+      expect((meanwhile!.content as Array<{ text: string }>)[0]!.text).toMatch(/is approved\. Its order is being created: the money stays held, and no order is known yet; ask again shortly\.$/);
+      expect((await approving).status).toBe(200);
+      faults.reset();
+
       const unknown = await heldCall("apr-unknown", "unknown-1");
       faults.set({ error_5xx_next: 1, only_routes: ["POST /v1/orders"] });
       expect((await server.api("POST", `/api/v1/approvals/${String(unknown.structured.approval_id)}/approve`)).status).toBe(200);
