@@ -111,8 +111,8 @@ export type Outcome =
   // while both await answers): a response with that id could answer either, so none is taken as
   // this call's.
   | { type: "unattributed"; reason: "duplicate_id" }
-  // A GET resumed a stream from an SSE event id no stream cut with calls awaiting carried (as
-  // far as this observer saw): a response on it could be a replay of any earlier call's answer.
+  // A GET resumed a stream from an SSE event id Bursar does not know (no stream it relayed
+  // carried it, as far as it remembers): a response on it could be a replay of any call's answer.
   | { type: "unattributed"; reason: "unknown_stream" };
 
 export interface CallEvidence {

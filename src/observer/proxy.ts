@@ -314,10 +314,11 @@ class Exchange {
   sawEventId(id: string): void {
     if (this.session === "" || id.length > resumable_event_id_chars_max) return;
     const previous = this.event_ids.at(-1);
-    this.event_ids.push(detached(id));
+    const kept = detached(id);
+    this.event_ids.push(kept);
     if (this.event_ids.length > event_ids_kept_max) this.event_ids.shift();
     const stream = this.streamOf();
-    if (stream !== undefined) this.context.correlator.resumableFrom(this.source.source_id, this.session, this.event_ids.slice(-1), stream, previous);
+    if (stream !== undefined) this.context.correlator.resumableFrom(this.source.source_id, this.session, [kept], stream, previous);
   }
 
   /** Runs `step` once the request's calls are known: now, or when the request ends. */
@@ -436,9 +437,10 @@ class Exchange {
    */
   awaitResume(): void {
     const correlator = this.context.correlator;
+    // A request's stream is resumed only for the calls it left unanswered.
+    if (this.request.method !== "GET" && correlator.awaitResume(this.number, this.calls) === 0) return;
     const stream = this.streamOf();
-    const awaiting = this.request.method === "GET" ? 1 : correlator.awaitResume(this.number, this.calls);
-    if (stream !== undefined && awaiting > 0) correlator.resumableFrom(this.source.source_id, this.session, this.event_ids, stream);
+    if (stream !== undefined) correlator.resumableFrom(this.source.source_id, this.session, this.event_ids, stream);
   }
 
   record(call: PendingCall, outcome: Outcome, transport: string): void {

@@ -158,19 +158,17 @@ export class SseReader {
     if (line.startsWith(":")) return;
     const colon = line.indexOf(":");
     const field = colon === -1 ? line : line.slice(0, colon);
+    const after = colon === -1 ? "" : line.slice(colon + 1);
+    const value = after.startsWith(" ") ? after.slice(1) : after;
     if (field === "id") {
-      const id = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-      if (!id.includes("\0")) this.onId(id);
+      if (!value.includes("\0")) this.onId(value);
       return;
     }
     if (field === "event") {
-      const type = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-      this.other_type = type !== "" && type !== "message";
+      this.other_type = value !== "" && value !== "message";
       return;
     }
     if (field !== "data" || this.oversized) return;
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
     this.data_chars += value.length + 1;
     if (this.data_chars > sse_event_chars_max) this.skip(true);
     else this.data.push(value);
