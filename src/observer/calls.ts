@@ -237,12 +237,14 @@ export class Correlator {
    */
   private readonly in_session = new Map<string, string | Set<string>>();
   /**
-   * (source, session, SSE event id) → the exchange whose calls a GET resuming from that event
+   * Per source, (session, SSE event id) → the exchange whose calls a GET resuming from that event
    * answers: the latest id of each stream carrying calls' answers, and the last few of one that
-   * ended or was cut with calls awaiting. In insertion order, the oldest forgotten first past
-   * resumable_event_ids_max.
+   * ended or was cut with calls awaiting. Each in insertion order; past resumable_event_ids_max in
+   * all, the source remembering the most forgets its oldest, so one source's streams cannot push
+   * out another's.
    */
-  private readonly resumable = new Map<string, number>();
+  private readonly resumable = new Map<string, Map<string, number>>();
+  private resumable_count = 0;
   /** The pending calls of each source, in arrival order, and the bytes they count. */
   private readonly by_source = new Map<string, { calls: Map<string, PendingCall>; bytes: number }>();
   private pending_bytes = 0;
@@ -368,23 +370,45 @@ export class Correlator {
    */
   resumableFrom(source_id: string, session: string, event_ids: readonly string[], exchange: number, replaced?: string): void {
     if (session === "") return;
+    const remembered = this.resumable.get(source_id) ?? new Map<string, number>();
+    this.resumable.set(source_id, remembered);
+    const forget = (key: string) => {
+      if (remembered.delete(key)) this.resumable_count -= 1;
+    };
     if (replaced !== undefined) {
-      const key = Correlator.sessionKey(source_id, session, replaced);
-      if (this.resumable.get(key) === exchange) this.resumable.delete(key);
+      const key = Correlator.resumeKey(session, replaced);
+      if (remembered.get(key) === exchange) forget(key);
     }
     for (const event_id of event_ids) {
       if (event_id.length > resumable_event_id_chars_max) continue;
-      const key = Correlator.sessionKey(source_id, session, event_id);
-      this.resumable.delete(key);
-      this.resumable.set(key, exchange);
-      if (this.resumable.size > resumable_event_ids_max) this.resumable.delete(this.resumable.keys().next().value as string);
+      const key = Correlator.resumeKey(session, event_id);
+      forget(key);
+      remembered.set(key, exchange);
+      this.resumable_count += 1;
+      if (this.resumable_count > resumable_event_ids_max) this.forgetOldestResumable();
     }
+    if (remembered.size === 0) this.resumable.delete(source_id);
+    else this.resumable.set(source_id, remembered);
   }
 
   /** The exchange a GET resuming from `event_id` resumes (resumableFrom); undefined when none known. */
   resumedExchange(source_id: string, session: string, event_id: string): number | undefined {
     if (session === "") return undefined;
-    return this.resumable.get(Correlator.sessionKey(source_id, session, event_id));
+    return this.resumable.get(source_id)?.get(Correlator.resumeKey(session, event_id));
+  }
+
+  private static resumeKey(session: string, event_id: string): string {
+    return `${session}\n${event_id}`;
+  }
+
+  /** Forgets the oldest event id of the source remembering the most. */
+  private forgetOldestResumable(): void {
+    let largest: [string, Map<string, number>] | undefined;
+    for (const entry of this.resumable) if (largest === undefined || entry[1].size > largest[1].size) largest = entry;
+    const [source_id, remembered] = largest!;
+    remembered.delete(remembered.keys().next().value as string);
+    this.resumable_count -= 1;
+    if (remembered.size === 0) this.resumable.delete(source_id);
   }
 
   /** The session's calls with this id (its idKey) awaiting a resumed stream, removed. */
@@ -469,6 +493,7 @@ export class Correlator {
     this.pending.clear();
     this.in_session.clear();
     this.resumable.clear();
+    this.resumable_count = 0;
     this.by_source.clear();
     this.pending_bytes = 0;
     return calls;

@@ -157,4 +157,22 @@ describe("the correlator's index of a session's ids", () => {
     correlator.resumableFrom("src_1", "S", [long], 2);
     expect(correlator.resumedExchange("src_1", "S", long)).toBeUndefined();
   });
+
+  it("forgets the event ids of the source remembering the most: one source's streams cannot push out another's", () => {
+    const correlator = new Correlator(() => undefined);
+    correlator.resumableFrom("src_quiet", "S", ["q1", "q2"], 1);
+    const flood = Array.from({ length: resumable_event_ids_max * 2 }, (_, index) => `ev${index}`);
+    correlator.resumableFrom("src_busy", "S", flood, 2);
+    expect(correlator.resumedExchange("src_quiet", "S", "q1")).toBe(1);
+    expect(correlator.resumedExchange("src_quiet", "S", "q2")).toBe(1);
+    // The busy source keeps what is left of the bound, its newest ids.
+    expect(correlator.resumedExchange("src_busy", "S", `ev${flood.length - 1}`)).toBe(2);
+    expect(correlator.resumedExchange("src_busy", "S", `ev${flood.length - (resumable_event_ids_max - 2)}`)).toBe(2);
+    expect(correlator.resumedExchange("src_busy", "S", `ev${flood.length - (resumable_event_ids_max - 1)}`)).toBeUndefined();
+    // Replacing a stream's latest id keeps the count: the quiet source still fits beside the flood.
+    correlator.resumableFrom("src_quiet", "S", ["q3"], 1, "q2");
+    expect(correlator.resumedExchange("src_quiet", "S", "q2")).toBeUndefined();
+    expect(correlator.resumedExchange("src_quiet", "S", "q3")).toBe(1);
+    expect(correlator.resumedExchange("src_busy", "S", `ev${flood.length - (resumable_event_ids_max - 2)}`)).toBe(2);
+  });
 });
