@@ -204,15 +204,15 @@ function encodedBody(request: FastifyRequest, reply: FastifyReply): FastifyReply
 }
 
 /**
- * A POST whose Content-Type names another media type than JSON is answered as the SDK's transport
- * answers it (415, JSON-RPC -32000, id null; its own test of the media type), before the body is
- * read. Left to Fastify, text/plain reached the route as a string (a misleading -32600 "not a
- * valid JSON-RPC message") and other types got Fastify's own 415. A POST with no Content-Type at
- * all stays Fastify's 415, as documented.
+ * A POST whose Content-Type is missing or names another media type than JSON is answered as the
+ * SDK's transport answers it (415, JSON-RPC -32000, id null; its own test of the media type),
+ * before the body is read. Left to Fastify, text/plain reached the route as a string (a
+ * misleading -32600 "not a valid JSON-RPC message"), other types got Fastify's own 415, and a POST
+ * with neither a Content-Type nor a body reached the route with no body (-32600 again).
  */
 function notJsonMediaType(request: FastifyRequest, reply: FastifyReply): FastifyReply | undefined {
   const content_type = request.headers["content-type"];
-  if (content_type === undefined || request.method !== "POST" || isJsonContentType(content_type)) return undefined;
+  if (request.method !== "POST" || (content_type !== undefined && isJsonContentType(content_type))) return undefined;
   const message = "Unsupported Media Type: Content-Type must be application/json";
   return reply.status(415).send({ jsonrpc: "2.0", error: { code: transport_refusal_code, message }, id: null });
 }

@@ -277,6 +277,17 @@ describe("media types (docs/gate.md: a Content-Type other than application/json 
         body: { jsonrpc: "2.0", error: { code: -32000, message: "Unsupported Media Type: Content-Type must be application/json" }, id: null },
       });
     }
+    // No Content-Type at all, with a body or without one, is answered alike.
+    for (const with_body of [true, false]) {
+      const headers: Record<string, string> = { ...mcp_headers(agent.token) };
+      delete headers["content-type"];
+      const response = await fetch(`${server.url}/mcp`, { method: "POST", headers, ...(with_body ? { body: new TextEncoder().encode(body) } : {}) });
+      expect({ with_body, status: response.status, body: await response.json() }).toEqual({
+        with_body,
+        status: 415,
+        body: { jsonrpc: "2.0", error: { code: -32000, message: "Unsupported Media Type: Content-Type must be application/json" }, id: null },
+      });
+    }
     expect(await treeSize()).toBe(size);
     for (const content_type of ["application/json; charset=utf-8", "Application/JSON"]) {
       const response = await fetch(`${server.url}/mcp`, { method: "POST", headers: { ...mcp_headers(agent.token), "content-type": content_type }, body });

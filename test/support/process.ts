@@ -155,11 +155,13 @@ export async function runGroup(
 
 /**
  * Runs `command` (shell text) as `command 2>&1 | head -1` under bash, its stdout and stderr one
- * pipe whose reader goes away after a line, and answers the command's own exit status; killed
+ * pipe whose reader goes away after a line (or, given `stderr_file`, stdout alone, stderr written
+ * to that file), and answers the command's own exit status; killed
  * (and answered null) if it is still running after `timeout_ms`, so a hang fails the test.
  */
-export async function pipedThroughHead(command: string, env: Record<string, string>, timeout_ms = 30_000): Promise<number | null> {
-  const script = `${command} 2>&1 | head -1 >/dev/null; exit \${PIPESTATUS[0]}`;
+export async function pipedThroughHead(command: string, env: Record<string, string>, timeout_ms = 30_000, stderr_file?: string): Promise<number | null> {
+  const stderr = stderr_file === undefined ? "2>&1" : `2>${JSON.stringify(stderr_file)}`;
+  const script = `${command} ${stderr} | head -1 >/dev/null; exit \${PIPESTATUS[0]}`;
   // Its own process group, so a timeout kills the command as well as bash.
   const child = spawn("bash", ["-c", script], { env: { ...process.env, ...env }, stdio: "ignore", detached: true });
   const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), timeout_ms);

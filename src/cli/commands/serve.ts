@@ -107,7 +107,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
 function watchOutput(io: CliIo, stop: GracefulStop): { started(app: FastifyInstance): void; dispose(): void } {
   let app: FastifyInstance | undefined;
   let stdout_failed = false;
+  // Both the stream and pino's destination report one failure: it is told, and stops, once.
   const on_stdout = (error: NodeJS.ErrnoException) => {
+    if (stdout_failed) return;
     stdout_failed = true;
     const code = error.code ?? error.message;
     println(io.stderr, `bursar serve: stdout was closed (${code}): the JSON logs cannot be written; stopping`);
