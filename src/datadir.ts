@@ -19,7 +19,7 @@ import {
   writeFileSync,
   type Stats,
 } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { ConfigError } from "./config.js";
 import { newToken } from "./ids.js";
 
@@ -29,9 +29,44 @@ export const webhook_secret_file_name = "webhook-secret";
 /** The stored hash is the SHA-256 of the token in lowercase hex, nothing else. */
 const operator_token_hash_pattern = /^[0-9a-f]{64}$/;
 
+/**
+ * `mkdir -p`: creates `path` and its missing parents, one level at a time, each with `mode`.
+ * Node's own recursive mkdir loops forever under a parent that exists but answers ENOENT for a
+ * child (/proc/foo), synchronously, so not even SIGTERM stopped `bursar serve`; here that
+ * ENOENT is thrown like any other failure. A `path` that exists but is not a directory fails
+ * with mkdir's own EEXIST.
+ */
+export function makeDirectories(path: string, mode?: number): void {
+  const missing: string[] = [];
+  let current = resolve(path);
+  for (;;) {
+    let stat: Stats;
+    try {
+      stat = statSync(current);
+    } catch (error) {
+      if (errorCode(error) !== "ENOENT") throw error;
+      missing.push(current);
+      const parent = dirname(current);
+      if (parent === current) break;
+      current = parent;
+      continue;
+    }
+    if (missing.length === 0 && !stat.isDirectory()) mkdirSync(current);
+    break;
+  }
+  for (const directory of missing.reverse()) {
+    try {
+      mkdirSync(directory, { mode });
+    } catch (error) {
+      // Made meanwhile by someone else: as good as made here.
+      if (errorCode(error) !== "EEXIST" || !statSync(directory).isDirectory()) throw error;
+    }
+  }
+}
+
 /** Creates the data directory (mode 0700) if missing, and refuses one others could write into. */
 export function ensureDataDir(data_dir: string): void {
-  mkdirSync(data_dir, { recursive: true, mode: 0o700 });
+  makeDirectories(data_dir, 0o700);
   const problem = trustProblem(statSync(data_dir));
   if (problem === undefined) return;
   throw new ConfigError(`BURSAR_DATA_DIR=${data_dir}: ${problem.found}, so they could replace its secrets; ${problem.fix(data_dir, "700")}`);

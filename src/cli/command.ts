@@ -1,7 +1,9 @@
 // What every `bursar <command>` module exports, and small helpers they share.
 
+import { accessSync, constants as fs_constants } from "node:fs";
 import { constants } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { makeDirectories } from "../datadir.js";
 import { ConfigError, fileError, listen_host_expected, parseHttpUrl, token_shape } from "../config.js";
 
 export interface CliIo {
@@ -36,6 +38,15 @@ export function usingPath<T>(subject: string, use: () => T): T {
   } catch (error) {
     throw fileError(error, subject);
   }
+}
+
+/** Makes an --out DIR (parents too) and checks it can be written into, before a long run writes there. */
+export function outputDirectory(out: string): string {
+  usingPath(`--out ${out}`, () => {
+    makeDirectories(out);
+    accessSync(out, fs_constants.W_OK);
+  });
+  return out;
 }
 
 /** Runs an argument parse (node:util parseArgs) and turns its errors into UsageError, so

@@ -125,11 +125,19 @@ export function loadCases(dir: string): EvalCase[] {
 
 /** loadCases for the CLI: a bad case file is a usage error (exit 2) naming file, line and field. */
 export function loadCasesOrExplain(dir: string): EvalCase[] {
+  let cases: EvalCase[];
   try {
-    return loadCases(dir);
+    cases = loadCases(dir);
   } catch (error) {
-    const usage = new Error((error as Error).message);
-    usage.name = "UsageError";
-    throw usage;
+    throw usageError((error as Error).message);
   }
+  // A mistyped --cases would otherwise score nothing and pass.
+  if (cases.length === 0) throw usageError(`${dir} holds no cases (lines of *.jsonl files)`);
+  return cases;
+}
+
+function usageError(message: string): Error {
+  const usage = new Error(message);
+  usage.name = "UsageError";
+  return usage;
 }

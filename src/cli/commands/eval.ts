@@ -1,7 +1,7 @@
 // bursar eval: every labelled case through the gate in-process; writes eval/report.md and
 // eval/report.json; exits non-zero on any false allow or wrong verdict.
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadCasesOrExplain } from "../../eval/cases.js";
 import { runAll } from "../../eval/mutate.js";
@@ -9,7 +9,7 @@ import { packageRoot } from "../../eval/paths.js";
 import { Progress } from "../../eval/progress.js";
 import { reportMarkdown, score, summarize } from "../../eval/score.js";
 import { guard_table } from "../../policy/index.js";
-import { parseFlags, println, type CliIo } from "../command.js";
+import { outputDirectory, parseFlags, println, type CliIo } from "../command.js";
 
 export const help = `usage: bursar eval [--cases DIR] [--out DIR]
 
@@ -30,14 +30,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const cases = loadCasesOrExplain(values.cases ?? join(root, "eval", "cases"));
   // The reports go under the current directory: the installed package's folder may be
   // read-only and is replaced on every install. In a checkout, run from its root, that is eval/.
-  const out = resolve(values.out ?? "eval");
+  const out = outputDirectory(resolve(values.out ?? "eval"));
   const progress = new Progress(io.stderr, io.interactive, "eval cases", cases.length);
   let done = 0;
   progress.update(0);
   const started = performance.now();
   const outcomes = await runAll(cases, guard_table, () => progress.update(++done));
   const summary = summarize(cases.map((eval_case, index) => score(eval_case, outcomes[index]!)));
-  mkdirSync(out, { recursive: true });
   writeFileSync(join(out, "report.md"), reportMarkdown(summary));
   writeFileSync(join(out, "report.json"), `${JSON.stringify(summary, null, 2)}\n`);
   println(io.stdout, `${summary.cases} cases: ${summary.correct} correct, ${summary.false_allows} false allows, ${summary.wrong_effects} wrong effects, ${summary.wrong_rules} wrong rules (${((performance.now() - started) / 1000).toFixed(1)} s)`);

@@ -1,13 +1,13 @@
 // bursar mutate: remove each guard in turn and show which labelled cases catch it.
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadCasesOrExplain } from "../../eval/cases.js";
 import { mutate, mutationMarkdown } from "../../eval/mutate.js";
 import { packageRoot } from "../../eval/paths.js";
 import { Progress } from "../../eval/progress.js";
 import { guard_table } from "../../policy/index.js";
-import { parseFlags, println, type CliIo } from "../command.js";
+import { outputDirectory, parseFlags, println, type CliIo } from "../command.js";
 
 export const help = `usage: bursar mutate [--cases DIR] [--out DIR]
 
@@ -28,14 +28,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const cases = loadCasesOrExplain(values.cases ?? join(root, "eval", "cases"));
   // The reports go under the current directory: the installed package's folder may be
   // read-only and is replaced on every install. In a checkout, run from its root, that is eval/.
-  const out = resolve(values.out ?? "eval");
+  const out = outputDirectory(resolve(values.out ?? "eval"));
   const total = cases.length * (guard_table.length + 2);
   const progress = new Progress(io.stderr, io.interactive, "mutants × cases", total);
   let done = 0;
   progress.update(0);
   const started = performance.now();
   const report = await mutate(cases, () => progress.update(++done));
-  mkdirSync(out, { recursive: true });
   writeFileSync(join(out, "mutation.md"), mutationMarkdown(report, cases.length));
   writeFileSync(join(out, "mutation.json"), `${JSON.stringify(report, null, 2)}\n`);
   const survivors = report.mutants.filter((mutant) => mutant.killed_by.length === 0);
