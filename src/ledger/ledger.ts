@@ -279,6 +279,9 @@ export class Ledger {
     return this.tx(async (tx) => {
       const block = await lockBlock(tx, block_id);
       if (!block) throw new HttpError(404, "not_found", `no block ${block_id}`);
+      // A block that is not frozen is answered as it is, with no entry: as for a second revoke,
+      // the log records only what changed, never an unfreeze that lifted nothing.
+      if (block.frozen_at_ms === null) return blockView(block);
       await tx.run("UPDATE blocks SET frozen_at_ms = NULL, freeze_reason = NULL WHERE block_id = ?", [block_id]);
       await record(tx, this.context, "gate.operator", { action: "block.unfreeze", block_id, unreconciled: block.unreconciled });
       return blockView((await lockBlock(tx, block_id)) as BlockRow);

@@ -67,6 +67,18 @@ export function invalidQuery(param: string, message: string, details: Record<str
   return new HttpError(422, "invalid_query", `${param} ${message}`, { param, ...details });
 }
 
+/**
+ * Refuses a query parameter the route does not take: 422 `invalid_query` naming it and the ones
+ * it does. A misspelt one (`?status=pending` for `state`) was ignored, and the answer (every
+ * approval, or the log from its start) looked like an answer to the question asked.
+ */
+export function onlyQueryParams(query: unknown, taken: readonly string[]): void {
+  for (const param of Object.keys((query ?? {}) as Record<string, unknown>)) {
+    if (taken.includes(param)) continue;
+    throw invalidQuery(param, `is not a parameter of this route; it takes ${taken.map((name) => `\`${name}\``).join(", ")}`, { taken });
+  }
+}
+
 /** Query integers: digits only, no sign or leading zero; at most 16 digits keeps them exact JavaScript numbers. */
 const query_integer_pattern = /^(0|[1-9][0-9]{0,15})$/;
 

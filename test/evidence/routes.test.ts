@@ -72,6 +72,10 @@ describe("reader routes", () => {
       ["/api/v1/log/proof/inclusion?size=5", "index"],
       ["/api/v1/log/proof/consistency?from=0&to=5", "from"],
       ["/api/v1/log/proof/consistency?from=3&to=99", "to"],
+      // Parameters the route does not take (a misspelt start read the log from 0).
+      ["/api/v1/log/entries?begin=5", "begin"],
+      ["/api/v1/log/proof/inclusion?index=0&size=5&leaf=ab", "leaf"],
+      ["/api/v1/log/proof/consistency?first=1&to=5", "first"],
     ];
     for (const [url, param] of cases) {
       const response = await get(url, reader);

@@ -306,6 +306,11 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, unreconciled: 10_000, held: 0, spent: 0, available: 990_000 });
     const unfrozen = await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
     expect(unfrozen.body).toMatchObject({ frozen: false, unreconciled: 10_000, available: 990_000 });
+    // Unfreezing a block that is not frozen changes nothing and logs nothing (it logged an unfreeze).
+    const before = await log_size();
+    const again = await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
+    expect({ status: again.status, body: again.body }).toMatchObject({ status: 200, body: { frozen: false, unreconciled: 10_000 } });
+    expect(await log_size()).toBe(before);
   });
 
   it("a capture on an order the gate never sent, naming a call that waits for approval → 200 rejected; the block freezes, the approval is refused", async () => {

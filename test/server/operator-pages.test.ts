@@ -218,6 +218,9 @@ for (const backend of backends()) {
           [`state=denied&after=${pending_cursor}`, "after"],
           [`after=${pending_cursor}`, "after"],
           [`state=pending&after=${pending_cursor}&after=${pending_cursor}`, "after"],
+          // A parameter the route does not take, misspelt or not: it listed every approval.
+          ["status=pending", "status"],
+          ["state=pending&agent_id=agt_1", "agent_id"],
         ];
         for (const [query, param] of cases) {
           const answer = await get<{ error: { code: string; message: string; details: { param: string; limit?: number } } }>(app, `/api/v1/approvals?${query}`);

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { entries_page_max, EvidenceRangeError, type EvidenceLog } from "../../evidence/index.js";
 import type { RoutePlugin } from "../app.js";
 import { HttpError } from "../errors.js";
-import { queryInteger } from "../validate.js";
+import { onlyQueryParams, queryInteger } from "../validate.js";
 
 export interface LogRouteDeps {
   log: EvidenceLog;
@@ -51,6 +51,7 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
 
     app.get("/api/v1/log/entries", async (request) => {
       await requireReader(deps, request);
+      onlyQueryParams(request.query, ["start", "end"]);
       const start = queryInteger(request.query, "start", { fallback: 0 });
       // A page's furthest end: never past the largest safe integer, which start may be.
       const end_max = Math.min(start + entries_page_max, Number.MAX_SAFE_INTEGER);
@@ -68,6 +69,7 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
 
     app.get("/api/v1/log/proof/inclusion", async (request) => {
       await requireReader(deps, request);
+      onlyQueryParams(request.query, ["index", "size"]);
       const index = queryInteger(request.query, "index");
       const size = queryInteger(request.query, "size");
       return withRange(() => deps.log.inclusionProof(index, size));
@@ -75,6 +77,7 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
 
     app.get("/api/v1/log/proof/consistency", async (request) => {
       await requireReader(deps, request);
+      onlyQueryParams(request.query, ["from", "to"]);
       const from = queryInteger(request.query, "from");
       const to = queryInteger(request.query, "to");
       return withRange(() => deps.log.consistencyProof(from, to));

@@ -11,7 +11,7 @@ import { record } from "../../ledger/index.js";
 import { approvals_page_default, approvals_page_max, type ApprovalPosition } from "../../ledger/ledger.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
-import { invalidQuery, nameSchema, parseBody, queryInteger } from "../validate.js";
+import { invalidQuery, nameSchema, onlyQueryParams, parseBody, queryInteger } from "../validate.js";
 
 const money = z.number().int();
 const create_agent = z.object({ name: z.string() }).strict();
@@ -58,6 +58,7 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
   app.post("/api/v1/blocks/:id/unfreeze", async (request) => ledger.unfreeze(id(request)));
   app.get("/api/v1/approvals", async (request) => {
     const query = (request.query ?? {}) as Record<string, unknown>;
+    onlyQueryParams(query, ["state", "limit", "after"]);
     const state = stateParam(query.state);
     const limit = queryInteger(query, "limit", { fallback: approvals_page_default, min: 1, max: approvals_page_max });
     const after = query.after === undefined ? undefined : cursorParam(query.after, state);
