@@ -53,7 +53,8 @@ export async function replayResult(context: GateContext, auth: AuthorizeResult):
   const block = auth.block ? await blockSummary(context, auth.block.block_id) : undefined;
   if (!block) throw new Error("replay without a block");
   if (row.effect === "HOLD" && row.approval_id) {
-    const approval = await context.ledger.approval(row.approval_id);
+    // The approval as the replay's decision read it (and recorded), not as a later read finds it.
+    const approval = auth.approval ?? (await context.ledger.approval(row.approval_id));
     if (!approval) throw new Error(`approval ${row.approval_id} vanished`);
     if (approval.state === "pending") {
       return held({ reason: "still waiting for an operator's approval" }, approval, block, auth.evidence, true);

@@ -28,7 +28,7 @@ import type { SqlTx } from "./driver.js";
 import { callKey } from "./keys.js";
 import { CommitOutcomeUnknownError } from "./postgres.js";
 import { blockState, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
-import { agent_block_order, callsInWindow, dropIdempotency, getReservation, lockBlock } from "./statements.js";
+import { agent_block_order, callsInWindow, dropIdempotency, getApproval, getReservation, lockBlock } from "./statements.js";
 import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 
 /** Decisions one batch carries at most. */
@@ -391,7 +391,10 @@ export async function authorizeBatch(
     }
     await pruneCalls(tx, agent_id, now_ms);
     const replayed = verdict.replay && row?.reservation_id ? (reservations.get(row.reservation_id) ?? (await getReservation(tx, row.reservation_id))) : undefined;
-    const decision: Decided = { input, verdict, key, block, reservation: held.reservation ?? replayed, approval: held.approval, stored: row };
+    // As authorize's: a replayed HOLD is answered from, and records, its approval as read here.
+    const replayed_approval =
+      verdict.replay && row?.approval_id ? (writes.approvals.find((approval) => approval.approval_id === row.approval_id) ?? (await getApproval(tx, row.approval_id))) : undefined;
+    const decision: Decided = { input, verdict, key, block, reservation: held.reservation ?? replayed, approval: held.approval ?? replayed_approval, stored: row };
     decided.push(decision);
     refs.push(await record(tx, batch, "gate.decision", decisionEntry(decision)));
   }

@@ -12,6 +12,7 @@ import {
   adjustBlock,
   approvalByReservation,
   countCalls,
+  getApproval,
   getIdempotency,
   getReservation,
   insertReservation,
@@ -418,6 +419,7 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
     approval_id: decided.approval?.approval_id ?? decided.stored?.approval_id ?? null,
     payment: input.payment ?? null,
   };
+  if (verdict.replay && decided.approval) entry.approval_state = decided.approval.state;
   const tool = recordedValue(input.tool, decision_tool_bytes_max);
   if ("omitted" in tool) Object.assign(entry, { tool: null, tool_omitted: tool.omitted });
   // A replay answers a call already recorded under its key, and, like a refusal, nothing bounds
@@ -454,6 +456,9 @@ export async function authorize(tx: SqlTx, context: LedgerContext, input: Author
   const held_now = written.reservation && input.tool === "create_order" && !verdict.replay ? written.reservation.amount : 0;
   const block = snap.block ? { ...snap.block, held: snap.block.held + held_now } : null;
   const reservation = written.reservation ?? (verdict.replay && snap.stored?.reservation_id ? await getReservation(tx, snap.stored.reservation_id) : undefined);
-  const decided: Decided = { input, verdict, key: snap.key, block, reservation, approval: written.approval, stored: snap.stored };
+  // A replayed HOLD is answered from its approval as this transaction reads it, and its entry
+  // records that state: the receipt the agent holds names what it was told (denied, approved…).
+  const approval = written.approval ?? (verdict.replay && snap.stored?.approval_id ? await getApproval(tx, snap.stored.approval_id) : undefined);
+  const decided: Decided = { input, verdict, key: snap.key, block, reservation, approval, stored: snap.stored };
   return decisionResult(decided, await record(tx, context, "gate.decision", decisionEntry(decided)));
 }

@@ -29,6 +29,13 @@ const block = async (block_id: string) => (await server.api<Record<string, numbe
 
 type McpClient = Awaited<ReturnType<TestServer["client"]>>;
 
+/** The body of the log entry a result's evidence names. */
+async function entryOf(structured: unknown): Promise<Record<string, unknown>> {
+  const { seq } = (structured as { evidence: { seq: number } }).evidence;
+  const [stored] = await server.started.bursar.log.entries(seq, seq + 1);
+  return stored!.entry.body as Record<string, unknown>;
+}
+
 /** Approve is refused by its re-check (409, `reason`): no order reaches the provider, and the
  *  approval reads denied with that reason, to the agent and in the operator's list. */
 async function expectRecheckRefused(client: McpClient, approval_id: string, reason: string): Promise<void> {
@@ -65,20 +72,23 @@ describe("approvals", () => {
     expect(state.structuredContent).toMatchObject({ approval_id, state: "approved", result: { order: { amount: 15_000 } } });
     const replay = await client.callTool({ name: "create_order", arguments: args });
     expect(replay.structuredContent).toMatchObject({ effect: "ALLOW", replayed: true, order: { amount: 15_000 } });
+    // The receipt the agent holds names an entry that says what it was told, not only "HOLD".
+    expect(await entryOf(replay.structuredContent)).toMatchObject({ verdict: { effect: "HOLD", replay: true }, approval_id, approval_state: "approved" });
     expect(await block(agent.block_id)).toMatchObject({ held: 15_000, spent: 0 });
   });
 
   it("deny releases the hold and the agent sees it denied", async () => {
     const { agent, client, args, structured } = await heldCall("apr-deny");
     const approval_id = structured.approval_id as string;
+    const waiting = (await client.callTool({ name: "create_order", arguments: args })).structuredContent;
+    expect(waiting).toMatchObject({ effect: "HOLD", replayed: true });
+    expect(await entryOf(waiting)).toMatchObject({ approval_id, approval_state: "pending" });
     expect((await server.api("POST", `/api/v1/approvals/${approval_id}/deny`)).status).toBe(200);
     expect(await block(agent.block_id)).toMatchObject({ held: 0 });
     expect((await client.callTool({ name: "get_approval", arguments: { approval_id } })).structuredContent).toMatchObject({ state: "denied" });
-    expect((await client.callTool({ name: "create_order", arguments: args })).structuredContent).toMatchObject({
-      effect: "BLOCK",
-      rule: "HOLD",
-      approval_state: "denied",
-    });
+    const denied = (await client.callTool({ name: "create_order", arguments: args })).structuredContent;
+    expect(denied).toMatchObject({ effect: "BLOCK", rule: "HOLD", approval_state: "denied" });
+    expect(await entryOf(denied)).toMatchObject({ approval_id, approval_state: "denied" });
     expect((await server.api("POST", `/api/v1/approvals/${approval_id}/approve`)).status).toBe(409);
   });
 
