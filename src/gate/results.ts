@@ -81,7 +81,7 @@ export function held(
   };
   if (replayed) structured.replayed = true;
   return result(
-    `HELD for human approval (${verdict.reason}). Check later with get_approval ${approval.approval_id}; nothing was charged.`,
+    `HELD for human approval (${verdict.reason}). Check later with get_approval ${approval.approval_id}; the gate has sent no order for it and charged nothing.`,
     withEvidence(structured, evidence),
     false,
   );
@@ -197,7 +197,9 @@ export function orderAfterRelease(order: Record<string, unknown>, reservation_id
 }
 
 /**
- * A replayed HOLD whose approval was denied or expired. `refusal` is the re-check's rule and
+ * A replayed HOLD whose approval was denied or expired. Its text says what the gate did (no
+ * order, no charge), not that no money moved: an order made with the provider's keys under the
+ * call's reservation id may have been paid (the block then froze, and the re-check names it). `refusal` is the re-check's rule and
  * reason when the approval was denied by the check an operator's approve runs (the block
  * revoked, frozen or expired meanwhile, the agent disabled), not by the operator.
  */
@@ -206,7 +208,7 @@ export function approvalDecided(approval_id: string, state: string, evidence: Ev
   const reason = refusal?.reason ?? `the approval was ${state}`;
   const structured = withEvidence({ effect: "BLOCK", rule, reason, approval_id, approval_state: state, replayed: true }, evidence);
   const why = refusal ? `could not be granted (${refusal.reason})` : `was ${state}`;
-  return result(`NOT APPROVED: approval ${approval_id} ${why}. Nothing was charged.`, structured, true);
+  return result(`NOT APPROVED: approval ${approval_id} ${why}. The gate sent no order for it and charged nothing.`, structured, true);
 }
 
 /**
@@ -218,7 +220,7 @@ export function approvalOutcomeText(state: string, stored: Record<string, unknow
   // Approved, its order not answered yet (forwarding): no order can be assumed to exist.
   if (!stored) return state === "approved" ? " Its order is being created: the money stays held, and no order is known yet; ask again shortly." : "";
   const reason = typeof stored.reason === "string" ? stored.reason : "";
-  if (state === "denied") return reason ? ` It could not be granted: ${reason}. Nothing was charged.` : "";
+  if (state === "denied") return reason ? ` It could not be granted: ${reason}. The gate sent no order for it and charged nothing.` : "";
   if (state !== "approved") return "";
   if (stored.provider === "unknown") return ` The provider's answer is unknown (${reason}): the money stays held; do not assume an order exists.`;
   if (stored.provider === "refused") {

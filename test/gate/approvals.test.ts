@@ -164,7 +164,7 @@ describe("approvals", () => {
     expect((repeated.content as Array<{ text: string }>)[0]!.text).toContain("could not be granted (R2: the spending block has expired)");
     const told = await client.callTool({ name: "get_approval", arguments: { approval_id } });
     expect(told.structuredContent).toMatchObject({ result: { rule: "R2" } });
-    expect((told.content as Array<{ text: string }>)[0]!.text).toBe(`Approval ${approval_id} is denied. It could not be granted: R2: the spending block has expired. Nothing was charged.`);
+    expect((told.content as Array<{ text: string }>)[0]!.text).toBe(`Approval ${approval_id} is denied. It could not be granted: R2: the spending block has expired. The gate sent no order for it and charged nothing.`);
   });
 
   it("shows the operator the held call's amount and currency as fields of their own, whatever the agent wrote in its arguments", async () => {
