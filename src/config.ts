@@ -69,6 +69,31 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+/**
+ * The Fetch standard's "bad ports", which fetch (Node's, as browsers') refuses to connect to. A
+ * server listening on one starts, but every client Bursar ships (agent create, buyer,
+ * mcp-stdio, send-decisions), the simulator's webhooks and the Razorpay client use fetch, and
+ * none of them could reach it: it answered "bad port" to each, long after the start.
+ */
+const fetch_refused_ports: ReadonlySet<number> = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115, 117, 119,
+  123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636, 989, 990,
+  993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+]);
+
+/** Why `port`, given as `subject` (`BURSAR_PORT=6667`), cannot be listened on for fetch clients; undefined when it can. */
+export function fetchRefusedPort(port: number, subject: string): string | undefined {
+  if (!fetch_refused_ports.has(port)) return undefined;
+  return `${subject}: fetch refuses to connect to this port (the Fetch standard's bad ports), so Bursar's own clients and browsers could not reach the server; choose another`;
+}
+
+function listenPort(env: Env, name: string, fallback: number): number {
+  const port = integer(env, name, fallback, 0, 65_535);
+  const refused = fetchRefusedPort(port, `${name}=${port}`);
+  if (refused !== undefined) throw new ConfigError(refused);
+  return port;
+}
+
 function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -276,7 +301,7 @@ export function loadConfig(env: Env = process.env): Config {
     data_dir,
     db: database(env, data_dir),
     host,
-    port: integer(env, "BURSAR_PORT", 8787, 0, 65_535),
+    port: listenPort(env, "BURSAR_PORT", 8787),
     admin_token: secret(env, "BURSAR_ADMIN_TOKEN"),
     provider: oneOf(env, "BURSAR_PROVIDER", ["simulator", "razorpay"] as const, "simulator"),
     razorpay: {

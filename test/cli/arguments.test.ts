@@ -104,6 +104,15 @@ describe("configuration checked in loadConfig", () => {
     expect(loadConfig({ BURSAR_PG_PREPARED_STATEMENTS: "true" }).pg_prepared_statements).toBe(true);
   });
 
+  it("refuses a BURSAR_PORT fetch will not connect to: every client Bursar ships answered 'bad port'", () => {
+    for (const port of ["6000", "6667", "10080"]) {
+      expect(() => loadConfig({ BURSAR_PORT: port })).toThrow(
+        new ConfigError(`BURSAR_PORT=${port}: fetch refuses to connect to this port (the Fetch standard's bad ports), so Bursar's own clients and browsers could not reach the server; choose another`),
+      );
+    }
+    expect(loadConfig({ BURSAR_PORT: "6001" }).port).toBe(6001);
+  });
+
   it("takes 1 or true, and 0, for BURSAR_ALLOW_LIVE, as its message says", () => {
     expect(loadConfig({}).allow_live).toBe(false);
     expect(loadConfig({ BURSAR_ALLOW_LIVE: "1" }).allow_live).toBe(true);
@@ -117,6 +126,13 @@ describe("command arguments", () => {
     const result = await serveBriefly([`--port=${port}`], { BURSAR_DATA_DIR: dataDir() });
     expect(result.code).toBe(2);
     expect(result.stderr.split("\n")[0]).toBe(`bursar serve: --port ${JSON.stringify(port)}: expected an integer from 0 to 65535`);
+    expect(result.stdout).not.toContain("listening");
+  });
+
+  it.each([["serve"], ["simulator", "--webhook-secret", "whsec_x"]])("bursar %s --port 6667 (a port fetch refuses) is one line naming --port, exit 2", async (...command) => {
+    const result = await runBursar([...command, "--port", "6667"], { BURSAR_DATA_DIR: dataDir() }, undefined, 20_000);
+    expect(result.code).toBe(2);
+    expect(result.stderr.split("\n")[0]).toBe(`bursar ${command[0]}: --port 6667: fetch refuses to connect to this port (the Fetch standard's bad ports), so Bursar's own clients and browsers could not reach the server; choose another`);
     expect(result.stdout).not.toContain("listening");
   });
 

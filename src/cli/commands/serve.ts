@@ -1,7 +1,7 @@
 // bursar serve: the gate, operator API and evidence log over HTTP until SIGINT/SIGTERM/SIGHUP.
 
 import type { FastifyInstance } from "fastify";
-import { environment_help, loadConfig } from "../../config.js";
+import { environment_help, fetchRefusedPort, loadConfig } from "../../config.js";
 import { GracefulStop, onLogOutputFailed } from "../../server/app.js";
 import { startServer, type Started } from "../../server/start.js";
 import { listenHost, parsing, println, signalExitCode, UsageError, type CliIo } from "../command.js";
@@ -39,6 +39,8 @@ export const port_max = 65_535;
 /** --port as given: an empty or non-numeric value is an error, never the default port. */
 function listenPort(raw: string): string {
   if (!/^\d+$/.test(raw) || Number(raw) > port_max) throw new UsageError(`--port ${JSON.stringify(raw)}: expected an integer from 0 to ${port_max}`);
+  const refused = fetchRefusedPort(Number(raw), `--port ${raw}`);
+  if (refused !== undefined) throw new UsageError(refused);
   return raw;
 }
 

@@ -2,7 +2,7 @@
 
 import { parseArgs } from "node:util";
 import type { FastifyInstance } from "fastify";
-import { secret } from "../../config.js";
+import { fetchRefusedPort, secret } from "../../config.js";
 import { buildServer, listenFailure } from "../../server/app.js";
 import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
 import { CommandError, UsageError, httpUrl, listenHost, parsing, println, secretOption, type CliIo } from "../command.js";
@@ -46,6 +46,8 @@ function parsePort(text: string | undefined): number {
   if (text === undefined) return simulator_port_default;
   const port = Number(text);
   if (!/^\d+$/.test(text) || !Number.isInteger(port) || port > 65_535) throw new UsageError("--port must be an integer from 0 to 65535");
+  const refused = fetchRefusedPort(port, `--port ${port}`);
+  if (refused !== undefined) throw new UsageError(refused);
   return port;
 }
 
