@@ -1,9 +1,10 @@
 // What a database holds of an evidence log, read without writing to it: a command that only
 // looks first (export, key) must not change a file it may then refuse, as opening it for
-// writing does (SQLite's WAL mode is set on open).
+// writing does (SQLite's WAL mode is set on open). And how such a command reports a database
+// it cannot read.
 
 import { existsSync } from "node:fs";
-import { isPostgresUrl } from "../config.js";
+import { ConfigError, databaseError, isPostgresUrl } from "../config.js";
 import type { Entry } from "../evidence/entry.js";
 import { storedGenesis } from "../evidence/store.js";
 import { openDriver } from "../index.js";
@@ -18,4 +19,25 @@ export async function storedGenesisIn(db: string, options: { pg_prepared_stateme
   } finally {
     await driver.close().catch(() => undefined);
   }
+}
+
+/**
+ * SQLite's codes for a file it cannot read as a database: damaged or cut short (CORRUPT, with its
+ * extended codes), not a database at all (NOTADB), unreadable (IOERR, e.g. BURSAR_DB=/dev/null
+ * opened for writing), or one it may not open or write.
+ */
+const sqlite_unreadable_code = /^SQLITE_(CORRUPT|NOTADB|IOERR|CANTOPEN|READONLY|PERM|AUTH|FULL)/;
+
+/**
+ * `error` from reading or writing `db` as a command reports it: one line naming BURSAR_DB and
+ * SQLite's own message (ConfigError, exit 2) for a database file SQLite cannot read, not a
+ * SqliteError stack; otherwise as config.ts databaseError makes it (PostgreSQL unreachable, a
+ * schema too new, …).
+ */
+export function storedDatabaseError(db: string, error: unknown): unknown {
+  const reported = databaseError(db, error);
+  if (reported !== error || isPostgresUrl(db)) return reported;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string" || !sqlite_unreadable_code.test(code)) return error;
+  return new ConfigError(`BURSAR_DB=${db}: cannot read the SQLite database (${(error as Error).message})`);
 }

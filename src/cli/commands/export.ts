@@ -2,10 +2,10 @@
 // the signed checkpoint it ends on, for `bursar verify` to check offline.
 
 import { once } from "node:events";
-import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
-import { databaseError, isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
+import { isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
 import { exportLog } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
@@ -14,7 +14,7 @@ import { migration } from "../../ledger/migrations/002_evidence.js";
 import { openDriver } from "../../index.js";
 import { CommandError, parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
-import { storedGenesisIn } from "../stored-log.js";
+import { storedDatabaseError, storedGenesisIn } from "../stored-log.js";
 import { parseArgs } from "node:util";
 
 export const help = `
@@ -33,13 +33,16 @@ options:
 
 Neither may be a file Bursar owns (exit 2 before anything is written): the database and its
 -wal/-shm/-journal files, the data directory's signing-key.pem, master-key, webhook-secret
-and operator-token.sha256, or BURSAR_SIGNING_KEY. The export holds the whole (scrubbed) log:
-store it as you would the database. New files are created mode 0600; both are opened before
+and operator-token.sha256, or BURSAR_SIGNING_KEY. Nor may either be something that exists
+and is not a regular file (/dev/null, /dev/stdout, a named pipe, a directory): one line naming
+the option and the path, exit 2, before anything is opened. The export holds the whole
+(scrubbed) log: store it as you would the database. New files are created mode 0600; both are opened before
 either is written, so a --checkpoint that cannot be opened leaves --out as it was. A database
 holding no evidence log is refused (exit 2), and nothing is created in it.
 
-A database it cannot open or reach is one line naming BURSAR_DB (a postgres URL with its
-password masked), exit 2, as for 'bursar serve'.
+A database it cannot open or reach, or a SQLite file it cannot read (cut short, damaged, not a
+database), is one line naming BURSAR_DB (a postgres URL with its password masked) and, for
+SQLite, its message, exit 2.
 
 environment:
   BURSAR_DB            database: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
@@ -51,20 +54,16 @@ environment:
 
 /**
  * The database, once it is known to hold a log. PostgreSQL is first reached here: an unreachable
- * server is one line naming BURSAR_DB (its password masked) and exit 2, as `bursar serve`
- * reports it, not a pg-pool stack. A database with no log is refused before it is opened for
- * writing: exporting never starts a log, nor changes a file it refuses.
+ * server is one line naming BURSAR_DB (its password masked) and exit 2 (run turns the error into
+ * it), as `bursar serve` reports it, not a pg-pool stack. A database with no log is refused
+ * before it is opened for writing: exporting never starts a log, nor changes a file it refuses.
  */
 async function openDatabase(env: Config): Promise<SqlDriver> {
   const postgres = isPostgresUrl(env.db);
   if (!postgres && env.db !== ":memory:" && !existsSync(env.db)) throw new UsageError(`no database at ${env.db} (set BURSAR_DB or BURSAR_DATA_DIR)`);
-  const genesis = await storedGenesisIn(env.db, env).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
+  const genesis = await storedGenesisIn(env.db, env);
   if (genesis === undefined) throw new CommandError(`BURSAR_DB=${maskedDb(env.db)} holds no evidence log: start 'bursar serve' on it first`);
-  try {
-    return openDriver(env.db, env);
-  } catch (error) {
-    throw databaseError(env.db, error);
-  }
+  return openDriver(env.db, env);
 }
 
 /** Cuts a checkpoint at the current head when the key is here; else uses the latest stored one. */
@@ -85,11 +84,39 @@ async function writeTo(stream: Writable, text: string): Promise<void> {
   if (!stream.write(text)) await once(stream, "drain");
 }
 
-/** Refuses outputs that would overwrite a file Bursar owns, or each other. */
+/** What `stats` is, said for a path that is not a regular file. */
+function kindOf(stats: Stats): string {
+  if (stats.isDirectory()) return "a directory";
+  if (stats.isFIFO()) return "a named pipe (FIFO)";
+  if (stats.isCharacterDevice()) return "a character device";
+  if (stats.isBlockDevice()) return "a block device";
+  return stats.isSocket() ? "a socket" : "not a regular file";
+}
+
+/**
+ * Refuses an output that exists and is not a regular file (through any symlink, so /dev/stdout
+ * too): the output is emptied before it is written, which /dev/null refused with an EINVAL stack,
+ * and opening a FIFO no one reads waits for ever. Checked before anything is opened. A path that
+ * cannot be looked at (a parent that is a file, no permission) is left to opening it, which says why.
+ */
+function refuseNotRegularFile(option: string, path: string): void {
+  let stats: Stats | undefined;
+  try {
+    stats = statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return;
+  }
+  if (stats === undefined || stats.isFile()) return;
+  throw new CommandError(`${option} ${path}: ${kindOf(stats)}, not a regular file; export writes a regular file (a new one, or one it overwrites): choose a file path`);
+}
+
+/** Refuses outputs that would overwrite a file Bursar owns, or each other, or are not regular files. */
 function checkOutputs(out: string, checkpoint: string | undefined, env: Config): void {
   refuseOwnedTarget("--out", out, env);
+  refuseNotRegularFile("--out", out);
   if (checkpoint === undefined) return;
   refuseOwnedTarget("--checkpoint", checkpoint, env);
+  refuseNotRegularFile("--checkpoint", checkpoint);
   if (landingPath(checkpoint) === landingPath(out)) throw new CommandError(`--checkpoint ${checkpoint}: the same file as --out; choose another path`);
 }
 
@@ -100,13 +127,17 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!values.out) throw new UsageError("--out FILE is required");
   const env = loadConfig(io.env);
   checkOutputs(values.out, values.checkpoint, env);
+  // A database that cannot be reached or read, wherever in the run it shows (a damaged page may
+  // be met only by the export's reads), is one line naming BURSAR_DB, exit 2, not a stack.
+  return exportTo(values.out, values.checkpoint, env, io).catch((error: unknown) => Promise.reject(storedDatabaseError(env.db, error)));
+}
+
+async function exportTo(out: string, checkpoint_path: string | undefined, env: Config, io: CliIo): Promise<number> {
   const driver = await openDatabase(env);
   try {
-    await driver.migrate([migration]).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
+    await driver.migrate([migration]);
     const checkpoint = await finalCheckpoint(driver, env, io);
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
-    const out = values.out;
-    const checkpoint_path = values.checkpoint;
     // Both opened before either is written: a --checkpoint that cannot be opened leaves --out as
     // it was. Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
     const checkpoint_new = checkpoint_path !== undefined && !existsSync(checkpoint_path);
@@ -138,7 +169,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     } finally {
       if (checkpoint_fd !== undefined) closeSync(checkpoint_fd);
     }
-    if (values.checkpoint) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${values.checkpoint}`);
+    if (checkpoint_path) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${checkpoint_path}`);
     return 0;
   } finally {
     await driver.close();

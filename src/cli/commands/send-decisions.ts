@@ -3,14 +3,14 @@
 // most 500 records (and 2 MiB), each signed with Bursar-Signature, and appends every delivery
 // receipt it gets back.
 
-import { appendFileSync, closeSync, openSync, readFileSync } from "node:fs";
+import { appendFileSync, closeSync, openSync, readFileSync, statSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { systemClock } from "../../clock.js";
 import { secret } from "../../config.js";
 import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
 import { isPlainObject } from "../../policy/index.js";
-import { baseUrlOption, parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, CommandError, parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
 export const file_bytes_max = 1_073_741_824;
@@ -44,12 +44,15 @@ An answer of 2xx is taken only when it is the delivery's receipt: a JSON object 
 numbers records, written and duplicates, and a receipt whose records list the event_ids sent,
 in order. Anything else (a proxy's or login page's HTML, an empty object) stops the run with
 one line naming the delivery and what was wrong, and writes nothing to the receipts file for it.
-Exit codes: 0 all sent; 1 a delivery was refused, answered without its receipt, or the server
+Redirects are not followed: a delivery answered 3xx (a proxy moving the server, or http to
+https) stops the run with one line naming the Location, saying nothing was stored by that
+delivery, and which --url reaches the server it points to.
+Exit codes: 0 all sent; 1 a delivery was refused, redirected, answered without its receipt, or the server
 could not be reached (a connection lost after a delivery was sent says it may have been stored:
 re-run to learn); 2 bad arguments (a --url with user:password@, a query or a fragment, a
 ${signing_key_variable} unset or of only whitespace), an unreadable FILE, a line of FILE
-that is not JSON on its own, or a receipts file that cannot be written (checked before
-anything is sent).
+that is not JSON on its own, or a receipts file that cannot be written or is FILE itself
+(by any path, symlink or hard link; both checked before anything is sent).
 
 options:
   --url URL          the Bursar server, e.g. http://127.0.0.1:8787 (no query or fragment; no
@@ -58,7 +61,7 @@ options:
   --batch N          records per delivery, 1..${records_per_delivery_max} (default ${records_per_delivery_max})
   --receipts FILE    append each delivery's signed receipt to FILE, one JSON per line, as
                      it arrives; receipts already in FILE are kept (a re-run appends the
-                     first receipts again for records already received)
+                     first receipts again for records already received); never FILE itself
 
 environment:
   ${signing_key_variable}   the source's signing key (shown once when the source was created);
@@ -139,6 +142,20 @@ function readOrExplain(path: string): Buffer {
   }
 }
 
+/**
+ * Refuses a receipts file that is FILE itself (by device and inode, so another spelling of the
+ * path, a symlink or a hard link is caught too): receipts appended to it would be read by the
+ * next run as records and sent. A receipts file that does not exist yet cannot be FILE.
+ */
+function refuseReceiptsIntoFile(receipts: string, file: string): void {
+  const receipts_stats = statSync(receipts, { throwIfNoEntry: false });
+  if (receipts_stats === undefined) return;
+  const file_stats = statSync(file);
+  if (receipts_stats.dev === file_stats.dev && receipts_stats.ino === file_stats.ino) {
+    throw new CommandError(`--receipts ${receipts}: the same file as FILE ${file} (receipts appended to it would be sent as records by the next run); choose another path; nothing was sent`);
+  }
+}
+
 /** Opens (creating it if missing) the receipts file for appending before anything is sent: one
  *  that cannot be written would otherwise stop the run only after its first delivery was stored. */
 function checkReceiptsWritable(path: string): void {
@@ -165,6 +182,8 @@ interface Answer {
   text: string;
   /** The Retry-After header, when the answer had one. */
   retry_after: string | null;
+  /** The Location header, when the answer had one (a 3xx names where it redirects). */
+  location: string | null;
 }
 
 /** Failures that happen before a request leaves (no connection made): nothing of the delivery reached the server. */
@@ -176,17 +195,23 @@ interface Failed {
   maybe_stored: boolean;
 }
 
-/** One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint. */
+/**
+ * One POST; a network failure (refused, reset, DNS) becomes one line naming the endpoint.
+ * Redirects are not followed: following a 307/308 sends the body again, which fetch cannot do
+ * with this one (it failed as "cannot reach … detached ArrayBuffer … may have stored them"),
+ * and the records would go to a server the user did not name. A 3xx is answered as it came.
+ */
 async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | Failed> {
   try {
     const response = await fetch(endpoint, {
       method: "POST",
+      redirect: "manual",
       signal: abort,
       headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
       body: new Uint8Array(delivery.body),
     });
     const content_type = response.headers.get("content-type") ?? "no content-type";
-    return { status: response.status, ok: response.ok, content_type, text: await response.text(), retry_after: response.headers.get("retry-after") };
+    return { status: response.status, ok: response.ok, content_type, text: await response.text(), retry_after: response.headers.get("retry-after"), location: response.headers.get("location") };
   } catch (error) {
     const reason = systemMessage(error);
     return { failed: `cannot reach ${endpoint} (${reason})`, maybe_stored: !unsent_failure_codes.has(reason) };
@@ -331,7 +356,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const records = fileRecords(file);
   const event_ids = checkOneRecordPerLine(records);
   const planned = deliveries(records, event_ids, batch);
-  if (values.receipts !== undefined) checkReceiptsWritable(values.receipts);
+  if (values.receipts !== undefined) {
+    refuseReceiptsIntoFile(values.receipts, file);
+    checkReceiptsWritable(values.receipts);
+  }
   const total = planned.reduce((sum, delivery) => sum + delivery.lines.length, 0);
   // SIGINT/SIGTERM abort the delivery in flight; the loop then reports what was accepted.
   const abort = new AbortController();
@@ -378,7 +406,7 @@ async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort,
     if (response === undefined) throw new Error("unreachable: no delivery without an interruption");
     if (accepted === undefined || "problem" in accepted) {
       if (io.interactive) io.stderr.write("\n");
-      println(io.stderr, failureLines(response, accepted, { delivery, sent, receipts }));
+      println(io.stderr, failureLines(response, accepted, { endpoint, delivery, sent, receipts }));
       return 1;
     }
     if (receipts) appendReceipt(receipts, accepted.receipt);
@@ -392,15 +420,42 @@ async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort,
 }
 
 /** Why the run stops at `delivery`: the server unreachable, a refusal, or a 2xx answer that is not its receipt. */
-function failureLines(response: Answer | Failed, accepted: { problem: string } | undefined, { delivery, sent, receipts }: { delivery: Delivery; sent: number; receipts: string | undefined }): string {
+function failureLines(
+  response: Answer | Failed,
+  accepted: { problem: string } | undefined,
+  { endpoint, delivery, sent, receipts }: { endpoint: string; delivery: Delivery; sent: number; receipts: string | undefined },
+): string {
   const lines = `lines ${delivery.lines[0]}..${delivery.lines.at(-1)}`;
   if ("failed" in response && !response.maybe_stored) return `bursar send-decisions: ${response.failed}; ${lines} not sent, ${sent} records accepted before them`;
   if ("failed" in response) {
     return `bursar send-decisions: ${response.failed} while sending ${lines}: the server may have stored them before the connection failed (${sent} records accepted before them); re-run the same command to learn which (records already received return their first receipts)`;
   }
+  if (response.status >= 300 && response.status < 400) return `bursar send-decisions: delivery of ${lines} ${redirected(response, endpoint, sent)}`;
   if (accepted !== undefined) {
     const kept = receipts === undefined ? "" : `nothing written to ${receipts} for it; `;
     return `bursar send-decisions: delivery of ${lines} was answered HTTP ${response.status} without its receipt: ${accepted.problem}; ${kept}${sent} records accepted before it (is --url the Bursar server, not a proxy or a login page?)`;
   }
   return `bursar send-decisions: delivery of ${lines} refused; ${sent} records accepted before it\n${describeRefusal(response.status, response.text, delivery)}`;
+}
+
+/** A Location longer than this is shown cut (a header can be kilobytes). */
+const location_shown_chars_max = 200;
+
+/**
+ * What a 3xx answer (a proxy moving the server elsewhere, or from http to https) means for the
+ * delivery: where it pointed, that it was not followed, so nothing was stored by it, and the
+ * --url that reaches that server (the Location less the /ingest/ID this command appends).
+ */
+function redirected(answer: Answer, endpoint: string, sent: number): string {
+  const answered = `was answered HTTP ${answer.status}, a redirect`;
+  const not_stored = `not followed: nothing was stored by it (${sent} records accepted before it)`;
+  if (answer.location === null) return `${answered} without a Location, ${not_stored}`;
+  const target = URL.canParse(answer.location, endpoint) ? new URL(answer.location, endpoint) : undefined;
+  // Not shown, as --url's own are not: credentials go in no URL this command prints.
+  if (target !== undefined) [target.username, target.password] = ["", ""];
+  const location = (target?.href ?? answer.location).slice(0, location_shown_chars_max);
+  const ingest_path = endpoint.slice(endpoint.lastIndexOf("/ingest/"));
+  const base = target !== undefined && target.search === "" && target.hash === "" && target.pathname.endsWith(ingest_path) ? `${target.origin}${target.pathname.slice(0, -ingest_path.length)}` : undefined;
+  const advice = base === undefined ? "pass the Bursar server's own address as --url" : `to send there, pass --url ${base}`;
+  return `${answered} to ${location}, ${not_stored}; ${advice}`;
 }
