@@ -3,34 +3,26 @@
 // `bursar migrate` does; it printed "bursar: SqliteError: database disk image is malformed"
 // with a stack, exit 1. Nothing is written to --out.
 
-import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, rmSync, statSync, truncateSync, writeSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { closeSync, copyFileSync, existsSync, openSync, statSync, truncateSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.js";
-import { startServer } from "../../src/server/start.js";
-import { ensureBuilt } from "../support/build.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { builtSuiteDir, servedDataDir } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 
-let scratch = "";
+const dir = builtSuiteDir("bursar-export-damaged-");
 let data_dir = "";
 let database = "";
 
 beforeAll(async () => {
-  ensureBuilt();
-  scratch = mkdtempSync(join(tmpdir(), "bursar-export-damaged-"));
-  data_dir = join(scratch, "data");
   // A first start makes a database holding a log; closing it leaves its pages in the file itself.
-  const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
-  await started.app.close();
+  data_dir = await servedDataDir(dir());
   database = join(data_dir, "bursar.db");
 });
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** A copy of the database cut to half its size, as `truncate -s 50%` does. */
 function cutInHalf(): string {
-  const copy = join(scratch, "cut.db");
+  const copy = join(dir(), "cut.db");
   copyFileSync(database, copy);
   truncateSync(copy, Math.floor(statSync(copy).size / 2));
   return copy;
@@ -41,7 +33,7 @@ function cutInHalf(): string {
  * the damage is met only once export reads its checkpoints.
  */
 function checkpointsPageDamaged(): string {
-  const copy = join(scratch, "damaged-page.db");
+  const copy = join(dir(), "damaged-page.db");
   copyFileSync(database, copy);
   const reader = new Database(copy, { readonly: true });
   const page_size = reader.pragma("page_size", { simple: true }) as number;
@@ -60,7 +52,7 @@ describe("bursar export on a database SQLite cannot read", () => {
   ];
   it.each(cases)("says a database %s in one line naming BURSAR_DB and SQLite's message, exit 2, writing no --out", async (_, damaged) => {
     const db = damaged();
-    const out = join(scratch, "never.jsonl");
+    const out = join(dir(), "never.jsonl");
     const result = await runBursar(["export", "--out", out], { BURSAR_DATA_DIR: data_dir, BURSAR_DB: db, BURSAR_SIGNING_KEY: "", BURSAR_LOG_ORIGIN: "" }, undefined, 60_000);
     expect(result.stderr).toBe(`bursar export: BURSAR_DB=${db}: cannot read the SQLite database (database disk image is malformed)\n`);
     expect(result.code).toBe(2);
@@ -69,7 +61,7 @@ describe("bursar export on a database SQLite cannot read", () => {
   });
 
   it("says BURSAR_DB=/dev/null holds no log in one line, exit 2", async () => {
-    const result = await runBursar(["export", "--out", join(scratch, "never.jsonl")], { BURSAR_DATA_DIR: data_dir, BURSAR_DB: "/dev/null", BURSAR_SIGNING_KEY: "", BURSAR_LOG_ORIGIN: "" }, undefined, 60_000);
+    const result = await runBursar(["export", "--out", join(dir(), "never.jsonl")], { BURSAR_DATA_DIR: data_dir, BURSAR_DB: "/dev/null", BURSAR_SIGNING_KEY: "", BURSAR_LOG_ORIGIN: "" }, undefined, 60_000);
     expect(result.stderr).toBe("bursar export: BURSAR_DB=/dev/null holds no evidence log: start 'bursar serve' on it first\n");
     expect(result.code).toBe(2);
   });

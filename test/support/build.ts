@@ -34,3 +34,17 @@ export function builtSuiteDir(prefix: string): () => string {
     return dir;
   };
 }
+
+/**
+ * A data directory under `parent` that a first start has filled (database with its log and a
+ * signed checkpoint, key, secrets), the server closed again: what export and key read.
+ */
+export async function servedDataDir(parent: string, name = "data"): Promise<string> {
+  // Imported here: every test file imports this module, few start a server.
+  const { loadConfig } = await import("../../src/config.js");
+  const { startServer } = await import("../../src/server/start.js");
+  const data_dir = join(parent, name);
+  const started = await startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0" }), { logger: false });
+  await started.app.close();
+  return data_dir;
+}
