@@ -146,3 +146,25 @@ describe("bursar key on a data directory whose database holds a log", () => {
     expect(origin).toMatchObject({ code: 2, stderr: `bursar key: BURSAR_LOG_ORIGIN is "x.example/log", but the log in BURSAR_DB=${db} has the origin "bursar.local/log": set it back\n` });
   });
 });
+
+describe("bursar key while BURSAR_DB cannot be read", () => {
+  it("generates no key (the log may hold another), exit 2; an existing key is printed with a note that it is unchecked", async () => {
+    ensureBuilt();
+    const data_dir = freshDir("unreadable-db");
+    // A damaged SQLite file answers at once (an unreachable PostgreSQL is retried for seconds).
+    const damaged = join(scratch, "damaged.db");
+    writeFileSync(damaged, "not a database ".repeat(300));
+    const env = { BURSAR_DATA_DIR: data_dir, BURSAR_SIGNING_KEY: "", BURSAR_DB: damaged, BURSAR_LOG_ORIGIN: "" };
+    const refused = await runBursar(["key"], env);
+    // It generated a key here and printed it, though the log it could not read may name another.
+    expect(refused).toMatchObject({ code: 2, stdout: "" });
+    expect(refused.stderr).toMatch(/^bursar key: BURSAR_DB=\S+damaged\.db: cannot read its log \(.+\), and signing key .*: cannot read it \(ENOENT: no such file\): no key is generated while the log it may already have cannot be read\n$/);
+    expect(existsSync(join(data_dir, signing_key_file_name))).toBe(false);
+
+    const made = await runBursar(["key"], { ...env, BURSAR_DB: join(data_dir, "fresh.db") });
+    expect(made.code).toBe(0);
+    const unchecked = await runBursar(["key"], env);
+    expect(unchecked).toMatchObject({ code: 0, stdout: made.stdout });
+    expect(unchecked.stderr).toMatch(/^bursar key: BURSAR_DB=\S+: cannot read its log \(.*\); the key below is not checked against it\n$/);
+  });
+});

@@ -17,8 +17,9 @@ origin. It is public: publish it where auditors can find it.
 If no signing key exists yet in the data directory, one is generated there (mode 0600),
 exactly as the first 'bursar serve' would; a note saying so goes to stderr. When BURSAR_DB
 already holds a log, the key must be the one it was started with: none is generated, and a
-missing or other key is one line saying so, exit 2 (a database it cannot reach is said on
-stderr, and the key printed unchecked).
+missing or other key is one line saying so, exit 2. A database it cannot read is said on
+stderr and an existing key printed unchecked; none is generated then (that log may have been
+started with another key), and with no key it is one line saying so, exit 2.
 
 environment:
   BURSAR_SIGNING_KEY   Ed25519 private key PEM file to use (never generated; must exist)
@@ -35,15 +36,14 @@ interface LogIdentity {
 
 /**
  * The identity of the log in BURSAR_DB; undefined when there is no log yet (no database, or none
- * in it), or when the database cannot be read (said on stderr).
+ * in it). A database that cannot be read answers its error's message as `unread`.
  */
-async function logIdentity(env: Config, io: CliIo): Promise<LogIdentity | undefined> {
+async function logIdentity(env: Config): Promise<{ log?: LogIdentity; unread?: string }> {
   try {
     const body = (await storedGenesisIn(env.db, env))?.body as { origin?: unknown; key?: unknown } | undefined;
-    return typeof body?.origin === "string" && typeof body.key === "string" ? { origin: body.origin, key: body.key } : undefined;
+    return typeof body?.origin === "string" && typeof body.key === "string" ? { log: { origin: body.origin, key: body.key } } : {};
   } catch (error) {
-    println(io.stderr, `bursar key: BURSAR_DB=${maskedDb(env.db)}: cannot read its log (${(error as Error).message}); the key below is not checked against it`);
-    return undefined;
+    return { unread: (error as Error).message };
   }
 }
 
@@ -51,7 +51,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   parsing(() => parseArgs({ args: argv, options: {}, strict: true }));
   const env = loadConfig(io.env);
   const source = env.signing_key_path ? `BURSAR_SIGNING_KEY=${env.signing_key_path}` : `BURSAR_DATA_DIR=${env.data_dir}`;
-  const log = await logIdentity(env, io);
+  const { log, unread } = await logIdentity(env);
   const where = `the log in BURSAR_DB=${maskedDb(env.db)}`;
   if (log !== undefined && log.origin !== env.log_origin) {
     throw new CommandError(`BURSAR_LOG_ORIGIN is ${JSON.stringify(env.log_origin)}, but ${where} has the origin ${JSON.stringify(log.origin)}: set it back`);
@@ -60,11 +60,16 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const restore = `restore the key ${where} was started with (${log?.key})`;
   const loaded = usingPath(source, () => {
     try {
-      return resolveSigningKey({ explicitPath: env.signing_key_path, dataDir: env.data_dir, create: log === undefined });
+      // An unread database may hold a log started under another key: none is generated for it.
+      return resolveSigningKey({ explicitPath: env.signing_key_path, dataDir: env.data_dir, create: log === undefined && unread === undefined });
     } catch (error) {
+      if (unread !== undefined) {
+        throw new CommandError(`BURSAR_DB=${maskedDb(env.db)}: cannot read its log (${unread}), and ${(error as Error).message}: no key is generated while the log it may already have cannot be read`);
+      }
       throw log === undefined ? error : new CommandError(`${(error as Error).message}: ${restore}`);
     }
   });
+  if (unread !== undefined) println(io.stderr, `bursar key: BURSAR_DB=${maskedDb(env.db)}: cannot read its log (${unread}); the key below is not checked against it`);
   const verifier = createLogSigner(loaded.privateKey, env.log_origin).verifierKey;
   if (log !== undefined && verifier !== log.key) throw new CommandError(`the signing key (${verifier}) is not the log's: ${restore}`);
   if (loaded.created) println(io.stderr, `bursar key: generated a new signing key at ${loaded.path}`);
