@@ -279,6 +279,11 @@ function razorpayChecks(config: Config): void {
   }
   if (!key_secret) throw new ConfigError("RAZORPAY_KEY_SECRET is required when BURSAR_PROVIDER=razorpay");
   if (!webhook_secret) throw new ConfigError("RAZORPAY_WEBHOOK_SECRET is required when BURSAR_PROVIDER=razorpay");
+  // Razorpay keeps its orders and payments: holds and evidence that vanish at exit would leave
+  // money the provider moved with no reservation to settle and no record of the decision.
+  if (config.db === ":memory:") {
+    throw new ConfigError("BURSAR_DB=:memory: is refused with BURSAR_PROVIDER=razorpay: Razorpay keeps its orders and payments, but the holds and evidence log would be lost when bursar exits; set BURSAR_DB to a file or a postgres:// URL");
+  }
   // Every request carries the key secret (HTTP Basic): a live one goes over TLS, or stays on this machine.
   const base = new URL(config.razorpay.base_url);
   if (key_id.startsWith("rzp_live_") && base.protocol !== "https:" && !loopback_hosts.has(base.hostname)) {

@@ -264,13 +264,13 @@ function storedSecret(path: string, text: string): string {
   return value;
 }
 
-/** Secret files and the directory itself that group or others can read: worth a warning, not a
- *  chmod (the operator may have made them so on purpose). */
+/** Secret files and the directory itself that group or others have any access to: worth a
+ *  warning, not a chmod (the operator may have made them so on purpose). */
 export function exposedDataDirPaths(data_dir: string, names: readonly string[]): string[] {
   return exposedPaths([data_dir, ...names.map((name) => join(data_dir, name))]);
 }
 
-/** Those of `paths` that group or others can read (a missing one is not). */
+/** Those of `paths` that group or others can read, write or search (a missing one is none). */
 export function exposedPaths(paths: readonly string[]): string[] {
   const exposed: string[] = [];
   for (const path of paths) {

@@ -140,7 +140,7 @@ interface DataDirSetup {
   webhook_secret?: string;
   /** The data directory's signing-key.pem, when this start generated it. */
   signing_key_created?: string;
-  /** Secret files (BURSAR_SIGNING_KEY's too) or the data directory itself readable by group or others. */
+  /** Secret files (BURSAR_SIGNING_KEY's too) or the data directory itself that group or others have access to. */
   exposed: string[];
 }
 
@@ -193,6 +193,10 @@ async function listen(app: FastifyInstance, config: Config): Promise<void> {
   }
 }
 
+/** Said once at the start of a server whose database is BURSAR_DB=:memory:. */
+export const memory_database_warning =
+  "BURSAR_DB=:memory: blocks, holds and the evidence log live in this process only and are lost when it exits (set BURSAR_DB to a file or a postgres:// URL to keep them)";
+
 export async function startServer(config: Config, options: { logger?: boolean } = {}): Promise<Started> {
   const files = dataDirSetup(config);
   let bursar: Bursar | undefined;
@@ -214,7 +218,8 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;
     app = await serverOf(config, options, files, setup, metrics, opened);
-    if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory or secret: readable by group or others (expected mode 0700 for the directory, 0600 for secrets)");
+    if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory or secret: group or others have access (expected mode 0700 for the directory, 0600 for secrets)");
+    if (config.db === ":memory:") app.log.warn(memory_database_warning);
     await listen(app, config);
     return await running(app, config, files, setup, opened);
   } catch (error) {

@@ -7,7 +7,7 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { configDigest, startServer } from "../../src/server/start.js";
+import { configDigest, memory_database_warning, startServer } from "../../src/server/start.js";
 import { bursar_bin, builtSuiteDir } from "../support/build.js";
 import { pipedThroughHead, startBursar } from "../support/process.js";
 import { waitUntil, within } from "../support/wait.js";
@@ -63,6 +63,16 @@ describe("bursar serve", () => {
     expect(loadConfig({ ...live, RAZORPAY_KEY_ID: "rzp_test_abc", RAZORPAY_BASE_URL: "http://proxy.example" }).provider).toBe("razorpay");
     // A token with a space could be set but never sent as a bearer token.
     expect(() => loadConfig({ BURSAR_ADMIN_TOKEN: "correct horse battery staple" })).toThrow(/BURSAR_ADMIN_TOKEN: expected visible ASCII characters only/);
+    // Razorpay keeps its orders and payments; holds and evidence in memory would not outlive the process.
+    const test_keys = { ...live, RAZORPAY_KEY_ID: "rzp_test_abc" };
+    expect(() => loadConfig({ ...test_keys, BURSAR_DB: ":memory:" })).toThrow(/^BURSAR_DB=:memory: is refused with BURSAR_PROVIDER=razorpay: .*set BURSAR_DB to a file or a postgres:\/\/ URL$/);
+  });
+
+  it("BURSAR_DB=:memory: with the simulator serves, and says once that nothing outlives the process", async () => {
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: join(dir(), "memory"), BURSAR_DB: ":memory:", BURSAR_ADMIN_TOKEN: "" });
+    expect(await server.stop()).toBe(0);
+    const warnings = logLines(server.output()).filter((line) => String(line.msg).startsWith("BURSAR_DB=:memory:"));
+    expect(warnings).toEqual([expect.objectContaining({ level: 40, msg: memory_database_warning })]);
   });
 
   it("system.start's config digest hashes the database as shown: a postgres password changes nothing in it", () => {

@@ -278,11 +278,22 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
     chmodSync(join(data_dir, "master-key"), 0o644);
     const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir });
     expect(await server.stop()).toBe(0);
-    const warnings = server.output().split("\n").filter((line) => line.includes("readable by group or others"));
+    const warnings = server.output().split("\n").filter((line) => line.includes("group or others have access"));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(join(data_dir, "master-key"));
     expect(statSync(data_dir).mode & 0o777).toBe(0o755);
     expect(statSync(join(data_dir, "master-key")).mode & 0o777).toBe(0o644);
+  });
+
+  it("warns about a data directory its group can write to, as about one others can read", async () => {
+    const data_dir = join(dir(), "group-writable");
+    mkdirSync(data_dir, { mode: 0o770 });
+    chmodSync(data_dir, 0o770);
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir });
+    expect(await server.stop()).toBe(0);
+    const warnings = server.output().split("\n").filter((line) => line.includes("group or others have access"));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(JSON.stringify(data_dir));
   });
 
   it.each([

@@ -133,7 +133,7 @@ describe("BURSAR_SIGNING_KEY", () => {
     chmodSync(path, 0o644);
     const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: join(dir(), "data-readable-key"), BURSAR_SIGNING_KEY: path, BURSAR_ADMIN_TOKEN: "" });
     expect(await server.stop()).toBe(0);
-    const warnings = server.output().split("\n").filter((line) => line.includes("readable by group or others"));
+    const warnings = server.output().split("\n").filter((line) => line.includes("group or others have access"));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(path);
   });
