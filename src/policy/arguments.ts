@@ -158,6 +158,15 @@ export const invisible_or_control_characters = new RegExp(
   "u",
 );
 
+const invisible_or_control_everywhere = new RegExp(invisible_or_control_characters.source, "gu");
+
+/** `text` with each character invisible_or_control_characters names written as its escape
+ *  (\u{1b}, \u{202e}): text from a request, quoted in an answer a person reads, cannot repaint
+ *  or reorder what is printed around it. */
+export function visibleText(text: string): string {
+  return text.replace(invisible_or_control_everywhere, (character) => code_point_escape(character.codePointAt(0) as number));
+}
+
 /** Why a name shown to people is refused for its characters, naming the first by its code point
  *  (printing it would repeat the trick); undefined when it has none of them. */
 export function nameCharacterProblem(name: string): string | undefined {

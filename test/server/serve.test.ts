@@ -33,6 +33,10 @@ describe("bursar serve", () => {
       const missing = await fetch(`${started.url}/nope`);
       expect(missing.status).toBe(404);
       expect(await missing.json()).toMatchObject({ error: { code: "not_found" } });
+      // An id quoted in a message keeps its control and bidirectional characters as escapes, so a
+      // client printing the message cannot be made to repaint or reorder its terminal.
+      const quoted = await fetch(`${started.url}/api/v1/blocks/blk_%1B%5B31m%E2%80%AEx`, { headers: { authorization: `Bearer ${started.generated_token}` } });
+      expect(await quoted.json()).toEqual({ error: { code: "not_found", message: "no block blk_\\u{1b}[31m\\u{202e}x" } });
       // A NUL in an id (PostgreSQL cannot take it as a parameter) is refused before any look-up.
       for (const path of ["/ingest/src%00x", "/api/v1/blocks/blk_%00", "/observe/bsr_obs_%00"]) {
         const nul = await fetch(`${started.url}${path}`, { method: "POST" });
