@@ -594,7 +594,8 @@ export function* bufferLines(data: Buffer): Generator<Buffer> {
 /**
  * Reads a file's lines in chunks of verify_read_chunk_bytes; lines may span chunks. Of a line
  * longer than export_line_bytes_max only its first export_line_bytes_max + 1 bytes are kept, so
- * memory stays bounded whatever the file holds, and the verifier refuses that line.
+ * memory stays bounded whatever the file holds, and the verifier refuses that line; reading
+ * ends there, so time is bounded too.
  */
 export function* fileLines(path: string): Generator<Buffer> {
   const fd = openSync(path, "r");
@@ -629,6 +630,12 @@ export function* fileLines(path: string): Generator<Buffer> {
         start = newline + 1;
       }
       if (start < data.length) keep(data.subarray(start));
+      // A line past the limit is refused whatever follows: it is yielded cut there, and nothing
+      // more is read (a source with no newline at all, /dev/zero, would otherwise be read for ever).
+      if (carried > export_line_bytes_max) {
+        yield Buffer.concat(carry);
+        return;
+      }
     }
     if (carry.length > 0) yield Buffer.concat(carry);
   } finally {

@@ -224,20 +224,24 @@ describe("fileLines", () => {
     }
   });
 
-  it("keeps only the first export_line_bytes_max + 1 bytes of a longer line, and verify refuses it by its line number", () => {
+  it("keeps only the first export_line_bytes_max + 1 bytes of a longer line and reads no further, and verify refuses it by its line number", () => {
     const dir = tempDir();
     try {
       const path = join(dir.path, "export.jsonl");
       const [header, ...rest] = exported.lines;
       writeFileSync(path, `${header}\n${rest[0]}\n{"body":"${"a".repeat(export_line_bytes_max * 3)}"}\n${rest.slice(1).join("\n")}\n`);
       const lengths = [...fileLines(path)].map((line) => line.length);
-      expect(lengths[2]).toBe(export_line_bytes_max + 1);
-      expect(lengths).toHaveLength(exported.lines.length + 1);
+      expect(lengths).toEqual([header!.length, rest[0]!.length, export_line_bytes_max + 1]);
       const report = verifyExportFile(path, { checkpoint: exported.trusted, key: exported.key });
       expect(report.ok).toBe(false);
       expect(report.failure!.message).toBe(`line 3 is longer than ${export_line_bytes_max} bytes, which no export line is`);
     } finally {
       dir.remove();
     }
+  });
+
+  it("stops on a source with no newline at all (/dev/zero), which it read for ever", () => {
+    const report = verifyExportFile("/dev/zero", { checkpoint: exported.trusted, key: exported.key });
+    expect(report.failure!.message).toBe(`line 1 is longer than ${export_line_bytes_max} bytes, which no export line is`);
   });
 });
