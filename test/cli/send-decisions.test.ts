@@ -176,6 +176,29 @@ describe("bursar send-decisions", () => {
     }
   });
 
+  it("gives up a delivery not answered within --timeout, saying it may have been stored, exit 1; a bad --timeout is refused", async () => {
+    // A server that reads the delivery and never answers held the run for ever.
+    const silent = createServer((request) => request.resume());
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const file = join(server.dir, "unanswered.jsonl");
+      writeFileSync(file, ndjson([record("evt_unanswered")]));
+      const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+      const result = await runBursar(["send-decisions", file, "--url", url, "--source", "src_x", "--timeout", "1"], key_env);
+      expect(result.code).toBe(1);
+      expect(oneLine(result.stderr)).toBe(
+        `bursar send-decisions: no whole answer from ${url}/ingest/src_x within 1 s (--timeout) while sending lines 1..1: the server may have stored them (0 records accepted before them); re-run the same command to learn which (records already received return their first receipts)`,
+      );
+      for (const bad of ["0", "1.5", "3601", "ten", ""]) {
+        const refused = await runBursar(["send-decisions", file, "--url", url, "--source", "src_x", "--timeout", bad], key_env);
+        expect({ bad, code: refused.code, line: refused.stderr.split("\n")[0] }).toEqual({ bad, code: 2, line: "bursar send-decisions: --timeout must be a whole number of seconds from 1 to 3600" });
+      }
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
+  });
+
   it("refuses a --receipts file it cannot write before sending anything, and exits 2", async () => {
     let requests = 0;
     const counting = createServer((_request, response) => {

@@ -18,9 +18,12 @@ const progress_width = 30;
 /** A delivery answered 503 with Retry-After is sent this many times at most, waiting at most retry_after_seconds_max between. */
 export const busy_attempts_max = 5;
 export const retry_after_seconds_max = 60;
+/** How long one delivery may wait for its whole answer (--timeout), by default and at most. */
+export const timeout_seconds_default = 60;
+export const timeout_seconds_max = 3600;
 
 export const help = `
-usage: bursar send-decisions FILE --url URL --source ID [--batch N] [--receipts FILE]
+usage: bursar send-decisions FILE --url URL --source ID [--batch N] [--receipts FILE] [--timeout S]
 
 Signs and posts FILE (JSON Lines: one bursar.gateway-decision/1 record per line) to the
 source's webhook POST {URL}/ingest/{ID}, in deliveries of at most N records (default and
@@ -47,9 +50,11 @@ one line naming the delivery and what was wrong, and writes nothing to the recei
 Redirects are not followed: a delivery answered 3xx (a proxy moving the server, or http to
 https) stops the run with one line naming the Location, saying nothing was stored by that
 delivery, and which --url reaches the server it points to.
-Exit codes: 0 all sent; 1 a delivery was refused, redirected, answered without its receipt, or the server
-could not be reached (a connection lost after a delivery was sent says it may have been stored:
-re-run to learn); 2 bad arguments (a --url with user:password@, a query or a fragment, a
+A delivery not answered whole within --timeout seconds is given up: one line saying the server
+may have stored it (re-run to learn), exit 1.
+Exit codes: 0 all sent; 1 a delivery was refused, redirected, answered without its receipt or
+not in time, or the server could not be reached (a connection lost after a delivery was sent
+says it may have been stored: re-run to learn); 2 bad arguments (a --url with user:password@, a query or a fragment, a
 ${signing_key_variable} unset or of only whitespace), an unreadable FILE, a line of FILE
 that is not JSON on its own, or a receipts file that cannot be written or is FILE itself
 (by any path, symlink or hard link; both checked before anything is sent).
@@ -62,6 +67,8 @@ options:
   --receipts FILE    append each delivery's signed receipt to FILE, one JSON per line, as
                      it arrives; receipts already in FILE are kept (a re-run appends the
                      first receipts again for records already received); never FILE itself
+  --timeout S        seconds to wait for each delivery's whole answer, 1..${timeout_seconds_max}
+                     (default ${timeout_seconds_default})
 
 environment:
   ${signing_key_variable}   the source's signing key (shown once when the source was created);
@@ -193,6 +200,8 @@ interface Failed {
   failed: string;
   /** False when no connection was made; true when the connection failed after the delivery may have been sent. */
   maybe_stored: boolean;
+  /** The delivery was given up after --timeout seconds without its whole answer. */
+  timed_out?: true;
 }
 
 /**
@@ -201,20 +210,29 @@ interface Failed {
  * with this one (it failed as "cannot reach … detached ArrayBuffer … may have stored them"),
  * and the records would go to a server the user did not name. A 3xx is answered as it came.
  */
-async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | Failed> {
+async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal, timeout_seconds: number): Promise<Answer | Failed> {
+  // A server that takes the delivery and never answers would otherwise hold the run for ever.
+  const late = new AbortController();
+  const timer = setTimeout(() => late.abort(), timeout_seconds * 1000);
+  const stop = () => late.abort();
+  abort.addEventListener("abort", stop, { once: true });
   try {
     const response = await fetch(endpoint, {
       method: "POST",
       redirect: "manual",
-      signal: abort,
+      signal: late.signal,
       headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
       body: new Uint8Array(delivery.body),
     });
     const content_type = response.headers.get("content-type") ?? "no content-type";
     return { status: response.status, ok: response.ok, content_type, text: await response.text(), retry_after: response.headers.get("retry-after"), location: response.headers.get("location") };
   } catch (error) {
+    if (late.signal.aborted && !abort.aborted) return { failed: `no whole answer from ${endpoint} within ${timeout_seconds} s (--timeout)`, maybe_stored: true, timed_out: true };
     const reason = systemMessage(error);
     return { failed: `cannot reach ${endpoint} (${reason})`, maybe_stored: !unsent_failure_codes.has(reason) };
+  } finally {
+    clearTimeout(timer);
+    abort.removeEventListener("abort", stop);
   }
 }
 
@@ -225,9 +243,9 @@ function busyWait(response: Answer | Failed): number | undefined {
 }
 
 /** Posts a delivery, sending it again after the wait a busy server's 503 names (busy_attempts_max in all). */
-async function postPatiently(io: CliIo, endpoint: string, key: string, delivery: Delivery, abort: AbortSignal): Promise<Answer | Failed> {
+async function postPatiently(io: CliIo, { endpoint, key, abort, timeout_seconds }: Sending, delivery: Delivery): Promise<Answer | Failed> {
   for (let attempt = 1; ; attempt++) {
-    const response = await post(endpoint, key, delivery, abort);
+    const response = await post(endpoint, key, delivery, abort, timeout_seconds);
     const wait = attempt < busy_attempts_max ? busyWait(response) : undefined;
     if (wait === undefined || abort.aborted) return response;
     if (io.interactive) io.stderr.write("\n");
@@ -344,12 +362,17 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     source: { type: "string" },
     batch: { type: "string" },
     receipts: { type: "string" },
+    timeout: { type: "string" },
   });
   const file = positionals[0];
   if (!file || positionals.length > 1) throw new UsageError("give exactly one FILE");
   if (!values.url || !values.source) throw new UsageError("--url URL and --source ID are required");
   const batch = values.batch === undefined ? records_per_delivery_max : Number(values.batch);
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > records_per_delivery_max) throw new UsageError(`--batch must be an integer from 1 to ${records_per_delivery_max}`);
+  const timeout_seconds = values.timeout === undefined ? timeout_seconds_default : Number(values.timeout);
+  if (!/^\d+$/.test(values.timeout ?? "1") || !Number.isSafeInteger(timeout_seconds) || timeout_seconds < 1 || timeout_seconds > timeout_seconds_max) {
+    throw new UsageError(`--timeout must be a whole number of seconds from 1 to ${timeout_seconds_max}`);
+  }
   const key = secret(io.env, signing_key_variable);
   if (!key) throw new UsageError(`${signing_key_variable} must hold the source's signing key`);
   const endpoint = `${baseUrlOption(values.url, signing_key_variable)}/ingest/${encodeURIComponent(values.source)}`;
@@ -370,7 +393,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   };
   for (const signal of interrupting_signals) process.once(signal, onSignal);
   try {
-    return await send(io, { endpoint, key, planned, total, receipts: values.receipts, abort: abort.signal, interrupted: () => interrupted });
+    return await send(io, { endpoint, key, planned, total, receipts: values.receipts, timeout_seconds, abort: abort.signal, interrupted: () => interrupted });
   } finally {
     for (const signal of interrupting_signals) process.off(signal, onSignal);
   }
@@ -382,12 +405,14 @@ interface Sending {
   planned: Delivery[];
   total: number;
   receipts: string | undefined;
+  timeout_seconds: number;
   abort: AbortSignal;
   /** The signal that interrupted the run, once one has. */
   interrupted(): NodeJS.Signals | undefined;
 }
 
-async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort, interrupted }: Sending): Promise<number> {
+async function send(io: CliIo, sending: Sending): Promise<number> {
+  const { endpoint, planned, total, receipts, abort, interrupted } = sending;
   let sent = 0;
   let written = 0;
   let delivered = 0;
@@ -395,7 +420,7 @@ async function send(io: CliIo, { endpoint, key, planned, total, receipts, abort,
   for (const delivery of planned) {
     // Interrupted between deliveries, or during one (aborted, so its answer is lost): stop here.
     // A delivery answered with its receipt before the signal was heard is still counted and its receipt kept.
-    const response = abort.aborted ? undefined : await postPatiently(io, endpoint, key, delivery, abort);
+    const response = abort.aborted ? undefined : await postPatiently(io, sending, delivery);
     const accepted = response === undefined || "failed" in response || !response.ok ? undefined : acceptedAnswer(response, delivery);
     const signal = interrupted();
     if (signal && (accepted === undefined || "problem" in accepted)) {
@@ -428,7 +453,7 @@ function failureLines(
   const lines = `lines ${delivery.lines[0]}..${delivery.lines.at(-1)}`;
   if ("failed" in response && !response.maybe_stored) return `bursar send-decisions: ${response.failed}; ${lines} not sent, ${sent} records accepted before them`;
   if ("failed" in response) {
-    return `bursar send-decisions: ${response.failed} while sending ${lines}: the server may have stored them before the connection failed (${sent} records accepted before them); re-run the same command to learn which (records already received return their first receipts)`;
+    return `bursar send-decisions: ${response.failed} while sending ${lines}: the server may have stored them${response.timed_out ? "" : " before the connection failed"} (${sent} records accepted before them); re-run the same command to learn which (records already received return their first receipts)`;
   }
   if (response.status >= 300 && response.status < 400) return `bursar send-decisions: delivery of ${lines} ${redirected(response, endpoint, sent)}`;
   if (accepted !== undefined) {
