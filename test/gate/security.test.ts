@@ -5,6 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { operator_token, paidOrder, payOrder, rawToolCall, testServer, type TestServer } from "../support/server.js";
+import { visibleText } from "../../src/policy/arguments.js";
 
 type Structured = Record<string, unknown>;
 let server: TestServer;
@@ -166,7 +167,8 @@ describe("principals", () => {
     ] as const) {
       const answer = await server.api<{ error: { code: string; message: string } }>("POST", path, body);
       expect(answer.status, path).toBe(422);
-      expect(answer.body.error).toMatchObject({ code: "validation_failed", message: `${field}: must not contain a NUL character or a lone surrogate` });
+      // A message quotes the field with its lone surrogate written as an escape (\u{d83d}).
+      expect(answer.body.error).toMatchObject({ code: "validation_failed", message: `${visibleText(field)}: must not contain a NUL character or a lone surrogate` });
     }
   });
 
