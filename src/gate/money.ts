@@ -124,6 +124,21 @@ async function unbindDeadPayment(context: GateContext, agent_id: string, named: 
   if (bound && cannotBeCaptured(bound)) await context.ledger.unbindUncapturable(reservation.reservation_id, bound, "capture");
 }
 
+/**
+ * Before a capture is decided: a payment the provider reports captured on the caller's own held
+ * reservation is proof that money moved (an earlier capture that went unanswered and landed
+ * later, or one made with the merchant's key, its webhooks lost). It is settled as its webhook
+ * would be, so the decision sees the reservation committed; refused as "captured, not
+ * authorized" instead, its money stayed held and nothing told an operator.
+ */
+async function settleLandedCapture(context: GateContext, agent_id: string, named: ProviderPayment & { order_id: string }): Promise<void> {
+  if (!isCapture(named)) return;
+  const reservation = await context.ledger.reservationByOrder(named.order_id);
+  // Another agent's reservation is not this caller's to touch; its webhook or a check settles it.
+  if (!reservation || reservation.agent_id !== agent_id || reservation.status !== "held") return;
+  await context.ledger.settle({ ...paymentView(named), order_id: named.order_id }, "capture");
+}
+
 /** Why a payment the provider answered with is not the one this call bound, or undefined. */
 function otherPayment(payment: ProviderPayment, auth: AuthorizeResult): string | undefined {
   const bound = auth.reservation;
@@ -193,7 +208,8 @@ async function afterCaptureError(
  * not asked for waits for those to be decided first, so it cannot take the velocity slot of an
  * earlier capture still waiting for the provider, and is then checked again on what they
  * recorded (one of them may already have been counted in its row, or recorded nothing). A
- * payment bound to the reservation that can no longer be captured is unbound first.
+ * payment bound to the reservation that can no longer be captured is unbound first, and one the
+ * provider reports captured is settled first.
  */
 async function decideCapture(context: GateContext, agent_id: string, args: unknown, sent: SentKey): Promise<AuthorizeResult> {
   const undecided = context.undecided_captures;
@@ -207,7 +223,10 @@ async function decideCapture(context: GateContext, agent_id: string, args: unkno
     let payment: PaymentState = payment_not_asked;
     if (matters) {
       const named = await fetchNamedPayment(context, args);
-      if (named.payment) await unbindDeadPayment(context, agent_id, named.payment);
+      if (named.payment) {
+        await unbindDeadPayment(context, agent_id, named.payment);
+        await settleLandedCapture(context, agent_id, named.payment);
+      }
       payment = named.state;
     }
     return timedStep(context.observer, "capture_payment", "decide", () => context.ledger.authorize({ agent_id, tool: "capture_payment", args, payment, ...sent }));

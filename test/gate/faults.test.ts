@@ -96,6 +96,27 @@ describe("provider faults", () => {
     expect(retried.structuredContent).toMatchObject({ effect: "ALLOW", payment: { status: "captured" } });
   });
 
+  it("a capture that landed after the gate gave up on it, its webhooks lost, is settled when the agent repeats the capture", async () => {
+    const { agent, client } = await buyer("f-capture-late");
+    const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
+    faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+    const failed = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    expect(failed.structuredContent).toMatchObject({ provider: "refused", error: { code: "capture_failed" } });
+    // The capture lands at the provider after all, and every webhook about it is lost.
+    faults().set({ webhook_drop_next: 10 });
+    expect((await captureAtProvider(payment_id, 9_000)).kind).toBe("ok");
+    expect(await block(agent.block_id)).toMatchObject({ held: 9_000, spent: 0 });
+    const repeated = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    // It was refused as "captured, not authorized" and the money stayed held, with nothing in the inbox.
+    expect(repeated.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R3", reason: "the reservation is already committed" });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 9_000, unreconciled: 0, frozen: false });
+    const log = server.started.bursar.log;
+    const commits = (await log.entries(0, await log.treeSize())).filter(
+      ({ entry }) => entry.kind === "gate.settlement" && entry.body.action === "commit" && (entry.body.payment as { id: string }).id === payment_id,
+    );
+    expect(commits.map(({ entry }) => entry.body.via)).toEqual(["capture"]);
+  });
+
   it("a capture the provider refused (4xx) is recorded as refused", async () => {
     const { agent, client } = await buyer("f-capture-4xx");
     const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
