@@ -4,7 +4,7 @@
 
 import { HttpError } from "../errors.js";
 import { isCapture, type ReservationRow, type SettleOutcome } from "../ledger/index.js";
-import { orderAbsent, orderFound, type AbsentOutcome } from "../ledger/complete.js";
+import { capture_unlanded_after_ms, orderAbsent, orderFound, type AbsentOutcome, type UnlandedOutcome } from "../ledger/complete.js";
 import { record } from "../ledger/context.js";
 import { lockBlock } from "../ledger/statements.js";
 import { cannotBeCaptured, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
@@ -101,6 +101,21 @@ async function unbindDeadPayment(context: GateContext, reservation_id: string, p
   return (await context.ledger.unbindUncapturable(reservation_id, bound, "check")) ? bound : undefined;
 }
 
+/**
+ * The reservation's bound payment, when the provider lists it still authorized and nothing on the
+ * order is captured, proves, once the capture's outcome has been unknown long enough, that the
+ * capture did not land: that outcome is resolved (resolveUnlandedCapture). Undefined when the
+ * reservation has no such capture.
+ */
+async function resolveUnlandedCapture(context: GateContext, reservation_id: string, payments: ProviderPayment[]): Promise<UnlandedOutcome | undefined> {
+  const reservation = await context.ledger.reservation(reservation_id);
+  // Not marked unknown yet is no reason to stop: a capture whose lease ran out is marked so there.
+  if (!reservation || reservation.status !== "held" || reservation.payment_id === null) return undefined;
+  const bound = payments.find((payment) => payment.id === reservation.payment_id);
+  if (!bound || bound.status !== "authorized" || bound.captured === true) return undefined;
+  return context.ledger.resolveUnlandedCapture(reservation_id, bound);
+}
+
 /** A reservation the provider has no order for: released once that proves none was made (orderAbsent). */
 async function noOrder(context: GateContext, reservation: ReservationRow): Promise<Record<string, unknown>> {
   const absent = await context.ledger.transaction(async (tx, ledger_context): Promise<AbsentOutcome> => {
@@ -123,7 +138,7 @@ async function noOrder(context: GateContext, reservation: ReservationRow): Promi
  */
 export async function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
   const answer = await askProvider(context, reservation_id);
-  if (changed_nothing.has(String(answer.outcome)) && answer.unbound_payment === undefined) await recordCheck(context, answer);
+  if (changed_nothing.has(String(answer.outcome)) && answer.unbound_payment === undefined && answer.capture_resolved === undefined) await recordCheck(context, answer);
   return answer;
 }
 
@@ -167,6 +182,16 @@ async function askProvider(context: GateContext, reservation_id: string): Promis
   if (first) Object.assign(answer, { outcome: first.outcome, reason: first.reason, payment: first.payment, settlements });
   else Object.assign(answer, { outcome: "no_capture", reason: "the provider reports no captured payment on the order" });
   if (unbound) answer.unbound_payment = paymentView(unbound);
+  else if (!first) {
+    const unlanded = await resolveUnlandedCapture(context, reservation_id, payments.value);
+    if (unlanded?.kind === "resolved") {
+      answer.reason = `${String(answer.reason)}; the bound payment is still authorized ${capture_unlanded_after_ms / 60_000} minutes or more after its capture went unanswered, so that capture moved nothing: the agent may capture again`;
+      answer.capture_resolved = true;
+    } else if (unlanded?.resolve_from_ms !== undefined) {
+      answer.reason = `${String(answer.reason)}; the capture whose outcome is unknown may still land: a check resolves it once it has gone unanswered for ${capture_unlanded_after_ms / 60_000} minutes with the payment still authorized`;
+      answer.resolve_from = new Date(unlanded.resolve_from_ms).toISOString();
+    }
+  }
   answer.payments = payments.value.map(paymentView);
   return answer;
 }

@@ -336,6 +336,56 @@ export async function unbindUncapturable(
   return true;
 }
 
+/** How long a capture's outcome must have been unknown before its bound payment, still
+ *  authorized, proves it did not land: as for an order's creation (order_absent_after_ms), a
+ *  capture on its way lands within the provider timeout, seconds. */
+export const capture_unlanded_after_ms = order_absent_after_ms;
+
+export type UnlandedOutcome = { kind: "resolved" } | { kind: "kept"; resolve_from_ms?: number };
+
+/**
+ * An operator's check found the payment bound to a held, outcome-unknown reservation still
+ * `authorized`, with no capture of the reservation in flight (every lease has run out) and the
+ * outcome unknown for capture_unlanded_after_ms: the capture whose outcome was unknown (its
+ * process killed before or while asking the provider, or its request lost) did not land. The flag
+ * is cleared and every capture key replaying "unknown" dropped, so the agent may capture again;
+ * without this, its key replayed "unknown" (telling it an operator would reconcile) until the
+ * authorization lapsed and the purchase was lost. The binding stays: should that capture land
+ * after all, its webhook, the check or the agent's next capture settles it on this reservation.
+ * Before then, `resolve_from_ms` says when a check may resolve it.
+ */
+export async function resolveUnlandedCapture(
+  tx: SqlTx,
+  context: LedgerContext,
+  reservation_id: string,
+  payment: { id: string; status: string; captured?: boolean },
+): Promise<UnlandedOutcome> {
+  if (payment.status !== "authorized" || payment.captured === true) throw new Error(`resolveUnlandedCapture: a ${payment.status} payment is no proof that no capture landed`);
+  const block_id = (await getReservation(tx, reservation_id))?.block_id;
+  if (block_id === undefined) return { kind: "kept" };
+  // As in unbindUncapturable: the block lock first, then any capture whose lease ran out marked unknown.
+  await lockBlock(tx, block_id);
+  await expireLeasesOfBlock(tx, context, block_id);
+  const reservation = (await getReservation(tx, reservation_id)) as ReservationRow;
+  if (reservation.status !== "held" || reservation.payment_id !== payment.id || !reservation.outcome_unknown) return { kind: "kept" };
+  if (await keyInFlightOn(tx, reservation_id, { any_tool: true })) return { kind: "kept" };
+  const resolve_from_ms = reservation.updated_at_ms + capture_unlanded_after_ms;
+  if (context.clock().getTime() < resolve_from_ms) return { kind: "kept", resolve_from_ms };
+  await tx.run("UPDATE reservations SET outcome_unknown = 0, unknown_reason = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation_id]);
+  const dropped = await dropUnknownKeys(tx, reservation_id, "capture_payment");
+  await record(tx, context, "gate.settlement", {
+    action: "capture.unlanded",
+    via: "check",
+    reservation_id,
+    block_id,
+    payment_id: payment.id,
+    payment_status: payment.status,
+    reason: `the provider reports the bound payment still authorized ${capture_unlanded_after_ms / 60_000} minutes or more after its capture went unanswered, and none is in flight: that capture moved nothing`,
+    outcome_resolved: { was: reservation.unknown_reason, capture_keys_dropped: dropped },
+  });
+  return { kind: "resolved" };
+}
+
 export type CaptureUnknownOutcome =
   | { kind: "unknown"; result: Record<string, unknown> }
   | { kind: "settled"; payment: CapturedPayment; block: BlockRow };

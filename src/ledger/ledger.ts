@@ -21,8 +21,10 @@ import {
   type Completion,
   type ForwardOutcome,
   type OrderRecord,
+  resolveUnlandedCapture,
   unbindUncapturable,
   type UnbindVia,
+  type UnlandedOutcome,
 } from "./complete.js";
 import { record, type LedgerContext } from "./context.js";
 import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
@@ -329,6 +331,12 @@ export class Ledger {
    *  unbindUncapturable); false when the binding stays. */
   unbindUncapturable(reservation_id: string, payment: { id: string; status: string }, via: UnbindVia): Promise<boolean> {
     return this.tx((tx) => unbindUncapturable(tx, this.context, reservation_id, payment, via));
+  }
+
+  /** Resolves a held reservation's unknown capture the provider proves did not land (see
+   *  resolveUnlandedCapture). */
+  resolveUnlandedCapture(reservation_id: string, payment: { id: string; status: string; captured?: boolean }): Promise<UnlandedOutcome> {
+    return this.tx((tx) => resolveUnlandedCapture(tx, this.context, reservation_id, payment));
   }
 
   /** The reservation an order belongs to, as committed now (no lock). */

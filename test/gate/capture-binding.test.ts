@@ -8,6 +8,7 @@
 
 import { describe, expect, it } from "vitest";
 import { checkReservation } from "../../src/gate/operator.js";
+import { capture_unlanded_after_ms } from "../../src/ledger/complete.js";
 import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
 import type { Provider } from "../../src/provider/port.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
@@ -467,6 +468,36 @@ for (const backend of backends()) {
 
     // A capture and its re-fetch both unanswered: the reservation is outcome-unknown, bound to its
     // payment. Once the provider refunds that payment uncaptured, the check resolves it.
+    it("the check resolves a capture whose process died before asking the provider once it has been unknown for 10 minutes, the payment still authorized: out of the inbox, the key decided afresh", async () => {
+      const t = await setup();
+      const { a, reservation_id, first } = await twoPayments(t);
+      const args = { payment_id: first, amount: 9_000, currency: "INR", idempotency_key: "died" };
+      const fetched = await t.b.provider.fetchPayment(first);
+      if (fetched.kind !== "ok") throw new Error("the simulator did not answer for the payment");
+      const payment = { fetched: true as const, ...fetched.value, order_id: fetched.value.order_id as string };
+      // Decided and bound, its key in flight; the process dies before the provider is asked.
+      expect((await t.b.ledger.authorize({ agent_id: a.agent.agent_id, tool: "capture_payment", args, payment })).verdict.effect).toBe("ALLOW");
+      t.clock.advance(t.b.ledger.context.lease_ms + 1);
+      // Too soon to tell from a capture still on its way: kept, saying from when a check resolves it.
+      const early = await checkReservation(t.b.gate.gateContext, reservation_id);
+      expect(early).toMatchObject({ outcome: "no_capture", resolve_from: expect.any(String) });
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ payment_id: first, outcome_unknown: 1 });
+      expect(await a.call("capture_payment", args)).toMatchObject({ provider: "unknown" });
+      t.clock.advance(capture_unlanded_after_ms);
+      const from = await t.b.log.treeSize();
+      // It answered no_capture and changed nothing, however late: the key replayed "unknown" until the authorization lapsed.
+      expect(await checkReservation(t.b.gate.gateContext, reservation_id)).toMatchObject({ outcome: "no_capture", capture_resolved: true });
+      expect(await t.b.ledger.reservation(reservation_id)).toMatchObject({ payment_id: first, outcome_unknown: 0 });
+      expect(await settlementsSince(t.b, from, reservation_id)).toEqual([
+        expect.objectContaining({ action: "capture.unlanded", via: "check", payment_id: first, outcome_resolved: { was: expect.any(String), capture_keys_dropped: 1 } }),
+      ]);
+      expect((await t.b.ledger.inbox()).unknown_outcomes).toEqual([]);
+      expect(await a.call("capture_payment", args)).toMatchObject({ effect: "ALLOW", payment: { id: first, status: "captured" } });
+      expect(await a.block()).toMatchObject({ held: 0, spent: 9_000, frozen: false, unreconciled: 0 });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
+
     it("the check resolves an unknown capture outcome once its payment is refunded uncaptured: unbound, out of the inbox, the key decided afresh", async () => {
       const t = await setup();
       const { a, reservation_id, first, second } = await twoPayments(t);
