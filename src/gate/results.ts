@@ -80,8 +80,11 @@ export function held(
     block,
   };
   if (replayed) structured.replayed = true;
+  // Approved and being forwarded, its order may exist at the provider already (a gate killed
+  // while forwarding leaves it so for a lease): only a pending call has certainly sent none.
+  const sent = approval.state === "forwarding" ? "its order is being created and may already exist at the provider; the money stays held" : "the gate has sent no order for it and charged nothing";
   return result(
-    `HELD for human approval (${verdict.reason}). Check later with get_approval ${approval.approval_id}; the gate has sent no order for it and charged nothing.`,
+    `HELD for human approval (${verdict.reason}). Check later with get_approval ${approval.approval_id}; ${sent}.`,
     withEvidence(structured, evidence),
     false,
   );

@@ -231,6 +231,10 @@ describe("approvals", () => {
       });
       expect(meanwhile!.structuredContent).not.toHaveProperty("result");
       expect((meanwhile!.content as Array<{ text: string }>)[0]!.text).toMatch(/is approved\. Its order is being created: the money stays held, and no order is known yet; ask again shortly\.$/);
+      // The call repeated meanwhile says the same, not that no order was sent: one may exist already.
+      const repeated = await slow.client.callTool({ name: "create_order", arguments: slow.args });
+      expect(repeated.structuredContent).toMatchObject({ effect: "HOLD", replayed: true, reason: "approved; the call is being forwarded" });
+      expect((repeated.content as Array<{ text: string }>)[0]!.text).toMatch(/; its order is being created and may already exist at the provider; the money stays held\.$/);
       expect((await approving).status).toBe(200);
       faults.reset();
 
