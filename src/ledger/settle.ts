@@ -102,7 +102,9 @@ async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment
     [payment.id, reservation.reservation_id, reservation.block_id, payment.amount, payment.currency, reason, now_ms],
   );
   if (counted.changes !== 1) return false;
-  await adjustBlock(tx, reservation.block_id, { unreconciled: payment.amount });
+  // The block counts in its own currency's minor units: a payment in another is listed (with its
+  // currency) and freezes the block, but adds nothing to its sums (USD cents are not paise).
+  if (payment.currency === reservation.currency) await adjustBlock(tx, reservation.block_id, { unreconciled: payment.amount });
   return true;
 }
 
@@ -113,13 +115,14 @@ async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment
  * Returns the amount moved out of unreconciled, if any.
  */
 async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment): Promise<number | undefined> {
-  const counted = await tx.get<{ amount: number | string }>(
-    "SELECT amount FROM unreconciled_payments WHERE payment_id = ? AND reservation_id = ?",
+  const counted = await tx.get<{ amount: number | string; currency: string }>(
+    "SELECT amount, currency FROM unreconciled_payments WHERE payment_id = ? AND reservation_id = ?",
     [payment.id, reservation.reservation_id],
   );
   if (!counted) return undefined;
-  const amount = Number(counted.amount);
   await tx.run("DELETE FROM unreconciled_payments WHERE payment_id = ?", [payment.id]);
+  // One in another currency was never added to the block's sums (countUnreconciled).
+  const amount = counted.currency === reservation.currency ? Number(counted.amount) : 0;
   await adjustBlock(tx, reservation.block_id, { unreconciled: -amount });
   return amount;
 }
@@ -137,7 +140,7 @@ async function reject(
   const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
   const counted_now = money_moved && (await countUnreconciled(tx, reservation, payment, reason, now_ms));
-  const unreconciled = counted_now ? payment.amount : 0;
+  const unreconciled = counted_now && payment.currency === reservation.currency ? payment.amount : 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
   // capture, and retries for a day): it froze the block when first counted, and freezing again
   // would undo an operator's unfreeze given after reviewing it.

@@ -337,21 +337,23 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0, unreconciled: 300_000 });
   });
 
-  const conflicts: Array<[string, Record<string, unknown>]> = [
-    ["amount", { amount: 20_000 }],
-    ["currency", { currency: "USD" }],
-    ["status", { status: "authorized" }],
+  // With the money each leaves unreconciled, in the block's currency: a USD capture is listed
+  // (and freezes) but adds no USD cents to an INR block's paise.
+  const conflicts: Array<[string, Record<string, unknown>, number]> = [
+    ["amount", { amount: 20_000 }, 20_000],
+    ["currency", { currency: "USD" }, 0],
+    ["status", { status: "authorized" }, 0],
     // Counted for the first time though it adds nothing: still a conflict that freezes.
-    ["zero-amount currency", { currency: "USD", amount: 0 }],
+    ["zero-amount currency", { currency: "USD", amount: 0 }, 0],
   ];
-  for (const [name, change] of conflicts) {
+  for (const [name, change, unreconciled] of conflicts) {
     it(`a ${name} conflict → 200 rejected; the block freezes`, async () => {
       const { agent, order_id } = await heldOrder(10_000);
       const event = paymentEvent("payment.captured", { id: `pay_C${name.replace(/[^a-z]/g, "")}1`, order_id, amount: 10_000, currency: "INR", status: "captured", ...change });
       const answer = await send(event);
       expect(answer.status).toBe(200);
       expect(answer.body.outcome).toBe("rejected");
-      expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 10_000, spent: 0 });
+      expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 10_000, spent: 0, unreconciled });
     });
   }
 

@@ -57,14 +57,15 @@ export function fresh(args: Record<string, unknown>): Record<string, unknown> {
 
 /**
  * The books of every block balance: spent + held <= reserved, held is the sum of its held
- * reservations, and unreconciled is the sum of its unreconciled payments (each counted once).
+ * reservations, and unreconciled is the sum of its unreconciled payments in its own currency
+ * (each counted once; one in another currency is listed but adds nothing).
  */
 export async function expectBooksBalance(bursar: Bursar): Promise<void> {
   const rows = await bursar.driver.read((tx) =>
     tx.all<Record<string, unknown>>(
       `SELECT b.block_id, b.reserved, b.spent, b.held, b.unreconciled,
          (SELECT COALESCE(SUM(r.amount), 0) FROM reservations r WHERE r.block_id = b.block_id AND r.status = 'held') AS held_reservations,
-         (SELECT COALESCE(SUM(u.amount), 0) FROM unreconciled_payments u WHERE u.block_id = b.block_id) AS unreconciled_payments
+         (SELECT COALESCE(SUM(u.amount), 0) FROM unreconciled_payments u WHERE u.block_id = b.block_id AND u.currency = b.currency) AS unreconciled_payments
        FROM blocks b`,
     ),
   );
