@@ -94,7 +94,9 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
     answer = { outcome: settled.outcome, reason: settled.reason };
     if (settled.outcome === "noop") await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: settled.reason, ...detail });
   } else {
-    answer = { outcome: "noop", reason: parsed.type === "unsupported" ? "unsupported event" : "no money moved" };
+    // A capture without an order names no reservation: recorded as such, not as "no money moved".
+    const reason = parsed.type === "unsupported" ? "unsupported event" : payment ? "a captured payment with no order: no reservation to settle" : "no money moved";
+    answer = { outcome: "noop", reason };
     await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: answer.reason, ...detail, payment: "payment" in parsed ? paymentView(parsed.payment) : null });
   }
   await tx.run("UPDATE webhook_events SET outcome = ? WHERE event_id = ?", [answer.outcome, event_id]);

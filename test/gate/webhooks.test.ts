@@ -205,6 +205,14 @@ describe("POST /webhooks/razorpay", () => {
     expect(await log_size()).toBe(before + 1);
   });
 
+  it("a payment.captured with no order → 200 audited no-op saying a captured payment named no reservation, not that no money moved", async () => {
+    const event = paymentEvent("payment.captured", { id: "pay_NoOrder1", order_id: null, amount: 5_000, currency: "INR", status: "captured" });
+    expect(await send(event, "evt_no_order_1")).toMatchObject({ status: 200, body: { outcome: "noop", reason: "a captured payment with no order: no reservation to settle" } });
+    const log = server.started.bursar.log;
+    const [last] = await log.entries((await log.treeSize()) - 1, await log.treeSize());
+    expect(last!.entry.body).toMatchObject({ action: "webhook.noop", reason: "a captured payment with no order: no reservation to settle", payment: { id: "pay_NoOrder1", status: "captured" } });
+  });
+
   it("signed but not recordable or not consistent → 400, no state change: an event name with a lone surrogate, an order.paid whose payment is on another order", async () => {
     const { agent, order_id, reservation_id } = await heldOrder(10_000);
     const other = await heldOrder(10_000);
