@@ -127,6 +127,19 @@ async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payme
   return amount;
 }
 
+/**
+ * Notes a conflict that moved no money, as the report read: false when the same report (payment,
+ * reservation, reason, status, amount, currency) was noted before.
+ */
+async function noteConflict(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, reason: string, now_ms: number): Promise<boolean> {
+  const noted = await tx.run(
+    `INSERT INTO conflict_reports (payment_id, reservation_id, reason, status, amount, currency, reported_at_ms)
+     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+    [payment.id, reservation.reservation_id, reason, payment.status, payment.amount, payment.currency, now_ms],
+  );
+  return noted.changes === 1;
+}
+
 async function reject(
   tx: SqlTx,
   context: LedgerContext,
@@ -143,9 +156,11 @@ async function reject(
   const unreconciled = counted_now && payment.currency === reservation.currency ? payment.amount : 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
   // capture, and retries for a day): it froze the block when first counted, and freezing again
-  // would undo an operator's unfreeze given after reviewing it.
+  // would undo an operator's unfreeze given after reviewing it. So for the same report of a
+  // conflict that moved no money.
   const already_counted = money_moved && !counted_now;
-  if (!already_counted) await freezeBlock(tx, reservation.block_id, reason, now_ms);
+  const already_reported = !money_moved && !(await noteConflict(tx, reservation, payment, reason, now_ms));
+  if (!already_counted && !already_reported) await freezeBlock(tx, reservation.block_id, reason, now_ms);
   const evidence = await record(tx, context, "gate.settlement", {
     action: "reject",
     via,
@@ -154,6 +169,7 @@ async function reject(
     payment,
     unreconciled,
     ...(already_counted ? { already_counted: true } : {}),
+    ...(already_reported ? { already_reported: true } : {}),
     reason,
     ...detail,
   });

@@ -377,6 +377,26 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 0, spent: 5_000, unreconciled: 0 });
   });
 
+  it("a conflict that moved no money, reported again after an operator's unfreeze, is recorded without freezing the block again; another one freezes it", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const settled = { id: "pay_Refreeze1", order_id, amount: 5_000, currency: "INR", status: "captured" };
+    expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "applied" });
+    const contradiction = paymentEvent("payment.captured", { ...settled, amount: 10_000 });
+    expect((await send(contradiction)).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true });
+    expect((await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`)).body).toMatchObject({ frozen: false });
+    // The same report again (its order.paid twin, or a redelivery under a new event id): it froze the block again.
+    const before = await log_size();
+    expect((await send(contradiction)).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: false, spent: 5_000, unreconciled: 0 });
+    const log = server.started.bursar.log;
+    const [again] = await log.entries(before, before + 1);
+    expect(again!.entry.body).toMatchObject({ action: "reject", already_reported: true });
+    // A contradiction not reported before still freezes it.
+    expect((await send(paymentEvent("payment.captured", { ...settled, currency: "USD" }))).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true });
+  });
+
   it("a payment conflict: a second payment captured on one reservation freezes the block, once per payment", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     await send(paymentEvent("payment.captured", { id: "pay_First1", order_id, amount: 10_000, currency: "INR", status: "captured" }));

@@ -103,7 +103,7 @@ for (const backend of backends()) {
       await driver.transaction(async (tx) => {
         for (const [agent_id, at_ms] of old) await tx.run("INSERT INTO money_calls (agent_id, at_ms) VALUES (?, ?)", [agent_id, at_ms]);
       });
-      expect(await driver.migrate(migrations)).toEqual([10, 11, 12]);
+      expect(await driver.migrate(migrations)).toEqual(migrations.filter((migration) => migration.version > 9).map((migration) => migration.version));
       const rows = await driver.read((tx) => tx.all<Row>("SELECT agent_id, at_ms, n FROM money_calls ORDER BY agent_id, n"));
       expect(rows.map((row) => [row.agent_id, Number(row.at_ms), Number(row.n)])).toEqual([
         ["agt_a", 1_000, 1],
