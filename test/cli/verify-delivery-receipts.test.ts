@@ -6,6 +6,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateSigningKeyPem } from "../../src/evidence/keys.js";
+import { note_bytes_max } from "../../src/evidence/note.js";
+import { export_line_bytes_max } from "../../src/evidence/verify.js";
 import { ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 import { testServer, type TestServer } from "../support/server.js";
@@ -97,6 +99,20 @@ describe("bursar verify --delivery-receipts", () => {
     const early = await verify(["--delivery-receipts", file("receipts.jsonl"), file("early.jsonl"), "--checkpoint", file("early.cp"), "--key", await key()]);
     expect(early.code).toBe(1);
     expect(early.stderr).toMatch(new RegExp(`^FAIL ${file("receipts.jsonl")} line 3: record "evt_second_0": the export holds no entry \\d+ \\(it has \\d+\\)\\n$`));
+  });
+
+  it("stops on an input that never ends a line or never ends (/dev/zero): receipts fail at the over-long line, a checkpoint or proof past its size bound is refused", async () => {
+    // Each was read whole, for ever: gigabytes within seconds.
+    const receipts = await verify(["--delivery-receipts", "/dev/zero", "--key", await key()]);
+    expect({ code: receipts.code, stderr: receipts.stderr }).toEqual({ code: 1, stderr: `FAIL /dev/zero line 1: longer than ${export_line_bytes_max} bytes, which no receipt line is\n` });
+    for (const [args, what, bytes] of [
+      [["--inclusion", "/dev/zero"], "proof", 2 * note_bytes_max],
+      [["--consistency", "/dev/zero"], "proof", 2 * note_bytes_max],
+      [[file("log.jsonl"), "--checkpoint", "/dev/zero"], "checkpoint", note_bytes_max],
+    ] as const) {
+      const refused = await verify([...args, "--key", await key()]);
+      expect({ args, code: refused.code, line: refused.stderr.split("\n")[0] }).toEqual({ args, code: 2, line: `bursar verify: cannot read ${what} /dev/zero: longer than ${bytes} bytes, which no ${what} is` });
+    }
   });
 
   it("is a usage error (exit 2) with an export but no checkpoint, with no receipt in the file, or beside --inclusion", async () => {

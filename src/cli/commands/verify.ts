@@ -2,8 +2,8 @@
 // with only the public verifier key. Exit 0 verified, 1 not verified, 2 bad usage or a file
 // that cannot be read.
 
-import { readFileSync } from "node:fs";
-import { keyIdHex, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
+import { closeSync, openSync, readSync } from "node:fs";
+import { keyIdHex, note_bytes_max, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
 import { verifyDeliveryReceipt, type DeliveryReceipt } from "../../evidence/receipt.js";
 import {
   checkConsistencyDocument,
@@ -11,7 +11,7 @@ import {
   consistencyProofSchema,
   inclusionProofSchema,
 } from "../../evidence/proof.js";
-import { verifyExportFile, type VerifyOptions, type VerifyReport } from "../../evidence/verify.js";
+import { export_line_bytes_max, fileLines, verifyExportFile, type VerifyOptions, type VerifyReport } from "../../evidence/verify.js";
 import { parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { parseArgs } from "node:util";
 import type { z } from "zod";
@@ -84,12 +84,36 @@ options:
                       listed record is in the verified export
 `;
 
-function readText(path: string, what: string): string {
+/** The most a checkpoint file or a proof document may hold: a signed note's own limit, and that
+ *  again for a proof's hashes and fields around its checkpoint. */
+const checkpoint_bytes_max = note_bytes_max;
+const proof_bytes_max = 2 * note_bytes_max;
+
+/** A file's text, read up to `bytes_max`: a longer one (/dev/zero, a pipe that never ends) is
+ *  refused there, not read on for ever. */
+function readText(path: string, what: string, bytes_max: number): string {
   if (path === "") throw new UsageError(`cannot read ${what}: the path given is empty`);
+  let fd: number;
   try {
-    return readFileSync(path, "utf8");
+    fd = openSync(path, "r");
   } catch (error) {
     throw new UsageError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+  try {
+    const chunks: Buffer[] = [];
+    for (let total = 0; ; ) {
+      const chunk = Buffer.allocUnsafe(65_536);
+      const read = readSync(fd, chunk, 0, chunk.length, null);
+      if (read === 0) return Buffer.concat(chunks).toString("utf8");
+      total += read;
+      if (total > bytes_max) throw new UsageError(`cannot read ${what} ${path}: longer than ${bytes_max} bytes, which no ${what} is`);
+      chunks.push(chunk.subarray(0, read));
+    }
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -130,7 +154,7 @@ function exportOptions(values: ExportArguments): VerifyOptions {
   if (!values.checkpoint) throw new UsageError("--checkpoint CP is required to verify an export");
   verifierOf(values.key);
   const origin = originOf(values.origin);
-  return { checkpoint: readText(values.checkpoint, "checkpoint"), key: values.key!.trim(), ...(origin === undefined ? {} : { origin }), allReceipts: values["all-receipts"] ?? false };
+  return { checkpoint: readText(values.checkpoint, "checkpoint", checkpoint_bytes_max), key: values.key!.trim(), ...(origin === undefined ? {} : { origin }), allReceipts: values["all-receipts"] ?? false };
 }
 
 /** The report of an export that verifies; undefined once its failure is printed. */
@@ -171,7 +195,7 @@ interface ProofArguments {
 function readProof<T>(kind: "inclusion" | "consistency", path: string, schema: z.ZodType<T>): { doc: T } | { failure: string } {
   let json: unknown;
   try {
-    json = JSON.parse(readText(path, "proof"));
+    json = JSON.parse(readText(path, "proof", proof_bytes_max));
   } catch (error) {
     if (error instanceof UsageError) throw error;
     throw new UsageError(`${path} is not JSON`);
@@ -216,7 +240,7 @@ function proofInputs<T>(kind: "inclusion" | "consistency", path: string, schema:
   const origin = originOf(values.origin);
   const read = readProof(kind, path, schema);
   // Not a truthiness test: an empty path must fail to read, not quietly drop the checkpoint.
-  const checkpoint = values.checkpoint !== undefined ? readText(values.checkpoint, "checkpoint") : undefined;
+  const checkpoint = values.checkpoint !== undefined ? readText(values.checkpoint, "checkpoint", checkpoint_bytes_max) : undefined;
   return "failure" in read ? read : { doc: read.doc, verifier, origin, checkpoint };
 }
 
@@ -252,7 +276,7 @@ function verifyInclusionProof(path: string, values: ProofArguments, io: CliIo): 
 function verifyConsistencyProof(path: string, values: ProofArguments, io: CliIo): number {
   const inputs = proofInputs("consistency", path, consistencyProofSchema, values);
   // Not a truthiness test: an empty path must fail to read, not quietly drop the kept checkpoint.
-  const fromCheckpoint = values["from-checkpoint"] !== undefined ? readText(values["from-checkpoint"], "checkpoint") : undefined;
+  const fromCheckpoint = values["from-checkpoint"] !== undefined ? readText(values["from-checkpoint"], "checkpoint", checkpoint_bytes_max) : undefined;
   if ("failure" in inputs) {
     println(io.stderr, inputs.failure);
     return 1;
@@ -275,12 +299,22 @@ interface Verified {
   records: Array<{ event_id: string; seq: number; leaf_hash: string }>;
 }
 
-/** The receipts in a file: one JSON per line (blank lines skipped), each a receipt or an ingest answer holding one. */
-function receiptLines(text: string): Array<{ line: number; value: unknown }> {
-  const found: Array<{ line: number; value: unknown }> = [];
-  text.split("\n").forEach((raw, index) => {
-    const line = raw.trim();
-    if (line === "") return;
+/**
+ * The receipts in a file, read line by line as they are checked: one JSON per line (blank lines
+ * skipped), each a receipt or an ingest answer holding one. A line longer than any export line
+ * comes as `too_long`, and nothing after it is read (fileLines), so an endless source ends there.
+ */
+function* receiptLines(path: string): Generator<{ line: number; value: unknown; too_long?: true }> {
+  if (path === "") throw new UsageError("cannot read delivery receipts: the path given is empty");
+  let number = 0;
+  for (const bytes of fileLines(path)) {
+    number += 1;
+    if (bytes.length > export_line_bytes_max) {
+      yield { line: number, value: undefined, too_long: true };
+      return;
+    }
+    const line = bytes.toString("utf8").trim();
+    if (line === "") continue;
     let value: unknown;
     try {
       value = JSON.parse(line) as unknown;
@@ -288,9 +322,8 @@ function receiptLines(text: string): Array<{ line: number; value: unknown }> {
       value = undefined;
     }
     const answer = value as { receipt?: unknown } | undefined;
-    found.push({ line: index + 1, value: typeof answer === "object" && answer !== null && typeof answer.receipt === "object" ? answer.receipt : value });
-  });
-  return found;
+    yield { line: number, value: typeof answer === "object" && answer !== null && typeof answer.receipt === "object" ? answer.receipt : value };
+  }
 }
 
 /** Which logs the receipts name, and a note for those that name none (v1). */
@@ -319,10 +352,22 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
     throw new UsageError("--checkpoint and --all-receipts check an export: give its FILE after RECEIPTS, or leave them out");
   }
   const options = file === undefined ? undefined : exportOptions(values);
-  const receipts = receiptLines(readText(path, "delivery receipts"));
-  if (receipts.length === 0) throw new UsageError(`${path} holds no delivery receipt`);
   const verified: Verified[] = [];
-  for (const { line, value } of receipts) {
+  const lines = receiptLines(path);
+  for (;;) {
+    let next: IteratorResult<{ line: number; value: unknown; too_long?: true }>;
+    try {
+      next = lines.next();
+    } catch (error) {
+      if (error instanceof UsageError) throw error;
+      throw new UsageError(`cannot read delivery receipts ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    }
+    if (next.done) break;
+    const { line, value, too_long } = next.value;
+    if (too_long) {
+      println(io.stderr, `FAIL ${path} line ${line}: longer than ${export_line_bytes_max} bytes, which no receipt line is`);
+      return 1;
+    }
     const check = verifyDeliveryReceipt(value as DeliveryReceipt, verifier, origin);
     if (!check.ok) {
       println(io.stderr, `FAIL ${path} line ${line}: ${check.reason}`);
@@ -331,9 +376,10 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
     const receipt = value as DeliveryReceipt;
     verified.push({ line, log: receipt.log, records: receipt.records.map(({ event_id, seq, leaf_hash }) => ({ event_id, seq, leaf_hash })) });
   }
+  if (verified.length === 0) throw new UsageError(`${path} holds no delivery receipt`);
   const listed = verified.reduce((sum, receipt) => sum + receipt.records.length, 0);
   const { logs, note } = logsNamed(verified, origin);
-  const signed = `OK ${receipts.length} delivery receipts listing ${listed} records, signed by ${verifier.name}+${keyIdHex(verifier.keyId)}${logs}`;
+  const signed = `OK ${verified.length} delivery receipts listing ${listed} records, signed by ${verifier.name}+${keyIdHex(verifier.keyId)}${logs}`;
   if (file === undefined || options === undefined) {
     println(io.stdout, signed);
     if (note) println(io.stdout, note);
