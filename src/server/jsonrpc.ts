@@ -3,6 +3,7 @@
 
 import { ErrorCode, JSONRPCMessageSchema, RequestIdSchema, type JSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { holdsMoreValues, isPlainObject } from "../policy/index.js";
+import { visibleText } from "../policy/arguments.js";
 import { shortened } from "../policy/text.js";
 
 export interface JsonRpcError {
@@ -11,9 +12,10 @@ export interface JsonRpcError {
   error: { code: number; message: string };
 }
 
-/** -32700: the text is not JSON, so no id can be read from it (JSON-RPC 2.0 §5.1). */
+/** -32700: the text is not JSON, so no id can be read from it (JSON-RPC 2.0 §5.1). The parser's
+ *  detail quotes the text: its control and invisible characters are written as escapes. */
 export function parseError(detail: string): JsonRpcError {
-  return { jsonrpc: "2.0", id: null, error: { code: ErrorCode.ParseError, message: `Parse error: ${detail}` } };
+  return { jsonrpc: "2.0", id: null, error: { code: ErrorCode.ParseError, message: `Parse error: ${visibleText(detail)}` } };
 }
 
 /** -32600: JSON, but not a request this endpoint takes; `id` is the message's own when readable. */

@@ -199,6 +199,31 @@ describe("bursar send-decisions", () => {
     }
   });
 
+  it("writes control and invisible characters the server quotes (a field, an event_id, its message) as escapes, not to the terminal", async () => {
+    // A record's args key is the logged agent's choice: quoted raw, it cleared the screen or reordered the line.
+    const hostile = "\u001b[2J\u202ex";
+    const refusing = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        const error = { code: "invalid_records", message: `1 record is invalid: args.${hostile}`, details: { problems: [{ index: 0, field: `args.${hostile}`, message: "bad" }], records: [{ index: 0, event_id: hostile }] } };
+        response.writeHead(422, { "content-type": "application/json" }).end(JSON.stringify({ error }));
+      });
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, "127.0.0.1", resolve));
+    try {
+      const file = join(server.dir, "quoted.jsonl");
+      writeFileSync(file, ndjson([record("evt_quoted")]));
+      const result = await runBursar(["send-decisions", file, "--url", `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`, "--source", "src_x"], key_env);
+      expect(result.code).toBe(1);
+      expect(result.stderr).not.toMatch(/[\u001b\u202e]/);
+      expect(result.stderr).toContain("HTTP 422 invalid_records: 1 record is invalid: args.\\u{1b}[2J\\u{202e}x");
+      expect(result.stderr).toContain("  line 1: args.\\u{1b}[2J\\u{202e}x: bad");
+      expect(result.stderr).toContain("  line 1: event_id \\u{1b}[2J\\u{202e}x");
+    } finally {
+      refusing.close();
+    }
+  });
+
   it("refuses a --receipts file it cannot write before sending anything, and exits 2", async () => {
     let requests = 0;
     const counting = createServer((_request, response) => {

@@ -1,6 +1,7 @@
 // `bursar agent create --name NAME`: issues an agent token through a running server's operator
 // API. Also home of the small operator-API client that `bursar block` shares.
 
+import { visibleText } from "../../policy/arguments.js";
 import { baseUrl, bearerToken, parseOptions, println, UsageError, type CliIo } from "../command.js";
 
 export const server_url_default = "http://127.0.0.1:8787";
@@ -50,12 +51,14 @@ function serverError(status: number, text: string): OperatorApiError {
     const parsed = JSON.parse(text) as { error?: { code?: string; message?: string; details?: unknown } };
     if (parsed.error?.message) {
       const details = parsed.error.details === undefined ? "" : ` ${JSON.stringify(parsed.error.details)}`;
-      return new OperatorApiError(`HTTP ${status} ${parsed.error.code ?? "error"}: ${parsed.error.message}${details}`);
+      return new OperatorApiError(visibleText(`HTTP ${status} ${parsed.error.code ?? "error"}: ${parsed.error.message}${details}`));
     }
   } catch {
     // not JSON: fall through and show the raw text
   }
-  return new OperatorApiError(`HTTP ${status}: ${text.slice(0, 500) || "(empty body)"}`);
+  // On one line, with control and invisible characters as escapes: printed as sent, the answer
+  // of whatever server --url reaches could move the cursor or reorder the line.
+  return new OperatorApiError(visibleText(`HTTP ${status}: ${text.slice(0, 500) || "(empty body)"}`));
 }
 
 /** Calls the operator API; resolves to the parsed JSON body, or throws OperatorApiError. */

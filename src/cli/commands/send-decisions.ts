@@ -10,6 +10,7 @@ import { secret } from "../../config.js";
 import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
 import { isPlainObject } from "../../policy/index.js";
+import { visibleText } from "../../policy/arguments.js";
 import { baseUrlOption, CommandError, parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
@@ -431,7 +432,9 @@ async function send(io: CliIo, sending: Sending): Promise<number> {
     if (response === undefined) throw new Error("unreachable: no delivery without an interruption");
     if (accepted === undefined || "problem" in accepted) {
       if (io.interactive) io.stderr.write("\n");
-      println(io.stderr, failureLines(response, accepted, { endpoint, delivery, sent, receipts }));
+      // What the server answered is quoted in it (a field name, an event_id, its message, a page):
+      // control and invisible characters are written as escapes, line by line.
+      println(io.stderr, failureLines(response, accepted, { endpoint, delivery, sent, receipts }).split("\n").map(visibleText).join("\n"));
       return 1;
     }
     if (receipts) appendReceipt(receipts, accepted.receipt);
