@@ -265,7 +265,8 @@ interface FreeBlocks {
  * batch) are waited for first, in block id order, while the transaction holds no other block, so
  * two batches can never wait for each other. The other agents' blocks that another transaction
  * holds are skipped (those calls go to a later batch instead of holding this one up), unless
- * every block is held: then the batch waits for them all. `skipped` names the skipped agents.
+ * every block is held and `wait_if_all_held`: then the batch waits for them all. `skipped`
+ * names the skipped agents.
  */
 async function lockBlocks(
   tx: SqlTx,
@@ -273,6 +274,7 @@ async function lockBlocks(
   now_ms: number,
   wait_for: ReadonlySet<string>,
   waiting_on?: Set<string>,
+  wait_if_all_held = true,
 ): Promise<{ blocks: Map<string, BlockRow>; skipped: Set<string> }> {
   /** Waits for the blocks of `these` agents, in block id order (named in `waiting_on` first). */
   const waitFor = async (these: string[]) => {
@@ -287,7 +289,7 @@ async function lockBlocks(
   const free = (await tx.get<FreeBlocks>(lock_free_agent_blocks, [now_ms, JSON.stringify(rest)])) as FreeBlocks;
   for (const row of safeIntegers(free.locked)) blocks.set(row.agent_id, row);
   const skipped = new Set(rest.filter((agent) => !blocks.has(agent) && !free.blockless.includes(agent)));
-  if (blocks.size > 0 || skipped.size === 0) return { blocks, skipped };
+  if (blocks.size > 0 || skipped.size === 0 || !wait_if_all_held) return { blocks, skipped };
   return { blocks: await waitFor(agents), skipped: new Set() };
 }
 
@@ -310,6 +312,9 @@ export interface BatchOptions {
   /** Filled with the agents whose blocks the batch waited for (every agent's, when all were held);
    *  which of those another session still holds, heldAgents tells. */
   waiting_on?: Set<string>;
+  /** False for a batch that must never wait for a block: one whose every block is held leaves
+   *  every call out instead of waiting for them all (default true). */
+  wait_if_all_held?: boolean;
 }
 
 /**
@@ -328,7 +333,7 @@ export async function authorizeBatch(
   const agents = [...new Set(all.map((input) => input.agent_id as string))];
   // As the attempt that last ran left it: the driver runs the work again on a retryable error.
   options.waiting_on?.clear();
-  const { blocks, skipped } = await lockBlocks(tx, agents, context.clock().getTime(), options.wait_for, options.waiting_on);
+  const { blocks, skipped } = await lockBlocks(tx, agents, context.clock().getTime(), options.wait_for, options.waiting_on, options.wait_if_all_held ?? true);
   // The decisions' time is read once their blocks are locked, as one decision reads it: the
   // locks may have waited for other transactions, past a block's expiry or a velocity window.
   const now = context.clock();
@@ -414,24 +419,45 @@ interface Waiting {
 }
 
 /**
+ * How long a batch may run (waiting for a block another transaction holds) before the calls
+ * queued behind it that are on other agents' blocks go in overflow batches beside it.
+ */
+export const decision_stall_ms = 250;
+
+/**
  * Gathers concurrent batchable decisions of one process: one batch is in flight at a time, and
  * the next takes every call that arrived meanwhile (up to decision_batch_max). A lone call goes
  * in the next turn of the event loop as a batch of one: batching adds no wait when it is quiet.
+ *
+ * A batch can wait for a block another transaction holds, up to statement_timeout (an operator's
+ * open transaction, a stuck instance). Once it has run for stall_ms, the calls queued behind it
+ * on other agents' blocks are decided in overflow batches beside it, which never wait for a
+ * block: without them, every later call of the process waited behind the one block. The calls
+ * of the stalled batch's agents, and of agents with a call put back to wait for its block, stay
+ * queued, so one agent's calls are still decided in the order they came. A second lane always
+ * on (not only once stalled) cost throughput under ordinary contention: bench:pg's 4 processes
+ * over 100 blocks fell to 0.60 of one lane, the two lanes' batches queueing on the log lock.
  */
 export class DecisionQueue {
   private readonly waiting: Waiting[] = [];
   private running = false;
+  /** The agents of the batch in flight once it has run past stall_ms; undefined otherwise. */
+  private stalled: ReadonlySet<unknown> | undefined;
+  /** The overflow lane while it runs. */
+  private overflow: Promise<void> | undefined;
 
   constructor(
     private readonly runBatch: (inputs: AuthorizeInput[], options: BatchOptions) => Promise<Array<AuthorizeResult | null>>,
     private readonly runOne: (input: AuthorizeInput) => Promise<AuthorizeResult>,
     /** Of these agents, those whose block another transaction holds now (heldAgents). */
     private readonly stillHeld: (agents: string[]) => Promise<Set<string>> = async () => new Set(),
+    private readonly stall_ms = decision_stall_ms,
   ) {}
 
   decide(input: AuthorizeInput): Promise<AuthorizeResult> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ input, resolve, reject, deferred: false });
+      if (this.stalled) this.startOverflow();
       if (this.running) return;
       this.running = true;
       // Calls made in this turn of the event loop (requests read together) join the first batch.
@@ -450,57 +476,101 @@ export class DecisionQueue {
   private async batches(): Promise<void> {
     for (; this.waiting.length > 0; await turn()) {
       const calls = this.waiting.splice(0, decision_batch_max);
-      const skipped = new Set<number>();
-      const waiting_on = new Set<string>();
+      const stall = setTimeout(() => {
+        this.stalled = new Set(calls.map((call) => call.input.agent_id));
+        this.startOverflow();
+      }, this.stall_ms);
       try {
-        // Batches of different processes skip each other's blocks instead of queueing behind
-        // them; a call skipped once is in the next batch, which waits for its block (and only
-        // for that: a batch waiting on all its blocks stalled its process for 20-30 ms while it
-        // held the others, which other processes' batches then skipped in turn).
-        const wait_for = new Set(calls.filter((call) => call.deferred).map((call) => call.input.agent_id as string));
-        const results = await this.runBatch(
-          calls.map((call) => call.input),
-          { wait_for, skipped, waiting_on },
-        );
-        const left_out: Waiting[] = [];
-        calls.forEach((call, index) => {
-          const result = results[index];
-          if (result) call.resolve(result);
-          else left_out.push({ ...call, deferred: true });
-        });
-        this.waiting.unshift(...left_out);
-      } catch (error) {
-        // The batch may have committed: deciding its calls again could hold their money twice.
-        // The calls it left out were never decided and wait for the next batch.
-        if (error instanceof CommitOutcomeUnknownError) {
-          for (const call of calls.filter((_, index) => !skipped.has(index))) call.reject(error);
-          this.waiting.unshift(...calls.filter((_, index) => skipped.has(index)).map((call) => ({ ...call, deferred: true })));
-          continue;
-        }
-        // Rolled back after waiting out statement_timeout for blocks another session still
-        // holds: the calls on those blocks fail with that error rather than each waiting as long
-        // again, one after another, with every later call of the process behind them. The others
-        // go to the next batch (a block it waited for and got, a timeout elsewhere).
-        const held = isStatementTimeout(error) && waiting_on.size > 0 ? await this.stillHeld([...waiting_on]).catch(() => new Set<string>()) : new Set<string>();
-        if (held.size > 0) {
-          for (const call of calls) if (held.has(call.input.agent_id as string)) call.reject(error);
-          this.waiting.unshift(...calls.filter((call) => !held.has(call.input.agent_id as string)));
-          continue;
-        }
-        // Rolled back: one call's failure must not fail the others, so each call the batch
-        // decided is decided again on its own before the next batch: one agent's calls in order
-        // (they must not overtake each other), different agents' side by side. The calls it left
-        // out (their block held elsewhere) were never decided: they wait for the next batch, as
-        // after a commit with an unknown outcome, rather than each for its block here.
-        const left_out = calls.filter((_, index) => skipped.has(index));
-        this.waiting.unshift(...left_out.map((call) => ({ ...call, deferred: true })));
-        const decided = calls.filter((_, index) => !skipped.has(index));
-        await Promise.all(
-          [...callsByAgent(decided).values()].map(async (own) => {
-            for (const call of own) await this.runOne(call.input).then(call.resolve, call.reject);
-          }),
-        );
+        await this.decideBatch(calls, true);
+      } finally {
+        clearTimeout(stall);
+        this.stalled = undefined;
+        // An overflow batch in flight ends first: the next batch may take later calls of its agents.
+        await this.overflow;
       }
+    }
+  }
+
+  /**
+   * While the batch in flight is stalled, decides the queued calls on other agents' blocks in
+   * batches that never wait for a block (a call whose block is held is put back, to wait for it
+   * in a later batch of the main lane), until that batch ends or none is left.
+   */
+  private startOverflow(): void {
+    if (this.overflow !== undefined || this.stalled === undefined) return;
+    this.overflow = (async () => {
+      try {
+        for (let stalled = this.stalled; stalled !== undefined; stalled = this.stalled) {
+          const held_back = new Set(stalled);
+          for (const call of this.waiting) if (call.deferred) held_back.add(call.input.agent_id);
+          const calls: Waiting[] = [];
+          for (let index = 0; index < this.waiting.length && calls.length < decision_batch_max; ) {
+            if (held_back.has((this.waiting[index] as Waiting).input.agent_id)) index++;
+            else calls.push(...this.waiting.splice(index, 1));
+          }
+          if (calls.length === 0) return;
+          await this.decideBatch(calls, false);
+          await turn();
+        }
+      } finally {
+        this.overflow = undefined;
+      }
+    })();
+  }
+
+  /** Decides one batch of calls and answers them; `wait`: whether it may wait for held blocks
+   *  (the main lane's) or never does (an overflow batch's). */
+  private async decideBatch(calls: Waiting[], wait: boolean): Promise<void> {
+    const skipped = new Set<number>();
+    const waiting_on = new Set<string>();
+    try {
+      // Batches of different processes skip each other's blocks instead of queueing behind
+      // them; a call skipped once is in the next main batch, which waits for its block (and
+      // only for that: a batch waiting on all its blocks stalled its process for 20-30 ms while
+      // it held the others, which other processes' batches then skipped in turn).
+      const wait_for = new Set(wait ? calls.filter((call) => call.deferred).map((call) => call.input.agent_id as string) : []);
+      const results = await this.runBatch(
+        calls.map((call) => call.input),
+        { wait_for, skipped, waiting_on, wait_if_all_held: wait },
+      );
+      const left_out: Waiting[] = [];
+      calls.forEach((call, index) => {
+        const result = results[index];
+        if (result) call.resolve(result);
+        else left_out.push({ ...call, deferred: true });
+      });
+      this.waiting.unshift(...left_out);
+    } catch (error) {
+      // The batch may have committed: deciding its calls again could hold their money twice.
+      // The calls it left out were never decided and wait for the next batch.
+      if (error instanceof CommitOutcomeUnknownError) {
+        for (const call of calls.filter((_, index) => !skipped.has(index))) call.reject(error);
+        this.waiting.unshift(...calls.filter((_, index) => skipped.has(index)).map((call) => ({ ...call, deferred: true })));
+        return;
+      }
+      // Rolled back after waiting out statement_timeout for blocks another session still
+      // holds: the calls on those blocks fail with that error rather than each waiting as long
+      // again, one after another, with every later call of the process behind them. The others
+      // go to the next batch (a block it waited for and got, a timeout elsewhere).
+      const held = isStatementTimeout(error) && waiting_on.size > 0 ? await this.stillHeld([...waiting_on]).catch(() => new Set<string>()) : new Set<string>();
+      if (held.size > 0) {
+        for (const call of calls) if (held.has(call.input.agent_id as string)) call.reject(error);
+        this.waiting.unshift(...calls.filter((call) => !held.has(call.input.agent_id as string)));
+        return;
+      }
+      // Rolled back: one call's failure must not fail the others, so each call the batch
+      // decided is decided again on its own before the next batch: one agent's calls in order
+      // (they must not overtake each other), different agents' side by side. The calls it left
+      // out (their block held elsewhere) were never decided: they wait for the next batch, as
+      // after a commit with an unknown outcome, rather than each for its block here.
+      const left_out = calls.filter((_, index) => skipped.has(index));
+      this.waiting.unshift(...left_out.map((call) => ({ ...call, deferred: true })));
+      const decided = calls.filter((_, index) => !skipped.has(index));
+      await Promise.all(
+        [...callsByAgent(decided).values()].map(async (own) => {
+          for (const call of own) await this.runOne(call.input).then(call.resolve, call.reject);
+        }),
+      );
     }
   }
 }

@@ -116,6 +116,42 @@ describe("DecisionQueue", () => {
     expect(batches).toEqual([["a", "b"], ["a"]]);
   });
 
+  it("once a batch has waited past stall_ms for a held block, decides the calls queued behind it on other blocks beside it; its agent's later call still waits behind it", async () => {
+    const batches: string[][] = [];
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const of = (agent_id: string, name: string): AuthorizeInput => ({ ...call(name), agent_id });
+    const overflow_waits: boolean[] = [];
+    const queue = new DecisionQueue(
+      async (inputs, options) => {
+        batches.push(inputs.map(nameOf));
+        // x's block is held elsewhere: the batch holding x1 waits for it.
+        if (inputs.some((input) => nameOf(input) === "x1")) await held;
+        else overflow_waits.push(options.wait_if_all_held ?? true);
+        return inputs.map((input) => result(nameOf(input)));
+      },
+      async () => {
+        throw new Error("not decided one by one");
+      },
+      undefined,
+      20,
+    );
+    const answered: string[] = [];
+    const x1 = queue.decide(of("agt_x", "x1")).then((value) => (answered.push("x1"), value));
+    await new Promise((resolve) => setImmediate(resolve));
+    const x2 = queue.decide(of("agt_x", "x2")).then((value) => (answered.push("x2"), value));
+    // With one batch at a time, y waited behind x1's for as long as x's block was held.
+    expect(await queue.decide(of("agt_y", "y1"))).toEqual(result("y1"));
+    expect(await queue.decide(of("agt_z", "z1"))).toEqual(result("z1"));
+    expect(answered).toEqual([]);
+    release();
+    expect(await Promise.all([x1, x2])).toEqual([result("x1"), result("x2")]);
+    expect(answered).toEqual(["x1", "x2"]);
+    expect(batches).toEqual([["x1"], ["y1"], ["z1"], ["x2"]]);
+    // The overflow batches never wait for a block.
+    expect(overflow_waits.slice(0, 2)).toEqual([false, false]);
+  });
+
   it("decides a rolled-back batch's calls one by one, one agent's in order, another agent's without waiting behind them", async () => {
     const order: string[] = [];
     let release_a: () => void = () => undefined;
@@ -270,28 +306,57 @@ describe.skipIf(!pg_server)("batched decisions on PostgreSQL", () => {
       await shared?.drop();
     });
 
-    it("decide calls on free blocks while another transaction holds one block, and the held block's call after it commits", async () => {
-      const [tight, roomy] = shared.agents as [string, string];
-      const tight_block = (await shared.bursar.ledger.agentBlock(tight))?.block_id;
+    /**
+     * Another session holds the tight agent's block while the tight agent's call is decided, then
+     * `meanwhile` runs; the holder commits when it returns (or after 10 s, so that a call stuck
+     * behind the held block still ends, as a failed expectation rather than a hang).
+     */
+    async function whileTightBlockHeld(key: string, meanwhile: (tight_call: { done: boolean }) => Promise<void>): Promise<AuthorizeResult> {
+      const tight = shared.agents[0] as string;
       const holder = new pg.Client({ connectionString: shared.url });
       await holder.connect();
       try {
         await holder.query("BEGIN");
-        await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [tight_block]);
-        const args = { amount: 100, currency: "INR" };
-        let tight_done = false;
-        const waiting = shared.bursar.ledger.authorize({ agent_id: tight, tool: "create_order", args: { ...args, idempotency_key: "held-1" } });
-        void waiting.then(() => (tight_done = true));
-        const free = await shared.bursar.ledger.authorize({ agent_id: roomy, tool: "create_order", args: { ...args, idempotency_key: "free-1" } });
-        expect(free.verdict.effect).toBe("ALLOW");
-        expect(tight_done).toBe(false);
+        await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [(await shared.bursar.ledger.agentBlock(tight))?.block_id]);
+        const tight_call = { done: false };
+        const waiting = shared.bursar.ledger.authorize({ agent_id: tight, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+        void waiting.then(() => (tight_call.done = true));
+        const released = setTimeout(() => void holder.query("COMMIT"), 10_000);
+        try {
+          await meanwhile(tight_call);
+        } finally {
+          clearTimeout(released);
+        }
         await holder.query("COMMIT");
-        const held = await waiting;
-        expect(held.verdict.effect).toBe("ALLOW");
-        expect(held.evidence?.seq).toBeGreaterThan(free.evidence?.seq as number);
+        return await waiting;
       } finally {
         await holder.end();
       }
+    }
+
+    const roomyOrder = (key: string) =>
+      shared.bursar.ledger.authorize({ agent_id: shared.agents[1] as string, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+
+    it("decide calls on free blocks while another transaction holds one block, and the held block's call after it commits", async () => {
+      let free: AuthorizeResult | undefined;
+      const held = await whileTightBlockHeld("held-1", async (tight_call) => {
+        free = await roomyOrder("free-1");
+        expect(free.verdict.effect).toBe("ALLOW");
+        expect(tight_call.done).toBe(false);
+      });
+      expect(held.verdict.effect).toBe("ALLOW");
+      expect(held.evidence?.seq).toBeGreaterThan(free?.evidence?.seq as number);
+    });
+
+    it("decide a later call on a free block while an earlier call, alone in its batch, waits for its held block", async () => {
+      const held = await whileTightBlockHeld("alone-held-1", async (tight_call) => {
+        // Its batch is under way, alone: every block it needs is held, so it waits for them.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        // Before, this call waited behind that batch until the holder ended (or statement_timeout).
+        expect((await roomyOrder("alone-free-1")).verdict.effect).toBe("ALLOW");
+        expect(tight_call.done).toBe(false);
+      });
+      expect(held.verdict.effect).toBe("ALLOW");
     });
 
     it("make a skipped call's next batch wait for that call's block only, and skip another held block again", async () => {
