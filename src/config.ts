@@ -215,6 +215,13 @@ export function databaseError(db: string, error: unknown): unknown {
     if (!postgres_unreachable_codes.has(code_text) && !/timeout|connect|terminated/i.test(message)) return error;
     return new ConfigError(`BURSAR_DB=${maskedDb(db)}: cannot reach PostgreSQL (${message})`);
   }
+  // Its write lock held past the busy timeout: another process on the file (a second serve, a
+  // migrate, or one stopped with SIGSTOP while it held the lock). Refused, and nothing changed.
+  if (/^SQLITE_(BUSY|LOCKED)/.test(code_text)) {
+    return new ConfigError(
+      `BURSAR_DB=${db}: the SQLite database is locked by another process (another bursar serve or migrate on it, or one stopped while writing; ${message}); nothing was changed: stop that process, or point BURSAR_DB elsewhere`,
+    );
+  }
   const cannot_open = /^SQLITE_(CANTOPEN|READONLY|PERM|NOTADB|AUTH)/.test(code_text) || /directory does not exist/.test(message);
   return cannot_open ? new ConfigError(`BURSAR_DB=${db}: cannot open the SQLite database (${message})`) : error;
 }

@@ -316,6 +316,25 @@ console.log(JSON.stringify({ master, webhook, token: pending?.commit().shown ?? 
     expect(cli.stdout).not.toContain("bsr_op_");
   });
 
+  it("a SQLite database another process holds the write lock of stops the start with one line naming BURSAR_DB, exit 2", async () => {
+    const data_dir = join(dir(), "locked");
+    expect((await runBursar(["migrate"], { BURSAR_DATA_DIR: data_dir, BURSAR_DB: "" })).code).toBe(0);
+    // Another serve on the file, or one stopped (SIGSTOP) while it held the lock.
+    const holder = new Database(join(data_dir, "bursar.db"));
+    holder.exec("BEGIN IMMEDIATE");
+    try {
+      const refused = await runBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_DB: "" });
+      // It printed SqliteError's stack trace and exited 1.
+      expect({ code: refused.code, lines: refused.stderr.trim().split("\n") }).toEqual({
+        code: 2,
+        lines: [expect.stringMatching(/^bursar serve: BURSAR_DB=\S+bursar\.db: the SQLite database is locked by another process \(.*database is locked\); nothing was changed/)],
+      });
+    } finally {
+      holder.exec("ROLLBACK");
+      holder.close();
+    }
+  });
+
   it("a port in use stops the CLI with one line naming BURSAR_PORT, exit 2", async () => {
     const { server, port } = await occupiedPort();
     try {
