@@ -145,6 +145,8 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
     clock,
     operator,
     close: async () => {
+      // Work under way finishes and is recorded first (the caller bounds how long it may take).
+      await gate.idle();
       await simulator?.close();
       await driver.close();
     },

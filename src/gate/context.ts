@@ -13,10 +13,41 @@ export interface GateContext {
   lookups: LookupBudget;
   /** Each agent's captures in this process between their look-up check and their decision. */
   undecided_captures: Map<string, Set<Promise<unknown>>>;
+  /** Tool calls, approvals, checks and webhooks under way: closing waits for them. */
+  work: WorkInFlight;
 }
 
 /** What webhook settlement needs of the gate: no agent makes these calls, so no look-up budget. */
-export type WebhookContext = Pick<GateContext, "ledger" | "provider" | "observer">;
+export type WebhookContext = Pick<GateContext, "ledger" | "provider" | "observer"> & { work?: WorkInFlight };
+
+/**
+ * The gate's work under way. A graceful stop waits for it before the database closes: an HTTP
+ * request ends for the server when its client goes away, but its money call goes on (the order
+ * may be at the provider already), and its answer must be recorded, not cut off by the close.
+ */
+export class WorkInFlight {
+  private count = 0;
+  private waiters: Array<() => void> = [];
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    this.count++;
+    try {
+      return await work();
+    } finally {
+      this.count--;
+      if (this.count === 0) {
+        const waiters = this.waiters;
+        this.waiters = [];
+        for (const resolve of waiters) resolve();
+      }
+    }
+  }
+
+  /** Resolves once no work is under way. */
+  idle(): Promise<void> {
+    return this.count === 0 ? Promise.resolve() : new Promise((resolve) => this.waiters.push(resolve));
+  }
+}
 
 export function summary(view: BlockView): BlockSummary {
   return {

@@ -5,7 +5,7 @@ import { canonicalJson, representable } from "../evidence/canonical.js";
 import { sentKey, type Ledger } from "../ledger/index.js";
 import { argument_values_max, holdsMoreValues, isPlainObject, unread_arguments } from "../policy/index.js";
 import type { Provider } from "../provider/port.js";
-import type { GateContext } from "./context.js";
+import { WorkInFlight, type GateContext } from "./context.js";
 import type { LookupBudget } from "./lookups.js";
 import type { GateObserver } from "./observer.js";
 import { capturePayment, createOrder } from "./money.js";
@@ -35,7 +35,12 @@ export class Gate {
   private readonly context: GateContext;
 
   constructor(ledger: Ledger, provider: Provider, observer: GateObserver | undefined, lookups: LookupBudget) {
-    this.context = { ledger, provider, lookups, undecided_captures: new Map(), ...(observer ? { observer } : {}) };
+    this.context = { ledger, provider, lookups, undecided_captures: new Map(), work: new WorkInFlight(), ...(observer ? { observer } : {}) };
+  }
+
+  /** Resolves once no tool call, approval, check or webhook is under way (see WorkInFlight). */
+  idle(): Promise<void> {
+    return this.context.work.idle();
   }
 
   /** The ledger, provider and observer the gate's steps share (for the HTTP routes). */
@@ -64,7 +69,11 @@ export class Gate {
    * values are not read: the call is decided and recorded on the unread_arguments stand-in, which
    * R0 refuses. `name` is whatever the call carried (see toolName).
    */
-  async callToolAs(agent_id: string, name: unknown, received: unknown): Promise<ToolResult> {
+  callToolAs(agent_id: string, name: unknown, received: unknown): Promise<ToolResult> {
+    return this.context.work.run(() => this.dispatch(agent_id, name, received));
+  }
+
+  private async dispatch(agent_id: string, name: unknown, received: unknown): Promise<ToolResult> {
     const unread = holdsMoreValues(received);
     const args = unread ? unread_arguments : representable(received);
     // Unread arguments carry no idempotency_key: the call's key is derived from the stand-in.

@@ -11,7 +11,11 @@ import { cannotBeCaptured, type ProviderOrder, type ProviderPayment } from "../p
 import { paymentView, type GateContext } from "./context.js";
 import { forwardOrder, orderView } from "./money.js";
 
-export async function approve(context: GateContext, approval_id: string): Promise<Record<string, unknown>> {
+export function approve(context: GateContext, approval_id: string): Promise<Record<string, unknown>> {
+  return context.work.run(() => forwardApproved(context, approval_id));
+}
+
+async function forwardApproved(context: GateContext, approval_id: string): Promise<Record<string, unknown>> {
   const grant = await context.ledger.beginApproval(approval_id);
   if ("refused" in grant) throw new HttpError(409, "approval_recheck_failed", grant.refused);
   const { approval, reservation } = grant;
@@ -136,7 +140,11 @@ async function noOrder(context: GateContext, reservation: ReservationRow): Promi
  * payment's capture commits), and releases a hold whose order the provider proves it never made.
  * Never charges.
  */
-export async function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
+export function checkReservation(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
+  return context.work.run(() => check(context, reservation_id));
+}
+
+async function check(context: GateContext, reservation_id: string): Promise<Record<string, unknown>> {
   const answer = await askProvider(context, reservation_id);
   if (changed_nothing.has(String(answer.outcome)) && answer.unbound_payment === undefined && answer.capture_resolved === undefined) await recordCheck(context, answer);
   return answer;

@@ -118,7 +118,15 @@ async function linkUnlinkedOrder(context: WebhookContext, event_id: string, pars
 }
 
 /** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */
-export async function handleWebhook(
+export function handleWebhook(
+  context: WebhookContext,
+  raw_body: Buffer,
+  headers: { signature: string | undefined; event_id: string | undefined },
+): Promise<WebhookAnswer> {
+  return context.work ? context.work.run(() => settleWebhook(context, raw_body, headers)) : settleWebhook(context, raw_body, headers);
+}
+
+async function settleWebhook(
   context: WebhookContext,
   raw_body: Buffer,
   headers: { signature: string | undefined; event_id: string | undefined },

@@ -273,6 +273,9 @@ async function serverOf(
     shutdown_grace_ms: shutdownGraceMs(config.provider_timeout_ms),
     onClose: async () => {
       stops.get(app)?.();
+      // A money call whose client went away is still under way: it ends, and is recorded, before
+      // its provider (this simulator) and the database close. The stop's grace period bounds it.
+      await bursar.gate.idle();
       await simulator?.close();
       await bursar.close();
     },
