@@ -6,6 +6,7 @@ import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { systemClock, type Clock } from "./clock.js";
 import { isPostgresUrl } from "./config.js";
 import { createLogSigner, EvidenceLog } from "./evidence/index.js";
+import { WorkInFlight } from "./gate/context.js";
 import { Gate } from "./gate/gate.js";
 import { LookupBudget, lookups_per_minute_default } from "./gate/lookups.js";
 import type { GateObserver } from "./gate/observer.js";
@@ -115,10 +116,12 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
     approval_lifetime_ms: options.approval_lifetime_ms ?? ledger_defaults.approval_lifetime_ms,
     derived_key_lifetime_ms: ledger_defaults.derived_key_lifetime_ms,
   }, { batch_decisions: options.pg_batch_decisions ?? true });
+  // The gate's work and the embedded simulator's webhooks under way: closing waits for both.
+  const work = new WorkInFlight();
   let simulator: EmbeddedSimulator | undefined;
   let provider: Provider;
   if (options.provider === undefined || options.provider === "simulator") {
-    simulator = await embeddedSimulator({ clock, ids: options.ids ? counterSuffixes() : () => randomBase62(14), ledger });
+    simulator = await embeddedSimulator({ clock, ids: options.ids ? counterSuffixes() : () => randomBase62(14), ledger, work });
     provider = simulator.provider;
   } else {
     provider = options.provider;
@@ -126,7 +129,7 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
   // Look-ups are counted on a monotonic clock, unless a clock is injected (tests move it by hand).
   const injected = options.clock;
   const lookups = new LookupBudget(options.lookups_per_minute ?? lookups_per_minute_default, injected ? () => injected().getTime() : undefined);
-  const gate = new Gate(ledger, provider, options.observer, lookups);
+  const gate = new Gate(ledger, provider, options.observer, lookups, work);
   const operator = {
     createAgent: ledger.createAgent.bind(ledger),
     createBlock: ledger.createBlock.bind(ledger),

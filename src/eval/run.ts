@@ -146,7 +146,7 @@ async function sendWebhook(world: World, spec: WebhookSpec): Promise<Outcome> {
   let app = world.bursar.simulator!.app;
   if (spec.no_secret) {
     const provider = createRazorpayProvider({ key_id: "rzp_test_eval", key_secret: "eval" });
-    app = await buildServer({ logger: false, plugins: [webhookRoutes({ ledger: world.bursar.ledger, provider })] });
+    app = await buildServer({ logger: false, plugins: [webhookRoutes({ ...world.bursar.gate.gateContext, provider })] });
   }
   const response = await app.inject({ method: "POST", url: "/webhooks/razorpay", headers, payload: raw });
   if (spec.no_secret) await app.close();

@@ -18,7 +18,7 @@ export interface GateContext {
 }
 
 /** What webhook settlement needs of the gate: no agent makes these calls, so no look-up budget. */
-export type WebhookContext = Pick<GateContext, "ledger" | "provider" | "observer"> & { work?: WorkInFlight };
+export type WebhookContext = Pick<GateContext, "ledger" | "provider" | "observer" | "work">;
 
 /**
  * The gate's work under way. A graceful stop waits for it before the database closes: an HTTP

@@ -5,7 +5,7 @@ import { canonicalJson, representable } from "../evidence/canonical.js";
 import { sentKey, type Ledger } from "../ledger/index.js";
 import { argument_values_max, holdsMoreValues, isPlainObject, unread_arguments } from "../policy/index.js";
 import type { Provider } from "../provider/port.js";
-import { WorkInFlight, type GateContext } from "./context.js";
+import type { GateContext, WorkInFlight } from "./context.js";
 import type { LookupBudget } from "./lookups.js";
 import type { GateObserver } from "./observer.js";
 import { capturePayment, createOrder } from "./money.js";
@@ -34,8 +34,9 @@ function toolName(name: unknown): string {
 export class Gate {
   private readonly context: GateContext;
 
-  constructor(ledger: Ledger, provider: Provider, observer: GateObserver | undefined, lookups: LookupBudget) {
-    this.context = { ledger, provider, lookups, undecided_captures: new Map(), work: new WorkInFlight(), ...(observer ? { observer } : {}) };
+  /** `work`: shared with whatever else settles through the ledger (the embedded simulator's webhooks). */
+  constructor(ledger: Ledger, provider: Provider, observer: GateObserver | undefined, lookups: LookupBudget, work: WorkInFlight) {
+    this.context = { ledger, provider, lookups, undecided_captures: new Map(), work, ...(observer ? { observer } : {}) };
   }
 
   /** Resolves once no tool call, approval, check or webhook is under way (see WorkInFlight). */

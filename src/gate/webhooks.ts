@@ -123,7 +123,7 @@ export function handleWebhook(
   raw_body: Buffer,
   headers: { signature: string | undefined; event_id: string | undefined },
 ): Promise<WebhookAnswer> {
-  return context.work ? context.work.run(() => settleWebhook(context, raw_body, headers)) : settleWebhook(context, raw_body, headers);
+  return context.work.run(() => settleWebhook(context, raw_body, headers));
 }
 
 async function settleWebhook(

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.js";
+import type { WorkInFlight } from "../gate/context.js";
 import type { Ledger } from "../ledger/index.js";
 import { buildServer } from "../server/app.js";
 import { webhookRoutes } from "../server/routes/webhooks.js";
@@ -24,7 +25,7 @@ export interface EmbeddedSimulator {
   close(): Promise<void>;
 }
 
-export async function embeddedSimulator(options: { clock: Clock; ids: () => string; ledger: Ledger }): Promise<EmbeddedSimulator> {
+export async function embeddedSimulator(options: { clock: Clock; ids: () => string; ledger: Ledger; work: WorkInFlight }): Promise<EmbeddedSimulator> {
   const webhook_secret = randomBytes(32).toString("hex");
   let app: FastifyInstance | undefined;
   const fetch = injectFetch(() => {
@@ -50,7 +51,7 @@ export async function embeddedSimulator(options: { clock: Clock; ids: () => stri
     logger: false,
     plugins: [
       async (root) => void (await root.register(simulator.plugin, { prefix: "/simulator" })),
-      webhookRoutes({ ledger: options.ledger, provider }),
+      webhookRoutes({ ledger: options.ledger, provider, work: options.work }),
     ],
   });
   await app.ready();

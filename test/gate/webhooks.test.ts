@@ -161,7 +161,7 @@ describe("POST /webhooks/razorpay", () => {
   it("no webhook secret on the server → 503", async () => {
     const bursar = await createBursar({ db: ":memory:" });
     const provider = createRazorpayProvider({ key_id: "rzp_test_x", key_secret: "s" });
-    const app = await buildServer({ logger: false, plugins: [webhookRoutes({ ledger: bursar.ledger, provider })] });
+    const app = await buildServer({ logger: false, plugins: [webhookRoutes({ ...bursar.gate.gateContext, provider })] });
     const response = await app.inject({ method: "POST", url: "/webhooks/razorpay", headers: { "content-type": "application/json", "x-razorpay-signature": "ab", "x-razorpay-event-id": "e" }, payload: "{}" });
     expect(response.statusCode).toBe(503);
     await app.close();
