@@ -212,28 +212,21 @@ interface Failed {
  * and the records would go to a server the user did not name. A 3xx is answered as it came.
  */
 async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal, timeout_seconds: number): Promise<Answer | Failed> {
-  // A server that takes the delivery and never answers would otherwise hold the run for ever.
-  const late = new AbortController();
-  const timer = setTimeout(() => late.abort(), timeout_seconds * 1000);
-  const stop = () => late.abort();
-  abort.addEventListener("abort", stop, { once: true });
   try {
     const response = await fetch(endpoint, {
       method: "POST",
       redirect: "manual",
-      signal: late.signal,
+      // A server that takes the delivery and never answers would otherwise hold the run for ever.
+      signal: AbortSignal.any([abort, AbortSignal.timeout(timeout_seconds * 1000)]),
       headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
       body: new Uint8Array(delivery.body),
     });
     const content_type = response.headers.get("content-type") ?? "no content-type";
     return { status: response.status, ok: response.ok, content_type, text: await response.text(), retry_after: response.headers.get("retry-after"), location: response.headers.get("location") };
   } catch (error) {
-    if (late.signal.aborted && !abort.aborted) return { failed: `no whole answer from ${endpoint} within ${timeout_seconds} s (--timeout)`, maybe_stored: true, timed_out: true };
+    if ((error as Error).name === "TimeoutError") return { failed: `no whole answer from ${endpoint} within ${timeout_seconds} s (--timeout)`, maybe_stored: true, timed_out: true };
     const reason = systemMessage(error);
     return { failed: `cannot reach ${endpoint} (${reason})`, maybe_stored: !unsent_failure_codes.has(reason) };
-  } finally {
-    clearTimeout(timer);
-    abort.removeEventListener("abort", stop);
   }
 }
 

@@ -303,26 +303,32 @@ interface Verified {
  * The receipts in a file, read line by line as they are checked: one JSON per line (blank lines
  * skipped), each a receipt or an ingest answer holding one. A line longer than any export line
  * comes as `too_long`, and nothing after it is read (fileLines), so an endless source ends there.
+ * A file that cannot be read is a UsageError naming it.
  */
 function* receiptLines(path: string): Generator<{ line: number; value: unknown; too_long?: true }> {
   if (path === "") throw new UsageError("cannot read delivery receipts: the path given is empty");
   let number = 0;
-  for (const bytes of fileLines(path)) {
-    number += 1;
-    if (bytes.length > export_line_bytes_max) {
-      yield { line: number, value: undefined, too_long: true };
-      return;
+  try {
+    for (const bytes of fileLines(path)) {
+      number += 1;
+      if (bytes.length > export_line_bytes_max) {
+        yield { line: number, value: undefined, too_long: true };
+        return;
+      }
+      const line = bytes.toString("utf8").trim();
+      if (line === "") continue;
+      let value: unknown;
+      try {
+        value = JSON.parse(line) as unknown;
+      } catch {
+        value = undefined;
+      }
+      const answer = value as { receipt?: unknown } | undefined;
+      yield { line: number, value: typeof answer === "object" && answer !== null && typeof answer.receipt === "object" ? answer.receipt : value };
     }
-    const line = bytes.toString("utf8").trim();
-    if (line === "") continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line) as unknown;
-    } catch {
-      value = undefined;
-    }
-    const answer = value as { receipt?: unknown } | undefined;
-    yield { line: number, value: typeof answer === "object" && answer !== null && typeof answer.receipt === "object" ? answer.receipt : value };
+  } catch (error) {
+    // Only fileLines' errors reach here: a consumer that stops early returns, never throws, into this.
+    throw new UsageError(`cannot read delivery receipts ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
 }
 
@@ -353,17 +359,7 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
   }
   const options = file === undefined ? undefined : exportOptions(values);
   const verified: Verified[] = [];
-  const lines = receiptLines(path);
-  for (;;) {
-    let next: IteratorResult<{ line: number; value: unknown; too_long?: true }>;
-    try {
-      next = lines.next();
-    } catch (error) {
-      if (error instanceof UsageError) throw error;
-      throw new UsageError(`cannot read delivery receipts ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
-    }
-    if (next.done) break;
-    const { line, value, too_long } = next.value;
+  for (const { line, value, too_long } of receiptLines(path)) {
     if (too_long) {
       println(io.stderr, `FAIL ${path} line ${line}: longer than ${export_line_bytes_max} bytes, which no receipt line is`);
       return 1;
