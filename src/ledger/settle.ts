@@ -93,19 +93,21 @@ export async function markUnknown(
 /**
  * Counts a conflicting payment's money as unreconciled on the block, once per payment id: the
  * provider reports one capture several times (payment.captured and order.paid, redeliveries
- * under new event ids, the capture's answer, operator checks). False when it was counted before.
+ * under new event ids, the capture's answer, operator checks). Answers the amount added to the
+ * block's unreconciled sum, or undefined when the payment was counted before.
  */
-async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, reason: string, now_ms: number): Promise<boolean> {
+async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, reason: string, now_ms: number): Promise<number | undefined> {
   const counted = await tx.run(
     `INSERT INTO unreconciled_payments (payment_id, reservation_id, block_id, amount, currency, reason, counted_at_ms)
      VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
     [payment.id, reservation.reservation_id, reservation.block_id, payment.amount, payment.currency, reason, now_ms],
   );
-  if (counted.changes !== 1) return false;
+  if (counted.changes !== 1) return undefined;
   // The block counts in its own currency's minor units: a payment in another is listed (with its
   // currency) and freezes the block, but adds nothing to its sums (USD cents are not paise).
-  if (payment.currency === reservation.currency) await adjustBlock(tx, reservation.block_id, { unreconciled: payment.amount });
-  return true;
+  const added = payment.currency === reservation.currency ? payment.amount : 0;
+  if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
+  return added;
 }
 
 /**
@@ -152,13 +154,13 @@ async function reject(
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
-  const counted_now = money_moved && (await countUnreconciled(tx, reservation, payment, reason, now_ms));
-  const unreconciled = counted_now && payment.currency === reservation.currency ? payment.amount : 0;
+  const counted = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms) : undefined;
+  const unreconciled = counted ?? 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
   // capture, and retries for a day): it froze the block when first counted, and freezing again
   // would undo an operator's unfreeze given after reviewing it. So for the same report of a
   // conflict that moved no money.
-  const already_counted = money_moved && !counted_now;
+  const already_counted = money_moved && counted === undefined;
   const already_reported = !money_moved && !(await noteConflict(tx, reservation, payment, reason, now_ms));
   if (!already_counted && !already_reported) await freezeBlock(tx, reservation.block_id, reason, now_ms);
   const evidence = await record(tx, context, "gate.settlement", {
