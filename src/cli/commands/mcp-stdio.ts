@@ -7,6 +7,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError } from "../../config.js";
+import { deadline } from "../../deadline.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
 import { bearerToken, httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
@@ -71,10 +72,33 @@ export function mcpEndpoint(raw: string): URL {
   return url;
 }
 
-function fetchWithTimeout(timeout_ms: number): FetchLike {
-  return (url, init) => {
-    const timeout = AbortSignal.timeout(timeout_ms);
-    return fetch(url, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, timeout]) : timeout });
+const null_body_statuses = new Set([204, 205, 304]);
+
+/**
+ * fetch with a limit on the whole exchange, body included, or until the transport's own signal
+ * aborts. The limit is let go once the SDK has read the body (or at its time, for a body it
+ * cancels): the bridge makes a request per message for as long as the agent runs.
+ */
+export function fetchWithTimeout(timeout_ms: number): FetchLike {
+  return async (url, init) => {
+    const limit = deadline(timeout_ms, `no answer within ${timeout_ms / 1000} s`, init?.signal ?? undefined);
+    let response: Response;
+    try {
+      response = await fetch(url, { ...init, signal: limit.signal });
+    } catch (error) {
+      limit.release();
+      throw error;
+    }
+    // A Response with no body to read (a null-body status: 204, 205, 304) is handed on as it came.
+    if (response.body === null || null_body_statuses.has(response.status)) {
+      limit.release();
+      return response;
+    }
+    const body = response.body.pipeThrough(new TransformStream({ flush: limit.release }));
+    const relayed = new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+    // The SDK names a redirect it did not follow relative to the answer's URL.
+    Object.defineProperty(relayed, "url", { value: response.url });
+    return relayed;
   };
 }
 

@@ -7,6 +7,7 @@ import { appendFileSync, closeSync, openSync, readFileSync, statSync } from "nod
 import { setTimeout as sleep } from "node:timers/promises";
 import { systemClock } from "../../clock.js";
 import { secret } from "../../config.js";
+import { deadline } from "../../deadline.js";
 import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../../ingest/delivery.js";
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
 import { isPlainObject } from "../../policy/index.js";
@@ -212,12 +213,13 @@ interface Failed {
  * and the records would go to a server the user did not name. A 3xx is answered as it came.
  */
 async function post(endpoint: string, key: string, delivery: Delivery, abort: AbortSignal, timeout_seconds: number): Promise<Answer | Failed> {
+  // A server that takes the delivery and never answers would otherwise hold the run for ever.
+  const limit = deadline(timeout_seconds * 1000, `no answer within ${timeout_seconds} s`, abort);
   try {
     const response = await fetch(endpoint, {
       method: "POST",
       redirect: "manual",
-      // A server that takes the delivery and never answers would otherwise hold the run for ever.
-      signal: AbortSignal.any([abort, AbortSignal.timeout(timeout_seconds * 1000)]),
+      signal: limit.signal,
       headers: { "content-type": "application/x-ndjson", [signature_header]: signatureHeader([key], delivery.body, systemClock()) },
       body: new Uint8Array(delivery.body),
     });
@@ -227,6 +229,8 @@ async function post(endpoint: string, key: string, delivery: Delivery, abort: Ab
     if ((error as Error).name === "TimeoutError") return { failed: `no whole answer from ${endpoint} within ${timeout_seconds} s (--timeout)`, maybe_stored: true, timed_out: true };
     const reason = systemMessage(error);
     return { failed: `cannot reach ${endpoint} (${reason})`, maybe_stored: !unsent_failure_codes.has(reason) };
+  } finally {
+    limit.release();
   }
 }
 

@@ -1,6 +1,7 @@
 // The Razorpay REST client: Basic auth, JSON, a per-request timeout, and the three-way outcome.
 // It knows HTTP and Razorpay's error body; translating entities is transformers.ts's job.
 
+import { deadline } from "../../deadline.js";
 import { toProviderError, type Parsed } from "./transformers.js";
 import type { ProviderOutcome } from "../port.js";
 
@@ -112,16 +113,13 @@ export async function razorpayRequest(
     accept: "application/json",
   };
   if (request.body) headers["content-type"] = "application/json";
-  // A timer cleared once the answer is read, not AbortSignal.timeout: that one's timer ran out
-  // after every request, long answered, and built an error and fired an abort event for each.
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new DOMException(`no answer within ${config.timeout_ms} ms`, "TimeoutError")), config.timeout_ms);
+  const limit = deadline(config.timeout_ms, `no answer within ${config.timeout_ms} ms`);
   try {
     const response = await config.fetch(buildUrl(config.base_url, request.path, request.query), {
       method: request.method,
       headers,
       body: request.body ? JSON.stringify(request.body) : undefined,
-      signal: controller.signal,
+      signal: limit.signal,
       redirect: "error",
     });
     return await classify(response);
@@ -129,7 +127,7 @@ export async function razorpayRequest(
     // Timeouts, resets and refused connections all leave the outcome unknown.
     return { kind: "unknown", reason: describeFetchError(error, config.timeout_ms) };
   } finally {
-    clearTimeout(timer);
+    limit.release();
   }
 }
 

@@ -3,6 +3,7 @@
 // bounded retries and backoff. Webhook fault knobs (duplicate, out of order, late, drop) act here.
 
 import { performance } from "node:perf_hooks";
+import { deadline } from "../../deadline.js";
 import { signWebhookBody } from "../razorpay/webhook.js";
 import type { WebhookFaults } from "./faults.js";
 
@@ -213,6 +214,7 @@ export class WebhookOutbox {
   }
 
   private async post(url: string, entry: OutboxEntry): Promise<{ status: number | null; error?: string }> {
+    const limit = deadline(webhook_request_timeout_ms, `no answer within ${webhook_request_timeout_ms} ms`, this.abort.signal);
     try {
       const response = await this.options.fetch(url, {
         method: "POST",
@@ -224,12 +226,14 @@ export class WebhookOutbox {
         },
         body: entry.body,
         redirect: "manual",
-        signal: AbortSignal.any([AbortSignal.timeout(webhook_request_timeout_ms), this.abort.signal]),
+        signal: limit.signal,
       });
       await response.body?.cancel();
       return { status: response.status };
     } catch (error) {
       return { status: null, error: error instanceof Error ? error.message : String(error) };
+    } finally {
+      limit.release();
     }
   }
 }
