@@ -59,3 +59,20 @@ function parsedMembers(value: unknown): number {
 export function writesKeyTwice(text: string, value: unknown): boolean {
   return writtenMembers(text) !== parsedMembers(value);
 }
+
+/** Characters of an untrusted string that a message quotes; the rest is cut. */
+export const preview_chars_max = 80;
+
+/**
+ * How a message names a value parsed from untrusted JSON: a string quoted as JSON and cut at
+ * preview_chars_max characters, a number, boolean or null as written, an array or an object by
+ * its kind. The value is never walked or converted: JSON.parse takes nesting deeper than the call
+ * stack, which JSON.stringify and template literals then overflow, and a member named toString
+ * breaks String().
+ */
+export function jsonPreview(value: unknown): string {
+  if (typeof value === "string") return value.length > preview_chars_max ? `${JSON.stringify(value.slice(0, preview_chars_max))}…` : JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null) return String(value);
+  if (Array.isArray(value)) return "an array";
+  return value === undefined ? "nothing" : "an object";
+}

@@ -1,6 +1,7 @@
 // One evidence log entry: its fields, the kinds writers may use, and the canonical bytes
 // and RFC 6962 leaf hash that the tree, the receipts and the export all agree on.
 
+import { jsonPreview } from "../json-text.js";
 import { canonicalJson, isHexSha256, sha256Hex } from "./canonical.js";
 import { leafHash } from "./merkle.js";
 import { scrub, scrubbedCanonicalJson } from "./scrub.js";
@@ -218,7 +219,7 @@ export function entryShapeProblem(value: unknown): string | undefined {
   if (value === null || typeof value !== "object" || Array.isArray(value)) return "not a JSON object";
   const record = value as Record<string, unknown>;
   for (const key of Object.keys(record)) if (!entry_keys.has(key)) return `unexpected field ${key}`;
-  if (record.v !== entry_version) return `unsupported version ${JSON.stringify(record.v)}`;
+  if (record.v !== entry_version) return `unsupported version ${jsonPreview(record.v)}`;
   if (!Number.isSafeInteger(record.seq) || (record.seq as number) < 0) return "seq is not a non-negative integer";
   if (typeof record.kind !== "string" || !isEntryKind(record.kind)) return "kind is not a known kind";
   if (typeof record.source !== "string") return "source is not a string";

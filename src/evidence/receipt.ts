@@ -7,6 +7,7 @@ import { sign, verify } from "node:crypto";
 import { CanonicalJsonError, canonicalJson, hasLoneSurrogate, isHexSha256 } from "./canonical.js";
 import type { ProofCheck } from "./merkle.js";
 import { keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
+import { jsonPreview } from "../json-text.js";
 
 /**
  * Domain-separation prefixes: a receipt signature can never be replayed as a note or the other
@@ -71,7 +72,7 @@ export function signReceiptFields(signer: NoteSigner, fields: ReceiptFields, ide
  * receipt under the key alone. Whether `log` is the log the caller holds is the caller's check.
  */
 export function verifyReceipt(receipt: Receipt, verifier: NoteVerifier, origin: string = verifier.name): ProofCheck {
-  if (receipt.key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${receipt.key_id}, not ${keyIdHex(verifier.keyId)}` };
+  if (receipt.key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${jsonPreview(receipt.key_id)}, not ${keyIdHex(verifier.keyId)}` };
   // A receipt read from an export is untrusted JSON: every signed field must have its type.
   const { seq, leaf_hash, kind, at, log, signature: signatureText } = receipt;
   if (!Number.isSafeInteger(seq) || !isHexSha256(leaf_hash) || typeof kind !== "string" || typeof at !== "string" || typeof signatureText !== "string") {
@@ -217,7 +218,7 @@ export function verifyDeliveryReceipt(receipt: DeliveryReceipt, verifier: NoteVe
     return { ok: false, reason: "not a delivery receipt (source, received_at, records, key_id and signature are required)" };
   }
   if (log !== undefined && !isHexSha256(log)) return { ok: false, reason: "not a delivery receipt (its log is not a hex leaf hash)" };
-  if (key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${JSON.stringify(key_id)}, not ${keyIdHex(verifier.keyId)}` };
+  if (key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${jsonPreview(key_id)}, not ${keyIdHex(verifier.keyId)}` };
   const signature = Buffer.from(signatureText, "base64");
   const identity = log === undefined ? undefined : { origin, log };
   let message: Buffer;

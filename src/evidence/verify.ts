@@ -3,6 +3,7 @@
 // this log only), and names the first bad entry or checkpoint range.
 
 import { closeSync, openSync, readSync } from "node:fs";
+import { jsonPreview } from "../json-text.js";
 import { entry_bytes_max, entryShapeProblem, type Entry } from "./entry.js";
 import {
   checkpoint_line_prefix,
@@ -236,6 +237,21 @@ class ExportVerifier {
   }
 
   /**
+   * Runs one step of the check; anything but a VerifyStop it throws (a value nested deeper than
+   * the call stack, one that cannot be made text) fails the export at the line being read, as a
+   * line the verifier cannot check: hostile input never ends in a stack trace, nor in a pass.
+   */
+  checked(step: () => void): void {
+    try {
+      step();
+    } catch (error) {
+      if (error instanceof VerifyStop) throw error;
+      const why = error instanceof Error ? error.name : "error";
+      throw new VerifyStop({ line: this.lineNumber, message: `line ${this.lineNumber} cannot be checked (${why} while reading it): no export line is made so` });
+    }
+  }
+
+  /**
    * Stops with `failure`, unless a waiting tail receipt before it turns out forged: that entry
    * comes first, and its receipt is the only signature that could have spoken for it.
    */
@@ -265,7 +281,9 @@ class ExportVerifier {
     }
     if (line.length > export_line_bytes_max) {
       this.settlePending();
-      this.stop({ seq: this.size, message: `line ${this.lineNumber} is longer than ${export_line_bytes_max} bytes, which no export line is` });
+      // Only an entry line names an entry: a meta line so long tells nothing of the next one.
+      const where = this.sawHeader && startsWith(line, entry_line_prefix) ? { seq: this.size } : { file: true as const };
+      this.stop({ ...where, message: `line ${this.lineNumber} is longer than ${export_line_bytes_max} bytes, which no export line is` });
     }
     if (!this.sawHeader) return this.header(line);
     if (startsWith(line, entry_line_prefix)) return this.entry(line);
@@ -281,7 +299,7 @@ class ExportVerifier {
     const header = parsed?.bursar_export;
     if (!header || header.v !== export_format_version) this.stop({ file: true, message: "line 1 is not a bursar export header (v 1)" });
     if (header.origin !== this.trusted.origin) {
-      this.stop({ message: `the export is of log ${JSON.stringify(header.origin)}, the checkpoint of ${JSON.stringify(this.trusted.origin)}` });
+      this.stop({ message: `the export is of log ${jsonPreview(header.origin)}, the checkpoint of ${JSON.stringify(this.trusted.origin)}` });
     }
     this.sawHeader = true;
   }
@@ -357,7 +375,7 @@ class ExportVerifier {
     const receipt = (parseJson(waiting.receipt!) as { receipt?: Receipt } | undefined)?.receipt;
     if (!receipt || typeof receipt !== "object") return { seq, line, message: `line ${line}: malformed receipt line` };
     if (receipt.seq !== seq || receipt.leaf_hash !== waiting.leaf.toString("hex")) {
-      return { seq, line, message: `seq ${seq}: its receipt line names another entry (seq ${String(receipt.seq)}), and no signed checkpoint covers the entry` };
+      return { seq, line, message: `seq ${seq}: its receipt line names another entry (seq ${jsonPreview(receipt.seq)}), and no signed checkpoint covers the entry` };
     }
     // A v1 receipt signs no log: one of another log under the same key would verify as well.
     if (receipt.log === undefined) {
@@ -374,7 +392,7 @@ class ExportVerifier {
   /** Why a v2 receipt is not one of this log (it names another entry 0); undefined for one that is, or a v1 receipt. */
   private foreignLog(seq: number, receipt: Receipt): string | undefined {
     if (receipt.log === undefined || receipt.log === this.logId) return undefined;
-    return `seq ${seq}: its receipt is of another log (log ${JSON.stringify(receipt.log)}; this export's entry 0 has leaf hash ${this.logId})`;
+    return `seq ${seq}: its receipt is of another log (log ${jsonPreview(receipt.log)}; this export's entry 0 has leaf hash ${this.logId})`;
   }
 
   /** Fails on the first tail entry that nothing signed vouches for. */
@@ -445,7 +463,10 @@ class ExportVerifier {
     const foreign = seq > 0 ? this.foreignLog(seq, receipt) : undefined;
     if (foreign) this.stop({ seq, message: foreign });
     // Named by the entry's own line (the one to look at), not by its receipt's, the line after.
-    if (receipt.seq === seq) this.stop({ seq, message: `seq ${seq}: entry altered: its leaf hash differs from its signed receipt` }, pending.lineNumber);
+    // Entry 0's receipt names the log by entry 0's own leaf hash, so an altered entry 0 and the
+    // genesis receipt of another log under the same key look alike here.
+    const or_foreign = seq === 0 && receipt.log !== undefined ? ", or its receipt is entry 0's of another log under the same key" : "";
+    if (receipt.seq === seq) this.stop({ seq, message: `seq ${seq}: entry altered${or_foreign}: its leaf hash differs from its signed receipt` }, pending.lineNumber);
     if (receipt.leaf_hash === pending.leaf.toString("hex")) {
       this.stop({ seq, message: `seq ${seq}: its receipt is signed for this entry's leaf hash at seq ${receipt.seq}, but the entry holds seq ${seq}` });
     }
@@ -568,8 +589,9 @@ export function verifyExportLines(lines: Iterable<Buffer>, options: VerifyOption
     throw error;
   }
   try {
-    for (const line of lines) verifier.line(line);
-    verifier.finish();
+    // Reading (the iterator) may fail on its own terms; checking a line never throws but to stop.
+    for (const line of lines) verifier.checked(() => verifier.line(line));
+    verifier.checked(() => verifier.finish());
     return verifier.report();
   } catch (error) {
     if (error instanceof VerifyStop) return verifier.report(error.failure);

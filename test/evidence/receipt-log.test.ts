@@ -147,11 +147,24 @@ describe("entries of another log under the same key, appended past a genuine exp
 });
 
 describe("a receipt naming another log, on an entry a checkpoint covers", () => {
-  it("an altered entry 0 (which makes the log id) is named as altered, not as another log", () => {
+  // Entry 0's receipt names the log by entry 0's own leaf hash: an altered entry 0 under its own
+  // receipt and an intact one under another log's genesis receipt read alike, and both are named.
+  const entry0 = "seq 0: entry altered, or its receipt is entry 0's of another log under the same key: its leaf hash differs from its signed receipt";
+
+  it("an altered entry 0 (which makes the log id) is named as altered, or as carrying another log's genesis receipt", () => {
     const index = logs.exported.lines.findIndex(isEntry);
     const lines = logs.exported.lines.map((line, i) => (i === index ? line.replace('"version":"0.1.0"', '"version":"0.1.1"') : line));
     expect(lines[index]).toContain('"version":"0.1.1"');
-    expect(verifyLines(logs.exported, lines).failure).toMatchObject({ seq: 0, message: "seq 0: entry altered: its leaf hash differs from its signed receipt" });
+    expect(verifyLines(logs.exported, lines).failure).toMatchObject({ seq: 0, message: entry0 });
+  });
+
+  it("an intact entry 0 under the genesis receipt of another log with the same key is not called altered alone", async () => {
+    const reset = await exportAt(logs.reset, 1);
+    const theirs = reset.lines.find((line) => isReceipt(line) && line.includes('"seq":0,'))!;
+    const index = logs.exported.lines.findIndex((line) => isReceipt(line) && line.includes('"seq":0,'));
+    const lines = logs.exported.lines.map((line, i) => (i === index ? theirs : line));
+    expect(lines[index]).not.toBe(logs.exported.lines[index]);
+    expect(verifyLines(logs.exported, lines).failure).toMatchObject({ seq: 0, message: entry0 });
   });
 
   it("is refused: every v2 receipt must name the export's entry 0", () => {
