@@ -83,15 +83,33 @@ function percentDecoded(url: string): string {
   return text;
 }
 
+/** A URL to the observer, percent-decoded: its query is the upstream's, where a gateway may put credentials. */
+const observe_url = /^\/+observe(?:[/?]|$)/i;
+
+/** The query's parameter names kept, their values (or a part with no `=`, whole) redacted. */
+function queryValuesRedacted(url: string): string {
+  const start = url.indexOf("?");
+  if (start < 0) return url;
+  const parts = url.slice(start + 1).split("&").map((part) => {
+    const equals = part.indexOf("=");
+    if (equals >= 0) return `${part.slice(0, equals + 1)}[redacted]`;
+    return part === "" ? part : "[redacted]";
+  });
+  return `${url.slice(0, start)}?${parts.join("&")}`;
+}
+
 /**
  * URLs are written to access logs (and 404 answers) with path tokens and Bursar's own tokens
- * redacted. A URL that hides either behind percent-encoding (`/%6Fbserve%2F…`, `%252F`, `%62sr_…`)
- * is written as "[redacted]" whole.
+ * redacted, and an observer URL's query values too (a hosted MCP server may take `?api_key=`).
+ * A URL that hides a token behind percent-encoding (`/%6Fbserve%2F…`, `%252F`, `%62sr_…`) is
+ * written as "[redacted]" whole.
  */
 export function redactUrl(url: string): string {
-  const redacted = url.replace(observe_path_token, "$1[redacted]").replace(bursar_tokens, "[redacted]");
+  let redacted = url.replace(observe_path_token, "$1[redacted]").replace(bursar_tokens, "[redacted]");
+  const decoded = url.includes("%") ? percentDecoded(redacted) : redacted;
+  if (observe_url.test(decoded)) redacted = queryValuesRedacted(redacted);
   if (!url.includes("%")) return redacted;
-  return decoded_suspect.test(percentDecoded(redacted)) ? "[redacted]" : redacted;
+  return decoded_suspect.test(decoded) ? "[redacted]" : redacted;
 }
 
 export const log_redact_paths = [

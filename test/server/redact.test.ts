@@ -1,6 +1,7 @@
 // Access logs never carry an observer token from the path, however the path is spelled: the
 // token segment after /observe is redacted whatever the case, repeated or encoded slashes, and
-// Bursar's own token shapes are redacted wherever they appear in the URL.
+// Bursar's own token shapes are redacted wherever they appear in the URL. An observer URL's
+// query, which the upstream gets, is logged with its values redacted.
 
 import { connect, type AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
@@ -12,7 +13,12 @@ const token = "bsr_obs_Qm9ndXMtdG9rZW4tZm9yLXRoZS1yZWRhY3Rpb24tdGVzdA";
 describe("redactUrl", () => {
   const cases: Array<[string, string]> = [
     [`/observe/${token}`, "/observe/[redacted]"],
-    [`/observe/${token}/mcp?x=1`, "/observe/[redacted]/mcp?x=1"],
+    [`/observe/${token}/mcp?x=1`, "/observe/[redacted]/mcp?x=[redacted]"],
+    // An observer URL's query is the upstream's: its values (and a part without "=") are redacted.
+    ["/observe?api_key=QSECRET&access_token=QTOK&&flag", "/observe?api_key=[redacted]&access_token=[redacted]&&[redacted]"],
+    ["/OBSERVE/x/mcp?q=sk_live_abcdefghijklmnop1234", "/OBSERVE/[redacted]/mcp?q=[redacted]"],
+    ["/%6Fbserve?key=QSECRET", "/%6Fbserve?key=[redacted]"],
+    ["/observer?x=1", "/observer?x=1"],
     [`/Observe/${token}`, "/Observe/[redacted]"],
     [`/OBSERVE/${token}/mcp`, "/OBSERVE/[redacted]/mcp"],
     [`//observe/${token}`, "//observe/[redacted]"],
@@ -40,22 +46,26 @@ describe("redactUrl", () => {
 });
 
 describe("the access log of a real server", () => {
-  it("keeps path tokens out of log lines and 404 answers", async () => {
+  it("keeps path tokens and an observer URL's query values out of log lines and 404 answers", async () => {
     const log = logLines();
+    const query_secret = "canary-upstream-api-key-0123456789";
     // The production logger options, writing to `log`.
     const app = await buildServer({ logger: { ...(loggerOptions("info") as object), stream: log.stream } });
     const url = await app.listen({ host: "127.0.0.1", port: 0 });
     try {
-      for (const path of [`/Observe/${token}`, `//observe/${token}`, `/observe%2F${token}`]) {
+      for (const path of [`/Observe/${token}`, `//observe/${token}`, `/observe%2F${token}`, `/observe/x/mcp?api_key=${query_secret}`]) {
         const answer = await fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
         expect(answer.status).toBe(404);
-        expect(await answer.text()).not.toContain(token);
+        const text = await answer.text();
+        expect(text).not.toContain(token);
+        expect(text).not.toContain(query_secret);
       }
     } finally {
       await app.close();
     }
     expect(log.text()).toContain("[redacted]");
     expect(log.text()).not.toContain(token);
+    expect(log.text()).not.toContain(query_secret);
   });
 
   it("logs a request Node cannot parse by its error alone, even at trace level: never its bytes, headers included", async () => {
