@@ -4,6 +4,7 @@
 
 import { z } from "zod";
 import { isRfc3339, rfc3339Problem } from "../evidence/entry.js";
+import { invisible_or_control_characters } from "../policy/arguments.js";
 import { isPlainObject } from "../policy/index.js";
 
 export const decision_schema_ids = ["bursar.gateway-decision/1", "interlok.gateway-decision/1"] as const;
@@ -20,6 +21,16 @@ export const json_schema_id = "https://bursar.dev/schemas/gateway-decision-1.jso
  *  marks, overrides and isolates, a byte order mark, interlinear annotation). */
 const event_id_pattern =
   /^[^\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]*$/;
+/** Besides, whatever a name shown to people may not hold (policy/arguments.ts): the format
+ *  characters past U+FFFF (tags, Egyptian, shorthand and musical format controls) and the other
+ *  invisible ones (Hangul fillers, the Braille blank, variation selectors). Checked apart from the
+ *  pattern, which the published JSON Schema carries and which a validator may read without
+ *  Unicode mode, where a code point past U+FFFF cannot be written. */
+const lone_surrogates = /[\ud800-\udfff]/gu;
+const eventIdShown = (id: string) => event_id_pattern.test(id) && !invisible_or_control_characters.test(id);
+
+const event_id_characters =
+  "must not contain control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, or invisible characters (zero-width, bidirectional marks, a byte order mark, tag characters, fillers)";
 
 const short_text = z.string().min(1).max(text_chars_max);
 
@@ -67,7 +78,9 @@ const decision_fields = z.strictObject({
     .string()
     .min(1)
     .max(event_id_chars_max)
-    .regex(event_id_pattern, "must not contain control characters (U+0000–U+001F, U+007F–U+009F), line or paragraph separators, or invisible format characters (zero-width, bidirectional marks, a byte order mark)"),
+    .regex(event_id_pattern, { message: event_id_characters, abort: true })
+    // A lone surrogate is named by its own rule (the record's strings are checked for them).
+    .refine((id) => !invisible_or_control_characters.test(id.replace(lone_surrogates, "")), event_id_characters),
   occurred_at,
   decision: z.enum(decisions),
   tool: short_text,
@@ -134,7 +147,7 @@ export function surelyValidRecord(value: unknown): boolean {
   return (
     (decision_schema_ids as readonly unknown[]).includes(value.schema) &&
     isText(value.event_id, event_id_chars_max) &&
-    event_id_pattern.test(value.event_id as string) &&
+    eventIdShown(value.event_id as string) &&
     typeof value.occurred_at === "string" &&
     occurred_at.safeParse(value.occurred_at).success &&
     (decisions as readonly unknown[]).includes(value.decision) &&

@@ -183,7 +183,9 @@ describe("validation is all or nothing", () => {
     const error = await refused(ndjson([record("evt_ctl\u0000nul"), record("evt_ctl_ok")]), 422);
     expect(error.details.problems).toEqual([{ index: 0, field: "event_id", message: expect.stringContaining("control characters") }]);
     // Nor a C1 control, a line separator, a bidirectional override or a byte order mark: each makes the id read as another.
+    // Nor a tag character or another format control past U+FFFF, a Hangul filler or the Braille blank (from a hostile review).
     const shown = ["evt_c1\u0085", "evt_ls\u2028x", "evt_rlo\u202ecba", "\ufeffevt_bom", "evt_lrm\u200e", "evt_alm\u061c", "evt_zw\u200bj", "evt_wj\u2060"];
+    shown.push("evt_1\u{E0041}", "evt_\u{1D173}x", "evt_\u3164", "evt_\u2800", "evt_vs\ufe0f");
     const problems = (await refused(ndjson(shown.map((id) => record(id))), 422)).details.problems as Array<{ index: number; field: string }>;
     expect(problems.map(({ index, field }) => [index, field])).toEqual(shown.map((_, index) => [index, "event_id"]));
   });
