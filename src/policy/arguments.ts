@@ -68,7 +68,8 @@ function describe(value: unknown): string {
   if (Array.isArray(value)) return "an array";
   if (typeof value === "number" && !Number.isInteger(value)) return `the non-integer ${value}`;
   if (typeof value === "number") return `${value}`;
-  return `a ${typeof value}`;
+  if (value === undefined) return "nothing";
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 export function checkAmount(value: unknown): string | undefined {

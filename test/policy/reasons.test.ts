@@ -11,6 +11,7 @@ const reversed = (args: Record<string, unknown>) => Object.fromEntries(Object.en
 describe("argumentProblem", () => {
   const cases: Array<[string, string, Record<string, unknown>, string]> = [
     ["two bad fields: the first declared is named", "create_order", { amount: "5000", currency: "USD" }, "amount must be a safe integer of minor units, got a string"],
+    ["an object for a number", "create_order", { amount: { value: 5000 }, currency: "INR" }, "amount must be a safe integer of minor units, got an object"],
     ["two undeclared names: the least is named", "create_order", { amount: 1000, currency: "INR", zeta: 1, alpha: 2 }, 'argument "alpha" is not declared for create_order; it is refused'],
     ["two bad notes: the least key is named", "create_order", { amount: 1000, currency: "INR", notes: { b: [], a: {} } }, 'notes key "a" must hold a string or number'],
     ["a capture's bad fields", "capture_payment", { currency: "XYZ", amount: 1.5, payment_id: "p" }, "payment_id must match ^pay_[A-Za-z0-9]{1,40}$"],
