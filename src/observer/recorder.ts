@@ -190,9 +190,11 @@ export class Recorder {
     });
   }
 
+  /** Each batch waits flush_delay_ms for the calls after it, unless a whole batch is queued:
+   *  under steady load, a batch at once after the last left a few milliseconds' calls each time. */
   private async flush(): Promise<void> {
-    if (this.queue.length < batch_entries_max) await sleep(this.flush_delay_ms);
     while (!this.closed && (this.queue.length > 0 || this.gap.calls > 0)) {
+      if (this.queue.length < batch_entries_max) await sleep(this.flush_delay_ms);
       const written = await this.writeBatch();
       if (!written) return this.retryLater();
     }
