@@ -238,6 +238,20 @@ class AttemptError extends Error {
  * restart): with no listener that event would end the process. The error is kept as `broken`, so
  * the client is destroyed on release instead of returning to the pool.
  */
+/**
+ * The first error each pooled client emitted, heard from its connect on. A server that ends a new
+ * session (pg_terminate_backend, a failover) can send its FATAL in the same read as its startup
+ * answer: the client emits it after the pool took its idle listener off and before a checkout's is
+ * on, and an 'error' event nobody hears ends the process.
+ */
+const client_errors = new WeakMap<pg.ClientBase, Error>();
+
+function listenFromConnect(client: pg.ClientBase): void {
+  client.on("error", (error: Error) => {
+    if (!client_errors.has(client)) client_errors.set(client, error);
+  });
+}
+
 class Checkout {
   broken: Error | undefined;
   private readonly listener = (error: Error) => {
@@ -245,6 +259,7 @@ class Checkout {
   };
 
   constructor(readonly client: pg.PoolClient) {
+    this.broken = client_errors.get(client);
     client.on("error", this.listener);
   }
 
@@ -304,6 +319,7 @@ export class PostgresDriver implements SqlDriver {
     });
     // An idle client whose server went away emits here; the pool drops it, the next checkout reconnects.
     this.pool.on("error", () => undefined);
+    this.pool.on("connect", listenFromConnect);
   }
 
   /**
@@ -354,6 +370,11 @@ export class PostgresDriver implements SqlDriver {
       checkout = new Checkout(await this.pool.connect());
     } catch (error) {
       throw new AttemptError(error, "connect");
+    }
+    // Ended by its server before it was handed over: destroyed, and the attempt made again.
+    if (checkout.broken) {
+      checkout.release();
+      throw new AttemptError(checkout.broken, "connect");
     }
     const { client } = checkout;
     let phase: Phase = "work";

@@ -1,6 +1,7 @@
 // The PostgreSQL driver when a connection is cut with no PostgreSQL error message first (a
-// network failure, failover or proxy restart; a loopback proxy does it here): the process
-// survives, a break before COMMIT is retried, a break during COMMIT is reported as unknown.
+// network failure, failover or proxy restart; a loopback proxy does it here), or ended by the
+// server as soon as it is made: the process survives, a break before COMMIT is retried, a break
+// during COMMIT is reported as unknown.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
@@ -84,6 +85,28 @@ describe.skipIf(!pg_server)("PostgresDriver over a connection that is cut", () =
     await driver.transaction((tx) => tx.run("INSERT INTO settings (name, value) VALUES ('after_cut', 'x')"));
     expect(await settingValues("after_cut")).toEqual([{ value: "x" }]);
     expect(uncaught).toEqual([]);
+  });
+
+  it("survives a session ended in the same read as its startup answer (pg_terminate_backend just after connect), and makes the attempt again", async () => {
+    // From a hostile review: the FATAL came after the pool took its idle listener off the new
+    // client and before the checkout's was on, and the unheard 'error' event ended the process.
+    const fresh = new PostgresDriver({ url: proxy.url(schema.url), pool_connections_max: 2 });
+    try {
+      proxy.terminateAtStartup(2);
+      const terminated_before = proxy.terminated;
+      let attempts = 0;
+      await fresh.transaction(async (tx) => {
+        attempts++;
+        await tx.run("INSERT INTO settings (name, value) VALUES ('terminated_at_connect', ?)", [String(attempts)]);
+      });
+      expect(proxy.terminated - terminated_before).toBe(2);
+      expect(attempts).toBe(1);
+      expect(await settingValues("terminated_at_connect")).toEqual([{ value: "1" }]);
+      expect(uncaught).toEqual([]);
+    } finally {
+      proxy.terminateAtStartup(0);
+      await fresh.close();
+    }
   });
 
   it("rides out a restart of a few seconds: a transaction begun while connections are refused commits once they are taken again", async () => {

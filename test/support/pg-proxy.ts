@@ -29,6 +29,11 @@ export interface PgProxy {
   /** While on, nothing is forwarded either way and nothing is closed: a server that vanished
    *  without a FIN or RST (a dead host, a failover that drops packets). */
   silence(on: boolean): void;
+  /** Ends the next `count` new sessions as pg_terminate_backend does just after they connect: a
+   *  FATAL 57P01 sent in the same write as the server's startup answer, then the close. */
+  terminateAtStartup(count: number): void;
+  /** Sessions ended so by now. */
+  readonly terminated: number;
   /** Queries that were cut, in order. */
   readonly cut: string[];
   close(): Promise<void>;
@@ -38,6 +43,17 @@ const ssl_request_code = 80877103;
 const query_message = 0x51; // 'Q'
 const parse_message = 0x50; // 'P': name, query, …
 const bind_message = 0x42; // 'B': portal, statement name, …
+/** ReadyForQuery with its length (5): the end of the server's startup answer. */
+const ready_for_query = Buffer.from([0x5a, 0, 0, 0, 5]);
+
+/** A FATAL ErrorResponse as pg_terminate_backend makes the server send. */
+function adminShutdown(): Buffer {
+  const fields = Buffer.from("SFATAL\0VFATAL\0C57P01\0Mterminating connection due to administrator command\0\0", "latin1");
+  const head = Buffer.alloc(5);
+  head[0] = 0x45; // 'E'
+  head.writeInt32BE(4 + fields.length, 1);
+  return Buffer.concat([head, fields]);
+}
 
 /** The NUL-terminated strings at the start of a message's body. */
 function leadingStrings(message: Buffer, count: number): string[] {
@@ -60,6 +76,8 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
   let refusing = false;
   let refused = 0;
   let silent = false;
+  let to_terminate = 0;
+  let terminated = 0;
 
   const server = net.createServer((client) => {
     if (refusing) {
@@ -75,6 +93,8 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
     let pending = Buffer.alloc(0);
     let started = false;
     let cut_on_reply = false;
+    let terminate_at_ready = to_terminate > 0;
+    if (terminate_at_ready) to_terminate--;
     /** The text of each statement this connection prepared, by name. */
     const prepared = new Map<string, string>();
     const queryText = (message: Buffer): string | undefined => {
@@ -115,8 +135,14 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
     });
     upstream.on("data", (chunk: Buffer) => {
       if (silent) return;
-      if (cut_on_reply) destroy();
-      else client.write(chunk);
+      if (cut_on_reply) return destroy();
+      if (terminate_at_ready && chunk.includes(ready_for_query)) {
+        terminate_at_ready = false;
+        terminated++;
+        upstream.destroy();
+        return void client.end(Buffer.concat([chunk, adminShutdown()]));
+      }
+      client.write(chunk);
     });
     for (const socket of [client, upstream]) {
       socket.on("error", destroy);
@@ -151,6 +177,12 @@ export async function startPgProxy(server_url: string): Promise<PgProxy> {
     },
     silence(on: boolean) {
       silent = on;
+    },
+    terminateAtStartup(count: number) {
+      to_terminate = count;
+    },
+    get terminated() {
+      return terminated;
     },
     cut,
     close() {
