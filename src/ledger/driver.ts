@@ -104,6 +104,12 @@ export class SchemaNewerError extends Error {
   }
 }
 
+/** A SQLite database path that names something other than a regular file (a device, a FIFO, a
+ *  directory), or one whose mode cannot be made owner-only: refused before it is opened. */
+export class DatabaseFileError extends Error {
+  override name = "DatabaseFileError";
+}
+
 /** A PostgreSQL connection whose search_path names no schema that exists: nothing can be created. */
 export class NoSchemaError extends Error {
   override name = "NoSchemaError";

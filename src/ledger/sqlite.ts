@@ -4,7 +4,7 @@
 
 import Database from "better-sqlite3";
 import { chmodSync, statSync } from "node:fs";
-import { bindable, type Migration, type ReadOptions, type RunResult, type SqlDriver, type SqlTx, type SqlValue, type TransactionOptions } from "./driver.js";
+import { bindable, DatabaseFileError, type Migration, type ReadOptions, type RunResult, type SqlDriver, type SqlTx, type SqlValue, type TransactionOptions } from "./driver.js";
 import { refuseNewerSchema } from "./migrations/index.js";
 import { Permits } from "./permits.js";
 import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
@@ -66,7 +66,28 @@ function ownerOnly(path: string): void {
     throw error;
   }
   if ((stat.mode & 0o077) === 0 || stat.uid !== process.getuid?.()) return;
-  chmodSync(path, stat.mode & 0o700);
+  try {
+    chmodSync(path, stat.mode & 0o700);
+  } catch (error) {
+    throw new DatabaseFileError(`cannot make it private to its owner (${(error as Error).message}); SQLite keeps a database in a regular file of its own`);
+  }
+}
+
+/**
+ * Refuses a path that names something other than a regular file (through symbolic links), before
+ * it is opened: SQLite "opened" /dev/null, its mode was then made owner-only (for every user of
+ * the machine) and a /dev/null-journal made beside it; a FIFO's open waits for a writer.
+ */
+function refuseNotRegularFile(path: string): void {
+  let stat;
+  try {
+    stat = statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return; // Not looked at (a parent that is a file, no permission): opening it says why.
+  }
+  if (stat === undefined || stat.isFile()) return;
+  const kind = stat.isDirectory() ? "a directory" : stat.isFIFO() ? "a named pipe (FIFO)" : stat.isCharacterDevice() || stat.isBlockDevice() ? "a device" : "not a regular file";
+  throw new DatabaseFileError(`${kind}, not a regular file; SQLite keeps a database in a regular file: point it at one (a new path is created)`);
 }
 
 export class SqliteDriver implements SqlDriver {
@@ -82,9 +103,12 @@ export class SqliteDriver implements SqlDriver {
   readonly checkpointer: Checkpointer | undefined;
 
   constructor(options: SqliteOptions) {
+    if (options.path !== ":memory:" && options.path !== "") refuseNotRegularFile(options.path);
     this.db = new Database(options.path, { readonly: options.readonly ?? false });
     this.db.pragma(`busy_timeout = ${sqlite_busy_timeout_ms}`);
     const file = options.path !== ":memory:" && options.path !== "" && !options.readonly;
+    // A file that is not a database is refused (SQLITE_NOTADB) before its mode is changed.
+    if (file) this.db.pragma("user_version");
     // Before WAL mode: SQLite creates the -wal and -shm files with the database file's mode.
     if (file) ownerOnly(this.db.name);
     if (file) this.db.pragma("journal_mode = WAL");
