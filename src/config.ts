@@ -4,6 +4,7 @@
 import { join, resolve } from "node:path";
 import { lookups_per_minute_default, lookups_per_minute_max } from "./gate/lookups.js";
 import { DatabaseFileError, NoSchemaError, SchemaNewerError } from "./ledger/driver.js";
+import { nameCharacterProblem } from "./policy/arguments.js";
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -142,10 +143,21 @@ function url(env: Env, name: string, fallback: string, credentials_in: string): 
  * is never shown.
  */
 export function secret(env: Env, name: string): string | undefined {
+  return unlessBlank(env, name, "the secret itself");
+}
+
+/** A variable's value; unset or empty is undefined, only whitespace is refused as not `expected`. */
+function unlessBlank(env: Env, name: string, expected: string): string | undefined {
   const raw = env[name];
   if (raw === undefined || raw === "") return undefined;
-  if (raw.trim() === "") throw new ConfigError(`${name}: only whitespace; expected the secret itself, or leave it unset`);
+  if (raw.trim() === "") throw new ConfigError(`${name}: only whitespace; expected ${expected}, or leave it unset`);
   return raw;
+}
+
+/** A path variable: only whitespace is refused, not taken for a file or directory named " " in
+ *  the working directory. */
+function pathVariable(env: Env, name: string): string | undefined {
+  return unlessBlank(env, name, "a path");
 }
 
 /** Whether BURSAR_DB names PostgreSQL (a postgres:// or postgresql:// URL) rather than a SQLite file. */
@@ -255,7 +267,7 @@ function parsesAsPostgresUrl(db: string): boolean {
 /** BURSAR_DB: a postgres:// (or postgresql://) URL, ":memory:", or a SQLite file path; any
  *  other scheme (mysql://, sqlite://, file://) would otherwise be taken for a file path. */
 function database(env: Env, data_dir: string): string {
-  const raw = env.BURSAR_DB || join(data_dir, "bursar.db");
+  const raw = pathVariable(env, "BURSAR_DB") ?? join(data_dir, "bursar.db");
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(raw)?.[1];
   if (scheme !== undefined && !/^postgres(ql)?$/.test(scheme)) {
     throw new ConfigError(`BURSAR_DB: scheme ${scheme}:// is not supported; expected a postgres:// URL or a SQLite file path`);
@@ -305,7 +317,7 @@ export const loopback_hosts: ReadonlySet<string> = new Set(["localhost", "127.0.
 export const listen_host_expected = "expected a host name or IP address to listen on, e.g. 127.0.0.1 or 0.0.0.0";
 
 export function loadConfig(env: Env = process.env): Config {
-  const data_dir = resolve(env.BURSAR_DATA_DIR || "./.bursar");
+  const data_dir = resolve(pathVariable(env, "BURSAR_DATA_DIR") ?? "./.bursar");
   const host = env.BURSAR_HOST || "127.0.0.1";
   // Checked as --host is, before anything is created: white space is in no host, and would fail only at listen.
   if (/\s/.test(host)) throw new ConfigError(`BURSAR_HOST=${JSON.stringify(host)}: ${listen_host_expected}`);
@@ -324,7 +336,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     allow_live: flag(env, "BURSAR_ALLOW_LIVE"),
     pg_prepared_statements: flag(env, "BURSAR_PG_PREPARED_STATEMENTS", true),
-    signing_key_path: env.BURSAR_SIGNING_KEY || undefined,
+    signing_key_path: pathVariable(env, "BURSAR_SIGNING_KEY"),
     master_key: secret(env, "BURSAR_MASTER_KEY"),
     log_origin: env.BURSAR_LOG_ORIGIN || "bursar.local/log",
     checkpoint_every: integer(env, "BURSAR_CHECKPOINT_EVERY", 1000, 1, 1_000_000),
@@ -346,6 +358,9 @@ export function loadConfig(env: Env = process.env): Config {
   if (/[\s+]/.test(config.log_origin)) {
     throw new ConfigError("BURSAR_LOG_ORIGIN: expected one line without spaces or '+' (it is also the key name)");
   }
+  // Checkpoints and verify's answers show the origin: an invisible character makes one read as another.
+  const hidden = nameCharacterProblem(config.log_origin);
+  if (hidden) throw new ConfigError(`BURSAR_LOG_ORIGIN: ${hidden}; it is shown in every checkpoint and verify answer`);
   razorpayChecks(config);
   return config;
 }
