@@ -170,6 +170,8 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
 
   app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
     if (error instanceof HttpError) {
+      // Every 401 "unauthorized" is for a missing or bad bearer token (RFC 9110 §11.6.1: a 401 names its scheme).
+      if (error.status === 401 && error.code === "unauthorized") reply.header("www-authenticate", "Bearer");
       return reply.status(error.status).send(errorBody(error.code, error.message, error.details));
     }
     const status = error.statusCode ?? 500;

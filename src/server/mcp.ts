@@ -16,7 +16,7 @@ import type { Gate } from "../gate/gate.js";
 import type { ToolResult } from "../gate/results.js";
 import { tool_declarations } from "../gate/tools.js";
 import type { RoutePlugin } from "./app.js";
-import { bearer, type Access } from "./auth.js";
+import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
 import { errorBody } from "./errors.js";
 import { isToolCallEnvelope, notJsonRpc, parseError, toolCallRequest, withoutBom } from "./jsonrpc.js";
 
@@ -154,6 +154,10 @@ async function authenticate(access: Access, request: FastifyRequest, reply: Fast
   if (agent) return agent.agent_id;
   if (token && access.operator.check(token)) {
     await reply.status(403).send(errorBody("forbidden", "the operator token cannot call money tools; use an agent token"));
+    return undefined;
+  }
+  if (token && (await isAuditor(access, token))) {
+    await reply.status(403).send(errorBody("forbidden", auditor_only_reads("money tools")));
     return undefined;
   }
   const message = token ? "the agent token is not valid" : "an agent bearer token is required";

@@ -127,6 +127,11 @@ describe("POST /mcp authenticates before it reads the body", () => {
     const operator = await post(mcp_headers(operator_token), not_json);
     expect(operator.status).toBe(403);
     expect(JSON.parse(operator.text)).toEqual({ error: { code: "forbidden", message: "the operator token cannot call money tools; use an agent token" } });
+    // An auditor's token too is a valid credential of another principal (from a review: it was 401).
+    const auditor = await server.api<{ token: string }>("POST", "/api/v1/auditor-tokens", { name: "auth-first auditor" });
+    const audited = await post(mcp_headers(auditor.body.token), not_json);
+    expect(audited.status).toBe(403);
+    expect(JSON.parse(audited.text)).toEqual({ error: { code: "forbidden", message: "an auditor token cannot use money tools: it reads the log's entries and proofs only" } });
   });
 
   it("answers 401 before the declared body has arrived, and keeps the connection for a body declared within the limit", async () => {

@@ -112,8 +112,9 @@ describe("principals", () => {
       const expected = not_operator_only[name] ?? { anonymous: 401, agent: 403 };
       expect(await status(method, path), `${name} without a token`).toBe(expected.anonymous);
       expect(await status(method, path, agent.token), `${name} with an agent token`).toBe(expected.agent);
-      // An auditor token reads the log's entries and proofs, and nothing an operator does.
-      if (!not_operator_only[name]) expect([401, 403], `${name} with an auditor token`).toContain(await status(method, path, auditor.body.token));
+      // An auditor token reads the log's entries and proofs, and nothing an operator does: a valid
+      // credential for another principal, so 403, as an agent's.
+      if (!not_operator_only[name]) expect(await status(method, path, auditor.body.token), `${name} with an auditor token`).toBe(403);
     }
   });
 
@@ -121,6 +122,11 @@ describe("principals", () => {
     const agent = await server.agent("sec-log-reader");
     const operator_route = await server.api("GET", "/api/v1/inbox", undefined, agent.token);
     expect(operator_route).toMatchObject({ status: 403, body: { error: { code: "forbidden" } } });
+    // A 401 names its scheme (RFC 9110), on the operator and log routes as on /mcp.
+    for (const path of ["/api/v1/inbox", "/api/v1/log/entries?start=0&end=1"]) {
+      const refused = await fetch(`${server.url}${path}`);
+      expect({ path, status: refused.status, scheme: refused.headers.get("www-authenticate") }).toEqual({ path, status: 401, scheme: "Bearer" });
+    }
     const log_routes = ["/api/v1/log/entries?start=0&end=1", "/api/v1/log/proof/inclusion?index=0&size=1", "/api/v1/log/proof/consistency?from=1&to=1"];
     for (const path of log_routes) {
       expect(await server.api("GET", path, undefined, agent.token), path).toEqual({
