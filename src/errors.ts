@@ -12,3 +12,10 @@ export class HttpError extends Error {
     this.name = "HttpError";
   }
 }
+
+/** 401 for a missing or bad bearer token: its answer names the scheme (WWW-Authenticate: Bearer, RFC 9110 §11.6.1). */
+export class BearerRequired extends HttpError {
+  constructor(message: string) {
+    super(401, "unauthorized", message);
+  }
+}

@@ -9,7 +9,7 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import { signalExitCode } from "../cli/command.js";
 import { errorCode } from "../datadir.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
-import { HttpError, errorBody, type ErrorBody } from "./errors.js";
+import { BearerRequired, HttpError, errorBody, type ErrorBody } from "./errors.js";
 import { message_bytes_max } from "./jsonrpc.js";
 
 /** Default body limit for JSON routes, /mcp's messages among them; routes that take more (ingest) set their own. */
@@ -170,8 +170,7 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
 
   app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
     if (error instanceof HttpError) {
-      // Every 401 "unauthorized" is for a missing or bad bearer token (RFC 9110 §11.6.1: a 401 names its scheme).
-      if (error.status === 401 && error.code === "unauthorized") reply.header("www-authenticate", "Bearer");
+      if (error instanceof BearerRequired) reply.header("www-authenticate", "Bearer");
       return reply.status(error.status).send(errorBody(error.code, error.message, error.details));
     }
     const status = error.statusCode ?? 500;

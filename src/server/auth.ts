@@ -5,7 +5,7 @@
 
 import type { FastifyRequest } from "fastify";
 import type { OperatorTokens } from "../datadir.js";
-import { HttpError } from "../errors.js";
+import { BearerRequired, HttpError } from "../errors.js";
 import { sha256Hex } from "../ids.js";
 import type { Ledger } from "../ledger/index.js";
 
@@ -25,11 +25,11 @@ export async function requireOperator(access: Access, request: FastifyRequest): 
     throw new HttpError(503, "operator_not_configured", "no operator token is configured (BURSAR_ADMIN_TOKEN or bursar admin rotate)");
   }
   const token = bearer(request.headers.authorization);
-  if (!token) throw new HttpError(401, "unauthorized", "an operator bearer token is required");
+  if (!token) throw new BearerRequired("an operator bearer token is required");
   if (access.operator.check(token)) return;
   await refuseAgent(access, token, "operator routes");
   if (await isAuditor(access, token)) throw new HttpError(403, "forbidden", auditor_only_reads("operator routes"));
-  throw new HttpError(401, "unauthorized", "the operator token is not valid");
+  throw new BearerRequired("the operator token is not valid");
 }
 
 /** What a 403 tells an auditor's token used where it has no say. */

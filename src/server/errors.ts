@@ -2,7 +2,7 @@
 
 import { visibleText } from "../policy/arguments.js";
 
-export { HttpError } from "../errors.js";
+export { BearerRequired, HttpError } from "../errors.js";
 
 export interface ErrorBody {
   error: { code: string; message: string; details?: unknown };

@@ -122,10 +122,11 @@ describe("principals", () => {
     const agent = await server.agent("sec-log-reader");
     const operator_route = await server.api("GET", "/api/v1/inbox", undefined, agent.token);
     expect(operator_route).toMatchObject({ status: 403, body: { error: { code: "forbidden" } } });
-    // A 401 names its scheme (RFC 9110), on the operator and log routes as on /mcp.
-    for (const path of ["/api/v1/inbox", "/api/v1/log/entries?start=0&end=1"]) {
-      const refused = await fetch(`${server.url}${path}`);
-      expect({ path, status: refused.status, scheme: refused.headers.get("www-authenticate") }).toEqual({ path, status: 401, scheme: "Bearer" });
+    // A 401 for a bearer token names its scheme (RFC 9110), on the operator and log routes as on
+    // /mcp; the observer's token is no bearer token, and its 401 names none.
+    for (const [path, scheme] of [["/api/v1/inbox", "Bearer"], ["/api/v1/log/entries?start=0&end=1", "Bearer"], ["/observe", null]] as const) {
+      const refused = await fetch(`${server.url}${path}`, { method: path === "/observe" ? "POST" : "GET" });
+      expect({ path, status: refused.status, scheme: refused.headers.get("www-authenticate") }).toEqual({ path, status: 401, scheme });
     }
     const log_routes = ["/api/v1/log/entries?start=0&end=1", "/api/v1/log/proof/inclusion?index=0&size=1", "/api/v1/log/proof/consistency?from=1&to=1"];
     for (const path of log_routes) {

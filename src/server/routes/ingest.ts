@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../../clock.js";
-import { HttpError } from "../../errors.js";
+import { BearerRequired, HttpError } from "../../errors.js";
 import { delivery_bytes_max } from "../../ingest/delivery.js";
 import { answerBytes, ingestDelivery, type IngestAnswer, type IngestDependencies } from "../../ingest/ingest.js";
 import { decisionJsonSchema } from "../../ingest/schema.js";
@@ -89,11 +89,11 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
   const apiKeySource = async (request: FastifyRequest): Promise<string> => {
     const source_id = sourceIdOf(request);
     const token = bearer(request.headers.authorization);
-    if (!token) throw new HttpError(401, "unauthorized", "the source's API key is required as a bearer token");
+    if (!token) throw new BearerRequired("the source's API key is required as a bearer token");
     // Both look-ups run for every id, so an unknown id costs what a wrong key does.
     const refusal = await sourceRefusal(sources, source_id);
     const secret_id = await sources.apiKeySecret(source_id, token);
-    if (secret_id === undefined || refusal?.status === 404) throw new HttpError(401, "unauthorized", "the API key is not valid for this source");
+    if (secret_id === undefined || refusal?.status === 404) throw new BearerRequired("the API key is not valid for this source");
     if (refusal) throw refusal;
     return secret_id;
   };

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { entries_page_max, EvidenceRangeError, type EvidenceLog } from "../../evidence/index.js";
 import type { RoutePlugin } from "../app.js";
-import { HttpError } from "../errors.js";
+import { BearerRequired, HttpError } from "../errors.js";
 import { onlyQueryParams, queryInteger } from "../validate.js";
 
 export interface LogRouteDeps {
@@ -19,7 +19,7 @@ export interface LogRouteDeps {
 
 async function requireReader(deps: LogRouteDeps, request: FastifyRequest): Promise<void> {
   if (!(await deps.authorizeReader(request.headers.authorization))) {
-    throw new HttpError(401, "unauthorized", "log entries and proofs need the operator token or an auditor token");
+    throw new BearerRequired("log entries and proofs need the operator token or an auditor token");
   }
 }
 
