@@ -126,6 +126,8 @@ export class Recorder {
   private gap = new Gap();
   private flushing: Promise<void> | null = null;
   private closed = false;
+  /** Callers waiting in drain(): while any waits, batches are written back to back. */
+  private draining = 0;
   private retry_timer: NodeJS.Timeout | null = null;
   private readonly queue_length_max: number;
   private readonly retry_delay_ms: number;
@@ -190,11 +192,14 @@ export class Recorder {
     });
   }
 
-  /** Each batch waits flush_delay_ms for the calls after it, unless a whole batch is queued:
-   *  under steady load, a batch at once after the last left a few milliseconds' calls each time. */
+  /** Each batch waits flush_delay_ms for the calls after it, unless a whole batch (by entries or
+   *  bytes) is queued or a drain waits: under steady load, a batch written as soon as the last had
+   *  committed took only the few milliseconds' calls that came meanwhile. */
   private async flush(): Promise<void> {
     while (!this.closed && (this.queue.length > 0 || this.gap.calls > 0)) {
-      if (this.queue.length < batch_entries_max) await sleep(this.flush_delay_ms);
+      const full = this.queue.length >= batch_entries_max || this.queued_bytes >= batch_bytes_max;
+      if (!full && this.draining === 0) await sleep(this.flush_delay_ms);
+      if (this.closed) return;
       const written = await this.writeBatch();
       if (!written) return this.retryLater();
     }
@@ -294,12 +299,17 @@ export class Recorder {
    */
   async drain(timeout_ms = close_drain_ms_max): Promise<boolean> {
     const deadline = Date.now() + timeout_ms;
-    while (!this.drained || this.flushing) {
-      if (Date.now() >= deadline) return false;
-      if (this.flushing) await Promise.race([this.flushing, sleep(10, true)]);
-      else await sleep(10, true);
+    this.draining += 1;
+    try {
+      while (!this.drained || this.flushing) {
+        if (Date.now() >= deadline) return false;
+        if (this.flushing) await Promise.race([this.flushing, sleep(10, true)]);
+        else await sleep(10, true);
+      }
+      return true;
+    } finally {
+      this.draining -= 1;
     }
-    return true;
   }
 
   /** Stops accepting; gives the queue a bounded moment to drain; what remains is reported. */
