@@ -238,16 +238,18 @@ class ExportVerifier {
 
   /**
    * Runs one step of the check; anything but a VerifyStop it throws (a value nested deeper than
-   * the call stack, one that cannot be made text) fails the export at the line being read, as a
-   * line the verifier cannot check: hostile input never ends in a stack trace, nor in a pass.
+   * the call stack, one that cannot be made text) fails the export at the line being read, by the
+   * file, as a line the verifier cannot check (an earlier forged tail receipt still comes first):
+   * hostile input never ends in a stack trace, nor in a pass. The error is named, cut short, so
+   * that a fault of the verifier's own can be told apart.
    */
   checked(step: () => void): void {
     try {
       step();
     } catch (error) {
       if (error instanceof VerifyStop) throw error;
-      const why = error instanceof Error ? error.name : "error";
-      throw new VerifyStop({ line: this.lineNumber, message: `line ${this.lineNumber} cannot be checked (${why} while reading it): no export line is made so` });
+      const why = error instanceof Error ? `${error.name}: ${error.message.slice(0, 120)}` : "an error that is not an Error";
+      this.stop({ file: true, message: `line ${this.lineNumber} cannot be checked (${why}); no export line is made so` });
     }
   }
 
@@ -516,7 +518,7 @@ class ExportVerifier {
       this.stop({ range, message: `checkpoint at line ${this.lineNumber}: ${(error as Error).message}` });
     }
     if (checkpoint.origin !== this.trusted.origin) {
-      this.stop({ range, message: `checkpoint at line ${this.lineNumber} is for origin ${JSON.stringify(checkpoint.origin)}, not ${JSON.stringify(this.trusted.origin)}` });
+      this.stop({ range, message: `checkpoint at line ${this.lineNumber} is for origin ${jsonPreview(checkpoint.origin)}, not ${JSON.stringify(this.trusted.origin)}` });
     }
     if (checkpoint.size !== this.size) {
       this.stop({ range, message: `checkpoint of size ${checkpoint.size} found after ${this.size} entries (entries missing, added or moved)` });

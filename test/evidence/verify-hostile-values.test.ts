@@ -4,7 +4,7 @@
 // in a stack trace; each is a FAIL naming the line, and never a pass. From a hostile review.
 
 import { beforeAll, describe, expect, it } from "vitest";
-import { export_line_bytes_max, type VerifyReport } from "../../src/evidence/verify.js";
+import { bufferLines, export_line_bytes_max, verifyExport, type VerifyReport } from "../../src/evidence/verify.js";
 import { jsonPreview } from "../../src/json-text.js";
 import { exportAt, isCheckpointLine, isEntryLine, isReceiptLine, openTestLog, verifyLines, type Exported } from "./support.js";
 
@@ -60,6 +60,20 @@ describe("verify, given values no export holds", () => {
     const lines = replaced(tail, last, tail[last]!.replace(/"\}\}$/, '","seq":{"toString":1},"zz":"a"}}'));
     const failure = failed(verifyLines(exported, lines, { checkpoint: trusted_at_3 }));
     expect(failure).toMatchObject({ seq: 5, message: expect.stringContaining("names another entry (seq an object)") });
+  });
+
+  it("fails, by the file and the line, where checking a line throws anything else, naming the error", () => {
+    // onLeaf runs inside a line's check: a throw there stands for a fault no rule names.
+    const bytes = Buffer.from(exported.lines.map((line) => `${line}\n`).join(""), "utf8");
+    const entry_line = exported.lines.findIndex(isEntryLine) + 1;
+    const report = verifyExport(() => bufferLines(bytes), {
+      checkpoint: exported.checkpoint,
+      key: exported.key,
+      onLeaf: () => {
+        throw new TypeError("Cannot convert object to primitive value");
+      },
+    });
+    expect(failed(report)).toEqual({ file: true, line: entry_line, message: `line ${entry_line} cannot be checked (TypeError: Cannot convert object to primitive value); no export line is made so` });
   });
 
   it("does not blame an entry for an over-long line that stands where a receipt does", () => {
