@@ -69,6 +69,9 @@ describe("mcp-stdio's fetch", () => {
     }
     const missing = await fetch(`${base}/missing`, { signal: transport.signal });
     await missing.text();
+    // A body the SDK cancels unread (a notification's 202) lets go as well.
+    const accepted = await fetch(`${base}/accepted`, { method: "POST", signal: transport.signal });
+    await accepted.body?.cancel();
     expect(held(transport.signal)).toBe(0);
   });
 

@@ -76,8 +76,8 @@ const null_body_statuses = new Set([204, 205, 304]);
 
 /**
  * fetch with a limit on the whole exchange, body included, or until the transport's own signal
- * aborts. The limit is let go once the SDK has read the body (or at its time, for a body it
- * cancels): the bridge makes a request per message for as long as the agent runs.
+ * aborts. The limit is let go once the SDK has read the body, cancelled it (a notification's 202)
+ * or met its error: the bridge makes a request per message for as long as the agent runs.
  */
 export function fetchWithTimeout(timeout_ms: number): FetchLike {
   return async (url, init) => {
@@ -94,8 +94,32 @@ export function fetchWithTimeout(timeout_ms: number): FetchLike {
       limit.release();
       return response;
     }
-    const body = response.body.pipeThrough(new TransformStream({ flush: limit.release }));
-    const relayed = new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+    const reader = response.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (!done) return controller.enqueue(value);
+          limit.release();
+          controller.close();
+        } catch (error) {
+          limit.release();
+          controller.error(error);
+        }
+      },
+      cancel(reason) {
+        limit.release();
+        return reader.cancel(reason);
+      },
+    });
+    // A reason phrase fetch decoded past Latin-1 is one a Response cannot be made with: dropped (the SDK reads the body's text).
+    const head = { status: response.status, headers: response.headers };
+    let relayed: Response;
+    try {
+      relayed = new Response(body, { ...head, statusText: response.statusText });
+    } catch {
+      relayed = new Response(body, head);
+    }
     // The SDK names a redirect it did not follow relative to the answer's URL.
     Object.defineProperty(relayed, "url", { value: response.url });
     return relayed;
