@@ -267,7 +267,7 @@ function parsesAsPostgresUrl(db: string): boolean {
 /** BURSAR_DB: a postgres:// (or postgresql://) URL, ":memory:", or a SQLite file path; any
  *  other scheme (mysql://, sqlite://, file://) would otherwise be taken for a file path. */
 function database(env: Env, data_dir: string): string {
-  const raw = pathVariable(env, "BURSAR_DB") ?? join(data_dir, "bursar.db");
+  const raw = unlessBlank(env, "BURSAR_DB", "a SQLite file path or a postgres:// URL") ?? join(data_dir, "bursar.db");
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(raw)?.[1];
   if (scheme !== undefined && !/^postgres(ql)?$/.test(scheme)) {
     throw new ConfigError(`BURSAR_DB: scheme ${scheme}:// is not supported; expected a postgres:// URL or a SQLite file path`);

@@ -232,13 +232,6 @@ class AttemptError extends Error {
 }
 
 /**
- * A client checked out of the pool, listened to for 'error' until it goes back. While a client is
- * checked out pg-pool removes its own listener, and pg emits 'error' when the socket ends or
- * resets without a PostgreSQL error message first (a network failure, a failover, a proxy
- * restart): with no listener that event would end the process. The error is kept as `broken`, so
- * the client is destroyed on release instead of returning to the pool.
- */
-/**
  * The first error each pooled client emitted, heard from its connect on. A server that ends a new
  * session (pg_terminate_backend, a failover) can send its FATAL in the same read as its startup
  * answer: the client emits it after the pool took its idle listener off and before a checkout's is
@@ -252,6 +245,13 @@ function listenFromConnect(client: pg.ClientBase): void {
   });
 }
 
+/**
+ * A client checked out of the pool, listened to for 'error' until it goes back. While a client is
+ * checked out pg-pool removes its own listener, and pg emits 'error' when the socket ends or
+ * resets without a PostgreSQL error message first (a network failure, a failover, a proxy
+ * restart). The error, or one the client emitted before its checkout, is kept as `broken`, so
+ * the client is destroyed on release instead of returning to the pool.
+ */
 class Checkout {
   broken: Error | undefined;
   private readonly listener = (error: Error) => {

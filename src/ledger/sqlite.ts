@@ -107,12 +107,7 @@ export class SqliteDriver implements SqlDriver {
     this.db = new Database(options.path, { readonly: options.readonly ?? false });
     this.db.pragma(`busy_timeout = ${sqlite_busy_timeout_ms}`);
     const file = options.path !== ":memory:" && options.path !== "" && !options.readonly;
-    // A file that is not a database is refused (SQLITE_NOTADB) before its mode is changed.
-    if (file) this.db.pragma("user_version");
-    // Before WAL mode: SQLite creates the -wal and -shm files with the database file's mode.
-    if (file) ownerOnly(this.db.name);
-    if (file) this.db.pragma("journal_mode = WAL");
-    if (file) for (const suffix of ["-wal", "-shm"]) ownerOnly(`${this.db.name}${suffix}`);
+    if (file) this.privateWal();
     // NORMAL: COMMIT writes the WAL without fsync; WalSync flushes it off the event loop before
     // any caller hears of the commit. A database that is not a WAL file keeps FULL.
     const wal = file && String(this.db.pragma("journal_mode", { simple: true })).toLowerCase() === "wal";
@@ -126,6 +121,23 @@ export class SqliteDriver implements SqlDriver {
     this.db.pragma("temp_store = MEMORY");
     this.db.defaultSafeIntegers(false);
     this.tx = this.makeTx();
+  }
+
+  /**
+   * Makes the file owner-only, then a WAL file, its -wal and -shm owner-only too (SQLite creates
+   * them with the database file's mode). A file that is not a database is refused (SQLITE_NOTADB)
+   * before its mode is changed. On a refusal the connection is closed, not left open.
+   */
+  private privateWal(): void {
+    try {
+      this.db.pragma("user_version");
+      ownerOnly(this.db.name);
+      this.db.pragma("journal_mode = WAL");
+      for (const suffix of ["-wal", "-shm"]) ownerOnly(`${this.db.name}${suffix}`);
+    } catch (error) {
+      this.db.close();
+      throw error;
+    }
   }
 
   private statement(sql: string): Database.Statement {

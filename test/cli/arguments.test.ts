@@ -45,7 +45,7 @@ describe("configuration checked in loadConfig", () => {
     { variable: "BURSAR_LOG_ORIGIN", value: "bursar.local\u0001log", message: "BURSAR_LOG_ORIGIN: must not contain U+0001 (invisible or control character); it is shown in every checkpoint and verify answer" },
     { variable: "BURSAR_LOG_ORIGIN", value: "prod\u200b.example/log", message: "BURSAR_LOG_ORIGIN: must not contain U+200B (invisible or control character); it is shown in every checkpoint and verify answer" },
     // A path of only whitespace named a file or directory " " in the working directory.
-    { variable: "BURSAR_DB", value: " ", message: "BURSAR_DB: only whitespace; expected a path, or leave it unset" },
+    { variable: "BURSAR_DB", value: " ", message: "BURSAR_DB: only whitespace; expected a SQLite file path or a postgres:// URL, or leave it unset" },
     { variable: "BURSAR_DATA_DIR", value: "\t", message: "BURSAR_DATA_DIR: only whitespace; expected a path, or leave it unset" },
     { variable: "BURSAR_SIGNING_KEY", value: "  ", message: "BURSAR_SIGNING_KEY: only whitespace; expected a path, or leave it unset" },
     // A URL's credentials, query or unparsable text that may hold them is never echoed.

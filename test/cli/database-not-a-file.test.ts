@@ -24,29 +24,43 @@ function nullDevice(): string | undefined {
   }
 }
 
+/** Each kind of path, made fresh, with what the refusal says of it; undefined where it cannot be made. */
+const kinds: Record<string, () => { path: string; said: string } | undefined> = {
+  "a named pipe": () => {
+    const path = join(dir(), "pipe");
+    execFileSync("mkfifo", ["-m", "644", path]);
+    return { path, said: "a named pipe (FIFO), not a regular file" };
+  },
+  "a directory": () => {
+    const path = join(dir(), "folder");
+    mkdirSync(path, { mode: 0o755 });
+    return { path, said: "a directory, not a regular file" };
+  },
+  "a text file": () => {
+    const path = join(dir(), "notes.txt");
+    writeFileSync(path, "hello, not a database at all\n".repeat(10), { mode: 0o644 });
+    return { path, said: "cannot open the SQLite database (file is not a database)" };
+  },
+  "a device": () => {
+    const path = nullDevice();
+    return path === undefined ? undefined : { path, said: "a device, not a regular file" };
+  },
+};
+
+const not_regular = "; SQLite keeps a database in a regular file: point it at one (a new path is created)";
+
 describe("BURSAR_DB that is not a database in a regular file", () => {
-  it("is refused in one line naming BURSAR_DB, exit 2, by serve, migrate and export, and left untouched", async () => {
-    const fifo = join(dir(), "pipe");
-    execFileSync("mkfifo", ["-m", "644", fifo]);
-    const plain = join(dir(), "notes.txt");
-    writeFileSync(plain, "hello, not a database at all\n".repeat(10), { mode: 0o644 });
-    const folder = join(dir(), "folder");
-    mkdirSync(folder, { mode: 0o755 });
-    const device = nullDevice();
-    const cases: Array<[string, string]> = [
-      [fifo, "a named pipe (FIFO), not a regular file"],
-      [folder, "a directory, not a regular file"],
-      [plain, "cannot open the SQLite database (file is not a database)"],
-      ...(device ? [[device, "a device, not a regular file"] as [string, string]] : []),
-    ];
-    for (const [path, said] of cases) {
-      const mode = statSync(path).mode;
-      for (const args of [["serve"], ["migrate"], ["export", "--out", join(dir(), "out.jsonl")]]) {
-        const env = { BURSAR_DATA_DIR: join(dir(), "data"), BURSAR_DB: path, BURSAR_PORT: "0", BURSAR_HOST: "127.0.0.1" };
-        const result = await runBursar(args, env, undefined, 20_000);
-        expect({ path, args, code: result.code, stderr: result.stderr }).toEqual({ path, args, code: 2, stderr: `bursar ${args[0]}: BURSAR_DB=${path}: ${said}${said.startsWith("cannot") ? "" : "; SQLite keeps a database in a regular file: point it at one (a new path is created)"}\n` });
-        expect(statSync(path).mode, `${path} after ${args[0]}`).toBe(mode);
-      }
+  it.each(Object.keys(kinds))("%s is refused in one line naming BURSAR_DB, exit 2, by serve, migrate and export, and left untouched", async (kind) => {
+    const made = kinds[kind]!();
+    if (made === undefined) return; // mknod needs root: CI runs as root.
+    const { path, said } = made;
+    const mode = statSync(path).mode;
+    for (const args of [["serve"], ["migrate"], ["export", "--out", join(dir(), "out.jsonl")]]) {
+      const env = { BURSAR_DATA_DIR: join(dir(), "data"), BURSAR_DB: path, BURSAR_PORT: "0", BURSAR_HOST: "127.0.0.1" };
+      const result = await runBursar(args, env, undefined, 20_000);
+      const line = `bursar ${args[0]}: BURSAR_DB=${path}: ${said}${said.startsWith("cannot") ? "" : not_regular}\n`;
+      expect({ args, code: result.code, stderr: result.stderr }).toEqual({ args, code: 2, stderr: line });
+      expect(statSync(path).mode, `${path} after ${args[0]}`).toBe(mode);
     }
   });
 });
