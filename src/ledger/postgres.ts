@@ -232,10 +232,12 @@ class AttemptError extends Error {
 }
 
 /**
- * The first error each pooled client emitted, heard from its connect on. A server that ends a new
- * session (pg_terminate_backend, a failover) can send its FATAL in the same read as its startup
- * answer: the client emits it after the pool took its idle listener off and before a checkout's is
- * on, and an 'error' event nobody hears ends the process.
+ * The first error each pooled client emitted, heard from its connect on by the one listener it
+ * has for life. pg emits 'error' when the socket ends or resets without a PostgreSQL error
+ * message first (a network failure, a failover, a proxy restart), and a server that ends a new
+ * session (pg_terminate_backend) can send its FATAL in the same read as its startup answer, after
+ * the pool took its idle listener off and before the client is handed over: an 'error' event
+ * nobody hears ends the process.
  */
 const client_errors = new WeakMap<pg.ClientBase, Error>();
 
@@ -246,27 +248,26 @@ function listenFromConnect(client: pg.ClientBase): void {
 }
 
 /**
- * A client checked out of the pool, listened to for 'error' until it goes back. While a client is
- * checked out pg-pool removes its own listener, and pg emits 'error' when the socket ends or
- * resets without a PostgreSQL error message first (a network failure, a failover, a proxy
- * restart). The error, or one the client emitted before its checkout, is kept as `broken`, so
- * the client is destroyed on release instead of returning to the pool.
+ * A client checked out of the pool. `broken` is what the driver marked (a connection error it
+ * met, a ROLLBACK that failed), else the error the client emitted: a broken client is destroyed
+ * on release instead of returning to the pool.
  */
 class Checkout {
-  broken: Error | undefined;
-  private readonly listener = (error: Error) => {
-    this.broken ??= error;
-  };
+  private marked: Error | undefined;
 
-  constructor(readonly client: pg.PoolClient) {
-    this.broken = client_errors.get(client);
-    client.on("error", this.listener);
+  constructor(readonly client: pg.PoolClient) {}
+
+  get broken(): Error | undefined {
+    return this.marked ?? client_errors.get(this.client);
   }
 
-  /** Returns the client (or destroys it when broken). The pool attaches its own listener first. */
+  set broken(error: Error | undefined) {
+    this.marked = error;
+  }
+
+  /** Returns the client (or destroys it when broken). */
   release(): void {
     this.client.release(this.broken);
-    this.client.off("error", this.listener);
   }
 }
 
