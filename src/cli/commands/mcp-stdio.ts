@@ -72,8 +72,6 @@ export function mcpEndpoint(raw: string): URL {
   return url;
 }
 
-const null_body_statuses = new Set([204, 205, 304]);
-
 /**
  * fetch with a limit on the whole exchange, body included, or until the transport's own signal
  * aborts. The limit is let go once the SDK has read the body, cancelled it (a notification's 202)
@@ -89,8 +87,8 @@ export function fetchWithTimeout(timeout_ms: number): FetchLike {
       limit.release();
       throw error;
     }
-    // A Response with no body to read (a null-body status: 204, 205, 304) is handed on as it came.
-    if (response.body === null || null_body_statuses.has(response.status)) {
+    // No body to read (fetch gives none for a 204, 205 or 304): handed on as it came.
+    if (response.body === null) {
       limit.release();
       return response;
     }
