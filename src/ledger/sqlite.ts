@@ -5,6 +5,7 @@
 import Database from "better-sqlite3";
 import { chmodSync, statSync } from "node:fs";
 import { bindable, DatabaseFileError, type Migration, type ReadOptions, type RunResult, type SqlDriver, type SqlTx, type SqlValue, type TransactionOptions } from "./driver.js";
+import { notRegularFile } from "../file-kind.js";
 import { refuseNewerSchema } from "./migrations/index.js";
 import { Permits } from "./permits.js";
 import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
@@ -79,15 +80,8 @@ function ownerOnly(path: string): void {
  * the machine) and a /dev/null-journal made beside it; a FIFO's open waits for a writer.
  */
 function refuseNotRegularFile(path: string): void {
-  let stat;
-  try {
-    stat = statSync(path, { throwIfNoEntry: false });
-  } catch {
-    return; // Not looked at (a parent that is a file, no permission): opening it says why.
-  }
-  if (stat === undefined || stat.isFile()) return;
-  const kind = stat.isDirectory() ? "a directory" : stat.isFIFO() ? "a named pipe (FIFO)" : stat.isCharacterDevice() || stat.isBlockDevice() ? "a device" : "not a regular file";
-  throw new DatabaseFileError(`${kind}, not a regular file; SQLite keeps a database in a regular file: point it at one (a new path is created)`);
+  const kind = notRegularFile(path);
+  if (kind) throw new DatabaseFileError(`${kind}, not a regular file; SQLite keeps a database in a regular file: point it at one (a new path is created)`);
 }
 
 export class SqliteDriver implements SqlDriver {

@@ -43,7 +43,7 @@ const kinds: Record<string, () => { path: string; said: string } | undefined> = 
   },
   "a device": () => {
     const path = nullDevice();
-    return path === undefined ? undefined : { path, said: "a device, not a regular file" };
+    return path === undefined ? undefined : { path, said: "a character device, not a regular file" };
   },
 };
 

@@ -62,7 +62,7 @@ describe("bursar export on a database SQLite cannot read", () => {
 
   it("says BURSAR_DB=/dev/null is no database file in one line, exit 2", async () => {
     const result = await runBursar(["export", "--out", join(dir(), "never.jsonl")], { BURSAR_DATA_DIR: data_dir, BURSAR_DB: "/dev/null", BURSAR_SIGNING_KEY: "", BURSAR_LOG_ORIGIN: "" }, undefined, 60_000);
-    expect(result.stderr).toBe("bursar export: BURSAR_DB=/dev/null: a device, not a regular file; SQLite keeps a database in a regular file: point it at one (a new path is created)\n");
+    expect(result.stderr).toBe("bursar export: BURSAR_DB=/dev/null: a character device, not a regular file; SQLite keeps a database in a regular file: point it at one (a new path is created)\n");
     expect(result.code).toBe(2);
   });
 });

@@ -2,7 +2,7 @@
 // the signed checkpoint it ends on, for `bursar verify` to check offline.
 
 import { once } from "node:events";
-import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
 import { isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
@@ -11,6 +11,7 @@ import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
 import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
+import { notRegularFile } from "../../file-kind.js";
 import { openDriver } from "../../index.js";
 import { CommandError, parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
@@ -84,15 +85,6 @@ async function writeTo(stream: Writable, text: string): Promise<void> {
   if (!stream.write(text)) await once(stream, "drain");
 }
 
-/** What `stats` is, said for a path that is not a regular file. */
-function kindOf(stats: Stats): string {
-  if (stats.isDirectory()) return "a directory";
-  if (stats.isFIFO()) return "a named pipe (FIFO)";
-  if (stats.isCharacterDevice()) return "a character device";
-  if (stats.isBlockDevice()) return "a block device";
-  return stats.isSocket() ? "a socket" : "not a regular file";
-}
-
 /**
  * Refuses an output that exists and is not a regular file (through any symlink, so /dev/stdout
  * too): the output is emptied before it is written, which /dev/null refused with an EINVAL stack,
@@ -100,14 +92,8 @@ function kindOf(stats: Stats): string {
  * cannot be looked at (a parent that is a file, no permission) is left to opening it, which says why.
  */
 function refuseNotRegularFile(option: string, path: string): void {
-  let stats: Stats | undefined;
-  try {
-    stats = statSync(path, { throwIfNoEntry: false });
-  } catch {
-    return;
-  }
-  if (stats === undefined || stats.isFile()) return;
-  throw new CommandError(`${option} ${path}: ${kindOf(stats)}, not a regular file; export writes a regular file (a new one, or one it overwrites): choose a file path`);
+  const kind = notRegularFile(path);
+  if (kind) throw new CommandError(`${option} ${path}: ${kind}, not a regular file; export writes a regular file (a new one, or one it overwrites): choose a file path`);
 }
 
 /** Refuses outputs that would overwrite a file Bursar owns, or each other, or are not regular files. */
