@@ -1,60 +1,69 @@
 // Observed calls are written in batches flush_delay_ms apart while calls keep coming: a batch
-// written at once after the last took only the few calls that came during its commit, so under
-// steady load the recorder committed (and flushed the disk) many times a second.
+// written as soon as the last had committed took only the few calls that came during its commit,
+// so under steady load the recorder committed (and flushed the disk) many times a second. A batch
+// already full, by entries or by bytes, goes at once. The recorder's timers are faked (its delay
+// moves only when the test moves it), the log it writes to is a real one.
 
-import { setTimeout as sleep } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
-import { createBursar } from "../../src/index.js";
-import { logSink, Recorder, type EvidenceSink } from "../../src/observer/recorder.js";
-import { waitUntil } from "../support/wait.js";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { createBursar, type Bursar } from "../../src/index.js";
+import { batch_entries_max, logSink, Recorder, type EvidenceSink } from "../../src/observer/recorder.js";
 
-/** A recorder writing to a real log, noting each batch's size and the wait before it. */
-async function watchedRecorder() {
-  const bursar = await createBursar({ db: ":memory:" });
+const flush_delay_ms = 100;
+
+let bursar: Bursar;
+let recorder: Recorder;
+/** The size of each batch written so far. */
+let batches: number[];
+
+beforeEach(async () => {
+  bursar = await createBursar({ db: ":memory:" });
   const real = logSink(bursar.driver, bursar.log);
-  const batches: number[] = [];
-  /** Milliseconds from the end of each write to the start of the next. */
-  const waits: number[] = [];
-  let ended: number | undefined;
+  batches = [];
   const sink: EvidenceSink = {
     append: async (inputs, counts) => {
-      if (ended !== undefined) waits.push(performance.now() - ended);
       batches.push(inputs.length);
       await real.append(inputs, counts);
-      ended = performance.now();
     },
   };
-  const recorder = new Recorder({ sink, clock: () => new Date(), flush_delay_ms: 100 });
-  return { bursar, recorder, batches, waits };
+  // Only setTimeout: the log's group commit runs on setImmediate, which stays real.
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  recorder = new Recorder({ sink, clock: () => new Date(), flush_delay_ms });
+});
+
+afterEach(async () => {
+  vi.useRealTimers();
+  await recorder.close();
+  await bursar.close();
+});
+
+function enqueue(count: number, bytes: number): void {
+  for (let n = 0; n < count; n++) recorder.enqueue({ build: () => ({ kind: "observer.call", source: "observer", body: { n } }) }, bytes, "src_batching0000000001");
+}
+
+/** Lets every write that needs no timer run: turns of the event loop, with no time passing. */
+async function settle(): Promise<void> {
+  for (let turn = 0; turn < 50; turn++) await new Promise((resolve) => setImmediate(resolve));
 }
 
 describe("the recorder under steady load", () => {
-  it("writes a batch per flush delay, each holding the calls that came meanwhile", async () => {
-    const { bursar, recorder, batches, waits } = await watchedRecorder();
-    const calls = 300;
-    for (let n = 0; n < calls; n++) {
-      recorder.enqueue({ build: () => ({ kind: "observer.call", source: "observer", body: { n } }) }, 100, "src_batching0000000001");
-      await sleep(2);
-    }
-    expect(await recorder.drain(5_000)).toBe(true);
-    expect(batches.reduce((sum, size) => sum + size, 0)).toBe(calls);
-    // Each write waited the flush delay after the last while calls kept coming (libuv may round a
-    // timer a millisecond short, no more).
-    expect(batches.length).toBeGreaterThan(2);
-    expect(waits.filter((ms) => ms < 98)).toEqual([]);
-    await recorder.close();
-    await bursar.close();
+  it("waits the flush delay before each batch that is not full, the second as the first", async () => {
+    enqueue(batch_entries_max + 1, 100);
+    await settle();
+    expect(batches).toEqual([]);
+    await vi.advanceTimersByTimeAsync(flush_delay_ms);
+    await settle();
+    // A whole batch went at once; the one call left waits for the calls after it.
+    expect(batches).toEqual([batch_entries_max]);
+    await vi.advanceTimersByTimeAsync(flush_delay_ms);
+    await settle();
+    expect(batches).toEqual([batch_entries_max, 1]);
   });
 
   it("writes batches full by bytes back to back, without the delay (large calls)", async () => {
-    const { bursar, recorder, batches, waits } = await watchedRecorder();
     // Each call counted at 1 MiB: batches hold 4 (batch_bytes_max), far under batch_entries_max.
-    for (let n = 0; n < 40; n++) recorder.enqueue({ build: () => ({ kind: "observer.call", source: "observer", body: { n } }) }, 1_048_576, "src_batching0000000002");
-    // Not drain(), which writes back to back whatever is queued.
-    await waitUntil("40 calls written", () => batches.reduce((sum, size) => sum + size, 0) === 40, { timeout_ms: 5_000 });
+    enqueue(40, 1_048_576);
+    await vi.advanceTimersByTimeAsync(flush_delay_ms);
+    await settle();
     expect(batches).toEqual(Array.from({ length: 10 }, () => 4));
-    expect(waits.filter((ms) => ms >= 90)).toEqual([]);
-    await recorder.close();
-    await bursar.close();
   });
 });
