@@ -21,12 +21,17 @@ export const json_schema_id = "https://bursar.dev/schemas/gateway-decision-1.jso
  *  marks, overrides and isolates, a byte order mark, interlinear annotation). */
 const event_id_pattern =
   /^[^\u0000-\u001f\u007f-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]*$/;
+const lone_surrogates = /[\ud800-\udfff]/gu;
+
 /** Besides, whatever a name shown to people may not hold (policy/arguments.ts): the format
  *  characters past U+FFFF (tags, Egyptian, shorthand and musical format controls) and the other
  *  invisible ones (Hangul fillers, the Braille blank, variation selectors). Checked apart from the
  *  pattern, which the published JSON Schema carries and which a validator may read without
- *  Unicode mode, where a code point past U+FFFF cannot be written. */
-const lone_surrogates = /[\ud800-\udfff]/gu;
+ *  Unicode mode, where a code point past U+FFFF cannot be written. A lone surrogate is not
+ *  counted: the record's strings are checked for one by a rule of its own, which names it. */
+const hidesCharacters = (id: string) => invisible_or_control_characters.test(id.replace(lone_surrogates, ""));
+
+/** surelyValidRecord's test: an id with a lone surrogate is left to the full check too. */
 const eventIdShown = (id: string) => event_id_pattern.test(id) && !invisible_or_control_characters.test(id);
 
 const event_id_characters =
@@ -79,8 +84,7 @@ const decision_fields = z.strictObject({
     .min(1)
     .max(event_id_chars_max)
     .regex(event_id_pattern, { message: event_id_characters, abort: true })
-    // A lone surrogate is named by its own rule (the record's strings are checked for them).
-    .refine((id) => !invisible_or_control_characters.test(id.replace(lone_surrogates, "")), event_id_characters),
+    .refine((id) => !hidesCharacters(id), event_id_characters),
   occurred_at,
   decision: z.enum(decisions),
   tool: short_text,
