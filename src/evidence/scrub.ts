@@ -130,7 +130,8 @@ const card_digits_min = 13;
 const card_digits_max = 19;
 /**
  * Digits are grouped as cards are printed and typed: by single spaces (any Unicode space:
- * a no-break, thin or narrow no-break space, as locale-aware formatting writes, too) or dashes,
+ * a no-break, thin or narrow no-break space, as locale-aware formatting writes, too; or a "+",
+ * which is a space in a form body or a query: "number=4111+1111+1111+1111") or dashes,
  * mixed ("4111 1111-1111 1111"), or by one separator used throughout the run: a dot, a slash, an
  * underscore, a tab or two spaces ("4111.1111.1111.1111"). Mixing those (and a space with them)
  * ends a run, so "10.0.0.1 10.0.0.2" or "27.10.2026 22.10.13" is not one long run of digits
@@ -148,7 +149,7 @@ const joint_characters: ReadonlyMap<string, number> = new Map([
   ["\t", 6],
 ]);
 const space_or_dash_pattern = /^[\p{Zs}-]$/u;
-const card_prefilter = /\d(?:[\p{Zs}\t./_-]{0,2}\d){12}/u;
+const card_prefilter = /\d(?:[\p{Zs}\t./_+-]{0,2}\d){12}/u;
 
 /** Key names repeat across entries; remembering the verdicts keeps scrubbing cheap: whether the
  *  name is a secret's (its value is redacted), and whether the name itself holds a secret (its
@@ -234,7 +235,8 @@ function jointKind(text: string, from: number, to: number): number {
   if (to - from === 2) return text.charCodeAt(from) === 32 && text.charCodeAt(from + 1) === 32 ? joint_two_spaces : joint_none;
   if (to - from !== 1) return joint_none;
   const code = text.charCodeAt(from);
-  if (code === 32 || code === 45) return joint_space_or_dash; // the common case takes no regex
+  // The common case takes no regex; "+" is a form-encoded space.
+  if (code === 32 || code === 45 || code === 43) return joint_space_or_dash;
   const joint = text[from]!;
   return joint_characters.get(joint) ?? (space_or_dash_pattern.test(joint) ? joint_space_or_dash : joint_none);
 }

@@ -227,7 +227,7 @@ describe("scrub", () => {
   it("finds a Luhn-valid card number among the groups of any run of digits grouped by one or two separators", () => {
     const digits = fc.array(digit, { maxLength: 8 }).map((list) => list.join(""));
     fc.assert(
-      fc.property(digits, card, digits, cuts, cuts, fc.constantFrom(" ", "-", ".", "/", "_", "\t", "  ", " - ", "\u00a0", "\u2009", "\u202f"), (before, number, after, in_before, in_number, separator) => {
+      fc.property(digits, card, digits, cuts, cuts, fc.constantFrom(" ", "-", "+", ".", "/", "_", "\t", "  ", " - ", "\u00a0", "\u2009", "\u202f"), (before, number, after, in_before, in_number, separator) => {
         if (separator === " - ") return; // three characters end a run: the pieces are apart
         const text = [grouped(before, in_before, separator), grouped(number, in_number, separator), after].filter(Boolean).join(separator);
         expect(scrub({ note: `pay ${text}.` }).note, text).toBe("[redacted]");
@@ -237,12 +237,12 @@ describe("scrub", () => {
   });
 
   it("decides a card number in text exactly as checking every stretch of groups of every run by hand does", () => {
-    /** The rule written plainly: runs of digits joined by single spaces (any Unicode space) or
-     *  dashes, or by one of a dot, slash, underscore, tab or two spaces throughout; a group glued
+    /** The rule written plainly: runs of digits joined by single spaces (any Unicode space, or
+     *  "+", a form-encoded space) or dashes, or by one of a dot, slash, underscore, tab or two spaces throughout; a group glued
      *  to a letter is left out; any consecutive groups holding 13 to 19 digits together, not
      *  starting with 0, that pass Luhn. */
     // One search per kind of joint: runs joined differently may share a group ("0.8851651  001909").
-    const joints = [/\d+(?:[\p{Zs}-]\d+)*/gu, ...[".", "/", "_", "\t", "  "].map((joint) => new RegExp(`\\d+(?:${joint.replace(/[./]/g, "\\$&")}\\d+)+`, "g"))];
+    const joints = [/\d+(?:[\p{Zs}+-]\d+)*/gu, ...[".", "/", "_", "\t", "  "].map((joint) => new RegExp(`\\d+(?:${joint.replace(/[./]/g, "\\$&")}\\d+)+`, "g"))];
     const runs = (text: string) => joints.flatMap((joint) => [...text.matchAll(joint)]);
     const byHand = (text: string) => {
       for (const match of runs(text)) {
@@ -260,7 +260,7 @@ describe("scrub", () => {
     };
     const piece = fc.oneof(
       { weight: 4, arbitrary: fc.stringMatching(/^[0-9]{1,8}$/) },
-      fc.constantFrom(" ", "-", "  ", "a", "x", ".", "/", "_", "\t", ",", "\u00a0", "\u2009", "\u202f", "4111111111111111", "378282246310005", "0000000000000"),
+      fc.constantFrom(" ", "-", "+", "  ", "a", "x", ".", "/", "_", "\t", ",", "\u00a0", "\u2009", "\u202f", "4111111111111111", "378282246310005", "0000000000000"),
     );
     fc.assert(
       fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
@@ -357,6 +357,17 @@ describe("scrub", () => {
     expect(scrub({ note: "card=4111%A01111%A01111%A01111" }).note).toBe("[redacted]");
     // Not Luhn-valid, or 12 digits: kept.
     for (const kept of ["4111\u00a01111\u00a01111\u00a01112", "1234\u202f5678\u202f9012"]) expect(scrub({ note: kept }).note).toBe(kept);
+  });
+
+  it("finds card numbers grouped by '+', a space in a form body or a query", () => {
+    // Both were stored as sent (only cvc was redacted): '+' joined no groups.
+    const form = "name=Asha+Rao&number=4111+1111+1111+1111&cvc=123&exp=12%2F27";
+    const url = "https://shop.example/pay?card=4111+1111+1111+1111&exp=12%2F27";
+    for (const value of [form, url, "4111+1111-1111+1111", "card=3782+822463+10005"]) {
+      expect(scrub({ body: value }).body, value).toBe("[redacted]");
+    }
+    // Not Luhn-valid, or a sum of small numbers: kept.
+    for (const kept of ["number=4111+1111+1111+1112", "1+2+3+4"]) expect(scrub({ body: kept }).body).toBe(kept);
   });
 
   it("replaces a URL's password in place, keeping its scheme, user, host and path", () => {
