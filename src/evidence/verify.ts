@@ -57,7 +57,11 @@ export interface VerifyFailure {
   range?: [number, number];
   /** 1-based line in the export file. */
   line?: number;
-  /** The file as a whole is damaged (line endings, a byte order mark), not one entry or range. */
+  /**
+   * The file is damaged apart from its entries, not one entry or range: as a whole (line endings,
+   * a byte order mark), or in a checkpoint or receipt line that cannot be read or is not one the
+   * key signed for this log. The entries are not known bad.
+   */
   file?: true;
   message: string;
 }
@@ -429,7 +433,8 @@ class ExportVerifier {
     }
     const receipt = (parseJson(line) as { receipt?: Receipt } | undefined)?.receipt;
     if (!receipt || typeof receipt.seq !== "number") {
-      this.stop({ seq: pending?.seq ?? this.size, message: `line ${this.lineNumber}: malformed receipt line` });
+      // The line is damaged, not the entry before it: the entry may yet be bound by a checkpoint.
+      this.stop({ file: true, message: `line ${this.lineNumber}: malformed receipt line` });
     }
     if (!pending) this.strayReceipt(receipt);
     this.pending = undefined;
@@ -479,17 +484,23 @@ class ExportVerifier {
   }
 
   /**
-   * A receipt line no entry precedes (it follows a receipt or checkpoint line). When its entry's
-   * place was read already and the receipt is a genuine one of this log, it was moved or copied
-   * away from its entry; otherwise its entry is missing or comes later.
+   * A receipt line no entry precedes (it follows a receipt or checkpoint line). Only a genuine
+   * receipt of this log names an entry: when that entry's place was read already, the receipt was
+   * moved or copied away from it; otherwise the entries from here on are missing or reordered.
+   * Any other such line is damage to the file: the seq it claims is not trusted to name an entry.
    */
   private strayReceipt(receipt: Receipt): never {
     const seq = receipt.seq;
-    if (seq < this.size && this.foreignLog(seq, receipt) === undefined && verifyReceipt(receipt, this.verifier, this.trusted.origin).ok) {
+    const genuine = this.foreignLog(seq, receipt) === undefined && verifyReceipt(receipt, this.verifier, this.trusted.origin).ok;
+    if (!genuine) {
+      this.stop({ file: true, message: `line ${this.lineNumber}: a receipt line that follows no entry and is not a receipt the key signed for this log` });
+    }
+    if (seq < this.size) {
       const message = `seq ${seq}: its receipt stands where no entry precedes it, after entry ${this.size - 1} (entry ${seq} is earlier in the export): a receipt moved or copied away from its entry`;
       this.stop({ seq, message });
     }
-    this.stop({ seq, message: `seq ${seq}: receipt without its entry (entry missing or reordered)` });
+    const of = seq === this.size ? "" : ` of seq ${seq}`;
+    this.stop({ seq: this.size, message: `seq ${this.size}: receipt${of} without its entry (entry missing or reordered)` });
   }
 
   /**
@@ -507,7 +518,9 @@ class ExportVerifier {
     this.settlePending();
     const note = (parseJson(line) as { checkpoint?: unknown } | undefined)?.checkpoint;
     const range: [number, number] = [this.coveredSize, this.size];
-    if (typeof note !== "string") this.stop({ range, message: `line ${this.lineNumber}: malformed checkpoint line` });
+    // A line that is no checkpoint the key signed for this log is damage to the file: it says
+    // nothing of the entries before it (a later signed root still binds them).
+    if (typeof note !== "string") this.stop({ file: true, message: `line ${this.lineNumber}: malformed checkpoint line` });
     // The same signed note again, with no entry since: already verified and counted (10,000
     // copies of one line cost 10,000 signature checks, and read as 10,000 checkpoints).
     if (note === this.lastCheckpoint && this.coveredSize === this.size) return;
@@ -515,10 +528,10 @@ class ExportVerifier {
     try {
       checkpoint = openCheckpoint(note, this.verifier);
     } catch (error) {
-      this.stop({ range, message: `checkpoint at line ${this.lineNumber}: ${(error as Error).message}` });
+      this.stop({ file: true, message: `checkpoint at line ${this.lineNumber}: ${(error as Error).message}` });
     }
     if (checkpoint.origin !== this.trusted.origin) {
-      this.stop({ range, message: `checkpoint at line ${this.lineNumber} is for origin ${jsonPreview(checkpoint.origin)}, not ${JSON.stringify(this.trusted.origin)}` });
+      this.stop({ file: true, message: `checkpoint at line ${this.lineNumber} is for origin ${jsonPreview(checkpoint.origin)}, not ${JSON.stringify(this.trusted.origin)}` });
     }
     if (checkpoint.size !== this.size) {
       this.stop({ range, message: `checkpoint of size ${checkpoint.size} found after ${this.size} entries (entries missing, added or moved)` });

@@ -164,11 +164,34 @@ describe("tampering with receipts and checkpoints", () => {
     }
   });
 
-  it("an altered intermediate checkpoint names its range", () => {
+  it("an altered intermediate checkpoint is named by its line, not as bad entries (they are intact)", () => {
     const index = lines.findIndex((line) => line.toString().startsWith('{"checkpoint":"test.bursar/log\\n9\\n'));
     const tampered = lines.map((l) => l);
     tampered[index] = Buffer.from(lines[index]!.toString().replace("\\n9\\n", "\\n8\\n"));
-    expect(verify(joinLines(tampered), exported).failure).toMatchObject({ range: [5, 9] });
+    const failure = verify(joinLines(tampered), exported).failure;
+    expect(failure).toMatchObject({ file: true, line: index + 1 });
+    expect(failure?.message).toMatch(new RegExp(`^checkpoint at line ${index + 1}: `));
+    expect(failure?.range).toBeUndefined();
+  });
+
+  it("a checkpoint or receipt line cut short, or a stray receipt line, is damage to the file, whatever seq the line claims", () => {
+    const index = lines.findIndex((line) => line.toString().startsWith('{"checkpoint":"test.bursar/log\\n9\\n'));
+    const receipt = lines.findIndex((line, at) => at > index && line.toString().startsWith('{"receipt":'));
+    const cut = (at: number) => lines.map((line, i) => (i === at ? line.subarray(0, 60) : line));
+    const inserted = (text: string) => [...lines.slice(0, index + 1), Buffer.from(text), ...lines.slice(index + 1)];
+    // Before: the checkpoint's range [5, 9), the entry before the receipt, and seq -7.5 / 1e+300 / 0 were named bad.
+    for (const [damaged, line] of [
+      [cut(index), index + 1],
+      [cut(receipt), receipt + 1],
+      [inserted('{"receipt":{"seq":-7.5}}'), index + 2],
+      [inserted('{"receipt":{"seq":1e300}}'), index + 2],
+      [inserted('{"receipt":{"seq":0,"leaf_hash":"' + "0".repeat(64) + '","kind":"gate.decision","at":"2026-01-01T00:00:00.000Z","key_id":"00000000","signature":"AAAA"}}'), index + 2],
+    ] as const) {
+      const failure = verify(joinLines(damaged), exported).failure;
+      expect(failure, String(line)).toMatchObject({ file: true, line });
+      expect(failure?.seq, String(line)).toBeUndefined();
+      expect(failure?.range, String(line)).toBeUndefined();
+    }
   });
 
   it("a checkpoint signed by another key is refused", async () => {
