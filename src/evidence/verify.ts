@@ -322,16 +322,17 @@ class ExportVerifier {
   }
 
   /** Parses an entry to name exactly what is wrong with it; returns it when nothing is. */
+  /** Checks an entry's own bytes; a failure names the entry's line, not the line being read (its receipt, or the next entry). */
   private inspect(pending: PendingEntry): Entry {
     const value = parseJson(pending.line);
-    const seq = pending.seq;
-    if (value === undefined) this.stop({ seq, message: `seq ${seq}: entry line is not valid JSON` });
+    const { seq, lineNumber } = pending;
+    if (value === undefined) this.stop({ seq, message: `seq ${seq}: entry line is not valid JSON` }, lineNumber);
     const problem = entryShapeProblem(value);
-    if (problem) this.stop({ seq, message: `seq ${seq}: not a valid entry (${problem})` });
+    if (problem) this.stop({ seq, message: `seq ${seq}: not a valid entry (${problem})` }, lineNumber);
     const entry = value as Entry;
     if (entry.seq !== seq) {
       const what = entry.seq < seq ? "a duplicate or reordered entry" : "entries missing or reordered";
-      this.stop({ seq, message: `seq ${seq}: found seq ${entry.seq} instead (${what})` });
+      this.stop({ seq, message: `seq ${seq}: found seq ${entry.seq} instead (${what})` }, lineNumber);
     }
     return entry;
   }

@@ -79,7 +79,7 @@ describe("a clean export", () => {
 });
 
 describe("tampering with entries is pinned to the entry", () => {
-  it("flipping any single byte of any entry names that entry's seq", () => {
+  it("flipping any single byte of any entry names that entry's seq and its line", () => {
     for (const [seq, index] of entries.entries()) {
       const line = lines[index]!;
       for (let offset = 0; offset < line.length; offset++) {
@@ -90,13 +90,15 @@ describe("tampering with entries is pinned to the entry", () => {
         const report = verify(joinLines(tampered), exported);
         expect(report.ok, `seq ${seq} offset ${offset}`).toBe(false);
         expect(report.failure?.seq, `seq ${seq} offset ${offset}: ${report.failure?.message}`).toBe(seq);
+        // Not the line read when it was found (its receipt's): an invalid entry named line 42 for line 41.
+        expect(report.failure?.line, `seq ${seq} offset ${offset}: ${report.failure?.message}`).toBe(index + 1);
       }
     }
   });
 
-  it("deleting an entry (with or without its receipt) names its seq", () => {
+  it("deleting an entry (with or without its receipt) names its seq, and the line of the entry found in its place", () => {
     const withReceipt = lines.filter((_, i) => i !== entries[6] && i !== entries[6]! + 1);
-    expect(verify(joinLines(withReceipt), exported).failure).toMatchObject({ seq: 6 });
+    expect(verify(joinLines(withReceipt), exported).failure).toMatchObject({ seq: 6, line: entries[6]! + 1 });
     const alone = lines.filter((_, i) => i !== entries[6]);
     expect(verify(joinLines(alone), exported).failure).toMatchObject({ seq: 6 });
   });
