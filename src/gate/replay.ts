@@ -1,6 +1,7 @@
-// A replay returns the call's current state: the stored order or payment with today's block,
-// an unknown outcome as unknown, a hold released for want of an order as such, and a HOLD as
-// pending, approved (with its result), denied or expired.
+// A replay returns the call's current state: the stored order or payment with its reservation's
+// block as it is now (not the agent's current block, which may be another), an unknown outcome
+// as unknown, a hold released for want of an order as such, and a HOLD as pending, approved
+// (with its result), denied or expired.
 
 import type { AuthorizeResult } from "../ledger/index.js";
 import { blockSummary, type GateContext } from "./context.js";

@@ -18,6 +18,7 @@ import {
   insertApproval,
   policyCall,
   pruneCalls,
+  replayedBlock,
   stillReplays,
   type AuthorizeInput,
   type AuthorizeResult,
@@ -399,7 +400,8 @@ export async function authorizeBatch(
     // As authorize's: a replayed HOLD is answered from, and records, its approval as read here.
     const replayed_approval =
       verdict.replay && row?.approval_id ? (writes.approvals.find((approval) => approval.approval_id === row.approval_id) ?? (await getApproval(tx, row.approval_id))) : undefined;
-    const decision: Decided = { input, verdict, key, block, reservation: held.reservation ?? replayed, approval: held.approval ?? replayed_approval, stored: row };
+    const shown = verdict.replay ? await replayedBlock(tx, block, replayed) : block;
+    const decision: Decided = { input, verdict, key, block: shown, reservation: held.reservation ?? replayed, approval: held.approval ?? replayed_approval, stored: row };
     decided.push(decision);
     refs.push(await record(tx, batch, "gate.decision", decisionEntry(decision)));
   }

@@ -19,6 +19,7 @@ import {
   lockAgentBlock,
   lockBlock,
   keyInFlightOn,
+  readBlock,
   putIdempotency,
   recordMoneyCall,
   reservationByOrder,
@@ -431,6 +432,16 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
   return entry;
 }
 
+/**
+ * The block a replay answers with and records: its reservation's, as a capture's replay is decided
+ * on. The agent's current block may be another (the reservation's expired and a new one was
+ * issued), where the call's money is not held.
+ */
+export async function replayedBlock(tx: SqlTx, block: BlockRow | null, reservation: ReservationRow | undefined): Promise<BlockRow | null> {
+  if (!reservation || reservation.block_id === block?.block_id) return block;
+  return (await readBlock(tx, reservation.block_id)) ?? block;
+}
+
 export function decisionResult(decided: Decided, evidence: EvidenceRef | undefined): AuthorizeResult {
   const result: AuthorizeResult = { verdict: decided.verdict, key: decided.key, block: decided.block };
   if (decided.reservation) result.reservation = decided.reservation;
@@ -459,6 +470,7 @@ export async function authorize(tx: SqlTx, context: LedgerContext, input: Author
   // A replayed HOLD is answered from its approval as this transaction reads it, and its entry
   // records that state: the receipt the agent holds names what it was told (denied, approved…).
   const approval = written.approval ?? (verdict.replay && snap.stored?.approval_id ? await getApproval(tx, snap.stored.approval_id) : undefined);
-  const decided: Decided = { input, verdict, key: snap.key, block, reservation, approval, stored: snap.stored };
+  const shown = verdict.replay ? await replayedBlock(tx, block, reservation) : block;
+  const decided: Decided = { input, verdict, key: snap.key, block: shown, reservation, approval, stored: snap.stored };
   return decisionResult(decided, await record(tx, context, "gate.decision", decisionEntry(decided)));
 }

@@ -30,7 +30,7 @@ import { record, type LedgerContext } from "./context.js";
 import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
 import { blockView, type ApprovalRow, type ApprovalView, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
-import { agentBlockId, freezeBlock, getApproval, getReservation, lockAgent, lockBlock, reservationByOrder } from "./statements.js";
+import { agentBlockId, freezeBlock, getApproval, getReservation, lockAgent, lockBlock, readBlock, reservationByOrder } from "./statements.js";
 import { blocksDue, expireApprovals, expireForwarding, expireLeasesOfBlock } from "./sweep.js";
 
 export interface Agent {
@@ -233,7 +233,7 @@ export class Ledger {
   }
 
   async getBlock(block_id: string): Promise<BlockView> {
-    const row = await this.driver.read((tx) => tx.get<BlockRow>("SELECT * FROM blocks WHERE block_id = ?", [block_id]));
+    const row = await this.driver.read((tx) => readBlock(tx, block_id));
     if (!row) throw new HttpError(404, "not_found", `no block ${block_id}`);
     return blockView(row);
   }
@@ -242,7 +242,7 @@ export class Ledger {
   async agentBlock(agent_id: string): Promise<BlockView | null> {
     return this.driver.read(async (tx) => {
       const block_id = await agentBlockId(tx, agent_id, this.now_ms());
-      const row = block_id ? await tx.get<BlockRow>("SELECT * FROM blocks WHERE block_id = ?", [block_id]) : undefined;
+      const row = block_id ? await readBlock(tx, block_id) : undefined;
       return row ? blockView(row) : null;
     });
   }

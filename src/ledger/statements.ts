@@ -8,6 +8,11 @@ export function lockBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undef
   return tx.get<BlockRow>(`SELECT * FROM blocks WHERE block_id = ? ${tx.forUpdate}`, [block_id]);
 }
 
+/** A block's row as this transaction reads it, not locked. */
+export function readBlock(tx: SqlTx, block_id: string): Promise<BlockRow | undefined> {
+  return tx.get<BlockRow>("SELECT * FROM blocks WHERE block_id = ?", [block_id]);
+}
+
 /**
  * The agent's row, locked until commit on PostgreSQL (NO KEY UPDATE: it does not block the
  * foreign-key checks of the agent's own money calls), so that of two changes to one agent on two
