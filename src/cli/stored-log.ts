@@ -6,8 +6,10 @@
 import { existsSync } from "node:fs";
 import { ConfigError, databaseError, isPostgresUrl } from "../config.js";
 import type { Entry } from "../evidence/entry.js";
-import { storedGenesis } from "../evidence/store.js";
+import { isMissingTable, storedGenesis } from "../evidence/store.js";
 import { openDriver } from "../index.js";
+import type { SqlDriver } from "../ledger/index.js";
+import { refuseNewerSchema } from "../ledger/migrations/index.js";
 import { SqliteDriver } from "../ledger/sqlite.js";
 
 /** The log's entry 0 in `db` (a SQLite path or a postgres:// URL); undefined when it holds no log, or is no file yet. */
@@ -15,10 +17,27 @@ export async function storedGenesisIn(db: string, options: { pg_prepared_stateme
   if (!isPostgresUrl(db) && (db === ":memory:" || !existsSync(db))) return undefined;
   const driver = isPostgresUrl(db) ? openDriver(db, options) : new SqliteDriver({ path: db, readonly: true });
   try {
-    return await storedGenesis(driver);
+    const genesis = await storedGenesis(driver);
+    if (genesis === undefined) await refuseNewerStoredSchema(driver);
+    return genesis;
   } finally {
     await driver.close().catch(() => undefined);
   }
+}
+
+/**
+ * A database a newer Bursar migrated is refused as such (SchemaNewerError), also when it holds no
+ * log yet: told to start 'bursar serve' on it first, a user met serve's refusal instead.
+ */
+async function refuseNewerStoredSchema(driver: SqlDriver): Promise<void> {
+  let recorded: number | null | undefined;
+  try {
+    recorded = (await driver.read((tx) => tx.get<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations")))?.version;
+  } catch (error) {
+    if (isMissingTable(error)) return;
+    throw error;
+  }
+  refuseNewerSchema(recorded === null || recorded === undefined ? recorded : Number(recorded), []);
 }
 
 /**

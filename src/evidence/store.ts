@@ -207,10 +207,14 @@ export async function storedGenesis(driver: SqlDriver): Promise<Entry | undefine
   try {
     return (await driver.read((tx) => readGenesis(tx)))?.entry;
   } catch (error) {
-    // SQLite's "no such table", PostgreSQL's undefined_table.
-    if (/no such table/.test((error as Error).message) || (error as { code?: unknown }).code === "42P01") return undefined;
+    if (isMissingTable(error)) return undefined;
     throw error;
   }
+}
+
+/** SQLite's "no such table", PostgreSQL's undefined_table. */
+export function isMissingTable(error: unknown): boolean {
+  return /no such table/.test((error as Error).message) || (error as { code?: unknown }).code === "42P01";
 }
 
 /** The multi-row INSERT for each chunk size, built on first use (1..insert_rows_per_statement_max). */

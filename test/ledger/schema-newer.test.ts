@@ -74,6 +74,13 @@ describe.each(backends())("a database migrated by a newer bursar ($name)", (back
     expect(result.stderr).toBe(`bursar serve: ${message(db)}\n`);
   });
 
+  it("bursar export refuses it in the same words, also when it holds no log yet (not 'start bursar serve on it first', which serve refuses)", async () => {
+    const db = await aheadDb();
+    const data = join(dir(), "data-export");
+    const result = await runBursar(["export", "--out", join(dir(), "export.jsonl")], { BURSAR_DATA_DIR: data, BURSAR_DB: db });
+    expect(result).toEqual({ code: 2, stdout: "", stderr: `bursar export: ${message(db)}\n` });
+  });
+
   it("a database at the version this code knows still migrates as up to date", async () => {
     const db = backend.name === "sqlite" ? join(dir(), "current.db") : await backend.db();
     const driver = openDriver(db);
