@@ -129,7 +129,10 @@ export function loadCasesOrExplain(dir: string): EvalCase[] {
   try {
     cases = loadCases(dir);
   } catch (error) {
-    throw usageError((error as Error).message);
+    // A directory it cannot read (missing, a file, unreadable) is named as --cases is: Node's own
+    // message alone ("ENOENT: …, scandir 'x'") did not say which option to fix.
+    const unusable = error instanceof Error && "syscall" in error;
+    throw usageError(unusable ? `--cases ${dir}: cannot use it (${error.message})` : (error as Error).message);
   }
   // A mistyped --cases would otherwise score nothing and pass.
   if (cases.length === 0) throw usageError(`${dir} holds no cases (lines of *.jsonl files)`);

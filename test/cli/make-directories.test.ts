@@ -61,6 +61,17 @@ describe("where the CLI makes directories", () => {
     expect(result.stderr).not.toMatch(/mutants/);
   });
 
+  it("bursar eval or mutate --cases naming no directory it can read: one line naming --cases, exit 2", async () => {
+    const file = join(dir(), "cases-file");
+    writeFileSync(file, "");
+    for (const [command, cases, code] of [["eval", join(dir(), "no-such-cases"), "ENOENT"], ["mutate", file, "ENOTDIR"]] as const) {
+      const result = await runBursar([command, "--cases", cases, "--out", join(dir(), "never-written")]);
+      // It said "bursar eval: ENOENT: no such file or directory, scandir '…'".
+      expectOneLine(result, new RegExp(`^bursar ${command}: --cases ${cases}: cannot use it \\(${code}`));
+    }
+    expect(() => statSync(join(dir(), "never-written"))).toThrow(/ENOENT/);
+  });
+
   it("bursar eval --cases with no cases in it: refused, exit 2 (it scored nothing and passed)", async () => {
     const empty = join(dir(), "no-cases");
     mkdirSync(empty);
