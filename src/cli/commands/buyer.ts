@@ -88,6 +88,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const values = parseFlags(argv, options);
   if (values.scripted === values.llm) throw new UsageError("choose one of --scripted or --llm");
   if (values.overspend && !values.scripted) throw new UsageError("--overspend goes with --scripted");
+  // The scripted buyer has no task to take: ignored, the option read as if it had been used.
+  if (values.task !== undefined && !values.llm) throw new UsageError("--task goes with --llm");
   const llm = values.llm ? llmSettings(io) : undefined;
   const given = secretOption(values.token, "--token", "agent token") ?? secret(io.env, "BURSAR_AGENT_TOKEN");
   if (!given) throw new UsageError("an agent token is required: --token T or BURSAR_AGENT_TOKEN");
