@@ -118,8 +118,8 @@ export async function overspend(client: Client, options: ScriptedOptions, report
   const currency = block.currency;
   await order(client, story, report, "over the per-call cap", { amount: block.per_call_cap + 1, currency, idempotency_key: key("r5") });
   await order(client, story, report, "in a currency the block does not hold", { amount: 10_000, currency: currency === "USD" ? "EUR" : "USD", idempotency_key: key("r0") });
-  const capture = await call(client, "capture_payment", { payment_id: "pay_NotReservedByThisGate1", amount: 10_000, currency, idempotency_key: key("r3") });
-  story.result("capture_payment of a payment with no reservation", capture);
+  const capture = await call(client, "capture_payment", { payment_id: "pay_NotReservedByThisGate1", amount: 10_000, currency, idempotency_key: key("caller") });
+  story.result("capture_payment of a payment on none of this agent's orders", capture);
   tally(report, capture, 10_000, "capture");
   const reused = key("r7");
   await order(client, story, report, "with a fresh idempotency key", { amount: 10_000, currency, idempotency_key: reused });

@@ -94,10 +94,16 @@ async function fetchNamedPayment(context: GateContext, args: unknown): Promise<{
   const payment_id = (args as Args | null)?.payment_id;
   if (!isPaymentId(payment_id)) return { state: { fetched: false, reason: "payment_id is not a provider payment id" } };
   const outcome = await context.provider.fetchPayment(payment_id);
-  if (outcome.kind === "refused") return { state: { fetched: false, reason: outcome.error.description } };
+  if (outcome.kind === "refused") {
+    // No such payment (Razorpay answers 400 "does not exist", or 404) is on none of the caller's
+    // orders, and is answered as another agent's is (CALLER). Other refusals (credentials, rate
+    // limits) are the provider's problem and say so.
+    const not_found = outcome.status === 400 || outcome.status === 404 ? { not_found: true as const } : {};
+    return { state: { fetched: false, reason: outcome.error.description, ...not_found } };
+  }
   if (outcome.kind !== "ok") return { state: { fetched: false, reason: outcome.reason, unanswered: true } };
   const payment = outcome.value;
-  if (!payment.order_id) return { state: { fetched: false, reason: "the payment has no order" } };
+  if (!payment.order_id) return { state: { fetched: false, reason: "the payment has no order", not_found: true } };
   const state: PaymentState = { fetched: true, id: payment.id, order_id: payment.order_id, amount: payment.amount, currency: payment.currency, status: payment.status };
   return { state, payment: { ...payment, order_id: payment.order_id } };
 }

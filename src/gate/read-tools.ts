@@ -3,11 +3,10 @@
 
 import type { ProviderOutcome } from "../provider/port.js";
 import { isOrderId, isPaymentId } from "../provider/port.js";
+import { not_among_callers_orders as not_yours } from "../policy/index.js";
 import { paymentView, type GateContext } from "./context.js";
 import { orderView } from "./money.js";
 import { approvalOutcomeText, blockForAgent, readError, readResult, refusal, type ToolResult } from "./results.js";
-
-const not_yours = "not found among the orders this agent created through the gate";
 
 function providerProblem(outcome: Exclude<ProviderOutcome<unknown>, { kind: "ok" }>): ToolResult {
   if (outcome.kind === "unknown") return readError("provider_unknown", `the provider did not answer: ${outcome.reason}`);

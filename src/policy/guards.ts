@@ -2,7 +2,7 @@
 // gives. The first guard that returns a verdict decides; passing them all is ALLOW.
 
 import { argumentProblem, sentKeyProblem } from "./arguments.js";
-import { money_tools, type BlockState, type Guard, type PolicyCall, type PolicyState, type Verdict } from "./types.js";
+import { money_tools, type BlockState, type CaptureState, type Guard, type PolicyCall, type PolicyState, type Verdict } from "./types.js";
 
 const block = (rule: Verdict["rule"], reason: string): Verdict => ({ effect: "BLOCK", rule, reason });
 
@@ -54,18 +54,33 @@ const allowlist: Guard = {
       : block("ALLOWLIST", `tool ${JSON.stringify(call.tool.slice(0, 64))} is not a declared money tool`),
 };
 
+/** How a payment or order that is not the caller's is answered, whether it is another agent's,
+ *  made outside the gate or unknown to the provider: the answer does not tell which ids exist. */
+export const not_among_callers_orders = "not found among the orders this agent created through the gate";
+
+/**
+ * A capture's payment that is on none of the caller's orders: on another agent's reservation, on
+ * an order the gate holds no reservation for, or one the provider has no such payment for. All
+ * three are answered alike (fetch_payment answers them so too): told apart, they would tell an
+ * agent which payment ids exist and which are another agent's.
+ */
+function notCallersPayment(agent_id: string, capture: CaptureState): boolean {
+  if (capture.reservation) return capture.reservation.agent_id !== agent_id;
+  return capture.payment.fetched || capture.payment.not_found === true;
+}
+
 const caller: Guard = {
   id: "CALLER",
   rule: "CALLER",
-  description: "the block and reservation are the authenticated caller's own; no agent can name another's",
+  description: "the block, reservation and payment are the authenticated caller's own; no agent can name another's, nor learn whether one exists",
   check: (call, state) => {
     if (!call.agent_id) return block("CALLER", "no authenticated agent");
     if (state.block && state.block.agent_id !== call.agent_id) {
       return block("CALLER", "the block belongs to another agent");
     }
-    const reservation = state.capture?.reservation;
-    if (reservation && reservation.agent_id !== call.agent_id) {
-      return block("CALLER", "the payment's order belongs to another agent");
+    if (state.capture && notCallersPayment(call.agent_id, state.capture)) {
+      // Only a well-formed payment_id is looked up, so the id is one R0 passes.
+      return block("CALLER", `payment ${String((call.args as { payment_id?: unknown }).payment_id)} ${not_among_callers_orders}`);
     }
     return undefined;
   },
@@ -165,6 +180,7 @@ function captureProblem(call: PolicyCall, state: PolicyState): string | undefine
   }
   const payment = capture.payment;
   const reservation = capture.reservation;
+  // Reached only in a table without CALLER (a mutant), which answers such a payment here.
   if (!reservation) return "no reservation held by this gate for the payment's order";
   if (reservation.status !== "held") return `the reservation is already ${reservation.status}`;
   if (reservation.payment_id && reservation.payment_id !== payment.id) {

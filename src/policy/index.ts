@@ -1,7 +1,7 @@
 // The pure policy: rules and guards as one table, and decide(call, state, now) -> Verdict.
 
 export { decide, withoutGuard, allow_verdict } from "./decide.js";
-export { guard_table, assertReadableBlock } from "./guards.js";
+export { guard_table, assertReadableBlock, not_among_callers_orders } from "./guards.js";
 export {
   argument_values_max,
   argumentProblem,

@@ -68,8 +68,10 @@ export type IdempotencyState =
 export type PaymentState =
   /** `unanswered`: the provider did not answer (a timeout, a 5xx), so asking again may succeed.
    *  `asked: false`: the gate did not ask, because every block the caller could capture on
-   *  refused the call before its payment mattered (asking again, should that change, may succeed). */
-  | { fetched: false; reason: string; unanswered?: boolean; asked?: false }
+   *  refused the call before its payment mattered (asking again, should that change, may succeed).
+   *  `not_found`: the provider has no such payment (it answered 400 or 404), or the payment is on
+   *  no order: either way on none of the caller's orders. */
+  | { fetched: false; reason: string; unanswered?: boolean; asked?: false; not_found?: true }
   | { fetched: true; id: string; order_id: string; amount: number; currency: string; status: string };
 
 export interface ReservationState {

@@ -36,8 +36,8 @@ describe("bursar buyer --scripted", () => {
     const run = await runBursar(["buyer", "--scripted", "--overspend", "--url", gate.url, "--token", agent.token, "--operator-token", admin]);
     expect(run.code, run.stderr).toBe(0);
     const rules = /rules: (.*)$/m.exec(run.stdout)?.[1]?.split(", ") ?? [];
-    for (const rule of ["R0", "R1", "R3", "R4", "R5", "R6", "R7"]) expect(rules).toContain(rule);
-    for (const rule of ["R5", "R0", "R3", "R7", "R1", "R6", "R4"]) expect(run.stdout).toMatch(new RegExp(`BLOCK\\s+.*: ${rule} — `));
+    for (const rule of ["R0", "R1", "CALLER", "R4", "R5", "R6", "R7"]) expect(rules).toContain(rule);
+    for (const rule of ["R5", "R0", "CALLER", "R7", "R1", "R6", "R4"]) expect(run.stdout).toMatch(new RegExp(`BLOCK\\s+.*: ${rule} — `));
     const block = (await (await fetch(`${gate.url}/api/v1/blocks/${agent.block_id}`, { headers: { authorization: `Bearer ${admin}` } })).json()) as { spent: number; held: number; reserved: number; revoked: boolean };
     expect(block.spent + block.held).toBeLessThanOrEqual(block.reserved);
     expect(block.revoked).toBe(true);

@@ -27,7 +27,8 @@ describe("refusal advice", () => {
     const t = await testLedger();
     try {
       const result = await t.bursar.gate.callToolAs(t.agent_id, "capture_payment", { payment_id: "pay_NoSuchPayment1", amount: 5000, currency: "INR" });
-      expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R3" });
+      // Answered as another agent's payment is (CALLER): the answer does not tell which ids exist.
+      expect(result.structuredContent).toMatchObject({ effect: "BLOCK", rule: "CALLER", reason: "payment pay_NoSuchPayment1 not found among the orders this agent created through the gate" });
       expect(result.content[0]?.text).toContain("Do not retry this call unchanged.");
       expect(result.content[0]?.text).not.toContain("Repeat this same call");
     } finally {
