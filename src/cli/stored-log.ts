@@ -12,7 +12,8 @@ import type { SqlDriver } from "../ledger/index.js";
 import { refuseNewerSchema } from "../ledger/migrations/index.js";
 import { SqliteDriver } from "../ledger/sqlite.js";
 
-/** The log's entry 0 in `db` (a SQLite path or a postgres:// URL); undefined when it holds no log, or is no file yet. */
+/** The log's entry 0 in `db` (a SQLite path or a postgres:// URL); undefined when it holds no log, or is no file yet.
+ *  Throws SchemaNewerError for a database a newer Bursar migrated that holds no log. */
 export async function storedGenesisIn(db: string, options: { pg_prepared_statements?: boolean }): Promise<Entry | undefined> {
   if (!isPostgresUrl(db) && (db === ":memory:" || !existsSync(db))) return undefined;
   const driver = isPostgresUrl(db) ? openDriver(db, options) : new SqliteDriver({ path: db, readonly: true });

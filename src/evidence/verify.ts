@@ -321,8 +321,8 @@ class ExportVerifier {
     if (this.range.size === this.trusted.size) this.trustedRoot = this.range.root();
   }
 
-  /** Parses an entry to name exactly what is wrong with it; returns it when nothing is. */
-  /** Checks an entry's own bytes; a failure names the entry's line, not the line being read (its receipt, or the next entry). */
+  /** Parses an entry to name exactly what is wrong with it, by the entry's own line (not the line
+   *  being read: its receipt, or the next entry); returns it when nothing is. */
   private inspect(pending: PendingEntry): Entry {
     const value = parseJson(pending.line);
     const { seq, lineNumber } = pending;
@@ -492,7 +492,9 @@ class ExportVerifier {
    */
   private strayReceipt(receipt: Receipt): never {
     const seq = receipt.seq;
-    const genuine = this.foreignLog(seq, receipt) === undefined && verifyReceipt(receipt, this.verifier, this.trusted.origin).ok;
+    // Before entry 0 is read the log has no id yet: a receipt of this log's is not told from another's.
+    const ours = this.size === 0 || this.foreignLog(seq, receipt) === undefined;
+    const genuine = ours && verifyReceipt(receipt, this.verifier, this.trusted.origin).ok;
     if (!genuine) {
       this.stop({ file: true, message: `line ${this.lineNumber}: a receipt line that follows no entry and is not a receipt the key signed for this log` });
     }

@@ -103,6 +103,12 @@ describe("tampering with entries is pinned to the entry", () => {
     expect(verify(joinLines(alone), exported).failure).toMatchObject({ seq: 6 });
   });
 
+  it("deleting entry 0 names seq 0 (its receipt, a genuine one of this log, follows no entry)", () => {
+    // Before entry 0 the log has no id, and the receipt was taken for another log's: file damage.
+    const withoutGenesis = lines.filter((_, i) => i !== entries[0]);
+    expect(verify(joinLines(withoutGenesis), exported).failure).toMatchObject({ seq: 0, message: "seq 0: receipt without its entry (entry missing or reordered)" });
+  });
+
   it("duplicating an entry names the position it took", () => {
     const duplicated = [...lines.slice(0, entries[7]! + 2), lines[entries[7]!]!, lines[entries[7]! + 1]!, ...lines.slice(entries[7]! + 2)];
     const failure = verify(joinLines(duplicated), exported).failure;

@@ -33,8 +33,9 @@ hash of the export's entry 0, printed as "log". Entries past every signed checkp
 their receipts alone: each must have a v2 receipt of this log, whose signature is checked (a
 v1 receipt does not name its log, and vouches for no such entry). On failure it names the
 first bad entry (seq) where it can be pinpointed, else the checkpoint range [start, end) that
-does not match, else the root mismatch, and exits 1. A damaged checkpoint or receipt line is
-named by its line ("the export file"), not as bad entries.
+does not match, else the root mismatch, and exits 1. A checkpoint line that cannot be read or
+verified, a receipt line that cannot be parsed, and a receipt line that follows no entry and
+is not this log's are named by their line ("the export file"), not as bad entries.
 
 With --inclusion / --consistency: checks a JSON proof exactly as returned by
 GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
