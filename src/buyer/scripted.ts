@@ -1,6 +1,7 @@
 // The scripted buyer: a fixed basket bought through any gate over MCP, and with --overspend
 // a run of attempts that a gate must refuse, each by its rule (per-call cap, bad currency,
-// capture without reservation, idempotency conflict, block cap, velocity, revocation).
+// capture of a payment on none of the agent's orders, idempotency conflict, block cap, velocity,
+// revocation).
 
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { money, type Story } from "./story.js";

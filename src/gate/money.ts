@@ -5,7 +5,7 @@
 import { redacted, scrub, withoutSecretKeys } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type SentKey } from "../ledger/index.js";
 import { note_value_length_max, type PaymentState } from "../policy/index.js";
-import { cannotBeCaptured, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
+import { cannotBeCaptured, isNoSuchResource, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { timedStep } from "./observer.js";
 import { replayResult } from "./replay.js";
@@ -95,10 +95,8 @@ async function fetchNamedPayment(context: GateContext, args: unknown): Promise<{
   if (!isPaymentId(payment_id)) return { state: { fetched: false, reason: "payment_id is not a provider payment id" } };
   const outcome = await context.provider.fetchPayment(payment_id);
   if (outcome.kind === "refused") {
-    // No such payment (Razorpay answers 400 "does not exist", or 404) is on none of the caller's
-    // orders, and is answered as another agent's is (CALLER). Other refusals (credentials, rate
-    // limits) are the provider's problem and say so.
-    const not_found = outcome.status === 400 || outcome.status === 404 ? { not_found: true as const } : {};
+    // No such payment is on none of the caller's orders, and is answered as another agent's is (CALLER).
+    const not_found = isNoSuchResource(outcome) ? { not_found: true as const } : {};
     return { state: { fetched: false, reason: outcome.error.description, ...not_found } };
   }
   if (outcome.kind !== "ok") return { state: { fetched: false, reason: outcome.reason, unanswered: true } };

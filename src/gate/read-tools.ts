@@ -2,7 +2,7 @@
 // payments it created through the gate. They move nothing, so they write no evidence.
 
 import type { ProviderOutcome } from "../provider/port.js";
-import { isOrderId, isPaymentId } from "../provider/port.js";
+import { isNoSuchResource, isOrderId, isPaymentId } from "../provider/port.js";
 import { not_among_callers_orders as not_yours } from "../policy/index.js";
 import { paymentView, type GateContext } from "./context.js";
 import { orderView } from "./money.js";
@@ -51,11 +51,10 @@ export async function fetchPayment(context: GateContext, agent_id: string, args:
   const spent = lookupSpent(context, agent_id, "fetch_payment");
   if (spent) return spent;
   const outcome = await context.provider.fetchPayment(payment_id);
-  // A payment the provider does not know (Razorpay answers 400 "does not exist", or 404) gets
-  // the same answer as another agent's: the answer must not tell which payment ids exist. Other
-  // refusals (credentials, rate limits) are the provider's problem and say so.
+  // A payment the provider does not know gets the same answer as another agent's: the answer
+  // must not tell which payment ids exist.
   const not_this_agents = refusal({ rule: "CALLER", reason: `payment ${payment_id} ${not_yours}` });
-  if (outcome.kind === "refused" && (outcome.status === 400 || outcome.status === 404)) return not_this_agents;
+  if (isNoSuchResource(outcome)) return not_this_agents;
   if (outcome.kind !== "ok") return providerProblem(outcome);
   const order_id = outcome.value.order_id;
   if (!order_id || !(await ownsOrder(context, agent_id, order_id))) return not_this_agents;

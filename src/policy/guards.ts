@@ -175,12 +175,13 @@ function captureProblem(call: PolicyCall, state: PolicyState): string | undefine
   if (!capture) throw new Error("capture_payment decided without capture state");
   if (!capture.payment.fetched) {
     if (capture.payment.asked === false) return `the payment was not looked up (${capture.payment.reason}); retry`;
-    // Only a provider that did not answer is worth asking again; a refusal (no such payment) is final.
+    // Only a provider that did not answer is worth asking again; a refusal (no such payment, which
+    // CALLER answers first unless the table lacks it) is final.
     return `the provider did not confirm the payment (${capture.payment.reason})${capture.payment.unanswered ? "; retry" : ""}`;
   }
   const payment = capture.payment;
   const reservation = capture.reservation;
-  // Reached only in a table without CALLER (a mutant), which answers such a payment here.
+  // Reached only in a table without CALLER (a mutant): CALLER answers such a payment first.
   if (!reservation) return "no reservation held by this gate for the payment's order";
   if (reservation.status !== "held") return `the reservation is already ${reservation.status}`;
   if (reservation.payment_id && reservation.payment_id !== payment.id) {

@@ -31,6 +31,16 @@ export type ProviderOutcome<T> =
   | { kind: "refused"; status: number; error: ProviderError; local?: true }
   | { kind: "unknown"; reason: string };
 
+/** The statuses of a look-up's refusal that say the provider has no such order or payment
+ *  (Razorpay answers 400 "does not exist", or 404). A look-up refuses for no other reason: the
+ *  razorpay client takes any other 4xx to a look-up as no answer (unknown). */
+export const no_such_resource_statuses: ReadonlySet<number> = new Set([400, 404]);
+
+/** True when a look-up's answer is that the provider has no such order or payment. */
+export function isNoSuchResource(outcome: ProviderOutcome<unknown>): boolean {
+  return outcome.kind === "refused" && no_such_resource_statuses.has(outcome.status);
+}
+
 export type OrderStatus = "created" | "attempted" | "paid";
 export type PaymentStatus = "created" | "authorized" | "captured" | "failed" | "refunded";
 

@@ -18,7 +18,8 @@ An MCP buyer that spends through a running gate with an agent token.
 
   --scripted         buy a fixed basket (three items under the approval threshold, one above it)
   --overspend        with --scripted: then try to overspend in every way the rules name — per-call
-                     cap (R5), another currency (R0), capture without reservation (R3), a reused
+                     cap (R5), another currency (R0), capture of a payment on none of its
+                     orders (CALLER), a reused
                      idempotency key (R7), the block cap (R1), a runaway loop (R6) and, when an
                      operator token is given, revocation mid-run (R4) — and print each rule by name
   --llm              a real model proposes the purchases through tool calls; the gate decides.

@@ -4,6 +4,7 @@
 import {
   isOrderId,
   isPaymentId,
+  no_such_resource_statuses,
   type CaptureInput,
   type CreateOrderInput,
   type Provider,
@@ -100,8 +101,6 @@ function checkMoney<T>(input: { amount: number; currency: string }): ProviderOut
 }
 
 /** Statuses with which a lookup's answer is about the resource itself: it does not exist (Razorpay answers 400 "The id provided does not exist", or 404). */
-const lookup_answer_statuses = new Set([400, 404]);
-
 /**
  * A lookup (fetch an order or a payment, list by receipt) refused for a reason that says nothing
  * about the resource — 401/403 (the key), 429 (rate limited: Razorpay asks for a retry with
@@ -111,7 +110,7 @@ const lookup_answer_statuses = new Set([400, 404]);
  */
 async function lookup<T>(outcome: Promise<ProviderOutcome<T>>): Promise<ProviderOutcome<T>> {
   const answer = await outcome;
-  if (answer.kind !== "refused" || answer.local || lookup_answer_statuses.has(answer.status)) return answer;
+  if (answer.kind !== "refused" || answer.local || no_such_resource_statuses.has(answer.status)) return answer;
   return { kind: "unknown", reason: `HTTP ${answer.status} from provider: ${answer.error.description}` };
 }
 
