@@ -18,10 +18,10 @@ An MCP buyer that spends through a running gate with an agent token.
 
   --scripted         buy a fixed basket (three items under the approval threshold, one above it)
   --overspend        with --scripted: then try to overspend in every way the rules name — per-call
-                     cap (R5), another currency (R0), capture of a payment on none of its
-                     orders (CALLER), a reused
-                     idempotency key (R7), the block cap (R1), a runaway loop (R6) and, when an
-                     operator token is given, revocation mid-run (R4) — and print each rule by name
+                     cap (R5), another currency (R0), capture of a payment on none of its orders
+                     (CALLER), a reused idempotency key (R7), the block cap (R1), a runaway loop
+                     (R6) and, when an operator token is given, revocation mid-run (R4) — and
+                     print each rule by name
   --llm              a real model proposes the purchases through tool calls; the gate decides.
                      Needs BURSAR_LLM_BASE_URL, BURSAR_LLM_API_KEY and BURSAR_LLM_MODEL (any
                      OpenAI-compatible chat-completions endpoint)
