@@ -9,7 +9,7 @@ import type { Entry } from "../evidence/entry.js";
 import { isMissingTable, storedGenesis } from "../evidence/store.js";
 import { openDriver } from "../index.js";
 import type { SqlDriver } from "../ledger/index.js";
-import { refuseNewerSchema } from "../ledger/migrations/index.js";
+import { newest_schema_version_sql, refuseNewerSchema } from "../ledger/migrations/index.js";
 import { SqliteDriver } from "../ledger/sqlite.js";
 
 /** The log's entry 0 in `db` (a SQLite path or a postgres:// URL); undefined when it holds no log, or is no file yet.
@@ -33,12 +33,12 @@ export async function storedGenesisIn(db: string, options: { pg_prepared_stateme
 async function refuseNewerStoredSchema(driver: SqlDriver): Promise<void> {
   let recorded: number | null | undefined;
   try {
-    recorded = (await driver.read((tx) => tx.get<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations")))?.version;
+    recorded = (await driver.read((tx) => tx.get<{ version: number | null }>(newest_schema_version_sql)))?.version;
   } catch (error) {
     if (isMissingTable(error)) return;
     throw error;
   }
-  refuseNewerSchema(recorded === null || recorded === undefined ? recorded : Number(recorded), []);
+  refuseNewerSchema(recorded, []);
 }
 
 /**

@@ -5,7 +5,7 @@
 import pg from "pg";
 import { monotonicClock, type Clock } from "../clock.js";
 import { bindable, NoSchemaError, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
-import { refuseNewerSchema } from "./migrations/index.js";
+import { newest_schema_version_sql, refuseNewerSchema } from "./migrations/index.js";
 import { Permits } from "./permits.js";
 
 export const pg_pool_connections_max = 10;
@@ -458,7 +458,7 @@ export class PostgresDriver implements SqlDriver {
       await client.query(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
       );
-      const newest = await client.query<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations");
+      const newest = await client.query<{ version: number | null }>(newest_schema_version_sql);
       refuseNewerSchema(newest.rows[0]?.version, migrations);
       const applied: number[] = [];
       for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {

@@ -6,7 +6,7 @@ import Database from "better-sqlite3";
 import { chmodSync, statSync } from "node:fs";
 import { bindable, DatabaseFileError, type Migration, type ReadOptions, type RunResult, type SqlDriver, type SqlTx, type SqlValue, type TransactionOptions } from "./driver.js";
 import { notRegularFile } from "../file-kind.js";
-import { refuseNewerSchema } from "./migrations/index.js";
+import { newest_schema_version_sql, refuseNewerSchema } from "./migrations/index.js";
 import { Permits } from "./permits.js";
 import { Checkpointer, WalSync, type WalFlush, type Waiter } from "./sqlite-wal.js";
 
@@ -399,7 +399,7 @@ export class SqliteDriver implements SqlDriver {
       this.db.exec(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
       );
-      const newest = this.db.prepare("SELECT MAX(version) AS version FROM schema_migrations").get() as { version: number | null };
+      const newest = this.db.prepare(newest_schema_version_sql).get() as { version: number | null };
       refuseNewerSchema(newest.version, migrations);
       const applied: number[] = [];
       for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {

@@ -20,6 +20,9 @@ export const migrations: readonly Migration[] = Object.freeze([ledger, evidence,
 /** The newest schema version this code knows. */
 export const schema_version_latest: number = Math.max(...migrations.map((migration) => migration.version));
 
+/** The newest version a database records (`version`, null for none), as every check below reads it. */
+export const newest_schema_version_sql = "SELECT MAX(version) AS version FROM schema_migrations";
+
 /**
  * Refuses a database whose newest recorded version (`recorded`, null for none) is past every
  * version this code knows: the full list, and `applying` (a caller may apply a subset, as
