@@ -1,8 +1,7 @@
 // The read-only tools: an agent sees only its own block, approvals, and the orders and
 // payments it created through the gate. They move nothing, so they write no evidence.
 
-import type { ProviderOutcome } from "../provider/port.js";
-import { isNoSuchResource, isOrderId, isPaymentId } from "../provider/port.js";
+import { isNoSuchResource, isOrderId, isPaymentId, type ProviderOutcome } from "../provider/port.js";
 import { not_among_callers_orders as not_yours } from "../policy/index.js";
 import { paymentView, type GateContext } from "./context.js";
 import { orderView } from "./money.js";

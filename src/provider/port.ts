@@ -34,7 +34,7 @@ export type ProviderOutcome<T> =
 /** The statuses of a look-up's refusal that say the provider has no such order or payment
  *  (Razorpay answers 400 "does not exist", or 404). A look-up refuses for no other reason: the
  *  razorpay client takes any other 4xx to a look-up as no answer (unknown). */
-export const no_such_resource_statuses: ReadonlySet<number> = new Set([400, 404]);
+const no_such_resource_statuses: ReadonlySet<number> = new Set([400, 404]);
 
 /** True when a look-up's answer is that the provider has no such order or payment. */
 export function isNoSuchResource(outcome: ProviderOutcome<unknown>): boolean {

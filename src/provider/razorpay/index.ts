@@ -2,9 +2,9 @@
 // fetch. Checks its configuration at construction and refuses bad ids locally, before any request.
 
 import {
+  isNoSuchResource,
   isOrderId,
   isPaymentId,
-  no_such_resource_statuses,
   type CaptureInput,
   type CreateOrderInput,
   type Provider,
@@ -110,7 +110,7 @@ function checkMoney<T>(input: { amount: number; currency: string }): ProviderOut
  */
 async function lookup<T>(outcome: Promise<ProviderOutcome<T>>): Promise<ProviderOutcome<T>> {
   const answer = await outcome;
-  if (answer.kind !== "refused" || answer.local || no_such_resource_statuses.has(answer.status)) return answer;
+  if (answer.kind !== "refused" || answer.local || isNoSuchResource(answer)) return answer;
   return { kind: "unknown", reason: `HTTP ${answer.status} from provider: ${answer.error.description}` };
 }
 
