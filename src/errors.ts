@@ -13,9 +13,9 @@ export class HttpError extends Error {
   }
 }
 
-/** 401 for a missing or bad bearer token: its answer names the scheme (WWW-Authenticate: Bearer, RFC 9110 §11.6.1). */
+/** 401 for a missing, bad or expired bearer token: its answer names the scheme (WWW-Authenticate: Bearer, RFC 9110 §11.6.1). */
 export class BearerRequired extends HttpError {
-  constructor(message: string) {
-    super(401, "unauthorized", message);
+  constructor(message: string, code = "unauthorized") {
+    super(401, code, message);
   }
 }

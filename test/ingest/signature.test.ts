@@ -163,6 +163,53 @@ describe("Bursar-Signature", () => {
     source = { ...source, signing_key: rotated.body.signing_key, api_key: rotated.body.api_key };
   });
 
+  it("over HTTP, a key that ends while its delivery is stored is a 401 credential_expired: the API key's names the Bearer scheme, the webhook's none", async () => {
+    const rotated = await h.api<{ signing_key: string; api_key: string }>("POST", `/api/v1/evidence-sources/${source.id}/rotate`, { grace_seconds: 1 });
+    expect(rotated.status).toBe(200);
+    const old = source;
+    source = { ...source, signing_key: rotated.body.signing_key, api_key: rotated.body.api_key };
+    // The route checks the key when the request arrives and again once its body has; the grace
+    // runs out just after that second check, before the delivery's transaction reads the key.
+    const sources = h.evidence.sources;
+    const looked_up = { apiKeySecret: sources.apiKeySecret, signingKeys: sources.signingKeys };
+    const endGraceAfter = <A extends unknown[], R>(lookUp: (...args: A) => Promise<R>, checks: number) => {
+      let made = 0;
+      return async (...args: A) => {
+        const found = await lookUp.apply(sources, args);
+        if (++made === checks) h.clock.advance(2_000);
+        return found;
+      };
+    };
+    const stored = async () => (await h.entries("ingest.decision")).length;
+    const before = await stored();
+    try {
+      sources.apiKeySecret = endGraceAfter(looked_up.apiKeySecret, 2);
+      const pushed = await fetch(`${h.url}/api/v1/evidence-sources/${old.id}/events`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${old.api_key}`, "content-type": "application/x-ndjson" },
+        body: fresh(),
+      });
+      const pushed_body = (await pushed.json()) as { error: { code: string } };
+      expect({ status: pushed.status, code: pushed_body.error.code, scheme: pushed.headers.get("www-authenticate") }).toEqual({ status: 401, code: "credential_expired", scheme: "Bearer" });
+      sources.apiKeySecret = looked_up.apiKeySecret;
+
+      const again = await h.api<{ signing_key: string; api_key: string }>("POST", `/api/v1/evidence-sources/${source.id}/rotate`, { grace_seconds: 1 });
+      sources.signingKeys = endGraceAfter(looked_up.signingKeys, 1);
+      const body = fresh();
+      const delivered = await fetch(`${h.url}/ingest/${source.id}`, {
+        method: "POST",
+        headers: { "content-type": "application/x-ndjson", "bursar-signature": signatureHeader([source.signing_key], Buffer.from(body), h.clock()) },
+        body,
+      });
+      const delivered_body = (await delivered.json()) as { error: { code: string } };
+      expect({ status: delivered.status, code: delivered_body.error.code, scheme: delivered.headers.get("www-authenticate") }).toEqual({ status: 401, code: "credential_expired", scheme: null });
+      source = { ...source, signing_key: again.body.signing_key, api_key: again.body.api_key };
+    } finally {
+      Object.assign(sources, looked_up);
+    }
+    expect(await stored()).toBe(before);
+  });
+
   it("a rotation ends an earlier rotation's grace: two signing keys at most, however often it is rotated", async () => {
     const rotate = async () =>
       (await h.api<{ signing_key: string; api_key: string }>("POST", `/api/v1/evidence-sources/${source.id}/rotate`, { grace_seconds: 86_400 })).body;

@@ -45,6 +45,15 @@ async function answer(reply: FastifyReply, ingested: Promise<IngestAnswer>): Pro
 }
 
 /**
+ * A pushed delivery whose API key ended while it was stored (credential_expired) is refused as a
+ * bearer token is, naming the scheme; the webhook's key is no bearer token, and its 401 names none.
+ */
+function bearerExpired(error: unknown): never {
+  if (error instanceof HttpError && error.status === 401 && !(error instanceof BearerRequired)) throw new BearerRequired(error.message, error.code);
+  throw error;
+}
+
+/**
  * A signing key no source has and nobody holds: a delivery to an id without signing keys (unknown,
  * an observer's) is checked against it, so it costs the same HMAC over the body as a wrong
  * signature to a known source and fails the same way.
@@ -116,7 +125,7 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
   });
   app.post("/api/v1/evidence-sources/:id/events", { bodyLimit, onRequest: apiKeySource }, async (request, reply) => {
     const secret_id = await apiKeySource(request);
-    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), rawBody(request), [secret_id]));
+    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), rawBody(request), [secret_id]).catch(bearerExpired));
   });
   app.post("/api/v1/evidence-sources/:id/upload", { bodyLimit, onRequest: operatorSource }, async (request, reply) => {
     await operatorSource(request);
