@@ -51,7 +51,7 @@ export function outputDirectory(out: string): string {
 
 /** Runs an argument parse (node:util parseArgs) and turns its errors into UsageError, so
  *  the message names the option and the command exits 2. */
-export function parsing<T>(parse: () => T): T {
+function parsing<T>(parse: () => T): T {
   try {
     return parse();
   } catch (error) {
@@ -62,9 +62,28 @@ export function parsing<T>(parse: () => T): T {
 type OptionsConfig = NonNullable<ParseArgsConfig["options"]>;
 type Parsed<T extends OptionsConfig> = ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: true; strict: true }>>;
 
-/** parseArgs in strict mode with errors turned into UsageError. */
+/**
+ * parseArgs in strict mode, its errors turned into UsageError, and an option given twice refused:
+ * parseArgs keeps the last value, so `block create --cap 100 … --cap 100000` would pass unnoticed.
+ */
+export function parseStrict<const C extends ParseArgsConfig & { args: string[]; strict: true }>(config: C): ReturnType<typeof parseArgs<C>> {
+  const parsed = parsing(() => parseArgs({ ...config, tokens: true }));
+  const given = new Map<string, string>();
+  for (const token of parsed.tokens ?? []) {
+    if (token.kind !== "option" || config.options?.[token.name]?.multiple) continue;
+    const earlier = given.get(token.name);
+    if (earlier !== undefined) {
+      const as = earlier === token.rawName ? "" : ` (as ${earlier} and ${token.rawName})`;
+      throw new UsageError(`option --${token.name} is given twice${as}; give it once`);
+    }
+    given.set(token.name, token.rawName);
+  }
+  return parsed as ReturnType<typeof parseArgs<C>>;
+}
+
+/** parseArgs in strict mode with errors turned into UsageError, each option at most once. */
 export function parseOptions<const T extends OptionsConfig>(argv: string[], options: T): Parsed<T> {
-  return parsing(() => parseArgs({ args: argv, options, allowPositionals: true, strict: true }));
+  return parseStrict({ args: argv, options, allowPositionals: true, strict: true });
 }
 
 /** The options of a command that takes no positional arguments: one given is a usage error, not ignored. */

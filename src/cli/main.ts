@@ -32,6 +32,7 @@ function usage(): string {
     ...lines,
     "",
     "Run `bursar <command> --help` for a command's options and environment variables.",
+    "Each option is given at most once (twice is a usage error, exit 2).",
     "Configuration is read from BURSAR_* environment variables; see docs/configuration.md.",
   ].join("\n");
 }

@@ -202,6 +202,19 @@ describe("command arguments", () => {
     expect(result.stderr + result.stdout).not.toContain("SECRET");
   });
 
+  // parseArgs keeps an option's last value: `--reserved 100 … --reserved 10000000` went through as the second.
+  it.each([
+    [["block", "create", "--agent", "agt_x", "--currency", "INR", "--reserved", "100", "--reserved", "10000000"], "option --reserved is given twice; give it once"],
+    [["serve", "--port", "0", "--port", "8787"], "option --port is given twice; give it once"],
+    [["export", "--out", "a.jsonl", "--out", "b.jsonl"], "option --out is given twice; give it once"],
+    [["verify", "log.jsonl", "--key", "k1", "--key", "k2"], "option --key is given twice; give it once"],
+    [["simulator", "--webhook-secret", "whsec_a", "--webhook-secret", "whsec_b"], "option --webhook-secret is given twice; give it once"],
+    [["buyer", "--scripted", "--scripted"], "option --scripted is given twice; give it once"],
+  ])("bursar %j refuses an option given twice, naming it, instead of keeping the last", async (args, message) => {
+    const result = await runBursar(args, { BURSAR_DATA_DIR: dataDir(), BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) }, undefined, 20_000);
+    expect({ code: result.code, line: result.stderr.split("\n")[0] }).toEqual({ code: 2, line: `bursar ${args[0]}: ${message}` });
+  });
+
   it("bursar buyer takes an empty BURSAR_URL for its default, as every variable's empty value is", async () => {
     const result = await runBursar(["buyer", "--scripted"], { BURSAR_URL: "", BURSAR_AGENT_TOKEN: "bsr_agent_0123456789abcdefghijklmn", BURSAR_DATA_DIR: dataDir() }, undefined, 20_000);
     // Was: bursar buyer: --url "": expected an http(s) URL, exit 2.

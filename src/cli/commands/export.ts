@@ -13,10 +13,9 @@ import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
 import { notRegularFile } from "../../file-kind.js";
 import { openDriver } from "../../index.js";
-import { CommandError, parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
+import { CommandError, parseStrict, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
 import { storedDatabaseError, storedGenesisIn } from "../stored-log.js";
-import { parseArgs } from "node:util";
 
 export const help = `
 usage: bursar export --out FILE [--checkpoint FILE]
@@ -107,9 +106,7 @@ function checkOutputs(out: string, checkpoint: string | undefined, env: Config):
 }
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parsing(() =>
-    parseArgs({ args: argv, options: { out: { type: "string" }, checkpoint: { type: "string" } }, strict: true }),
-  );
+  const { values } = parseStrict({ args: argv, options: { out: { type: "string" }, checkpoint: { type: "string" } }, strict: true });
   if (!values.out) throw new UsageError("--out FILE is required");
   const env = loadConfig(io.env);
   checkOutputs(values.out, values.checkpoint, env);

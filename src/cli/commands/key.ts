@@ -3,9 +3,8 @@
 
 import { loadConfig, maskedDb, type Config } from "../../config.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
-import { CommandError, parsing, println, usingPath, type CliIo } from "../command.js";
+import { CommandError, parseStrict, println, usingPath, type CliIo } from "../command.js";
 import { storedGenesisIn } from "../stored-log.js";
-import { parseArgs } from "node:util";
 
 export const help = `
 usage: bursar key
@@ -48,7 +47,7 @@ async function logIdentity(env: Config): Promise<{ log?: LogIdentity; unread?: s
 }
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  parsing(() => parseArgs({ args: argv, options: {}, strict: true }));
+  parseStrict({ args: argv, options: {}, strict: true });
   const env = loadConfig(io.env);
   const source = env.signing_key_path ? `BURSAR_SIGNING_KEY=${env.signing_key_path}` : `BURSAR_DATA_DIR=${env.data_dir}`;
   const { log, unread } = await logIdentity(env);

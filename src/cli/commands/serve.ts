@@ -4,8 +4,7 @@ import type { FastifyInstance } from "fastify";
 import { environment_help, fetchRefusedPort, loadConfig } from "../../config.js";
 import { GracefulStop, onLogOutputFailed } from "../../server/app.js";
 import { startServer, type Started } from "../../server/start.js";
-import { listenHost, parsing, println, signalExitCode, UsageError, type CliIo } from "../command.js";
-import { parseArgs } from "node:util";
+import { listenHost, parseStrict, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 export const help = `usage: bursar serve [--host HOST] [--port PORT]
 
@@ -50,9 +49,7 @@ const output_closed_status = signalExitCode("SIGPIPE");
 export const database_failed_status = 75;
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parsing(() =>
-    parseArgs({ args: argv, options: { host: { type: "string" }, port: { type: "string" } }, strict: true }),
-  );
+  const { values } = parseStrict({ args: argv, options: { host: { type: "string" }, port: { type: "string" } }, strict: true });
   const env = { ...io.env };
   if (values.host !== undefined) env.BURSAR_HOST = listenHost(values.host);
   if (values.port !== undefined) env.BURSAR_PORT = listenPort(values.port);

@@ -1,11 +1,10 @@
 // `bursar simulator`: runs the Razorpay-compatible simulator standalone at `/` until SIGINT/SIGTERM.
 
-import { parseArgs } from "node:util";
 import type { FastifyInstance } from "fastify";
 import { fetchRefusedPort, secret } from "../../config.js";
 import { buildServer, listenFailure } from "../../server/app.js";
 import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
-import { CommandError, UsageError, httpUrl, listenHost, parsing, println, secretOption, type CliIo } from "../command.js";
+import { CommandError, UsageError, httpUrl, listenHost, parseStrict, println, secretOption, type CliIo } from "../command.js";
 
 export const simulator_port_default = 8788;
 export const simulator_host_default = "127.0.0.1";
@@ -73,18 +72,16 @@ async function listen(app: FastifyInstance, simulator: Simulator, host: string, 
 }
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parsing(() =>
-    parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        port: { type: "string" },
-        host: { type: "string" },
-        "webhook-url": { type: "string" },
-        "webhook-secret": { type: "string" },
-      },
-    }),
-  );
+  const { values } = parseStrict({
+    args: argv,
+    strict: true,
+    options: {
+      port: { type: "string" },
+      host: { type: "string" },
+      "webhook-url": { type: "string" },
+      "webhook-secret": { type: "string" },
+    },
+  });
   const port = parsePort(values.port);
   const host = values.host === undefined ? simulator_host_default : listenHost(values.host);
   const webhook_url = parseWebhookUrl(values["webhook-url"]);

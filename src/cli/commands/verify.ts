@@ -12,8 +12,7 @@ import {
   inclusionProofSchema,
 } from "../../evidence/proof.js";
 import { export_line_bytes_max, fileLines, verifyExportFile, type VerifyOptions, type VerifyReport } from "../../evidence/verify.js";
-import { parsing, println, usingPath, UsageError, type CliIo } from "../command.js";
-import { parseArgs } from "node:util";
+import { parseStrict, println, usingPath, UsageError, type CliIo } from "../command.js";
 import type { z } from "zod";
 
 export const help = `
@@ -408,25 +407,23 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
 }
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parsing(() =>
-    parseArgs({
-      args: argv,
-      options: {
-        checkpoint: { type: "string" },
-        key: { type: "string" },
-        origin: { type: "string" },
-        "all-receipts": { type: "boolean" },
-        inclusion: { type: "string" },
-        consistency: { type: "string" },
-        "delivery-receipts": { type: "string" },
-        "from-checkpoint": { type: "string" },
-        index: { type: "string" },
-        "leaf-hash": { type: "string" },
-      },
-      allowPositionals: true,
-      strict: true,
-    }),
-  );
+  const { values, positionals } = parseStrict({
+    args: argv,
+    options: {
+      checkpoint: { type: "string" },
+      key: { type: "string" },
+      origin: { type: "string" },
+      "all-receipts": { type: "boolean" },
+      inclusion: { type: "string" },
+      consistency: { type: "string" },
+      "delivery-receipts": { type: "string" },
+      "from-checkpoint": { type: "string" },
+      index: { type: "string" },
+      "leaf-hash": { type: "string" },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
   if (values["delivery-receipts"] !== undefined) {
     const proofOptions = [values.inclusion, values.consistency, values["from-checkpoint"], values.index, values["leaf-hash"]];
     if (proofOptions.some((value) => value !== undefined) || positionals.length > 1) {
