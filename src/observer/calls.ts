@@ -2,6 +2,7 @@
 // answers the calls its own request carried; a resumed GET stream answers calls by (source, MCP
 // session id, JSON-RPC id). Each completed call becomes its `observer.call` entry.
 
+import { JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
 import { representable } from "../evidence/canonical.js";
 import { scrubbedCanonicalJson, sha256Hex, type AppendInput } from "../evidence/index.js";
 import { cutText } from "../policy/text.js";
@@ -173,44 +174,34 @@ export function repeatedRequestIds(parsed: unknown): ReadonlySet<string> {
 }
 
 /**
- * JSON-RPC responses (result or error with an id) among parsed messages, which came in an answer
- * of HTTP `status`. Outside 2xx the status goes with each outcome: a result in a 500 is what the
- * client got, but not a plain success, and an auditor must be able to tell the two apart.
+ * JSON-RPC responses (result or error with an id) among the messages of one JSON body (`batch`:
+ * one message, or an array of them) or of one SSE event (one message), as the MCP SDK's client
+ * takes them: it parses each with its JSONRPCMessageSchema and takes an event or a body only when
+ * that passes, so a body with one malformed member is refused whole (undefined), and so is an
+ * event holding an array. A malformed message answers nothing, and a later well-formed message with the
+ * same id is the answer the client takes: taking the first would record what the client never
+ * accepted, and drop what it did. The messages came in an answer of HTTP `status`; outside 2xx
+ * the status goes with each outcome: a result in a 500 is what the client got, but not a plain
+ * success, and an auditor must be able to tell the two apart.
  */
-export function responses(parsed: unknown, status: number): Array<{ id: JsonRpcId; outcome: Outcome }> {
+export function responses(parsed: unknown, status: number, batch: boolean): Array<{ id: JsonRpcId; outcome: Outcome }> | undefined {
+  if (Array.isArray(parsed) && !batch) return undefined;
   const messages = Array.isArray(parsed) ? parsed : [parsed];
+  if (!messages.every((message) => JSONRPCMessageSchema.safeParse(message).success)) return undefined;
   const found: Array<{ id: JsonRpcId; outcome: Outcome }> = [];
   const http = status >= 200 && status <= 299 ? {} : { status };
-  for (const message of messages) {
-    const answer = wellFormedResponse(message);
-    if (answer?.result !== undefined) {
-      const result = answer.result;
-      found.push({ id: answer.id, outcome: { type: "result", is_error: result.isError === true, result, ...http } });
-    } else if (answer) {
-      found.push({ id: answer.id, outcome: { type: "error", error: answer.error, ...http } });
+  for (const message of messages as Array<Record<string, unknown>>) {
+    // A request or notification (a method), or an error without an id, answers no call.
+    const id = message.id as JsonRpcId | undefined;
+    if (id === undefined || "method" in message) continue;
+    if ("result" in message) {
+      const result = message.result as Record<string, unknown>;
+      found.push({ id, outcome: { type: "result", is_error: result.isError === true, result, ...http } });
+    } else {
+      found.push({ id, outcome: { type: "error", error: message.error, ...http } });
     }
   }
   return found;
-}
-
-const response_members: ReadonlySet<string> = new Set(["jsonrpc", "id", "result", "error"]);
-
-/**
- * A message as a response only when the MCP SDK's client takes it as one (JSONRPCMessageSchema):
- * `jsonrpc` "2.0", a string or integer id, an object `result` or an `error` with an integer code
- * and a string message (other members of the error are let through, as the client lets them),
- * and no other member. Anything else the client refuses, and a later well-formed message with
- * the same id is the answer it takes: taking the first would record what the client never
- * accepted, and drop what it did.
- */
-function wellFormedResponse(message: unknown): { id: JsonRpcId; result?: Record<string, unknown>; error?: Record<string, unknown> } | undefined {
-  if (!isObject(message) || message.jsonrpc !== "2.0" || !Object.keys(message).every((key) => response_members.has(key))) return undefined;
-  const id = message.id;
-  if (typeof id !== "string" && !Number.isSafeInteger(id)) return undefined;
-  if ("result" in message) return !("error" in message) && isObject(message.result) ? { id: id as JsonRpcId, result: message.result } : undefined;
-  const error = message.error;
-  if (!isObject(error) || !Number.isSafeInteger(error.code) || typeof error.message !== "string") return undefined;
-  return { id: id as JsonRpcId, error };
 }
 
 /**

@@ -6,6 +6,7 @@ import { request as httpRequest, STATUS_CODES, validateHeaderName, validateHeade
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { request as httpsRequest } from "node:https";
+import { mediaTypeEssence } from "@modelcontextprotocol/sdk/shared/mediaType.js";
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
@@ -386,12 +387,15 @@ class Exchange {
    * Matches JSON-RPC responses to pending calls and queues their evidence. A JSON body or a
    * POST's SSE stream answers the calls of its own request; a GET stream (a resumed POST
    * stream, or the session's standalone stream) answers calls of its session. `status` is the
-   * HTTP status the responses came in.
+   * HTTP status the responses came in. False when the MCP SDK's client would refuse the body or
+   * event whole (see responses): nothing in it answers a call.
    */
-  answer(parsed: unknown, transport: string, status: number): void {
+  answer(parsed: unknown, transport: string, status: number): boolean {
     const correlator = this.context.correlator;
     const on_get = this.request.method === "GET";
-    for (const { id, outcome } of responses(parsed, status)) {
+    const found = responses(parsed, status, transport === "json");
+    if (found === undefined) return false;
+    for (const { id, outcome } of found) {
       const key = idKey(id);
       if (!on_get) {
         const call = correlator.takeOwn(this.number, key);
@@ -408,6 +412,7 @@ class Exchange {
       // Calls of several requests of the session shared the id: the response may be any one's.
       else for (const call of taken.unattributed) this.record(call, { type: "unattributed", reason: "duplicate_id" }, transport);
     }
+    return true;
   }
 
   /**
@@ -527,8 +532,8 @@ function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldB
     end: () => {
       if (!tap) return;
       const parsed = tap.json();
-      if (parsed !== undefined) exchange.answer(parsed, "json", status);
-      exchange.settle(unanswered(tap, parsed, status), "json");
+      const taken = parsed !== undefined && exchange.answer(parsed, "json", status);
+      exchange.settle(unanswered(tap, taken, status), "json");
     },
     cut: (outcome) => {
       tap?.release();
@@ -537,12 +542,12 @@ function jsonTap(exchange: Exchange, status: number, form: BodyForm, held: HeldB
   };
 }
 
-/** The outcome of a call its request's JSON response did not answer. */
-function unanswered(tap: BodyTap, parsed: unknown, status: number): Outcome {
+/** The outcome of a call its request's JSON response did not answer; `taken`: the MCP SDK's client would take the body (JSON of well-formed messages). */
+function unanswered(tap: BodyTap, taken: boolean, status: number): Outcome {
   // An answer came, but the tap did not read it: whatever it says, it is not "no response".
   if (tap.form === "encoded") return { type: "unread_response", reason: "encoded", status };
   if (tap.overflowed) return { type: "unread_response", reason: "too_large", status };
-  return { type: "no_response", reason: parsed === undefined && status < 400 ? "unreadable_response" : "http_status", status };
+  return { type: "no_response", reason: !taken && status < 400 ? "unreadable_response" : "http_status", status };
 }
 
 /** A compressed SSE stream: nothing in it can be read, so its request's calls are settled as unread when it ends. */
@@ -555,12 +560,20 @@ function unreadStreamTap(exchange: Exchange, transport: string, status: number):
   };
 }
 
+/** An answer of a media type the MCP SDK's client does not read (neither JSON nor SSE): it takes nothing from it. */
+function unreadableTap(exchange: Exchange, status: number): ResponseTap {
+  const outcome: Outcome = { type: "no_response", reason: status < 400 ? "unreadable_response" : "http_status", status };
+  return { push: () => undefined, finish: () => undefined, end: () => exchange.settle(outcome, "json"), cut: (cut) => exchange.settle(cut, "json") };
+}
+
+/** The tap for an upstream answer, by its media type as the MCP SDK's client reads it (mediaTypeEssence). */
 function responseTap(exchange: Exchange, upstream: IncomingMessage, context: RelayContext): ResponseTap {
-  const type = String(upstream.headers["content-type"] ?? "").toLowerCase();
+  const media = mediaTypeEssence(upstream.headers["content-type"]);
   const status = upstream.statusCode ?? 0;
   const form = bodyForm(upstream.headers, false);
   const held = context.held.forSource(exchange.source.source_id);
-  if (!type.startsWith("text/event-stream")) return jsonTap(exchange, status, form, held);
+  if (media === "application/json") return jsonTap(exchange, status, form, held);
+  if (media !== "text/event-stream") return unreadableTap(exchange, status);
   const transport = exchange.request.method === "GET" ? "sse_get" : "sse";
   return form === "encoded" ? unreadStreamTap(exchange, transport, status) : sseTap(exchange, transport, status, context.correlator, held);
 }

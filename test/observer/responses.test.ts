@@ -1,11 +1,14 @@
 // What the observer takes as a call's answer is what the MCP SDK's client takes: a well-formed
 // JSON-RPC 2.0 response (JSONRPCMessageSchema). A message the client refuses answers nothing, so
-// the later well-formed message with the same id, which the client does take, is recorded.
+// the later well-formed message with the same id, which the client does take, is recorded; a JSON
+// body with one refused member answers nothing at all, and an SSE event holding an array neither.
 
 import { describe, expect, it } from "vitest";
 import { responses } from "../../src/observer/calls.js";
 
-const ids = (parsed: unknown) => responses(parsed, 200).map((found) => [found.id, found.outcome.type]);
+/** As a JSON body (`batch`) or as an SSE event's data. */
+const ids = (parsed: unknown, batch = true) => (responses(parsed, 200, batch) ?? []).map((found) => [found.id, found.outcome.type]);
+const answer = { jsonrpc: "2.0", id: 1, result: { ok: true } };
 
 describe("responses", () => {
   it("takes a result or an error of JSON-RPC 2.0 with a string or integer id", () => {
@@ -31,12 +34,26 @@ describe("responses", () => {
     ["neither", { jsonrpc: "2.0", id: 1 }],
     ["an error without a message", { jsonrpc: "2.0", id: 1, error: { code: 1 } }],
     ["an error with a fractional code", { jsonrpc: "2.0", id: 1, error: { code: 1.5, message: "m" } }],
-    ["a request", { jsonrpc: "2.0", id: 1, method: "ping" }],
+    // The client checks a result's _meta (RequestMetaSchema), not only that the result is an object.
+    ["a result whose _meta is no object", { jsonrpc: "2.0", id: 1, result: { _meta: 5, content: [] } }],
+    ["a result whose _meta has an object progressToken", { jsonrpc: "2.0", id: 1, result: { _meta: { progressToken: {} }, content: [] } }],
   ];
   for (const [name, message] of refused) {
-    it(`answers nothing with ${name}`, () => {
+    it(`answers nothing with ${name}, and a JSON body holding it answers nothing at all`, () => {
       expect(ids(message)).toEqual([]);
-      expect(ids([message, { jsonrpc: "2.0", id: 1, result: { ok: true } }])).toEqual([[1, "result"]]);
+      expect(ids(message, false)).toEqual([]);
+      // The client parses every member of a JSON body before it takes any: one refused, none taken.
+      expect(ids([message, answer])).toEqual([]);
     });
   }
+
+  it("answers nothing with a request, and takes the response beside it in a JSON body", () => {
+    expect(ids({ jsonrpc: "2.0", id: 1, method: "ping" })).toEqual([]);
+    expect(ids([{ jsonrpc: "2.0", id: 1, method: "ping" }, answer])).toEqual([[1, "result"]]);
+  });
+
+  it("takes no array from an SSE event: the client parses an event's data as one message", () => {
+    expect(ids([answer], false)).toEqual([]);
+    expect(ids(answer, false)).toEqual([[1, "result"]]);
+  });
 });
