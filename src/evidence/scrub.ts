@@ -131,7 +131,8 @@ const card_digits_max = 19;
 /**
  * Digits are grouped as cards are printed and typed: by single spaces (any Unicode space:
  * a no-break, thin or narrow no-break space, as locale-aware formatting writes, too; or a "+",
- * which is a space in a form body or a query: "number=4111+1111+1111+1111") or dashes,
+ * which is a space in a form body or a query: "number=4111+1111+1111+1111") or dashes (any
+ * Unicode dash, a minus sign, or an invisible format character such as a zero-width space),
  * mixed ("4111 1111-1111 1111"), or by one separator used throughout the run: a dot, a slash, an
  * underscore, a tab or two spaces ("4111.1111.1111.1111"). Mixing those (and a space with them)
  * ends a run, so "10.0.0.1 10.0.0.2" or "27.10.2026 22.10.13" is not one long run of digits
@@ -148,8 +149,11 @@ const joint_characters: ReadonlyMap<string, number> = new Map([
   ["_", 5],
   ["\t", 6],
 ]);
-const space_or_dash_pattern = /^[\p{Zs}-]$/u;
-const card_prefilter = /\d(?:[\p{Zs}\t./_+-]{0,2}\d){12}/u;
+/** A space or dash joint: any Unicode space or dash (an en dash, a non-breaking hyphen), a minus
+ *  sign, or an invisible format character (a zero-width space, a soft hyphen), which a pasted
+ *  number may carry and which would otherwise hide one from the scan. */
+const space_or_dash_pattern = /^[\p{Zs}\p{Pd}\p{Cf}\u2212]$/u;
+const card_prefilter = /\d(?:[\p{Zs}\p{Pd}\p{Cf}\u2212\t./_+]{0,2}\d){12}/u;
 
 /** Key names repeat across entries; remembering the verdicts keeps scrubbing cheap: whether the
  *  name is a secret's (its value is redacted), and whether the name itself holds a secret (its

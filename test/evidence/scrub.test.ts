@@ -359,6 +359,19 @@ describe("scrub", () => {
     for (const kept of ["4111\u00a01111\u00a01111\u00a01112", "1234\u202f5678\u202f9012"]) expect(scrub({ note: kept }).note).toBe(kept);
   });
 
+  it("finds card numbers grouped by Unicode dashes, a minus sign or invisible format characters, which would otherwise hide them", () => {
+    // Hyphen, non-breaking hyphen, figure dash, en dash, em dash, minus sign; zero-width space, word joiner, soft hyphen, BOM.
+    for (const joint of ["\u2010", "\u2011", "\u2012", "\u2013", "\u2014", "\u2212", "\u200b", "\u2060", "\u00ad", "\ufeff"]) {
+      const typed = ["4111", "1111", "1111", "1111"].join(joint);
+      expect(scrub({ note: typed }).note, JSON.stringify(typed)).toBe("[redacted]");
+      expect(scrub({ note: `paid with ${typed} 123, thanks` }).note, JSON.stringify(typed)).toBe("[redacted]");
+    }
+    // A zero-width space inside a group, beside spaces between them: still one run.
+    expect(scrub({ note: "41\u200b11 1111 1111 1111" }).note).toBe("[redacted]");
+    // Not Luhn-valid, or 12 digits: kept.
+    for (const kept of ["4111\u20131111\u20131111\u20131112", "1234\u200b5678\u200b9012"]) expect(scrub({ note: kept }).note).toBe(kept);
+  });
+
   it("finds card numbers grouped by '+', a space in a form body or a query", () => {
     // Both were stored as sent (only cvc was redacted): '+' joined no groups.
     const form = "name=Asha+Rao&number=4111+1111+1111+1111&cvc=123&exp=12%2F27";
