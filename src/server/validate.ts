@@ -75,7 +75,8 @@ export function invalidQuery(param: string, message: string, details: Record<str
 export function onlyQueryParams(query: unknown, taken: readonly string[]): void {
   for (const param of Object.keys((query ?? {}) as Record<string, unknown>)) {
     if (taken.includes(param)) continue;
-    throw invalidQuery(param, `is not a parameter of this route; it takes ${taken.map((name) => `\`${name}\``).join(", ")}`, { taken });
+    const takes = taken.length === 0 ? "it takes none" : `it takes ${taken.map((name) => `\`${name}\``).join(", ")}`;
+    throw invalidQuery(param, `is not a parameter of this route; ${takes}`, { taken });
   }
 }
 

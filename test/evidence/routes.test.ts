@@ -76,6 +76,9 @@ describe("reader routes", () => {
       ["/api/v1/log/entries?begin=5", "begin"],
       ["/api/v1/log/proof/inclusion?index=0&size=5&leaf=ab", "leaf"],
       ["/api/v1/log/proof/consistency?first=1&to=5", "first"],
+      // The public routes take none (a checkpoint "?size=5" is not the checkpoint of size 5).
+      ["/api/v1/log/checkpoint?size=5", "size"],
+      ["/.well-known/bursar/log-key?begin=5", "begin"],
     ];
     for (const [url, param] of cases) {
       const response = await get(url, reader);
@@ -89,6 +92,9 @@ describe("reader routes", () => {
       error: { code: "invalid_query", message: `size must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}`, details: { param: "size", limit: Number.MAX_SAFE_INTEGER } },
     });
     expect((await get("/api/v1/log/entries?start=abc", reader)).json()).toMatchObject({ error: { message: "start must be a non-negative integer" } });
+    expect((await get("/api/v1/log/checkpoint?size=5")).json()).toEqual({
+      error: { code: "invalid_query", message: "size is not a parameter of this route; it takes none", details: { param: "size", taken: [] } },
+    });
   });
 
   it("return proofs in exactly the documented shape, which verify offline", async () => {

@@ -41,13 +41,17 @@ function sendText(reply: FastifyReply, text: string): FastifyReply {
 
 export function logRoutes(deps: LogRouteDeps): RoutePlugin {
   return (app: FastifyInstance) => {
-    app.get("/api/v1/log/checkpoint", async (_request, reply) => {
+    app.get("/api/v1/log/checkpoint", async (request, reply) => {
+      onlyQueryParams(request.query, []);
       const checkpoint = await deps.log.latestCheckpoint();
       if (!checkpoint) throw new HttpError(503, "no_checkpoint", "the log has no checkpoint yet");
       return sendText(reply, checkpoint.note);
     });
 
-    app.get("/.well-known/bursar/log-key", async (_request, reply) => sendText(reply, `${deps.log.verifierKey}\n`));
+    app.get("/.well-known/bursar/log-key", async (request, reply) => {
+      onlyQueryParams(request.query, []);
+      return sendText(reply, `${deps.log.verifierKey}\n`);
+    });
 
     app.get("/api/v1/log/entries", async (request) => {
       await requireReader(deps, request);
