@@ -55,7 +55,8 @@ function parsing<T>(parse: () => T): T {
   try {
     return parse();
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    // parseArgs writes some messages over three lines ("--reserved -5": "… argument is ambiguous.\n…"): a usage error is one.
+    throw new UsageError((error as Error).message.replace(/\s*\n\s*/g, " "));
   }
 }
 

@@ -215,6 +215,14 @@ describe("command arguments", () => {
     expect({ code: result.code, line: result.stderr.split("\n")[0] }).toEqual({ code: 2, line: `bursar ${args[0]}: ${message}` });
   });
 
+  it.each([
+    [["block", "create", "--agent", "agt_x", "--currency", "INR", "--reserved", "-5"], "Option '--reserved' argument is ambiguous. Did you forget to specify the option argument for '--reserved'? To specify an option argument starting with a dash use '--reserved=-XYZ'."],
+    [["verify", "--inclusion", "proof.json", "--index", "99999999999999999999"], `--index: expected an entry's seq, a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`],
+  ])("bursar %j is refused in one line naming the option", async (args, message) => {
+    const result = await runBursar(args, { BURSAR_DATA_DIR: dataDir(), BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
+    expect({ code: result.code, line: result.stderr.split("\n")[0] }).toEqual({ code: 2, line: `bursar ${args[0]}: ${message}` });
+  });
+
   it("bursar buyer takes an empty BURSAR_URL for its default, as every variable's empty value is", async () => {
     const result = await runBursar(["buyer", "--scripted"], { BURSAR_URL: "", BURSAR_AGENT_TOKEN: "bsr_agent_0123456789abcdefghijklmn", BURSAR_DATA_DIR: dataDir() }, undefined, 20_000);
     // Was: bursar buyer: --url "": expected an http(s) URL, exit 2.

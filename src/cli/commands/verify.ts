@@ -209,7 +209,7 @@ function readProof<T>(kind: "inclusion" | "consistency", path: string, schema: z
 /** --index: an entry's 0-based seq, as the inclusion route's `index`. */
 function indexOf(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
-  if (!/^(0|[1-9][0-9]{0,15})$/.test(text) || !Number.isSafeInteger(Number(text))) throw new UsageError("--index: expected an entry's seq (0, 1, 2, …)");
+  if (!/^(0|[1-9][0-9]{0,15})$/.test(text) || !Number.isSafeInteger(Number(text))) throw new UsageError(`--index: expected an entry's seq, a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`);
   return Number(text);
 }
 
