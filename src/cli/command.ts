@@ -65,7 +65,7 @@ type Parsed<T extends OptionsConfig> = ReturnType<typeof parseArgs<{ args: strin
 
 /**
  * parseArgs in strict mode, its errors turned into UsageError, and an option given twice refused:
- * parseArgs keeps the last value, so `block create --cap 100 … --cap 100000` would pass unnoticed.
+ * parseArgs keeps the last value, so `block create --reserved 100 … --reserved 100000` would pass unnoticed.
  */
 export function parseStrict<const C extends ParseArgsConfig & { args: string[]; strict: true }>(config: C): ReturnType<typeof parseArgs<C>> {
   const parsed = parsing(() => parseArgs({ ...config, tokens: true }));

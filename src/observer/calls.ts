@@ -178,7 +178,7 @@ export function repeatedRequestIds(parsed: unknown): ReadonlySet<string> {
  * one message, or an array of them) or of one SSE event (one message), as the MCP SDK's client
  * takes them: it parses each with its JSONRPCMessageSchema and takes an event or a body only when
  * that passes, so a body with one malformed member is refused whole (undefined), and so is an
- * event holding an array. A malformed message answers nothing, and a later well-formed message with the
+ * event holding an array. A malformed event answers nothing, and a later well-formed one with the
  * same id is the answer the client takes: taking the first would record what the client never
  * accepted, and drop what it did. The messages came in an answer of HTTP `status`; outside 2xx
  * the status goes with each outcome: a result in a 500 is what the client got, but not a plain
