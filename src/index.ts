@@ -162,6 +162,11 @@ export { decide, guard_table, withoutGuard } from "./policy/index.js";
 export { sequentialIds } from "./ids.js";
 /** Scrubs a body as the log does: whoever holds an original reproduces its stored body and body_sha256. */
 export { canonicalJson, scrub } from "./evidence/index.js";
+/** For a writer of its own entries (docs/evidence.md, "For writers"): the log on a migrated driver, and its signer. */
+export { createLogSigner, EvidenceLog } from "./evidence/index.js";
+export { migrations } from "./ledger/index.js";
+/** The Razorpay-compatible simulator, to mount in a Fastify app of one's own (docs/simulator.md, "Embedding"). */
+export { acceptOnlyKey, createSimulator } from "./provider/simulator/index.js";
 export type { Verdict, Guard, PolicyCall, PolicyState } from "./policy/index.js";
 export type { Clock } from "./clock.js";
 export type { ToolResult } from "./gate/results.js";
