@@ -7,7 +7,7 @@ import { isUtf8 } from "node:buffer";
 import { CanonicalJsonError, canonicalJson, sha256Hex } from "../evidence/index.js";
 import { records_per_delivery_max } from "../evidence/index.js";
 import { HttpError } from "../errors.js";
-import { firstDuplicateKeyPath, unkeptPlaces } from "./duplicate-keys.js";
+import { duplicate_keys_reported_max, firstDuplicateKeyPath, unkeptPlaces } from "./duplicate-keys.js";
 import { holdsInexactNumber } from "./numbers.js";
 
 /** DESIGN: a delivery is at most 2 MiB, refused with 413 before parsing. */
@@ -163,14 +163,14 @@ function countLines(bytes: Buffer): number {
   return count;
 }
 
-/** A record parsed from its own text: with the first key it holds twice, or else the first number
+/** A record parsed from its own text: with the first key it holds twice and the first number
  *  JSON.parse read as another, if any. */
 function parsedRecord(index: number, text: string, value: unknown, sha256: string): ReceivedRecord {
   const duplicate = firstDuplicateKeyPath(text, value);
-  if (duplicate !== undefined) return { index, value, sha256, duplicate_key: duplicate };
-  if (!holdsInexactNumber(text)) return { index, value, sha256 };
-  const place = unkeptPlaces(text, 1)[0];
-  return { index, value, sha256, ...(place ? { inexact_number: place.path } : {}) };
+  // The places are in text order, keys twice among them: past those, the first number read as another.
+  const places = holdsInexactNumber(text) ? unkeptPlaces(text, duplicate === undefined ? 1 : duplicate_keys_reported_max) : [];
+  const place = places.find((found) => found.problem === "inexact_number");
+  return { index, value, sha256, ...(duplicate === undefined ? {} : { duplicate_key: duplicate }), ...(place ? { inexact_number: place.path } : {}) };
 }
 
 function splitNdjson(lines: readonly Buffer[]): SplitDelivery {

@@ -92,18 +92,19 @@ function schemaProblems(record: ReceivedRecord): RecordProblem[] {
 /**
  * One record: valid (with its args hash), or every problem found in it. A record the schema
  * accepts can still hold what the log cannot write (a lone surrogate in `reason`, 1e400 in
- * `args`); it is refused here, naming the field, so appending it later cannot fail.
+ * `args`); it is refused here, naming the field, so appending it later cannot fail. A record
+ * with a key twice or a number JSON reads as another still parsed, so its fields are checked
+ * too, and the sender learns of every problem at once.
  */
 function checkRecord(record: ReceivedRecord): ValidRecord | RecordProblem[] {
   const { index, value } = record;
   if (record.syntax_error !== undefined) return [{ index, field: "(record)", message: `not valid JSON: ${record.syntax_error}` }];
+  const problems: RecordProblem[] = [];
   if (record.duplicate_key !== undefined) {
-    return [{ index, field: record.duplicate_key, message: "this key occurs twice in one object; keys must be unique (the hash binds both)" }];
+    problems.push({ index, field: record.duplicate_key, message: "this key occurs twice in one object; keys must be unique (the hash binds both)" });
   }
-  if (record.inexact_number !== undefined) {
-    return [{ index, field: record.inexact_number, message: inexact_number_message }];
-  }
-  const problems = schemaProblems(record);
+  if (record.inexact_number !== undefined) problems.push({ index, field: record.inexact_number, message: inexact_number_message });
+  for (const problem of schemaProblems(record)) problems.push(problem);
   if (record.unhashable !== undefined || !isPlainObject(value)) {
     // An array element that could not be hashed is walked whole, from its root as it was hashed.
     const found = problems.length;

@@ -202,6 +202,18 @@ describe("validation is all or nothing", () => {
     expect(array.details.problems).toEqual([{ index: 1, field: "decision", message: expect.stringContaining("occurs twice") }]);
   });
 
+  it("lists a record's key given twice and its number read as another beside its other problems, not instead of them", async () => {
+    const text = JSON.stringify(record("evt_all_1", { agent: { id: "agent-release-bot", type: "agent", idd: "x" }, args: { order_id: 0 } }))
+      .replace('"decision":"allow"', '"decision":"allow","decision":"deny"')
+      .replace('"order_id":0', '"order_id":12345678901234567891');
+    const problems = (await refused(text, 422)).details.problems as Array<{ field: string; message: string }>;
+    expect(problems.map(({ field, message }) => [field, message.includes("twice") ? "twice" : message.includes("as a string") ? "inexact" : message])).toEqual([
+      ["decision", "twice"],
+      ["args.order_id", "inexact"],
+      ["agent.idd", "unknown field"],
+    ]);
+  });
+
   it("refuses a number JSON parsers do not keep as sent, in every form, naming its path: no other record passes for a retry", async () => {
     // JSON.parse reads both as 1234567890123456800: as array elements they hashed alike, and the
     // second, a different decision under the same event_id, was answered as a retry.
