@@ -285,6 +285,10 @@ export class EvidenceLog {
     const log = new EvidenceLog(driver, options);
     await log.genesisIfEmpty();
     await log.checkIdentity();
+    // The tree is brought up to the stored log now, not at the first checkpoint: a process started
+    // just before its database is restored to an earlier point (a rolling restart) would otherwise
+    // have seen nothing, and sign receipts and checkpoints over the lost entries.
+    await log.syncTree();
     if (!(await log.latestCheckpoint())) await log.checkpoint();
     return log;
   }

@@ -230,6 +230,18 @@ for (const backend of backends()) {
         expect((await log.latestCheckpoint())!.size).toBe(5);
       });
 
+      it("a log just opened has seen the stored log: it refuses to append or sign over entries lost before its first checkpoint", async () => {
+        const { driver, log, signer, clock } = await openTestLog();
+        await driver.transaction((tx) => log.appendMany(tx, [1, 2, 3, 4].map(decision)));
+        // Another process starts (a rolling restart) and cuts no checkpoint before the database is
+        // restored to an earlier point: entries 3 and 4 are lost.
+        const started = await EvidenceLog.open(driver, { signer, origin: test_origin, clock });
+        await loseEntriesFrom(driver, 3);
+        await expect(driver.transaction((tx) => started.appendMany(tx, [5, 6].map(decision)))).rejects.toThrow(/3 entries stored, 5 seen/);
+        await expect(started.checkpoint()).rejects.toThrow(/3 entries stored, 5 seen/);
+        expect(await log.treeSize()).toBe(3);
+      });
+
       it("refuses a checkpoint when the log lost entries another process appended and then grew back over them", async () => {
         const { driver, log, signer, clock } = await openTestLog();
         await driver.transaction((tx) => log.appendMany(tx, [1, 2, 3, 4].map(decision)));
