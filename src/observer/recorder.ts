@@ -5,7 +5,8 @@
 import type { Clock } from "../clock.js";
 import { CanonicalJsonError, EvidenceInputError, type AppendInput, type EvidenceLog } from "../evidence/index.js";
 import type { SqlDriver } from "../ledger/driver.js";
-import type { ObserverRuns } from "./runs.js";
+import { CommitOutcomeUnknownError } from "../ledger/postgres.js";
+import type { ObserverRuns, RunMark } from "./runs.js";
 
 export const queue_length_max_default = 10_000;
 /** Entries are capped (args and results over 64 KiB are kept by hash only) and an observed call's
@@ -34,23 +35,54 @@ export interface CallCounts {
   taken: () => number;
 }
 
+/** An append whose COMMIT may or may not have taken effect (the connection broke during it). */
+export class AppendOutcomeUnknownError extends Error {
+  override name = "AppendOutcomeUnknownError";
+}
+
 /** Where observed evidence goes: one append of several entries, atomically. */
 export interface EvidenceSink {
   append(inputs: readonly AppendInput[], counts: CallCounts): Promise<void>;
+  /**
+   * After append threw AppendOutcomeUnknownError, whether that append took effect: asked before
+   * anything else is appended, so a batch that did is not written twice. Throws while the store
+   * cannot tell.
+   */
+  tookEffect?(): Promise<boolean>;
 }
 
 /** The evidence log, and with `runs` the run's counts in the same transaction as the entries. */
 export function logSink(driver: SqlDriver, log: EvidenceLog, runs?: ObserverRuns): EvidenceSink {
+  /** The last entry of an append whose COMMIT's outcome is unknown, as that transaction wrote it. */
+  let unknown: { seq: number; leaf_hash: string; mark: RunMark | undefined } | undefined;
   return {
     append: async (inputs, counts) => {
-      const mark = await driver.transaction(async (tx) => {
-        // The run's row first: findLost locks it before the log too.
-        const mark = await runs?.written(tx, counts.written, counts.taken);
-        // Observed calls have no caller waiting for a receipt: checkpoints cover their entries.
-        await log.appendMany(tx, inputs, { receipts: false, last: true });
-        return mark;
-      });
+      let written: { seq: number; leaf_hash: string; mark: RunMark | undefined } | undefined;
+      try {
+        const mark = await driver.transaction(async (tx) => {
+          // The run's row first: findLost locks it before the log too.
+          const mark = await runs?.written(tx, counts.written, counts.taken);
+          // Observed calls have no caller waiting for a receipt: checkpoints cover their entries.
+          const last = (await log.appendMany(tx, inputs, { receipts: false, last: true })).at(-1);
+          written = last && { seq: last.seq, leaf_hash: last.leaf_hash, mark };
+          return mark;
+        });
+        if (runs && mark) runs.stored(mark);
+      } catch (error) {
+        if (!(error instanceof CommitOutcomeUnknownError) || !written) throw error;
+        unknown = written;
+        throw new AppendOutcomeUnknownError(error.message);
+      }
+    },
+    // The entry's seq holds its leaf hash (seq and time are in it) only if that COMMIT took effect.
+    tookEffect: async () => {
+      if (!unknown) return false;
+      const { seq, leaf_hash, mark } = unknown;
+      const stored = await driver.read((tx) => tx.get<{ leaf_hash: string }>("SELECT leaf_hash FROM log_entries WHERE seq = ?", [seq]));
+      unknown = undefined;
+      if (stored?.leaf_hash !== leaf_hash) return false;
       if (runs && mark) runs.stored(mark);
+      return true;
     },
   };
 }
@@ -124,6 +156,9 @@ export class Recorder {
    *  observer.call entry or in a system.evidence_gap entry's count, unless the process stops first. */
   private calls_handed = 0;
   private gap = new Gap();
+  /** A batch whose append's outcome is unknown: its calls still lead the queue, and its gap is
+   *  held here until the sink says whether it was written. */
+  private unresolved: { calls: number; gap: Gap | null } | null = null;
   private flushing: Promise<void> | null = null;
   private closed = false;
   /** Callers waiting in drain(): while any waits, batches are written back to back. */
@@ -162,7 +197,7 @@ export class Recorder {
 
   /** Whether every call handed over is written (or its count is): what a clean stop needs. */
   get drained(): boolean {
-    return this.queue.length === 0 && this.gap.calls === 0;
+    return this.queue.length === 0 && this.gap.calls === 0 && this.unresolved === null;
   }
 
   /** A call handed over that goes in the next gap entry rather than an entry of its own. */
@@ -182,7 +217,7 @@ export class Recorder {
   }
 
   get unrecorded_pending(): number {
-    return this.gap.calls;
+    return this.gap.calls + (this.unresolved?.gap?.calls ?? 0);
   }
 
   private schedule(): void {
@@ -196,7 +231,7 @@ export class Recorder {
    *  bytes) is queued or a drain waits: under steady load, a batch written as soon as the last had
    *  committed took only the few milliseconds' calls that came meanwhile. */
   private async flush(): Promise<void> {
-    while (!this.closed && (this.queue.length > 0 || this.gap.calls > 0)) {
+    while (!this.closed && (this.queue.length > 0 || this.gap.calls > 0 || this.unresolved)) {
       const full = this.queue.length >= batch_entries_max || this.queued_bytes >= batch_bytes_max;
       if (!full && this.draining === 0) await sleep(this.flush_delay_ms);
       if (this.closed) return;
@@ -207,6 +242,8 @@ export class Recorder {
 
   /** One transaction: the gap entry (if any) first, then up to a batch of calls. */
   private async writeBatch(): Promise<boolean> {
+    if (!(await this.resolveUnknown())) return false;
+    if (this.queue.length === 0 && this.gap.calls === 0) return true;
     const batch = this.nextBatch(batch_entries_max - (this.gap.calls > 0 ? 1 : 0));
     switch (await this.append(batch)) {
       case "written":
@@ -217,6 +254,30 @@ export class Recorder {
       case "refused":
         return this.writeEach(batch);
     }
+  }
+
+  /**
+   * After an append whose outcome was unknown: asks the sink whether it took effect. If it did,
+   * its calls leave the queue and its gap is done with; if not, they are written again. False
+   * while the store cannot tell (nothing is written meanwhile, so nothing is written twice).
+   */
+  private async resolveUnknown(): Promise<boolean> {
+    const unresolved = this.unresolved;
+    if (!unresolved) return true;
+    let took_effect: boolean;
+    try {
+      took_effect = (await this.options.sink.tookEffect?.()) ?? false;
+    } catch (error) {
+      this.options.onError?.(`observer evidence store unavailable, retrying: ${error instanceof Error ? error.message : String(error)}`);
+      return false;
+    }
+    this.unresolved = null;
+    if (took_effect) this.dequeue(unresolved.calls);
+    else if (unresolved.gap) {
+      unresolved.gap.merge(this.gap);
+      this.gap = unresolved.gap;
+    }
+    return true;
   }
 
   /** The queue's first calls: at most `entries_max`, and past the first, at most batch_bytes_max counted bytes. */
@@ -243,11 +304,16 @@ export class Recorder {
       await this.options.sink.append(inputs, { written: calls.length + (gap?.calls ?? 0), taken: () => this.taken });
       return "written";
     } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (error instanceof AppendOutcomeUnknownError) {
+        this.unresolved = { calls: calls.length, gap };
+        this.options.onError?.(`observer evidence store unavailable, retrying once it says whether the last batch was written: ${message}`);
+        return "store_failed";
+      }
       if (gap) {
         gap.merge(this.gap);
         this.gap = gap;
       }
-      const message = error instanceof Error ? error.message : String(error);
       if (error instanceof EvidenceInputError || error instanceof CanonicalJsonError) {
         this.options.onError?.(`observer evidence refused (calls: ${calls.length}${gap ? ", with the gap entry" : ""}): ${message}`);
         return "refused";
