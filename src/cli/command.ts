@@ -55,8 +55,12 @@ function parsing<T>(parse: () => T): T {
   try {
     return parse();
   } catch (error) {
+    const message = (error as Error).message;
+    // parseArgs' own words leave a quote unclosed here ("… as in '-- "--out"").
+    const unknown = /^Unknown option '([^']+)'/.exec(message)?.[1];
+    if (unknown !== undefined) throw new UsageError(`unknown option ${unknown}; an argument starting with "-" goes after "--" (as in -- ${unknown})`);
     // parseArgs writes some messages over three lines ("--reserved -5": "… argument is ambiguous.\n…"): a usage error is one.
-    throw new UsageError((error as Error).message.replace(/\s*\n\s*/g, " "));
+    throw new UsageError(message.replace(/\s*\n\s*/g, " "));
   }
 }
 

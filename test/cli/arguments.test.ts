@@ -218,6 +218,9 @@ describe("command arguments", () => {
   it.each([
     [["block", "create", "--agent", "agt_x", "--currency", "INR", "--reserved", "-5"], "Option '--reserved' argument is ambiguous. Did you forget to specify the option argument for '--reserved'? To specify an option argument starting with a dash use '--reserved=-XYZ'."],
     [["verify", "--inclusion", "proof.json", "--index", "99999999999999999999"], `--index: expected an entry's seq, a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`],
+    [["verify", "log.jsonl", "--checkpoint", "", "--key", "k"], '--checkpoint "": expected the path of a checkpoint file (an empty path names none)'],
+    // parseArgs' own message left a quote unclosed.
+    [["migrate", "--out", "x"], 'unknown option --out; an argument starting with "-" goes after "--" (as in -- --out)'],
   ])("bursar %j is refused in one line naming the option", async (args, message) => {
     const result = await runBursar(args, { BURSAR_DATA_DIR: dataDir(), BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
     expect({ code: result.code, line: result.stderr.split("\n")[0] }).toEqual({ code: 2, line: `bursar ${args[0]}: ${message}` });
@@ -248,6 +251,14 @@ describe("command arguments", () => {
     const result = await runBursar(["block", "create", "--agent", "agt_x", "--currency", "INR", flag, value], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
     expect(result.code).toBe(2);
     expect(result.stderr.split("\n")[0]).toBe(`bursar block: ${flag} ${JSON.stringify(value)}: expected a whole number from ${range}`);
+  });
+
+  it.each([
+    ["2026-13-01T00:00:00Z", "names a date that does not exist (2026-13-01)"],
+    ["2027-01-01", 'must be an RFC 3339 time with an offset, e.g. "2026-12-31T18:30:00Z" or "2027-01-01T00:00:00+05:30"'],
+  ])("bursar block create --expires-at %j is refused before anything is sent, naming the option", async (value, problem) => {
+    const result = await runBursar(["block", "create", "--agent", "agt_x", "--currency", "INR", "--expires-at", value], { BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
+    expect({ code: result.code, line: result.stderr.split("\n")[0] }).toEqual({ code: 2, line: `bursar block: --expires-at ${JSON.stringify(value)}: ${problem}` });
   });
 
   it("bursar buyer against a gate that is down prints one line naming the URL and exits 1", async () => {

@@ -285,7 +285,7 @@ describe("bursar send-decisions", () => {
       for (const connection of stalled.splice(0)) connection.destroy();
       expect(await exited).toBe(0);
       expect(oneLine(stderr)).toBe(`bursar send-decisions: lines 1..2: the server is busy (HTTP 503); sending them again in ${unproven_body_retry_after_seconds} s (attempt 2 of 5)`);
-      expect(stdout.trim()).toBe("sent 2 records in 1 deliveries: 2 new, 0 already received");
+      expect(stdout.trim()).toBe("sent 2 records in 1 delivery: 2 new, 0 already received");
     } finally {
       for (const connection of stalled) connection.destroy();
     }
@@ -321,7 +321,7 @@ describe("bursar send-decisions: from a file to deliveries", () => {
     const [one, two, three] = ["evt_crlf_1", "evt_crlf_2", "evt_crlf_3"].map((id) => JSON.stringify(record(id)));
     const sent = await send(`\r\n  \t\r\n${one}\r\n\r\n\t${two}  \r\n\n${three}`);
     expect(sent.code, sent.stderr).toBe(0);
-    expect(sent.stdout).toContain("sent 3 records in 1 deliveries: 3 new, 0 already received");
+    expect(sent.stdout).toContain("sent 3 records in 1 delivery: 3 new, 0 already received");
     // Each record's hash is over its JSON text: no CR, tab or spaces around it.
     expect(sent.receipts.flat().map((listed) => listed.sha256)).toEqual([one, two, three].map((text) => sha256(text!)));
 
@@ -336,7 +336,7 @@ describe("bursar send-decisions: from a file to deliveries", () => {
     const [one, two] = ["evt_bom_1", "evt_bom_2"].map((id) => JSON.stringify(record(id)));
     const sent = await send(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(`${one}\r\n${two}\r\n`)]));
     expect(sent.code, sent.stderr).toBe(0);
-    expect(sent.stdout).toContain("sent 2 records in 1 deliveries: 2 new, 0 already received");
+    expect(sent.stdout).toContain("sent 2 records in 1 delivery: 2 new, 0 already received");
     expect(sent.receipts.flat().map((listed) => listed.sha256)).toEqual([sha256(one!), sha256(two!)]);
   });
 
@@ -372,7 +372,7 @@ describe("bursar send-decisions: from a file to deliveries", () => {
     expect(sent.receipts).toEqual([]);
     // Nothing reached the source: the good record is new when sent alone.
     const again = await sent.resend(`${good}\n`);
-    expect(again.stdout).toContain("sent 1 records in 1 deliveries: 1 new, 0 already received");
+    expect(again.stdout).toContain("sent 1 record in 1 delivery: 1 new, 0 already received");
   });
 });
 
@@ -473,7 +473,7 @@ describe("bursar send-decisions: a 2xx answer that is not the delivery's receipt
       writeFileSync(file, ndjson([record("evt_good_1"), record("evt_good_2")]));
       const result = await runBursar(["send-decisions", file, "--url", stub.url, "--source", "src_x"], key_env);
       expect(result.code, result.stderr).toBe(0);
-      expect(result.stdout).toBe("sent 2 records in 1 deliveries: 1 new, 1 already received\n");
+      expect(result.stdout).toBe("sent 2 records in 1 delivery: 1 new, 1 already received\n");
     } finally {
       await stub.close();
     }

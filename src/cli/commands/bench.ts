@@ -26,7 +26,7 @@ benchmarks:
   ingest     signed decision-record deliveries/s beside a bare Node http server
   observer   an MCP client through the chained observer and directly
 
-environment: each benchmark's own BENCH_* knobs (e.g. BENCH_SECONDS; the README's
+Environment: each benchmark's own BENCH_* knobs (e.g. BENCH_SECONDS; the README's
 Benchmarks section lists them all); all variables are passed to the child unchanged.`;
 
 function listing(): string {

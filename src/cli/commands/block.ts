@@ -1,6 +1,7 @@
 // `bursar block create|show|revoke|unfreeze`: an agent's spending block through a running
 // server's operator API. Thin: the server validates and decides; this maps flags to JSON.
 
+import { rfc3339Problem } from "../../evidence/entry.js";
 import { block_field_ranges } from "../../ledger/blocks.js";
 import { parseOptions, UsageError, type CliIo } from "../command.js";
 import { operator_environment_help, operator_help, operator_options, operatorRequest, operatorTarget, printOperatorCall } from "./agent.js";
@@ -80,6 +81,13 @@ function wholeNumber(flag: string, raw: string | undefined, field: keyof typeof 
   return value;
 }
 
+/** --expires-at as the server takes it (an RFC 3339 time that exists), checked before anything is sent; whether it is in the future is the server's to say. */
+function rfc3339Time(flag: string, value: string | undefined): string | undefined {
+  const problem = value === undefined ? undefined : rfc3339Problem(value);
+  if (problem !== undefined) throw new UsageError(`--${flag} ${JSON.stringify(value)}: ${problem}`);
+  return value;
+}
+
 type CreateValues = { [K in keyof typeof create_options]?: string | undefined };
 
 /** The POST /api/v1/blocks body: only the fields given, so the server's defaults apply to the rest. */
@@ -94,7 +102,7 @@ export function createBody(values: CreateValues): Record<string, unknown> {
     currency: values.currency,
     reserved: wholeNumber("reserved", values.reserved, "reserved"),
     ttl_seconds: wholeNumber("ttl-seconds", values["ttl-seconds"], "ttl_seconds"),
-    expires_at: values["expires-at"],
+    expires_at: rfc3339Time("expires-at", values["expires-at"]),
     per_call_cap: wholeNumber("per-call-cap", values["per-call-cap"], "per_call_cap"),
     approval_threshold: wholeNumber("approval-threshold", values["approval-threshold"], "approval_threshold"),
   };

@@ -11,8 +11,8 @@ import { Story } from "../../buyer/story.js";
 import { baseUrlOption, bearerToken, CommandError, parseFlags, println, secretOption, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
 
-export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T | --stdio]
-       bursar buyer --llm [--task TEXT] [--url URL] [--token T | --stdio]
+export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T] [--stdio]
+       bursar buyer --llm [--task TEXT] [--url URL] [--token T] [--stdio]
 
 An MCP buyer that spends through a running gate with an agent token.
 
@@ -31,7 +31,8 @@ An MCP buyer that spends through a running gate with an agent token.
                      user:password@ is refused without being shown: the token goes in --token
   --token T          the agent token (default $BURSAR_AGENT_TOKEN)
   --operator-token T lets --overspend revoke the block mid-run (default $BURSAR_ADMIN_TOKEN)
-  --stdio            speak MCP over stdio through 'bursar mcp-stdio' instead of HTTP
+  --stdio            speak MCP over stdio through 'bursar mcp-stdio' (given the agent token)
+                     instead of HTTP
 
 Exit codes: 0 done; 1 the gate could not be reached, or refused the agent token (one line
 naming the URL), or with --llm a model call failed (one line naming BURSAR_LLM_BASE_URL and

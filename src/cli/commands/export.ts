@@ -44,7 +44,7 @@ A database it cannot open or reach, or a SQLite file it cannot read (cut short, 
 database), is one line naming BURSAR_DB (a postgres URL with its password masked) and, for
 SQLite, its message, exit 2.
 
-environment:
+Environment:
   BURSAR_DB            database: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
   BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without them)
   BURSAR_DATA_DIR      data directory (default ./.bursar)

@@ -20,7 +20,7 @@ missing or other key is one line saying so, exit 2. A database it cannot read is
 stderr and an existing key printed unchecked; none is generated then (that log may have been
 started with another key), and with no key it is one line saying so, exit 2.
 
-environment:
+Environment:
   BURSAR_SIGNING_KEY   Ed25519 private key PEM file to use (never generated; must exist)
   BURSAR_DATA_DIR      data directory holding signing-key.pem (default ./.bursar)
   BURSAR_DB            database whose log the key must be: a SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL

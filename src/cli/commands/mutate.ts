@@ -38,8 +38,10 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   writeFileSync(join(out, "mutation.md"), mutationMarkdown(report, cases.length));
   writeFileSync(join(out, "mutation.json"), `${JSON.stringify(report, null, 2)}\n`);
   const survivors = report.mutants.filter((mutant) => mutant.killed_by.length === 0);
+  const width = Math.max(...report.mutants.map((mutant) => mutant.guard.length));
   for (const mutant of report.mutants) {
-    println(io.stdout, `${mutant.guard.padEnd(12)} ${mutant.killed_by.length > 0 ? `killed by ${mutant.killed_by.length} cases` : "SURVIVED"}`);
+    const killers = mutant.killed_by.length;
+    println(io.stdout, `${mutant.guard.padEnd(width)}  ${killers > 0 ? `killed by ${killers} ${killers === 1 ? "case" : "cases"}` : "SURVIVED"}`);
   }
   for (const row of report.gate_off) println(io.stdout, `${row.label}: ${row.calls_through} money calls through, ${(row.amount_through / 100).toFixed(2)} moved`);
   println(io.stdout, `${report.mutants.length - survivors.length}/${report.mutants.length} guards killed (${((performance.now() - started) / 1000).toFixed(1)} s); wrote ${join(out, "mutation.md")}`);

@@ -72,7 +72,7 @@ options:
   --timeout S        seconds to wait for each delivery's whole answer, 1..${timeout_seconds_max}
                      (default ${timeout_seconds_default})
 
-environment:
+Environment:
   ${signing_key_variable}   the source's signing key (shown once when the source was created);
                              one of only whitespace is refused (exit 2) without being shown
 `;
@@ -347,9 +347,12 @@ function acceptedAnswer(answer: Answer, delivery: Delivery): Accepted | { proble
 const interrupting_signals = ["SIGINT", "SIGTERM"] as const;
 
 
+/** "1 record", "2 records". */
+const counted = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`;
+
 /** The one line an interrupted run ends with, worded as the summary of a whole run ("sent N records in M deliveries"). */
 function interruptedLine(signal: NodeJS.Signals, sent: number, total: number, delivered: number, receipts: string | undefined): string {
-  const deliveries_text = `${delivered} ${delivered === 1 ? "delivery" : "deliveries"}`;
+  const deliveries_text = counted(delivered, "delivery", "deliveries");
   const held = receipts === undefined ? "" : `; their receipts are in ${receipts}`;
   return `bursar send-decisions: interrupted (${signal}): sent ${sent} of ${total} records in ${deliveries_text} before stopping${held}; re-running the same command is safe (records already received return their first receipts)`;
 }
@@ -440,7 +443,7 @@ async function send(io: CliIo, sending: Sending): Promise<number> {
     delivered += 1;
     progress(io, sent, total);
   }
-  println(io.stdout, `sent ${sent} records in ${planned.length} deliveries: ${written} new, ${sent - written} already received`);
+  println(io.stdout, `sent ${counted(sent, "record", "records")} in ${counted(planned.length, "delivery", "deliveries")}: ${written} new, ${sent - written} already received`);
   return 0;
 }
 

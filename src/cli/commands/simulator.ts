@@ -36,7 +36,7 @@ routes:
   GET|POST|DELETE /sim/faults                                     fault knobs (see docs/simulator.md)
   GET /sim/webhooks, POST /sim/webhooks/deliver, POST /sim/webhooks/redeliver
 
-environment:
+Environment:
   RAZORPAY_WEBHOOK_SECRET   webhook signing secret when --webhook-secret is not given (not only
                             whitespace: such a value is refused, exit 2, without being shown)
 `;

@@ -152,7 +152,8 @@ type ExportArguments = ProofArguments & { "all-receipts"?: boolean | undefined }
 
 /** What verifying an export takes from the command line; a usage error when CP or KEY is missing or bad. */
 function exportOptions(values: ExportArguments): VerifyOptions {
-  if (!values.checkpoint) throw new UsageError("--checkpoint CP is required to verify an export");
+  if (values.checkpoint === "") throw new UsageError('--checkpoint "": expected the path of a checkpoint file (an empty path names none)');
+  if (values.checkpoint === undefined) throw new UsageError("--checkpoint CP is required to verify an export");
   verifierOf(values.key);
   const origin = originOf(values.origin);
   return { checkpoint: readText(values.checkpoint, "checkpoint", checkpoint_bytes_max), key: values.key!.trim(), ...(origin === undefined ? {} : { origin }), allReceipts: values["all-receipts"] ?? false };
