@@ -153,7 +153,11 @@ const joint_characters: ReadonlyMap<string, number> = new Map([
  *  sign, or an invisible format character (a zero-width space, a soft hyphen), which a pasted
  *  number may carry and which would otherwise hide one from the scan. */
 const space_or_dash_pattern = /^[\p{Zs}\p{Pd}\p{Cf}\u2212]$/u;
-const card_prefilter = /\d(?:[\p{Zs}\p{Pd}\p{Cf}\u2212\t./_+]{0,2}\d){12}/u;
+/** Invisible format characters beside a joint ("4111\u200b 1111") are no part of it. */
+const format_characters = /\p{Cf}/gu;
+/** The longest gap between groups read as a joint with format characters in it, in UTF-16 units. */
+const joint_with_format_units_max = 8;
+const card_prefilter = /\d(?:[\p{Zs}\p{Pd}\p{Cf}\u2212\t./_+]{0,4}\d){12}/u;
 
 /** Key names repeat across entries; remembering the verdicts keeps scrubbing cheap: whether the
  *  name is a secret's (its value is redacted), and whether the name itself holds a secret (its
@@ -236,13 +240,20 @@ const doubled_digit = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9];
 
 /** The kind of joint the text between two groups makes, or joint_none. */
 function jointKind(text: string, from: number, to: number): number {
-  if (to - from === 2) return text.charCodeAt(from) === 32 && text.charCodeAt(from + 1) === 32 ? joint_two_spaces : joint_none;
-  if (to - from !== 1) return joint_none;
-  const code = text.charCodeAt(from);
-  // The common case takes no regex; "+" is a form-encoded space.
-  if (code === 32 || code === 45 || code === 43) return joint_space_or_dash;
-  const joint = text[from]!;
-  return joint_characters.get(joint) ?? (space_or_dash_pattern.test(joint) ? joint_space_or_dash : joint_none);
+  if (to - from === 1) {
+    const code = text.charCodeAt(from);
+    // The common case takes no regex; "+" is a form-encoded space.
+    if (code === 32 || code === 45 || code === 43) return joint_space_or_dash;
+    const joint = text[from]!;
+    return joint_characters.get(joint) ?? (space_or_dash_pattern.test(joint) ? joint_space_or_dash : joint_none);
+  }
+  if (to - from === 2 && text.charCodeAt(from) === 32 && text.charCodeAt(from + 1) === 32) return joint_two_spaces;
+  if (to - from > joint_with_format_units_max) return joint_none;
+  // Format characters around a space or dash, or two of them (or one outside the BMP) alone.
+  const gap = text.slice(from, to);
+  const visible = gap.replace(format_characters, "");
+  if (visible.length === gap.length) return joint_none;
+  return visible.length === 0 ? joint_space_or_dash : jointKind(visible, 0, visible.length);
 }
 
 function isAsciiDigit(code: number): boolean {

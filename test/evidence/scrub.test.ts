@@ -368,6 +368,13 @@ describe("scrub", () => {
     }
     // A zero-width space inside a group, beside spaces between them: still one run.
     expect(scrub({ note: "41\u200b11 1111 1111 1111" }).note).toBe("[redacted]");
+    // Format characters beside a space or dash, or one outside the BMP (a tag character), as the joint.
+    for (const joint of ["\u200b ", " \u200b", "\u00ad-", "\u{E0001}", "\u200b\u2060"]) {
+      const typed = ["4111", "1111", "1111", "1111"].join(joint);
+      expect(scrub({ note: typed }).note, JSON.stringify(typed)).toBe("[redacted]");
+    }
+    // Two visible joints with a format character between them are no joint, as two dashes are not.
+    expect(scrub({ note: ["4111", "1111", "1111", "1111"].join("-\u200b-") }).note).toBe(["4111", "1111", "1111", "1111"].join("-\u200b-"));
     // Not Luhn-valid, or 12 digits: kept.
     for (const kept of ["4111\u20131111\u20131111\u20131112", "1234\u200b5678\u200b9012"]) expect(scrub({ note: kept }).note).toBe(kept);
   });
