@@ -51,14 +51,17 @@ export function outputDirectory(out: string): string {
 
 /** Runs an argument parse (node:util parseArgs) and turns its errors into UsageError, so
  *  the message names the option and the command exits 2. */
-function parsing<T>(parse: () => T): T {
+function parsing<T>(parse: () => T, positionals: boolean): T {
   try {
     return parse();
   } catch (error) {
     const message = (error as Error).message;
     // parseArgs' own words leave a quote unclosed here ("… as in '-- "--out"").
     const unknown = /^Unknown option '([^']+)'/.exec(message)?.[1];
-    if (unknown !== undefined) throw new UsageError(`unknown option ${unknown}; an argument starting with "-" goes after "--" (as in -- ${unknown})`);
+    if (unknown !== undefined) {
+      const after = positionals ? `; an argument starting with "-" goes after "--" (as in -- ${unknown})` : "";
+      throw new UsageError(`unknown option ${unknown}${after}`);
+    }
     // parseArgs writes some messages over three lines ("--reserved -5": "… argument is ambiguous.\n…"): a usage error is one.
     throw new UsageError(message.replace(/\s*\n\s*/g, " "));
   }
@@ -71,8 +74,8 @@ type Parsed<T extends OptionsConfig> = ReturnType<typeof parseArgs<{ args: strin
  * parseArgs in strict mode, its errors turned into UsageError, and an option given twice refused:
  * parseArgs keeps the last value, so `block create --reserved 100 … --reserved 100000` would pass unnoticed.
  */
-export function parseStrict<const C extends ParseArgsConfig & { args: string[]; strict: true }>(config: C): ReturnType<typeof parseArgs<C>> {
-  const parsed = parsing(() => parseArgs({ ...config, tokens: true }));
+export function parseStrict<const C extends ParseArgsConfig & { args: string[]; strict: true }>(config: C, takes_positionals = config.allowPositionals === true): ReturnType<typeof parseArgs<C>> {
+  const parsed = parsing(() => parseArgs({ ...config, tokens: true }), takes_positionals);
   const given = new Map<string, string>();
   for (const token of parsed.tokens ?? []) {
     if (token.kind !== "option" || config.options?.[token.name]?.multiple) continue;
@@ -93,7 +96,7 @@ export function parseOptions<const T extends OptionsConfig>(argv: string[], opti
 
 /** The options of a command that takes no positional arguments: one given is a usage error, not ignored. */
 export function parseFlags<const T extends OptionsConfig>(argv: string[], options: T): Parsed<T>["values"] {
-  const { values, positionals } = parseOptions(argv, options);
+  const { values, positionals } = parseStrict({ args: argv, options, allowPositionals: true, strict: true }, false);
   if (positionals.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`);
   return values;
 }

@@ -573,7 +573,10 @@ class ExportVerifier {
       // The export's own checkpoints below the given one agree with its entries, but that says
       // nothing of the given checkpoint's history before them: a fork may part anywhere.
       const own = this.coveredBelowTrusted;
-      const agreeing = own > 0 ? ` (the export's own signed checkpoints, up to size ${own}, agree with its entries, so the given checkpoint is of another history, a fork or another log; where the two part cannot be told from this export)` : "";
+      const agreeing =
+        own > 0
+          ? ` (the export's own signed checkpoints, up to size ${own}, agree with its entries; the entries after them were altered, or the given checkpoint is of another history, a fork or another log; where the two part cannot be told from this export)`
+          : "";
       this.stop({
         range: [0, this.trusted.size],
         message: `root mismatch: entries 0..${this.trusted.size - 1} do not make the root of the given checkpoint of size ${this.trusted.size}${agreeing}`,

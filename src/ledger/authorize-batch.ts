@@ -25,9 +25,8 @@ import {
   type Decided,
 } from "./authorize.js";
 import { record, type EvidenceInput, type EvidenceRef, type EvidenceWriter, type LedgerContext } from "./context.js";
-import type { SqlTx } from "./driver.js";
+import { CommitOutcomeUnknownError, type SqlTx } from "./driver.js";
 import { callKey } from "./keys.js";
-import { CommitOutcomeUnknownError } from "./postgres.js";
 import { blockState, type ApprovalRow, type BlockRow, type IdempotencyRow, type ReservationRow } from "./rows.js";
 import { agent_block_order, callsInWindow, dropIdempotency, getApproval, getReservation, lockBlock } from "./statements.js";
 import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";

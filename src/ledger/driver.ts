@@ -111,6 +111,13 @@ export class DatabaseFileError extends Error {
 }
 
 /** A PostgreSQL connection whose search_path names no schema that exists: nothing can be created. */
+/** Thrown when the connection broke while COMMIT was in flight (PostgreSQL): the transaction may
+ *  or may not have committed, so it is never retried (retrying could apply a decision twice). */
+export class CommitOutcomeUnknownError extends Error {
+  override name = "CommitOutcomeUnknownError";
+  readonly code = "commit_outcome_unknown";
+}
+
 export class NoSchemaError extends Error {
   override name = "NoSchemaError";
   constructor() {

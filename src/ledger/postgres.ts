@@ -4,7 +4,7 @@
 
 import pg from "pg";
 import { monotonicClock, type Clock } from "../clock.js";
-import { bindable, NoSchemaError, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
+import { bindable, CommitOutcomeUnknownError, NoSchemaError, type Migration, type RunResult, type SqlDriver, type SqlTx, type SqlValue } from "./driver.js";
 import { newest_schema_version_sql, refuseNewerSchema } from "./migrations/index.js";
 import { Permits } from "./permits.js";
 
@@ -91,12 +91,7 @@ export interface PostgresOptions {
   migration_lock_timeout_ms?: number;
 }
 
-/** Thrown when the connection broke while COMMIT was in flight: the transaction may or may not
- *  have committed, so it is never retried (retrying could apply a decision twice). */
-export class CommitOutcomeUnknownError extends Error {
-  override name = "CommitOutcomeUnknownError";
-  readonly code = "commit_outcome_unknown";
-}
+export { CommitOutcomeUnknownError };
 
 /** BIGINT (amounts, milliseconds, COUNT) and integer NUMERIC (SUM) become exact JS numbers. */
 function parseSafeInteger(text: string): number {

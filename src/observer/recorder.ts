@@ -3,9 +3,8 @@
 // next successful write starts with a `system.evidence_gap` entry saying how many and when.
 
 import type { Clock } from "../clock.js";
-import { CanonicalJsonError, EvidenceInputError, type AppendInput, type EvidenceLog } from "../evidence/index.js";
-import type { SqlDriver } from "../ledger/driver.js";
-import { CommitOutcomeUnknownError } from "../ledger/postgres.js";
+import { CanonicalJsonError, EvidenceInputError, readTreeSize, type AppendInput, type EvidenceLog } from "../evidence/index.js";
+import { CommitOutcomeUnknownError, type SqlDriver } from "../ledger/driver.js";
 import type { ObserverRuns, RunMark } from "./runs.js";
 
 export const queue_length_max_default = 10_000;
@@ -35,53 +34,65 @@ export interface CallCounts {
   taken: () => number;
 }
 
+/** What an append of unknown outcome wrote last, as its transaction saw it: the sink's to look for. */
+export interface AppendMark {
+  seq: number;
+  leaf_hash: string;
+  run?: RunMark | undefined;
+}
+
 /** An append whose COMMIT may or may not have taken effect (the connection broke during it). */
 export class AppendOutcomeUnknownError extends Error {
   override name = "AppendOutcomeUnknownError";
+  constructor(
+    message: string,
+    readonly mark: AppendMark,
+  ) {
+    super(message);
+  }
 }
 
 /** Where observed evidence goes: one append of several entries, atomically. */
 export interface EvidenceSink {
   append(inputs: readonly AppendInput[], counts: CallCounts): Promise<void>;
   /**
-   * After append threw AppendOutcomeUnknownError, whether that append took effect: asked before
+   * Whether the append that threw AppendOutcomeUnknownError with `mark` took effect: asked before
    * anything else is appended, so a batch that did is not written twice. Throws while the store
-   * cannot tell.
+   * cannot tell. A sink that throws that error has this too.
    */
-  tookEffect?(): Promise<boolean>;
+  tookEffect?(mark: AppendMark): Promise<boolean>;
 }
 
 /** The evidence log, and with `runs` the run's counts in the same transaction as the entries. */
 export function logSink(driver: SqlDriver, log: EvidenceLog, runs?: ObserverRuns): EvidenceSink {
-  /** The last entry of an append whose COMMIT's outcome is unknown, as that transaction wrote it. */
-  let unknown: { seq: number; leaf_hash: string; mark: RunMark | undefined } | undefined;
   return {
     append: async (inputs, counts) => {
-      let written: { seq: number; leaf_hash: string; mark: RunMark | undefined } | undefined;
+      let written: AppendMark | undefined;
       try {
         const mark = await driver.transaction(async (tx) => {
           // The run's row first: findLost locks it before the log too.
           const mark = await runs?.written(tx, counts.written, counts.taken);
           // Observed calls have no caller waiting for a receipt: checkpoints cover their entries.
           const last = (await log.appendMany(tx, inputs, { receipts: false, last: true })).at(-1);
-          written = last && { seq: last.seq, leaf_hash: last.leaf_hash, mark };
+          written = last && { seq: last.seq, leaf_hash: last.leaf_hash, run: mark };
           return mark;
         });
         if (runs && mark) runs.stored(mark);
       } catch (error) {
         if (!(error instanceof CommitOutcomeUnknownError) || !written) throw error;
-        unknown = written;
-        throw new AppendOutcomeUnknownError(error.message);
+        throw new AppendOutcomeUnknownError(error.message, written);
       }
     },
     // The entry's seq holds its leaf hash (seq and time are in it) only if that COMMIT took effect.
-    tookEffect: async () => {
-      if (!unknown) return false;
-      const { seq, leaf_hash, mark } = unknown;
-      const stored = await driver.read((tx) => tx.get<{ leaf_hash: string }>("SELECT leaf_hash FROM log_entries WHERE seq = ?", [seq]));
-      unknown = undefined;
+    // Read under the log's sequence lock: a COMMIT the database is still carrying out (ours timed
+    // out waiting) holds that lock until it ends, and a plain read would not yet see its rows.
+    tookEffect: async ({ seq, leaf_hash, run }) => {
+      const stored = await driver.transaction(async (tx) => {
+        await readTreeSize(tx, true);
+        return tx.get<{ leaf_hash: string }>("SELECT leaf_hash FROM log_entries WHERE seq = ?", [seq]);
+      });
       if (stored?.leaf_hash !== leaf_hash) return false;
-      if (runs && mark) runs.stored(mark);
+      if (runs && run) runs.stored(run);
       return true;
     },
   };
@@ -158,7 +169,7 @@ export class Recorder {
   private gap = new Gap();
   /** A batch whose append's outcome is unknown: its calls still lead the queue, and its gap is
    *  held here until the sink says whether it was written. */
-  private unresolved: { calls: number; gap: Gap | null } | null = null;
+  private unresolved: { calls: number; gap: Gap | null; mark: AppendMark } | null = null;
   private flushing: Promise<void> | null = null;
   private closed = false;
   /** Callers waiting in drain(): while any waits, batches are written back to back. */
@@ -266,7 +277,7 @@ export class Recorder {
     if (!unresolved) return true;
     let took_effect: boolean;
     try {
-      took_effect = (await this.options.sink.tookEffect?.()) ?? false;
+      took_effect = (await this.options.sink.tookEffect?.(unresolved.mark)) ?? false;
     } catch (error) {
       this.options.onError?.(`observer evidence store unavailable, retrying: ${error instanceof Error ? error.message : String(error)}`);
       return false;
@@ -306,7 +317,7 @@ export class Recorder {
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (error instanceof AppendOutcomeUnknownError) {
-        this.unresolved = { calls: calls.length, gap };
+        this.unresolved = { calls: calls.length, gap, mark: error.mark };
         this.options.onError?.(`observer evidence store unavailable, retrying once it says whether the last batch was written: ${message}`);
         return "store_failed";
       }
@@ -383,7 +394,10 @@ export class Recorder {
     const drained = await this.drain(close_drain_ms_max);
     this.closed = true;
     if (this.retry_timer) clearTimeout(this.retry_timer);
-    if (!drained) this.options.onError?.(`observer closing with ${this.queue.length} calls unwritten and ${this.gap.calls} unrecorded`);
+    if (!drained) {
+      const unknown = this.unresolved ? ` (the first ${this.unresolved.calls} of them in a batch that may have been written: its COMMIT's outcome is unknown)` : "";
+      this.options.onError?.(`observer closing with ${this.queue.length} calls unwritten${unknown} and ${this.unrecorded_pending} unrecorded`);
+    }
   }
 }
 

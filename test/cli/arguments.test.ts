@@ -220,7 +220,8 @@ describe("command arguments", () => {
     [["verify", "--inclusion", "proof.json", "--index", "99999999999999999999"], `--index: expected an entry's seq, a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`],
     [["verify", "log.jsonl", "--checkpoint", "", "--key", "k"], '--checkpoint "": expected the path of a checkpoint file (an empty path names none)'],
     // parseArgs' own message left a quote unclosed.
-    [["migrate", "--out", "x"], 'unknown option --out; an argument starting with "-" goes after "--" (as in -- --out)'],
+    [["migrate", "--out", "x"], "unknown option --out"],
+    [["verify", "--bogus", "log.jsonl"], 'unknown option --bogus; an argument starting with "-" goes after "--" (as in -- --bogus)'],
   ])("bursar %j is refused in one line naming the option", async (args, message) => {
     const result = await runBursar(args, { BURSAR_DATA_DIR: dataDir(), BURSAR_URL: "http://127.0.0.1:1", BURSAR_ADMIN_TOKEN: "x".repeat(20) });
     expect({ code: result.code, line: result.stderr.split("\n")[0] }).toEqual({ code: 2, line: `bursar ${args[0]}: ${message}` });

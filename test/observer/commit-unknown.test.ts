@@ -17,19 +17,23 @@ let bursar: Bursar;
 let recorder: Recorder;
 /** What the next transaction's COMMIT does before it reports an unknown outcome. */
 let staged: Staged = null;
-/** Reads that fail before one answers: the store cannot tell yet. */
-let failing_reads = 0;
+/** Transactions that fail (the store cannot be reached) after the staged one: the store cannot tell yet. */
+let unreachable_for = 0;
 const source_id = "src_commitunknown00001";
 
 class Rollback extends Error {}
 
-/** The real driver, but for the staged transaction and the failing reads. */
+/** The real driver, but for the staged transaction and the failing ones after it. */
 function stagingDriver(real: SqlDriver): SqlDriver {
   return new Proxy(real, {
     get(target, property) {
       if (property === "transaction") {
         return async (work: Parameters<SqlDriver["transaction"]>[0], options?: Parameters<SqlDriver["transaction"]>[1]) => {
           const stage = staged;
+          if (stage === null && unreachable_for > 0) {
+            unreachable_for -= 1;
+            throw new Error("connection refused");
+          }
           if (stage === null) return target.transaction(work, options);
           staged = null;
           if (stage === "took_effect") await target.transaction(work, options);
@@ -45,15 +49,6 @@ function stagingDriver(real: SqlDriver): SqlDriver {
           throw new CommitOutcomeUnknownError("the connection broke during COMMIT; the outcome is unknown");
         };
       }
-      if (property === "read") {
-        return (...args: Parameters<SqlDriver["read"]>) => {
-          if (failing_reads > 0) {
-            failing_reads -= 1;
-            return Promise.reject(new Error("connection refused"));
-          }
-          return target.read(...args);
-        };
-      }
       const value = Reflect.get(target, property) as unknown;
       return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
@@ -64,7 +59,7 @@ beforeEach(async () => {
   bursar = await createBursar({ db: ":memory:" });
   recorder = new Recorder({ sink: logSink(stagingDriver(bursar.driver), bursar.log), clock: () => new Date(), flush_delay_ms: 1, retry_delay_ms: 10 });
   staged = null;
-  failing_reads = 0;
+  unreachable_for = 0;
 });
 
 afterEach(async () => {
@@ -90,16 +85,31 @@ describe("a batch whose COMMIT's outcome is unknown", () => {
     ["took effect", "took_effect", 0],
     ["took effect, the store unable to tell at first", "took_effect", 3],
     ["did not take effect", "no_effect", 0],
-  ] as const)("is written once, with its gap counted once, when it %s", async (_name, stage, reads_failing) => {
+  ] as const)("is written once, with its gap counted once, when it %s", async (_name, stage, unreachable) => {
     recorder.unrecorded(2, "queue_full", source_id);
     staged = stage;
-    failing_reads = reads_failing;
+    unreachable_for = unreachable;
     observe([1, 2, 3]);
     expect(await recorder.drain(5_000)).toBe(true);
     // Calls after it are written after it, once.
     observe([4]);
     expect(await recorder.drain(5_000)).toBe(true);
     expect(await written()).toEqual({ calls: [1, 2, 3, 4], gaps: [2] });
-    expect(failing_reads).toBe(0);
+    expect(unreachable_for).toBe(0);
+  });
+
+  it.each([
+    ["took effect", "took_effect", [2, 1]],
+    ["did not take effect", "no_effect", [3]],
+  ] as const)("keeps a gap counted while it is unresolved apart from its own, and writes each once, when it %s", async (_name, stage, gaps) => {
+    recorder.unrecorded(2, "queue_full", source_id);
+    staged = stage;
+    // The store cannot tell at first: the batch stays unresolved while another call goes unrecorded.
+    unreachable_for = 3;
+    observe([1, 2, 3]);
+    while (unreachable_for === 3) await new Promise((resolve) => setTimeout(resolve, 1));
+    recorder.unrecorded(1, "queue_full", source_id);
+    expect(await recorder.drain(5_000)).toBe(true);
+    expect(await written()).toEqual({ calls: [1, 2, 3], gaps });
   });
 });

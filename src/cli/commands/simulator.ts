@@ -39,6 +39,8 @@ routes:
 Environment:
   RAZORPAY_WEBHOOK_SECRET   webhook signing secret when --webhook-secret is not given (not only
                             whitespace: such a value is refused, exit 2, without being shown)
+  BURSAR_LOG_LEVEL          the JSON log's level on stdout (default info; warn keeps the
+                            request log out)
 `;
 
 function parsePort(text: string | undefined): number {

@@ -49,7 +49,7 @@ async function answer(reply: FastifyReply, ingested: Promise<IngestAnswer>): Pro
  * bearer token is, naming the scheme; the webhook's key is no bearer token, and its 401 names none.
  */
 function bearerExpired(error: unknown): never {
-  if (error instanceof HttpError && error.status === 401 && !(error instanceof BearerRequired)) throw new BearerRequired(error.message, error.code);
+  if (error instanceof HttpError && error.code === "credential_expired") throw new BearerRequired(error.message, error.code);
   throw error;
 }
 
