@@ -173,13 +173,14 @@ export function captureUnanswered(reservation_id: string, still_authorized: bool
 
 /**
  * The call's hold was released because the provider made no order for it (a reservation check
- * proved it): nothing was charged, and the same call, repeated, creates the order it asked for.
+ * proved it): nothing was charged, and the same call, repeated, is decided again (an approved
+ * one above the approval threshold is held for a new approval).
  */
 export function orderNeverMade(reservation_id: string, reason: string, evidence: EvidenceRef | undefined, replayed: boolean): ToolResult {
   const structured: Record<string, unknown> = { effect: "ALLOW", provider: "no_order", reservation_id, reason };
   if (replayed) structured.replayed = true;
   return result(
-    `RELEASED: ${reason}. Its hold is released and nothing was charged; repeat this same call, with the same idempotency_key, to create the order.`,
+    `RELEASED: ${reason}. Its hold is released and nothing was charged; repeat this same call, with the same idempotency_key, to have it decided again (above the approval threshold it is held for a new approval).`,
     withEvidence(structured, evidence),
     true,
   );

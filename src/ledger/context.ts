@@ -34,14 +34,14 @@ export interface LedgerContext {
   ids: IdSource;
   guards: readonly Guard[];
   evidence: EvidenceWriter | null;
-  /** An in-flight key's lease: twice the provider timeout. */
+  /** An in-flight key's lease: three times the provider timeout (a capture binds, captures, then may re-fetch). */
   lease_ms: number;
   approval_lifetime_ms: number;
   derived_key_lifetime_ms: number;
 }
 
 export const ledger_defaults = Object.freeze({
-  lease_ms: 20_000,
+  lease_ms: 30_000,
   approval_lifetime_ms: 15 * 60_000,
   derived_key_lifetime_ms: 300_000,
 });

@@ -68,6 +68,8 @@ export async function expireForwarding(tx: SqlTx, context: LedgerContext, block_
       JSON.stringify(result),
       approval.approval_id,
     ]);
+    // As every other change of an approval's state, recorded under its id.
+    await record(tx, context, "gate.operator", { action: "approval.forward_expired", approval_id: approval.approval_id, reservation_id: approval.reservation_id, reason: forwarding_expired_reason });
   }
   return rows.length;
 }

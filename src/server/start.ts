@@ -213,7 +213,9 @@ export async function startServer(config: Config, options: { logger?: boolean } 
       origin: config.log_origin,
       checkpoint_every: config.checkpoint_every,
       checkpoint_seconds: config.checkpoint_seconds,
-      lease_ms: 2 * config.provider_timeout_ms,
+      // A capture binds its payment, then may capture and re-fetch it, each up to the timeout, and
+      // commit between: twice the timeout left no room, and a live capture's lease could run out.
+      lease_ms: provider_requests_per_call_max * config.provider_timeout_ms,
       lookups_per_minute: config.lookups_per_minute,
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;

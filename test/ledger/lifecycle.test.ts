@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { monotonicClock } from "../../src/clock.js";
 import type { ReservationRow } from "../../src/ledger/rows.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
+import { forwarding_expired_reason } from "../../src/ledger/sweep.js";
 import { backends } from "../support/backends.js";
 import { backendLedger, fresh, type TestLedger } from "../support/ledger.js";
 
@@ -112,6 +113,13 @@ for (const backend of backends()) {
         const approval = await t.bursar.ledger.approval(approval_id);
         expect(approval?.state).toBe("approved");
         expect(JSON.parse(approval?.result_json as string)).toMatchObject({ provider: "unknown" });
+        // Recorded under the approval's id, as its approve was.
+        const size = await t.bursar.log.treeSize();
+        const operator = (await t.bursar.log.entries(0, size)).filter((stored) => stored.entry.kind === "gate.operator").map((stored) => stored.entry.body);
+        expect(operator.slice(-2)).toEqual([
+          expect.objectContaining({ action: "approval.approve", approval_id }),
+          { action: "approval.forward_expired", approval_id, reservation_id: held.reservation?.reservation_id, reason: forwarding_expired_reason },
+        ]);
         const inbox = await t.bursar.operator.inbox();
         expect(inbox.unknown_outcomes.map((row) => row.reservation_id)).toContain(held.reservation?.reservation_id);
         expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(15_000);

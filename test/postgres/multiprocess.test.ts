@@ -192,8 +192,8 @@ describe.skipIf(!pg_server)("four bursar serve processes on one PostgreSQL", () 
     await fetch(`${simulator.url}/sim/faults`, { method: "DELETE" });
     expect(first.filter((result) => result === "lost").length).toBeGreaterThan(0);
 
-    // Restart on the same port after the leases (2 × 1 s) ran out.
-    await new Promise((resolve) => setTimeout(resolve, 2_200));
+    // Restart on the same port after the leases (3 × 1 s) ran out.
+    await new Promise((resolve) => setTimeout(resolve, 3_200));
     gates[2] = await startBursar(["serve"], envs[2]!, 30_000);
     // Every call is retried with its key on a live process: replays, never a second hold.
     const retry = await mcp(3, agent.token);
