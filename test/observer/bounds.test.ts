@@ -12,9 +12,8 @@ import { observed_body_bytes_max, observed_bytes_held_max, observed_bytes_held_p
 import { waitFor } from "../provider/support.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall, unicodeEscaped, type ObserverSourceCreated, type RawAnswer } from "./support.js";
-import { startUpstream, type Upstream } from "./upstream.js";
+import { arrivedIn, startUpstream, type Upstream } from "./upstream.js";
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let h: Harness;
 let upstream: Upstream;
@@ -75,12 +74,13 @@ describe("pending calls", () => {
     const pad = "p".repeat(3_500_000);
     const calls = Math.ceil(pending_bytes_max / pad.length) + 4;
     // All pending at once: each is answered only once the last has reached the upstream. Sent
-    // four at a time, 100 ms apart: a source uploading more at once than its share of the bytes
-    // read (HeldBytes) beside another's reserve would have some calls counted unread instead.
+    // four at a time, each four once the ones before have reached the upstream (a fixed pause
+    // was too short on a busy machine): a source uploading more at once than its share of the
+    // bytes read (HeldBytes) beside another's reserve would have some calls counted unread instead.
     const group = `bounded-${source.id}`;
     const sent: Array<Promise<RawAnswer>> = [];
     for (let i = 0; i < calls; i++) {
-      if (i > 0 && i % 4 === 0) await sleep(100);
+      if (i > 0 && i % 4 === 0) await waitFor(() => arrivedIn(group) >= i, 30_000, `calls 0..${i - 1} to reach the upstream`);
       sent.push(raw(source.observer_url, "POST", headers, toolCall(i, "slow", { i, pad, wait_for: calls, group })));
     }
     const answers = await Promise.all(sent);

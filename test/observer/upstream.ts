@@ -50,6 +50,11 @@ function barrier(group: string, count: number): Promise<void> {
   return Promise.race([entry.opened, sleep(barrier_wait_ms_max).then(() => undefined)]);
 }
 
+/** How many calls of `group` have reached the `slow` tool so far. */
+export function arrivedIn(group: string): number {
+  return barriers.get(group)?.arrived ?? 0;
+}
+
 function mcpServer(): Server {
   const server = new Server({ name: "upstream", version: "1.0.0" }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
