@@ -14,7 +14,6 @@ import { harness, type Harness } from "../ingest/support.js";
 import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, StoppableStore, toolCall, unicodeEscaped, type ObserverSourceCreated, type RawAnswer } from "./support.js";
 import { arrivedIn, startUpstream, type Upstream } from "./upstream.js";
 
-
 let h: Harness;
 let upstream: Upstream;
 let store: StoppableStore;
