@@ -1,115 +1,98 @@
-// A batch of observed calls whose COMMIT's outcome is unknown (PostgreSQL's connection broke
-// during it) is written once, never twice: before anything else is appended the sink asks the
-// log whether the batch's last entry is there, and the recorder writes it again only if not. Its
-// gap entry's count is not counted twice either. The log and its database are real; only the
-// broken connection is staged, by a driver that commits (or rolls back) and then reports the
-// outcome as unknown, as the PostgreSQL driver does.
+// A batch of observed calls whose COMMIT's outcome is unknown is written once, never twice:
+// before anything else is appended the sink asks the log whether the batch's last entry is there,
+// and the recorder writes it again only if not. Its gap entry's count is not counted twice either.
+// The log is on a real PostgreSQL; a loopback proxy cuts the connection carrying the batch's
+// `INSERT …; COMMIT`, before the server has it (no effect) or after it answered (took effect),
+// and refuses new connections while the store cannot tell.
 
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createBursar, type Bursar } from "../../src/index.js";
-import type { SqlDriver } from "../../src/ledger/driver.js";
-import { CommitOutcomeUnknownError } from "../../src/ledger/postgres.js";
+import { generateKeyPairSync } from "node:crypto";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createLogSigner, EvidenceLog } from "../../src/evidence/index.js";
+import { migrations } from "../../src/ledger/migrations/index.js";
+import { PostgresDriver } from "../../src/ledger/postgres.js";
 import { logSink, Recorder } from "../../src/observer/recorder.js";
+import { freshSchema, postgresServerUrl } from "../support/backends.js";
+import { startPgProxy, type PgProxy } from "../support/pg-proxy.js";
+import { waitUntil } from "../support/wait.js";
 
-type Staged = "took_effect" | "no_effect" | null;
-
-let bursar: Bursar;
-let recorder: Recorder;
-/** What the next transaction's COMMIT does before it reports an unknown outcome. */
-let staged: Staged = null;
-/** Transactions that fail (the store cannot be reached) after the staged one: the store cannot tell yet. */
-let unreachable_for = 0;
+const pg_server = postgresServerUrl();
 const source_id = "src_commitunknown00001";
+const origin = "commit-unknown.test/log";
+/** The statement a batch's append ends with: its entries' INSERT, sent with the COMMIT. */
+const batch_commit = /^INSERT INTO log_entries[\s\S]*; COMMIT$/;
 
-class Rollback extends Error {}
+describe.skipIf(!pg_server)("a batch whose COMMIT's outcome is unknown (PostgreSQL, connection cut by a proxy)", () => {
+  let proxy: PgProxy;
+  let schema: Awaited<ReturnType<typeof freshSchema>>;
+  let driver: PostgresDriver;
+  let log: EvidenceLog;
+  let recorder: Recorder;
 
-/** The real driver, but for the staged transaction and the failing ones after it. */
-function stagingDriver(real: SqlDriver): SqlDriver {
-  return new Proxy(real, {
-    get(target, property) {
-      if (property === "transaction") {
-        return async (work: Parameters<SqlDriver["transaction"]>[0], options?: Parameters<SqlDriver["transaction"]>[1]) => {
-          const stage = staged;
-          if (stage === null && unreachable_for > 0) {
-            unreachable_for -= 1;
-            throw new Error("connection refused");
-          }
-          if (stage === null) return target.transaction(work, options);
-          staged = null;
-          if (stage === "took_effect") await target.transaction(work, options);
-          else
-            await target
-              .transaction(async (tx) => {
-                await work(tx);
-                throw new Rollback();
-              }, options)
-              .catch((error: unknown) => {
-                if (!(error instanceof Rollback)) throw error;
-              });
-          throw new CommitOutcomeUnknownError("the connection broke during COMMIT; the outcome is unknown");
-        };
-      }
-      const value = Reflect.get(target, property) as unknown;
-      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
+  beforeAll(async () => {
+    proxy = await startPgProxy(pg_server as string);
   });
-}
+  afterAll(async () => proxy?.close());
 
-beforeEach(async () => {
-  bursar = await createBursar({ db: ":memory:" });
-  recorder = new Recorder({ sink: logSink(stagingDriver(bursar.driver), bursar.log), clock: () => new Date(), flush_delay_ms: 1, retry_delay_ms: 10 });
-  staged = null;
-  unreachable_for = 0;
-});
+  beforeEach(async () => {
+    schema = await freshSchema(pg_server as string);
+    // A short reconnect budget: while the proxy refuses, a transaction fails instead of waiting.
+    driver = new PostgresDriver({ url: proxy.url(schema.url), pool_connections_max: 2, reconnect_budget_ms: 200 });
+    await driver.migrate(migrations);
+    log = await EvidenceLog.open(driver, { signer: createLogSigner(generateKeyPairSync("ed25519").privateKey, origin), origin, clock: () => new Date() });
+    recorder = new Recorder({ sink: logSink(driver, log), clock: () => new Date(), flush_delay_ms: 1, retry_delay_ms: 50 });
+  });
+  afterEach(async () => {
+    proxy.refuse(false);
+    await recorder.close();
+    await driver.close();
+    await schema.drop();
+  });
 
-afterEach(async () => {
-  await recorder.close();
-  await bursar.close();
-});
+  /** The log's observer.call bodies' `n`, and its gap entries' counts. */
+  async function written(): Promise<{ calls: number[]; gaps: number[] }> {
+    const entries = await log.entries(0, await log.treeSize());
+    return {
+      calls: entries.filter((stored) => stored.entry.kind === "observer.call").map((stored) => (stored.entry.body as { n: number }).n),
+      gaps: entries.filter((stored) => stored.entry.kind === "system.evidence_gap").map((stored) => (stored.entry.body as { unrecorded_calls: number }).unrecorded_calls),
+    };
+  }
 
-/** The log's observer.call bodies' `n`, and its gap entries' counts. */
-async function written(): Promise<{ calls: number[]; gaps: number[] }> {
-  const entries = await bursar.log.entries(0, await bursar.log.treeSize());
-  return {
-    calls: entries.filter((stored) => stored.entry.kind === "observer.call").map((stored) => (stored.entry.body as { n: number }).n),
-    gaps: entries.filter((stored) => stored.entry.kind === "system.evidence_gap").map((stored) => (stored.entry.body as { unrecorded_calls: number }).unrecorded_calls),
-  };
-}
+  function observe(ns: number[]): void {
+    for (const n of ns) recorder.enqueue({ build: () => ({ kind: "observer.call", source: "observer", body: { n } }) }, 100, source_id);
+  }
 
-function observe(ns: number[]): void {
-  for (const n of ns) recorder.enqueue({ build: () => ({ kind: "observer.call", source: "observer", body: { n } }) }, 100, source_id);
-}
-
-describe("a batch whose COMMIT's outcome is unknown", () => {
   it.each([
-    ["took effect", "took_effect", 0],
-    ["took effect, the store unable to tell at first", "took_effect", 3],
-    ["did not take effect", "no_effect", 0],
-  ] as const)("is written once, with its gap counted once, when it %s", async (_name, stage, unreachable) => {
+    ["took effect", "after_reply"],
+    ["did not take effect", "before"],
+  ] as const)("is written once, with its gap counted once, when it %s", async (_name, when) => {
     recorder.unrecorded(2, "queue_full", source_id);
-    staged = stage;
-    unreachable_for = unreachable;
+    const cuts = proxy.cut.length;
+    proxy.arm({ sql: batch_commit, when });
     observe([1, 2, 3]);
-    expect(await recorder.drain(5_000)).toBe(true);
+    expect(await recorder.drain(10_000)).toBe(true);
     // Calls after it are written after it, once.
     observe([4]);
-    expect(await recorder.drain(5_000)).toBe(true);
+    expect(await recorder.drain(10_000)).toBe(true);
+    expect(proxy.cut).toHaveLength(cuts + 1);
     expect(await written()).toEqual({ calls: [1, 2, 3, 4], gaps: [2] });
-    expect(unreachable_for).toBe(0);
   });
 
   it.each([
-    ["took effect", "took_effect", [2, 1]],
-    ["did not take effect", "no_effect", [3]],
-  ] as const)("keeps a gap counted while it is unresolved apart from its own, and writes each once, when it %s", async (_name, stage, gaps) => {
+    ["took effect", "after_reply", [2, 1]],
+    ["did not take effect", "before", [3]],
+  ] as const)("keeps a gap counted while the store cannot tell apart from its own, and writes each once, when it %s", async (_name, when, gaps) => {
     recorder.unrecorded(2, "queue_full", source_id);
-    staged = stage;
-    // The store cannot tell at first: the batch stays unresolved while another call goes unrecorded.
-    unreachable_for = 3;
+    const cuts = proxy.cut.length;
+    proxy.arm({ sql: batch_commit, when });
     observe([1, 2, 3]);
-    while (unreachable_for === 3) await new Promise((resolve) => setTimeout(resolve, 1));
+    await waitUntil("the batch's connection to be cut", () => proxy.cut.length === cuts + 1);
+    // The store cannot be reached: asking whether the batch took effect fails, and it stays unresolved.
+    proxy.refuse(true);
+    const refused = proxy.refused;
+    await waitUntil("the recorder to ask and be refused", () => proxy.refused > refused);
     recorder.unrecorded(1, "queue_full", source_id);
-    expect(await recorder.drain(5_000)).toBe(true);
+    proxy.refuse(false);
+    expect(await recorder.drain(10_000)).toBe(true);
     expect(await written()).toEqual({ calls: [1, 2, 3], gaps });
   });
 });
