@@ -360,9 +360,9 @@ export class EvidenceLog {
     const sign = options.receipts ?? true;
     const first = await readTreeSize(tx, true);
     // The stored log is shorter than this process's tree, synced from committed rows when the log
-    // opened and at each checkpoint: it was restored or failed over (see syncTree). Entries appended now would take
-    // seqs a checkpoint already covers, and their receipts would be second, conflicting
-    // signatures for those seqs. (Entries appended since the last sync are not covered here: no
+    // opened and at each checkpoint: it was restored or failed over (see syncTree). Entries
+    // appended now would take seqs a checkpoint already covers, and their receipts would be
+    // second, conflicting signatures for those seqs. (Entries appended since the last sync are not covered here: no
     // hook tells this process which of its appends committed.)
     if (first < this.tree.size) throw this.lostEntries(first, this.tree.size);
     const received_at = this.clock().toISOString();

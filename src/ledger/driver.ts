@@ -110,7 +110,6 @@ export class DatabaseFileError extends Error {
   override name = "DatabaseFileError";
 }
 
-/** A PostgreSQL connection whose search_path names no schema that exists: nothing can be created. */
 /** Thrown when the connection broke while COMMIT was in flight (PostgreSQL): the transaction may
  *  or may not have committed, so it is never retried (retrying could apply a decision twice). */
 export class CommitOutcomeUnknownError extends Error {
@@ -118,6 +117,7 @@ export class CommitOutcomeUnknownError extends Error {
   readonly code = "commit_outcome_unknown";
 }
 
+/** A PostgreSQL connection whose search_path names no schema that exists: nothing can be created. */
 export class NoSchemaError extends Error {
   override name = "NoSchemaError";
   constructor() {

@@ -91,8 +91,6 @@ export interface PostgresOptions {
   migration_lock_timeout_ms?: number;
 }
 
-export { CommitOutcomeUnknownError };
-
 /** BIGINT (amounts, milliseconds, COUNT) and integer NUMERIC (SUM) become exact JS numbers. */
 function parseSafeInteger(text: string): number {
   const value = Number(text);

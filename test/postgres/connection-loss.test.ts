@@ -5,7 +5,8 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { migrations } from "../../src/ledger/migrations/index.js";
-import { CommitOutcomeUnknownError, pg_transaction_attempts_max, PostgresDriver } from "../../src/ledger/postgres.js";
+import { CommitOutcomeUnknownError } from "../../src/ledger/driver.js";
+import { pg_transaction_attempts_max, PostgresDriver } from "../../src/ledger/postgres.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
 import { startPgProxy, type PgProxy } from "../support/pg-proxy.js";
 import { waitUntil } from "../support/wait.js";

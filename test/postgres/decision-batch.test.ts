@@ -12,7 +12,7 @@ import { createBursar, type Bursar } from "../../src/index.js";
 import { append_batch_max } from "../../src/evidence/index.js";
 import { batchable, decision_batch_max, DecisionQueue, readState, type BatchOptions } from "../../src/ledger/authorize-batch.js";
 import { lockBlock } from "../../src/ledger/statements.js";
-import { CommitOutcomeUnknownError } from "../../src/ledger/postgres.js";
+import { CommitOutcomeUnknownError } from "../../src/ledger/driver.js";
 import { Ledger, type AuthorizeInput, type AuthorizeResult, type EvidenceWriter } from "../../src/ledger/index.js";
 import { freshSchema, postgresServerUrl } from "../support/backends.js";
 import { manualClock, type ManualClock } from "../support/clock.js";
