@@ -101,6 +101,9 @@ export function parseFlags<const T extends OptionsConfig>(argv: string[], option
   return values;
 }
 
+/** "1 record", "2 records". */
+export const counted = (count: number, one: string, many: string): string => `${count} ${count === 1 ? one : many}`;
+
 export function println(stream: NodeJS.WritableStream, line = ""): void {
   stream.write(`${line}\n`);
 }

@@ -7,7 +7,7 @@ import { mutate, mutationMarkdown } from "../../eval/mutate.js";
 import { packageRoot } from "../../eval/paths.js";
 import { Progress } from "../../eval/progress.js";
 import { guard_table } from "../../policy/index.js";
-import { outputDirectory, parseFlags, println, type CliIo } from "../command.js";
+import { counted, outputDirectory, parseFlags, println, type CliIo } from "../command.js";
 
 export const help = `usage: bursar mutate [--cases DIR] [--out DIR]
 
@@ -41,7 +41,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const width = Math.max(...report.mutants.map((mutant) => mutant.guard.length));
   for (const mutant of report.mutants) {
     const killers = mutant.killed_by.length;
-    println(io.stdout, `${mutant.guard.padEnd(width)}  ${killers > 0 ? `killed by ${killers} ${killers === 1 ? "case" : "cases"}` : "SURVIVED"}`);
+    println(io.stdout, `${mutant.guard.padEnd(width)}  ${killers > 0 ? `killed by ${counted(killers, "case", "cases")}` : "SURVIVED"}`);
   }
   for (const row of report.gate_off) println(io.stdout, `${row.label}: ${row.calls_through} money calls through, ${(row.amount_through / 100).toFixed(2)} moved`);
   println(io.stdout, `${report.mutants.length - survivors.length}/${report.mutants.length} guards killed (${((performance.now() - started) / 1000).toFixed(1)} s); wrote ${join(out, "mutation.md")}`);

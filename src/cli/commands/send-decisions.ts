@@ -12,7 +12,7 @@ import { delivery_bytes_max, isBlankLine, records_per_delivery_max } from "../..
 import { signature_header, signatureHeader } from "../../ingest/signature.js";
 import { isPlainObject } from "../../policy/index.js";
 import { visibleText } from "../../policy/arguments.js";
-import { baseUrlOption, CommandError, parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, CommandError, counted, parseOptions, println, signalExitCode, UsageError, type CliIo } from "../command.js";
 
 export const signing_key_variable = "BURSAR_SOURCE_SIGNING_KEY";
 export const file_bytes_max = 1_073_741_824;
@@ -345,10 +345,6 @@ function acceptedAnswer(answer: Answer, delivery: Delivery): Accepted | { proble
 }
 
 const interrupting_signals = ["SIGINT", "SIGTERM"] as const;
-
-
-/** "1 record", "2 records". */
-const counted = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`;
 
 /** The one line an interrupted run ends with, worded as the summary of a whole run ("sent N records in M deliveries"). */
 function interruptedLine(signal: NodeJS.Signals, sent: number, total: number, delivered: number, receipts: string | undefined): string {
