@@ -57,7 +57,7 @@ function parsing<T>(parse: () => T, positionals: boolean): T {
   } catch (error) {
     const message = (error as Error).message;
     // parseArgs' own words leave a quote unclosed here ("… as in '-- "--out"").
-    const unknown = /^Unknown option '([^']+)'/.exec(message)?.[1];
+    const unknown = (error as { code?: unknown }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? /'([^']+)'/.exec(message)?.[1] : undefined;
     if (unknown !== undefined) {
       const after = positionals ? `; an argument starting with "-" goes after "--" (as in -- ${unknown})` : "";
       throw new UsageError(`unknown option ${unknown}${after}`);
