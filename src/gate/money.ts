@@ -9,7 +9,7 @@ import { cannotBeCaptured, isNoSuchResource, isPaymentId, type ProviderOrder, ty
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { timedStep } from "./observer.js";
 import { replayResult } from "./replay.js";
-import { captureAllowed, captureConflict, captureUnanswered, held, orderAfterRelease, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult } from "./results.js";
+import { captureAllowed, captureConflict, captureUnanswered, held, orderAfterRelease, orderAllowed, outcomeUnknown, providerRefused, refusal, type ToolResult, unknownAfterRelease } from "./results.js";
 
 type Args = Record<string, unknown>;
 
@@ -84,6 +84,7 @@ export async function createOrder(context: GateContext, agent_id: string, args: 
   }
   if (outcome.kind === "ok") return orderAllowed(orderView(outcome.value), call.reservation_id, block, auth.evidence, false);
   if (outcome.kind === "refused") return providerRefused(call.reservation_id, outcome.error, auth.evidence, block);
+  if (result.released === true) return unknownAfterRelease(call.reservation_id, String(result.reason), auth.evidence);
   context.observer?.unknownOutcome("create_order");
   return outcomeUnknown(call.reservation_id, outcome.reason, auth.evidence, false);
 }

@@ -132,6 +132,20 @@ export function outcomeUnknown(reservation_id: string, reason: string, evidence:
   );
 }
 
+/**
+ * The provider did not answer, and by then the call's hold had been released (the call stalled
+ * past its lease and a check proved no order then): nothing is held for it, and an order the
+ * provider made late could be captured only as a conflict. Repeating the call decides it afresh.
+ */
+export function unknownAfterRelease(reservation_id: string, reason: string, evidence: EvidenceRef | undefined): ToolResult {
+  const structured: Record<string, unknown> = { effect: "ALLOW", provider: "unknown", reservation_id, reason, released: true };
+  return result(
+    `UNKNOWN, HOLD RELEASED: the provider did not answer (${reason}). Nothing is held for this call any more, so any order the provider made late cannot be paid through the gate; do not give it to a buyer. Repeat this same call to have it decided afresh.`,
+    withEvidence(structured, evidence),
+    true,
+  );
+}
+
 /** What a refused money call's result holds for programs: the provider's error and its description as the reason. */
 function refusedContent(reservation_id: string, error: { code: string; description: string }, evidence: EvidenceRef | undefined, block?: BlockSummary): Record<string, unknown> {
   const structured: Record<string, unknown> = {

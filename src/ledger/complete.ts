@@ -66,10 +66,10 @@ async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unk
   // An approved call's outcome is its approval's result: a replay of its key answers with it
   // (DESIGN.md), a provider's refusal included.
   if (call.approval_id) return finishApproval(tx, call.approval_id, result);
-  if (keep) return storeResult(tx, call.agent_id, call.key, result);
-  // A refusal is not stored: the same call is simply decided again. Only this call's own row
-  // goes: an answer that comes late (after a check released the hold and the key was used for
-  // a new call) must not take the new call's row with it.
+  // Only this call's own row is stored or dropped: an answer that comes late (after a check
+  // released the hold and the key was used for a new call) must not touch the new call's row.
+  if (keep) return storeResult(tx, call.agent_id, call.key, result, call.reservation_id);
+  // A refusal is not stored: the same call is simply decided again.
   return dropIdempotency(tx, call.agent_id, call.key, call.reservation_id);
 }
 
@@ -115,6 +115,12 @@ export async function completeOrder(
     // A check or a webhook found the order by its receipt while this call waited on the provider
     // (orderFound stored it for this call's key): the outcome is known, whatever this answer says.
     result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason, order_id: reservation.order_id };
+  } else if (reservation.status === "released") {
+    // Unanswered after a check proved no order and released the hold (the call stalled past its
+    // lease): nothing is held for it and its key went with the hold. An order the provider made
+    // late would be named by its receipt and captured only as a conflict.
+    const reason = `${outcome.reason}; the hold was released first: ${reservation.release_reason ?? "released"}`;
+    result = { provider: "unknown", reservation_id: reservation.reservation_id, reason, released: true };
   } else {
     await markUnknown(tx, context, reservation, outcome.reason);
     result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason };
@@ -229,7 +235,7 @@ export async function completeCapture(
       ? { payment, reservation_id: call.reservation_id, reconciliation: "rejected", reason: settled.reason }
       : { payment, reservation_id: call.reservation_id };
   // If the webhook won the race it already completed this key; storing again is harmless.
-  await storeResult(tx, call.agent_id, call.key, result);
+  await storeResult(tx, call.agent_id, call.key, result, call.reservation_id);
   const reservation = (await getReservation(tx, call.reservation_id)) as ReservationRow;
   return { ...settled, result, block: (await lockBlock(tx, reservation.block_id)) as BlockRow };
 }
@@ -401,12 +407,12 @@ export async function captureUnknown(tx: SqlTx, context: LedgerContext, call: Ca
   if (settled) return { kind: "settled", payment: settled, block };
   // Its key gone: an unbinding resolved this capture meanwhile (its payment can no longer be
   // captured, so it moved nothing), and the reservation is not marked unknown again.
-  if (!(await getIdempotency(tx, call.agent_id, call.key))) {
+  if ((await getIdempotency(tx, call.agent_id, call.key))?.reservation_id !== call.reservation_id) {
     const resolved = `${reason}; meanwhile the provider reported the payment can no longer be captured, so this capture moved nothing: repeat the call to have it decided afresh`;
     return { kind: "unknown", result: { provider: "unknown", reservation_id: reservation.reservation_id, reason: resolved } };
   }
   await markUnknown(tx, context, reservation, reason);
   const result = { provider: "unknown", reservation_id: reservation.reservation_id, reason };
-  await storeResult(tx, call.agent_id, call.key, result);
+  await storeResult(tx, call.agent_id, call.key, result, call.reservation_id);
   return { kind: "unknown", result };
 }

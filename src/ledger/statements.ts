@@ -163,11 +163,15 @@ export async function dropUnknownKeys(tx: SqlTx, reservation_id: string, tool: K
   return unknown.length;
 }
 
-export async function storeResult(tx: SqlTx, agent_id: string, key: string, result: unknown): Promise<void> {
-  await tx.run(
-    "UPDATE idempotency_keys SET status = 'stored', effect = COALESCE(effect, 'ALLOW'), result_json = ?, lease_expires_at_ms = NULL WHERE agent_id = ? AND key = ?",
-    [JSON.stringify(result), agent_id, key],
-  );
+/**
+ * Stores the key's result; with `reservation_id`, only while the row is still that reservation's:
+ * a call's own answer that comes late (after a check released its hold and the key was used
+ * for a new call) must not overwrite the new call's row.
+ */
+export async function storeResult(tx: SqlTx, agent_id: string, key: string, result: unknown, reservation_id?: string): Promise<void> {
+  const update = "UPDATE idempotency_keys SET status = 'stored', effect = COALESCE(effect, 'ALLOW'), result_json = ?, lease_expires_at_ms = NULL WHERE agent_id = ? AND key = ?";
+  if (reservation_id === undefined) await tx.run(update, [JSON.stringify(result), agent_id, key]);
+  else await tx.run(`${update} AND reservation_id = ?`, [JSON.stringify(result), agent_id, key, reservation_id]);
 }
 
 /** Deletes the key's row; with `reservation_id`, only while the row is still that reservation's. */

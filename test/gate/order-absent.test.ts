@@ -186,6 +186,54 @@ for (const backend of backends()) {
       await expectBooksBalance(b);
     });
 
+    it("a call that stalled past its lease and hears no answer after its key went to a new call leaves the new call's key alone", async () => {
+      const { b, clock, call, check, held } = await setup();
+      // Each order creation waits until the test answers it, as unanswered (a stalled process).
+      const context = b.gate.gateContext as { provider: Provider };
+      const real = context.provider;
+      const waiting = [0, 1].map(() => {
+        const stall = { enter: () => {}, answer: () => {} };
+        const entered = new Promise<void>((resolve) => (stall.enter = resolve));
+        const answered = new Promise<void>((resolve) => (stall.answer = resolve));
+        return { ...stall, entered, answered };
+      });
+      let calls = 0;
+      context.provider = Object.assign(Object.create(real) as Provider, {
+        createOrder: async () => {
+          const stall = waiting[calls++]!;
+          stall.enter();
+          await stall.answered;
+          return { kind: "unknown" as const, reason: "the provider did not answer in time" };
+        },
+      });
+      const args = { amount: 6_000, currency: "INR", idempotency_key: "stalled" };
+      const first = call("create_order", args);
+      await waiting[0]!.entered;
+      clock.advance(lease_ms + 1);
+      await b.ledger.sweep();
+      clock.advance(order_absent_after_ms);
+      const released_id = (await b.ledger.inbox()).unknown_outcomes[0]!.reservation_id;
+      expect(await check(released_id)).toMatchObject({ outcome: "released" });
+      // The same call again: a new hold under the same key, its creation still in flight.
+      const second = call("create_order", args);
+      await waiting[1]!.entered;
+      waiting[0]!.answer();
+      expect(await first).toMatchObject({ effect: "ALLOW", provider: "unknown", reservation_id: released_id, released: true, reason: expect.stringContaining("the hold was released first") });
+      // The key is still the second call's, in flight: a repeat is refused, not answered with the first's outcome.
+      expect(await call("create_order", args)).toMatchObject({ effect: "BLOCK", rule: "IN_FLIGHT" });
+      // The second call's process dies: its lease runs out and its hold reaches the inbox, not stuck.
+      clock.advance(lease_ms + 1);
+      await b.ledger.sweep();
+      const unknown = (await b.ledger.inbox()).unknown_outcomes.map((row) => row.reservation_id);
+      expect(unknown).toHaveLength(1);
+      expect(unknown[0]).not.toBe(released_id);
+      expect(await held()).toBe(6_000);
+      waiting[1]!.answer();
+      expect(await second).toMatchObject({ provider: "unknown", reservation_id: unknown[0] });
+      context.provider = real;
+      await expectBooksBalance(b);
+    });
+
     it("a late order's capture elsewhere is a conflict by its payment.captured webhook alone", async () => {
       const { b, block_id, faults, released, lateOrder } = await setup();
       const reservation_id = await released(3_000);
