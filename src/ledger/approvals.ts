@@ -5,7 +5,7 @@
 import { HttpError } from "../errors.js";
 import { record, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import { resultUnknown, type ApprovalRow, type ApprovalView, type ReservationRow } from "./rows.js";
+import { resultUnknown, type ApprovalRow, type ApprovalView, type BlockRow, type ReservationRow } from "./rows.js";
 import { getApproval, getReservation, lockBlock } from "./statements.js";
 import { releaseHold } from "./settle.js";
 import { expireApproval } from "./sweep.js";
@@ -46,7 +46,7 @@ async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: strin
 
 /** Why an approval's re-check refused it: the rule a new call would be refused under, and the reason. */
 interface RecheckProblem {
-  rule: "R2" | "R4" | "HOLD" | "CALLER";
+  rule: "R1" | "R2" | "R4" | "HOLD" | "CALLER";
   reason: string;
 }
 
@@ -67,7 +67,13 @@ async function agentDisabled(tx: SqlTx, agent_id: string): Promise<boolean> {
   return row?.disabled_at_ms != null;
 }
 
-/** Moves a pending approval to forwarding after re-checking R2, R4, its own hold and its agent. */
+function overdrawn(block: BlockRow): string {
+  const { spent, held, unreconciled, reserved } = block;
+  return `R1: the block's spent ${spent}, held ${held} (this call's hold included) and unreconciled ${unreconciled} come to more than its reserved ${reserved}`;
+}
+
+/** Moves a pending approval to forwarding after re-checking R2, R4, its own hold, its agent and
+ *  that the block is not over its cap (R1, which unreconciled money can break after the HOLD). */
 export async function beginApproval(
   tx: SqlTx,
   context: LedgerContext,
@@ -86,6 +92,9 @@ export async function beginApproval(
   // Only an order made elsewhere with the call's reservation id as its receipt can name it yet.
   else if (reservation.order_id !== null) problem = { rule: "HOLD", reason: `order ${reservation.order_id}, which the gate never sent, names the call's reservation` };
   else if (await agentDisabled(tx, approval.agent_id)) problem = { rule: "CALLER", reason: "the agent is disabled" };
+  // Money that moved in a conflict meanwhile (unreconciled, counted once the block was unfrozen)
+  // can leave the block over its cap: the call's hold is counted, but nothing more may be sent.
+  else if (block.spent + block.held + block.unreconciled > block.reserved) problem = { rule: "R1", reason: overdrawn(block) };
   if (problem) {
     await refuseGrant(tx, context, approval, reservation, problem);
     return { refused: problem.reason };

@@ -164,9 +164,10 @@ async function snapshot(tx: SqlTx, context: LedgerContext, input: AuthorizeInput
     // Without the payment, the reservation the named payment is bound to: a capture in flight
     // on it is refused as such, not sent back to the provider for the payment ("retry").
     const capturing = payment ? reservation : input.agent_id ? await boundReservation(tx, input.agent_id, input.args) : undefined;
+    const pending = reservation?.status === "held" && (await approvalByReservation(tx, reservation.reservation_id))?.state === "pending";
     state.capture = {
       payment: input.payment ?? { fetched: false, reason: "the payment was not fetched" },
-      reservation: reservation ? reservationState(reservation) : null,
+      reservation: reservation ? { ...reservationState(reservation), ...(pending ? { approval_pending: true as const } : {}) } : null,
       payment_bound_elsewhere: bound !== undefined && bound.reservation_id !== reservation?.reservation_id,
       other_capture_in_flight: await captureInFlightElsewhere(tx, capturing, input.agent_id, key, now_ms),
     };
@@ -451,15 +452,33 @@ export function decisionResult(decided: Decided, evidence: EvidenceRef | undefin
   return result;
 }
 
+/** The rules a capture decided without its payment may name from the agent's current block, where its reservation's own block would name another. */
+const block_rules_unasked: ReadonlySet<string> = new Set(["R6", "R0", "R5"]);
+
+/**
+ * A capture refused without its payment looked up (capturePaymentMatters) was decided on the
+ * agent's current block. When the agent has another, its reservation may be there, and that
+ * block refuses it too (revoked or expired, R4 or R2), perhaps under another rule than the one
+ * named here: the reason says so.
+ */
+async function notedUnasked(tx: SqlTx, input: AuthorizeInput, block: BlockRow | null, verdict: Verdict): Promise<Verdict> {
+  const payment = input.payment;
+  if (input.tool !== "capture_payment" || payment?.fetched !== false || payment.asked !== false || !block) return verdict;
+  if (verdict.effect !== "BLOCK" || !block_rules_unasked.has(verdict.rule)) return verdict;
+  if (!(await tx.get("SELECT 1 AS other FROM blocks WHERE agent_id = ? AND block_id <> ? LIMIT 1", [block.agent_id, block.block_id]))) return verdict;
+  const note = "decided on the agent's current block without asking the provider for the payment; on any other block of the agent the capture is refused as revoked or expired";
+  return { ...verdict, reason: `${verdict.reason} (${note})` };
+}
+
 export async function authorize(tx: SqlTx, context: LedgerContext, input: AuthorizeInput): Promise<AuthorizeResult> {
   const snap = await snapshot(tx, context, input, context.clock());
   const now = snap.now;
   const now_ms = now.getTime();
-  const verdict = decide(
-    policyCall(input, input.agent_id, snap.key?.params_hash ?? ""),
-    snap.state,
-    now,
-    context.guards,
+  const verdict = await notedUnasked(
+    tx,
+    input,
+    snap.block,
+    decide(policyCall(input, input.agent_id, snap.key?.params_hash ?? ""), snap.state, now, context.guards),
   );
   const written = await writeDecision(tx, context, input, snap, verdict, now_ms);
   await pruneCalls(tx, input.agent_id, now_ms);

@@ -184,6 +184,8 @@ function captureProblem(call: PolicyCall, state: PolicyState): string | undefine
   // Reached only in a table without CALLER (a mutant): CALLER answers such a payment first.
   if (!reservation) return "no reservation held by this gate for the payment's order";
   if (reservation.status !== "held") return `the reservation is already ${reservation.status}`;
+  // Its order can only have been made outside the gate: nothing is forwarded before approval.
+  if (reservation.approval_pending) return "the reservation still waits for an operator's approval: the gate has sent no order for it";
   if (reservation.payment_id && reservation.payment_id !== payment.id) {
     return "the reservation is already bound to another payment";
   }

@@ -81,6 +81,8 @@ export interface ReservationState {
   currency: string;
   status: "held" | "committed" | "released";
   payment_id: string | null;
+  /** Its HOLD waits for an operator's approval: the gate has sent no order for it. */
+  approval_pending?: true;
 }
 
 export interface CaptureState {

@@ -29,6 +29,26 @@ const block = async (block_id: string) => (await server.api<Record<string, numbe
 
 type McpClient = Awaited<ReturnType<TestServer["client"]>>;
 
+/** The provider reports a capture of `amount` on the gate's order (signed with the webhook
+ *  secret, as the provider signs): of another amount than its hold, a conflict. The gate's answer. */
+async function capturedElsewhere(order_id: string, payment_id: string, amount: number): Promise<unknown> {
+  const event = JSON.stringify({
+    entity: "event",
+    account_id: "acc_Test",
+    event: "payment.captured",
+    contains: ["payment"],
+    payload: { payment: { entity: { entity: "payment", id: payment_id, order_id, amount, currency: "INR", status: "captured", captured: true, method: "card", created_at: 1_790_000_000 } } },
+    created_at: 1_790_000_000,
+  });
+  const secret = readFileSync(join(server.dir, "webhook-secret"), "utf8").trim();
+  const answer = await fetch(`${server.url}/webhooks/razorpay`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-razorpay-signature": signWebhookBody(secret, event), "x-razorpay-event-id": `evt_${payment_id}` },
+    body: event,
+  });
+  return answer.json();
+}
+
 /** The body of the log entry a result's evidence names. */
 async function entryOf(structured: unknown): Promise<Record<string, unknown>> {
   const { seq } = (structured as { evidence: { seq: number } }).evidence;
@@ -124,26 +144,29 @@ describe("approvals", () => {
     const created = await client.callTool({ name: "create_order", arguments: { amount: 5_000, currency: "INR" } });
     expect(created.structuredContent).toMatchObject({ effect: "ALLOW" });
     const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
-    const event = JSON.stringify({
-      entity: "event",
-      account_id: "acc_Test",
-      event: "payment.captured",
-      contains: ["payment"],
-      payload: { payment: { entity: { entity: "payment", id: "pay_AprFrozen1", order_id, amount: 6_000, currency: "INR", status: "captured", captured: true, method: "card", created_at: 1_790_000_000 } } },
-      created_at: 1_790_000_000,
-    });
-    const secret = readFileSync(join(server.dir, "webhook-secret"), "utf8").trim();
-    const conflict = await fetch(`${server.url}/webhooks/razorpay`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-razorpay-signature": signWebhookBody(secret, event), "x-razorpay-event-id": "evt_AprFrozen1" },
-      body: event,
-    });
-    expect(await conflict.json()).toMatchObject({ outcome: "rejected" });
+    expect(await capturedElsewhere(order_id, "pay_AprFrozen1", 6_000)).toMatchObject({ outcome: "rejected" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 20_000 });
 
     await expectRecheckRefused(client, approval_id, "R4: the spending block is frozen");
     // The held 15,000 is released; the allowed order's 5,000 stays held on the frozen block.
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 5_000, spent: 0 });
+  });
+
+  it("approval re-checks the cap: money moved in a conflict meanwhile leaves the unfrozen block over its cap, so the approval is refused (409) and its hold released", async () => {
+    const { agent, client, structured } = await heldCall("apr-overdrawn", "big-1", { reserved: 25_000 });
+    const approval_id = structured.approval_id as string;
+    const created = await client.callTool({ name: "create_order", arguments: { amount: 5_000, currency: "INR" } });
+    const order_id = ((created.structuredContent as Structured).order as { id: string }).id;
+    expect(await capturedElsewhere(order_id, "pay_AprOverdrawn1", 6_000)).toMatchObject({ outcome: "rejected" });
+    // The operator unfreezes the block: 15,000 + 5,000 held and 6,000 unreconciled, over the 25,000 reserved.
+    expect((await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`)).status).toBe(200);
+    expect(await block(agent.block_id)).toMatchObject({ frozen: false, held: 20_000, unreconciled: 6_000 });
+    await expectRecheckRefused(
+      client,
+      approval_id,
+      "R1: the block's spent 0, held 20000 (this call's hold included) and unreconciled 6000 come to more than its reserved 25000",
+    );
+    expect(await block(agent.block_id)).toMatchObject({ held: 5_000, spent: 0, unreconciled: 6_000 });
   });
 
   it("approval re-checks the block's expiry: once the block has expired the approval is refused (409) and its hold released", async () => {

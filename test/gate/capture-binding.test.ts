@@ -524,6 +524,25 @@ for (const backend of backends()) {
       await expectBooksBalance(t.b);
       await t.close();
     });
+
+    it("a payment on a reservation still waiting for approval is refused under R3, not captured: the gate sent no order for it", async () => {
+      const t = await setup();
+      const a = await t.buyer("a");
+      const held = await a.call("create_order", { amount: 300_000, currency: "INR", idempotency_key: "big" });
+      expect(held).toMatchObject({ effect: "HOLD" });
+      const reservation_id = (await t.b.ledger.approval(held.approval_id as string))!.reservation_id;
+      // Someone holding the merchant's key makes an order on the reservation's receipt; it is paid,
+      // and a check links it to the reservation.
+      const made = await t.b.provider.createOrder({ amount: 300_000, currency: "INR", receipt: reservation_id });
+      const payment_id = await payInProcess(t.b, made.kind === "ok" ? made.value.id : "");
+      await checkReservation(t.b.gate.gateContext, reservation_id);
+      const refused = await a.call("capture_payment", { payment_id, amount: 300_000, currency: "INR" });
+      expect(refused).toMatchObject({ effect: "BLOCK", rule: "R3", reason: "the reservation still waits for an operator's approval: the gate has sent no order for it" });
+      expect(await t.b.provider.fetchPayment(payment_id)).toMatchObject({ kind: "ok", value: { status: "authorized" } });
+      expect(await a.block()).toMatchObject({ held: 300_000, spent: 0, frozen: false, unreconciled: 0 });
+      await expectBooksBalance(t.b);
+      await t.close();
+    });
   });
 }
 

@@ -87,6 +87,25 @@ for (const backend of backends()) {
       await t.close();
     });
 
+    it("a capture refused on the agent's new block without asking says so, since its reservation may be on the older one", async () => {
+      const t = await setup();
+      const payment_id = await t.paidOrder(150_000, "order-1");
+      await t.b.operator.revoke(t.block_id);
+      await t.b.operator.createBlock({ agent_id: t.agent.agent_id, currency: "INR", reserved: 1_000_000, per_call_cap: 100_000, ttl_seconds: 86_400 });
+      const before = t.providerRequests();
+      const refused = await t.call("capture_payment", { payment_id, amount: 150_000, currency: "INR" });
+      expect(refused.structuredContent).toMatchObject({
+        effect: "BLOCK",
+        rule: "R5",
+        reason:
+          "amount 150000 exceeds the per-call cap 100000 (decided on the agent's current block without asking the provider for the payment; on any other block of the agent the capture is refused as revoked or expired)",
+      });
+      expect(t.providerRequests()).toBe(before);
+      // Looked up (the amount is within the new cap), the capture is decided on its reservation's block.
+      expect((await t.call("capture_payment", { payment_id, amount: 90_000, currency: "INR" })).structuredContent).toMatchObject({ effect: "BLOCK", rule: "R4" });
+      await t.close();
+    });
+
     it("captures sent all at once count each other toward the velocity limit: past it they wait their turn and are refused without fetching", async () => {
       const t = await setup({ velocity: { max_calls: 3, window_seconds: 3_600 } });
       const payment_id = await t.paidOrder(5_000, "order-1");
