@@ -64,6 +64,19 @@ export function writesKeyTwice(text: string, value: unknown): boolean {
 export const preview_chars_max = 80;
 
 /**
+ * Characters JSON.stringify leaves as they are that would change how a printed message reads:
+ * DEL and the C1 controls (U+009B is a terminal's CSI, as ESC [ is); the bidirectional controls
+ * (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which reorder the rest of the
+ * line on screen; and the line and paragraph separators U+2028 and U+2029.
+ */
+const unprintable_characters = /[\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+
+/** `text` as a JSON string literal with every such character escaped, so that printed it moves no cursor and reorders nothing. */
+function quoted(text: string): string {
+  return JSON.stringify(text).replace(unprintable_characters, (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+/**
  * How a message names a value parsed from untrusted JSON: a string quoted as JSON and cut at
  * preview_chars_max characters, a number, boolean or null as written, an array or an object by
  * its kind. The value is never walked or converted: JSON.parse takes nesting deeper than the call
@@ -71,7 +84,7 @@ export const preview_chars_max = 80;
  * breaks String().
  */
 export function jsonPreview(value: unknown): string {
-  if (typeof value === "string") return value.length > preview_chars_max ? `${JSON.stringify(value.slice(0, preview_chars_max))}…` : JSON.stringify(value);
+  if (typeof value === "string") return value.length > preview_chars_max ? `${quoted(value.slice(0, preview_chars_max))}…` : quoted(value);
   if (typeof value === "number" || typeof value === "boolean" || value === null) return String(value);
   if (Array.isArray(value)) return "an array";
   return value === undefined ? "nothing" : "an object";

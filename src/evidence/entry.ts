@@ -218,7 +218,7 @@ const entry_keys = new Set(["v", "seq", "kind", "source", "received_at", "occurr
 export function entryShapeProblem(value: unknown): string | undefined {
   if (value === null || typeof value !== "object" || Array.isArray(value)) return "not a JSON object";
   const record = value as Record<string, unknown>;
-  for (const key of Object.keys(record)) if (!entry_keys.has(key)) return `unexpected field ${key}`;
+  for (const key of Object.keys(record)) if (!entry_keys.has(key)) return `unexpected field ${jsonPreview(key)}`;
   if (record.v !== entry_version) return `unsupported version ${jsonPreview(record.v)}`;
   if (!Number.isSafeInteger(record.seq) || (record.seq as number) < 0) return "seq is not a non-negative integer";
   if (typeof record.kind !== "string" || !isEntryKind(record.kind)) return "kind is not a known kind";

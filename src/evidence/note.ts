@@ -2,6 +2,7 @@
 // and C2SP tlog-checkpoint bodies (https://c2sp.org/tlog-checkpoint) carried inside them.
 
 import { createPrivateKey, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
+import { jsonPreview } from "../json-text.js";
 import { sha256 } from "./canonical.js";
 
 export const ed25519_algorithm = 0x01;
@@ -334,5 +335,6 @@ export function originProblem(origin: string, expected: string | undefined, veri
   const wanted = expected ?? verifier.name;
   if (origin === wanted) return undefined;
   const source = expected === undefined ? "the key's name; pass --origin if the log's origin differs from it" : "--origin";
-  return `for origin ${JSON.stringify(origin)}, not ${JSON.stringify(wanted)} (${source})`;
+  // The origin is the signed note's, from a file: quoted cut short, as any value read from one.
+  return `for origin ${jsonPreview(origin)}, not ${JSON.stringify(wanted)} (${source})`;
 }

@@ -6,7 +6,7 @@
 import { sign, verify } from "node:crypto";
 import { CanonicalJsonError, canonicalJson, hasLoneSurrogate, isHexSha256 } from "./canonical.js";
 import type { ProofCheck } from "./merkle.js";
-import { keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
+import { decodeBase64Strict, keyIdHex, type NoteSigner, type NoteVerifier } from "./note.js";
 import { jsonPreview } from "../json-text.js";
 
 /**
@@ -81,9 +81,11 @@ export function verifyReceipt(receipt: Receipt, verifier: NoteVerifier, origin: 
   if (log !== undefined && !isHexSha256(log)) return { ok: false, reason: "malformed receipt (its log is not a hex leaf hash)" };
   // Nothing signed has a lone surrogate (canonical JSON cannot write one): such a receipt is forged.
   if (hasLoneSurrogate(kind) || hasLoneSurrogate(at)) return { ok: false, reason: "malformed receipt" };
-  const signature = Buffer.from(signatureText, "base64");
+  // Strict, as a checkpoint's signature: Buffer.from also takes unpadded and URL-safe base64, so
+  // several texts would pass for one signature, none of them the one the log wrote.
+  const signature = decodeBase64Strict(signatureText);
   const identity = log === undefined ? undefined : { origin, log };
-  const good = signature.length === 64 && verify(null, receiptMessage(receipt, identity), verifier.publicKey, signature);
+  const good = signature !== undefined && signature.length === 64 && verify(null, receiptMessage(receipt, identity), verifier.publicKey, signature);
   if (good) return { ok: true };
   return { ok: false, reason: identity ? `receipt signature does not verify as one of origin ${JSON.stringify(origin)}` : "receipt signature does not verify" };
 }
@@ -219,7 +221,7 @@ export function verifyDeliveryReceipt(receipt: DeliveryReceipt, verifier: NoteVe
   }
   if (log !== undefined && !isHexSha256(log)) return { ok: false, reason: "not a delivery receipt (its log is not a hex leaf hash)" };
   if (key_id !== keyIdHex(verifier.keyId)) return { ok: false, reason: `receipt signed by key ${jsonPreview(key_id)}, not ${keyIdHex(verifier.keyId)}` };
-  const signature = Buffer.from(signatureText, "base64");
+  const signature = decodeBase64Strict(signatureText);
   const identity = log === undefined ? undefined : { origin, log };
   let message: Buffer;
   try {
@@ -229,7 +231,7 @@ export function verifyDeliveryReceipt(receipt: DeliveryReceipt, verifier: NoteVe
     if (error instanceof CanonicalJsonError) return { ok: false, reason: `not a delivery receipt (${error.message})` };
     throw error;
   }
-  const good = signature.length === 64 && verify(null, message, verifier.publicKey, signature);
+  const good = signature !== undefined && signature.length === 64 && verify(null, message, verifier.publicKey, signature);
   if (good) return { ok: true };
   return { ok: false, reason: identity ? `delivery receipt signature does not verify as one of origin ${JSON.stringify(origin)}` : "delivery receipt signature does not verify" };
 }

@@ -117,6 +117,26 @@ interface TailEntry {
   lineNumber: number;
 }
 
+/**
+ * A receipt naming another log than the export's, held until the check can tell who is to blame.
+ * A held receipt always fails the export; it only waits to learn whether a signed root, the
+ * receipt line or entry 0 is to blame:
+ * - a signed root that disagrees with the entries is named instead (it covers the entry, or entry 0);
+ * - a receipt whose signature does not verify is a damaged line once a verified signed root binds
+ *   its entry (the entry is intact); until then it names its entry;
+ * - a genuine receipt (the key signed it for that other log) names its entry once a verified
+ *   signed root binds entry 0, whose leaf hash is the log id; until then entry 0 may be the one altered.
+ */
+interface HeldOtherLogReceipt {
+  /** The seq of the entry it follows. */
+  seq: number;
+  /** 1-based line of the receipt. */
+  lineNumber: number;
+  receipt: Receipt;
+  /** Why its signature does not verify; undefined when it does (the key signed it for that other log). */
+  problem: string | undefined;
+}
+
 /** Byte-wise prefix test: cheaper than decoding the start of every line. */
 function startsWith(line: Buffer, prefix: string): boolean {
   if (line.length < prefix.length) return false;
@@ -200,6 +220,12 @@ class ExportVerifier {
   private trustedRoot: Buffer | undefined;
   private coveredBelowTrusted = 0;
   private trustedChecked = false;
+  /** The trusted checkpoint's root matched the entries it covers. */
+  private trustedVerified = false;
+  /** The first receipt naming another log, held until its verdict is known (see HeldOtherLogReceipt). */
+  private heldOtherLog: HeldOtherLogReceipt | undefined;
+  /** The 1-based number of a line that is neither an entry nor a known meta line, judged by the line after it. */
+  private junkLine: number | undefined;
   /** The hex leaf hash of entry 0: the log's id, which every v2 receipt must name. */
   private logId = "";
   /** Entries past every signed root so far, oldest first, at most tail_receipts_deferred_max. */
@@ -231,8 +257,8 @@ class ExportVerifier {
       const what = { syntax: "is not a signed note", signature: `is not signed by ${key}`, body: `is signed by ${key}, but its body is not a checkpoint` }[error.stage];
       throw new VerifyStop({ message: `the checkpoint ${what}: ${error.message}` });
     }
-    const foreign = originProblem(this.trusted.origin, options.origin, this.verifier);
-    if (foreign) throw new VerifyStop({ message: `the checkpoint is ${foreign}` });
+    const wrongOrigin = originProblem(this.trusted.origin, options.origin, this.verifier);
+    if (wrongOrigin) throw new VerifyStop({ message: `the checkpoint is ${wrongOrigin}` });
     if (this.trusted.size === 0) this.trustedRoot = emptyRoot();
   }
 
@@ -258,28 +284,64 @@ class ExportVerifier {
   }
 
   /**
-   * Stops with `failure`, unless a waiting tail receipt before it turns out forged: that entry
-   * comes first, and its receipt is the only signature that could have spoken for it.
+   * Stops with `failure`, unless something read before it comes first: a held receipt naming
+   * another log (see heldComesFirst), or a waiting tail receipt that turns out forged, whose entry
+   * that receipt alone could have spoken for.
    */
   private stop(failure: Omit<VerifyFailure, "line">, line = this.lineNumber): never {
+    const held = this.heldOtherLog;
+    if (held && this.heldComesFirst(held, failure)) {
+      this.heldOtherLog = undefined;
+      this.throwUnlessTailForgedBefore(this.heldOtherLogFailure(held), held.seq);
+    }
+    this.throwUnlessTailForgedBefore({ ...failure, line }, failure.seq ?? Infinity);
+  }
+
+  /** Stops with a failure that names its own line. */
+  private stopWith(failure: VerifyFailure): never {
+    const { line, ...rest } = failure;
+    this.stop(rest, line);
+  }
+
+  /**
+   * Whether the held receipt is named before `failure`. It comes before a failure at a later
+   * entry or of the file. A signed root that disagrees comes before it, as it covers the held
+   * receipt's entry or entry 0; except where every receipt of that entry is checked and this one
+   * does not verify: it is then named at its entry, as any receipt that does not verify there is
+   * (so verifyExport's second read names it as the suspect beside the range).
+   */
+  private heldComesFirst(held: HeldOtherLogReceipt, failure: Omit<VerifyFailure, "line">): boolean {
+    const range = failure.range;
+    if (!range) return failure.seq === undefined || failure.seq > held.seq;
+    return held.problem !== undefined && this.checksEveryReceipt(held.seq) && held.seq >= range[0] && held.seq < range[1];
+  }
+
+  /** Throws `failure`, unless the receipt of a waiting tail entry before seq `before` is forged: that comes first. */
+  private throwUnlessTailForgedBefore(failure: VerifyFailure, before: number): never {
     for (const waiting of this.tail) {
-      if (failure.seq !== undefined && waiting.seq >= failure.seq) break;
+      if (waiting.seq >= before) break;
       const earlier = waiting.receipt ? this.tailReceiptProblem(waiting) : undefined;
       if (earlier) {
         this.tail = [];
         throw new VerifyStop(earlier);
       }
     }
-    throw new VerifyStop({ ...failure, line });
+    throw new VerifyStop(failure);
   }
 
-  /** Entries at or past this seq lie beyond the trusted checkpoint and every checkpoint read so far. */
+  /** Entries below this seq are bound by a signed root already verified: the file's checkpoints', or the trusted one's. */
+  private get verifiedSize(): number {
+    return Math.max(this.coveredSize, this.trustedVerified ? this.trusted.size : 0);
+  }
+
+  /** Entries at or past this seq lie beyond the trusted checkpoint and every checkpoint read so far (verified or not). */
   private get signedSize(): number {
     return Math.max(this.coveredSize, this.trusted.size);
   }
 
   line(line: Buffer): void {
     this.lineNumber += 1;
+    if (this.junkLine !== undefined) this.stopOnJunk(line);
     // No export line ends in CR or is empty: the file went through a text conversion or an editor.
     if (line.length === 0) this.stop({ file: true, message: "an empty line, which no export holds" });
     if (line[line.length - 1] === 13) {
@@ -296,7 +358,28 @@ class ExportVerifier {
     if (startsWith(line, receipt_line_prefix)) return this.receipt(line);
     if (startsWith(line, checkpoint_line_prefix)) return this.checkpoint(line);
     this.settlePending();
-    this.stop({ seq: this.size, message: `seq ${this.size}: line ${this.lineNumber} is neither an entry nor a known meta line` });
+    this.junkLine = this.lineNumber;
+  }
+
+  /**
+   * Stops on a line that is neither an entry nor a known meta line, given the line after it
+   * (undefined at the end). It is damage to the file, not an entry: the entries around it may be
+   * intact, and a later signed root still binds them. Only where a genuine receipt of this log
+   * for the entry due next follows it does it stand in that entry's place (an entry line whose
+   * start was altered), and that entry is named.
+   */
+  private stopOnJunk(next: Buffer | undefined): never {
+    const line = this.junkLine!;
+    this.junkLine = undefined;
+    const message = `line ${line} is neither an entry nor a known meta line`;
+    const readable = next !== undefined && next.length <= export_line_bytes_max && startsWith(next, receipt_line_prefix);
+    const receipt = readable ? (parseJson(next) as { receipt?: Receipt } | undefined)?.receipt : undefined;
+    const seq = this.size;
+    const due = typeof receipt === "object" && receipt !== null && receipt.seq === seq;
+    if (due && this.isGenuineReceiptOfThisLog(receipt)) {
+      this.stop({ seq, message: `seq ${seq}: ${message}, and the receipt of entry ${seq} follows it (the entry altered or missing)` }, line);
+    }
+    this.stop({ file: true, message }, line);
   }
 
   private header(line: Buffer): void {
@@ -368,7 +451,7 @@ class ExportVerifier {
       return;
     }
     const problem = this.tailReceiptProblem(waiting);
-    if (problem) throw new VerifyStop(problem);
+    if (problem) this.stopWith(problem);
   }
 
   /**
@@ -388,21 +471,82 @@ class ExportVerifier {
     if (receipt.log === undefined) {
       return { seq, line, message: `seq ${seq}: its receipt is v1, which does not name its log, and no signed checkpoint covers the entry (only a v2 receipt of this log vouches for it)` };
     }
-    const foreign = this.foreignLog(seq, receipt);
-    if (foreign) return { seq, line, message: `${foreign}, and no signed checkpoint covers the entry` };
+    // The signature first: the log a receipt names is signed, so only a genuine receipt tells of another log.
     const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
     if (!signature.ok) return { seq, line, message: `seq ${seq}: receipt does not verify (${signature.reason}), and no signed checkpoint covers the entry` };
+    if (this.namesOtherLog(receipt)) return { seq, line, message: `${this.otherLogMessage(seq, receipt)}, and no signed checkpoint covers the entry` };
     this.receiptsVerified += 1;
     return undefined;
   }
 
-  /** Why a v2 receipt is not one of this log (it names another entry 0); undefined for one that is, or a v1 receipt. */
-  private foreignLog(seq: number, receipt: Receipt): string | undefined {
-    if (receipt.log === undefined || receipt.log === this.logId) return undefined;
+  /** Whether a v2 receipt names another log than this one (another entry 0); a v1 receipt names none. */
+  private namesOtherLog(receipt: Receipt): boolean {
+    return receipt.log !== undefined && receipt.log !== this.logId;
+  }
+
+  /** Why a receipt that names another log is not one of this log. */
+  private otherLogMessage(seq: number, receipt: Receipt): string {
     return `seq ${seq}: its receipt is of another log (log ${jsonPreview(receipt.log)}; this export's entry 0 has leaf hash ${this.logId})`;
   }
 
-  /** Fails on the first tail entry that nothing signed vouches for. */
+  /**
+   * Whether `receipt` is one the key signed for this log. Before entry 0 is read the log has no
+   * id yet, and a receipt of this log's is not told from another's: any the key signed passes.
+   */
+  private isGenuineReceiptOfThisLog(receipt: Receipt): boolean {
+    const ours = this.size === 0 || !this.namesOtherLog(receipt);
+    return ours && verifyReceipt(receipt, this.verifier, this.trusted.origin).ok;
+  }
+
+  /**
+   * A receipt whose seq and leaf hash are its entry's, but which names another log. It fails the
+   * export whatever follows; what it is named as waits on what is verified. The log is signed, so
+   * the signature is checked first. A genuine receipt is named at its entry at once if a verified
+   * signed root binds entry 0 already; otherwise it is held (see HeldOtherLogReceipt), as is one
+   * that does not verify.
+   */
+  private otherLogReceipt(pending: PendingEntry, receipt: Receipt): void {
+    const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
+    if (signature.ok) this.receiptsVerified += 1;
+    if (signature.ok && this.verifiedSize > 0) this.stop({ seq: pending.seq, message: this.otherLogMessage(pending.seq, receipt) });
+    if (pending.seq >= this.signedSize) this.inspect(pending);
+    this.holdOtherLogReceipt(pending.seq, receipt, signature.ok ? undefined : signature.reason);
+  }
+
+  /** Holds a receipt naming another log until its verdict is known; only the first is kept, as the first failure. */
+  private holdOtherLogReceipt(seq: number, receipt: Receipt, problem: string | undefined): void {
+    this.heldOtherLog ??= { seq, lineNumber: this.lineNumber, receipt, problem };
+  }
+
+  /** The held receipt's failure, by what is verified so far. */
+  private heldOtherLogFailure(held: HeldOtherLogReceipt): VerifyFailure {
+    const { seq, lineNumber: line, receipt, problem } = held;
+    if (problem === undefined) {
+      if (this.verifiedSize > 0) return { seq, line, message: this.otherLogMessage(seq, receipt) };
+      // Entry 0 may be the altered one, which makes this genuine receipt look another log's: the
+      // range holds both. The entry is not named as known bad.
+      const orEntryZero = ", or entry 0 was altered (the log id is entry 0's leaf hash, and no signed checkpoint verified binds it)";
+      return { range: [0, seq + 1], line, message: `${this.otherLogMessage(seq, receipt)}${orEntryZero}` };
+    }
+    const fails = `names another log (log ${jsonPreview(receipt.log)}) and does not verify (${problem})`;
+    // A verified signed root binds the entry, so it is intact: the receipt line is what was altered.
+    if (seq < this.verifiedSize) {
+      return { file: true, line, message: `line ${line}: the receipt of seq ${seq} ${fails}: the receipt line was altered; a signed checkpoint covers the entry` };
+    }
+    // Nothing verified vouches for the entry: its receipt does not.
+    const uncovered = seq >= this.signedSize ? ", and no signed checkpoint covers the entry" : "";
+    return { seq, line, message: `seq ${seq}: its receipt ${fails}${uncovered}` };
+  }
+
+  /** Names the held receipt, if any, now: a signed root was just verified, or the check ends. */
+  private stopOnHeldOtherLog(): void {
+    const held = this.heldOtherLog;
+    if (!held) return;
+    this.heldOtherLog = undefined;
+    this.stopWith(this.heldOtherLogFailure(held));
+  }
+
+  /** Fails on the first tail entry that nothing signed vouches for, or on a receipt naming another log. */
   private settleWholeTail(): void {
     const unreceipted = this.tailUnreceipted ?? this.tail.find((waiting) => !waiting.receipt);
     if (unreceipted) {
@@ -410,8 +554,8 @@ class ExportVerifier {
       const message = `seq ${seq}: no receipt, and no signed checkpoint covers it (the signed roots end at size ${this.signedSize})`;
       this.stop({ seq, message }, lineNumber);
     }
-    for (const waiting of this.tail) this.settleTail(waiting);
-    this.tail = [];
+    this.stopOnHeldOtherLog();
+    while (this.tail.length > 0) this.settleTail(this.tail.shift()!);
   }
 
   /** Whether the receipt of entry `seq` has its signature checked even where it matches its entry. */
@@ -443,15 +587,14 @@ class ExportVerifier {
     const agrees = receipt.seq === pending.seq && receipt.leaf_hash === pending.leaf.toString("hex");
     // Covered or not, a receipt of this entry that names a log must name this one. (One that
     // disagrees with its entry is checked below: an altered entry 0 changes the log id too.)
-    const foreign = agrees ? this.foreignLog(pending.seq, receipt) : undefined;
-    if (foreign) this.stop({ seq: pending.seq, message: foreign });
+    if (agrees && this.namesOtherLog(receipt)) return this.otherLogReceipt(pending, receipt);
     if (agrees && !this.checksEveryReceipt(pending.seq)) return this.matchedReceipt(pending, line);
     const entry = agrees ? undefined : this.inspect(pending);
     if (agrees && pending.seq >= this.signedSize) this.inspect(pending);
     const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
     if (!signature.ok) this.stop({ seq: pending.seq, message: `seq ${pending.seq}: receipt does not verify (${signature.reason})` });
     this.receiptsVerified += 1;
-    if (entry) this.signedReceiptDisagrees(pending, receipt);
+    if (entry) return this.signedReceiptDisagrees(pending, receipt);
     // A v1 receipt names no log, so past every signed root so far it vouches for nothing: the
     // entry waits for a checkpoint line like an entry without a receipt, and fails without one.
     if (receipt.log === undefined && pending.seq >= this.signedSize) {
@@ -464,17 +607,20 @@ class ExportVerifier {
    * the entry's seq it signs other content for that seq: the entry was altered. At another seq
    * it is another entry's receipt, moved or copied here, and tells nothing of this entry's content.
    */
-  private signedReceiptDisagrees(pending: PendingEntry, receipt: Receipt): never {
+  private signedReceiptDisagrees(pending: PendingEntry, receipt: Receipt): void {
     const seq = pending.seq;
     // Another log's receipt tells nothing of this entry's content, at its seq or another. Entry 0
-    // makes the log id: an altered one would make every receipt look another log's.
-    const foreign = seq > 0 ? this.foreignLog(seq, receipt) : undefined;
-    if (foreign) this.stop({ seq, message: foreign });
+    // makes the log id: an altered one would make every receipt look another log's, so until a
+    // verified signed root binds entry 0 the receipt waits for one.
+    if (seq > 0 && this.namesOtherLog(receipt)) {
+      if (this.verifiedSize > 0) this.stop({ seq, message: this.otherLogMessage(seq, receipt) });
+      return this.holdOtherLogReceipt(seq, receipt, undefined);
+    }
     // Named by the entry's own line (the one to look at), not by its receipt's, the line after.
     // Entry 0's receipt names the log by entry 0's own leaf hash, so an altered entry 0 and the
     // genesis receipt of another log under the same key look alike here.
-    const or_foreign = seq === 0 && receipt.log !== undefined ? ", or its receipt is entry 0's of another log under the same key" : "";
-    if (receipt.seq === seq) this.stop({ seq, message: `seq ${seq}: entry altered${or_foreign}: its leaf hash differs from its signed receipt` }, pending.lineNumber);
+    const orOtherLog = seq === 0 && receipt.log !== undefined ? ", or its receipt is entry 0's of another log under the same key" : "";
+    if (receipt.seq === seq) this.stop({ seq, message: `seq ${seq}: entry altered${orOtherLog}: its leaf hash differs from its signed receipt` }, pending.lineNumber);
     if (receipt.leaf_hash === pending.leaf.toString("hex")) {
       this.stop({ seq, message: `seq ${seq}: its receipt is signed for this entry's leaf hash at seq ${receipt.seq}, but the entry holds seq ${seq}` });
     }
@@ -492,10 +638,7 @@ class ExportVerifier {
    */
   private strayReceipt(receipt: Receipt): never {
     const seq = receipt.seq;
-    // Before entry 0 is read the log has no id yet: a receipt of this log's is not told from another's.
-    const ours = this.size === 0 || this.foreignLog(seq, receipt) === undefined;
-    const genuine = ours && verifyReceipt(receipt, this.verifier, this.trusted.origin).ok;
-    if (!genuine) {
+    if (!this.isGenuineReceiptOfThisLog(receipt)) {
       this.stop({ file: true, message: `line ${this.lineNumber}: a receipt line that follows no entry and is not a receipt the key signed for this log` });
     }
     if (seq < this.size) {
@@ -537,7 +680,9 @@ class ExportVerifier {
       this.stop({ file: true, message: `checkpoint at line ${this.lineNumber} is for origin ${jsonPreview(checkpoint.origin)}, not ${JSON.stringify(this.trusted.origin)}` });
     }
     if (checkpoint.size !== this.size) {
-      this.stop({ range, message: `checkpoint of size ${checkpoint.size} found after ${this.size} entries (entries missing, added or moved)` });
+      // Up to the larger size: where entries are missing, the checkpoint covers the ones not read.
+      const reach: [number, number] = [this.coveredSize, Math.max(this.size, checkpoint.size)];
+      this.stop({ range: reach, message: `checkpoint of size ${checkpoint.size} found after ${this.size} entries (entries missing, added or moved)` });
     }
     if (!checkpoint.rootHash.equals(this.range.root())) {
       this.stop({ range, message: `entries ${this.coveredSize}..${this.size - 1} do not match the signed checkpoint of size ${this.size}` });
@@ -550,15 +695,17 @@ class ExportVerifier {
     this.tail = [];
     this.tailBytes = 0;
     this.tailUnreceipted = undefined;
+    this.stopOnHeldOtherLog();
   }
 
   finish(): void {
     if (!this.sawHeader) this.stop({ file: true, message: "the export is empty" });
+    if (this.junkLine !== undefined) this.stopOnJunk(undefined);
     this.settlePending();
     if (this.size < this.trusted.size) {
       this.stop({
         seq: this.size,
-        message: `the export ends after ${this.size} entries but the checkpoint covers ${this.trusted.size}: truncated from seq ${this.size}`,
+        message: `the export ends after ${this.size} entries but the checkpoint covers ${this.trusted.size}: truncated from seq ${this.size}, or the checkpoint is of another history or log`,
       });
     }
     this.checkTrusted();
@@ -583,6 +730,8 @@ class ExportVerifier {
       });
     }
     this.checkpoints += 1;
+    this.trustedVerified = true;
+    this.stopOnHeldOtherLog();
   }
 
   report(failure?: VerifyFailure): VerifyReport {

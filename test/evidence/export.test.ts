@@ -45,12 +45,14 @@ function entryLineIndexes(lines: Buffer[]): number[] {
   return lines.flatMap((line, i) => (line.toString("utf8").startsWith('{"body":') ? [i] : []));
 }
 
+let source: TestLog;
 let exported: Exported;
 let lines: Buffer[];
 let entries: number[];
 
 beforeAll(async () => {
   const t = await openTestLog();
+  source = t;
   await buildLog(t, (n) => ({ n, tool: "create_order", args: { amount: 100 * n, currency: "INR", notes: { item: `chai ₹${n}` } } }), [5, 9]);
   exported = await exportAll(t);
   lines = splitLines(exported.bytes);
@@ -128,6 +130,27 @@ describe("tampering with entries is pinned to the entry", () => {
     expect(verify(joinLines(lines.slice(0, entries[2]!)), exported).failure).toMatchObject({ seq: 2 });
   });
 
+  it("a checkpoint found after fewer entries than it covers names a range that reaches the missing entry", () => {
+    // Entry 8, the last before the checkpoint of size 9, deleted without a receipt to tell: [5, 8) left it out.
+    const stripped = lines.filter((line) => !line.toString().startsWith('{"receipt":'));
+    const index = stripped.findIndex((line) => line.toString().includes('"seq":8,'));
+    const failure = verify(joinLines(stripped.filter((_, i) => i !== index)), exported).failure;
+    expect(failure).toMatchObject({ range: [5, 9], message: "checkpoint of size 9 found after 8 entries (entries missing, added or moved)" });
+  });
+
+  it("a checkpoint of more entries than the export holds allows another history or log, as a root mismatch does", async () => {
+    // Same key and origin, a longer history: the export is not a truncation of it.
+    const other = await openTestLog({ signer: source.signer });
+    await buildLog(other, (n) => ({ n, other: true }), []);
+    await other.driver.transaction((tx) => other.log.appendMany(tx, Array.from({ length: 6 }, (_, n) => ({ kind: "gate.decision", source: "gate", body: { n } }))));
+    const bigger = await other.log.checkpoint();
+    expect(bigger.size).toBe(entry_count + 6);
+    expect(verify(exported.bytes, exported, { checkpoint: bigger.note }).failure).toMatchObject({
+      seq: entry_count,
+      message: `the export ends after ${entry_count} entries but the checkpoint covers ${entry_count + 6}: truncated from seq ${entry_count}, or the checkpoint is of another history or log`,
+    });
+  });
+
   it("with receipts stripped, an altered entry is narrowed to its checkpoint range", () => {
     const stripped = lines.filter((line) => !line.toString().startsWith('{"receipt":'));
     expect(verify(joinLines(stripped), exported).ok).toBe(true);
@@ -200,6 +223,26 @@ describe("tampering with receipts and checkpoints", () => {
       expect(failure?.seq, String(line)).toBeUndefined();
       expect(failure?.range, String(line)).toBeUndefined();
     }
+  });
+
+  it("a line that is neither an entry nor a meta line is damage to the file, named by its line, whatever follows it", () => {
+    // Before: `seq 14: line 34 is neither…`, the first bad entry one past the log's last.
+    const at = (index: number, text: string) => [...lines.slice(0, index), Buffer.from(text), ...lines.slice(index)];
+    for (const [damaged, line] of [
+      [at(lines.length, "garbage"), lines.length + 1],
+      [at(entries[4]!, '{"note":"hi"}'), entries[4]! + 1],
+      [at(entries[4]! + 1, '{"note":"hi"}'), entries[4]! + 2],
+      [at(entries[10]!, "garbage"), entries[10]! + 1],
+    ] as const) {
+      expect(verify(joinLines(damaged), exported).failure, String(line)).toEqual({ file: true, line, message: `line ${line} is neither an entry nor a known meta line` });
+    }
+    // In an entry's place, followed by that entry's genuine receipt, it names the entry.
+    const replaced = lines.map((line, i) => (i === entries[4] ? Buffer.from('{"note":"hi"}') : line));
+    expect(verify(joinLines(replaced), exported).failure).toEqual({
+      seq: 4,
+      line: entries[4]! + 1,
+      message: `seq 4: line ${entries[4]! + 1} is neither an entry nor a known meta line, and the receipt of entry 4 follows it (the entry altered or missing)`,
+    });
   });
 
   it("a checkpoint signed by another key is refused", async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as verifyCommand from "../../src/cli/commands/verify.js";
 import { exportLog } from "../../src/evidence/export.js";
 import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
-import { parseVerifierKey } from "../../src/evidence/note.js";
+import { originProblem, parseVerifierKey } from "../../src/evidence/note.js";
 import { checkConsistencyDocument, checkInclusionDocument } from "../../src/evidence/proof.js";
 import { bufferLines, verifyExportLines, type VerifyOptions } from "../../src/evidence/verify.js";
 import { capturedIo, openTestLog, tempDir, type TestLog } from "./support.js";
@@ -162,6 +162,16 @@ describe("bursar verify --origin", () => {
     expect(await verifyCommand.run(["--inclusion", proof, "--key", s.prod.verifierKey, "--origin", staging_origin], ok)).toBe(0);
     expect(ok.out()).toBe(
       `OK inclusion proof verifies against a checkpoint of ${staging_origin} signed by ${prod_origin}+${s.prod.keyIdHex}: entry 2, leaf hash ${inclusion.leaf_hash}, is in the tree of size ${size}, root ${Buffer.from(inclusion.root_hash, "hex").toString("base64")} (the proof's checkpoint)\n`,
+    );
+  });
+});
+
+describe("a checkpoint's origin in a message", () => {
+  it("is quoted cut at 80 characters, its control characters escaped, as every value from a file", () => {
+    const verifier = parseVerifierKey(s.prod.verifierKey);
+    const origin = `evil\u009b2J${"o".repeat(200)}`;
+    expect(originProblem(origin, undefined, verifier)).toBe(
+      `for origin "evil\\u009b2J${"o".repeat(73)}"…, not "${prod_origin}" (the key's name; pass --origin if the log's origin differs from it)`,
     );
   });
 });

@@ -151,6 +151,14 @@ describe("verify --inclusion names the entry it proved", () => {
     expect(checkInclusionDocument(doc, parseVerifierKey(key), undefined, undefined, { index: 7, leaf_hash: doc.leaf_hash })).toEqual({ ok: true });
   });
 
+  it("quotes an unknown key of a proof document cut at 80 characters, its control characters escaped", async () => {
+    // zod writes the key into its message as it is: printed, it moved the cursor and erased the line.
+    const name = `x\u001b[1A\u001b[2K\rOK inclusion proof verifies${"y".repeat(100)}`;
+    writeFileSync(file("incl-extra.json"), JSON.stringify({ ...(await proof()), [name]: 1, other: 2 }));
+    const extra = await verify(["--inclusion", file("incl-extra.json")]);
+    expect(extra).toEqual({ code: 1, out: "", err: `FAIL inclusion proof: not the route's JSON shape (: unrecognized key ${JSON.stringify(name.slice(0, 80))}… and 1 more)\n` });
+  });
+
   it("refuses the proof options in the wrong mode or malformed (UsageError, exit 2 from main)", async () => {
     await expect(verify(["--inclusion", file("incl-7.json"), "--from-checkpoint", file("a-cp5.txt")])).rejects.toThrow(/--from-checkpoint goes with --consistency/);
     await expect(verify(["--consistency", file("honest.json"), "--index", "3"])).rejects.toThrow(/--index and --leaf-hash go with --inclusion/);

@@ -14,7 +14,8 @@ import { buildEntry } from "../../src/evidence/entry.js";
 import { exportLog } from "../../src/evidence/export.js";
 import { createLogSigner, type LogSigner } from "../../src/evidence/keys.js";
 import { parseVerifierKey } from "../../src/evidence/note.js";
-import { deliveryMessage, verifyDeliveryReceipt, verifyReceipt, type DeliveryReceipt } from "../../src/evidence/receipt.js";
+import { leafHash } from "../../src/evidence/merkle.js";
+import { deliveryMessage, signReceiptFields, verifyDeliveryReceipt, verifyReceipt, type DeliveryReceipt, type Receipt } from "../../src/evidence/receipt.js";
 import { EvidenceLog } from "../../src/evidence/store.js";
 import {
   capturedIo,
@@ -110,7 +111,10 @@ describe("entries of another log under the same key, appended past a genuine exp
     const report = verifyLines(logs.exported, spliced);
     expect(report.ok).toBe(false);
     expect(report.failure).toMatchObject({ seq: exported_size });
-    expect(report.failure!.message).toMatch(/its receipt is of another log/);
+    // Signed as staging's, it does not verify as one of prod's origin, and nothing else vouches for the entry.
+    expect(report.failure!.message).toBe(
+      `seq ${exported_size}: its receipt names another log (log "${logs.staging.log.logId}") and does not verify (receipt signature does not verify as one of origin "prod.example/log"), and no signed checkpoint covers the entry`,
+    );
     // The log a receipt names is signed with the origin: relabelled to prod's, the signature fails.
     const relabelled = splice(logs.exported.lines, staging.lines, exported_size, logs.prod.signer.keyIdHex, (receipt) => void (receipt.log = logs.prod.log.logId));
     const again = verifyLines(logs.exported, relabelled);
@@ -167,13 +171,116 @@ describe("a receipt naming another log, on an entry a checkpoint covers", () => 
     expect(verifyLines(logs.exported, lines).failure).toMatchObject({ seq: 0, message: entry0 });
   });
 
-  it("is refused: every v2 receipt must name the export's entry 0", () => {
+  it("is refused when the key signed it for another log: every v2 receipt must name the export's entry 0", () => {
+    const index = logs.exported.lines.findIndex((line) => isReceipt(line) && line.includes('"seq":2,'));
+    const { receipt } = JSON.parse(logs.exported.lines[index]!) as { receipt: Receipt };
+    const theirs = signReceiptFields(logs.prod.signer, receipt, { origin: prod_origin, log: logs.reset.log.logId });
+    const lines = logs.exported.lines.map((line, i) => (i === index ? canonicalJson({ receipt: theirs }) : line));
+    for (const allReceipts of [false, true]) {
+      expect(verifyLines(logs.exported, lines, { allReceipts }).failure, `allReceipts ${allReceipts}`).toEqual({
+        seq: 2,
+        line: index + 1,
+        message: `seq 2: its receipt is of another log (log "${logs.reset.log.logId}"; this export's entry 0 has leaf hash ${logs.prod.log.logId})`,
+      });
+    }
+  });
+
+  it("whose log alone was altered is a damaged receipt line, named by the file, not an entry: without the line the export verifies", () => {
+    // The reviewer's case: "log" is signed, so the signature no longer verifies; the entry is intact.
     const index = logs.exported.lines.findIndex((line) => isReceipt(line) && line.includes('"seq":2,'));
     const lines = logs.exported.lines.map((line, i) => (i === index ? line.replace(logs.prod.log.logId, logs.reset.log.logId) : line));
     expect(lines[index]).toContain(logs.reset.log.logId);
+    for (const allReceipts of [false, true]) {
+      expect(verifyLines(logs.exported, lines, { allReceipts }).failure, `allReceipts ${allReceipts}`).toEqual({
+        file: true,
+        line: index + 1,
+        message: `line ${index + 1}: the receipt of seq 2 names another log (log "${logs.reset.log.logId}") and does not verify (receipt signature does not verify as one of origin "prod.example/log"): the receipt line was altered; a signed checkpoint covers the entry`,
+      });
+    }
+    expect(verifyLines(logs.exported, lines.filter((_, i) => i !== index)).ok).toBe(true);
+    // Altered along with its entry (and the receipt's leaf hash to match), the entry is named by
+    // the range its signed root disagrees with, and the receipt, which does not verify, as the suspect within it.
+    const entry = index - 1;
+    const altered = lines[entry]!.replace('"amount":100', '"amount":101');
+    const leaf = leafHash(Buffer.from(altered, "utf8")).toString("hex");
+    const both = lines.map((line, i) => (i === entry ? altered : i === index ? line.replace(/"leaf_hash":"[0-9a-f]{64}"/, `"leaf_hash":"${leaf}"`) : line));
+    expect(verifyLines(logs.exported, both).failure).toEqual({
+      range: [1, 5],
+      line: index + 1,
+      message: `entries 1..4 do not match the signed checkpoint of size 5; within them, seq 2: its receipt names another log (log "${logs.reset.log.logId}") and does not verify (receipt signature does not verify as one of origin "prod.example/log"): that entry, or its receipt, was altered`,
+    });
+  });
+
+  it("names an altered entry 0 whose receipt and first checkpoint are gone by the range that holds it, not the next entry", () => {
+    // Entry 0 makes the log id, so every genuine receipt after it then names another log.
+    const genesis = logs.exported.lines.findIndex(isEntry);
+    const lines = logs.exported.lines
+      .map((line, i) => (i === genesis ? line.replace('"version":"0.1.0"', '"version":"0.1.1"') : line))
+      .filter((line, i) => !(isReceipt(line) && i === genesis + 1) && !(isCheckpoint(line) && checkpointSize(line) === 1));
+    expect(lines.filter(isCheckpoint).map(checkpointSize)).toEqual([exported_size]);
     const report = verifyLines(logs.exported, lines);
-    expect(report.ok).toBe(false);
-    expect(report.failure).toMatchObject({ seq: 2, message: expect.stringMatching(/^seq 2: its receipt is of another log/) });
+    expect(report.failure).toMatchObject({ range: [0, exported_size], message: `entries 0..${exported_size - 1} do not match the signed checkpoint of size ${exported_size}` });
+    expect(report.failure!.seq).toBeUndefined();
+    // Stopped by a later damaged line before any signed root is checked, it names the range from
+    // entry 0, which may be what was altered, to the entry: not entry 1 as known bad.
+    const junk = lines.findIndex((line) => isEntry(line) && line.includes('"n":2,'));
+    const early = verifyLines(logs.exported, [...lines.slice(0, junk), "garbage", ...lines.slice(junk)]).failure!;
+    expect(early).toMatchObject({ range: [0, 2], line: genesis + 3, message: expect.stringMatching(/^seq 1: its receipt is of another log \(.*\), or entry 0 was altered \(the log id is entry 0's leaf hash/) });
+    expect(early.seq).toBeUndefined();
+  });
+});
+
+describe("a receipt naming another log that does not verify, on an entry whose signed root is not verified yet", () => {
+  // Signed checkpoints at 1, 4, 7 and 10: entry 4 lies under the one of size 7.
+  let ten: Exported;
+  let receiptIndex: number;
+  /** Entry 4 altered, its receipt's leaf_hash rewritten to match and its log to another's, which its signature does not sign. */
+  let tampered: string[];
+  const reason = `receipt signature does not verify as one of origin "${prod_origin}"`;
+  const named = () => `seq 4: its receipt names another log (log "${logs.reset.log.logId}") and does not verify (${reason})`;
+
+  beforeAll(async () => {
+    const t = await openTestLog({ signer: createLogSigner(logs.key, prod_origin), origin: prod_origin });
+    for (const size of [4, 7, 10]) {
+      await appendDecisions(t, size - (await t.log.treeSize()), "ten");
+      await t.log.checkpoint();
+    }
+    ten = await exportAt(t, 10);
+    expect(ten.lines.filter(isCheckpoint).map(checkpointSize)).toEqual([1, 4, 7, 10]);
+    const entry = ten.lines.findIndex((line) => isEntry(line) && line.includes('"seq":4,'));
+    receiptIndex = entry + 1;
+    const altered = ten.lines[entry]!.replace('"amount":100', '"amount":101');
+    const leaf = leafHash(Buffer.from(altered, "utf8")).toString("hex");
+    const receipt = ten.lines[receiptIndex]!.replace(/"leaf_hash":"[0-9a-f]{64}"/, `"leaf_hash":"${leaf}"`).replace(t.log.logId, logs.reset.log.logId);
+    tampered = ten.lines.map((line, i) => (i === entry ? altered : i === receiptIndex ? receipt : line));
+    expect(receipt).toContain(logs.reset.log.logId);
+  });
+
+  it("is named as the suspect beside the range its signed root disagrees with, as a receipt whose leaf hash alone was rewritten is", () => {
+    expect(verifyLines(ten, tampered).failure).toEqual({
+      range: [4, 7],
+      line: receiptIndex + 1,
+      message: `entries 4..6 do not match the signed checkpoint of size 7; within them, ${named()}: that entry, or its receipt, was altered`,
+    });
+    // Every signature checked, it is named at its entry, as any receipt that does not verify there.
+    expect(verifyLines(ten, tampered, { allReceipts: true }).failure).toEqual({ seq: 4, line: receiptIndex + 1, message: named() });
+  });
+
+  it("stopped before that root by a damaged line or the export's end, names the entry, not a damaged receipt line under a signed root", () => {
+    // Before, both said "the receipt line was altered; a signed checkpoint covers the entry", with
+    // the file to blame: the checkpoint of size 7 had not been read, the trusted one not checked.
+    const nextEntry = receiptIndex + 1;
+    const junk = [...tampered.slice(0, nextEntry), "garbage", ...tampered.slice(nextEntry)];
+    const truncated = tampered.slice(0, nextEntry);
+    for (const [name, lines] of [
+      ["junk", junk],
+      ["truncated", truncated],
+    ] as const) {
+      expect(verifyLines(ten, lines).failure, name).toEqual({ seq: 4, line: receiptIndex + 1, message: named() });
+    }
+    // Entry 4 intact, only its receipt line altered: with the root of size 7 verified, the line is to blame.
+    const lineAlone = ten.lines.map((line, i) => (i === receiptIndex ? line.replace(/"log":"[0-9a-f]{64}"/, `"log":"${logs.reset.log.logId}"`) : line));
+    expect(verifyLines(ten, lineAlone).failure).toMatchObject({ file: true, line: receiptIndex + 1 });
   });
 });
 
@@ -257,6 +364,54 @@ describe("a log upgraded from v1 receipts", () => {
   });
 });
 
+describe("receipt signatures", () => {
+  /** Re-signs until the base64 signature holds a "+" or a "/": the URL-safe alphabet writes those as "-" and "_". */
+  function withSpecials<T extends { signature: string }>(signed: (n: number) => T): T {
+    for (let n = 0; n < 100; n++) {
+      const receipt = signed(n);
+      if (/[+/]/.test(receipt.signature)) return receipt;
+    }
+    throw new Error("no signature with + or / in 100 tries");
+  }
+  const variants = (signature: string) => ({
+    unpadded: signature.replace(/=+$/, ""),
+    url_safe: signature.replace(/\+/g, "-").replace(/\//g, "_"),
+    url_safe_unpadded: signature.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""),
+  });
+
+  it("of an entry receipt verify only in strict, padded standard base64, as a checkpoint's do", () => {
+    const verifier = parseVerifierKey(logs.prod.log.verifierKey);
+    const receipt = withSpecials((n) =>
+      signReceiptFields(logs.prod.signer, { seq: 1, leaf_hash: "a".repeat(64), kind: "gate.decision", at: `2026-01-01T00:00:${String(n % 60).padStart(2, "0")}.${n}Z` }, { origin: prod_origin, log: logs.prod.log.logId }),
+    );
+    expect(verifyReceipt(receipt, verifier)).toEqual({ ok: true });
+    for (const [name, signature] of Object.entries(variants(receipt.signature))) {
+      expect(signature, name).not.toBe(receipt.signature);
+      expect(verifyReceipt({ ...receipt, signature }, verifier), name).toMatchObject({ ok: false });
+    }
+  });
+
+  it("of a delivery receipt verify only in strict, padded standard base64", () => {
+    const verifier = parseVerifierKey(logs.prod.log.verifierKey);
+    const records = [{ event_id: "evt_1", seq: 1, leaf_hash: "a".repeat(64), sha256: "b".repeat(64), occurred_at: "2026-01-01T00:00:00Z", received_at: "2026-01-01T00:00:00.000Z" }];
+    const receipt = withSpecials((n) => logs.prod.log.signDelivery({ source: `src_${n}`, received_at: "2026-01-01T00:00:00.000Z", records }));
+    expect(verifyDeliveryReceipt(receipt, verifier)).toEqual({ ok: true });
+    for (const [name, signature] of Object.entries(variants(receipt.signature))) {
+      expect(verifyDeliveryReceipt({ ...receipt, signature }, verifier), name).toMatchObject({ ok: false });
+    }
+  });
+
+  it("past every signed checkpoint, an unpadded variant of a genuine receipt's signature vouches for nothing", () => {
+    const tail = withoutCheckpointsAbove(logs.exported.lines, 1);
+    const older = (JSON.parse(tail.filter(isCheckpoint).at(-1)!) as { checkpoint: string }).checkpoint;
+    expect(verifyLines(logs.exported, tail, { checkpoint: older }).ok).toBe(true);
+    const index = tail.findIndex((line) => isReceipt(line) && line.includes('"seq":3,'));
+    const lines = tail.map((line, i) => (i === index ? line.replace(/=+"\}\}$/, '"}}') : line));
+    expect(lines[index]).not.toBe(tail[index]);
+    expect(verifyLines(logs.exported, lines, { checkpoint: older }).failure).toMatchObject({ seq: 3, message: expect.stringMatching(/^seq 3: receipt does not verify/) });
+  });
+});
+
 describe("delivery receipts of another log under the same key", () => {
   const dir = tempDir();
   afterAll(() => dir.remove());
@@ -310,6 +465,15 @@ describe("delivery receipts of another log under the same key", () => {
       out: "",
       err: `FAIL RECEIPTS line 2: the receipt is of log ${logs.reset.log.logId}, not this export's log ${logs.prod.log.logId} (the leaf hash of its entry 0)\n`,
     });
+  });
+
+  it("quotes a listed record's event id cut at 80 characters, its control characters escaped", async () => {
+    const event_id = `evt_\u009b2J\u001b[2K${"x".repeat(200)}`;
+    const listed = [{ ...records(99, "a".repeat(64))[0]!, event_id }];
+    const receipt = logs.prod.log.signDelivery({ source: "src_1", received_at: "2026-01-01T00:00:00.000Z", records: listed });
+    const result = await run([receipt], exportArgs());
+    expect(result.code).toBe(1);
+    expect(result.err).toBe(`FAIL RECEIPTS line 1: record ${JSON.stringify(event_id.slice(0, 80)).replace("\u009b", "\\u009b")}…: the export holds no entry 99 (it has ${exported_size})\n`);
   });
 
   it("a v1 receipt, stored before receipts named their log, still verifies, with a note that it names none", async () => {

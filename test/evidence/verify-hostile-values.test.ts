@@ -3,10 +3,13 @@
 // literals overflowed), or objects whose toString is not a function. Each used to end verify
 // in a stack trace; each is a FAIL naming the line, and never a pass. From a hostile review.
 
-import { beforeAll, describe, expect, it } from "vitest";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as verifyCommand from "../../src/cli/commands/verify.js";
 import { bufferLines, export_line_bytes_max, verifyExport, type VerifyReport } from "../../src/evidence/verify.js";
 import { jsonPreview } from "../../src/json-text.js";
-import { exportAt, isCheckpointLine, isEntryLine, isReceiptLine, openTestLog, verifyLines, type Exported } from "./support.js";
+import { capturedIo, exportAt, isCheckpointLine, isEntryLine, isReceiptLine, openTestLog, tempDir, verifyLines, type Exported } from "./support.js";
 
 const depth = 200_000;
 const deep = "[".repeat(depth) + "]".repeat(depth);
@@ -42,7 +45,8 @@ describe("verify, given values no export holds", () => {
   it("names a receipt whose log is nested deeper than the call stack", () => {
     const index = exported.lines.findIndex((line) => isReceiptLine(line) && line.includes('"seq":1,'));
     const lines = replaced(exported.lines, index, exported.lines[index]!.replace(/"log":"[0-9a-f]{64}"/, `"log":${deep}`));
-    expect(failed(verifyLines(exported, lines))).toMatchObject({ seq: 1, message: expect.stringContaining("its receipt is of another log (log an array;") });
+    // Its signature cannot verify: the line is damaged, and the checkpoint of size 3 binds entry 1.
+    expect(failed(verifyLines(exported, lines))).toMatchObject({ file: true, line: index + 1, message: expect.stringContaining("the receipt of seq 1 names another log (log an array) and does not verify") });
   });
 
   it("names an entry whose version is nested deeper than the call stack", () => {
@@ -84,6 +88,40 @@ describe("verify, given values no export holds", () => {
   });
 });
 
+describe("verify, given text with control characters", () => {
+  const dir = tempDir("bursar-verify-controls-");
+  afterAll(() => dir.remove());
+  // The reviewer's key: printed raw, it moved the cursor up, erased the FAIL line and wrote an OK.
+  const key = "zz\u001b[1A\u001b[2K\rOK 15 entries\n  all good: seq 0";
+
+  /** The export with an entry's line given one more member, `name`. */
+  function withField(name: string): { lines: string[]; index: number } {
+    const index = exported.lines.findIndex((line) => isEntryLine(line) && line.includes('"seq":3,'));
+    const entry = JSON.parse(exported.lines[index]!) as Record<string, unknown>;
+    return { lines: replaced(exported.lines, index, JSON.stringify({ ...entry, [name]: 1 })), index };
+  }
+
+  it("quotes an entry's unexpected field, its control characters escaped and cut at 80 characters", () => {
+    const { lines, index } = withField(key);
+    expect(failed(verifyLines(exported, lines))).toEqual({ seq: 3, line: index + 1, message: `seq 3: not a valid entry (unexpected field ${JSON.stringify(key)})` });
+    const long = `${"\u009b".repeat(100)}x`;
+    const cut = failed(verifyLines(exported, withField(long).lines)).message;
+    expect(cut).toBe(`seq 3: not a valid entry (unexpected field "${"\\u009b".repeat(80)}"…)`);
+  });
+
+  it("prints no control character from the export: the FAIL line and where it failed stay two lines", async () => {
+    const file = join(dir.path, "controls.jsonl");
+    const cp = join(dir.path, "cp.txt");
+    writeFileSync(file, withField(key).lines.map((line) => `${line}\n`).join(""));
+    writeFileSync(cp, exported.checkpoint);
+    const io = capturedIo();
+    expect(await verifyCommand.run([file, "--checkpoint", cp, "--key", exported.key], io)).toBe(1);
+    expect(io.out()).toBe("");
+    expect(io.err()).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(io.err().split("\n")).toEqual([expect.stringMatching(/^FAIL seq 3: not a valid entry \(unexpected field "zz\\u001b\[1A/), "  first bad entry: seq 3", ""]);
+  });
+});
+
 describe("jsonPreview", () => {
   it("quotes a string, cut long; writes numbers, booleans and null; names arrays and objects by kind", () => {
     expect([jsonPreview("ab\n"), jsonPreview("x".repeat(100)), jsonPreview(-0.5), jsonPreview(true), jsonPreview(null)]).toEqual([
@@ -94,5 +132,21 @@ describe("jsonPreview", () => {
       "null",
     ]);
     expect([jsonPreview(JSON.parse(deep)), jsonPreview({ toString: 1 }), jsonPreview(undefined)]).toEqual(["an array", "an object", "nothing"]);
+  });
+
+  it("escapes DEL and the C1 controls too, which JSON.stringify leaves (U+009B is a terminal's CSI)", () => {
+    expect(jsonPreview("a\u009b2J\u007f\u0085b\u00a0")).toBe('"a\\u009b2J\\u007f\\u0085b\u00a0"');
+  });
+
+  it("escapes the bidirectional controls and the line and paragraph separators, which would reorder or break a FAIL line on screen", () => {
+    const reordering = ["\u061c", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u2028", "\u2029"];
+    for (const character of reordering) {
+      const code = character.charCodeAt(0).toString(16).padStart(4, "0");
+      expect(jsonPreview(`evt_${character}1`), code).toBe(`"evt_\\u${code}1"`);
+    }
+    // Only those: their neighbours, and text in a right-to-left script, are quoted as they are.
+    expect(jsonPreview("\u200d\u2027\u202f\u2065\u206a\u05d0")).toBe('"\u200d\u2027\u202f\u2065\u206a\u05d0"');
+    // A right-to-left override that would print "OK" backwards reaches the terminal escaped.
+    expect(jsonPreview("x\u202eKO \u2066")).toBe('"x\\u202eKO \\u2066"');
   });
 });

@@ -12,6 +12,7 @@ import {
   inclusionProofSchema,
 } from "../../evidence/proof.js";
 import { export_line_bytes_max, fileLines, verifyExportFile, type VerifyOptions, type VerifyReport } from "../../evidence/verify.js";
+import { jsonPreview } from "../../json-text.js";
 import { parseStrict, println, usingPath, UsageError, type CliIo } from "../command.js";
 import type { z } from "zod";
 
@@ -33,8 +34,10 @@ their receipts alone: each must have a v2 receipt of this log, whose signature i
 v1 receipt does not name its log, and vouches for no such entry). On failure it names the
 first bad entry (seq) where it can be pinpointed, else the checkpoint range [start, end) that
 does not match, else the root mismatch, and exits 1. A checkpoint line that cannot be read or
-verified, a receipt line that cannot be parsed, and a receipt line that follows no entry and
-is not this log's are named by their line ("the export file"), not as bad entries.
+verified, a receipt line that cannot be parsed, a receipt line that follows no entry and is not
+this log's, one naming another log whose signature does not verify, and a line that is no
+export line are named by their line ("the export file"), not as bad entries. Text quoted from
+the file is cut at 80 characters, its control characters escaped.
 
 With --inclusion / --consistency: checks a JSON proof exactly as returned by
 GET /api/v1/log/proof/inclusion or /api/v1/log/proof/consistency, and that its roots are
@@ -204,7 +207,19 @@ function readProof<T>(kind: "inclusion" | "consistency", path: string, schema: z
   }
   const parsed = schema.safeParse(json);
   if (parsed.success) return { doc: parsed.data };
-  return { failure: `FAIL ${kind} proof: not the route's JSON shape (${parsed.error.issues[0]?.path.join(".") ?? ""}: ${parsed.error.issues[0]?.message ?? ""})` };
+  const issue = parsed.error.issues[0];
+  return { failure: `FAIL ${kind} proof: not the route's JSON shape (${issue?.path.join(".") ?? ""}: ${issue ? issueText(issue) : ""})` };
+}
+
+/**
+ * What is wrong with a proof document, for its FAIL line. zod writes an unknown key into its
+ * message as it is, at any length and with any control character; the key is quoted as every
+ * value from a file is. (Paths hold only the schema's own keys and array indexes.)
+ */
+function issueText(issue: z.core.$ZodIssue): string {
+  if (issue.code !== "unrecognized_keys") return issue.message;
+  const more = issue.keys.length > 1 ? ` and ${issue.keys.length - 1} more` : "";
+  return `unrecognized key ${jsonPreview(issue.keys[0])}${more}`;
 }
 
 /** --index: an entry's 0-based seq, as the inclusion route's `index`. */
@@ -398,7 +413,7 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
       const leaf = leaves.get(record.seq);
       if (leaf === record.leaf_hash) continue;
       const found = leaf === undefined ? `the export holds no entry ${record.seq} (it has ${report.entries})` : `entry ${record.seq} of the export has leaf hash ${leaf}, the receipt ${record.leaf_hash}`;
-      println(io.stderr, `FAIL ${path} line ${line}: record ${JSON.stringify(record.event_id)}: ${found}`);
+      println(io.stderr, `FAIL ${path} line ${line}: record ${jsonPreview(record.event_id)}: ${found}`);
       return 1;
     }
   }
