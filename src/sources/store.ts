@@ -21,6 +21,31 @@ export const observer_cache_ttl_ms = 5_000;
 const observer_token_kind = "bsr_obs";
 export const observer_token_prefix = `${observer_token_kind}_`;
 export const observer_cache_entries_max = 1_000;
+/**
+ * How long a proxied request waits for its token's look-up. Past it, a token seen before goes
+ * through on its last answer and an unseen one is refused for now (503), while the look-up goes
+ * on and its answer serves the next request. The store can be held for seconds (on SQLite,
+ * another process's write lock, which the evidence writer queued ahead of the look-up waits
+ * out), and observed traffic must not wait with it.
+ */
+export const observer_lookup_wait_ms = 250;
+
+/** A token look-up's answer: the source it opens (null: none), or why the store gave none. */
+type ObserverLookup = { source: ObserverSource | null } | { error: unknown };
+
+/** `promise`'s value, or undefined once `ms` have passed without one. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms, undefined);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([promise, waited]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 type Purpose = "signing_key" | "api_key" | "observer_token";
 const purposes_of: Readonly<Record<SourceKind, readonly Purpose[]>> = {
@@ -113,6 +138,8 @@ export class SourceStore {
   private readonly ids: IdSource;
   /** Valid observer tokens by hash: when last read, and when the token's grace ends (null: never). */
   private readonly observerCache = new Map<string, { at_ms: number; expires_at_ms: number | null; source: ObserverSource }>();
+  /** Token look-ups under way, by hash: requests that come meanwhile share one. */
+  private readonly observerLookups = new Map<string, Promise<ObserverLookup>>();
 
   constructor(options: SourceStoreOptions) {
     this.driver = options.driver;
@@ -391,19 +418,32 @@ export class SourceStore {
 
   /**
    * The enabled observer a token opens, or null. Cached briefly: this runs on every proxied
-   * request. When the database fails, a token seen before keeps its last answer (retried after
-   * another cache period), so observed traffic still flows; an unseen token's lookup throws.
+   * request. When the database fails, or does not answer within observer_lookup_wait_ms, a token
+   * seen before keeps its last answer (looked up again after another cache period), so observed
+   * traffic still flows; an unseen token's lookup throws.
    */
   async observerByToken(token: string): Promise<ObserverSource | null> {
     const hash = sha256Hex(token);
-    const now_ms = this.now_ms();
     let cached = this.observerCache.get(hash);
     // A token rotated out ends when its grace does, cached or not, and whatever the store's state.
-    if (cached && cached.expires_at_ms !== null && now_ms >= cached.expires_at_ms) {
+    if (cached && cached.expires_at_ms !== null && this.now_ms() >= cached.expires_at_ms) {
       this.observerCache.delete(hash);
       cached = undefined;
     }
-    if (cached && now_ms - cached.at_ms < observer_cache_ttl_ms) return cached.source;
+    if (cached && this.now_ms() - cached.at_ms < observer_cache_ttl_ms) return cached.source;
+    let lookup = this.observerLookups.get(hash);
+    if (!lookup) {
+      lookup = this.lookUpObserver(hash).finally(() => this.observerLookups.delete(hash));
+      this.observerLookups.set(hash, lookup);
+    }
+    const answer = await within(lookup, observer_lookup_wait_ms);
+    if (answer !== undefined && "source" in answer) return answer.source;
+    if (cached) return cached.source;
+    throw answer?.error ?? new Error(`the observer token lookup did not finish within ${observer_lookup_wait_ms} ms (the database is busy)`);
+  }
+
+  /** Reads the source a token opens and remembers the answer; never rejects. */
+  private async lookUpObserver(hash: string): Promise<ObserverLookup> {
     let row: (SourceRow & { expires_at_ms: number | null }) | undefined;
     try {
       // Unreported: the answer only lets a request through, so it need not wait for the WAL
@@ -414,23 +454,25 @@ export class SourceStore {
             `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms, k.expires_at_ms FROM evidence_source_secrets k
              JOIN evidence_sources s ON s.source_id = k.source_id
              WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
-            [hash, now_ms],
+            [hash, this.now_ms()],
           ),
         { unreported: true },
       );
     } catch (error) {
-      if (!cached) throw error;
-      this.observerCache.set(hash, { ...cached, at_ms: now_ms });
-      return cached.source;
+      // The last answer stands for another cache period before the store is asked again.
+      const cached = this.observerCache.get(hash);
+      if (cached) this.observerCache.set(hash, { ...cached, at_ms: this.now_ms() });
+      return { error };
     }
     // Only valid tokens are remembered, so anyone sending random tokens cannot push them out;
     // a token found invalid (a source disabled meanwhile) is forgotten, never served again.
     this.observerCache.delete(hash);
-    if (!row || row.disabled_at_ms !== null || !row.upstream_url) return null;
+    if (!row || row.disabled_at_ms !== null || !row.upstream_url) return { source: null };
     const source = { source_id: row.source_id, upstream: new URL(row.upstream_url), shadow: row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null };
     if (this.observerCache.size >= observer_cache_entries_max) this.observerCache.delete(this.observerCache.keys().next().value as string);
-    this.observerCache.set(hash, { at_ms: now_ms, expires_at_ms: row.expires_at_ms === null ? null : Number(row.expires_at_ms), source });
-    return source;
+    // Read from when the answer came: a lookup that waited long must not leave an entry already stale.
+    this.observerCache.set(hash, { at_ms: this.now_ms(), expires_at_ms: row.expires_at_ms === null ? null : Number(row.expires_at_ms), source });
+    return { source };
   }
 }
 

@@ -1,14 +1,15 @@
 // Evidence writing off the critical path: with the evidence store stopped every call still
 // goes through; when it is back, a system.evidence_gap entry says how many calls went
-// unrecorded and when, and /metrics counted them. With the database failing, tokens already
-// seen keep their source, so traffic still flows.
+// unrecorded and when, and /metrics counted them. With the database failing, or held by another
+// process's write lock, tokens already seen keep their source, so traffic still flows.
 
+import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppendInput } from "../../src/evidence/index.js";
 import type { SqlDriver, SqlTx } from "../../src/ledger/driver.js";
 import { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { SecretSealer } from "../../src/sources/sealed.js";
-import { observer_cache_entries_max, observer_cache_ttl_ms, SourceStore } from "../../src/sources/store.js";
+import { observer_cache_entries_max, observer_cache_ttl_ms, observer_lookup_wait_ms, SourceStore } from "../../src/sources/store.js";
 import { harness, master_key, type Harness } from "../ingest/support.js";
 import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, sdkClient, StoppableStore, toolCall, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -159,5 +160,37 @@ describe("an observer token lookup while the database is unreachable", () => {
     } finally {
       await driver.close();
     }
+  });
+});
+
+describe("an observer token lookup while another process holds the database's write lock", () => {
+  it("does not wait for the lock: a token seen before goes through on its last answer, an unseen one is refused for now and known once the lock is gone", async () => {
+    const driver = new SqliteDriver({ path: h.db });
+    const instance = new SourceStore({ driver, log: h.bursar.log, sealer: new SecretSealer(master_key), clock: h.clock });
+    const seen = await observerSource(h, `${upstream.url}/mcp-json`);
+    const unseen = await observerSource(h, `${upstream.url}/mcp-json`);
+    expect((await instance.observerByToken(seen.observer_token))?.source_id).toBe(seen.id);
+    // Another process takes the write lock (a bursar migrate, say); this instance's evidence
+    // writer queues behind it, and the driver's reads queue behind that write.
+    const other = new Database(h.db);
+    other.exec("BEGIN IMMEDIATE");
+    const write = driver.transaction(async () => undefined).then(
+      () => "the write went through",
+      () => "the write gave up",
+    );
+    try {
+      h.clock.advance(observer_cache_ttl_ms + 1_000);
+      const first = await Promise.race([instance.observerByToken(seen.observer_token), write]);
+      expect(first).toMatchObject({ source_id: seen.id });
+      const refused = await Promise.race([instance.observerByToken(unseen.observer_token).then(() => "answered", (error: Error) => error.message), write]);
+      expect(refused).toBe(`the observer token lookup did not finish within ${observer_lookup_wait_ms} ms (the database is busy)`);
+    } finally {
+      other.exec("ROLLBACK");
+      other.close();
+    }
+    expect(await write).toBe("the write went through");
+    // The lookup that went on has answered meanwhile, or answers now.
+    expect((await instance.observerByToken(unseen.observer_token))?.source_id).toBe(unseen.id);
+    await driver.close();
   });
 });
