@@ -96,7 +96,7 @@ export interface PendingCall {
 }
 
 /** Why a call is recorded without an answer (see docs/evidence-sources.md). */
-type NoResponseReason = "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled" | "response_cut" | "shutdown" | "unrelayable_status";
+type NoResponseReason = "timeout" | "evicted" | "http_status" | "unreadable_response" | "stream_ended" | "cancelled" | "response_cut" | "shutdown" | "unrelayable_status" | "upstream_unreachable";
 
 /** Why the correlator gives up on a pending call by itself. */
 type ExpiredReason = "timeout" | "evicted" | "shutdown";

@@ -862,8 +862,9 @@ function relayNow(context: RelayContext, source: ObserverSource, token: string, 
   upstream.on("error", () => {
     // An answer that had begun is recorded by relayResponse, when it ends or is cut.
     if (answered) return;
-    // Only an upstream that failed gets the 502 Bursar answers in its place.
-    const outcome: Outcome = exchange.cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "http_status", status: 502 };
+    // Only an upstream that failed gets the 502 Bursar answers in its place: recorded as Bursar's
+    // own, not as a status the upstream (or a balancer in front of it) answered.
+    const outcome: Outcome = exchange.cancelled ? { type: "no_response", reason: "cancelled" } : { type: "no_response", reason: "upstream_unreachable", status: 502 };
     answerInstead(outcome, "upstream_unreachable", "the observed MCP server did not answer");
   });
 }

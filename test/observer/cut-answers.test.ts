@@ -125,7 +125,7 @@ describe("answers out of step with their request", () => {
     await new Promise((resolve) => closed.close(resolve));
     const source = await observerSource(h, `${closed_url}/mcp`);
     expect(await splitPost(source, 300)).toBe(502);
-    expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "http_status", status: 502 }, "none"]]);
+    expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "upstream_unreachable", status: 502 }, "none"]]);
     expect(h.evidence.observer.held.bytes).toBe(0);
   });
 
