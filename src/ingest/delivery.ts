@@ -95,6 +95,26 @@ function notUtf8(raw: Buffer): HttpError {
   return new HttpError(400, "malformed", `the delivery is not valid UTF-8 (byte ${offset} begins no well-formed sequence)`, { offset });
 }
 
+/** U+FEFF, the byte order mark, as UTF-8: what some editors and PowerShell 5 write at the start of a file. */
+const utf8_byte_order_mark = Buffer.from([0xef, 0xbb, 0xbf]);
+const startsWithByteOrderMark = (bytes: Buffer) => bytes.subarray(0, utf8_byte_order_mark.length).equals(utf8_byte_order_mark);
+const byte_order_mark_advice = "send UTF-8 without a byte order mark (bursar send-decisions leaves out the one a file starts with)";
+
+/**
+ * A delivery that starts with a byte order mark. Read as part of the first record's JSON, it made
+ * a 422 quoting an invisible token. It is not left out either: a signed or pushed delivery's
+ * records are hashed as received, and RFC 8259 forbids one in JSON sent over a network.
+ */
+function byteOrderMark(offset: number): HttpError {
+  return new HttpError(400, "byte_order_mark", `the delivery starts with a UTF-8 byte order mark (bytes EF BB BF, U+FEFF) at byte ${offset}; ${byte_order_mark_advice}`, { offset });
+}
+
+/** The operator's upload is a file's contents: one byte order mark at its very start, which an
+ *  editor may have written, is left out, as bursar send-decisions leaves it out of a FILE. */
+export function withoutByteOrderMark(raw: Buffer): Buffer {
+  return startsWithByteOrderMark(raw) ? raw.subarray(utf8_byte_order_mark.length) : raw;
+}
+
 /** A delivery that holds no record: an empty body, only blank lines, or an empty array. */
 function empty(): HttpError {
   return new HttpError(400, "empty_delivery", "the delivery holds no record");
@@ -178,7 +198,10 @@ function splitNdjson(lines: readonly Buffer[]): SplitDelivery {
     const text = line.toString("utf8");
     const parsed = parseJson(text);
     const sha256 = sha256Hex(line);
-    return "error" in parsed ? { index, value: undefined, sha256, syntax_error: parsed.error } : parsedRecord(index, text, parsed.value, sha256);
+    if (!("error" in parsed)) return parsedRecord(index, text, parsed.value, sha256);
+    // A line of its own with a byte order mark: files joined by `cat`, each saved with one.
+    const syntax_error = startsWithByteOrderMark(line) ? `it starts with a byte order mark (U+FEFF); ${byte_order_mark_advice}` : parsed.error;
+    return { index, value: undefined, sha256, syntax_error };
   });
   return { form: "ndjson", records };
 }
@@ -192,7 +215,8 @@ function wholeObject(body: Buffer): SplitDelivery | undefined {
 }
 
 /**
- * Splits a raw delivery; 400 when it is not UTF-8, holds nothing or an array is not JSON, 413 above 500 records.
+ * Splits a raw delivery; 400 when it is not UTF-8, starts with a byte order mark, holds nothing or
+ * an array is not JSON, 413 above 500 records.
  * A body that is one JSON object is one record, even across lines; any other body is NDJSON. A
  * body of several lines that each parse is NDJSON without parsing it whole: it cannot also be
  * one object, since its first line is then a complete value with more text after it.
@@ -204,6 +228,7 @@ export function splitDelivery(raw: Buffer): SplitDelivery {
   const [start, end] = trimmedBounds(raw);
   if (start === end) throw empty();
   const body = raw.subarray(start, end);
+  if (startsWithByteOrderMark(body)) throw byteOrderMark(start);
   if (body[0] === 0x5b /* [ */) return splitArray(body.toString("utf8"));
   if (!body.includes(0x0a)) return wholeObject(body) ?? splitNdjson(ndjsonLines(raw));
   let lines: Buffer[];

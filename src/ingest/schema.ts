@@ -99,11 +99,17 @@ const decision_fields = z.strictObject({
   correlation_id: short_text.optional(),
 });
 
+/** A record-level key that is `args` or `args_hash` but for its case (`ARGS_HASH`): refused as an
+ *  unknown field, which names the one mistake; "exactly one of args or args_hash" would be a
+ *  second problem for it. */
+const miscasedArgs = (issues: readonly z.core.$ZodRawIssue[]): boolean =>
+  issues.some((issue) => issue.code === "unrecognized_keys" && (issue.path ?? []).length === 0 && issue.keys.some((key) => /^args(?:_hash)?$/i.test(key)));
+
 /** Exactly one of `args` (bound by its hash) or `args_hash`. */
 export const decision_record_schema = decision_fields.superRefine((record, context) => {
   const has_args = record.args !== undefined;
   const has_hash = record.args_hash !== undefined;
-  if (has_args === has_hash) {
+  if (has_args === has_hash && (has_args || !miscasedArgs(context.issues))) {
     context.addIssue({ code: "custom", path: [has_args ? "args_hash" : "args"], message: "exactly one of args or args_hash is required" });
   }
 });

@@ -3,6 +3,7 @@
 
 import type { z } from "zod";
 import { canonical_depth_max, CanonicalJsonError, canonicalSha256Hex, hasLoneSurrogate } from "../evidence/index.js";
+import { invisible_or_control_characters } from "../policy/arguments.js";
 import { isPlainObject } from "../policy/index.js";
 import { HttpError } from "../errors.js";
 import { shownPath } from "../policy/text.js";
@@ -151,20 +152,41 @@ export function invalidRecords(problems: readonly RecordProblem[], record_count:
   );
 }
 
-const sameName = (a: string | undefined, b: string | undefined) => a !== undefined && b !== undefined && a.trim().toLowerCase() === b.trim().toLowerCase();
+/** What the comparison drops from a name: whitespace and format characters (Cf: zero-width, bidi
+ *  marks, a byte order mark), and the other characters a name shown to people may not hold because
+ *  they show as nothing (Hangul fillers, variation selectors, the Braille blank, controls). */
+const unseen_in_name = new RegExp(`[\\p{White_Space}\\p{Cf}]|${invisible_or_control_characters.source}`, "gu");
+const withoutUnseen = (text: string) => text.replace(unseen_in_name, "");
+
+/**
+ * A principal's id or email as the approval check compares it: NFKC (fullwidth "ｂｏｔ" is "bot",
+ * "cafe" + U+0301 is "café"), without what shows as nothing, case-folded (upper then lower case,
+ * so "ß" and "SS" fold alike), NFKC again since case mapping can undo it. Undefined when nothing
+ * is left: "   " or U+200B alone names nobody. Look-alikes from other scripts (Cyrillic "о" for
+ * Latin "o") are not matched: that would take Unicode's confusables data.
+ */
+export function comparableName(name: string | undefined): string | undefined {
+  if (name === undefined) return undefined;
+  const folded = withoutUnseen(withoutUnseen(name).normalize("NFKC").toUpperCase().toLowerCase().normalize("NFKC"));
+  return folded === "" ? undefined : folded;
+}
+
+const namesOf = (principal: { id?: string; email?: string } | undefined): string[] =>
+  [comparableName(principal?.id), comparableName(principal?.email)].filter((name): name is string => name !== undefined);
 
 /**
  * DESIGN: an `approve` is verified only if the approver is a human naming an id or email
  * that is not the agent's (any of the approver's names equal to any of the agent's makes it
- * the agent). A record that names no agent id or email gives nothing to tell the two apart:
- * unverified. Other decisions carry no approval claim (null).
+ * the agent, compared as comparableName writes them). An approver whose id and email name nobody
+ * (blank, or only invisible characters) is unverified, and so is a record that names no agent id
+ * or email: nothing then tells the two apart. Other decisions carry no approval claim (null).
  */
 export function approvalVerified(record: DecisionRecord): boolean | null {
   if (record.decision !== "approve") return null;
   const approver = record.approver;
   if (!approver || approver.type !== "human") return false;
-  if (approver.id === undefined && approver.email === undefined) return false;
-  const agent_names = [record.agent?.id, record.agent?.email];
-  if (agent_names.every((name) => name === undefined)) return false;
-  return ![approver.id, approver.email].some((name) => agent_names.some((other) => sameName(name, other)));
+  const approver_names = namesOf(approver);
+  const agent_names = namesOf(record.agent);
+  if (approver_names.length === 0 || agent_names.length === 0) return false;
+  return !approver_names.some((name) => agent_names.includes(name));
 }

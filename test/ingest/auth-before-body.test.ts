@@ -3,7 +3,7 @@
 // operator's upload to an unknown, disabled or observer source id, a disabled source's own API
 // key, and (for the webhook) a Bursar-Signature header that is missing, malformed or outside the
 // ±300 s tolerance are answered while the body is still coming, so no caller can make Bursar wait
-// for and buffer up to 2 MiB first. A well-formed signature is checked against the body whatever
+// for and buffer up to 2 MiB first; past those checks, so is a body in a content coding (415). A well-formed signature is checked against the body whatever
 // the id names, so the webhook answers an unknown id only once the body has come. After such an answer the
 // connection stays usable for a body declared within the 2 MiB limit (Node discards it) and is
 // closed for one chunked or declared over it. The checks run again once the body has arrived.
@@ -46,6 +46,7 @@ const webhook = (id: () => string) => () => `/ingest/${id()}`;
 const events = (id: () => string) => () => `/api/v1/evidence-sources/${id()}/events`;
 const upload = (id: () => string) => () => `/api/v1/evidence-sources/${id()}/upload`;
 const bearerOf = (token: string) => () => ({ authorization: `Bearer ${token}` });
+const gzip = { "content-encoding": "gzip" };
 
 const cases: Case[] = [
   { name: "upload with a wrong operator token", path: upload(() => source.id), headers: bearerOf("wrong"), status: 401, code: "unauthorized" },
@@ -67,6 +68,14 @@ const cases: Case[] = [
   { name: "webhook with a t= 301 s ahead", path: webhook(() => source.id), headers: () => ({ "bursar-signature": wellFormed(nowSeconds() + 301) }), status: 401, code: "signature_stale" },
   { name: "webhook to an unknown id without Bursar-Signature", path: webhook(() => "src_unknown"), headers: () => ({}), status: 401, code: "signature_missing" },
   { name: "webhook to an unknown id with a t= 301 s old", path: webhook(() => "src_unknown"), headers: () => ({ "bursar-signature": wellFormed(nowSeconds() - 301) }), status: 401, code: "signature_stale" },
+  // A content coding is refused past the checks above, still before the body is read.
+  { name: "upload in gzip", path: upload(() => source.id), headers: () => ({ ...bearerOf(operator_token)(), ...gzip }), status: 415, code: "unsupported_content_encoding" },
+  { name: "events in gzip", path: events(() => source.id), headers: () => ({ ...bearerOf(source.api_key)(), ...gzip }), status: 415, code: "unsupported_content_encoding" },
+  { name: "webhook in gzip with a current, well-formed Bursar-Signature", path: webhook(() => source.id), headers: () => ({ "bursar-signature": wellFormed(), ...gzip }), status: 415, code: "unsupported_content_encoding" },
+  { name: "webhook to an unknown id in br", path: webhook(() => "src_unknown"), headers: () => ({ "bursar-signature": wellFormed(), "content-encoding": "br" }), status: 415, code: "unsupported_content_encoding" },
+  { name: "events in gzip with a wrong API key", path: events(() => source.id), headers: () => ({ ...bearerOf("wrong")(), ...gzip }), status: 401, code: "unauthorized" },
+  { name: "upload in gzip without a token", path: upload(() => source.id), headers: () => gzip, status: 401, code: "unauthorized" },
+  { name: "webhook in gzip without Bursar-Signature", path: webhook(() => source.id), headers: () => gzip, status: 401, code: "signature_missing" },
 ];
 
 function head(path: string, headers: Record<string, string>, framing: string): string {
@@ -129,6 +138,22 @@ describe("the ingest routes answer before reading the body", () => {
       }
     }, 30_000);
   }
+
+  it("answers 415 to an authenticated body in gzip declared over 2 MiB, before reading it, and closes the connection", async () => {
+    const connection = await RawConnection.open(h.url);
+    try {
+      connection.writeHead(head(events(() => source.id)(), { ...bearerOf(source.api_key)(), ...gzip }, `content-length: ${delivery_bytes_max + 1}`));
+      connection.write(first_bytes);
+      const answer = await connection.response();
+      expect({ status: answer.status, code: (JSON.parse(answer.body) as { error: { code: string } }).error.code, connection: answer.headers.connection }).toEqual({
+        status: 415,
+        code: "unsupported_content_encoding",
+        connection: "close",
+      });
+    } finally {
+      connection.destroy();
+    }
+  });
 
   it("still answers 413 to an authenticated body declared over 2 MiB, before reading it", async () => {
     const connection = await RawConnection.open(h.url);

@@ -238,6 +238,24 @@ describe("validation is all or nothing", () => {
     expect(error.details.problems.every((p: { message: string }) => p.message.includes("exactly one of args or args_hash"))).toBe(true);
   });
 
+  it("names an upper-case args_hash once: the key as an unknown field, the value as not lower-case hex, and not a missing args too", async () => {
+    const { args: _args, ...base } = record("evt_upper_hash");
+    const digest = "abcdef0123456789".repeat(4);
+    for (const key of ["ARGS_HASH", "Args_Hash", "ARGS"]) {
+      const keyed = { ...base, [key]: digest };
+      for (const body of [JSON.stringify(keyed), ndjson([keyed]), JSON.stringify([keyed])]) {
+        expect((await refused(body, 422)).details.problems).toEqual([{ index: 0, field: key, message: "unknown field" }]);
+      }
+    }
+    const valued = { ...base, args_hash: digest.toUpperCase() };
+    expect((await refused(ndjson([valued]), 422)).details.problems).toEqual([{ index: 0, field: "args_hash", message: expect.stringContaining("lower-case hex") }]);
+    // Another unknown key leaves the missing args named: it is no spelling of either.
+    expect((await refused(ndjson([{ ...base, argz: digest }]), 422)).details.problems).toEqual([
+      { index: 0, field: "argz", message: "unknown field" },
+      { index: 0, field: "args", message: "exactly one of args or args_hash is required" },
+    ]);
+  });
+
   it("lists every bad record by index, including lines that are not JSON", async () => {
     const body = `${JSON.stringify(record("evt_v1"))}\n{not json\n${JSON.stringify(record("evt_v2", { decision: "maybe", occurred_at: "yesterday" }))}\n`;
     const error = await refused(body, 422);

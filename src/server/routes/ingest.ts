@@ -1,16 +1,18 @@
 // Decision-record ingestion over HTTP: the signed webhook, the API-key push, the operator's
 // .jsonl upload, and the published JSON Schema. Bodies are raw bytes (≤ 2 MiB, 413 before
-// parsing), authenticated before they are read (all but the webhook's HMAC) and again before they
-// are split, parsed or validated; an id is looked at only past the credential, so none is probeable.
+// parsing; in no content coding, 415 before they are read), authenticated before they are read
+// (all but the webhook's HMAC) and again before they are split, parsed or validated; an id is
+// looked at only past the credential, so none is probeable.
 
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Clock } from "../../clock.js";
 import { BearerRequired, HttpError } from "../../errors.js";
-import { delivery_bytes_max } from "../../ingest/delivery.js";
+import { delivery_bytes_max, withoutByteOrderMark } from "../../ingest/delivery.js";
 import { answerBytes, ingestDelivery, type IngestAnswer, type IngestDependencies } from "../../ingest/ingest.js";
 import { decisionJsonSchema } from "../../ingest/schema.js";
 import { checkTimestamp, parseSignatureHeader, signature_header, verifySignature } from "../../ingest/signature.js";
+import { visibleText } from "../../policy/arguments.js";
 import type { SourceStore } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
 import { bearer, requireOperator, type Access } from "../auth.js";
@@ -38,6 +40,25 @@ function headerOf(request: FastifyRequest, name: string): string | undefined {
 }
 
 const sourceIdOf = (request: FastifyRequest) => (request.params as { id: string }).id;
+
+/** How much of a refused Content-Encoding header its answer repeats. */
+const content_encoding_shown_chars_max = 64;
+
+/**
+ * A body in a content coding (gzip, br, …) is refused, 415 with `Accept-Encoding: identity` (RFC
+ * 9110 §15.5.16), before it is read: Bursar does not decompress, and the records' hashes bind the
+ * bytes as sent. Read as they came, compressed bytes failed as "not valid UTF-8" (400), while JSON
+ * that only claimed a coding was stored as if it had none. Absent, empty or `identity` is none.
+ */
+async function refuseContentEncoding(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const header = headerOf(request, "content-encoding");
+  if (header === undefined || header.split(",").every((coding) => ["", "identity"].includes(coding.trim().toLowerCase()))) return;
+  const shown = visibleText(header.trim().slice(0, content_encoding_shown_chars_max));
+  reply.header("accept-encoding", "identity");
+  throw new HttpError(415, "unsupported_content_encoding", `Content-Encoding ${shown} is not accepted; send the body uncompressed, without a Content-Encoding`, {
+    content_encoding: shown,
+  });
+}
 
 /** Sends the answer as bytes written record by record (see answerBytes), not as one big string. */
 async function answer(reply: FastifyReply, ingested: Promise<IngestAnswer>): Promise<FastifyReply> {
@@ -111,8 +132,9 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
     await sources.decisionsSource(sourceIdOf(request));
   };
   const bodyLimit = delivery_bytes_max;
+  // A coding is refused past what each route checks before the body, and before the body is read.
   // Its HMAC covers the body, so the body is read before its sender is known: bounded together.
-  app.post("/ingest/:id", { bodyLimit, onRequest: signatureShape, preParsing: boundUnprovenBody("ingest", ingest_unproven_bytes_max) }, async (request, reply) => {
+  app.post("/ingest/:id", { bodyLimit, onRequest: [signatureShape, refuseContentEncoding], preParsing: boundUnprovenBody("ingest", ingest_unproven_bytes_max) }, async (request, reply) => {
     const source_id = sourceIdOf(request);
     const raw = rawBody(request);
     // Both look-ups run for every id; an id without a decisions source is checked against a key nobody holds.
@@ -123,13 +145,15 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
     if (refusal) throw refusal;
     return answer(reply, ingestDelivery(ingest, source_id, raw, matched.map((index) => secrets[index]!.secret_id)));
   });
-  app.post("/api/v1/evidence-sources/:id/events", { bodyLimit, onRequest: apiKeySource }, async (request, reply) => {
+  app.post("/api/v1/evidence-sources/:id/events", { bodyLimit, onRequest: [apiKeySource, refuseContentEncoding] }, async (request, reply) => {
     const secret_id = await apiKeySource(request);
     return answer(reply, ingestDelivery(ingest, sourceIdOf(request), rawBody(request), [secret_id]).catch(bearerExpired));
   });
-  app.post("/api/v1/evidence-sources/:id/upload", { bodyLimit, onRequest: operatorSource }, async (request, reply) => {
+  app.post("/api/v1/evidence-sources/:id/upload", { bodyLimit, onRequest: [operatorSource, refuseContentEncoding] }, async (request, reply) => {
     await operatorSource(request);
-    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), rawBody(request)));
+    // A file's contents, sent as is: the byte order mark an editor may have written is left out,
+    // as send-decisions leaves it out (signed and pushed deliveries that start with one are refused).
+    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), withoutByteOrderMark(rawBody(request))));
   });
 }
 
