@@ -34,10 +34,13 @@ async function loadPending(tx: SqlTx, context: LedgerContext, approval_id: strin
   // Read again under the block lock: under READ COMMITTED the first read may predate another
   // instance's decision on this approval.
   const approval = (await getApproval(tx, approval_id)) as ApprovalRow;
+  const expired = `approval ${approval_id} expired before it was decided`;
   if (approval.state === "pending" && approval.expires_at_ms <= context.clock().getTime()) {
     await expireApproval(tx, context, approval);
-    return { expired: `approval ${approval_id} expired before it was decided` };
+    return { expired };
   }
+  // Expired by the sweep already (it runs every second): answered as when this call expires it.
+  if (approval.state === "expired") throw approvalExpiredError({ expired });
   if (approval.state !== "pending") {
     throw new HttpError(409, "approval_decided", `approval ${approval_id} is already ${approval.state}`);
   }

@@ -79,7 +79,22 @@ for (const backend of backends()) {
         expect((await t.bursar.ledger.approval(approval_id))?.state).toBe("expired");
         expect((await t.bursar.ledger.getBlock(t.block_id)).held).toBe(0);
         expect(await t.bursar.log.treeSize()).toBeGreaterThan(size);
-        await expect(t.bursar.ledger.deny(approval_id)).rejects.toMatchObject({ status: 409, code: "approval_decided" });
+        // Expired already, by this call or by the sweep: still approval_expired, not "decided".
+        await expect(t.bursar.ledger.deny(approval_id)).rejects.toMatchObject({ status: 409, code: "approval_expired" });
+        await expect(t.bursar.ledger.beginApproval(approval_id)).rejects.toMatchObject({ status: 409, code: "approval_expired" });
+      });
+
+      it("an approval the sweep expired first is answered approval_expired too", async () => {
+        const { t, approval_id } = await heldForApproval();
+        t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms);
+        await t.bursar.ledger.sweep();
+        expect((await t.bursar.ledger.approval(approval_id))?.state).toBe("expired");
+        await expect(t.bursar.ledger.beginApproval(approval_id)).rejects.toMatchObject({
+          status: 409,
+          code: "approval_expired",
+          message: `approval ${approval_id} expired before it was decided`,
+        });
+        await expect(t.bursar.ledger.deny(approval_id)).rejects.toMatchObject({ status: 409, code: "approval_expired" });
       });
 
       it("revoke denies an approval whose lifetime runs out while the revoke runs, and still revokes", async () => {

@@ -28,6 +28,14 @@ const create_block = z
   })
   .strict();
 const create_auditor = z.object({ name: nameSchema(128) }).strict();
+/** An action route takes no body: none, or `{}`. One with keys (a deny's "reason", say) was
+ *  dropped unread while the operator believed it recorded; it is refused as any unknown key is. */
+const no_body = z.object({}).strict();
+const takes_no_body = {
+  preValidation: async (request: FastifyRequest) => {
+    parseBody(no_body, request.body);
+  },
+};
 const approval_states = ["pending", "forwarding", "approved", "denied", "expired"] as const;
 type ApprovalState = (typeof approval_states)[number];
 
@@ -51,11 +59,11 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
     const agent = await ledger.createAgent(parseBody(create_agent, request.body));
     return reply.status(201).send(agent);
   });
-  app.post("/api/v1/agents/:id/disable", async (request) => ledger.disableAgent(id(request)));
+  app.post("/api/v1/agents/:id/disable", takes_no_body, async (request) => ledger.disableAgent(id(request)));
   app.post("/api/v1/blocks", async (request, reply) => reply.status(201).send(await ledger.createBlock(parseBody(create_block, request.body))));
   app.get("/api/v1/blocks/:id", async (request) => ledger.getBlock(id(request)));
-  app.post("/api/v1/blocks/:id/revoke", async (request) => ledger.revoke(id(request)));
-  app.post("/api/v1/blocks/:id/unfreeze", async (request) => ledger.unfreeze(id(request)));
+  app.post("/api/v1/blocks/:id/revoke", takes_no_body, async (request) => ledger.revoke(id(request)));
+  app.post("/api/v1/blocks/:id/unfreeze", takes_no_body, async (request) => ledger.unfreeze(id(request)));
   app.get("/api/v1/approvals", async (request) => {
     const query = (request.query ?? {}) as Record<string, unknown>;
     onlyQueryParams(query, ["state", "limit", "after"]);
@@ -65,10 +73,10 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
     const page = await ledger.approvals(state, { limit, ...(after ? { after } : {}) });
     return { approvals: page.approvals, next_cursor: page.next ? encodeCursor(state, page.next) : null };
   });
-  app.post("/api/v1/approvals/:id/approve", async (request) => approve(gate, id(request)));
-  app.post("/api/v1/approvals/:id/deny", async (request) => ledger.deny(id(request)));
+  app.post("/api/v1/approvals/:id/approve", takes_no_body, async (request) => approve(gate, id(request)));
+  app.post("/api/v1/approvals/:id/deny", takes_no_body, async (request) => ledger.deny(id(request)));
   app.get("/api/v1/inbox", async () => ledger.inbox());
-  app.post("/api/v1/reservations/:id/check", async (request) => checkReservation(gate, id(request)));
+  app.post("/api/v1/reservations/:id/check", takes_no_body, async (request) => checkReservation(gate, id(request)));
   app.post("/api/v1/auditor-tokens", async (request, reply) => {
     const { name } = parseBody(create_auditor, request.body);
     const token = newToken("bsr_audit");
@@ -92,7 +100,7 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
   });
   // Revoking is immediate on every instance (each read checks the table) and idempotent; the
   // first revoke is recorded.
-  app.post("/api/v1/auditor-tokens/:id/revoke", async (request) => {
+  app.post("/api/v1/auditor-tokens/:id/revoke", takes_no_body, async (request) => {
     const auditor_id = id(request);
     return ledger.transaction(async (tx, context) => {
       const revoked = await tx.run("UPDATE auditor_tokens SET revoked_at_ms = ? WHERE auditor_id = ? AND revoked_at_ms IS NULL", [
