@@ -114,19 +114,28 @@ async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment
  * A payment counted as unreconciled on this reservation that now settles it (it was captured
  * while another payment was bound, which has since been unbound as one that can no longer be
  * captured): its money is spent now, so it leaves unreconciled, or it would be counted twice.
+ * Only as much leaves as is now spent: when the provider reported it before with a larger amount,
+ * the difference stays unreconciled (the ledger keeps the most any report said moved) and the
+ * block freezes for an operator to look, as for any contradicting report.
  * Returns the amount moved out of unreconciled, if any.
  */
-async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment): Promise<number | undefined> {
+async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, now_ms: number): Promise<number | undefined> {
   const counted = await tx.get<{ amount: number | string; currency: string }>(
     "SELECT amount, currency FROM unreconciled_payments WHERE payment_id = ? AND reservation_id = ?",
     [payment.id, reservation.reservation_id],
   );
   if (!counted) return undefined;
-  await tx.run("DELETE FROM unreconciled_payments WHERE payment_id = ?", [payment.id]);
   // One in another currency was never added to the block's sums (countUnreconciled).
-  const amount = counted.currency === reservation.currency ? Number(counted.amount) : 0;
-  await adjustBlock(tx, reservation.block_id, { unreconciled: -amount });
-  return amount;
+  const was = counted.currency === reservation.currency ? Number(counted.amount) : 0;
+  const moved = Math.min(was, payment.amount);
+  if (was > moved) {
+    await tx.run("UPDATE unreconciled_payments SET amount = ? WHERE payment_id = ?", [was - moved, payment.id]);
+    await freezeBlock(tx, reservation.block_id, `payment ${payment.id} was reported captured for ${was} and now settles for ${payment.amount}: ${was - moved} stays unreconciled`, now_ms);
+  } else {
+    await tx.run("DELETE FROM unreconciled_payments WHERE payment_id = ?", [payment.id]);
+  }
+  await adjustBlock(tx, reservation.block_id, { unreconciled: -moved });
+  return moved;
 }
 
 /**
@@ -196,7 +205,7 @@ async function commit(
   if (result.changes !== 1) throw new Error(`reservation ${reservation.reservation_id} changed under its block lock`);
   await adjustBlock(tx, reservation.block_id, { held: -reservation.amount, spent: payment.amount });
   // Only a block with unreconciled money can hold this payment among it.
-  const reconciled = block.unreconciled > 0 ? await uncountUnreconciled(tx, reservation, payment) : undefined;
+  const reconciled = block.unreconciled > 0 ? await uncountUnreconciled(tx, reservation, payment, now_ms) : undefined;
   // A capture key in flight, or one whose capture went unanswered, now replays the settled payment.
   await completeKeys(tx, reservation.reservation_id, "capture_payment", { payment, reservation_id: reservation.reservation_id });
   const evidence = await record(tx, context, "gate.settlement", {

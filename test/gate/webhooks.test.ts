@@ -377,6 +377,18 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 0, spent: 5_000, unreconciled: 0 });
   });
 
+  it("a payment counted unreconciled at one amount that then settles for less: the difference stays unreconciled and the block freezes again", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const payment = { id: "pay_TwoAmounts1", order_id, currency: "INR", status: "captured" };
+    expect((await send(paymentEvent("payment.captured", { ...payment, amount: 20_000 }))).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 10_000, unreconciled: 20_000 });
+    expect((await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`)).body).toMatchObject({ frozen: false });
+    // The provider now reports the same payment captured for the order's amount: it settles, and
+    // only the 10,000 now spent leaves unreconciled; the other 10,000 some report said moved stays.
+    expect((await send(paymentEvent("payment.captured", { ...payment, amount: 10_000 }))).body).toMatchObject({ outcome: "applied" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 0, spent: 10_000, unreconciled: 10_000 });
+  });
+
   it("a conflict that moved no money, reported again after an operator's unfreeze, is recorded without freezing the block again; another one freezes it", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     const settled = { id: "pay_Refreeze1", order_id, amount: 5_000, currency: "INR", status: "captured" };
