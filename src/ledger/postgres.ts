@@ -195,13 +195,22 @@ function isConnectionError(error: unknown): boolean {
 }
 
 /**
- * Two transactions of one agent numbered a money call alike: a batch, which reads the agents'
- * newest calls before their numbering lock (see recordMoneyCall), beside another transaction of
- * the same agent on another block (or on none). The later waited for the earlier's COMMIT and is
- * run again, so that it counts and numbers after the earlier's call.
+ * Unique keys two transactions can both find free under READ COMMITTED and then both write, the
+ * later waiting for the earlier's COMMIT and failing (23505). Run again, the later sees the
+ * earlier's row and decides by it:
+ * - money_calls_number: two transactions of one agent numbered a money call alike (a batch, which
+ *   reads the agents' newest calls before their numbering lock, see recordMoneyCall, beside
+ *   another transaction of the agent on another block, or on none); run again, it counts and
+ *   numbers after the earlier's call.
+ * - reservations_payment_id_key: two reports bound one payment to two reservations at once (the
+ *   provider naming one payment on two orders, delivered to two instances; each locks only its
+ *   own reservation's block); run again, the later finds the payment bound elsewhere, a conflict
+ *   that freezes its block, where it answered 500 and froze nothing.
  */
-function isCallNumberTaken(error: unknown): boolean {
-  return codeOf(error) === "23505" && (error as { constraint?: unknown }).constraint === "money_calls_number";
+const racing_unique_keys: ReadonlySet<string> = new Set(["money_calls_number", "reservations_payment_id_key"]);
+
+function isUniqueKeyRace(error: unknown): boolean {
+  return codeOf(error) === "23505" && racing_unique_keys.has(String((error as { constraint?: unknown }).constraint));
 }
 
 function isStalePlan(error: unknown): boolean {
@@ -413,7 +422,7 @@ export class PostgresDriver implements SqlDriver {
         // Fresh names make every connection prepare its statements again, against the new columns.
         const stale = isStalePlan(cause);
         if (stale) this.translated.clear();
-        const transient = connection || stale || contention_codes.has(codeOf(cause) ?? "") || isCallNumberTaken(cause);
+        const transient = connection || stale || contention_codes.has(codeOf(cause) ?? "") || isUniqueKeyRace(cause);
         const again = connection ? performance.now() - started_ms < this.reconnect_budget_ms : attempt < pg_transaction_attempts_max;
         if (!transient || !again || this.closed) throw cause;
         const backoff = Math.min(connection ? pg_reconnect_backoff_ms_max : pg_retry_backoff_ms_max, 5 * 2 ** attempt);
