@@ -15,6 +15,19 @@ export interface GateContext {
   undecided_captures: Map<string, Set<Promise<unknown>>>;
   /** Tool calls, approvals, checks and webhooks under way: closing waits for them. */
   work: WorkInFlight;
+  /** Set when the provider is the simulator `bursar serve` mounts in this process (src/server/start.ts). */
+  mounted_simulator?: MountedSimulator;
+}
+
+/**
+ * The simulator mounted in this process keeps orders and payments in its memory only, takes
+ * orders only from this process's own client, and forgets none while it runs: an order named on
+ * a reservation made before `started_at_ms` that it reports as not existing was lost with an
+ * earlier process's simulator, and nothing can be paid or captured on it (src/gate/lost-orders.ts).
+ */
+export interface MountedSimulator {
+  /** When this process started, on the ledger's clock; every reservation it makes is stamped after. */
+  started_at_ms: number;
 }
 
 /** What webhook settlement needs of the gate: no agent makes these calls, so no look-up budget. */

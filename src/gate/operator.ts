@@ -1,14 +1,15 @@
 // Operator actions that reach the provider: approving a HOLD (forwarded once, atomically)
 // and checking a reservation (records every capture the provider proves; never charges; releases
-// a hold whose order the provider proves it never made).
+// a hold whose order the provider proves it never made, or the mounted simulator proves lost).
 
 import { HttpError } from "../errors.js";
 import { isCapture, type ReservationRow, type SettleOutcome } from "../ledger/index.js";
 import { capture_unlanded_after_ms, orderAbsent, orderFound, type AbsentOutcome, type UnlandedOutcome } from "../ledger/complete.js";
 import { record } from "../ledger/context.js";
 import { lockBlock } from "../ledger/statements.js";
-import { cannotBeCaptured, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
+import { cannotBeCaptured, isNoSuchResource, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
+import { orderLostWithSimulator, releaseLostOrder } from "./lost-orders.js";
 import { forwardOrder, orderView } from "./money.js";
 
 export function approve(context: GateContext, approval_id: string): Promise<Record<string, unknown>> {
@@ -134,6 +135,30 @@ async function noOrder(context: GateContext, reservation: ReservationRow): Promi
 }
 
 /**
+ * The provider says the reservation's order, one the gate made or linked, does not exist. From
+ * the simulator mounted in this process, about an order made before it started, that proves the
+ * order lost with an earlier process's simulator: the hold is released (releaseLostOrder). From
+ * any other provider it proves nothing (its keys may now be another account's, where the order
+ * exists and can be paid): the money stays held and the outcome is unknown, as before.
+ */
+async function orderGone(context: GateContext, reservation: ReservationRow, order_id: string, description: string): Promise<Record<string, unknown>> {
+  const { reservation_id } = reservation;
+  const said = `the provider says order ${order_id} does not exist (${description})`;
+  if (!context.mounted_simulator) {
+    const reason = `${said}; the gate made that order, so from this provider that is no proof nothing can be paid on it (its keys may now be another account's, where the order exists and can be paid): the money stays held`;
+    return { reservation_id, order_id, outcome: "unknown", reason };
+  }
+  if (!orderLostWithSimulator(context, reservation)) {
+    const reason = `${said}, yet the reservation was made after this process, and the simulator it mounts, started: another process's simulator may hold the order (several bursar serve sharing a database must use one standalone simulator); the money stays held`;
+    return { reservation_id, order_id, outcome: "unknown", reason };
+  }
+  const lost = await context.ledger.transaction((tx, ledger_context) => releaseLostOrder(tx, ledger_context, reservation_id, order_id));
+  if (lost.kind === "released") return { reservation_id, order_id, outcome: "released", reason: lost.reason };
+  // Lost all the same: nothing can be paid on it. Only what this check may do is left for later.
+  return { reservation_id, order_id, outcome: "not_found", reason: `${said}; the hold is not released now: ${lost.reason}` };
+}
+
+/**
  * Asks the provider about a reservation: settles every capture it proves on the reservation's
  * order (a matching one commits; a conflicting one is rejected, as its webhook would be), unbinds
  * a bound payment that can no longer be captured (and then settles again, so that another
@@ -169,6 +194,7 @@ async function askProvider(context: GateContext, reservation_id: string): Promis
   if (linked.kind === "none") return noOrder(context, reservation);
   const order_id = linked.order_id;
   const payments = await context.provider.fetchOrderPayments(order_id);
+  if (payments.kind === "refused" && !payments.local && isNoSuchResource(payments)) return orderGone(context, reservation, order_id, payments.error.description);
   if (payments.kind !== "ok") {
     return { reservation_id, outcome: "unknown", reason: payments.kind === "unknown" ? payments.reason : payments.error.description };
   }

@@ -20,6 +20,7 @@ import {
   type PendingOperatorToken,
 } from "../datadir.js";
 import { canonicalJson, resolveSigningKey, SigningKeyError, type LoadedSigningKey } from "../evidence/index.js";
+import { lostOrdersWarning, markLostOrders } from "../gate/lost-orders.js";
 import type { KeyObject } from "node:crypto";
 import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
@@ -219,6 +220,9 @@ export async function startServer(config: Config, options: { logger?: boolean } 
       lookups_per_minute: config.lookups_per_minute,
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;
+    // Before listening, so every reservation this process makes is stamped after it: an order the
+    // fresh simulator does not know, on a reservation made before, was lost with an earlier process.
+    if (setup.simulator) opened.gate.gateContext.mounted_simulator = { started_at_ms: opened.clock().getTime() };
     app = await serverOf(config, options, files, setup, metrics, opened);
     if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory or secret: group or others have access (expected mode 0700 for the directory, 0600 for secrets)");
     if (config.db === ":memory:") app.log.warn(memory_database_warning);
@@ -315,6 +319,16 @@ function commitToken(pending: PendingOperatorToken, data_dir: string): ReturnTyp
   }
 }
 
+/**
+ * The mounted simulator starts empty: holds on orders an earlier process's simulator made can
+ * never be paid or captured. Each is marked outcome-unknown (so the inbox lists it) and one line
+ * says how many and what releases them.
+ */
+async function reportLostOrders(app: FastifyInstance, bursar: Bursar): Promise<void> {
+  const lost = await markLostOrders(bursar.gate.gateContext);
+  if (lost.held > 0) app.log.warn({ held_reservations: lost.held, marked_unknown: lost.marked }, lostOrdersWarning(lost.held));
+}
+
 /** After listening: bind the provider, record the start, and only then store a generated token. */
 async function running(app: FastifyInstance, config: Config, files: DataDirSetup, setup: ProviderSetup, bursar: Bursar): Promise<Started> {
   const address = app.server.address();
@@ -323,6 +337,7 @@ async function running(app: FastifyInstance, config: Config, files: DataDirSetup
   setup.bind(url);
   await bursar.log.recordStart(configDigest(config));
   await bursar.ledger.sweep();
+  if (setup.simulator) await reportLostOrders(app, bursar);
   stops.set(app, maintenance(bursar, app));
   const started: Started = { app, bursar, url, operator: files.tokens };
   if (setup.simulator) started.simulator = setup.simulator;

@@ -21,13 +21,10 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export async function testServer(env: Record<string, string> = {}): Promise<TestServer> {
-  const dir = mkdtempSync(join(tmpdir(), "bursar-http-"));
-  const config = loadConfig({ BURSAR_DATA_DIR: dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: operator_token, ...env });
-  const started = await startServer(config, { logger: false });
-  const clients: Client[] = [];
-  const api = async <T>(method: string, path: string, body?: unknown, token = operator_token) => {
-    const response = await fetch(`${started.url}${path}`, {
+/** Calls `url`'s operator API: JSON in and out, the operator token unless another is given. */
+export function operatorApi(url: string) {
+  return async <T = Record<string, unknown>>(method: string, path: string, body?: unknown, token = operator_token): Promise<{ status: number; body: T }> => {
+    const response = await fetch(`${url}${path}`, {
       method,
       headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -35,6 +32,14 @@ export async function testServer(env: Record<string, string> = {}): Promise<Test
     const text = await response.text();
     return { status: response.status, body: (text ? JSON.parse(text) : {}) as T };
   };
+}
+
+export async function testServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dir = mkdtempSync(join(tmpdir(), "bursar-http-"));
+  const config = loadConfig({ BURSAR_DATA_DIR: dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: operator_token, ...env });
+  const started = await startServer(config, { logger: false });
+  const clients: Client[] = [];
+  const api = operatorApi(started.url);
   return {
     started,
     url: started.url,
