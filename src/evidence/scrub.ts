@@ -168,6 +168,33 @@ const key_text_verdicts = new Map<string, boolean>();
 const key_verdicts_max = 10_000;
 const key_verdict_chars_max = 64;
 
+/**
+ * The secrets this process was configured with (the provider's key secret and webhook secret,
+ * Bursar's webhook secret, operator token and master key), redacted wherever they appear, as
+ * the whole string: a bare key secret ("Kq8ZrT2mWx9LpB4nYc7VdF1s") matches none of the patterns
+ * above, and an agent could copy one into its notes. A value shorter than known_secret_chars_min
+ * is not remembered: it would redact ordinary text.
+ */
+const known_secret_values = new Set<string>();
+export const known_secret_chars_min = 12;
+
+/** Remembers configured secret values for scrubbing (see known_secret_values); for the life of the process. */
+export function rememberSecretValues(values: Iterable<string | undefined>): void {
+  let added = false;
+  for (const value of values) {
+    if (value === undefined || value.length < known_secret_chars_min || known_secret_values.has(value)) continue;
+    known_secret_values.add(value);
+    added = true;
+  }
+  // A key name judged before may hold one of them.
+  if (added) key_text_verdicts.clear();
+}
+
+function containsKnownSecret(value: string): boolean {
+  for (const secret of known_secret_values) if (value.includes(secret)) return true;
+  return false;
+}
+
 /** How many key names are remembered (for the test that long ones are not). */
 export function rememberedKeyNames(): number {
   return key_verdicts.size + key_text_verdicts.size;
@@ -469,6 +496,7 @@ function percentDecoded(text: string): string {
 }
 
 function isSecretText(value: string): boolean {
+  if (known_secret_values.size > 0 && containsKnownSecret(value)) return true;
   if (secret_value_prefilter.test(value) && (secret_value_patterns.some((pattern) => pattern.test(value)) || containsAuthorization(value) || containsJwt(value))) {
     return true;
   }

@@ -20,6 +20,7 @@ import {
   type PendingOperatorToken,
 } from "../datadir.js";
 import { canonicalJson, resolveSigningKey, SigningKeyError, type LoadedSigningKey } from "../evidence/index.js";
+import { rememberSecretValues } from "../evidence/scrub.js";
 import { lostOrdersWarning, markLostOrders } from "../gate/lost-orders.js";
 import type { KeyObject } from "node:crypto";
 import { deferredProvider } from "../provider/deferred.js";
@@ -204,6 +205,9 @@ export async function startServer(config: Config, options: { logger?: boolean } 
   let app: FastifyInstance | undefined;
   try {
     const setup = providerSetup(config, files.webhook_secret);
+    // Redacted from evidence wherever they appear, whatever they look like (an agent could copy
+    // a bare key secret into its notes; only secret-looking text matched before).
+    rememberSecretValues([config.razorpay.key_secret, config.razorpay.webhook_secret, files.webhook_secret, config.admin_token, files.master_key]);
     const metrics = createMetrics();
     const opened = await createBursar({
       db: config.db,

@@ -1,6 +1,7 @@
 // Nothing secret is written down: canary values in the Razorpay key secret, the webhook
 // secret, the operator token, the agent token and an Authorization header never appear in
-// the process's logs, the database file or the exported evidence log.
+// the process's logs, the database file or the exported evidence log, not even when the agent
+// copies the configured secrets into its notes.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -65,7 +66,16 @@ describe("secrets never written down", () => {
         amount: 5_000,
         currency: "INR",
         // The agent's own token glued to a word too, where a word boundary does not match.
-        notes: { authorization: `Bearer ${canary.header}`, api_key: canary.key_secret, ref: `x_${agent.token}`, ref2: `9${agent.token}` },
+        notes: {
+          authorization: `Bearer ${canary.header}`,
+          api_key: canary.key_secret,
+          ref: `x_${agent.token}`,
+          ref2: `9${agent.token}`,
+          // Bursar's own configured secrets under names that look like nothing: redacted as what they are.
+          memo: `see ${canary.key_secret}`,
+          memo2: canary.webhook_secret,
+          memo3: `op:${canary.admin_token}`,
+        },
         receipt: `order_${agent.token}`,
       },
     });
