@@ -198,9 +198,16 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     done(null, payload);
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    reply.status(404).send(errorBody("not_found", `no route ${request.method} ${redactUrl(request.url)}`)),
-  );
+  const routes = routeMethods(app);
+  app.setNotFoundHandler((request, reply) => {
+    // A path some route answers, asked with another method: 405 naming the methods it takes.
+    const allowed = routes.allowedOn(request.url);
+    if (allowed.length > 0) {
+      const message = `${request.method} is not allowed on ${redactUrl(request.url.split("?")[0] ?? "")}; it takes ${allowed.join(", ")}`;
+      return reply.status(405).header("allow", allowed.join(", ")).send(errorBody("method_not_allowed", message, { allow: allowed }));
+    }
+    return reply.status(404).send(errorBody("not_found", `no route ${request.method} ${redactUrl(request.url)}`));
+  });
 
   // A NUL names nothing here (no id, token or path holds one), and PostgreSQL cannot even take
   // it as a parameter: refused before any route looks an id up.
@@ -227,6 +234,35 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     app.addHook("onClose", async () => onClose());
   }
   return app;
+}
+
+/**
+ * The methods the app's routes take, by route path, as they are added (onRoute): for a request no
+ * route took, those of the paths it matches. A route path's `:param` matches one path segment and
+ * a `*` the rest, as the router reads them.
+ */
+function routeMethods(app: FastifyInstance): { allowedOn(url: string): string[] } {
+  const paths = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  app.addHook("onRoute", (route) => {
+    let known = paths.get(route.url);
+    if (!known) {
+      const source = route.url
+        .split("/")
+        .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment === "*" ? ".*" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+        .join("/");
+      known = { pattern: new RegExp(`^${source}$`), methods: new Set() };
+      paths.set(route.url, known);
+    }
+    for (const method of [route.method].flat()) known.methods.add(method);
+  });
+  return {
+    allowedOn(url) {
+      const path = url.split("?")[0] ?? "";
+      const allowed = new Set<string>();
+      for (const { pattern, methods } of paths.values()) if (pattern.test(path)) for (const method of methods) allowed.add(method);
+      return [...allowed].sort();
+    },
+  };
 }
 
 const api_prefix = "/api/v1";
