@@ -330,14 +330,16 @@ export class EvidenceLog {
     return { origin: this.origin, log };
   }
 
-  /** Appends `system.start` in its own transaction: the version and a digest of the configuration. */
-  async recordStart(config_digest: string): Promise<SignedAppendResult> {
+  /**
+   * Appends `system.start` in its own transaction: the version, a digest of the configuration and,
+   * when given, which provider the process sends orders to (`simulator`: the one it mounts).
+   */
+  async recordStart(config_digest: string, provider?: string): Promise<SignedAppendResult> {
     if (typeof config_digest !== "string" || config_digest.length > config_digest_chars_max) {
       throw new EvidenceInputError(`config_digest must be a string of at most ${config_digest_chars_max} characters`);
     }
-    return this.driver.transaction((tx) =>
-      this.append(tx, { kind: "system.start", source: "system", body: { version: this.version, config_digest } }),
-    );
+    const body = { version: this.version, config_digest, ...(provider === undefined ? {} : { provider }) };
+    return this.driver.transaction((tx) => this.append(tx, { kind: "system.start", source: "system", body }));
   }
 
   /** Appends one entry inside the caller's open write transaction. */

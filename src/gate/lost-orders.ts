@@ -4,14 +4,12 @@
 import assert from "node:assert/strict";
 import type { LedgerContext } from "../ledger/context.js";
 import type { SqlTx } from "../ledger/driver.js";
+import { finishApproval } from "../ledger/approvals.js";
 import type { ReservationRow } from "../ledger/rows.js";
 import { markUnknown, releaseHold } from "../ledger/settle.js";
 import { approvalByReservation, dropUnknownKeys, getReservation, keyInFlightOn, lockBlock } from "../ledger/statements.js";
 import { expireLeasesOfBlock } from "../ledger/sweep.js";
-import type { GateContext, MountedSimulator } from "./context.js";
-
-/** Held reservations marked per page at a start (one transaction each, under its block's lock). */
-export const lost_orders_page_max = 100;
+import type { GateContext } from "./context.js";
 
 /** Why a check releases such a hold: the release entry's and the check's reason. */
 export function lostOrderReleaseReason(order_id: string): string {
@@ -23,16 +21,48 @@ export function lostOrderUnknownReason(reservation_id: string, order_id: string)
   return `order ${order_id} was made by the simulator mounted in an earlier process, which kept it in memory only: nothing can be paid or captured on it any more; POST /api/v1/reservations/${reservation_id}/check releases the hold`;
 }
 
+/** A process's start as its `system.start` entry records it: when, and the provider it used. */
+interface StartRecord {
+  at_ms: number;
+  provider: string | undefined;
+}
+
+/** Every start the log records, oldest first (a scan of the log: a check of a lost order, or a start with such holds, runs it). */
+async function recordedStarts(context: GateContext): Promise<StartRecord[]> {
+  const rows = await context.ledger.driver.read((tx) =>
+    tx.all<{ received_at: string; entry_text: string }>("SELECT received_at, entry_text FROM log_entries WHERE kind = 'system.start' ORDER BY seq"),
+  );
+  return rows.map((row) => {
+    const provider = (JSON.parse(row.entry_text) as { body?: { provider?: unknown } }).body?.provider;
+    return { at_ms: Date.parse(row.received_at), provider: typeof provider === "string" ? provider : undefined };
+  });
+}
+
+/**
+ * Whether the reservation's order was made by a mounted simulator of an earlier process: the
+ * start that preceded the reservation recorded the mounted simulator as its provider. A start
+ * that recorded none (an older version) or another provider (a real account, a standalone
+ * simulator) proves nothing, since such an order may still exist and be paid. SQLite only: one
+ * process at a time uses its file, so the latest start before a reservation is the process that
+ * made it; several processes on PostgreSQL start and run interleaved.
+ */
+function madeByMountedSimulator(reservation: Pick<ReservationRow, "created_at_ms">, starts: readonly StartRecord[]): boolean {
+  const made_by = starts.filter((start) => start.at_ms <= reservation.created_at_ms).at(-1);
+  return made_by?.provider === "simulator";
+}
+
 /**
  * Whether the provider's "no such order" for the reservation's order proves the order lost: only
  * with the mounted simulator, which takes orders only from this process's own client and forgets
- * nothing while it runs, and only for a reservation made before this process started. Any other
- * provider's "no such order" proves nothing about an order the gate made: its keys may now be
- * another account's, where the order exists and can be paid.
+ * nothing while it runs, for a reservation made before this process started by a process that
+ * used a mounted simulator too, on SQLite (madeByMountedSimulator). Any other "no such order"
+ * proves nothing about an order the gate made: the provider's keys may now be another account's,
+ * where the order exists and can be paid.
  */
-export function orderLostWithSimulator(context: GateContext, reservation: ReservationRow): MountedSimulator | undefined {
+export async function orderLostWithSimulator(context: GateContext, reservation: ReservationRow): Promise<boolean> {
   const mounted = context.mounted_simulator;
-  return mounted !== undefined && reservation.created_at_ms < mounted.started_at_ms ? mounted : undefined;
+  if (mounted === undefined || reservation.created_at_ms >= mounted.started_at_ms || context.ledger.driver.dialect !== "sqlite") return false;
+  return madeByMountedSimulator(reservation, await recordedStarts(context));
 }
 
 export type LostOutcome = { kind: "released"; reason: string } | { kind: "kept"; reason: string };
@@ -63,49 +93,48 @@ export async function releaseLostOrder(tx: SqlTx, context: LedgerContext, reserv
   await releaseHold(tx, context, reservation, reason);
   await tx.run("DELETE FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'", [reservation_id]);
   await dropUnknownKeys(tx, reservation_id, "capture_payment");
+  // An approved call whose forwarding went unanswered now answers that no order stands.
+  if (approval) await finishApproval(tx, approval.approval_id, { provider: "no_order", reservation_id, reason });
   return { kind: "released", reason };
 }
 
 interface HeldRow {
   reservation_id: string;
   block_id: string;
+  created_at_ms: number;
+  updated_at_ms: number;
+  outcome_unknown: number;
 }
 
-/** Held reservations naming an order made before the start (so by an earlier process's simulator). */
+/** Held reservations naming an order made before the start. */
 const held_before_start_sql = "FROM reservations WHERE status = 'held' AND order_id IS NOT NULL AND created_at_ms < ?";
 
 /**
- * At a start with the mounted simulator: every held reservation naming an order made before the
- * start names an order the fresh simulator cannot know. Those not yet outcome-unknown are marked
- * so (with evidence), so that GET /api/v1/inbox lists them and the operator can check each
- * (which releases it). Only rows not changed since the start are marked: an order named after it
- * (an approval forwarded meanwhile) is this simulator's own. Answers how many such holds there
- * are and how many this start marked.
+ * At a start with the mounted simulator: every held reservation whose order a mounted simulator
+ * of an earlier process made (madeByMountedSimulator) names an order the fresh simulator cannot
+ * know. Those not yet outcome-unknown are marked so (with evidence), so that GET /api/v1/inbox
+ * lists them and the operator can check each (which releases it). Only rows not changed since
+ * the start are marked: an order named after it (an approval forwarded meanwhile) is this
+ * simulator's own. Answers how many such holds there are and how many this start marked.
  */
 export async function markLostOrders(context: GateContext): Promise<{ held: number; marked: number }> {
   const mounted = context.mounted_simulator;
   assert.ok(mounted, "markLostOrders: the provider is not the mounted simulator");
-  const started_at_ms = mounted.started_at_ms;
   const driver = context.ledger.driver;
-  const count = await driver.read((tx) => tx.get<{ total: number }>(`SELECT COUNT(*) AS total ${held_before_start_sql}`, [started_at_ms]));
-  const held = Number(count?.total ?? 0);
+  if (driver.dialect !== "sqlite") return { held: 0, marked: 0 };
+  const started_at_ms = mounted.started_at_ms;
+  const candidates = await driver.read((tx) =>
+    tx.all<HeldRow>(`SELECT reservation_id, block_id, created_at_ms, updated_at_ms, outcome_unknown ${held_before_start_sql} ORDER BY created_at_ms, reservation_id`, [started_at_ms]),
+  );
+  if (candidates.length === 0) return { held: 0, marked: 0 };
+  const starts = await recordedStarts(context);
+  const lost = candidates.filter((row) => madeByMountedSimulator(row, starts));
   let marked = 0;
-  // Each page's rows are marked or no longer match, so the walk ends; the bound asserts it.
-  const pages_max = Math.ceil(held / lost_orders_page_max) + 1;
-  for (let page = 0; ; page++) {
-    assert.ok(page <= pages_max, "markLostOrders: the walk did not end");
-    const rows = await driver.read((tx) =>
-      tx.all<HeldRow>(
-        `SELECT reservation_id, block_id ${held_before_start_sql} AND outcome_unknown = 0 AND updated_at_ms < ? ORDER BY created_at_ms, reservation_id LIMIT ${lost_orders_page_max}`,
-        [started_at_ms, started_at_ms],
-      ),
-    );
-    for (const row of rows) {
-      if (await context.ledger.transaction((tx, ledger_context) => markLost(tx, ledger_context, row, started_at_ms))) marked++;
-    }
-    if (rows.length < lost_orders_page_max) break;
+  for (const row of lost) {
+    if (row.outcome_unknown || row.updated_at_ms >= started_at_ms) continue;
+    if (await context.ledger.transaction((tx, ledger_context) => markLost(tx, ledger_context, row, started_at_ms))) marked++;
   }
-  return { held, marked };
+  return { held: lost.length, marked };
 }
 
 async function markLost(tx: SqlTx, context: LedgerContext, row: HeldRow, started_at_ms: number): Promise<boolean> {

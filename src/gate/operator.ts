@@ -148,8 +148,8 @@ async function orderGone(context: GateContext, reservation: ReservationRow, orde
     const reason = `${said}; the gate made that order, so from this provider that is no proof nothing can be paid on it (its keys may now be another account's, where the order exists and can be paid): the money stays held`;
     return { reservation_id, order_id, outcome: "unknown", reason };
   }
-  if (!orderLostWithSimulator(context, reservation)) {
-    const reason = `${said}, yet the reservation was made after this process, and the simulator it mounts, started: another process's simulator may hold the order (several bursar serve sharing a database must use one standalone simulator); the money stays held`;
+  if (!(await orderLostWithSimulator(context, reservation))) {
+    const reason = `${said}, yet the order was not made by a mounted simulator of an earlier bursar serve on this SQLite database (the log's system.start entries tell which provider each start used): another provider or process may hold the order; the money stays held`;
     return { reservation_id, order_id, outcome: "unknown", reason };
   }
   const lost = await context.ledger.transaction((tx, ledger_context) => releaseLostOrder(tx, ledger_context, reservation_id, order_id));

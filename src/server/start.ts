@@ -339,7 +339,7 @@ async function running(app: FastifyInstance, config: Config, files: DataDirSetup
   const port = typeof address === "object" && address ? address.port : config.port;
   const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   setup.bind(url);
-  await bursar.log.recordStart(configDigest(config));
+  await bursar.log.recordStart(configDigest(config), config.provider);
   await bursar.ledger.sweep();
   if (setup.simulator) await reportLostOrders(app, bursar);
   stops.set(app, maintenance(bursar, app));

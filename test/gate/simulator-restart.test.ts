@@ -210,4 +210,33 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     expect(entries).toContainEqual(expect.objectContaining({ kind: "gate.operator", body: expect.objectContaining({ action: "reservation.check", reservation_id, order_id, outcome: "unknown" }) }));
     await expectBooksBalance(second.started.bursar);
   });
+
+  it("a hold whose order a real provider made stays held when the restart switches to the mounted simulator: not listed as lost, the check answers unknown", async () => {
+    const dir = dataDir();
+    const razorpay = await startSimulator();
+    cleanups.push(() => razorpay.close());
+    const first = await startGate(dir, {
+      BURSAR_PROVIDER: "razorpay",
+      RAZORPAY_BASE_URL: razorpay.base_url,
+      RAZORPAY_KEY_ID: key_id,
+      RAZORPAY_KEY_SECRET: key_secret,
+      RAZORPAY_WEBHOOK_SECRET: webhook_secret,
+    });
+    const agent = await agentWithBlock(first);
+    const created = await first.call(agent.token, "create_order", { amount: 20_000, currency: "INR", idempotency_key: "cart-4" });
+    const reservation_id = created.reservation_id as string;
+    await first.close();
+
+    // Started again with the provider unset: the mounted simulator, which never knew the order.
+    // The order still exists at the provider that made it, and can be paid there.
+    const second = await startGate(dir);
+    cleanups.push(() => second.close());
+    expect((await second.api<{ unknown_outcomes_total: number }>("GET", "/api/v1/inbox")).body.unknown_outcomes_total).toBe(0);
+    const check = await second.api("POST", `/api/v1/reservations/${reservation_id}/check`);
+    expect(check.body).toMatchObject({ reservation_id, outcome: "unknown", reason: expect.stringContaining("was not made by a mounted simulator") });
+    expect((await second.api("GET", `/api/v1/blocks/${agent.block_id}`)).body).toMatchObject({ held: 20_000 });
+    const entries = await expectLogVerifies(second);
+    expect(entries.filter((entry) => entry.kind === "system.start").map((entry) => entry.body.provider)).toEqual(["razorpay", "simulator"]);
+    await expectBooksBalance(second.started.bursar);
+  });
 });
