@@ -30,6 +30,12 @@ export const observer_cache_entries_max = 1_000;
  */
 export const observer_lookup_wait_ms = 250;
 
+/** A token seen before goes on its last answer while the store is busy; an unseen one cannot be checked now. */
+function busyAnswer(cached: { source: ObserverSource } | undefined): ObserverSource {
+  if (cached) return cached.source;
+  throw new Error(`the observer token lookup did not finish within ${observer_lookup_wait_ms} ms (the database is busy)`);
+}
+
 /** A token look-up's answer: the source it opens (null: none), or why the store gave none. */
 type ObserverLookup = { source: ObserverSource | null } | { error: unknown };
 
@@ -416,6 +422,11 @@ export class SourceStore {
     return row?.secret_id;
   }
 
+  /** Token lookups under way, some perhaps past their wait: at most observer_cache_entries_max. */
+  get observerLookupsPending(): number {
+    return this.observerLookups.size;
+  }
+
   /**
    * The enabled observer a token opens, or null. Cached briefly: this runs on every proxied
    * request. When the database fails, or does not answer within observer_lookup_wait_ms, a token
@@ -432,47 +443,56 @@ export class SourceStore {
     }
     if (cached && this.now_ms() - cached.at_ms < observer_cache_ttl_ms) return cached.source;
     let lookup = this.observerLookups.get(hash);
+    // One is under way already (the store is slow): a token seen before goes on its last answer at once.
+    if (lookup && cached) return cached.source;
     if (!lookup) {
+      // Lookups left running past their wait hold the store's queue: as many as the cache holds tokens.
+      if (this.observerLookups.size >= observer_cache_entries_max) return busyAnswer(cached);
       lookup = this.lookUpObserver(hash).finally(() => this.observerLookups.delete(hash));
       this.observerLookups.set(hash, lookup);
     }
     const answer = await within(lookup, observer_lookup_wait_ms);
-    if (answer !== undefined && "source" in answer) return answer.source;
+    if (answer === undefined) return busyAnswer(cached);
+    if ("source" in answer) return answer.source;
     if (cached) return cached.source;
-    throw answer?.error ?? new Error(`the observer token lookup did not finish within ${observer_lookup_wait_ms} ms (the database is busy)`);
+    throw answer.error;
   }
 
   /** Reads the source a token opens and remembers the answer; never rejects. */
   private async lookUpObserver(hash: string): Promise<ObserverLookup> {
-    let row: (SourceRow & { expires_at_ms: number | null }) | undefined;
     try {
-      // Unreported: the answer only lets a request through, so it need not wait for the WAL
-      // flush of whatever it saw (a slow disk would otherwise hold observed traffic).
-      row = await this.driver.read(
-        (tx) =>
-          tx.get<SourceRow & { expires_at_ms: number | null }>(
-            `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms, k.expires_at_ms FROM evidence_source_secrets k
-             JOIN evidence_sources s ON s.source_id = k.source_id
-             WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
-            [hash, this.now_ms()],
-          ),
-        { unreported: true },
-      );
+      return { source: await this.readObserver(hash) };
     } catch (error) {
       // The last answer stands for another cache period before the store is asked again.
       const cached = this.observerCache.get(hash);
       if (cached) this.observerCache.set(hash, { ...cached, at_ms: this.now_ms() });
       return { error };
     }
+  }
+
+  /** The source a token opens now, or null, remembered when it opens one. */
+  private async readObserver(hash: string): Promise<ObserverSource | null> {
+    // Unreported: the answer only lets a request through, so it need not wait for the WAL
+    // flush of whatever it saw (a slow disk would otherwise hold observed traffic).
+    const row = await this.driver.read(
+      (tx) =>
+        tx.get<SourceRow & { expires_at_ms: number | null }>(
+          `SELECT s.source_id, s.upstream_url, s.shadow_json, s.disabled_at_ms, k.expires_at_ms FROM evidence_source_secrets k
+           JOIN evidence_sources s ON s.source_id = k.source_id
+           WHERE k.token_sha256 = ? AND k.purpose = 'observer_token' AND (k.expires_at_ms IS NULL OR k.expires_at_ms > ?)`,
+          [hash, this.now_ms()],
+        ),
+      { unreported: true },
+    );
     // Only valid tokens are remembered, so anyone sending random tokens cannot push them out;
     // a token found invalid (a source disabled meanwhile) is forgotten, never served again.
     this.observerCache.delete(hash);
-    if (!row || row.disabled_at_ms !== null || !row.upstream_url) return { source: null };
+    if (!row || row.disabled_at_ms !== null || !row.upstream_url) return null;
     const source = { source_id: row.source_id, upstream: new URL(row.upstream_url), shadow: row.shadow_json ? (JSON.parse(row.shadow_json) as ShadowSettings) : null };
     if (this.observerCache.size >= observer_cache_entries_max) this.observerCache.delete(this.observerCache.keys().next().value as string);
     // Read from when the answer came: a lookup that waited long must not leave an entry already stale.
     this.observerCache.set(hash, { at_ms: this.now_ms(), expires_at_ms: row.expires_at_ms === null ? null : Number(row.expires_at_ms), source });
-    return { source };
+    return source;
   }
 }
 

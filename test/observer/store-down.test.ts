@@ -189,8 +189,35 @@ describe("an observer token lookup while another process holds the database's wr
       other.close();
     }
     expect(await write).toBe("the write went through");
+    expect(instance.observerLookupsPending).toBe(0);
     // The lookup that went on has answered meanwhile, or answers now.
     expect((await instance.observerByToken(unseen.observer_token))?.source_id).toBe(unseen.id);
+    await driver.close();
+  });
+});
+
+describe("observer token lookups left running while the database is held", () => {
+  it("are at most as many as the cache holds tokens: past that an unseen token is refused without queueing another read, and a seen one goes on its last answer", async () => {
+    const driver = new SqliteDriver({ path: h.db });
+    const instance = new SourceStore({ driver, log: h.bursar.log, sealer: new SecretSealer(master_key), clock: h.clock });
+    const seen = await observerSource(h, `${upstream.url}/mcp-json`);
+    expect((await instance.observerByToken(seen.observer_token))?.source_id).toBe(seen.id);
+    const other = new Database(h.db);
+    other.exec("BEGIN IMMEDIATE");
+    const write = driver.transaction(async () => undefined).catch(() => undefined);
+    try {
+      h.clock.advance(observer_cache_ttl_ms + 1_000);
+      const random = Array.from({ length: observer_cache_entries_max + 10 }, (_, index) => instance.observerByToken(`bsr_obs_random_${index}`).catch(() => "busy"));
+      expect(instance.observerLookupsPending).toBe(observer_cache_entries_max);
+      expect(new Set(await Promise.all(random))).toEqual(new Set(["busy"]));
+      // The seen token's own lookup is not started past the cap, and it goes on its last answer.
+      expect((await instance.observerByToken(seen.observer_token))?.source_id).toBe(seen.id);
+      expect(instance.observerLookupsPending).toBe(observer_cache_entries_max);
+    } finally {
+      other.exec("ROLLBACK");
+      other.close();
+    }
+    await write;
     await driver.close();
   });
 });
