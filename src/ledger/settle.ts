@@ -115,11 +115,12 @@ async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment
  * while another payment was bound, which has since been unbound as one that can no longer be
  * captured): its money is spent now, so it leaves unreconciled, or it would be counted twice.
  * Only as much leaves as is now spent: when the provider reported it before with a larger amount,
- * the difference stays unreconciled (the ledger keeps the most any report said moved) and the
- * block freezes for an operator to look, as for any contradicting report.
- * Returns the amount moved out of unreconciled, if any.
+ * the difference stays unreconciled (the ledger keeps the most any report said moved), and the
+ * block freezes for an operator to look at what is left unexplained. (Reported before with a
+ * smaller amount, all of it leaves and the larger is spent: nothing is left to explain.)
+ * Returns the amounts moved out of unreconciled and left in it, if it was counted.
  */
-async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, now_ms: number): Promise<number | undefined> {
+async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, now_ms: number): Promise<{ moved: number; left: number } | undefined> {
   const counted = await tx.get<{ amount: number | string; currency: string }>(
     "SELECT amount, currency FROM unreconciled_payments WHERE payment_id = ? AND reservation_id = ?",
     [payment.id, reservation.reservation_id],
@@ -135,7 +136,7 @@ async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payme
     await tx.run("DELETE FROM unreconciled_payments WHERE payment_id = ?", [payment.id]);
   }
   await adjustBlock(tx, reservation.block_id, { unreconciled: -moved });
-  return moved;
+  return { moved, left: was - moved };
 }
 
 /**
@@ -215,7 +216,9 @@ async function commit(
     block_id: reservation.block_id,
     payment,
     released_remainder: reservation.amount - payment.amount,
-    ...(reconciled === undefined ? {} : { reconciled }),
+    ...(reconciled === undefined ? {} : { reconciled: reconciled.moved }),
+    // What a larger earlier report left unreconciled, for which the block froze again.
+    ...(reconciled && reconciled.left > 0 ? { unreconciled_left: reconciled.left, froze: true } : {}),
     ...detail,
   });
   return { outcome: "applied", reason: "captured", reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };

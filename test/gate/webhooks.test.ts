@@ -387,6 +387,11 @@ describe("POST /webhooks/razorpay", () => {
     // only the 10,000 now spent leaves unreconciled; the other 10,000 some report said moved stays.
     expect((await send(paymentEvent("payment.captured", { ...payment, amount: 10_000 }))).body).toMatchObject({ outcome: "applied" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 0, spent: 10_000, unreconciled: 10_000 });
+    const log = server.started.bursar.log;
+    const entries = await log.entries(0, await log.treeSize());
+    expect(entries.map((stored) => stored.entry.body).filter((body) => body.action === "commit" && (body.payment as { id?: string } | undefined)?.id === payment.id)).toEqual([
+      expect.objectContaining({ reconciled: 10_000, unreconciled_left: 10_000, froze: true }),
+    ]);
   });
 
   it("a conflict that moved no money, reported again after an operator's unfreeze, is recorded without freezing the block again; another one freezes it", async () => {
