@@ -21,13 +21,13 @@ export interface GateContext {
 
 /**
  * The simulator mounted in this process keeps orders and payments in its memory only, takes
- * orders only from this process's own client, and forgets none while it runs: an order named on
- * a reservation made before `started_at_ms` that it reports as not existing was lost with an
- * earlier process's simulator, and nothing can be paid or captured on it (src/gate/lost-orders.ts).
+ * orders only from this process's own client, and forgets none while it runs: an order another
+ * process's mounted simulator named, that this one reports as not existing, was lost with that
+ * process, and nothing can be paid or captured on it (src/gate/lost-orders.ts).
  */
 export interface MountedSimulator {
-  /** When this process started, on the ledger's clock; every reservation it makes is stamped after. */
-  started_at_ms: number;
+  /** The stamp this process puts on the orders it names (LedgerContext.order_made_by). */
+  stamp: string;
 }
 
 /** What webhook settlement needs of the gate: no agent makes these calls, so no look-up budget. */

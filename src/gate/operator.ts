@@ -148,11 +148,12 @@ async function orderGone(context: GateContext, reservation: ReservationRow, orde
     const reason = `${said}; the gate made that order, so from this provider that is no proof nothing can be paid on it (its keys may now be another account's, where the order exists and can be paid): the money stays held`;
     return { reservation_id, order_id, outcome: "unknown", reason };
   }
-  if (!(await orderLostWithSimulator(context, reservation))) {
-    const reason = `${said}, yet the order was not made by a mounted simulator of an earlier bursar serve on this SQLite database (the log's system.start entries tell which provider each start used): another provider or process may hold the order; the money stays held`;
+  const made_by = reservation.order_made_by;
+  if (!orderLostWithSimulator(context, reservation) || typeof made_by !== "string") {
+    const reason = `${said}, yet no other process's mounted simulator named that order (a real account or a standalone simulator did, or it was named before orders were stamped): it may exist where it was made; the money stays held`;
     return { reservation_id, order_id, outcome: "unknown", reason };
   }
-  const lost = await context.ledger.transaction((tx, ledger_context) => releaseLostOrder(tx, ledger_context, reservation_id, order_id));
+  const lost = await context.ledger.transaction((tx, ledger_context) => releaseLostOrder(tx, ledger_context, reservation_id, order_id, made_by));
   if (lost.kind === "released") return { reservation_id, order_id, outcome: "released", reason: lost.reason };
   // Lost all the same: nothing can be paid on it. Only what this check may do is left for later.
   return { reservation_id, order_id, outcome: "not_found", reason: `${said}; the hold is not released now: ${lost.reason}` };

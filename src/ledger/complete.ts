@@ -77,7 +77,7 @@ async function storeOutcome(tx: SqlTx, call: CallRef, result: Record<string, unk
  *  creation is known from then on, whatever marked it unknown (its lease ran out first). Not a
  *  capture's unknown outcome, which a bound payment shows (one is bound only once the order is
  *  known): a late answer to the creation must not take that capture out of the inbox. */
-const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
+const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?, order_made_by = ?,
      outcome_unknown = CASE WHEN status = 'held' AND payment_id IS NULL THEN 0 ELSE outcome_unknown END,
      unknown_reason = CASE WHEN status = 'held' AND payment_id IS NULL THEN NULL ELSE unknown_reason END`;
 
@@ -95,7 +95,7 @@ export async function completeOrder(
   let left: { reservation: ReservationRow; block: BlockRow } | undefined;
   if (outcome.kind === "ok") {
     // The order exists: an outcome marked unknown meanwhile (the lease ran out first) is known now.
-    const updated = await tx.get<ReservationRow>(`${name_order_sql} WHERE reservation_id = ? RETURNING *`, [outcome.value.id, now_ms, reservation.reservation_id]);
+    const updated = await tx.get<ReservationRow>(`${name_order_sql} WHERE reservation_id = ? RETURNING *`, [outcome.value.id, now_ms, context.order_made_by ?? null, reservation.reservation_id]);
     left = { reservation: updated as ReservationRow, block: locked.block };
     if (reservation.status === "released") {
       // Made after a check proved no order and released the hold (the call stalled past its
@@ -151,7 +151,7 @@ export async function completeOrder(
  * false when the reservation already names an order.
  */
 export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_id: string, order: OrderRecord): Promise<boolean> {
-  const linked = await tx.run(`${name_order_sql} WHERE reservation_id = ? AND order_id IS NULL`, [order.id, context.clock().getTime(), reservation_id]);
+  const linked = await tx.run(`${name_order_sql} WHERE reservation_id = ? AND order_id IS NULL`, [order.id, context.clock().getTime(), context.order_made_by ?? null, reservation_id]);
   if (linked.changes !== 1) return false;
   const result = { order, reservation_id };
   // A key still in flight gets the order too: its call, still waiting on the provider, may yet

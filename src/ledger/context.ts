@@ -38,6 +38,12 @@ export interface LedgerContext {
   lease_ms: number;
   approval_lifetime_ms: number;
   derived_key_lifetime_ms: number;
+  /**
+   * What names the orders this process's provider makes, stamped on each reservation when its
+   * order is named (reservations.order_made_by): `mounted_simulator:<id of this process>` for the
+   * simulator `bursar serve` mounts, `razorpay` otherwise; unset (no stamp) in the library.
+   */
+  order_made_by?: string;
 }
 
 export const ledger_defaults = Object.freeze({

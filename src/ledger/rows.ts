@@ -36,6 +36,8 @@ export interface ReservationRow {
   release_reason: string | null;
   created_at_ms: number;
   updated_at_ms: number;
+  /** Which provider named the order (migration 14); null when none is, or it was named before. */
+  order_made_by?: string | null;
 }
 
 export interface IdempotencyRow {

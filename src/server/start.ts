@@ -21,7 +21,7 @@ import {
 } from "../datadir.js";
 import { canonicalJson, resolveSigningKey, SigningKeyError, type LoadedSigningKey } from "../evidence/index.js";
 import { rememberSecretValues } from "../evidence/scrub.js";
-import { lostOrdersWarning, markLostOrders } from "../gate/lost-orders.js";
+import { lostOrdersWarning, markLostOrders, mounted_simulator_stamp_prefix } from "../gate/lost-orders.js";
 import type { KeyObject } from "node:crypto";
 import { deferredProvider } from "../provider/deferred.js";
 import type { Provider } from "../provider/port.js";
@@ -224,9 +224,12 @@ export async function startServer(config: Config, options: { logger?: boolean } 
       lookups_per_minute: config.lookups_per_minute,
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;
-    // Before listening, so every reservation this process makes is stamped after it: an order the
-    // fresh simulator does not know, on a reservation made before, was lost with an earlier process.
-    if (setup.simulator) opened.gate.gateContext.mounted_simulator = { started_at_ms: opened.clock().getTime() };
+    // Before listening: each order this process names is stamped with its provider, the mounted
+    // simulator's with this process's own id, so that a later process can tell the orders that
+    // simulator lost (src/gate/lost-orders.ts) from any other.
+    const stamp = setup.simulator ? `${mounted_simulator_stamp_prefix}${randomSecret().slice(0, 16)}` : "razorpay";
+    opened.ledger.context.order_made_by = stamp;
+    if (setup.simulator) opened.gate.gateContext.mounted_simulator = { stamp };
     app = await serverOf(config, options, files, setup, metrics, opened);
     if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory or secret: group or others have access (expected mode 0700 for the directory, 0600 for secrets)");
     if (config.db === ":memory:") app.log.warn(memory_database_warning);
@@ -329,8 +332,8 @@ function commitToken(pending: PendingOperatorToken, data_dir: string): ReturnTyp
  * says how many and what releases them.
  */
 async function reportLostOrders(app: FastifyInstance, bursar: Bursar): Promise<void> {
-  const lost = await markLostOrders(bursar.gate.gateContext);
-  if (lost.held > 0) app.log.warn({ held_reservations: lost.held, marked_unknown: lost.marked }, lostOrdersWarning(lost.held));
+  const marked = await markLostOrders(bursar.gate.gateContext);
+  if (marked > 0) app.log.warn({ marked_unknown: marked }, lostOrdersWarning(marked));
 }
 
 /** After listening: bind the provider, record the start, and only then store a generated token. */

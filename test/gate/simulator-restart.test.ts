@@ -71,6 +71,17 @@ async function pay(checkout_base: string, order_id: string): Promise<string> {
   return body.razorpay_payment_id as string;
 }
 
+/** The environment that points bursar serve at a standalone simulator, as at a real Razorpay account. */
+function razorpayEnv(simulator: RunningSimulator): Record<string, string> {
+  return {
+    BURSAR_PROVIDER: "razorpay",
+    RAZORPAY_BASE_URL: simulator.base_url,
+    RAZORPAY_KEY_ID: key_id,
+    RAZORPAY_KEY_SECRET: key_secret,
+    RAZORPAY_WEBHOOK_SECRET: webhook_secret,
+  };
+}
+
 /** The log as `bursar export` writes it, verified offline against the server's key and checkpoint. */
 async function expectLogVerifies(gate: Gate): Promise<Array<{ kind: string; body: Structured }>> {
   await gate.started.bursar.log.checkpoint();
@@ -175,15 +186,8 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     let suffix = 0;
     // Ids unlike the first simulator's, as another account's would be.
     const fresh_ids = (prefix: string) => () => `${prefix}${String(++suffix).padStart(13, "0")}`;
-    const env = (simulator: RunningSimulator) => ({
-      BURSAR_PROVIDER: "razorpay",
-      RAZORPAY_BASE_URL: simulator.base_url,
-      RAZORPAY_KEY_ID: key_id,
-      RAZORPAY_KEY_SECRET: key_secret,
-      RAZORPAY_WEBHOOK_SECRET: webhook_secret,
-    });
     const before = await startSimulator({ ids: fresh_ids("A") });
-    const first = await startGate(dir, env(before));
+    const first = await startGate(dir, razorpayEnv(before));
     const agent = await agentWithBlock(first);
     const created = await first.call(agent.token, "create_order", { amount: 40_000, currency: "INR", idempotency_key: "cart-3" });
     const order_id = (created.order as { id: string }).id;
@@ -195,7 +199,7 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     // The provider no longer knows the order (as after a switch of keys to another account).
     const after = await startSimulator({ ids: fresh_ids("B") });
     cleanups.push(() => after.close());
-    const second = await startGate(dir, env(after));
+    const second = await startGate(dir, razorpayEnv(after));
     cleanups.push(() => second.close());
     expect((await second.api<{ unknown_outcomes_total: number }>("GET", "/api/v1/inbox")).body.unknown_outcomes_total).toBe(0);
     const check = await second.api("POST", `/api/v1/reservations/${reservation_id}/check`);
@@ -215,13 +219,7 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     const dir = dataDir();
     const razorpay = await startSimulator();
     cleanups.push(() => razorpay.close());
-    const first = await startGate(dir, {
-      BURSAR_PROVIDER: "razorpay",
-      RAZORPAY_BASE_URL: razorpay.base_url,
-      RAZORPAY_KEY_ID: key_id,
-      RAZORPAY_KEY_SECRET: key_secret,
-      RAZORPAY_WEBHOOK_SECRET: webhook_secret,
-    });
+    const first = await startGate(dir, razorpayEnv(razorpay));
     const agent = await agentWithBlock(first);
     const created = await first.call(agent.token, "create_order", { amount: 20_000, currency: "INR", idempotency_key: "cart-4" });
     const reservation_id = created.reservation_id as string;
@@ -233,10 +231,37 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     cleanups.push(() => second.close());
     expect((await second.api<{ unknown_outcomes_total: number }>("GET", "/api/v1/inbox")).body.unknown_outcomes_total).toBe(0);
     const check = await second.api("POST", `/api/v1/reservations/${reservation_id}/check`);
-    expect(check.body).toMatchObject({ reservation_id, outcome: "unknown", reason: expect.stringContaining("was not made by a mounted simulator") });
+    expect(check.body).toMatchObject({ reservation_id, outcome: "unknown", reason: expect.stringContaining("no other process's mounted simulator named that order") });
     expect((await second.api("GET", `/api/v1/blocks/${agent.block_id}`)).body).toMatchObject({ held: 20_000 });
     const entries = await expectLogVerifies(second);
     expect(entries.filter((entry) => entry.kind === "system.start").map((entry) => entry.body.provider)).toEqual(["razorpay", "simulator"]);
     await expectBooksBalance(second.started.bursar);
+  });
+
+  it("a HOLD made under the mounted simulator whose approval was forwarded to a real provider after a restart stays held when a later restart mounts the simulator again", async () => {
+    const dir = dataDir();
+    const first = await startGate(dir);
+    const agent = await agentWithBlock(first);
+    const held = await first.call(agent.token, "create_order", { amount: 300_000, currency: "INR", idempotency_key: "cart-5" });
+    expect(held).toMatchObject({ effect: "HOLD" });
+    const approval_id = held.approval_id as string;
+    await first.close();
+
+    // Restarted on a real provider (a standalone simulator), where the operator approves: the order is made there.
+    const razorpay = await startSimulator();
+    cleanups.push(() => razorpay.close());
+    const second = await startGate(dir, razorpayEnv(razorpay));
+    const approved = await second.api<{ result: { reservation_id: string } }>("POST", `/api/v1/approvals/${approval_id}/approve`);
+    expect(approved.status).toBe(200);
+    const reservation_id = approved.body.result.reservation_id;
+    await second.close();
+
+    // Mounted again: the order exists at the provider that made it, so nothing marks or releases its hold.
+    const third = await startGate(dir);
+    cleanups.push(() => third.close());
+    expect((await third.api<{ unknown_outcomes_total: number }>("GET", "/api/v1/inbox")).body.unknown_outcomes_total).toBe(0);
+    expect((await third.api("POST", `/api/v1/reservations/${reservation_id}/check`)).body).toMatchObject({ reservation_id, outcome: "unknown" });
+    expect((await third.api("GET", `/api/v1/blocks/${agent.block_id}`)).body).toMatchObject({ held: 300_000 });
+    await expectBooksBalance(third.started.bursar);
   });
 });

@@ -14,8 +14,9 @@ import { migration as velocity_ordinal } from "./010_velocity_ordinal.js";
 import { migration as rotation_replays } from "./011_rotation_replays.js";
 import { migration as observer_runs } from "./012_observer_runs.js";
 import { migration as conflict_reports } from "./013_conflict_reports.js";
+import { migration as order_made_by } from "./014_order_made_by.js";
 
-export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable, approval_order, velocity_ordinal, rotation_replays, observer_runs, conflict_reports]);
+export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable, approval_order, velocity_ordinal, rotation_replays, observer_runs, conflict_reports, order_made_by]);
 
 /** The newest schema version this code knows. */
 export const schema_version_latest: number = Math.max(...migrations.map((migration) => migration.version));
