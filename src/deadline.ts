@@ -1,4 +1,5 @@
-// A request's time limit as an AbortSignal that is let go with the request.
+// A request's time limit as an AbortSignal that is let go with the request, and a wait for a
+// promise bounded in time.
 //
 // AbortSignal.timeout keeps its timer for the whole limit however soon the request is answered,
 // then builds an error and fires an abort event for it. AbortSignal.any on a long-lived signal (a
@@ -31,4 +32,22 @@ export function deadline(ms: number, message: string, parent?: AbortSignal): Dea
   // As AbortSignal.timeout's: the request it bounds keeps the process alive, not the timer.
   timer.unref();
   return { signal: controller.signal, release };
+}
+
+/**
+ * `promise`'s value, or undefined once `ms` have passed without one (its rejection, if it comes
+ * first). The promise itself goes on; its timer is cleared once either is known, and keeps no
+ * process alive.
+ */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms, undefined);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([promise, waited]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -8,6 +8,7 @@ import { symbols as pino_symbols } from "pino";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { signalExitCode } from "../cli/command.js";
 import { errorCode } from "../datadir.js";
+import { within } from "../deadline.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { BearerRequired, HttpError, errorBody, type ErrorBody } from "./errors.js";
 import { message_bytes_max } from "./jsonrpc.js";
@@ -407,12 +408,8 @@ function clientErrorHandler(this: FastifyInstance, error: Error & { code?: strin
   socket.destroy(error);
 }
 
-function withTimeout(work: Promise<void>, timeout_ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${timeout_ms} ms`)), timeout_ms);
-  });
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+async function withTimeout(work: Promise<void>, timeout_ms: number): Promise<void> {
+  if (!(await within(work.then(() => true), timeout_ms))) throw new Error(`no answer within ${timeout_ms} ms`);
 }
 
 /**

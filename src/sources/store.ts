@@ -1,6 +1,7 @@
 // Evidence sources: creation with secrets shown once, listing, rotation with a grace period,
 // disabling, and the lookups the ingest routes and the observer make per request.
 
+import { within } from "../deadline.js";
 import { HttpError } from "../errors.js";
 import type { Clock } from "../clock.js";
 import type { EvidenceLog } from "../evidence/index.js";
@@ -38,20 +39,6 @@ function busyAnswer(cached: { source: ObserverSource } | undefined): ObserverSou
 
 /** A token look-up's answer: the source it opens (null: none), or why the store gave none. */
 type ObserverLookup = { source: ObserverSource | null } | { error: unknown };
-
-/** `promise`'s value, or undefined once `ms` have passed without one. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<undefined>((resolve) => {
-    timer = setTimeout(resolve, ms, undefined);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([promise, waited]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 type Purpose = "signing_key" | "api_key" | "observer_token";
 const purposes_of: Readonly<Record<SourceKind, readonly Purpose[]>> = {
