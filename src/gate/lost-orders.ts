@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import type { LedgerContext } from "../ledger/context.js";
 import type { SqlTx } from "../ledger/driver.js";
-import { finishApproval } from "../ledger/approvals.js";
+import { releaseWithoutOrder } from "../ledger/complete.js";
 import type { ReservationRow } from "../ledger/rows.js";
-import { markUnknown, releaseHold } from "../ledger/settle.js";
+import { markUnknown } from "../ledger/settle.js";
 import { approvalByReservation, dropUnknownKeys, getReservation, keyInFlightOn, lockBlock } from "../ledger/statements.js";
 import { expireLeasesOfBlock } from "../ledger/sweep.js";
 import type { GateContext } from "./context.js";
@@ -64,11 +64,9 @@ export async function releaseLostOrder(tx: SqlTx, context: LedgerContext, reserv
     return { kind: "kept", reason: `a call on it is still waiting for the provider; check again once it has answered or its lease has run out` };
   }
   const reason = lostOrderReleaseReason(order_id);
-  await releaseHold(tx, context, reservation, reason);
-  await tx.run("DELETE FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'", [reservation_id]);
+  await releaseWithoutOrder(tx, context, reservation, approval, reason);
+  // No capture can land on a lost order.
   await dropUnknownKeys(tx, reservation_id, "capture_payment");
-  // An approved call whose forwarding went unanswered now answers that no order stands.
-  if (approval) await finishApproval(tx, approval.approval_id, { provider: "no_order", reservation_id, reason });
   return { kind: "released", reason };
 }
 

@@ -3,7 +3,7 @@
 
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
-import type { BlockRow, ReservationRow } from "./rows.js";
+import type { ApprovalRow, BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
 import { approvalByReservation, completeKeys, dropIdempotency, dropUnknownKeys, getIdempotency, getReservation, keyInFlightOn, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
@@ -205,10 +205,20 @@ export async function orderAbsent(tx: SqlTx, context: LedgerContext, reservation
   if (now_ms < release_from_ms) {
     return { kind: "kept", reason: `a check releases the hold once the creation has gone unanswered for ${order_absent_after_ms / 60_000} minutes`, release_from_ms };
   }
-  await releaseHold(tx, context, reservation, order_absent_reason);
-  await tx.run("DELETE FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'", [reservation_id]);
-  if (approval) await finishApproval(tx, approval.approval_id, { provider: "no_order", reservation_id, reason: order_absent_reason });
+  await releaseWithoutOrder(tx, context, reservation, approval, order_absent_reason);
   return { kind: "released", reason: order_absent_reason };
+}
+
+/**
+ * Releases a hold no order stands for (never made, or lost with the simulator that made it): the
+ * call's create_order key is dropped (as after a refusal, the same call is decided again) and an
+ * approval whose forwarding went unanswered records that no order stands.
+ */
+export async function releaseWithoutOrder(tx: SqlTx, context: LedgerContext, reservation: ReservationRow, approval: ApprovalRow | undefined, reason: string): Promise<void> {
+  const { reservation_id } = reservation;
+  await releaseHold(tx, context, reservation, reason);
+  await tx.run("DELETE FROM idempotency_keys WHERE reservation_id = ? AND tool = 'create_order'", [reservation_id]);
+  if (approval) await finishApproval(tx, approval.approval_id, { provider: "no_order", reservation_id, reason });
 }
 
 /** The capture call got a captured payment back: settle through the same path as a webhook. */
