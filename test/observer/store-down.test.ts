@@ -163,21 +163,34 @@ describe("an observer token lookup while the database is unreachable", () => {
   });
 });
 
+/**
+ * A second SourceStore on the harness's database with a token it has looked up once, and a way
+ * to hold the database's write lock from another connection (a bursar migrate, say): this
+ * instance's write then queues behind the lock, and the driver's reads behind that write.
+ * `write` settles with what that write did once the lock is let go.
+ */
+async function heldStore() {
+  const driver = new SqliteDriver({ path: h.db });
+  const instance = new SourceStore({ driver, log: h.bursar.log, sealer: new SecretSealer(master_key), clock: h.clock });
+  const seen = await observerSource(h, `${upstream.url}/mcp-json`);
+  expect((await instance.observerByToken(seen.observer_token))?.source_id).toBe(seen.id);
+  const other = new Database(h.db);
+  other.exec("BEGIN IMMEDIATE");
+  const write = driver.transaction(async () => undefined).then(
+    () => "the write went through",
+    () => "the write gave up",
+  );
+  const letGo = () => {
+    other.exec("ROLLBACK");
+    other.close();
+  };
+  return { driver, instance, seen, write, letGo };
+}
+
 describe("an observer token lookup while another process holds the database's write lock", () => {
   it("does not wait for the lock: a token seen before goes through on its last answer, an unseen one is refused for now and known once the lock is gone", async () => {
-    const driver = new SqliteDriver({ path: h.db });
-    const instance = new SourceStore({ driver, log: h.bursar.log, sealer: new SecretSealer(master_key), clock: h.clock });
-    const seen = await observerSource(h, `${upstream.url}/mcp-json`);
     const unseen = await observerSource(h, `${upstream.url}/mcp-json`);
-    expect((await instance.observerByToken(seen.observer_token))?.source_id).toBe(seen.id);
-    // Another process takes the write lock (a bursar migrate, say); this instance's evidence
-    // writer queues behind it, and the driver's reads queue behind that write.
-    const other = new Database(h.db);
-    other.exec("BEGIN IMMEDIATE");
-    const write = driver.transaction(async () => undefined).then(
-      () => "the write went through",
-      () => "the write gave up",
-    );
+    const { driver, instance, seen, write, letGo } = await heldStore();
     try {
       h.clock.advance(observer_cache_ttl_ms + 1_000);
       const first = await Promise.race([instance.observerByToken(seen.observer_token), write]);
@@ -185,8 +198,7 @@ describe("an observer token lookup while another process holds the database's wr
       const refused = await Promise.race([instance.observerByToken(unseen.observer_token).then(() => "answered", (error: Error) => error.message), write]);
       expect(refused).toBe(`the observer token lookup did not finish within ${observer_lookup_wait_ms} ms (the database is busy)`);
     } finally {
-      other.exec("ROLLBACK");
-      other.close();
+      letGo();
     }
     expect(await write).toBe("the write went through");
     expect(instance.observerLookupsPending).toBe(0);
@@ -198,13 +210,7 @@ describe("an observer token lookup while another process holds the database's wr
 
 describe("observer token lookups left running while the database is held", () => {
   it("are at most as many as the cache holds tokens: past that an unseen token is refused without queueing another read, and a seen one goes on its last answer", async () => {
-    const driver = new SqliteDriver({ path: h.db });
-    const instance = new SourceStore({ driver, log: h.bursar.log, sealer: new SecretSealer(master_key), clock: h.clock });
-    const seen = await observerSource(h, `${upstream.url}/mcp-json`);
-    expect((await instance.observerByToken(seen.observer_token))?.source_id).toBe(seen.id);
-    const other = new Database(h.db);
-    other.exec("BEGIN IMMEDIATE");
-    const write = driver.transaction(async () => undefined).catch(() => undefined);
+    const { driver, instance, seen, write, letGo } = await heldStore();
     try {
       h.clock.advance(observer_cache_ttl_ms + 1_000);
       const random = Array.from({ length: observer_cache_entries_max + 10 }, (_, index) => instance.observerByToken(`bsr_obs_random_${index}`).catch(() => "busy"));
@@ -214,8 +220,7 @@ describe("observer token lookups left running while the database is held", () =>
       expect((await instance.observerByToken(seen.observer_token))?.source_id).toBe(seen.id);
       expect(instance.observerLookupsPending).toBe(observer_cache_entries_max);
     } finally {
-      other.exec("ROLLBACK");
-      other.close();
+      letGo();
     }
     await write;
     await driver.close();
