@@ -217,8 +217,9 @@ async function commit(
     payment,
     released_remainder: reservation.amount - payment.amount,
     ...(reconciled === undefined ? {} : { reconciled: reconciled.moved }),
-    // What a larger earlier report left unreconciled, for which the block froze again.
-    ...(reconciled && reconciled.left > 0 ? { unreconciled_left: reconciled.left, froze: true } : {}),
+    // What a larger earlier report left unreconciled, for which the block froze again (froze:
+    // false when it was frozen already, its earlier reason kept).
+    ...(reconciled && reconciled.left > 0 ? { unreconciled_left: reconciled.left, froze: block.frozen_at_ms === null } : {}),
     ...detail,
   });
   return { outcome: "applied", reason: "captured", reservation_id: reservation.reservation_id, block_id: reservation.block_id, evidence };

@@ -394,6 +394,22 @@ describe("POST /webhooks/razorpay", () => {
     ]);
   });
 
+  it("a payment that settles for less than it was counted on a block still frozen: the entry says froze: false, and the first reason stays", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const payment = { id: "pay_StillFrozen1", order_id, currency: "INR", status: "captured" };
+    expect((await send(paymentEvent("payment.captured", { ...payment, amount: 20_000 }))).body).toMatchObject({ outcome: "rejected" });
+    const frozen = await block(agent.block_id);
+    expect(frozen).toMatchObject({ frozen: true, unreconciled: 20_000 });
+    // No unfreeze: the block is still frozen when the same payment settles for the order's amount.
+    expect((await send(paymentEvent("payment.captured", { ...payment, amount: 10_000 }))).body).toMatchObject({ outcome: "applied" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, freeze_reason: frozen.freeze_reason, spent: 10_000, unreconciled: 10_000 });
+    const log = server.started.bursar.log;
+    const entries = await log.entries(0, await log.treeSize());
+    expect(entries.map((stored) => stored.entry.body).filter((body) => body.action === "commit" && (body.payment as { id?: string } | undefined)?.id === payment.id)).toEqual([
+      expect.objectContaining({ reconciled: 10_000, unreconciled_left: 10_000, froze: false }),
+    ]);
+  });
+
   it("a conflict that moved no money, reported again after an operator's unfreeze, is recorded without freezing the block again; another one freezes it", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     const settled = { id: "pay_Refreeze1", order_id, amount: 5_000, currency: "INR", status: "captured" };
