@@ -93,19 +93,44 @@ export async function markUnknown(
 /**
  * Counts a conflicting payment's money as unreconciled on the block, once per payment id: the
  * provider reports one capture several times (payment.captured and order.paid, redeliveries
- * under new event ids, the capture's answer, operator checks). Answers the amount added to the
- * block's unreconciled sum, or undefined when the payment was counted before.
+ * under new event ids, the capture's answer, operator checks). A later report that says more
+ * moved, in the same currency, raises the count to it: the ledger keeps the most any report said
+ * moved. `amount` is what this report says moved beyond what the block counts already (the
+ * payment's amount, or for a settled payment reported larger, the excess over its spend).
+ * Answers the amount added to the block's unreconciled sum, or undefined when the payment was
+ * counted before at as much or more.
  */
-async function countUnreconciled(tx: SqlTx, reservation: ReservationRow, payment: CapturedPayment, reason: string, now_ms: number): Promise<number | undefined> {
-  const counted = await tx.run(
-    `INSERT INTO unreconciled_payments (payment_id, reservation_id, block_id, amount, currency, reason, counted_at_ms)
-     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
-    [payment.id, reservation.reservation_id, reservation.block_id, payment.amount, payment.currency, reason, now_ms],
-  );
-  if (counted.changes !== 1) return undefined;
+async function countUnreconciled(
+  tx: SqlTx,
+  reservation: ReservationRow,
+  payment: CapturedPayment,
+  reason: string,
+  now_ms: number,
+  amount = payment.amount,
+): Promise<number | undefined> {
   // The block counts in its own currency's minor units: a payment in another is listed (with its
   // currency) and freezes the block, but adds nothing to its sums (USD cents are not paise).
-  const added = payment.currency === reservation.currency ? payment.amount : 0;
+  const counts = (counted: number) => (payment.currency === reservation.currency ? counted : 0);
+  const before = await tx.get<{ amount: number | string; currency: string; reservation_id: string }>(
+    "SELECT amount, currency, reservation_id FROM unreconciled_payments WHERE payment_id = ?",
+    [payment.id],
+  );
+  if (before) {
+    // Raised only on the reservation (and so the block) it was counted on.
+    const was = Number(before.amount);
+    if (before.reservation_id !== reservation.reservation_id || before.currency !== payment.currency || amount <= was) return undefined;
+    await tx.run("UPDATE unreconciled_payments SET amount = ?, reason = ?, counted_at_ms = ? WHERE payment_id = ?", [amount, reason, now_ms, payment.id]);
+    const added = counts(amount - was);
+    if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
+    return added;
+  }
+  const inserted = await tx.run(
+    `INSERT INTO unreconciled_payments (payment_id, reservation_id, block_id, amount, currency, reason, counted_at_ms)
+     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
+    [payment.id, reservation.reservation_id, reservation.block_id, amount, payment.currency, reason, now_ms],
+  );
+  if (inserted.changes !== 1) return undefined;
+  const added = counts(amount);
   if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
   return added;
 }
@@ -161,10 +186,11 @@ async function reject(
   reason: string,
   money_moved: boolean,
   detail: Record<string, unknown>,
+  moved_amount = payment.amount,
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
-  const counted = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms) : undefined;
+  const counted = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms, moved_amount) : undefined;
   const unreconciled = counted ?? 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
   // capture, and retries for a day): it froze the block when first counted, and freezing again
@@ -252,10 +278,13 @@ export async function settleCapture(
     if (payment.amount === reservation.captured_amount && payment.currency === reservation.currency) {
       return { outcome: "noop", reason: "already settled", reservation_id: reservation.reservation_id, block_id: reservation.block_id };
     }
-    // The provider contradicts the capture it reported before: nothing more is counted (the
-    // payment's money is spent already), but the block freezes for an operator to look.
+    // The provider contradicts the capture it reported before, and the block freezes for an
+    // operator to look. What it now says moved beyond the spend, in the block's currency, is
+    // counted unreconciled; less, or another currency, adds nothing (the spend stays).
     const settled = { amount: reservation.captured_amount, currency: reservation.currency };
-    return reject(tx, context, reservation, payment, via, "the settled payment is reported again with another amount or currency", false, { ...detail, settled });
+    const excess = payment.currency === reservation.currency ? payment.amount - (reservation.captured_amount ?? payment.amount) : 0;
+    const reason = "the settled payment is reported again with another amount or currency";
+    return reject(tx, context, reservation, payment, via, reason, excess > 0, { ...detail, settled }, excess);
   }
   if (reservation.status === "committed") {
     return reject(tx, context, reservation, payment, via, "a second payment captured on one reservation", true, detail);

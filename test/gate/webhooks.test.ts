@@ -365,16 +365,38 @@ describe("POST /webhooks/razorpay", () => {
     });
   }
 
-  it("a settled payment reported again with another amount or currency → 200 rejected; the block freezes, nothing more is counted", async () => {
+  it("a settled payment reported again with another amount or currency → 200 rejected; the block freezes; only a larger amount in the block's currency counts its excess unreconciled", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     const settled = { id: "pay_Again1", order_id, amount: 5_000, currency: "INR", status: "captured" };
     expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "applied" });
     expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "noop", reason: "already settled" });
-    for (const change of [{ amount: 10_000 }, { currency: "USD" }]) {
-      const answer = await send(paymentEvent("payment.captured", { ...settled, ...change }));
-      expect(answer.body).toMatchObject({ outcome: "rejected", reason: "the settled payment is reported again with another amount or currency" });
+    const reason = "the settled payment is reported again with another amount or currency";
+    // Less, or another currency: nothing more moved in the block's money; the spend stands.
+    for (const change of [{ amount: 3_000 }, { currency: "USD" }, { currency: "USD", amount: 9_000 }]) {
+      expect((await send(paymentEvent("payment.captured", { ...settled, ...change }))).body).toMatchObject({ outcome: "rejected", reason });
     }
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 0, spent: 5_000, unreconciled: 0 });
+    await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
+    // More: the provider says 4,000 moved beyond the spend. Counted once, and it freezes again.
+    expect((await send(paymentEvent("payment.captured", { ...settled, amount: 9_000 }))).body).toMatchObject({ outcome: "rejected", reason });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 5_000, unreconciled: 4_000 });
+    await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
+    expect((await send(paymentEvent("payment.captured", { ...settled, amount: 9_000 }))).body).toMatchObject({ outcome: "rejected", reason });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: false, spent: 5_000, unreconciled: 4_000 });
+    // Still more: the count rises to the most any report said moved, and the block freezes again.
+    expect((await send(paymentEvent("payment.captured", { ...settled, amount: 12_000 }))).body).toMatchObject({ outcome: "rejected", reason });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 5_000, unreconciled: 7_000 });
+    const log = server.started.bursar.log;
+    const entries = await log.entries(0, await log.treeSize());
+    const rejects = entries.map((stored) => stored.entry.body).filter((body) => body.action === "reject" && (body.payment as { id?: string } | undefined)?.id === settled.id);
+    expect(rejects.map((body) => [body.unreconciled, body.already_counted ?? body.already_reported ?? false])).toEqual([
+      [0, false],
+      [0, false],
+      [0, false],
+      [4_000, false],
+      [0, true],
+      [3_000, false],
+    ]);
   });
 
   it("a payment counted unreconciled at one amount that then settles for less: the difference stays unreconciled and the block freezes again", async () => {
@@ -414,7 +436,8 @@ describe("POST /webhooks/razorpay", () => {
     const { agent, order_id } = await heldOrder(10_000);
     const settled = { id: "pay_Refreeze1", order_id, amount: 5_000, currency: "INR", status: "captured" };
     expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "applied" });
-    const contradiction = paymentEvent("payment.captured", { ...settled, amount: 10_000 });
+    // Less than settled: a contradiction that moved no money beyond the spend.
+    const contradiction = paymentEvent("payment.captured", { ...settled, amount: 3_000 });
     expect((await send(contradiction)).body).toMatchObject({ outcome: "rejected" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true });
     expect((await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`)).body).toMatchObject({ frozen: false });
