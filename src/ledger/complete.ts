@@ -263,7 +263,8 @@ export type AbandonOutcome = { kind: "abandoned" } | { kind: "settled"; payment:
 /**
  * The capture failed and the payment is not captured: nothing moved, so the key is dropped and
  * the agent may try again. Its entry says which failure: `capture.refused` when the provider
- * refused it, `capture.unanswered` after a timeout, reset or 5xx (the capture may still land).
+ * refused it, `capture.unanswered` after a timeout, reset or 5xx (the capture may still land:
+ * the reservation is then marked outcome-unknown, for the operator's inbox).
  * Unless a webhook settled the payment meanwhile (the capture landed
  * after all): that completed the key, which stays and is what the agent hears. The payment is
  * unbound too (so another may be captured instead) when `unbind` says the failed capture cannot
@@ -290,10 +291,22 @@ export async function abandonCapture(
   if (unbind) {
     await tx.run("UPDATE reservations SET payment_id = NULL, updated_at_ms = ? WHERE reservation_id = ?", [context.clock().getTime(), reservation.reservation_id]);
   }
+  // No definite answer, and the payment still bound: the capture may still land. Should its
+  // webhooks be lost too, only the agent's next capture or a check would ever settle it, so the
+  // reservation goes to the operator's inbox (outcome unknown), as any unanswered call's does; its
+  // landing, or a check once it has stayed uncaptured for capture_unlanded_after_ms, clears it.
+  const may_land = !payment.unbind && reservation.status === "held" && reservation.payment_id === payment.payment_id;
+  if (may_land) {
+    await tx.run("UPDATE reservations SET outcome_unknown = 1, unknown_reason = ?, updated_at_ms = ? WHERE reservation_id = ?", [
+      `the capture of payment ${payment.payment_id} got no definite answer and may still land (${reason}): a check settles it if it did`,
+      context.clock().getTime(),
+      reservation.reservation_id,
+    ]);
+  }
   // This call's own row only, as for a refused order (storeOutcome).
   await dropIdempotency(tx, call.agent_id, call.key, call.reservation_id);
   const action = payment.refused ? "capture.refused" : "capture.unanswered";
-  await record(tx, context, "gate.settlement", { action, reservation_id: reservation.reservation_id, reason, payment_unbound: unbind });
+  await record(tx, context, "gate.settlement", { action, reservation_id: reservation.reservation_id, reason, payment_unbound: unbind, ...(may_land ? { outcome_unknown: true } : {}) });
   return { kind: "abandoned" };
 }
 

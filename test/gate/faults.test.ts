@@ -117,7 +117,27 @@ describe("provider faults", () => {
     expect(commits.map(({ entry }) => entry.body.via)).toEqual(["capture"]);
   });
 
-  it("a capture the provider refused (4xx) is recorded as refused", async () => {
+  it("a capture with no definite answer puts its reservation in the inbox; landed later with its webhooks lost, a check settles it and it leaves the inbox", async () => {
+    const { agent, client } = await buyer("f-capture-inbox");
+    const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
+    faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+    const failed = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    const { reservation_id } = failed.structuredContent as { reservation_id: string };
+    const unknown = async () =>
+      (await server.api<{ unknown_outcomes: Array<{ reservation_id: string; unknown_reason: string }> }>("GET", "/api/v1/inbox")).body.unknown_outcomes.filter(
+        (row) => row.reservation_id === reservation_id,
+      );
+    // Without this, nothing but the agent's next capture would ever settle it.
+    expect(await unknown()).toEqual([expect.objectContaining({ unknown_reason: expect.stringMatching(new RegExp(`^the capture of payment ${payment_id} got no definite answer and may still land`)) })]);
+    faults().set({ webhook_drop_next: 10 });
+    expect((await captureAtProvider(payment_id, 9_000)).kind).toBe("ok");
+    const checked = await server.api<Structured>("POST", `/api/v1/reservations/${reservation_id}/check`);
+    expect(checked.body).toMatchObject({ outcome: "applied", payment: { id: payment_id } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 9_000 });
+    expect(await unknown()).toEqual([]);
+  });
+
+  it("a capture the provider refused (4xx) is recorded as refused, and its reservation stays out of the inbox", async () => {
     const { agent, client } = await buyer("f-capture-4xx");
     const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
     faults().set({ error_4xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
@@ -125,6 +145,8 @@ describe("provider faults", () => {
     expect(refused.structuredContent).toMatchObject({ provider: "refused" });
     expect((refused.content as Array<{ text: string }>)[0]?.text).not.toMatch(/no definite answer/);
     expect(await abandonedCaptures(agent.agent_id)).toEqual(["capture.refused"]);
+    const inbox = await server.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
+    expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).not.toContain((refused.structuredContent as Structured).reservation_id);
   });
 
   it("the reservation check finds a timed-out order by receipt and settles only a proven capture", async () => {
