@@ -135,22 +135,20 @@ async function noOrder(context: GateContext, reservation: ReservationRow): Promi
 }
 
 /**
- * The provider says the reservation's order, one the gate made or linked, does not exist. From
- * the simulator mounted in this process, about an order made before it started, that proves the
- * order lost with an earlier process's simulator: the hold is released (releaseLostOrder). From
- * any other provider it proves nothing (its keys may now be another account's, where the order
- * exists and can be paid): the money stays held and the outcome is unknown, as before.
+ * The provider says the reservation's order, one the gate made or linked, does not exist. About
+ * an order another process's mounted simulator named, that proves the order lost with that
+ * process, whatever this process's provider is: the hold is released (releaseLostOrder). About
+ * any other order it proves nothing (the provider's keys may now be another account's, where the
+ * order exists and can be paid): the money stays held and the outcome is unknown, as before.
  */
 async function orderGone(context: GateContext, reservation: ReservationRow, order_id: string, description: string): Promise<Record<string, unknown>> {
   const { reservation_id } = reservation;
   const said = `the provider says order ${order_id} does not exist (${description})`;
-  if (!context.mounted_simulator) {
-    const reason = `${said}; the gate made that order, so from this provider that is no proof nothing can be paid on it (its keys may now be another account's, where the order exists and can be paid): the money stays held`;
-    return { reservation_id, order_id, outcome: "unknown", reason };
-  }
   const made_by = reservation.order_made_by;
   if (!orderLostWithSimulator(context, reservation) || typeof made_by !== "string") {
-    const reason = `${said}, yet no other process's mounted simulator named that order (a real account or a standalone simulator did, or it was named before orders were stamped): it may exist where it was made; the money stays held`;
+    const reason = context.mounted_simulator
+      ? `${said}, yet no other process's mounted simulator named that order (a real account or a standalone simulator did, or it was named before orders were stamped): it may exist where it was made; the money stays held`
+      : `${said}; the gate made that order, so from this provider that is no proof nothing can be paid on it (its keys may now be another account's, where the order exists and can be paid): the money stays held`;
     return { reservation_id, order_id, outcome: "unknown", reason };
   }
   const lost = await context.ledger.transaction((tx, ledger_context) => releaseLostOrder(tx, ledger_context, reservation_id, order_id, made_by));

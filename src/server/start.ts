@@ -327,9 +327,9 @@ function commitToken(pending: PendingOperatorToken, data_dir: string): ReturnTyp
 }
 
 /**
- * The mounted simulator starts empty: holds on orders an earlier process's simulator made can
- * never be paid or captured. Each is marked outcome-unknown (so the inbox lists it) and one line
- * says how many and what releases them.
+ * A mounted simulator keeps its orders in memory only: holds on orders an earlier process's
+ * mounted simulator made can never be paid or captured, whatever the provider now. Each is marked
+ * outcome-unknown (so the inbox lists it) and one line says how many and what releases them.
  */
 async function reportLostOrders(app: FastifyInstance, bursar: Bursar): Promise<void> {
   const marked = await markLostOrders(bursar.gate.gateContext);
@@ -344,7 +344,7 @@ async function running(app: FastifyInstance, config: Config, files: DataDirSetup
   setup.bind(url);
   await bursar.log.recordStart(configDigest(config), config.provider);
   await bursar.ledger.sweep();
-  if (setup.simulator) await reportLostOrders(app, bursar);
+  await reportLostOrders(app, bursar);
   stops.set(app, maintenance(bursar, app));
   const started: Started = { app, bursar, url, operator: files.tokens };
   if (setup.simulator) started.simulator = setup.simulator;

@@ -215,6 +215,33 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     await expectBooksBalance(second.started.bursar);
   });
 
+  it("a hold whose order the mounted simulator made, after a restart that switches to a real provider: listed in the inbox at start, and released by a check", async () => {
+    const dir = dataDir();
+    const first = await startGate(dir);
+    const agent = await agentWithBlock(first);
+    const created = await first.call(agent.token, "create_order", { amount: 30_000, currency: "INR", idempotency_key: "cart-switch" });
+    const reservation_id = created.reservation_id as string;
+    const order_id = (created.order as { id: string }).id;
+    await first.close();
+
+    // Started again on a real provider (a standalone simulator): no provider can have that order.
+    const razorpay = await startSimulator();
+    cleanups.push(() => razorpay.close());
+    const second = await startGate(dir, razorpayEnv(razorpay));
+    cleanups.push(() => second.close());
+    const inbox = await second.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
+    expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).toEqual([reservation_id]);
+    const check = await second.api("POST", `/api/v1/reservations/${reservation_id}/check`);
+    expect(check.body).toMatchObject({ reservation_id, order_id, outcome: "released", reason: expect.stringContaining(`no longer has order ${order_id}`) });
+    expect((await second.api("GET", `/api/v1/blocks/${agent.block_id}`)).body).toMatchObject({ held: 0, spent: 0 });
+    // The same call, repeated, is decided again and makes its order at the real provider.
+    const again = await second.call(agent.token, "create_order", { amount: 30_000, currency: "INR", idempotency_key: "cart-switch" });
+    expect(again).toMatchObject({ effect: "ALLOW", order: { amount: 30_000 } });
+    expect(again.reservation_id).not.toBe(reservation_id);
+    await expectLogVerifies(second);
+    await expectBooksBalance(second.started.bursar);
+  });
+
   it("a hold whose order a real provider made stays held when the restart switches to the mounted simulator: not listed as lost, the check answers unknown", async () => {
     const dir = dataDir();
     const razorpay = await startSimulator();

@@ -15,8 +15,9 @@ import { migration as rotation_replays } from "./011_rotation_replays.js";
 import { migration as observer_runs } from "./012_observer_runs.js";
 import { migration as conflict_reports } from "./013_conflict_reports.js";
 import { migration as order_made_by } from "./014_order_made_by.js";
+import { migration as held_simulator_orders } from "./015_held_simulator_orders.js";
 
-export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable, approval_order, velocity_ordinal, rotation_replays, observer_runs, conflict_reports, order_made_by]);
+export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable, approval_order, velocity_ordinal, rotation_replays, observer_runs, conflict_reports, order_made_by, held_simulator_orders]);
 
 /** The newest schema version this code knows. */
 export const schema_version_latest: number = Math.max(...migrations.map((migration) => migration.version));
