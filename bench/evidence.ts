@@ -14,10 +14,11 @@ import { EvidenceLog, type AppendResult } from "../src/evidence/store.js";
 import { fileLines, verifyExportFile } from "../src/evidence/verify.js";
 import { migration } from "../src/ledger/migrations/002_evidence.js";
 import { SqliteDriver } from "../src/ledger/sqlite.js";
+import { numberKnob } from "./support.js";
 
-const append_seconds = Number(process.env.BENCH_SECONDS ?? 3);
+const append_seconds = numberKnob("bench:evidence", "BENCH_SECONDS", 3, { min: 0, above_min: true, max: 60, whole: false });
 const batch_size = 100;
-const verify_entries = Number(process.env.BENCH_VERIFY_ENTRIES ?? 200_000);
+const verify_entries = numberKnob("bench:evidence", "BENCH_VERIFY_ENTRIES", 200_000, { min: 1, max: 10_000_000, whole: true });
 const build_batch = 1000;
 const interactive = Boolean(process.stderr.isTTY) && !process.env.CI;
 

@@ -29,11 +29,11 @@ import { acceptOnlyKey, createSimulator } from "../src/provider/simulator/index.
 import { buildServer } from "../src/server/app.js";
 import { answerStateless, json_schema_validator } from "../src/server/mcp.js";
 import { maintenance_interval_ms, startServer } from "../src/server/start.js";
-import { unbounded_block } from "./support.js";
+import { choiceKnob, numberKnob, unbounded_block } from "./support.js";
 
-const measure_seconds = Number(process.env.BENCH_SECONDS ?? 3);
-const slices_per_configuration = Number(process.env.BENCH_SLICES ?? 3);
-const warmup_calls = Number(process.env.BENCH_WARMUP_CALLS ?? 300);
+const measure_seconds = numberKnob("bench:gate", "BENCH_SECONDS", 3, { min: 0, above_min: true, max: 20, whole: false });
+const slices_per_configuration = numberKnob("bench:gate", "BENCH_SLICES", 3, { min: 1, max: 10, whole: true });
+const warmup_calls = numberKnob("bench:gate", "BENCH_WARMUP_CALLS", 300, { min: 0, max: 10_000, whole: true });
 const concurrency_levels = [1, 16] as const;
 /** A slice also stops at this many calls, whatever the clock says. */
 const calls_per_slice_max = 200_000;
@@ -46,7 +46,7 @@ const goal_throughput_ratio = 0.8;
 const operator_token = "bench-operator-token-0123456789";
 const interactive = Boolean(process.stdout.isTTY) && !process.env.CI;
 /** "worker" (default): each server on its own thread, like a separate process; "inline": all on one thread. */
-const placement = process.env.BENCH_SERVERS === "inline" ? "inline" : "worker";
+const placement = choiceKnob("bench:gate", "BENCH_SERVERS", ["worker", "inline"]);
 
 /**
  * bare: no policy, ledger or log. log: the bare server plus Bursar's evidence log alone, as
@@ -576,9 +576,6 @@ function printSteps(all: readonly Measured[]): void {
 }
 
 async function main(): Promise<void> {
-  assert(measure_seconds > 0 && measure_seconds <= 20, "BENCH_SECONDS must be in (0, 20]");
-  assert(Number.isSafeInteger(slices_per_configuration) && slices_per_configuration >= 1 && slices_per_configuration <= 10, "BENCH_SLICES must be 1..10");
-  assert(Number.isSafeInteger(warmup_calls) && warmup_calls >= 0 && warmup_calls <= 10_000, "BENCH_WARMUP_CALLS must be 0..10000");
   const load_before = loadavg()[0] ?? 0;
   const servers: RunningServer[] = [];
   try {

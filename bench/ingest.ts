@@ -27,11 +27,12 @@ import { answerBytes, ingestDelivery } from "../src/ingest/ingest.js";
 import { signatureHeader } from "../src/ingest/signature.js";
 import { buildServer } from "../src/server/app.js";
 import { evidenceSources } from "../src/server/routes/evidence-sources.js";
+import { numberKnob } from "./support.js";
 
-const deliveries = Number(process.env.BENCH_DELIVERIES ?? 40);
+const deliveries = numberKnob("bench:ingest", "BENCH_DELIVERIES", 40, { min: 1, max: 10_000, whole: true });
 /** Untimed deliveries first, on each path: fewer than ~10 leave the JIT visibly cold. */
-const warmup_deliveries = Number(process.env.BENCH_WARMUP_DELIVERIES ?? 10);
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const warmup_deliveries = numberKnob("bench:ingest", "BENCH_WARMUP_DELIVERIES", 10, { min: 0, max: 10_000, whole: true });
+const rounds = numberKnob("bench:ingest", "BENCH_ROUNDS", 3, { min: 1, max: 100, whole: true });
 const records_per_delivery = 500;
 const goal_records_per_second = 20_000;
 const operator_token = "bench-operator-token-0123456789";

@@ -12,9 +12,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createBursar, type Bursar } from "../src/index.js";
 import type { SqliteDriver } from "../src/ledger/sqlite.js";
-import { unbounded_block } from "./support.js";
+import { numberKnob, unbounded_block } from "./support.js";
 
-const seconds = Number(process.env.BENCH_SECONDS ?? 3);
+const seconds = numberKnob("bench:ledger", "BENCH_SECONDS", 3, { min: 0, above_min: true, max: 60, whole: false });
 
 /** Authorizations from `concurrency` loops at once: with group commit, loops that queue behind
  *  one another share one COMMIT (one fsync). */
@@ -46,7 +46,7 @@ async function ledgerRate(dir: string, concurrency: number): Promise<{ rate: num
   return { rate, count };
 }
 
-const flood_calls = Number(process.env.BENCH_VELOCITY_FLOOD ?? 20_000);
+const flood_calls = numberKnob("bench:ledger", "BENCH_VELOCITY_FLOOD", 20_000, { min: 0, max: 1_000_000, whole: true });
 const velocity_sample_calls = 2_000;
 
 /** Every velocity call has a key of its own, so none replays another. */
@@ -135,9 +135,6 @@ function rawRate(dir: string): { rate: number; count: number } {
 }
 
 async function main(): Promise<void> {
-  if (!Number.isSafeInteger(flood_calls) || flood_calls < 0 || flood_calls > 1_000_000) {
-    throw new Error(`bench:ledger: BENCH_VELOCITY_FLOOD must be an integer from 0 to 1000000, got ${process.env.BENCH_VELOCITY_FLOOD}`);
-  }
   const dir = mkdtempSync(join(tmpdir(), "bursar-bench-ledger-"));
   try {
     const raw = rawRate(dir);

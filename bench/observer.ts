@@ -27,13 +27,14 @@ import { createBursar } from "../src/index.js";
 import { buildServer } from "../src/server/app.js";
 import { evidenceSources } from "../src/server/routes/evidence-sources.js";
 import type { ClientAnswer, ClientCommand } from "./observer-client.js";
+import { numberKnob } from "./support.js";
 
-const calls = Number(process.env.BENCH_CALLS ?? 3000);
-const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 8);
-const ttfb_samples = Number(process.env.BENCH_TTFB_SAMPLES ?? 300);
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const calls = numberKnob("bench:observer", "BENCH_CALLS", 3000, { min: 1, max: 1_000_000, whole: true });
+const concurrency = numberKnob("bench:observer", "BENCH_CONCURRENCY", 8, { min: 1, max: 256, whole: true });
+const ttfb_samples = numberKnob("bench:observer", "BENCH_TTFB_SAMPLES", 300, { min: 1, max: 100_000, whole: true });
+const rounds = numberKnob("bench:observer", "BENCH_ROUNDS", 3, { min: 1, max: 100, whole: true });
 /** Calls per side made one at a time: the added latency of a call that does not queue. */
-const unloaded_calls = Number(process.env.BENCH_UNLOADED_CALLS ?? 600);
+const unloaded_calls = numberKnob("bench:observer", "BENCH_UNLOADED_CALLS", 600, { min: 1, max: 100_000, whole: true });
 const goal_ratio = 0.9;
 const goal_added_p50_ms = 1;
 const warmup_calls = 300;

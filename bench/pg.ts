@@ -25,24 +25,34 @@ import pg from "pg";
 import { generateSigningKeyPem } from "../src/evidence/index.js";
 import { decision_batch_max } from "../src/ledger/authorize-batch.js";
 import { pg_pool_connections_max, withLiterals } from "../src/ledger/postgres.js";
+import { isPostgresUrl, maskedDb } from "../src/config.js";
 import { createBursar } from "../src/index.js";
-import { unbounded_block } from "./support.js";
+import { numberKnob, refuse, unbounded_block } from "./support.js";
 
-const seconds = Number(process.env.BENCH_SECONDS ?? 3);
+const seconds = numberKnob("bench:pg", "BENCH_SECONDS", 3, { min: 0, above_min: true, max: 60, whole: false });
 /**
  * Each cell's workers run this long before counting starts: a fresh process spends its first
  * second or two opening its pool's connections, preparing statements on each and compiling its
  * hot paths, which would otherwise be charged to a 3-second cell (measured: up to twice the Node
  * CPU per decision and a third fewer decisions/s than the same cell warmed).
  */
-const warmup_seconds = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
-const server = process.env.BURSAR_BENCH_PG ?? process.env.BURSAR_TEST_PG ?? "postgres://postgres@127.0.0.1:5432/test";
+const warmup_seconds = numberKnob("bench:pg", "BENCH_WARMUP_SECONDS", 2, { min: 0, max: 60, whole: false });
+const server_default = "postgres://postgres@127.0.0.1:5432/test";
+const server = process.env.BURSAR_BENCH_PG || process.env.BURSAR_TEST_PG || server_default;
+/** Where `server` came from, as a refusal names it (its password masked). */
+const server_named = process.env.BURSAR_BENCH_PG
+  ? `BURSAR_BENCH_PG=${maskedDb(server)}`
+  : process.env.BURSAR_TEST_PG
+    ? `BURSAR_TEST_PG=${maskedDb(server)} (BURSAR_BENCH_PG unset)`
+    : `BURSAR_BENCH_PG (unset; the default ${server_default})`;
+/** How long the first connection may take before the server counts as unreachable. */
+const server_connect_timeout_ms = 10_000;
 /**
  * Concurrent decision loops per process: the calls a gate process has in flight. Batching
  * decouples them from the pool's 10 connections; at 16 a process's batches were too small to
  * keep the log lock busy, so the goal's cell is also printed at 16 beside the default.
  */
-const loops_per_process = Number(process.env.BENCH_LOOPS ?? 32);
+const loops_per_process = numberKnob("bench:pg", "BENCH_LOOPS", 32, { min: 1, max: 1_000, whole: true });
 const loops_compared = 16;
 const process_counts = [1, 2, 4] as const;
 const block_counts = [1, 100] as const;
@@ -384,11 +394,29 @@ async function sqliteRate(key: string): Promise<number> {
   }
 }
 
-async function main(): Promise<void> {
-  if (!(seconds > 0 && seconds <= 60)) throw new Error(`BENCH_SECONDS must be a number of seconds in (0, 60], not ${process.env.BENCH_SECONDS}`);
-  if (!(warmup_seconds >= 0 && warmup_seconds <= 60)) {
-    throw new Error(`BENCH_WARMUP_SECONDS must be a number of seconds in [0, 60], not ${process.env.BENCH_WARMUP_SECONDS}`);
+/**
+ * Stops the benchmark before any work when PostgreSQL cannot be reached with `server` (down, an
+ * unknown host, refused credentials, a database that does not exist): one line naming the
+ * variable, its password masked, and the error; not a pg stack minutes into the run.
+ */
+async function refuseUnreachableServer(): Promise<void> {
+  if (!isPostgresUrl(server)) refuse("bench:pg", `${server_named}: expected a postgres:// URL`);
+  const probe = new pg.Client({ connectionString: server, connectionTimeoutMillis: server_connect_timeout_ms });
+  // An error event after connect() failed (the socket closing) is the same failure: not a crash.
+  probe.on("error", () => undefined);
+  try {
+    await probe.connect();
+    await probe.query("SELECT 1");
+  } catch (error) {
+    const message = (error as Error).message.split(server).join(maskedDb(server));
+    refuse("bench:pg", `${server_named}: cannot reach PostgreSQL (${message})`);
+  } finally {
+    await probe.end().catch(() => undefined);
   }
+}
+
+async function main(): Promise<void> {
+  await refuseUnreachableServer();
   const key = generateSigningKeyPem();
   const sqlite = await sqliteRate(key);
   console.log(

@@ -234,6 +234,9 @@ export function databaseError(db: string, error: unknown): unknown {
       `BURSAR_DB=${db}: the SQLite database is locked by another process (another bursar serve or migrate on it, or one stopped while writing; ${message}); nothing was changed: stop that process, or point BURSAR_DB elsewhere`,
     );
   }
+  // A file SQLite opened but cannot read: damaged or cut short (CORRUPT and its extended codes),
+  // or a read that failed (IOERR, e.g. IOERR_SHORT_READ). Met by serve's PRAGMAs or a migration.
+  if (/^SQLITE_(CORRUPT|IOERR)/.test(code_text)) return new ConfigError(`BURSAR_DB=${db}: cannot read the SQLite database (${message})`);
   const cannot_open = /^SQLITE_(CANTOPEN|READONLY|PERM|NOTADB|AUTH)/.test(code_text) || /directory does not exist/.test(message);
   return cannot_open ? new ConfigError(`BURSAR_DB=${db}: cannot open the SQLite database (${message})`) : error;
 }

@@ -3,13 +3,28 @@
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { isPlainObject } from "../policy/index.js";
 
 export type Connection = { kind: "http"; url: string; token: string } | { kind: "stdio"; url: string; token: string; bin: string };
 
 export const buyer_client_info = { name: "bursar-buyer", version: "0.1.0" };
 
-export async function connect(connection: Connection): Promise<Client> {
+/**
+ * The HTTP status (401 or 403) with which the gate refused the agent token, when `error` from
+ * connect says so: the HTTP transport's error, or over stdio the bridge's JSON-RPC error, whose
+ * data carries the gate's status as `http_status`. Undefined for every other failure.
+ */
+export function refusedTokenStatus(error: unknown): 401 | 403 | undefined {
+  let status: unknown;
+  if (error instanceof StreamableHTTPError) status = error.code;
+  else if (error instanceof McpError && isPlainObject(error.data)) status = error.data.http_status;
+  return status === 401 || status === 403 ? status : undefined;
+}
+
+/** Connects to the gate; over stdio, the bridge's diagnostics go to `stderr` once connected. */
+export async function connect(connection: Connection, stderr: NodeJS.WritableStream = process.stderr): Promise<Client> {
   const client = new Client(buyer_client_info);
   if (connection.kind === "http") {
     const transport = new StreamableHTTPClientTransport(new URL(`${connection.url.replace(/\/+$/, "")}/mcp`), {
@@ -23,8 +38,20 @@ export async function connect(connection: Connection): Promise<Client> {
     args: [connection.bin, "mcp-stdio", "--url", connection.url],
     // The bridge holds the agent token and nothing else: not the operator token or a model's API key this process may hold.
     env: { ...getDefaultEnvironment(), BURSAR_AGENT_TOKEN: connection.token },
-    stderr: "inherit",
+    stderr: "pipe",
   });
-  await client.connect(transport);
+  // What the bridge says while connecting is held back: a failed connect is the buyer's one line
+  // to report (the bridge's error answer carries the same words), not two.
+  const held: Buffer[] = [];
+  const hold = (chunk: Buffer) => held.push(chunk);
+  const bridge_stderr = transport.stderr;
+  bridge_stderr?.on("data", hold);
+  try {
+    await client.connect(transport);
+  } finally {
+    bridge_stderr?.off("data", hold);
+  }
+  for (const chunk of held) stderr.write(chunk);
+  bridge_stderr?.pipe(stderr, { end: false });
   return client;
 }

@@ -2,6 +2,7 @@
 
 import { accessSync, constants as fs_constants } from "node:fs";
 import { constants } from "node:os";
+import { Writable } from "node:stream";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { makeDirectories } from "../datadir.js";
 import { ConfigError, fileError, listen_host_expected, parseHttpUrl, token_shape } from "../config.js";
@@ -68,6 +69,33 @@ function parsing<T>(parse: () => T, positionals: boolean): T {
 }
 
 type OptionsConfig = NonNullable<ParseArgsConfig["options"]>;
+
+/** A value that reads as a negative number: `-5`, `-1.5`. */
+const negative_number = /^-\d+(\.\d*)?$/;
+
+/**
+ * `--reserved -5` as `--reserved=-5`: parseArgs refuses a value starting with "-" unless it is
+ * joined ("argument is ambiguous"), so the option never got to say its range, as it does for
+ * `--reserved=-5`. Only a long string option's next argument that reads as a negative number is
+ * joined, and nothing after a `--`.
+ */
+function negativeValuesJoined(args: readonly string[], options: OptionsConfig): string[] {
+  const joined: string[] = [];
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!;
+    if (arg === "--") return [...joined, ...args.slice(index)];
+    const next = args[index + 1];
+    const name = arg.startsWith("--") && !arg.includes("=") ? arg.slice(2) : undefined;
+    const takes_value = name !== undefined && Object.hasOwn(options, name) && options[name]?.type === "string";
+    if (takes_value && next !== undefined && negative_number.test(next)) {
+      joined.push(`${arg}=${next}`);
+      index++;
+    } else {
+      joined.push(arg);
+    }
+  }
+  return joined;
+}
 type Parsed<T extends OptionsConfig> = ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: true; strict: true }>>;
 
 /**
@@ -75,7 +103,8 @@ type Parsed<T extends OptionsConfig> = ReturnType<typeof parseArgs<{ args: strin
  * parseArgs keeps the last value, so `block create --reserved 100 … --reserved 100000` would pass unnoticed.
  */
 export function parseStrict<const C extends ParseArgsConfig & { args: string[]; strict: true }>(config: C, takes_positionals = config.allowPositionals === true): ReturnType<typeof parseArgs<C>> {
-  const parsed = parsing(() => parseArgs({ ...config, tokens: true }), takes_positionals);
+  const args = negativeValuesJoined(config.args, config.options ?? {});
+  const parsed = parsing(() => parseArgs({ ...config, args, tokens: true }), takes_positionals);
   const given = new Map<string, string>();
   for (const token of parsed.tokens ?? []) {
     if (token.kind !== "option" || config.options?.[token.name]?.multiple) continue;
@@ -170,6 +199,36 @@ export function secretOption(raw: string | undefined, name: string, what: string
 export function bearerToken(token: string, name: string, what: string): string {
   if (!token_shape.test(token)) throw new ConfigError(`${name} holds whitespace or a control character (a pasted line break?): set it to the ${what} alone`);
   return token;
+}
+
+/** What stands in a printed text for a token the command sent. */
+export const redaction = "[redacted]";
+
+/**
+ * `text` with each token the command sent (operator token, agent token) replaced by
+ * [redacted]: whatever server --url reaches may quote the Authorization header back in its
+ * error text, and fetch's own messages can quote it too.
+ */
+export function redacted(text: string, tokens: ReadonlyArray<string | undefined>): string {
+  let shown = text;
+  for (const token of tokens) if (token) shown = shown.split(token).join(redaction);
+  return shown;
+}
+
+/**
+ * `out` with `tokens` redacted from every write (see redacted), for a command that prints what
+ * a server said in many places. Each write passes on at once (the callback is called in the
+ * same turn), so lines written here and straight to `out` keep their order. Tokens are one run
+ * of visible ASCII and every writer here writes whole lines, so none is split between writes.
+ */
+export function redactingStream(out: NodeJS.WritableStream, tokens: ReadonlyArray<string | undefined>): NodeJS.WritableStream {
+  return new Writable({
+    decodeStrings: false,
+    write(chunk: unknown, _encoding, done) {
+      out.write(redacted(typeof chunk === "string" ? chunk : String(chunk), tokens));
+      done();
+    },
+  });
 }
 
 /**

@@ -42,22 +42,22 @@ async function refuseNewerStoredSchema(driver: SqlDriver): Promise<void> {
 }
 
 /**
- * SQLite's codes for a file it cannot read as a database: damaged or cut short (CORRUPT, with its
- * extended codes), not a database at all (NOTADB), unreadable (IOERR, e.g. BURSAR_DB=/dev/null
- * opened for writing), or one it may not open or write.
+ * A SQLite code databaseError (config.ts) leaves alone but a reading command still reports as
+ * its own: a full disk (FULL) met while SQLite writes its temporary files or WAL index. Damaged,
+ * cut short, unreadable or unopenable files databaseError reports itself.
  */
-const sqlite_unreadable_code = /^SQLITE_(CORRUPT|NOTADB|IOERR|CANTOPEN|READONLY|PERM|AUTH|FULL)/;
+const sqlite_full_code = /^SQLITE_FULL/;
 
 /**
  * `error` from reading or writing `db` as a command reports it: one line naming BURSAR_DB and
  * SQLite's own message (ConfigError, exit 2) for a database file SQLite cannot read, not a
  * SqliteError stack; otherwise as config.ts databaseError makes it (PostgreSQL unreachable, a
- * schema too new, …).
+ * schema too new, a damaged file, …).
  */
 export function storedDatabaseError(db: string, error: unknown): unknown {
   const reported = databaseError(db, error);
   if (reported !== error || isPostgresUrl(db)) return reported;
   const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== "string" || !sqlite_unreadable_code.test(code)) return error;
+  if (typeof code !== "string" || !sqlite_full_code.test(code)) return error;
   return new ConfigError(`BURSAR_DB=${db}: cannot read the SQLite database (${(error as Error).message})`);
 }

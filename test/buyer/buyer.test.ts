@@ -41,6 +41,22 @@ describe("bursar buyer --scripted", () => {
     const block = (await (await fetch(`${gate.url}/api/v1/blocks/${agent.block_id}`, { headers: { authorization: `Bearer ${admin}` } })).json()) as { spent: number; held: number; reserved: number; revoked: boolean };
     expect(block.spent + block.held).toBeLessThanOrEqual(block.reserved);
     expect(block.revoked).toBe(true);
+    expect(run.stdout).not.toContain("not reached");
+  });
+
+  it("--overspend after a --scripted run of the same agent names the rules it did not reach, and why", async () => {
+    // As the README's Buyers section runs them: the basket first, then --overspend with the same
+    // agent, whose basket calls still count in its velocity window (10 per 60 s by default).
+    const agent = await agentWithBlock("basket-then-overspend");
+    const basket = await runBursar(["buyer", "--scripted", "--url", gate.url, "--token", agent.token]);
+    expect(basket.code, basket.stderr).toBe(0);
+    const run = await runBursar(["buyer", "--scripted", "--overspend", "--url", gate.url, "--token", agent.token, "--operator-token", admin]);
+    expect(run.code, run.stderr).toBe(0);
+    const rules = /rules: (.*)$/m.exec(run.stdout)?.[1]?.split(", ") ?? [];
+    const missed = ["CALLER", "R0", "R1", "R4", "R5", "R6", "R7"].filter((rule) => !rules.includes(rule));
+    expect(missed.length).toBeGreaterThan(0);
+    expect(run.stdout).toContain(`not reached: ${missed.join(", ")} (their attempts were refused by another rule first (see above): this agent's earlier calls still count in its velocity window (R6)`);
+    expect(run.stdout).toMatch(/run it with a fresh agent and block\n$/);
   });
 
   it("buys the basket over stdio through bursar mcp-stdio", async () => {

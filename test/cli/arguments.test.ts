@@ -216,7 +216,8 @@ describe("command arguments", () => {
   });
 
   it.each([
-    [["block", "create", "--agent", "agt_x", "--currency", "INR", "--reserved", "-5"], "Option '--reserved' argument is ambiguous. Did you forget to specify the option argument for '--reserved'? To specify an option argument starting with a dash use '--reserved=-XYZ'."],
+    // Space-separated, as joined (--reserved=-5): the option's range, not parseArgs' "argument is ambiguous".
+    [["block", "create", "--agent", "agt_x", "--currency", "INR", "--reserved", "-5"], '--reserved "-5": expected a whole number from 100 to 1000000000000'],
     [["verify", "--inclusion", "proof.json", "--index", "99999999999999999999"], `--index: expected an entry's seq, a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`],
     [["verify", "log.jsonl", "--checkpoint", "", "--key", "k"], '--checkpoint "": expected the path of a checkpoint file (an empty path names none)'],
     // parseArgs' own message left a quote unclosed.

@@ -24,6 +24,17 @@ describe("bursar buyer with a refused agent token", () => {
     expect(result.stdout).toBe("");
   });
 
+  it("says so over --stdio too, in one line, not that the gate may be down", async () => {
+    const result = await runBursar(["buyer", "--scripted", "--stdio", "--url", server.url, "--token", "bsr_agent_wrong"], { BURSAR_AGENT_TOKEN: "" }, undefined, 60_000);
+    expect(result.code).toBe(1);
+    const lines = result.stderr.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^bursar buyer: the gate at ${server.url}/mcp answered HTTP 401: .*; the agent token \\(--token\\) was refused$`));
+    expect(result.stderr).not.toContain("bursar serve");
+    expect(result.stderr).not.toContain("MCP error");
+    expect(result.stdout).toBe("");
+  });
+
   it("names --token when the token came from the option", async () => {
     const result = await runBursar(["buyer", "--scripted", "--token", "bsr_agent_wrong"], { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: "" });
     expect(result.code).toBe(1);

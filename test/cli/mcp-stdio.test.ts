@@ -103,7 +103,7 @@ describe("bursar mcp-stdio", () => {
   it("answers with a JSON-RPC error and exits 1 when the gate refuses the token", async () => {
     const piped = await pipeThroughBridge([initialize], { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: "bsr_agent_not-a-real-token" });
     expect(piped.code).toBe(1);
-    expect(piped.messages).toEqual([{ jsonrpc: "2.0", id: 1, error: { code: bridge_error_code, message: expect.stringContaining("HTTP 401") } }]);
+    expect(piped.messages).toEqual([{ jsonrpc: "2.0", id: 1, error: { code: bridge_error_code, message: expect.stringContaining("HTTP 401"), data: { http_status: 401 } } }]);
     expect(piped.stderr).toContain("HTTP 401");
   });
 

@@ -2,7 +2,8 @@
 // API. Also home of the small operator-API client that `bursar block` shares.
 
 import { visibleText } from "../../policy/arguments.js";
-import { baseUrl, bearerToken, parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { token_shape } from "../../config.js";
+import { baseUrl, bearerToken, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
 
 export const server_url_default = "http://127.0.0.1:8787";
 /** Operator calls are single-row writes; a server that takes longer than this is not answering. */
@@ -46,19 +47,24 @@ export class OperatorApiError extends Error {
   override name = "OperatorApiError";
 }
 
-function serverError(status: number, text: string): OperatorApiError {
+/** The server's error answer as one line, without the operator token it may quote back (`got auth Bearer …`). */
+function serverError(status: number, text: string, token: string): OperatorApiError {
+  return new OperatorApiError(redacted(serverErrorText(status, text), [token]));
+}
+
+function serverErrorText(status: number, text: string): string {
   try {
     const parsed = JSON.parse(text) as { error?: { code?: string; message?: string; details?: unknown } };
     if (parsed.error?.message) {
       const details = parsed.error.details === undefined ? "" : ` ${JSON.stringify(parsed.error.details)}`;
-      return new OperatorApiError(visibleText(`HTTP ${status} ${parsed.error.code ?? "error"}: ${parsed.error.message}${details}`));
+      return visibleText(`HTTP ${status} ${parsed.error.code ?? "error"}: ${parsed.error.message}${details}`);
     }
   } catch {
     // not JSON: fall through and show the raw text
   }
   // On one line, with control and invisible characters as escapes: printed as sent, the answer
   // of whatever server --url reaches could move the cursor or reorder the line.
-  return new OperatorApiError(visibleText(`HTTP ${status}: ${text.slice(0, 500) || "(empty body)"}`));
+  return visibleText(`HTTP ${status}: ${text.slice(0, 500) || "(empty body)"}`);
 }
 
 /** Calls the operator API; resolves to the parsed JSON body, or throws OperatorApiError. */
@@ -75,18 +81,21 @@ export async function operatorRequest(target: OperatorTarget, method: "GET" | "P
   } catch (error) {
     const cause_of = (error as { cause?: { code?: string; message?: string } }).cause;
     const cause = cause_of?.code ?? cause_of?.message ?? (error as Error).message;
-    throw new OperatorApiError(`cannot reach ${target.base_url} (${cause}); is \`bursar serve\` running? (set BURSAR_URL or --url)`);
+    throw new OperatorApiError(redacted(`cannot reach ${target.base_url} (${cause}); is \`bursar serve\` running? (set BURSAR_URL or --url)`, [target.token]));
   }
   const text = await response.text();
-  if (!response.ok) throw serverError(response.status, text);
+  if (!response.ok) throw serverError(response.status, text, target.token);
   return text ? (JSON.parse(text) as unknown) : {};
 }
 
-/** Runs one operator call for a command: prints the JSON result, or the server's error (exit 1). */
-export async function printOperatorCall(io: CliIo, command: string, call: () => Promise<unknown>): Promise<{ result: unknown } | undefined> {
+/**
+ * Runs one operator call for a command: prints the JSON result, or the server's error (exit 1);
+ * neither with the operator token (`target.token`) in it, should the server quote it back.
+ */
+export async function printOperatorCall(io: CliIo, command: string, target: OperatorTarget, call: () => Promise<unknown>): Promise<{ result: unknown } | undefined> {
   try {
     const result = await call();
-    println(io.stdout, JSON.stringify(result, null, 2));
+    println(io.stdout, redacted(JSON.stringify(result, null, 2), [target.token]));
     return { result };
   } catch (error) {
     if (!(error instanceof OperatorApiError)) throw error;
@@ -119,8 +128,8 @@ ${operator_help}
 
 ${operator_environment_help}`;
 
-function printHints(io: CliIo, base_url: string, agent: { agent_id?: unknown; token?: unknown }): void {
-  const token = String(agent.token);
+function printHints(io: CliIo, base_url: string, agent: { agent_id: string; token: string }): void {
+  const token = agent.token;
   const config = { mcpServers: { bursar: { command: "bursar", args: ["mcp-stdio"], env: { BURSAR_URL: base_url, BURSAR_AGENT_TOKEN: token } } } };
   println(io.stderr, "");
   println(io.stderr, "The agent token is shown once. For the agent's shell:");
@@ -129,7 +138,20 @@ function printHints(io: CliIo, base_url: string, agent: { agent_id?: unknown; to
   println(io.stderr, "MCP client configuration (e.g. Claude Desktop's claude_desktop_config.json):");
   println(io.stderr, JSON.stringify(config, null, 2).replace(/^/gm, "  "));
   println(io.stderr, "");
-  println(io.stderr, `Next: bursar block create --agent ${String(agent.agent_id)} --currency INR --reserved 1000000`);
+  println(io.stderr, `Next: bursar block create --agent ${agent.agent_id} --currency INR --reserved 1000000`);
+}
+
+/**
+ * The server's answer to agent create, refused unless it holds an agent_id and a token: an
+ * answer without (a server that is not Bursar's at --url) printed `export BURSAR_AGENT_TOKEN=undefined`.
+ */
+function createdAgent(result: unknown): { agent_id: string; token: string } {
+  const agent = result as { agent_id?: unknown; token?: unknown } | null;
+  const has_id = typeof agent?.agent_id === "string" && agent.agent_id !== "";
+  if (!has_id || typeof agent.token !== "string" || !token_shape.test(agent.token)) {
+    throw new OperatorApiError("the server answered without an agent_id and an agent token (is --url/BURSAR_URL a Bursar server?); no agent to show");
+  }
+  return agent as { agent_id: string; token: string };
 }
 
 async function disable(rest: string[], values: { name?: string | undefined; url?: string | undefined; token?: string | undefined }, io: CliIo): Promise<number> {
@@ -138,7 +160,7 @@ async function disable(rest: string[], values: { name?: string | undefined; url?
   if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
   if (values.name !== undefined) throw new UsageError("--name applies to agent create, not agent disable");
   const target = operatorTarget(values, io.env);
-  const disabled = await printOperatorCall(io, "agent disable", () => operatorRequest(target, "POST", `/api/v1/agents/${encodeURIComponent(id)}/disable`));
+  const disabled = await printOperatorCall(io, "agent disable", target, () => operatorRequest(target, "POST", `/api/v1/agents/${encodeURIComponent(id)}/disable`));
   return disabled === undefined ? 1 : 0;
 }
 
@@ -154,8 +176,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!name) throw new UsageError(`--name is required (1 to ${agent_name_length_max} characters)`);
   if (name.length > agent_name_length_max) throw new UsageError(`--name: ${name.length} characters; at most ${agent_name_length_max}`);
   const target = operatorTarget(values, io.env);
-  const created = await printOperatorCall(io, "agent create", () => operatorRequest(target, "POST", "/api/v1/agents", { name }));
+  const created = await printOperatorCall(io, "agent create", target, async () => createdAgent(await operatorRequest(target, "POST", "/api/v1/agents", { name })));
   if (created === undefined) return 1;
-  printHints(io, target.base_url, created.result as { agent_id?: unknown; token?: unknown });
+  printHints(io, target.base_url, created.result as { agent_id: string; token: string });
   return 0;
 }

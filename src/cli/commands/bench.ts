@@ -27,7 +27,9 @@ benchmarks:
   observer   an MCP client through the chained observer and directly
 
 Environment: each benchmark's own BENCH_* knobs (e.g. BENCH_SECONDS; the README's
-Benchmarks section lists them all); all variables are passed to the child unchanged.`;
+Benchmarks section lists them all, with their limits); all variables are passed to the child
+unchanged. A knob set but empty, not a number or outside its limits, or a BURSAR_BENCH_PG that
+bench pg cannot reach, stops the benchmark before any work: one line, exit 2.`;
 
 function listing(): string {
   return `benchmarks: ${bench_names.join(", ")} (run: bursar bench NAME)`;

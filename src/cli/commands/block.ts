@@ -140,6 +140,6 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseOptions(argv, block_options);
   const call = request(positionals, values);
   const target = operatorTarget(values, io.env);
-  const result = await printOperatorCall(io, `block ${positionals[0]}`, () => operatorRequest(target, call.method, call.path, call.body));
+  const result = await printOperatorCall(io, `block ${positionals[0]}`, target, () => operatorRequest(target, call.method, call.path, call.body));
   return result === undefined ? 1 : 0;
 }

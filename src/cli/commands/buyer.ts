@@ -2,13 +2,13 @@
 // --overspend to meet every rule) or driven by a real model through an OpenAI-compatible API.
 
 import { join } from "node:path";
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { connect, type Connection } from "../../buyer/connect.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { connect, refusedTokenStatus, type Connection } from "../../buyer/connect.js";
 import { parseHttpUrl, secret } from "../../config.js";
 import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
-import { baseUrlOption, bearerToken, CommandError, parseFlags, println, secretOption, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, bearerToken, CommandError, parseFlags, println, redacted, redactingStream, secretOption, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T] [--stdio]
@@ -81,6 +81,32 @@ function reason(error: unknown): string {
   return text.split("\n")[0] ?? text;
 }
 
+/** The rules --overspend tries to meet (src/buyer/scripted.ts overspend), R4 only with an operator token. */
+const overspend_rules = ["CALLER", "R0", "R1", "R5", "R6", "R7"] as const;
+
+/**
+ * The line saying which rules an --overspend run did not meet, and why; undefined when it met
+ * them all. Each attempt is refused by the first rule it breaks: an agent whose earlier calls
+ * still fill its velocity window (R6), or whose block is spent (R1) or revoked (R4), has its
+ * attempts refused by that rule instead of the one each aims at.
+ */
+function unreached(rules: readonly string[], with_operator: boolean): string | undefined {
+  const expected: string[] = [...overspend_rules, ...(with_operator ? ["R4"] : [])].sort();
+  const missed = expected.filter((rule) => !rules.includes(rule));
+  if (missed.length === 0) return undefined;
+  const why = rules.some((rule) => rule === "R6" || rule === "R4" || rule === "R1")
+    ? "their attempts were refused by another rule first (see above): this agent's earlier calls still count in its velocity window (R6), or its block was spent (R1) or revoked (R4)"
+    : "their attempts got another answer (see above)";
+  const without_operator = with_operator ? "" : "; R4 needs --operator-token";
+  return `not reached: ${missed.join(", ")} (${why}); for every rule, run it with a fresh agent and block${without_operator}`;
+}
+
+/** What the gate answered a refused token with, in \`bursar mcp-stdio\`'s words (over stdio, the bridge's own). */
+function tokenRefusal(error: unknown, url: string): string {
+  if (error instanceof McpError) return error.message.replace(/^MCP error -?\d+: /, "");
+  return describeFailure(error, new URL(`${url}/mcp`)).message;
+}
+
 function isNetworkFailure(error: unknown): boolean {
   const cause = (error as { cause?: { code?: string } }).cause;
   return (error instanceof TypeError && error.message === "fetch failed") || typeof cause?.code === "string";
@@ -101,25 +127,27 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const url = baseUrlOption(values.url ?? (io.env.BURSAR_URL || "http://127.0.0.1:8787"), "BURSAR_AGENT_TOKEN (or --token)");
   const bin = join(import.meta.dirname, "..", "bin.js");
   const connection: Connection = values.stdio ? { kind: "stdio", url, token, bin } : { kind: "http", url, token };
-  const story = new Story({ out: io.stdout, interactive: io.interactive });
+  // Whatever the gate (or a server posing as one) answers may quote the tokens sent to it.
+  const out = redactingStream(io.stdout, [token, operator_token]);
+  const err = redactingStream(io.stderr, [token, operator_token]);
+  const story = new Story({ out, interactive: io.interactive });
   let client: Awaited<ReturnType<typeof connect>>;
   try {
-    client = await connect(connection);
+    client = await connect(connection, err);
   } catch (error) {
     // The gate answered but refused the token: say so, in `bursar mcp-stdio`'s words, rather
     // than suggest it is not running.
-    if (error instanceof StreamableHTTPError && (error.code === 401 || error.code === 403)) {
-      const answered = describeFailure(error, new URL(`${url}/mcp`)).message;
-      println(io.stderr, `bursar buyer: ${answered}; the agent token (${values.token ? "--token" : "BURSAR_AGENT_TOKEN"}) was refused`);
+    if (refusedTokenStatus(error) !== undefined) {
+      println(err, `bursar buyer: ${oneLine(tokenRefusal(error, url))}; the agent token (${values.token ? "--token" : "BURSAR_AGENT_TOKEN"}) was refused`);
       return 1;
     }
-    println(io.stderr, `bursar buyer: cannot connect to the gate at ${url}/mcp (${reason(error)}); is \`bursar serve\` running? (set BURSAR_URL or --url)`);
+    println(err, `bursar buyer: cannot connect to the gate at ${url}/mcp (${oneLine(reason(error))}); is \`bursar serve\` running? (set BURSAR_URL or --url)`);
     return 1;
   }
   try {
     if (llm) {
       const report = await runLlmBuyer(client, { ...llm, story, ...(values.task ? { task: values.task } : {}) });
-      println(io.stdout, `${report.tool_calls} tool calls, ${report.refusals.length} refused (${[...new Set(report.refusals.map((refusal) => refusal.rule))].join(", ") || "none"})`);
+      println(out, `${report.tool_calls} tool calls, ${report.refusals.length} refused (${[...new Set(report.refusals.map((refusal) => refusal.rule))].join(", ") || "none"})`);
       return 0;
     }
     const report = await buyBasket(client, { story }, emptyReport());
@@ -127,19 +155,23 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       await overspend(client, { story, ...(operator_token ? { operator: { url, token: operator_token } } : {}) }, report);
     }
     const rules = distinctRules(report);
-    println(io.stdout, `${report.allowed} allowed, ${report.held.length} held, ${report.refusals.length} refused; rules: ${rules.join(", ") || "none"}`);
+    println(out, `${report.allowed} allowed, ${report.held.length} held, ${report.refusals.length} refused; rules: ${rules.join(", ") || "none"}`);
+    if (values.overspend) {
+      const missed = unreached(rules, operator_token !== undefined);
+      if (missed !== undefined) println(out, missed);
+    }
     return 0;
   } catch (error) {
     if (error instanceof LlmCallError && llm) {
       const key_hint = error.status === 401 || error.status === 403 ? "; check BURSAR_LLM_API_KEY" : "";
       // The endpoint's own words are quoted: escaped onto one line, and without the key.
       const line = `the model endpoint BURSAR_LLM_BASE_URL (${llm.base_url}) ${error.message}${key_hint}`;
-      println(io.stderr, `bursar buyer: ${oneLine(line.split(llm.api_key).join("[redacted]"))}`);
+      println(err, `bursar buyer: ${oneLine(redacted(line, [llm.api_key]))}`);
       return 1;
     }
     // The gate went away mid-run: one line, as for a failed connect. Anything else is a bug.
     if (!isNetworkFailure(error)) throw error;
-    println(io.stderr, `bursar buyer: lost the gate at ${url}/mcp (${reason(error)})`);
+    println(err, `bursar buyer: lost the gate at ${url}/mcp (${reason(error)})`);
     return 1;
   } finally {
     await client.close().catch(() => undefined);

@@ -10,7 +10,7 @@ import { ConfigError } from "../../config.js";
 import { deadline } from "../../deadline.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
-import { bearerToken, httpUrl, parseOptions, println, UsageError, type CliIo } from "../command.js";
+import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
 /** Longer than the gate's longest provider timeout (BURSAR_PROVIDER_TIMEOUT_MS ≤ 120 s), so the
@@ -46,7 +46,9 @@ It holds only the agent token: it never opens the data directory or the database
 stdout carries nothing but MCP messages; diagnostics go to stderr, one line each (control
 characters in what they quote are written as JSON escapes, e.g. \\n). It exits 0 when stdin
 closes (after in-flight requests are answered) or on SIGINT/SIGTERM, and exits 1 when the
-gate refuses the token (401/403). An unreachable gate is answered per request with a
+gate refuses the token (401/403). A request the gate answered with an HTTP error is answered
+with a JSON-RPC error (code ${bridge_error_code}) whose data.http_status is that status (401 or 403: the
+token was refused). An unreachable gate is answered per request with a
 JSON-RPC error (code ${bridge_error_code}) naming the URL; the bridge keeps running. A
 connection that breaks after a request was sent is answered as "may have been carried out":
 repeat the call with the same idempotency_key, never a new one.
@@ -145,6 +147,8 @@ interface Failure {
   message: string;
   /** A refused token never heals within this process: answer, then exit. */
   fatal: boolean;
+  /** The gate's HTTP status, when it answered with an HTTP error. */
+  http_status?: number;
 }
 
 /** Connection errors raised before a request could be sent: the gate never saw it. */
@@ -164,7 +168,7 @@ export function describeFailure(error: unknown, endpoint: URL): Failure {
   const where = `the gate at ${endpoint.href}`;
   if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code > 0) {
     const detail = gateErrorText(error.message) ?? error.message;
-    return { message: `${where} answered HTTP ${error.code}: ${detail}`, fatal: error.code === 401 || error.code === 403 };
+    return { message: `${where} answered HTTP ${error.code}: ${detail}`, fatal: error.code === 401 || error.code === 403, http_status: error.code };
   }
   // JSON.stringify gave up on the message before any request was made (nested deeper than its
   // stack, or too long for one string): the gate never saw it.
@@ -204,8 +208,10 @@ function sentBytes(message: JSONRPCMessage): number {
   }
 }
 
-function errorReply(id: RequestId, message: string): JSONRPCMessage {
-  return { jsonrpc: "2.0", id, error: { code: bridge_error_code, message } };
+/** The bridge's own error answer; `http_status`, when the gate answered the request with an HTTP error, goes in its data. */
+function errorReply(id: RequestId, message: string, http_status?: number): JSONRPCMessage {
+  const data = http_status === undefined ? {} : { data: { http_status } };
+  return { jsonrpc: "2.0", id, error: { code: bridge_error_code, message, ...data } };
 }
 
 /** A line the bridge answers itself: the reply (none for a batch of notifications only) and why. */
@@ -438,7 +444,7 @@ class Bridge {
 
   /** Error texts from fetch may quote the Authorization header: the token never leaves the bridge. */
   private redacted(text: string): string {
-    return text.split(this.options.token).join("[redacted]");
+    return redacted(text, [this.options.token]);
   }
 
   private accept(message: JSONRPCMessage): void {
@@ -465,7 +471,7 @@ class Bridge {
     } catch (error) {
       const failure = describeFailure(error, this.options.endpoint);
       if (!this.reported.has(error as object)) this.warn(failure.message);
-      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, this.redacted(failure.message)));
+      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, this.redacted(failure.message), failure.http_status));
       if (failure.fatal) {
         this.token_refused = true;
         void this.finish(1);

@@ -1,7 +1,7 @@
 // `bursar migrate`: applies the schema migrations not yet recorded in BURSAR_DB and exits,
 // so a deploy can migrate once before starting several instances.
 
-import { ConfigError, databaseError, fileError, loadConfig, maskedDb } from "../../config.js";
+import { databaseError, fileError, loadConfig, maskedDb } from "../../config.js";
 import { ensureDataDir } from "../../datadir.js";
 import { openDriver } from "../../index.js";
 import { migrations, type SqlDriver } from "../../ledger/index.js";
@@ -20,8 +20,8 @@ line, exit 2); the migrations themselves have no time limit.
 
 Options: none.
 
-A database it cannot open or reach is one line on stderr naming BURSAR_DB (a postgres URL
-with its password masked), exit 2, as for \`bursar serve\`. So is a database a newer bursar
+A database it cannot open, read (a SQLite file damaged or cut short) or reach is one line on
+stderr naming BURSAR_DB (a postgres URL with its password masked), exit 2, as for \`bursar serve\`. So is a database a newer bursar
 migrated (a schema version this one has no migration for): nothing is applied to it.
 
 Environment:
@@ -43,10 +43,8 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   } catch (error) {
     // A database it cannot open (a directory it cannot create, a file that is not SQLite) is
     // one line naming BURSAR_DB and exit 2, as for `bursar serve`.
-    const reported = fileError(databaseError(config.db, error), `BURSAR_DB=${shown}`);
-    if (reported instanceof ConfigError) throw reported;
-    println(io.stderr, `bursar migrate: cannot open ${shown}: ${(error as Error).message}`);
-    return 1;
+    // Anything else is a bug, and crashes loudly with its stack.
+    throw fileError(databaseError(config.db, error), `BURSAR_DB=${shown}`);
   }
   try {
     // PostgreSQL is first reached here: an unreachable server is one line naming BURSAR_DB
