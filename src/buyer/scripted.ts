@@ -112,6 +112,9 @@ async function exceedBlock(client: Client, story: Story, report: BuyerReport): P
   }
 }
 
+/** The rules overspend's attempts aim at, one each; R4 only with an operator (it revokes the block). */
+export const overspend_rules = ["CALLER", "R0", "R1", "R5", "R6", "R7"] as const;
+
 /** Tries to overspend in every way the rules name; returns the refusals by rule. */
 export async function overspend(client: Client, options: ScriptedOptions, report = emptyReport()): Promise<BuyerReport> {
   const { story } = options;

@@ -6,7 +6,7 @@ import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { connect, refusedTokenStatus, type Connection } from "../../buyer/connect.js";
 import { parseHttpUrl, secret } from "../../config.js";
 import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
-import { buyBasket, distinctRules, emptyReport, overspend } from "../../buyer/scripted.js";
+import { buyBasket, distinctRules, emptyReport, overspend, overspend_rules } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
 import { baseUrlOption, bearerToken, CommandError, parseFlags, println, redacted, redactingStream, secretOption, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
@@ -80,9 +80,6 @@ function reason(error: unknown): string {
   const text = cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
   return text.split("\n")[0] ?? text;
 }
-
-/** The rules --overspend tries to meet (src/buyer/scripted.ts overspend), R4 only with an operator token. */
-const overspend_rules = ["CALLER", "R0", "R1", "R5", "R6", "R7"] as const;
 
 /**
  * The line saying which rules an --overspend run did not meet, and why; undefined when it met
