@@ -97,8 +97,10 @@ export async function markUnknown(
  * moved, in the same currency, raises the count to it: the ledger keeps the most any report said
  * moved. `amount` is what this report says moved beyond what the block counts already (the
  * payment's amount, or for a settled payment reported larger, the excess over its spend).
- * Answers the amount added to the block's unreconciled sum, or undefined when the payment was
- * counted before at as much or more.
+ * Answers the amount added to the block's unreconciled sum; `counted_before` when the payment
+ * was counted on this reservation, in this currency, at as much or more; `elsewhere` when it is
+ * counted on another reservation or in another currency, so that this report cannot be weighed
+ * against that count (reject treats it as a conflict that moved no money here).
  */
 async function countUnreconciled(
   tx: SqlTx,
@@ -107,7 +109,7 @@ async function countUnreconciled(
   reason: string,
   now_ms: number,
   amount = payment.amount,
-): Promise<number | undefined> {
+): Promise<number | "counted_before" | "elsewhere"> {
   // The block counts in its own currency's minor units: a payment in another is listed (with its
   // currency) and freezes the block, but adds nothing to its sums (USD cents are not paise).
   const counts = (counted: number) => (payment.currency === reservation.currency ? counted : 0);
@@ -118,7 +120,8 @@ async function countUnreconciled(
   if (before) {
     // Raised only on the reservation (and so the block) it was counted on.
     const was = Number(before.amount);
-    if (before.reservation_id !== reservation.reservation_id || before.currency !== payment.currency || amount <= was) return undefined;
+    if (before.reservation_id !== reservation.reservation_id || before.currency !== payment.currency) return "elsewhere";
+    if (amount <= was) return "counted_before";
     await tx.run("UPDATE unreconciled_payments SET amount = ?, reason = ?, counted_at_ms = ? WHERE payment_id = ?", [amount, reason, now_ms, payment.id]);
     const added = counts(amount - was);
     if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
@@ -129,7 +132,8 @@ async function countUnreconciled(
      VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
     [payment.id, reservation.reservation_id, reservation.block_id, amount, payment.currency, reason, now_ms],
   );
-  if (inserted.changes !== 1) return undefined;
+  // Inserted meanwhile by another reservation's report (its block lock is not this one).
+  if (inserted.changes !== 1) return "elsewhere";
   const added = counts(amount);
   if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
   return added;
@@ -191,13 +195,13 @@ async function reject(
   const now_ms = context.clock().getTime();
   await lockBlock(tx, reservation.block_id);
   const counted = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms, moved_amount) : undefined;
-  const unreconciled = counted ?? 0;
+  const unreconciled = typeof counted === "number" ? counted : 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
   // capture, and retries for a day): it froze the block when first counted, and freezing again
   // would undo an operator's unfreeze given after reviewing it. So for the same report of a
-  // conflict that moved no money.
-  const already_counted = money_moved && counted === undefined;
-  const already_reported = !money_moved && !(await noteConflict(tx, reservation, payment, reason, now_ms));
+  // conflict that moved no money (here: one counted elsewhere moved none this block counts).
+  const already_counted = counted === "counted_before";
+  const already_reported = (!money_moved || counted === "elsewhere") && !(await noteConflict(tx, reservation, payment, reason, now_ms));
   if (!already_counted && !already_reported) await freezeBlock(tx, reservation.block_id, reason, now_ms);
   const evidence = await record(tx, context, "gate.settlement", {
     action: "reject",

@@ -399,6 +399,19 @@ describe("POST /webhooks/razorpay", () => {
     ]);
   });
 
+  it("a settled payment reported larger after a report in another currency was counted: still a conflict that freezes the block", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    const payment = { id: "pay_Elsewhere1", order_id, status: "captured" };
+    // Counted in USD (listed, nothing added to the INR block), then settled in INR: the USD count stays.
+    expect((await send(paymentEvent("payment.captured", { ...payment, amount: 5_000, currency: "USD" }))).body).toMatchObject({ outcome: "rejected" });
+    await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
+    expect((await send(paymentEvent("payment.captured", { ...payment, amount: 9_000, currency: "INR" }))).body).toMatchObject({ outcome: "applied" });
+    await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`);
+    // Reported larger: it cannot be weighed against the USD count, and must not pass as counted already.
+    expect((await send(paymentEvent("payment.captured", { ...payment, amount: 12_000, currency: "INR" }))).body).toMatchObject({ outcome: "rejected" });
+    expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 9_000 });
+  });
+
   it("a payment counted unreconciled at one amount that then settles for less: the difference stays unreconciled and the block freezes again", async () => {
     const { agent, order_id } = await heldOrder(10_000);
     const payment = { id: "pay_TwoAmounts1", order_id, currency: "INR", status: "captured" };
