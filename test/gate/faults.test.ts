@@ -137,6 +137,30 @@ describe("provider faults", () => {
     expect(await unknown()).toEqual([]);
   });
 
+  it("after a capture with no definite answer, a later capture the provider refuses leaves the payment bound: the first may still land", async () => {
+    const { agent, client } = await buyer("f-capture-5xx-then-4xx");
+    const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
+    faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+    const unanswered = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    const { reservation_id } = unanswered.structuredContent as { reservation_id: string };
+    faults().set({ error_4xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+    const refused = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    expect(refused.structuredContent).toMatchObject({ provider: "refused" });
+    const log = server.started.bursar.log;
+    const entries = await log.entries(0, await log.treeSize());
+    const abandoned = entries.filter(({ entry }) => entry.kind === "gate.settlement" && entry.body.reservation_id === reservation_id && String(entry.body.action).startsWith("capture."));
+    expect(abandoned.map(({ entry }) => [entry.body.action, entry.body.payment_unbound])).toEqual([
+      ["capture.unanswered", false],
+      ["capture.refused", false],
+    ]);
+    const inbox = await server.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
+    expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).toContain(reservation_id);
+    // Still bound: the same payment captures, and settles once.
+    const captured = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 9_000 });
+  });
+
   it("a capture the provider refused (4xx) is recorded as refused, and its reservation stays out of the inbox", async () => {
     const { agent, client } = await buyer("f-capture-4xx");
     const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
