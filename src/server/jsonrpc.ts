@@ -29,6 +29,25 @@ export function requestId(message: unknown): RequestId | undefined {
   return typeof id === "string" || typeof id === "number" ? id : undefined;
 }
 
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * JSON text's bytes as a string, or undefined when they are not UTF-8 (RFC 8259 §8.1). Decoded
+ * leniently, each bad byte became U+FFFD, so two keys that differ only in bad bytes ("buy\xff",
+ * "buy\xfe") were one key and the second purchase replayed the first; a lone surrogate, the
+ * same mistake written as an escape, is refused under R0 (docs/rules.md).
+ */
+export function utf8Text(bytes: Buffer): string | undefined {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Why JSON text whose bytes utf8Text refuses is not JSON. */
+export const not_utf8 = "it is not UTF-8, as JSON text must be (RFC 8259 §8.1)";
+
 /** A leading U+FEFF (a UTF-8 BOM, as some Windows tools write) is not part of the JSON text (RFC 8259 §8.1). */
 export function withoutBom(text: string): string {
   return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;

@@ -18,7 +18,7 @@ import { tool_declarations } from "../gate/tools.js";
 import type { RoutePlugin } from "./app.js";
 import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
 import { errorBody } from "./errors.js";
-import { isToolCallEnvelope, notJsonRpc, parseError, toolCallRequest, withoutBom } from "./jsonrpc.js";
+import { isToolCallEnvelope, not_utf8, notJsonRpc, parseError, toolCallRequest, utf8Text, withoutBom } from "./jsonrpc.js";
 
 export const server_info = { name: "bursar", version: "0.1.0" };
 
@@ -103,12 +103,14 @@ class NotJson {
  * route answers as JSON-RPC does (-32700, id null). Fastify enforces the body limit before the
  * parser runs, and a POST reaches it only once authenticated.
  */
-function parseJsonAsIs(request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
+function parseJsonAsIs(request: FastifyRequest, body: Buffer, done: (error: Error | null, value?: unknown) => void): void {
   // GET and DELETE are answered 405 whatever they carry; an empty JSON body must not turn that into a 400.
-  if (request.method !== "POST" && body === "") return done(null, undefined);
+  if (request.method !== "POST" && body.length === 0) return done(null, undefined);
+  const text = utf8Text(body);
+  if (text === undefined) return done(null, new NotJson(`the body is not valid JSON: ${not_utf8}`));
   let parsed: unknown;
   try {
-    parsed = JSON.parse(withoutBom(body)) as unknown;
+    parsed = JSON.parse(withoutBom(text)) as unknown;
   } catch (error) {
     parsed = new NotJson(`the body is not valid JSON: ${(error as Error).message}`);
   }
@@ -267,7 +269,7 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
   return async (app: FastifyInstance) => {
     await app.register(async (scope) => {
       scope.removeContentTypeParser("application/json");
-      scope.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonAsIs);
+      scope.addContentTypeParser("application/json", { parseAs: "buffer" }, parseJsonAsIs);
       const refusedEarly = async (request: FastifyRequest, reply: FastifyReply) => {
         const agent_id = await authenticate(access, request, reply);
         if (!agent_id) return reply;

@@ -22,7 +22,7 @@ interface Piped {
 }
 
 /** Writes raw stdin text to a bridge, closes stdin, and collects what it printed and the ids it answered. */
-async function pipe(input: string, env: Record<string, string>): Promise<Piped> {
+async function pipe(input: string | Buffer, env: Record<string, string>): Promise<Piped> {
   const { code, stdout, stderr } = await runBursar(["mcp-stdio"], env, input);
   const ids = stdout
     .split("\n")
@@ -125,6 +125,17 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(answers.find((answer) => answer.id === 21)?.result).toMatchObject({ structuredContent: { block_id: agent.block_id } });
     expect(piped.stderr.split("\n").filter((line) => line !== "")).toHaveLength(1);
     expect(piped.code).toBe(0);
+  });
+
+  it("answers a line whose bytes are not UTF-8 with -32700 and id null, and forwards nothing of it", async () => {
+    const agent = await server.agent("not-utf8-line");
+    // The key "buy" and a byte 0xff, which no UTF-8 text holds.
+    const [before, after] = JSON.stringify(call(31, "create_order", { amount: 700, currency: "INR", idempotency_key: "buy#" })).split("#");
+    const line = Buffer.concat([Buffer.from(before!), Buffer.from([0xff]), Buffer.from(`${after!}\n`)]);
+    const piped = await pipe(Buffer.concat([line, Buffer.from(`${JSON.stringify(call(32, "get_block"))}\n`)]), { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+    const answers = piped.stdout.trim().split("\n").map((text) => JSON.parse(text) as { id: unknown; error?: { code: number; message: string }; result?: { structuredContent?: Record<string, unknown> } });
+    expect(answers.find((answer) => answer.id === null)).toEqual({ jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining("not UTF-8") } });
+    expect(answers.find((answer) => answer.id === 32)?.result?.structuredContent).toMatchObject({ held: 0 });
   });
 
   it("answers a line whose id is no id, or that is no message, with -32600 and id null, as the gate's /mcp does", async () => {

@@ -209,6 +209,33 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
   });
 });
 
+describe("a body whose bytes are not UTF-8", () => {
+  it("is answered 400 and -32700, not read with replacement characters: keys that differ only in bad bytes are never one key", async () => {
+    const agent = await server.agent("not-utf8");
+    const body = (key_bytes: number[]) =>
+      new Uint8Array(
+        Buffer.concat([
+          Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_order","arguments":{"amount":700,"currency":"INR","idempotency_key":"buy'),
+          Buffer.from(key_bytes),
+          Buffer.from('"}}}'),
+        ]),
+      );
+    for (const key_bytes of [[0xff], [0xfe], [0xc0], [0xed, 0xa0, 0x80]]) {
+      const answer = await rawMcpPost(server.url, agent.token, body(key_bytes));
+      expect({ key_bytes, status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
+        key_bytes,
+        status: 400,
+        reply: { jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining("not UTF-8") } },
+      });
+    }
+    // Nothing was decided, held or sent; the key written as a well-formed U+FFFD is a key of its own.
+    expect((await server.api<Record<string, number>>("GET", `/api/v1/blocks/${agent.block_id}`)).body).toMatchObject({ held: 0 });
+    const replacement = await rawMcpPost(server.url, agent.token, body([0xef, 0xbf, 0xbd]));
+    expect(JSON.parse(replacement.text)).toMatchObject({ id: 1, result: { structuredContent: { effect: "ALLOW" } } });
+    expect(JSON.parse(replacement.text).result.structuredContent.replayed).toBeUndefined();
+  });
+});
+
 describe("Origin validation (docs/clients.md: only loopback origins, which also stops DNS rebinding)", () => {
   /** node:http, because fetch will not let a test set Host. */
   function post(headers: Record<string, string>, body: string): Promise<number> {

@@ -105,7 +105,7 @@ export async function startBursar(args: string[], env: Record<string, string>, t
 export async function runBursar(
   args: string[],
   env: Record<string, string> = {},
-  input?: string,
+  input?: string | Buffer,
   timeout_ms?: number,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [bursar_bin, ...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"], timeout: timeout_ms, killSignal: "SIGKILL" });

@@ -105,7 +105,7 @@ export async function rawToolCall(url: string, token: string, name: string, args
 }
 
 /** POSTs `body` to /mcp as it is, with an MCP client's headers; answers as rawToolCall does. */
-export async function rawMcpPost(url: string, token: string, body: string): Promise<{ status: number; text: string }> {
+export async function rawMcpPost(url: string, token: string, body: string | Uint8Array<ArrayBuffer>): Promise<{ status: number; text: string }> {
   const response = await fetch(`${url}/mcp`, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${token}` },

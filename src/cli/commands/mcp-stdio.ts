@@ -9,7 +9,7 @@ import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type Re
 import { ConfigError } from "../../config.js";
 import { deadline } from "../../deadline.js";
 import { isPlainObject } from "../../policy/index.js";
-import { invalidRequest, isToolCallEnvelope, message_bytes_max, notJsonRpc, parseError, requestId, type JsonRpcError } from "../../server/jsonrpc.js";
+import { invalidRequest, isToolCallEnvelope, message_bytes_max, not_utf8, notJsonRpc, parseError, requestId, utf8Text, type JsonRpcError } from "../../server/jsonrpc.js";
 import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
@@ -354,7 +354,11 @@ class LineSorter extends Transform {
     // A UTF-8 BOM (EF BB BF) at the start of a line, as some Windows tools write, is not part of
     // its JSON (RFC 8259 §8.1): JSON.parse, and so the SDK's reader, failed on it, unanswered.
     const bytes = line[0] === 0xef && line[1] === 0xbb && line[2] === 0xbf ? line.subarray(3) : line;
-    const text = bytes.toString("utf8");
+    const text = utf8Text(bytes);
+    if (text === undefined) {
+      const why = `the line is not valid JSON: ${not_utf8}`;
+      return this.answer({ reply: parseError(why), why });
+    }
     if (!has_content.test(text)) return;
     const sorted = sortLine(text);
     if (sorted === undefined) this.push(bytes);
