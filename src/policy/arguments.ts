@@ -108,6 +108,9 @@ function checkNotes(value: unknown): string | undefined {
   if (entries.length > notes_keys_max) return `notes has ${entries.length} keys; at most ${notes_keys_max}`;
   for (const [key, note] of entries) {
     if (key.length > note_key_length_max) return `notes key ${shownName(key)} is longer than ${note_key_length_max} ${units}`;
+    // JSON parsers that guard against prototype pollution (Fastify's, the simulator's; perhaps the
+    // provider's) refuse a body holding this key: the call would be refused after its money is held.
+    if (key === "__proto__") return `notes key "__proto__" is not taken: the provider's JSON parser may refuse a body holding it`;
     if (typeof note !== "string" && !(typeof note === "number" && Number.isFinite(note))) {
       return `notes key ${shownName(key)} must hold a string or number`;
     }
