@@ -3,6 +3,7 @@
 import { accessSync, constants as fs_constants } from "node:fs";
 import { constants } from "node:os";
 import { Writable } from "node:stream";
+import { StringDecoder } from "node:string_decoder";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { makeDirectories } from "../datadir.js";
 import { ConfigError, fileError, listen_host_expected, parseHttpUrl, token_shape } from "../config.js";
@@ -211,7 +212,11 @@ export const redaction = "[redacted]";
  */
 export function redacted(text: string, tokens: ReadonlyArray<string | undefined>): string {
   let shown = text;
-  for (const token of tokens) if (token) shown = shown.split(token).join(redaction);
+  for (const token of tokens) {
+    if (!token) continue;
+    // As sent, and as a JSON string writes it: a token may hold `"` or `\` (token_shape allows any visible ASCII).
+    for (const form of new Set([token, JSON.stringify(token).slice(1, -1)])) shown = shown.split(form).join(redaction);
+  }
   return shown;
 }
 
@@ -222,10 +227,17 @@ export function redacted(text: string, tokens: ReadonlyArray<string | undefined>
  * of visible ASCII and every writer here writes whole lines, so none is split between writes.
  */
 export function redactingStream(out: NodeJS.WritableStream, tokens: ReadonlyArray<string | undefined>): NodeJS.WritableStream {
+  // Bytes piped in (a child's stderr) arrive as the pipe reads them: a character split between reads is joined.
+  const decoder = new StringDecoder("utf8");
   return new Writable({
     decodeStrings: false,
     write(chunk: unknown, _encoding, done) {
-      out.write(redacted(typeof chunk === "string" ? chunk : String(chunk), tokens));
+      out.write(redacted(typeof chunk === "string" ? chunk : decoder.write(chunk as Buffer), tokens));
+      done();
+    },
+    final(done) {
+      const rest = decoder.end();
+      if (rest) out.write(redacted(rest, tokens));
       done();
     },
   });

@@ -7,6 +7,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { redacted } from "../../src/cli/command.js";
 import { ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 
@@ -51,6 +52,14 @@ describe("a server that quotes the token it was sent", () => {
     expect(result.code).toBe(1);
     expect(`${result.stdout}${result.stderr}`).not.toContain(agent_token);
     expect(result.stderr).toContain("got auth Bearer [redacted]");
+  });
+});
+
+describe("redacted", () => {
+  it("takes out a token holding a quote or a backslash as sent and as a JSON string writes it", () => {
+    const token = 'op"tok\\en-0123456789';
+    const text = `${token} ${JSON.stringify({ message: `got auth Bearer ${token}` })}`;
+    expect(redacted(text, [token])).toBe('[redacted] {"message":"got auth Bearer [redacted]"}');
   });
 });
 
