@@ -209,8 +209,10 @@ export class Ledger {
     return this.tx(async (tx) => {
       const now_ms = this.now_ms();
       // The agent row is locked first so two instances cannot both create "the" active block.
-      const agent = await lockAgent<Agent>(tx, input.agent_id, "agent_id, name");
+      const agent = await lockAgent<Agent & { disabled_at_ms: number | null }>(tx, input.agent_id, "agent_id, name, disabled_at_ms");
       if (!agent) throw new HttpError(404, "not_found", `agent_id: no agent ${String(input.agent_id)}`);
+      // Its token authenticates nothing: a block for it could never be spent from, yet would look active.
+      if (agent.disabled_at_ms !== null) throw new HttpError(409, "agent_disabled", `agent_id: agent ${input.agent_id} is disabled; a block for it could never be used`);
       const row = newBlockRow(input, this.context.ids("blk"), now_ms);
       const current = await agentBlockId(tx, input.agent_id, now_ms);
       const active = current ? await lockBlock(tx, current) : undefined;

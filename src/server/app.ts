@@ -192,6 +192,13 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     done(null, payload);
   });
 
+  // An empty body with Content-Type: application/json (many clients send the header on every
+  // POST) is no body on /api/v1, as without the header: Fastify's JSON parser answered 400 with
+  // its own words where an action route takes no body.
+  app.addHook("onRequest", async (request) => {
+    if (request.headers["content-length"] === "0" && underApi(request)) delete request.headers["content-type"];
+  });
+
   // Several /api/v1 answers show a secret once (an agent's or auditor's token, a source's keys):
   // no cache (a browser's, a proxy's) may keep any of them. A route that sets its own keeps it.
   app.addHook("onSend", (request, reply, payload, done) => {

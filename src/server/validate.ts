@@ -47,7 +47,8 @@ function unstorablePath(value: unknown, path: readonly (string | number)[]): str
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const bad = unstorablePath(body, []);
   if (bad !== undefined) throw validationFailed(bad, "must not contain a NUL character or a lone surrogate");
-  const parsed = schema.safeParse(body ?? {});
+  // No body is `{}`; a body that is the JSON literal null is a body, and not an object.
+  const parsed = schema.safeParse(body === undefined ? {} : body);
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.map((issue) => ({
     field: issue.path.length > 0 ? issue.path.join(".") : ((issue as { keys?: string[] }).keys?.join(", ") ?? "(body)"),

@@ -56,10 +56,15 @@ describe("reader routes", () => {
     expect(body.entries[0]!.receipt.seq).toBe(28);
   });
 
-  it("page from the largest safe start without an end: empty, not a 422 about an end never sent", async () => {
-    const page = await get(`/api/v1/log/entries?start=${Number.MAX_SAFE_INTEGER}`, reader);
+  it("page from the tree size: empty (a tail polled before anything new came); past it, 422 naming start, not an end never sent", async () => {
+    const page = await get("/api/v1/log/entries?start=31", reader);
     expect(page.statusCode).toBe(200);
-    expect(page.json()).toMatchObject({ start: Number.MAX_SAFE_INTEGER, end: Number.MAX_SAFE_INTEGER, entries: [] });
+    expect(page.json()).toMatchObject({ start: 31, end: 31, tree_size: 31, entries: [] });
+    for (const start of [32, Number.MAX_SAFE_INTEGER]) {
+      const past = await get(`/api/v1/log/entries?start=${start}`, reader);
+      expect(past.statusCode).toBe(422);
+      expect(past.json()).toMatchObject({ error: { code: "invalid_query", message: "start must be at most the tree size 31", details: { param: "start", limit: 31 } } });
+    }
   });
 
   it("refuse bad parameters with 422 naming the parameter and limit", async () => {

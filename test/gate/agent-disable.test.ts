@@ -38,6 +38,24 @@ for (const backend of backends()) {
       await expect(b.ledger.disableAgent("agt_nobody")).rejects.toMatchObject({ status: 404, code: "not_found" });
       if (!isPostgresUrl(db)) await b.close();
     });
+
+    it("refuses a new block for a disabled agent (409 agent_disabled), which could never be used, and records nothing", async () => {
+      const db = await backend.db();
+      const b = await createBursar({ db, clock: manualClock() });
+      if (isPostgresUrl(db)) closeAfterTest(b);
+      const agent = await b.operator.createAgent({ name: "retired" });
+      const block = await b.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+      await b.ledger.disableAgent(agent.agent_id);
+      await b.ledger.revoke(block.block_id);
+      const size = await b.log.treeSize();
+      await expect(b.operator.createBlock({ agent_id: agent.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 })).rejects.toMatchObject({
+        status: 409,
+        code: "agent_disabled",
+        message: `agent_id: agent ${agent.agent_id} is disabled; a block for it could never be used`,
+      });
+      expect(await b.log.treeSize()).toBe(size);
+      if (!isPostgresUrl(db)) await b.close();
+    });
   });
 }
 

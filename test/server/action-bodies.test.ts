@@ -47,6 +47,32 @@ describe("an action route given a body", () => {
     expect((await server.api("GET", `/api/v1/blocks/${block_id}`)).body).toMatchObject({ revoked: false });
   });
 
+  it("refuses the JSON literal null, which is a body and not an object, and does nothing", async () => {
+    const { approval_id, block_id } = await heldCall("bodies-null");
+    for (const path of [`/api/v1/approvals/${approval_id}/deny`, `/api/v1/blocks/${block_id}/revoke`]) {
+      const response = await fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${operator_token}`, "content-type": "application/json" },
+        body: "null",
+      });
+      expect(response.status, path).toBe(422);
+      expect(await response.json()).toMatchObject({ error: { code: "validation_failed", message: expect.stringMatching(/^\(body\): /) } });
+    }
+    const pending = await server.api<{ approvals: Array<{ approval_id: string }> }>("GET", "/api/v1/approvals?state=pending");
+    expect(pending.body.approvals.map((row) => row.approval_id)).toContain(approval_id);
+    expect((await server.api("GET", `/api/v1/blocks/${block_id}`)).body).toMatchObject({ revoked: false });
+  });
+
+  it("takes an empty body sent with Content-Type: application/json as no body", async () => {
+    const { block_id } = await heldCall("bodies-empty-json");
+    const response = await fetch(`${server.url}/api/v1/blocks/${block_id}/revoke`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${operator_token}`, "content-type": "application/json" },
+    });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ block_id, revoked: true });
+  });
+
   it("acts on no body and on {}", async () => {
     const { approval_id, block_id } = await heldCall("bodies-none");
     expect((await server.api("POST", `/api/v1/approvals/${approval_id}/deny`, {})).status).toBe(200);

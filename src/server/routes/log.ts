@@ -65,6 +65,8 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
         throw new HttpError(422, "invalid_query", message, { param: "end", limit: end_max });
       }
       const size = await deps.log.treeSize();
+      // From the tree size itself a page is empty (a tail polled before anything new came); past it, out of range.
+      if (start > size) throw new HttpError(422, "invalid_query", `start must be at most the tree size ${size}`, { param: "start", limit: size });
       const clamped = Math.max(start, Math.min(requested, size));
       const entries = clamped > start ? await withRange(() => deps.log.entries(start, clamped)) : [];
       // A page of large entries stops early (see EvidenceLog.entries): `end` says where.
