@@ -82,9 +82,15 @@ export function notJsonRpc(message: unknown): { reply: JsonRpcError; why: string
  * overflowed the SDK's stack: it answered -32700 with id null and the RangeError's text.
  */
 export const message_depth_max = 64;
-/** The most bytes a message may take as a /mcp request body: the server's body limit for JSON
- *  routes (app.ts), known here to the stdio bridge, which refuses a longer one unsent. */
-export const message_bytes_max = 1_048_576;
+/**
+ * The most bytes a message may take as a /mcp request body: the server's body limit for JSON
+ * routes (app.ts), known here to the stdio bridge, which refuses a longer one unsent. A valid
+ * call's arguments stay under about 30 KB even written with every character escaped, so 128 KiB
+ * leaves room for any client's spacing. It was 1 MiB: one agent's 128 requests in flight of a
+ * megabyte of empty objects each (JSON.parse alone takes 70 ms or more per megabyte of them,
+ * 2 ms per 128 KiB, measured) held the event loop for 5 to 11 s, so every other agent waited.
+ */
+export const message_bytes_max = 131_072;
 /**
  * How many values (object members and array elements at any depth) such a message may hold, as
  * a tools/call's arguments may (argument_values_max). An initialize of 1 MiB whose clientInfo

@@ -160,8 +160,9 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
       ['{"jsonrpc": "2.0", "id": 4.5, "method": "ping"}', 4.5, "id must be a string or an integer"],
       ['{"jsonrpc": "2.0", "id": true, "method": "ping"}', null, "id must be a string or an integer"],
       ['{"method": "ping"}', null, 'jsonrpc must be "2.0", got nothing'],
-      // Shown by its kind, never written out: nested 400,000 deep it overflowed the stack (a 500).
-      [`{"jsonrpc": ${"[".repeat(400_000)}${"]".repeat(400_000)}, "id": 1, "method": "x"}`, 1, 'jsonrpc must be "2.0", got an array'],
+      // Shown by its kind, never written out: nested 400,000 deep it overflowed the stack (a 500);
+      // 60,000 deep is as deep as the body limit lets a message nest.
+      [`{"jsonrpc": ${"[".repeat(60_000)}${"]".repeat(60_000)}, "id": 1, "method": "x"}`, 1, 'jsonrpc must be "2.0", got an array'],
       [`{"jsonrpc": "${"2".repeat(1_000)}", "id": 2, "method": "x"}`, 2, `jsonrpc must be "2.0", got "${"2".repeat(63)}…`],
       ['{"jsonrpc": "2.0", "id": 3}', 3, "a message needs a method"],
       // A notification: the SDK answered 202 and nothing decided or recorded the call.
@@ -169,7 +170,7 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
       // 1 MiB of bad icons took the SDK 6–8 s to answer, with every schema issue: 120 MB.
       [`{"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1", "icons": [${Array(1_000).fill(0).join(",")}]}}}`, 9, "it holds more than 1000 values"],
       // Nested 400,000 deep, a response overflowed the SDK's stack: -32700, id null, "RangeError: …".
-      [`{"jsonrpc": "2.0", "id": 8, "result": {"a": ${"[".repeat(400_000)}${"]".repeat(400_000)}}}`, 8, "it nests objects and arrays more than 64 deep"],
+      [`{"jsonrpc": "2.0", "id": 8, "result": {"a": ${"[".repeat(60_000)}${"]".repeat(60_000)}}}`, 8, "it nests objects and arrays more than 64 deep"],
       [`{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": ${"[".repeat(63)}${"]".repeat(63)}}}`, null, "it nests objects and arrays more than 64 deep"],
       ["42", null, "a message is a JSON object"],
     ];
@@ -206,6 +207,23 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
     const bom = await rawMcpPost(server.url, agent.token, `\uFEFF${JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/list" })}`);
     expect(bom.status).toBe(200);
     expect(JSON.parse(bom.text)).toMatchObject({ id: 5, result: { tools: expect.arrayContaining([expect.objectContaining({ name: "create_order" })]) } });
+  });
+});
+
+describe("the /mcp body limit, 128 KiB", () => {
+  it("answers a body over 131,072 bytes 413 before reading it: nothing is decided, held or recorded", async () => {
+    const agent = await server.agent("big-body");
+    const size_before = await treeSize();
+    // 200 KB of arguments: a megabyte of such calls, 128 in flight, held the event loop for seconds.
+    const padding = "x".repeat(200_000);
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "create_order", arguments: { amount: 700, currency: "INR", receipt: padding } } });
+    const answer = await rawMcpPost(server.url, agent.token, body);
+    expect({ status: answer.status, body: JSON.parse(answer.text) as unknown }).toEqual({
+      status: 413,
+      body: { error: { code: "body_too_large", message: "the request body is larger than 131072 bytes", details: { limit: 131_072 } } },
+    });
+    expect(await treeSize()).toBe(size_before);
+    expect((await server.api<Record<string, number>>("GET", `/api/v1/blocks/${agent.block_id}`)).body).toMatchObject({ held: 0 });
   });
 });
 

@@ -310,7 +310,7 @@ describe("argument shapes reach the policy", () => {
 
   it("arguments holding more than 1,000 values are refused under R0 unread, on every tool, and recorded as the stand-in", async () => {
     const agent = await server.agent("unread");
-    const wide = `{${Array.from({ length: 90_000 }, (_, index) => `"k${index}":0`).join(",")}}`;
+    const wide = `{${Array.from({ length: 12_000 }, (_, index) => `"k${index}":0`).join(",")}}`;
     const bodies = [
       wide,
       `{"amount": 5000, "currency": "INR", "notes": {"list": [${Array(1_001).fill(0).join(",")}]}}`,

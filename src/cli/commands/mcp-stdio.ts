@@ -18,7 +18,7 @@ export const gate_url_default = "http://127.0.0.1:8787";
 export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
-/** Above the gate's 1 MiB body limit (message_bytes_max), which the bridge checks itself before
+/** Above the gate's 128 KiB body limit (message_bytes_max), which the bridge checks itself before
  *  sending: a message over it is answered "not sent", since the gate closes the connection on
  *  an oversized body while it is still being sent, and the sender then sees a broken pipe, not
  *  the 413. A line longer still is answered -32600 unread. */
