@@ -7,6 +7,51 @@ import type { RoutePlugin } from "../app.js";
 import { BearerRequired, HttpError } from "../errors.js";
 import { onlyQueryParams, queryInteger } from "../validate.js";
 
+/**
+ * Pages of entries being answered at once, process-wide. A page holds up to
+ * entries_page_bytes_max of entry text, built whole and sent as one body, and stays in memory
+ * until its reader has taken it: readers that never read held ~33 MB each, without bound.
+ */
+export const entries_pages_in_flight_max = 8;
+/** What a reader refused for too many pages in flight is told to wait before it asks again. */
+export const entries_busy_retry_after_seconds = 1;
+
+/**
+ * Every page that reads entries counts, from before the log is read until its answer has been
+ * handed to the connection ('finish') or the connection is gone ('close'). A small page is
+ * handed over as soon as it is written (the connection's buffers take it whole, read or not), so
+ * it holds its place for milliseconds; only a page larger than those buffers stays in flight
+ * against a reader that does not read. An empty page (a tail polled at the tree size) reads no
+ * entries and never counts.
+ */
+let entries_pages_in_flight = 0;
+
+/** Pages of entries in flight now (for tests and metrics). */
+export function entriesPagesInFlight(): number {
+  return entries_pages_in_flight;
+}
+
+/** Takes a place for a page answered on `reply`, given back once, when its answer is done; false when all are taken. */
+function takePagePlace(reply: FastifyReply): boolean {
+  if (entries_pages_in_flight >= entries_pages_in_flight_max) return false;
+  entries_pages_in_flight += 1;
+  let held = true;
+  const release = () => {
+    if (!held) return;
+    held = false;
+    entries_pages_in_flight -= 1;
+  };
+  reply.raw.once("finish", release);
+  reply.raw.once("close", release);
+  return true;
+}
+
+function pagesBusy(reply: FastifyReply): HttpError {
+  reply.header("retry-after", String(entries_busy_retry_after_seconds));
+  const message = `${entries_pages_in_flight_max} pages of log entries are being answered already; ask again in ${entries_busy_retry_after_seconds} s (nothing was read)`;
+  return new HttpError(503, "busy", message, { limit: entries_pages_in_flight_max });
+}
+
 export interface LogRouteDeps {
   log: EvidenceLog;
   /**
@@ -53,7 +98,7 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
       return sendText(reply, `${deps.log.verifierKey}\n`);
     });
 
-    app.get("/api/v1/log/entries", async (request) => {
+    app.get("/api/v1/log/entries", async (request, reply) => {
       await requireReader(deps, request);
       onlyQueryParams(request.query, ["start", "end"]);
       const start = queryInteger(request.query, "start", { fallback: 0 });
@@ -68,7 +113,11 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
       // From the tree size itself a page is empty (a tail polled before anything new came); past it, out of range.
       if (start > size) throw new HttpError(422, "invalid_query", `start must be at most the tree size ${size}`, { param: "start", limit: size });
       const clamped = Math.max(start, Math.min(requested, size));
-      const entries = clamped > start ? await withRange(() => deps.log.entries(start, clamped)) : [];
+      if (clamped === start) return { start, end: start, tree_size: size, entries: [] };
+      // A reader gone while it was authenticated: its close has fired, so a place taken now would never be given back.
+      if (reply.raw.destroyed) return reply;
+      if (!takePagePlace(reply)) throw pagesBusy(reply);
+      const entries = await withRange(() => deps.log.entries(start, clamped));
       // A page of large entries stops early (see EvidenceLog.entries): `end` says where.
       return { start, end: start + entries.length, tree_size: size, entries };
     });
