@@ -7,8 +7,7 @@
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/evidence/index.js";
-import { signatureHeader } from "../../src/ingest/signature.js";
-import { decisionsSource, harness, ndjson, operator_token, record, type DecisionsSource, type Harness } from "./support.js";
+import { decisionsSource, harness, ingest_routes, ndjson, postDelivery, record, type DecisionsSource, type Harness, type IngestRoute } from "./support.js";
 
 let h: Harness;
 let source: DecisionsSource;
@@ -19,21 +18,10 @@ beforeAll(async () => {
 });
 afterAll(async () => h.close());
 
-type Route = "webhook" | "events" | "upload";
-const routes: Route[] = ["webhook", "events", "upload"];
+type Route = IngestRoute;
+const routes = ingest_routes;
 
-/** Posts `body` to `route` with its credential (the webhook's signature over the bytes as sent). */
-async function post(route: Route, body: Buffer, headers: Record<string, string> = {}) {
-  const [path, credential] =
-    route === "webhook"
-      ? [`/ingest/${source.id}`, { "bursar-signature": signatureHeader([source.signing_key], body, h.clock()) }]
-      : route === "events"
-        ? [`/api/v1/evidence-sources/${source.id}/events`, { authorization: `Bearer ${source.api_key}` }]
-        : [`/api/v1/evidence-sources/${source.id}/upload`, { authorization: `Bearer ${operator_token}` }];
-  const response = await fetch(`${h.url}${path}`, { method: "POST", headers: { ...credential, ...headers }, body: new Uint8Array(body) });
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, body: (text ? JSON.parse(text) : {}) as Record<string, any> };
-}
+const post = (route: Route, body: Buffer, headers: Record<string, string> = {}) => postDelivery(h, source, route, body, headers);
 
 async function refused(route: Route, body: Buffer, headers: Record<string, string> = {}) {
   const before = await h.treeSize();

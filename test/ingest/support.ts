@@ -153,3 +153,20 @@ export async function deliver(
   const text = await response.text();
   return { status: response.status, body: text ? (JSON.parse(text) as Record<string, any>) : {} };
 }
+
+/** The three ingest routes, by what authenticates them. */
+export type IngestRoute = "webhook" | "events" | "upload";
+export const ingest_routes: IngestRoute[] = ["webhook", "events", "upload"];
+
+/** Posts `body` to `route` with its credential (the webhook's signature over the bytes as sent). */
+export async function postDelivery(h: Harness, source: DecisionsSource, route: IngestRoute, body: Buffer, headers: Record<string, string> = {}) {
+  const [path, credential] =
+    route === "webhook"
+      ? [`/ingest/${source.id}`, { "bursar-signature": signatureHeader([source.signing_key], body, h.clock()) }]
+      : route === "events"
+        ? [`/api/v1/evidence-sources/${source.id}/events`, { authorization: `Bearer ${source.api_key}` }]
+        : [`/api/v1/evidence-sources/${source.id}/upload`, { authorization: `Bearer ${operator_token}` }];
+  const response = await fetch(`${h.url}${path}`, { method: "POST", headers: { ...credential, ...headers }, body: new Uint8Array(body) });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: (text ? JSON.parse(text) : {}) as Record<string, any> };
+}

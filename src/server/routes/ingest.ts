@@ -2,7 +2,8 @@
 // .jsonl upload, and the published JSON Schema. Bodies are raw bytes (≤ 2 MiB, 413 before
 // parsing; in no content coding, 415 before they are read), authenticated before they are read
 // (all but the webhook's HMAC) and again before they are split, parsed or validated; an id is
-// looked at only past the credential, so none is probeable.
+// looked at only past the credential, so none is probeable. Past it, deliveries take turns to be
+// decoded and stored, a few at once per process (DeliveryTurns), and too many waiting is 503 busy.
 
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -11,6 +12,7 @@ import { BearerRequired, HttpError } from "../../errors.js";
 import { delivery_bytes_max, withoutByteOrderMark } from "../../ingest/delivery.js";
 import { answerBytes, ingestDelivery, type IngestAnswer, type IngestDependencies } from "../../ingest/ingest.js";
 import { decisionJsonSchema } from "../../ingest/schema.js";
+import { deliveries_busy_retry_after_seconds, delivery_turns, type DeliveryTurns } from "../../ingest/turns.js";
 import { checkTimestamp, parseSignatureHeader, signature_header, verifySignature } from "../../ingest/signature.js";
 import { visibleText } from "../../policy/arguments.js";
 import type { SourceStore } from "../../sources/store.js";
@@ -66,6 +68,21 @@ async function answer(reply: FastifyReply, ingested: Promise<IngestAnswer>): Pro
 }
 
 /**
+ * Decodes, validates and stores a delivery in its turn (see DeliveryTurns): its sender's
+ * credential has passed, and the body is whole. Past the deliveries waiting already it is answered
+ * 503 `busy` with Retry-After, as a full unproven-body budget is, nothing read or stored. The
+ * connection stays open: the body has been read.
+ */
+function inTurn(turns: DeliveryTurns, reply: FastifyReply, ingest: () => Promise<IngestAnswer>): Promise<IngestAnswer> {
+  if (turns.full) {
+    reply.header("retry-after", String(deliveries_busy_retry_after_seconds));
+    const message = `too many deliveries are being stored or waiting (${turns.in_progress_max} at once, ${turns.waiting_max} waiting); deliver again in ${deliveries_busy_retry_after_seconds} s`;
+    throw new HttpError(503, "busy", message);
+  }
+  return turns.run(ingest);
+}
+
+/**
  * A pushed delivery whose API key ended while it was stored (credential_expired) is refused as a
  * bearer token is, naming the scheme; the webhook's key is no bearer token, and its 401 names none.
  */
@@ -112,6 +129,8 @@ async function sourceRefusal(sources: SourceStore, source_id: string): Promise<H
  */
 function routes(app: FastifyInstance, options: IngestRouteOptions): void {
   const { sources, ingest } = options;
+  // One set of turns for the process, not per server: the deliveries share its one thread.
+  const turns = delivery_turns;
   const signatureShape = async (request: FastifyRequest): Promise<void> => {
     checkTimestamp(parseSignatureHeader(headerOf(request, signature_header)), options.clock());
   };
@@ -143,17 +162,18 @@ function routes(app: FastifyInstance, options: IngestRouteOptions): void {
     const held = refusal?.status !== 404 && secrets.length > 0;
     const matched = verifySignature(headerOf(request, signature_header), held ? secrets.map((secret) => secret.key) : [unheld_signing_key], raw, options.clock());
     if (refusal) throw refusal;
-    return answer(reply, ingestDelivery(ingest, source_id, raw, matched.map((index) => secrets[index]!.secret_id)));
+    const secret_ids = matched.map((index) => secrets[index]!.secret_id);
+    return answer(reply, inTurn(turns, reply, () => ingestDelivery(ingest, source_id, raw, secret_ids)));
   });
   app.post("/api/v1/evidence-sources/:id/events", { bodyLimit, onRequest: [apiKeySource, refuseContentEncoding] }, async (request, reply) => {
     const secret_id = await apiKeySource(request);
-    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), rawBody(request), [secret_id]).catch(bearerExpired));
+    return answer(reply, inTurn(turns, reply, () => ingestDelivery(ingest, sourceIdOf(request), rawBody(request), [secret_id])).catch(bearerExpired));
   });
   app.post("/api/v1/evidence-sources/:id/upload", { bodyLimit, onRequest: [operatorSource, refuseContentEncoding] }, async (request, reply) => {
     await operatorSource(request);
     // A file's contents, sent as is: the byte order mark an editor may have written is left out,
     // as send-decisions leaves it out (signed and pushed deliveries that start with one are refused).
-    return answer(reply, ingestDelivery(ingest, sourceIdOf(request), withoutByteOrderMark(rawBody(request))));
+    return answer(reply, inTurn(turns, reply, () => ingestDelivery(ingest, sourceIdOf(request), withoutByteOrderMark(rawBody(request)))));
   });
 }
 
