@@ -225,8 +225,9 @@ function notJsonMediaType(request: FastifyRequest, reply: FastifyReply): Fastify
 
 /**
  * Requests one agent may have in flight on /mcp at once, on one instance: each holds its body (up
- * to the 1 MiB limit) in memory while it is read and decided, so without a bound one agent's
- * token could hold any number of them (200 in flight of 1 MiB each took 300 MB more, measured).
+ * to the 128 KiB limit, message_bytes_max) in memory while it is read and decided, so without a
+ * bound one agent's token could hold any number of them (200 in flight of 1 MiB each, the limit
+ * then, took 300 MB more, measured).
  * Well above what an agent's own concurrency needs (the tests run 100 calls at once on one).
  */
 export const agent_requests_in_flight_max = 128;

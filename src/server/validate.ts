@@ -1,5 +1,6 @@
 // Request bodies validated by zod: a failure is 422 naming every bad field by path.
 
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { hasLoneSurrogate } from "../evidence/canonical.js";
 import { nameCharacterProblem } from "../policy/index.js";
@@ -57,6 +58,17 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infe
   const first = issues[0] as { field: string; message: string };
   throw new HttpError(422, "validation_failed", `${first.field}: ${first.message}`, { issues });
 }
+
+/** An action route takes no body: none, or `{}`. One with keys (a deny's "reason", say) was
+ *  dropped unread while the operator believed it recorded; it is refused as any unknown key is. */
+const no_body = z.object({}).strict();
+
+/** Route options for an action route (see no_body): the body is checked before the handler runs. */
+export const takes_no_body = {
+  preValidation: async (request: FastifyRequest) => {
+    parseBody(no_body, request.body);
+  },
+};
 
 /** One field (of a body, or a header) refused: 422 `validation_failed` in parseBody's shape. */
 export function validationFailed(field: string, message: string): HttpError {

@@ -73,6 +73,21 @@ describe("an action route given a body", () => {
     expect(await response.json()).toMatchObject({ block_id, revoked: true });
   });
 
+  it("an evidence source's disable refuses a body with keys, or null, and disables nothing", async () => {
+    const created = await server.api<{ id: string }>("POST", "/api/v1/evidence-sources", { kind: "decisions", name: "bodies-source" });
+    const path = `/api/v1/evidence-sources/${created.body.id}/disable`;
+    const keyed = await server.api<{ error: { code: string; message: string } }>("POST", path, { reason: "retired" });
+    expect(keyed).toMatchObject({ status: 422, body: { error: { code: "validation_failed", message: 'reason: Unrecognized key: "reason"' } } });
+    const response = await fetch(`${server.url}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${operator_token}`, "content-type": "application/json" },
+      body: "null",
+    });
+    expect(response.status).toBe(422);
+    expect((await server.api("GET", `/api/v1/evidence-sources/${created.body.id}`)).body).toMatchObject({ disabled_at: null });
+    expect((await server.api("POST", path)).body).toMatchObject({ disabled_at: expect.any(String) });
+  });
+
   it("acts on no body and on {}", async () => {
     const { approval_id, block_id } = await heldCall("bodies-none");
     expect((await server.api("POST", `/api/v1/approvals/${approval_id}/deny`, {})).status).toBe(200);

@@ -11,7 +11,7 @@ import { record } from "../../ledger/index.js";
 import { approvals_page_default, approvals_page_max, type ApprovalPosition } from "../../ledger/ledger.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
-import { invalidQuery, nameSchema, onlyQueryParams, parseBody, queryInteger } from "../validate.js";
+import { invalidQuery, nameSchema, onlyQueryParams, parseBody, queryInteger, takes_no_body } from "../validate.js";
 
 const money = z.number().int();
 const create_agent = z.object({ name: z.string() }).strict();
@@ -28,14 +28,6 @@ const create_block = z
   })
   .strict();
 const create_auditor = z.object({ name: nameSchema(128) }).strict();
-/** An action route takes no body: none, or `{}`. One with keys (a deny's "reason", say) was
- *  dropped unread while the operator believed it recorded; it is refused as any unknown key is. */
-const no_body = z.object({}).strict();
-const takes_no_body = {
-  preValidation: async (request: FastifyRequest) => {
-    parseBody(no_body, request.body);
-  },
-};
 const approval_states = ["pending", "forwarding", "approved", "denied", "expired"] as const;
 type ApprovalState = (typeof approval_states)[number];
 

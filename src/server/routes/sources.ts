@@ -17,7 +17,7 @@ import {
 } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
-import { nameSchema, parseBody, validationFailed } from "../validate.js";
+import { nameSchema, parseBody, takes_no_body, validationFailed } from "../validate.js";
 
 const upstream_url = z
   .string()
@@ -94,7 +94,7 @@ export function sourceRoutes(access: Access, sources: SourceStore): RoutePlugin 
         const replayed = rotated.replayed ? { replayed: true } : {};
         return { ...withSecrets(request, rotated.source, rotated.secrets), previous_valid_until: rotated.previous_valid_until, ...replayed };
       });
-      app.post("/api/v1/evidence-sources/:id/disable", async (request) => sources.disable(idOf(request)));
+      app.post("/api/v1/evidence-sources/:id/disable", takes_no_body, async (request) => sources.disable(idOf(request)));
       app.put("/api/v1/evidence-sources/:id/shadow", async (request) => {
         const { shadow } = parseBody(set_shadow, request.body);
         return sources.setShadow(idOf(request), shadow);
