@@ -34,20 +34,21 @@ interface Listening {
   url: string;
 }
 
-async function listen(log: EvidenceLog, also: RoutePlugin[] = []): Promise<Listening> {
-  const app = await buildServer({ logger: false, plugins: [logRoutes({ log, authorizeReader: async (header) => header === reader }), ...also] });
+async function listen(log: EvidenceLog, also: RoutePlugin[] = [], page_send_ms_max?: number): Promise<Listening> {
+  const routes = logRoutes({ log, authorizeReader: async (header) => header === reader, ...(page_send_ms_max === undefined ? {} : { page_send_ms_max }) });
+  const app = await buildServer({ logger: false, plugins: [routes, ...also] });
   await app.listen({ port: 0, host: "127.0.0.1" });
   return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }
 
-/** A connection that sends `path` and never reads: its socket is paused before any byte arrives. */
-async function stalledRequest(url: string, path: string): Promise<Socket> {
+/** A connection that sends `paths` (pipelined, one after another) and never reads: its socket is paused before any byte arrives. */
+async function stalledRequest(url: string, ...paths: string[]): Promise<Socket> {
   const { port } = new URL(url);
   const socket = connect({ host: "127.0.0.1", port: Number(port) });
   socket.pause();
   socket.on("error", () => undefined);
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
-  socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: ${reader}\r\n\r\n`);
+  socket.write(paths.map((path) => `GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: ${reader}\r\n\r\n`).join(""));
   return socket;
 }
 
@@ -159,6 +160,38 @@ describe(`at most ${entries_pages_in_flight_max} pages of entries in flight`, ()
     } finally {
       for (const socket of leaving) socket.destroy();
       gated.open();
+      await server.app.close();
+    }
+  });
+
+  it("gives back the places of pipelined requests queued behind an unread page when their connection closes", async () => {
+    const gated = gatedLog(t.log);
+    const server = await listen(gated.log);
+    try {
+      // Three pages asked on one connection: the second and third wait behind the first, and Node
+      // never starts their responses, so only the socket's close says they are gone.
+      const pipelined = await stalledRequest(server.url, "/api/v1/log/entries?start=1&end=3", "/api/v1/log/entries?start=3", "/api/v1/log/entries?start=3");
+      await until("three places taken", () => entriesPagesInFlight() === 3);
+      gated.open();
+      pipelined.destroy();
+      await until("every place given back", () => entriesPagesInFlight() === 0);
+    } finally {
+      gated.open();
+      await server.app.close();
+    }
+  });
+
+  it("closes the connection of a reader that has not taken its page within the send deadline, and gives its place back", async () => {
+    const server = await listen(t.log, [], 300);
+    const stalled: Socket[] = [];
+    try {
+      for (let n = 0; n < entries_pages_in_flight_max; n++) stalled.push(await stalledRequest(server.url, "/api/v1/log/entries?start=1&end=3"));
+      // Past the deadline the server closes each unread page's connection, and its place is free
+      // again (the readers, paused, still hold their ends open).
+      await until("every place given back", () => entriesPagesInFlight() === 0);
+      expect((await get(server.url, "/api/v1/log/entries?start=1&end=3")).status).toBe(200);
+    } finally {
+      for (const socket of stalled) socket.destroy();
       await server.app.close();
     }
   });

@@ -1,6 +1,7 @@
 // HTTP routes of the evidence log: the public checkpoint and verifier key, and the
 // reader-only pages of entries and inclusion/consistency proofs.
 
+import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { entries_page_max, EvidenceRangeError, type EvidenceLog } from "../../evidence/index.js";
 import type { RoutePlugin } from "../app.js";
@@ -31,18 +32,40 @@ export function entriesPagesInFlight(): number {
   return entries_pages_in_flight;
 }
 
-/** Takes a place for a page answered on `reply`, given back once, when its answer is done; false when all are taken. */
-function takePagePlace(reply: FastifyReply): boolean {
+/**
+ * How long a page may take to reach its reader once its place is taken: a reader that does not
+ * read would otherwise hold the place for as long as it kept its connection open, and 8 such
+ * readers would refuse every page for good. Past it the connection is closed (a 16 MiB page
+ * within it needs under 300 KB/s).
+ */
+export const entries_page_send_ms_max = 60_000;
+
+/**
+ * Takes a place for a page answered on `reply`, given back once, when its answer is done or its
+ * connection gone; false when all are taken. The response's own 'close' does not come for a
+ * pipelined request queued behind another whose connection closes (Node never starts it), so
+ * the socket's 'close' gives the place back too; and past `send_ms_max` the connection is closed.
+ */
+function takePagePlace(reply: FastifyReply, send_ms_max: number): boolean {
   if (entries_pages_in_flight >= entries_pages_in_flight_max) return false;
   entries_pages_in_flight += 1;
+  const response = reply.raw;
+  const socket = reply.request.raw.socket as Socket | null;
+  const deadline = setTimeout(() => response.destroy(), send_ms_max);
+  deadline.unref();
   let held = true;
   const release = () => {
     if (!held) return;
     held = false;
+    clearTimeout(deadline);
+    response.off("finish", release);
+    response.off("close", release);
+    socket?.off("close", release);
     entries_pages_in_flight -= 1;
   };
-  reply.raw.once("finish", release);
-  reply.raw.once("close", release);
+  response.once("finish", release);
+  response.once("close", release);
+  socket?.once("close", release);
   return true;
 }
 
@@ -60,6 +83,8 @@ export interface LogRouteDeps {
    * agent gets the answer the operator routes give it rather than a 401.
    */
   authorizeReader: (authorizationHeader: string | undefined) => Promise<boolean>;
+  /** How long a page may take to reach its reader (entries_page_send_ms_max); tests shorten it. */
+  page_send_ms_max?: number;
 }
 
 async function requireReader(deps: LogRouteDeps, request: FastifyRequest): Promise<void> {
@@ -116,7 +141,7 @@ export function logRoutes(deps: LogRouteDeps): RoutePlugin {
       if (clamped === start) return { start, end: start, tree_size: size, entries: [] };
       // A reader gone while it was authenticated: its close has fired, so a place taken now would never be given back.
       if (reply.raw.destroyed) return reply;
-      if (!takePagePlace(reply)) throw pagesBusy(reply);
+      if (!takePagePlace(reply, deps.page_send_ms_max ?? entries_page_send_ms_max)) throw pagesBusy(reply);
       const entries = await withRange(() => deps.log.entries(start, clamped));
       // A page of large entries stops early (see EvidenceLog.entries): `end` says where.
       return { start, end: start + entries.length, tree_size: size, entries };
