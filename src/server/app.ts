@@ -427,6 +427,33 @@ async function withTimeout(work: Promise<void>, timeout_ms: number): Promise<voi
  * its headers timeout, past the grace period, though nothing is lost by closing it (a request
  * not yet arrived is not in flight; its client sees the connection close, as after a 503).
  */
+/**
+ * Calls `done` once, when the answer on `reply` is over: its response closed (or, with `finish`,
+ * handed whole to the connection), or its connection closed. The connection's close counts
+ * because a pipelined request queued behind another gets no close on its response when the
+ * connection closes first (Node never starts that response): counted by its response alone, it
+ * stayed in flight for good. The listeners go once it is over, so a kept-alive connection does
+ * not gather one per request.
+ */
+export function whenAnswerOver(reply: FastifyReply, done: () => void, options: { finish?: boolean } = {}): void {
+  const response = reply.raw;
+  // An injected request (light-my-request) has a stand-in socket that may not emit.
+  const given = reply.request?.raw.socket as Socket | null | undefined;
+  const socket = typeof given?.once === "function" && typeof given.off === "function" ? given : undefined;
+  let over = false;
+  const end = (): void => {
+    if (over) return;
+    over = true;
+    response.off("close", end);
+    response.off("finish", end);
+    socket?.off("close", end);
+    done();
+  };
+  response.once("close", end);
+  if (options.finish) response.once("finish", end);
+  socket?.once("close", end);
+}
+
 function countInFlight(app: FastifyInstance): () => number {
   let in_flight = 0;
   let closing = false;
@@ -443,7 +470,7 @@ function countInFlight(app: FastifyInstance): () => number {
   });
   app.addHook("onRequest", async (_request, reply) => {
     in_flight++;
-    reply.raw.once("close", () => {
+    whenAnswerOver(reply, () => {
       in_flight--;
       // A connection whose answer was in flight becomes idle only now, and would otherwise hold
       // the close open for its keep-alive timeout (72 s).

@@ -15,7 +15,7 @@ import { scrub } from "../evidence/scrub.js";
 import type { Gate } from "../gate/gate.js";
 import type { ToolResult } from "../gate/results.js";
 import { tool_declarations } from "../gate/tools.js";
-import type { RoutePlugin } from "./app.js";
+import { whenAnswerOver, type RoutePlugin } from "./app.js";
 import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
 import { errorBody } from "./errors.js";
 import { isToolCallEnvelope, not_utf8, notJsonRpc, parseError, toolCallRequest, utf8Text, withoutBom } from "./jsonrpc.js";
@@ -236,7 +236,7 @@ export const agent_requests_in_flight_max = 128;
 export class RequestsInFlight {
   private readonly counts = new Map<string, number>();
 
-  /** Counts one for `agent_id` until `reply` closes; false (nothing counted) at the limit. */
+  /** Counts one for `agent_id` until its answer is over (whenAnswerOver); false (nothing counted) at the limit. */
   take(agent_id: string, reply: FastifyReply): boolean {
     // A client that left while it was being authenticated: its close has fired already, so a
     // count taken now would never be given back. Nothing more is done for it anyway.
@@ -244,7 +244,7 @@ export class RequestsInFlight {
     const count = this.counts.get(agent_id) ?? 0;
     if (count >= agent_requests_in_flight_max) return false;
     this.counts.set(agent_id, count + 1);
-    reply.raw.once("close", () => {
+    whenAnswerOver(reply, () => {
       const left = (this.counts.get(agent_id) ?? 1) - 1;
       if (left === 0) this.counts.delete(agent_id);
       else this.counts.set(agent_id, left);

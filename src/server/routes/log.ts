@@ -1,10 +1,9 @@
 // HTTP routes of the evidence log: the public checkpoint and verifier key, and the
 // reader-only pages of entries and inclusion/consistency proofs.
 
-import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { entries_page_max, EvidenceRangeError, type EvidenceLog } from "../../evidence/index.js";
-import type { RoutePlugin } from "../app.js";
+import { whenAnswerOver, type RoutePlugin } from "../app.js";
 import { BearerRequired, HttpError } from "../errors.js";
 import { onlyQueryParams, queryInteger } from "../validate.js";
 
@@ -49,23 +48,16 @@ export const entries_page_send_ms_max = 60_000;
 function takePagePlace(reply: FastifyReply, send_ms_max: number): boolean {
   if (entries_pages_in_flight >= entries_pages_in_flight_max) return false;
   entries_pages_in_flight += 1;
-  const response = reply.raw;
-  const socket = reply.request.raw.socket as Socket | null;
-  const deadline = setTimeout(() => response.destroy(), send_ms_max);
+  const deadline = setTimeout(() => reply.raw.destroy(), send_ms_max);
   deadline.unref();
-  let held = true;
-  const release = () => {
-    if (!held) return;
-    held = false;
-    clearTimeout(deadline);
-    response.off("finish", release);
-    response.off("close", release);
-    socket?.off("close", release);
-    entries_pages_in_flight -= 1;
-  };
-  response.once("finish", release);
-  response.once("close", release);
-  socket?.once("close", release);
+  whenAnswerOver(
+    reply,
+    () => {
+      clearTimeout(deadline);
+      entries_pages_in_flight -= 1;
+    },
+    { finish: true },
+  );
   return true;
 }
 
