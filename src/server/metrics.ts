@@ -2,10 +2,12 @@
 // latency, ledger step latency, unknown outcomes, webhook outcomes. A registry per server, no
 // global state.
 
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GateObserver } from "../gate/observer.js";
+import { delivery_turns } from "../ingest/turns.js";
 import type { Provider, ProviderOutcome } from "../provider/port.js";
 import type { RoutePlugin } from "./app.js";
+import { entries_pages_in_flight_max, entriesPagesInFlight } from "./routes/log.js";
 
 export interface Metrics {
   registry: Registry;
@@ -48,6 +50,28 @@ export function createMetrics(): Metrics {
     help: "fetch_order and fetch_payment calls answered rate_limited (BURSAR_LOOKUPS_PER_MINUTE) instead of asking the provider",
     labelNames: ["tool"],
     registers: [registry],
+  });
+
+  // The process's bounds on work that held the event loop for every request (a hostile review):
+  // how close they are, read when scraped. Past them a request is answered 503 busy.
+  new Gauge({
+    name: "bursar_ingest_deliveries",
+    help: `Evidence deliveries being stored (at most ${delivery_turns.in_progress_max}) or waiting their turn (at most ${delivery_turns.waiting_max}; past them 503 busy), by state`,
+    labelNames: ["state"],
+    registers: [registry],
+    collect() {
+      const gauge = delivery_turns.gauge();
+      this.set({ state: "in_progress" }, gauge.in_progress);
+      this.set({ state: "waiting" }, gauge.waiting);
+    },
+  });
+  new Gauge({
+    name: "bursar_log_pages_in_flight",
+    help: `Pages of log entries being answered (at most ${entries_pages_in_flight_max}; past them 503 busy)`,
+    registers: [registry],
+    collect() {
+      this.set(entriesPagesInFlight());
+    },
   });
 
   const evidence_gap = new Counter({ name: "bursar_evidence_gap_calls_total", help: "Observed calls that could not be recorded, by reason", labelNames: ["reason"], registers: [registry] });

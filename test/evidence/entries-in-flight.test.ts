@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FastifyInstance } from "fastify";
 import type { EvidenceLog, StoredEntry } from "../../src/evidence/index.js";
 import { buildServer, type RoutePlugin } from "../../src/server/app.js";
+import { createMetrics } from "../../src/server/metrics.js";
 import { entries_busy_retry_after_seconds, entries_pages_in_flight_max, entriesPagesInFlight, logRoutes } from "../../src/server/routes/log.js";
 import { openTestLog, type TestLog } from "./support.js";
 
@@ -113,6 +114,9 @@ describe(`at most ${entries_pages_in_flight_max} pages of entries in flight`, ()
       // A small page reads the log too, and waits its turn as well; the place is what is bounded.
       expectBusy(await get(server.url, "/api/v1/log/entries?start=3"));
       expect(entriesPagesInFlight()).toBe(entries_pages_in_flight_max);
+      // An operator sees it in /metrics.
+      const metrics = createMetrics();
+      expect(await metrics.registry.getSingleMetricAsString("bursar_log_pages_in_flight")).toMatch(new RegExp(`^bursar_log_pages_in_flight ${entries_pages_in_flight_max}$`, "m"));
       // Not counted: an empty page (a tail polled at the tree size) and the proofs.
       expect((await get(server.url, "/api/v1/log/entries?start=4")).body).toMatchObject({ start: 4, end: 4, tree_size: 4, entries: [] });
       expect((await get(server.url, "/api/v1/log/proof/inclusion?index=1&size=4")).status).toBe(200);

@@ -74,6 +74,8 @@ interface Flood {
   gauge_full: { in_progress: number; waiting: number };
   /** Deliveries that had reached ingestDelivery then. */
   entered_full: number;
+  /** /metrics as scraped then. */
+  metrics_full: string;
   tree_before: number;
 }
 
@@ -106,10 +108,11 @@ async function flood(prefix: string, count: number, body: (event_id: string) => 
   });
   const gauge_full = delivery_turns.gauge();
   const entered_full = seen.entered.length;
+  const metrics_full = await (await fetch(`${h.url}/metrics`)).text();
   seen.held = false;
   for (const resume of seen.holding.splice(0)) resume();
   const answers = await Promise.all(pending);
-  return { event_ids, answers, gauge_full, entered_full, tree_before };
+  return { event_ids, answers, gauge_full, entered_full, metrics_full, tree_before };
 }
 
 describe("deliveries past 2 in progress and 32 waiting", () => {
@@ -138,8 +141,11 @@ describe("deliveries past 2 in progress and 32 waiting", () => {
 
 describe("deliveries sent at once, across the three routes", () => {
   it("are decoded and stored at most 2 at a time, the rest waiting in arrival order", async () => {
-    const { event_ids, answers, gauge_full, entered_full } = await flood("at-once", admitted_max);
+    const { event_ids, answers, gauge_full, entered_full, metrics_full } = await flood("at-once", admitted_max);
     expect({ gauge_full, entered_full }).toEqual({ gauge_full: { in_progress: deliveries_in_progress_max, waiting: deliveries_waiting_max }, entered_full: deliveries_in_progress_max });
+    // An operator sees it in /metrics.
+    expect(metrics_full).toContain(`bursar_ingest_deliveries{state="in_progress"} ${deliveries_in_progress_max}\n`);
+    expect(metrics_full).toContain(`bursar_ingest_deliveries{state="waiting"} ${deliveries_waiting_max}\n`);
     expect(seen.running_max).toBe(deliveries_in_progress_max);
     expect(seen.entered).toEqual(event_ids);
     expect(answers.map((answer) => answer.status)).toEqual(event_ids.map(() => 200));
