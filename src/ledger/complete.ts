@@ -5,7 +5,7 @@ import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import type { ApprovalRow, BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
-import { approvalByReservation, completeKeys, dropIdempotency, dropUnknownKeys, getIdempotency, getReservation, keyInFlightOn, lockBlock, storeResult } from "./statements.js";
+import { approvalByReservation, completeKeys, dropIdempotency, dropUnknownKeys, flagOutcomeUnknown, getIdempotency, getReservation, keyInFlightOn, lockBlock, storeResult } from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
 import { expireLeasesOfBlock } from "./sweep.js";
 
@@ -297,11 +297,8 @@ export async function abandonCapture(
   // landing, or a check once it has stayed uncaptured for capture_unlanded_after_ms, clears it.
   const may_land = !payment.unbind && reservation.status === "held" && reservation.payment_id === payment.payment_id;
   if (may_land) {
-    await tx.run("UPDATE reservations SET outcome_unknown = 1, unknown_reason = ?, updated_at_ms = ? WHERE reservation_id = ?", [
-      `the capture of payment ${payment.payment_id} got no definite answer and may still land (${reason}): a check settles it if it did`,
-      context.clock().getTime(),
-      reservation.reservation_id,
-    ]);
+    const unknown_reason = `the capture of payment ${payment.payment_id} got no definite answer and may still land (${reason}): a check settles it if it did`;
+    await flagOutcomeUnknown(tx, reservation.reservation_id, unknown_reason, context.clock().getTime());
   }
   // This call's own row only, as for a refused order (storeOutcome).
   await dropIdempotency(tx, call.agent_id, call.key, call.reservation_id);

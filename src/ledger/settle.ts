@@ -8,6 +8,7 @@ import {
   adjustBlock,
   approvalByReservation,
   completeKeys,
+  flagOutcomeUnknown,
   freezeBlock,
   getReservation,
   lockBlock,
@@ -74,12 +75,8 @@ export async function markUnknown(
   reservation: ReservationRow,
   reason: string,
 ): Promise<void> {
-  const marked = await tx.run(
-    "UPDATE reservations SET outcome_unknown = 1, unknown_reason = ?, updated_at_ms = ? WHERE reservation_id = ? AND status = 'held'",
-    [reason, context.clock().getTime(), reservation.reservation_id],
-  );
   // Only money still held can have an unknown outcome; a settled or released one is known.
-  if (marked.changes === 0) return;
+  if (!(await flagOutcomeUnknown(tx, reservation.reservation_id, reason, context.clock().getTime()))) return;
   await record(tx, context, "gate.settlement", {
     action: "outcome_unknown",
     reservation_id: reservation.reservation_id,
@@ -110,31 +107,28 @@ async function countUnreconciled(
   now_ms: number,
   amount = payment.amount,
 ): Promise<number | "counted_before" | "elsewhere"> {
-  // The block counts in its own currency's minor units: a payment in another is listed (with its
-  // currency) and freezes the block, but adds nothing to its sums (USD cents are not paise).
-  const counts = (counted: number) => (payment.currency === reservation.currency ? counted : 0);
   const before = await tx.get<{ amount: number | string; currency: string; reservation_id: string }>(
     "SELECT amount, currency, reservation_id FROM unreconciled_payments WHERE payment_id = ?",
     [payment.id],
   );
+  // Raised only on the reservation (and so the block) it was counted on, in its currency.
+  if (before && (before.reservation_id !== reservation.reservation_id || before.currency !== payment.currency)) return "elsewhere";
+  const was = before ? Number(before.amount) : 0;
+  if (before && amount <= was) return "counted_before";
   if (before) {
-    // Raised only on the reservation (and so the block) it was counted on.
-    const was = Number(before.amount);
-    if (before.reservation_id !== reservation.reservation_id || before.currency !== payment.currency) return "elsewhere";
-    if (amount <= was) return "counted_before";
     await tx.run("UPDATE unreconciled_payments SET amount = ?, reason = ?, counted_at_ms = ? WHERE payment_id = ?", [amount, reason, now_ms, payment.id]);
-    const added = counts(amount - was);
-    if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
-    return added;
+  } else {
+    const inserted = await tx.run(
+      `INSERT INTO unreconciled_payments (payment_id, reservation_id, block_id, amount, currency, reason, counted_at_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
+      [payment.id, reservation.reservation_id, reservation.block_id, amount, payment.currency, reason, now_ms],
+    );
+    // Inserted meanwhile by another reservation's report (its block lock is not this one).
+    if (inserted.changes !== 1) return "elsewhere";
   }
-  const inserted = await tx.run(
-    `INSERT INTO unreconciled_payments (payment_id, reservation_id, block_id, amount, currency, reason, counted_at_ms)
-     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
-    [payment.id, reservation.reservation_id, reservation.block_id, amount, payment.currency, reason, now_ms],
-  );
-  // Inserted meanwhile by another reservation's report (its block lock is not this one).
-  if (inserted.changes !== 1) return "elsewhere";
-  const added = counts(amount);
+  // The block counts in its own currency's minor units: a payment in another is listed (with its
+  // currency) and freezes the block, but adds nothing to its sums (USD cents are not paise).
+  const added = payment.currency === reservation.currency ? amount - was : 0;
   if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
   return added;
 }

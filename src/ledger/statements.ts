@@ -64,6 +64,18 @@ export async function adjustBlock(tx: SqlTx, block_id: string, delta: BlockDelta
   if (result.changes !== 1) throw new Error(`block ${block_id} vanished while adjusting it`);
 }
 
+/**
+ * Marks a held reservation outcome-unknown (the operator's inbox lists it) with `reason`, its
+ * clock for a check's waits starting now; false when it is no longer held (a known outcome).
+ */
+export async function flagOutcomeUnknown(tx: SqlTx, reservation_id: string, reason: string, now_ms: number): Promise<boolean> {
+  const flagged = await tx.run(
+    "UPDATE reservations SET outcome_unknown = 1, unknown_reason = ?, updated_at_ms = ? WHERE reservation_id = ? AND status = 'held'",
+    [reason, now_ms, reservation_id],
+  );
+  return flagged.changes === 1;
+}
+
 export async function freezeBlock(tx: SqlTx, block_id: string, reason: string, now_ms: number): Promise<void> {
   await tx.run(
     "UPDATE blocks SET frozen_at_ms = COALESCE(frozen_at_ms, ?), freeze_reason = COALESCE(freeze_reason, ?) WHERE block_id = ?",
