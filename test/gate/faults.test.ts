@@ -37,6 +37,15 @@ async function abandonedCaptures(agent_id: string): Promise<string[]> {
   });
 }
 const block = async (block_id: string) => (await server.api<Record<string, number>>("GET", `/api/v1/blocks/${block_id}`)).body;
+/** The inbox's outcome-unknown reservations. */
+const unknownOutcomes = async () => (await server.api<{ unknown_outcomes: Array<{ reservation_id: string; unknown_reason: string }> }>("GET", "/api/v1/inbox")).body.unknown_outcomes;
+/** The inbox's outcome-unknown reservation ids. */
+const unknownIds = async () => (await unknownOutcomes()).map((row) => row.reservation_id);
+/** A capture of `payment_id` (9,000 INR) whose request gets the fault `fault` from the provider. */
+async function captureWith(client: Awaited<ReturnType<typeof buyer>>["client"], payment_id: string, fault: "error_5xx_next" | "error_4xx_next") {
+  faults().set({ [fault]: 1, only_routes: ["POST /v1/payments/:id/capture"] });
+  return client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+}
 
 describe("provider faults", () => {
   for (const fault of ["timeout_next", "reset_next", "error_5xx_next"] as const) {
@@ -48,8 +57,7 @@ describe("provider faults", () => {
       const structured = result.structuredContent as Structured;
       expect(structured).toMatchObject({ effect: "ALLOW", provider: "unknown" });
       expect(await block(agent.block_id)).toMatchObject({ held: 7_000, spent: 0 });
-      const inbox = await server.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
-      expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).toContain(structured.reservation_id);
+      expect(await unknownIds()).toContain(structured.reservation_id);
       // The same call replays the unknown state instead of creating a second order.
       const again = await client.callTool({ name: "create_order", arguments: { amount: 7_000, currency: "INR" } });
       expect(again.structuredContent).toMatchObject({ provider: "unknown", replayed: true, reservation_id: structured.reservation_id });
@@ -120,13 +128,9 @@ describe("provider faults", () => {
   it("a capture with no definite answer puts its reservation in the inbox; landed later with its webhooks lost, a check settles it and it leaves the inbox", async () => {
     const { agent, client } = await buyer("f-capture-inbox");
     const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
-    faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
-    const failed = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    const failed = await captureWith(client, payment_id, "error_5xx_next");
     const { reservation_id } = failed.structuredContent as { reservation_id: string };
-    const unknown = async () =>
-      (await server.api<{ unknown_outcomes: Array<{ reservation_id: string; unknown_reason: string }> }>("GET", "/api/v1/inbox")).body.unknown_outcomes.filter(
-        (row) => row.reservation_id === reservation_id,
-      );
+    const unknown = async () => (await unknownOutcomes()).filter((row) => row.reservation_id === reservation_id);
     // Without this, nothing but the agent's next capture would ever settle it.
     expect(await unknown()).toEqual([expect.objectContaining({ unknown_reason: expect.stringMatching(new RegExp(`^the capture of payment ${payment_id} got no definite answer and may still land`)) })]);
     faults().set({ webhook_drop_next: 10 });
@@ -140,11 +144,9 @@ describe("provider faults", () => {
   it("after a capture with no definite answer, a later capture the provider refuses leaves the payment bound: the first may still land", async () => {
     const { agent, client } = await buyer("f-capture-5xx-then-4xx");
     const { payment_id } = await paidOrder(server.url, client, { amount: 9_000, currency: "INR" });
-    faults().set({ error_5xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
-    const unanswered = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    const unanswered = await captureWith(client, payment_id, "error_5xx_next");
     const { reservation_id } = unanswered.structuredContent as { reservation_id: string };
-    faults().set({ error_4xx_next: 1, only_routes: ["POST /v1/payments/:id/capture"] });
-    const refused = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
+    const refused = await captureWith(client, payment_id, "error_4xx_next");
     expect(refused.structuredContent).toMatchObject({ provider: "refused" });
     const log = server.started.bursar.log;
     const entries = await log.entries(0, await log.treeSize());
@@ -153,8 +155,7 @@ describe("provider faults", () => {
       ["capture.unanswered", false],
       ["capture.refused", false],
     ]);
-    const inbox = await server.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
-    expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).toContain(reservation_id);
+    expect(await unknownIds()).toContain(reservation_id);
     // Still bound: the same payment captures, and settles once.
     const captured = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
     expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
@@ -169,8 +170,7 @@ describe("provider faults", () => {
     expect(refused.structuredContent).toMatchObject({ provider: "refused" });
     expect((refused.content as Array<{ text: string }>)[0]?.text).not.toMatch(/no definite answer/);
     expect(await abandonedCaptures(agent.agent_id)).toEqual(["capture.refused"]);
-    const inbox = await server.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
-    expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).not.toContain((refused.structuredContent as Structured).reservation_id);
+    expect(await unknownIds()).not.toContain((refused.structuredContent as Structured).reservation_id);
   });
 
   it("the reservation check finds a timed-out order by receipt and settles only a proven capture", async () => {

@@ -113,6 +113,13 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     return dir;
   }
 
+  /** The environment of a gate on a standalone simulator, as on a real account; the simulator closes after the test. */
+  async function realProviderEnv(): Promise<Record<string, string>> {
+    const simulator = await startSimulator();
+    cleanups.push(() => simulator.close());
+    return razorpayEnv(simulator);
+  }
+
   it("lists a hold on an order the simulator forgot in the inbox, a check releases it (held 0, books balanced, log verified), and the same call then buys anew", async () => {
     const dir = dataDir();
     const first = await startGate(dir);
@@ -225,9 +232,7 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     await first.close();
 
     // Started again on a real provider (a standalone simulator): no provider can have that order.
-    const razorpay = await startSimulator();
-    cleanups.push(() => razorpay.close());
-    const second = await startGate(dir, razorpayEnv(razorpay));
+    const second = await startGate(dir, await realProviderEnv());
     cleanups.push(() => second.close());
     const inbox = await second.api<{ unknown_outcomes: Array<{ reservation_id: string }> }>("GET", "/api/v1/inbox");
     expect(inbox.body.unknown_outcomes.map((row) => row.reservation_id)).toEqual([reservation_id]);
@@ -244,9 +249,7 @@ describe("a restart of bursar serve with the mounted simulator", () => {
 
   it("a hold whose order a real provider made stays held when the restart switches to the mounted simulator: not listed as lost, the check answers unknown", async () => {
     const dir = dataDir();
-    const razorpay = await startSimulator();
-    cleanups.push(() => razorpay.close());
-    const first = await startGate(dir, razorpayEnv(razorpay));
+    const first = await startGate(dir, await realProviderEnv());
     const agent = await agentWithBlock(first);
     const created = await first.call(agent.token, "create_order", { amount: 20_000, currency: "INR", idempotency_key: "cart-4" });
     const reservation_id = created.reservation_id as string;
@@ -275,9 +278,7 @@ describe("a restart of bursar serve with the mounted simulator", () => {
     await first.close();
 
     // Restarted on a real provider (a standalone simulator), where the operator approves: the order is made there.
-    const razorpay = await startSimulator();
-    cleanups.push(() => razorpay.close());
-    const second = await startGate(dir, razorpayEnv(razorpay));
+    const second = await startGate(dir, await realProviderEnv());
     const approved = await second.api<{ result: { reservation_id: string } }>("POST", `/api/v1/approvals/${approval_id}/approve`);
     expect(approved.status).toBe(200);
     const reservation_id = approved.body.result.reservation_id;

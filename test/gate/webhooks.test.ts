@@ -80,6 +80,12 @@ async function orderLookups(): Promise<number> {
 
 const block = async (block_id: string) => (await server.api<Record<string, number | boolean | string>>("GET", `/api/v1/blocks/${block_id}`)).body;
 const log_size = async () => server.started.bursar.log.treeSize();
+/** The bodies of the settlement entries of `action` (commit, reject) about payment `payment_id`, oldest first. */
+async function settlementsOf(action: string, payment_id: string): Promise<Array<Record<string, unknown>>> {
+  const log = server.started.bursar.log;
+  const entries = await log.entries(0, await log.treeSize());
+  return entries.map((stored) => stored.entry.body).filter((body) => body.action === action && (body.payment as { id?: string } | undefined)?.id === payment_id);
+}
 const webhook_event_count = async () =>
   server.started.bursar.driver.read(async (tx) => Number((await tx.get<{ count: number | string }>("SELECT count(*) AS count FROM webhook_events"))!.count));
 const webhook_events_where = (column: "event_id" | "payment_id", value: string) =>
@@ -386,9 +392,7 @@ describe("POST /webhooks/razorpay", () => {
     // Still more: the count rises to the most any report said moved, and the block freezes again.
     expect((await send(paymentEvent("payment.captured", { ...settled, amount: 12_000 }))).body).toMatchObject({ outcome: "rejected", reason });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, spent: 5_000, unreconciled: 7_000 });
-    const log = server.started.bursar.log;
-    const entries = await log.entries(0, await log.treeSize());
-    const rejects = entries.map((stored) => stored.entry.body).filter((body) => body.action === "reject" && (body.payment as { id?: string } | undefined)?.id === settled.id);
+    const rejects = await settlementsOf("reject", settled.id);
     expect(rejects.map((body) => [body.unreconciled, body.already_counted ?? body.already_reported ?? false])).toEqual([
       [0, false],
       [0, false],
@@ -422,9 +426,7 @@ describe("POST /webhooks/razorpay", () => {
     // only the 10,000 now spent leaves unreconciled; the other 10,000 some report said moved stays.
     expect((await send(paymentEvent("payment.captured", { ...payment, amount: 10_000 }))).body).toMatchObject({ outcome: "applied" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, held: 0, spent: 10_000, unreconciled: 10_000 });
-    const log = server.started.bursar.log;
-    const entries = await log.entries(0, await log.treeSize());
-    expect(entries.map((stored) => stored.entry.body).filter((body) => body.action === "commit" && (body.payment as { id?: string } | undefined)?.id === payment.id)).toEqual([
+    expect(await settlementsOf("commit", payment.id)).toEqual([
       expect.objectContaining({ reconciled: 10_000, unreconciled_left: 10_000, froze: true }),
     ]);
   });
@@ -438,9 +440,7 @@ describe("POST /webhooks/razorpay", () => {
     // No unfreeze: the block is still frozen when the same payment settles for the order's amount.
     expect((await send(paymentEvent("payment.captured", { ...payment, amount: 10_000 }))).body).toMatchObject({ outcome: "applied" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true, freeze_reason: frozen.freeze_reason, spent: 10_000, unreconciled: 10_000 });
-    const log = server.started.bursar.log;
-    const entries = await log.entries(0, await log.treeSize());
-    expect(entries.map((stored) => stored.entry.body).filter((body) => body.action === "commit" && (body.payment as { id?: string } | undefined)?.id === payment.id)).toEqual([
+    expect(await settlementsOf("commit", payment.id)).toEqual([
       expect.objectContaining({ reconciled: 10_000, unreconciled_left: 10_000, froze: false }),
     ]);
   });

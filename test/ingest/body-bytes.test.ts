@@ -18,12 +18,10 @@ beforeAll(async () => {
 });
 afterAll(async () => h.close());
 
-type Route = IngestRoute;
-const routes = ingest_routes;
 
-const post = (route: Route, body: Buffer, headers: Record<string, string> = {}) => postDelivery(h, source, route, body, headers);
+const post = (route: IngestRoute, body: Buffer, headers: Record<string, string> = {}) => postDelivery(h, source, route, body, headers);
 
-async function refused(route: Route, body: Buffer, headers: Record<string, string> = {}) {
+async function refused(route: IngestRoute, body: Buffer, headers: Record<string, string> = {}) {
   const before = await h.treeSize();
   const answer = await post(route, body, headers);
   expect(await h.treeSize()).toBe(before);
@@ -35,7 +33,7 @@ let next_id = 0;
 const fresh = (prefix: string) => `evt_${prefix}_${next_id++}`;
 
 describe("Content-Encoding", () => {
-  for (const route of routes) {
+  for (const route of ingest_routes) {
     it(`${route}: refuses gzip, signed or not over the compressed bytes, with 415 unsupported_content_encoding and stores nothing`, async () => {
       const compressed = gzipSync(Buffer.from(ndjson([record(fresh("gz"))])));
       const answer = await refused(route, compressed, { "content-encoding": "gzip" });
@@ -93,7 +91,7 @@ describe("a byte order mark", () => {
     expect({ status: answer.status, code: answer.body.error.code }).toEqual({ status: 400, code: "byte_order_mark" });
   });
 
-  for (const route of routes) {
+  for (const route of ingest_routes) {
     it(`${route}: names one that starts a later line (files joined by cat) as that record's problem`, async () => {
       const body = Buffer.concat([Buffer.from(ndjson([record(fresh("bom_line"))])), byte_order_mark, Buffer.from(ndjson([record(fresh("bom_line"))]))]);
       const answer = await refused(route, body);
