@@ -3,15 +3,15 @@
 
 import type { KeyObject } from "node:crypto";
 import { createPrivateKey, generateKeyPairSync } from "node:crypto";
-import { systemClock, type Clock } from "./clock.js";
+import { monotonicClock, type Clock } from "./clock.js";
 import { isPostgresUrl } from "./config.js";
-import { createLogSigner, EvidenceLog } from "./evidence/index.js";
+import { createLogSigner, EvidenceLog, readNewestEntryTime } from "./evidence/index.js";
 import { WorkInFlight } from "./gate/context.js";
 import { Gate } from "./gate/gate.js";
 import { LookupBudget, lookups_per_minute_default } from "./gate/lookups.js";
 import type { GateObserver } from "./gate/observer.js";
 import { randomBase62, randomIds, type IdSource } from "./ids.js";
-import { Ledger, ledger_defaults, migrations, SqliteDriver, type SqlDriver } from "./ledger/index.js";
+import { checkLifetimes, Ledger, ledger_defaults, migrations, SqliteDriver, type SqlDriver } from "./ledger/index.js";
 import { PostgresDriver } from "./ledger/postgres.js";
 import { timedFlush } from "./ledger/sqlite-wal.js";
 import { guard_table, type Guard } from "./policy/index.js";
@@ -76,12 +76,34 @@ function signingKeyOf(option: KeyObject | string | undefined): KeyObject {
   return typeof option === "string" ? createPrivateKey(option) : option;
 }
 
+/**
+ * The clock of a process given none. On PostgreSQL every instance reads the database's clock (see
+ * docs/postgres.md), so velocity windows, expiries and leases agree across processes; on SQLite,
+ * the host's. Either starts no earlier than the log's newest entry: a process started after the
+ * host's clock stepped back took the earlier time as it was, and a block that an earlier process
+ * had seen expire (and refused under R2) took money again.
+ */
+async function startingClock(driver: SqlDriver): Promise<Clock> {
+  const floor_ms = await driver.read((tx) => readNewestEntryTime(tx));
+  return driver instanceof PostgresDriver ? driver.databaseClock(floor_ms) : monotonicClock(Date.now, floor_ms);
+}
+
+function lifetimes(options: BursarOptions) {
+  return {
+    lease_ms: options.lease_ms ?? ledger_defaults.lease_ms,
+    approval_lifetime_ms: options.approval_lifetime_ms ?? ledger_defaults.approval_lifetime_ms,
+    derived_key_lifetime_ms: ledger_defaults.derived_key_lifetime_ms,
+  };
+}
+
 function counterSuffixes(): () => string {
   let next = 0;
   return () => `S${String(++next).padStart(8, "0")}`;
 }
 
 export async function createBursar(options: BursarOptions): Promise<Bursar> {
+  // Before anything is opened, migrated or logged.
+  checkLifetimes(lifetimes(options));
   const driver = openDriver(options.db, options);
   try {
     return await assemble(driver, options);
@@ -95,9 +117,7 @@ export async function createBursar(options: BursarOptions): Promise<Bursar> {
 
 async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Bursar> {
   await driver.migrate(migrations);
-  // On PostgreSQL every instance reads the database's clock (see docs/postgres.md), so velocity
-  // windows, expiries and leases agree across processes; an injected clock always wins.
-  const clock = options.clock ?? (driver instanceof PostgresDriver ? await driver.databaseClock() : systemClock);
+  const clock = options.clock ?? (await startingClock(driver));
   const origin = options.origin ?? "bursar.local/log";
   const log = await EvidenceLog.open(driver, {
     signer: createLogSigner(signingKeyOf(options.signingKey), origin),
@@ -112,9 +132,7 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
     ids: options.ids ?? randomIds,
     guards: options.guards ?? guard_table,
     evidence: log,
-    lease_ms: options.lease_ms ?? ledger_defaults.lease_ms,
-    approval_lifetime_ms: options.approval_lifetime_ms ?? ledger_defaults.approval_lifetime_ms,
-    derived_key_lifetime_ms: ledger_defaults.derived_key_lifetime_ms,
+    ...lifetimes(options),
   }, { batch_decisions: options.pg_batch_decisions ?? true });
   // The gate's work and the embedded simulator's webhooks under way: closing waits for both.
   const work = new WorkInFlight();

@@ -86,6 +86,7 @@ export {
   EvidenceLog,
   EvidenceRangeError,
   readLatestCheckpoint,
+  readNewestEntryTime,
   readTreeSize,
   type AppendResult,
   type SignedAppendResult,

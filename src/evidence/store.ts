@@ -138,6 +138,13 @@ export async function readTreeSize(tx: SqlTx, lock = false): Promise<number> {
   return toIndex(row.size);
 }
 
+/** When the log's newest entry was received (ms), or -Infinity for a log with none. */
+export async function readNewestEntryTime(tx: SqlTx): Promise<number> {
+  const row = await tx.get<{ received_at: string }>("SELECT received_at FROM log_entries ORDER BY seq DESC LIMIT 1");
+  const at_ms = row ? Date.parse(row.received_at) : Number.NaN;
+  return Number.isFinite(at_ms) ? at_ms : -Infinity;
+}
+
 export async function readEntryRows(tx: SqlTx, start: number, end: number): Promise<EntryRow[]> {
   const rows = await tx.all<EntryRow>(
     "SELECT seq, kind, received_at, entry_text, leaf_hash, receipt_signature FROM log_entries WHERE seq >= ? AND seq < ? ORDER BY seq",

@@ -66,15 +66,19 @@ interface Snapshot {
 
 /**
  * Whether a stored key still replays: explicit keys always; derived ones for 5 minutes, or while
- * their reservation waits for approval, or while the outcome of their own call is unknown (not
- * an order's whose later capture went unanswered: that order's key would replay it for good).
+ * their reservation waits for approval and 5 minutes after it is decided (an agent that repeated
+ * the held call while it waited learns the decision by repeating it once more, where a fresh
+ * HOLD would hold the amount a second time), or while the outcome of their own call is unknown
+ * (not an order's whose later capture went unanswered: that order's key would replay it for good).
  */
 export async function stillReplays(tx: SqlTx, context: LedgerContext, row: IdempotencyRow, now_ms: number): Promise<boolean> {
   if (!row.derived || row.status === "in_flight") return true;
   if (now_ms < row.first_at_ms + context.derived_key_lifetime_ms) return true;
   const reservation = row.reservation_id ? await getReservation(tx, row.reservation_id) : undefined;
-  if (!reservation || reservation.status !== "held") return false;
+  if (!reservation) return false;
   const approval = await approvalByReservation(tx, reservation.reservation_id);
+  if (approval?.decided_at_ms != null && now_ms < approval.decided_at_ms + context.derived_key_lifetime_ms) return true;
+  if (reservation.status !== "held") return false;
   if (approval?.state === "pending" || approval?.state === "forwarding") return true;
   if (!reservation.outcome_unknown) return false;
   return resultUnknown(row.result_json) || (approval?.state === "approved" && resultUnknown(approval.result_json));

@@ -52,6 +52,21 @@ export const ledger_defaults = Object.freeze({
   derived_key_lifetime_ms: 300_000,
 });
 
+/** The longest a ledger takes: a lease of an hour (serve's is at most 360 s), an approval of 90
+ *  days (a block's longest life). A lifetime must be a whole number of milliseconds in range:
+ *  "900000" (text) was added to a time as text, and Infinity never ran out, each leaving a hold
+ *  that nothing released. */
+export const lifetime_ms_max = Object.freeze({ lease_ms: 3_600_000, approval_lifetime_ms: 90 * 86_400_000, derived_key_lifetime_ms: 86_400_000 });
+
+export function checkLifetimes(context: Pick<LedgerContext, keyof typeof lifetime_ms_max>): void {
+  for (const [name, max] of Object.entries(lifetime_ms_max) as Array<[keyof typeof lifetime_ms_max, number]>) {
+    const value: unknown = context[name];
+    if (!Number.isSafeInteger(value) || (value as number) < 1 || (value as number) > max) {
+      throw new RangeError(`${name} must be a whole number of milliseconds from 1 to ${max}, not ${typeof value === "string" ? JSON.stringify(value) : String(value)}`);
+    }
+  }
+}
+
 export async function record(
   tx: SqlTx,
   context: LedgerContext,

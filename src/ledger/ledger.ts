@@ -26,7 +26,7 @@ import {
   type UnbindVia,
   type UnlandedOutcome,
 } from "./complete.js";
-import { record, type LedgerContext } from "./context.js";
+import { checkLifetimes, record, type LedgerContext } from "./context.js";
 import type { SqlDriver, SqlTx, TransactionOptions } from "./driver.js";
 import { blockView, type ApprovalRow, type ApprovalView, type BlockRow, type BlockView, type ReservationRow } from "./rows.js";
 import { settleCapture, type CapturedPayment, type SettleOutcome, type SettleVia } from "./settle.js";
@@ -115,6 +115,7 @@ export class Ledger {
     readonly context: LedgerContext,
     options: LedgerOptions = {},
   ) {
+    checkLifetimes(context);
     // On PostgreSQL each decision pays round trips and a commit that the log's sequence lock
     // serializes across processes; batches share them. SQLite decides in-process and gains nothing.
     if (driver.dialect === "postgres" && options.batch_decisions !== false) {

@@ -512,7 +512,8 @@ export class PostgresDriver implements SqlDriver {
    * backwards within a process: after a backwards step of the wall clock it holds still until
    * the next measurement.
    */
-  async databaseClock(): Promise<Clock> {
+  /** The database's clock (see docs/postgres.md), never earlier than `floor_ms`. */
+  async databaseClock(floor_ms = -Infinity): Promise<Clock> {
     let offset_ms = (await this.measureClockOffset()).offset_ms;
     if (this.resync) clearInterval(this.resync);
     this.resync = setInterval(() => {
@@ -521,7 +522,7 @@ export class PostgresDriver implements SqlDriver {
         .catch(() => undefined); // keep the last offset; the next resync tries again
     }, pg_clock_resync_ms);
     this.resync.unref();
-    return monotonicClock(() => Math.round(Date.now() + offset_ms));
+    return monotonicClock(() => Math.round(Date.now() + offset_ms), floor_ms);
   }
 
   async close(): Promise<void> {

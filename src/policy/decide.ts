@@ -6,6 +6,8 @@ import type { Guard, PolicyCall, PolicyState, Verdict } from "./types.js";
 export const allow_verdict: Verdict = Object.freeze({ effect: "ALLOW", rule: "ALLOW", reason: "every rule passed" });
 
 function runGuards(call: PolicyCall, state: PolicyState, now_ms: number, guards: readonly Guard[]): Verdict {
+  // Every time comparison is false for NaN: an expired block would pass R2 and an empty window R6.
+  if (!Number.isFinite(now_ms)) throw new Error("the clock's reading is not a time");
   for (const guard of guards) {
     const verdict = guard.check(call, state, now_ms);
     if (verdict) return verdict;

@@ -195,6 +195,14 @@ async function listen(app: FastifyInstance, config: Config): Promise<void> {
   }
 }
 
+/** How far Bursar's clock may start ahead of the host's before the start says so. */
+const clock_ahead_warning_ms = 1_000;
+
+/** Said at the start when the log's newest entry (or the database's clock) is ahead of the host's clock. */
+export function clockAheadWarning(ahead_ms: number): string {
+  return `the clock starts ${Math.round(ahead_ms / 1000)} s ahead of this host's: the log's newest entry (or the database's clock) is later than the host's time, so Bursar's time stands still until the host's catches up; expiries, approval lifetimes, leases and velocity windows wait too (check the host's clock)`;
+}
+
 /** Said once at the start of a server whose database is BURSAR_DB=:memory:. */
 export const memory_database_warning =
   "BURSAR_DB=:memory: blocks, holds and the evidence log live in this process only and are lost when it exits (set BURSAR_DB to a file or a postgres:// URL to keep them)";
@@ -233,6 +241,8 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     app = await serverOf(config, options, files, setup, metrics, opened);
     if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory or secret: group or others have access (expected mode 0700 for the directory, 0600 for secrets)");
     if (config.db === ":memory:") app.log.warn(memory_database_warning);
+    const ahead_ms = opened.clock().getTime() - Date.now();
+    if (ahead_ms > clock_ahead_warning_ms) app.log.warn({ clock: opened.clock().toISOString(), ahead_ms }, clockAheadWarning(ahead_ms));
     await listen(app, config);
     return await running(app, config, files, setup, opened);
   } catch (error) {

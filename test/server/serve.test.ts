@@ -7,8 +7,10 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
+import { createBursar } from "../../src/index.js";
 import { configDigest, memory_database_warning, startServer } from "../../src/server/start.js";
 import { bursar_bin, builtSuiteDir } from "../support/build.js";
+import { manualClock } from "../support/clock.js";
 import { pipedThroughHead, startBursar } from "../support/process.js";
 import { waitUntil, within } from "../support/wait.js";
 
@@ -77,6 +79,22 @@ describe("bursar serve", () => {
     expect(await server.stop()).toBe(0);
     const warnings = logLines(server.output()).filter((line) => String(line.msg).startsWith("BURSAR_DB=:memory:"));
     expect(warnings).toEqual([expect.objectContaining({ level: 40, msg: memory_database_warning })]);
+  });
+
+  it("says at the start when its clock starts ahead of the host's: the log's newest entry is later", async () => {
+    const data_dir = join(dir(), "ahead");
+    const first = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
+    expect(await first.stop()).toBe(0);
+    // An entry written while the host's clock ran two hours ahead (since stepped back).
+    const ahead = await createBursar({ db: join(data_dir, "bursar.db"), signingKey: readFileSync(join(data_dir, "signing-key.pem"), "utf8"), clock: manualClock(Date.now() + 7_200_000) });
+    await ahead.log.recordStart("ahead");
+    await ahead.close();
+
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
+    expect(await server.stop()).toBe(0);
+    const warnings = logLines(server.output()).filter((line) => String(line.msg).startsWith("the clock starts"));
+    expect(warnings).toEqual([expect.objectContaining({ level: 40, ahead_ms: expect.any(Number) })]);
+    expect(warnings[0]?.msg).toMatch(/^the clock starts 7[12]\d\d s ahead of this host's: .* Bursar's time stands still until the host's catches up/);
   });
 
   it("system.start's config digest hashes the database as shown: a postgres password changes nothing in it", () => {
