@@ -49,8 +49,9 @@ function invalid(field: string, message: string): HttpError {
 
 function integerIn(field: RangedField, value: unknown): number {
   const [min, max] = block_field_ranges[field];
-  if (typeof value !== "number" || !Number.isSafeInteger(value)) throw invalid(field, "must be an integer");
-  if (value < min || value > max) throw invalid(field, `must be from ${min} to ${max}, got ${value}`);
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw invalid(field, `must be a whole number from ${min} to ${max}, got ${typeof value === "number" ? value : JSON.stringify(value)}`);
+  }
   return value;
 }
 

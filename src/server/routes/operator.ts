@@ -13,7 +13,10 @@ import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
 import { invalidQuery, nameSchema, onlyQueryParams, parseBody, queryInteger, takes_no_body } from "../validate.js";
 
-const money = z.number().int();
+// Whole numbers are checked by the ledger, which names each field's range (src/ledger/blocks.ts):
+// the schema's own int() answered "expected int, received number" or "Too big: expected int to
+// be <=9007199254740991" before the range was ever named.
+const money = z.number();
 const create_agent = z.object({ name: z.string() }).strict();
 const create_block = z
   .object({
@@ -21,10 +24,10 @@ const create_block = z
     currency: z.string(),
     reserved: money.optional(),
     expires_at: z.string().optional(),
-    ttl_seconds: z.number().int().optional(),
+    ttl_seconds: z.number().optional(),
     per_call_cap: money.optional(),
     approval_threshold: money.optional(),
-    velocity: z.object({ max_calls: z.number().int().optional(), window_seconds: z.number().int().optional() }).strict().optional(),
+    velocity: z.object({ max_calls: z.number().optional(), window_seconds: z.number().optional() }).strict().optional(),
   })
   .strict();
 const create_auditor = z.object({ name: nameSchema(128) }).strict();
