@@ -40,16 +40,23 @@ function basicAuth(key_id: string, key_secret: string): string {
 
 /** A system or undici error code (ECONNREFUSED, UND_ERR_SOCKET, CERT_HAS_EXPIRED): a fixed name, safe to show. */
 const error_code_shape = /^[A-Z][A-Z0-9_]{1,63}$/;
+/** undici's fixed message for a 3xx answer to a request made with `redirect: "error"`. */
+const redirect_refused_message = "unexpected redirect";
 
 /**
  * Names the failure by its error code only. The reason reaches the agent's answer and the
  * evidence log, and an error's message may repeat the request's URL (fetch's "cannot be
  * constructed from a URL that includes credentials: http://user:password@…") or a proxy's text,
- * so no message is echoed.
+ * so no message is echoed; undici's fixed redirect message is compared, not shown.
  */
 function describeFetchError(error: unknown, timeout_ms: number): string {
   if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")) {
     return `no answer within ${timeout_ms} ms`;
+  }
+  // An answer did arrive: a 3xx, which is not followed (it could send the request, Authorization
+  // and all, elsewhere), so whether the provider acted is unknown.
+  if ((error as { cause?: { message?: unknown } } | null)?.cause?.message === redirect_refused_message) {
+    return "the provider answered with a redirect, which Bursar does not follow";
   }
   const codes = [(error as { cause?: { code?: unknown } } | null)?.cause?.code, (error as { code?: unknown } | null)?.code];
   const code = codes.find((candidate): candidate is string => typeof candidate === "string" && error_code_shape.test(candidate));

@@ -3,6 +3,7 @@
 
 import { z } from "zod";
 import { representable } from "../../evidence/canonical.js";
+import { isSecretKeyName, isSecretValue, redacted, scrub, withoutSecretKeys } from "../../evidence/scrub.js";
 import {
   order_id_pattern,
   payment_id_pattern,
@@ -13,22 +14,31 @@ import {
 } from "../port.js";
 
 /**
- * The provider's text is outside input like any other: it reaches tool results and evidence. Cut
- * to this many characters, with lone surrogates (which no evidence entry can hold) replaced by
- * U+FFFD. Razorpay's own limits are far below it (receipt 40, a note 256 characters).
+ * The provider's text is outside input like any other: it reaches tool results, stored results,
+ * release reasons and evidence. Scrubbed as the evidence log scrubs (a provider that echoes the
+ * request can answer with our key secret or Authorization header), then cut to this many
+ * characters, with lone surrogates (which no evidence entry can hold) replaced by U+FFFD.
+ * Razorpay's own limits are far below it (receipt 40, a note 256 characters).
  */
 export const provider_text_chars_max = 1_024;
 /** Razorpay allows 15 notes; an answer with more than this many is not a Razorpay answer. */
 export const provider_notes_max = 64;
 
 export function providerText(text: string): string {
-  const cut = text.length > provider_text_chars_max ? `${text.slice(0, provider_text_chars_max)}…` : text;
+  // Scrubbed before the cut, so a secret across it is seen whole; and after, for a cut that made one.
+  const scrubbed = scrub(text);
+  const cut = scrubbed.length > provider_text_chars_max ? scrub(`${scrubbed.slice(0, provider_text_chars_max)}…`) : scrubbed;
   return representable(cut) as string;
 }
 
 const wire_text = z.string().transform(providerText);
 
-/** Razorpay serialises empty notes as `[]` (a PHP quirk) and otherwise as an object. */
+/**
+ * Razorpay serialises empty notes as `[]` (a PHP quirk) and otherwise as an object. Notes are
+ * scrubbed as the gate scrubs the notes it sends (gate/money.ts providerNotes): a note whose key
+ * holds a secret is left out (scrubbing would replace all the notes), a note under a secret's
+ * name ("auth", "api_key") keeps its name and loses its value, and the rest is provider text.
+ */
 const wire_notes = z
   .union([z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])), z.array(z.never()).max(0)])
   .nullish()
@@ -36,15 +46,23 @@ const wire_notes = z
   .transform((notes): Record<string, string> => {
     if (!notes || Array.isArray(notes)) return {};
     const out: Record<string, string> = {};
-    for (const [key, value] of Object.entries(notes)) out[providerText(key)] = value === null ? "" : providerText(String(value));
+    for (const [key, value] of Object.entries(withoutSecretKeys(notes))) {
+      out[providerText(key)] = value === null ? "" : isSecretKeyName(key) ? redacted : providerText(String(value));
+    }
     return out;
   });
+
+/** An id that holds a secret (a known key secret fits in 40 base62 characters) is no id: the
+ *  answer is unparseable, rather than the secret shown or stored as an order or payment id. */
+const not_secret = (id: string) => !isSecretValue(id);
+const wire_order_id = z.string().regex(order_id_pattern).refine(not_secret, "an id that holds a secret");
+const wire_payment_id = z.string().regex(payment_id_pattern).refine(not_secret, "an id that holds a secret");
 
 const minor_amount = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const unix_seconds = z.number().int().nonnegative();
 
 export const wire_order_schema = z.object({
-  id: z.string().regex(order_id_pattern),
+  id: wire_order_id,
   entity: z.literal("order"),
   amount: minor_amount,
   amount_paid: minor_amount.optional().default(0),
@@ -56,12 +74,12 @@ export const wire_order_schema = z.object({
 });
 
 export const wire_payment_schema = z.object({
-  id: z.string().regex(payment_id_pattern),
+  id: wire_payment_id,
   entity: z.literal("payment"),
   amount: minor_amount,
   currency: z.string().regex(/^[A-Z]{3}$/),
   status: z.enum(["created", "authorized", "captured", "failed", "refunded"]),
-  order_id: z.string().regex(order_id_pattern).nullable().optional().default(null),
+  order_id: wire_order_id.nullable().optional().default(null),
   captured: z.boolean(),
   method: wire_text.nullable().optional(),
   error_code: wire_text.nullable().optional(),
@@ -69,15 +87,16 @@ export const wire_payment_schema = z.object({
   created_at: unix_seconds,
 });
 
-/** `metadata` etc. are kept out of our type: we take only what a refusal needs to be explained. */
+/** `metadata` etc. are kept out of our type: we take only what a refusal needs to be explained.
+ *  Every text is provider text (scrubbed), kept in our type or not: none can carry a secret on. */
 export const wire_error_schema = z.object({
   error: z.object({
     code: z.string().min(1).pipe(wire_text),
     description: wire_text,
     field: wire_text.nullable().optional(),
-    source: z.string().nullable().optional(),
-    step: z.string().nullable().optional(),
-    reason: z.string().nullable().optional(),
+    source: wire_text.nullable().optional(),
+    step: wire_text.nullable().optional(),
+    reason: wire_text.nullable().optional(),
   }),
 });
 

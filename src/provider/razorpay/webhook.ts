@@ -4,6 +4,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import type { ParsedWebhook, PaymentEventName, WebhookCheck, WebhookVerifyError } from "../port.js";
+import { scrub } from "../../evidence/scrub.js";
 import { toProviderOrder, toProviderPayment } from "./transformers.js";
 
 export const signature_header_name = "x-razorpay-signature";
@@ -102,7 +103,9 @@ export function parseRazorpayWebhook(raw_body: Buffer): ParsedWebhook | { error:
   const { event, payload, created_at } = envelope.data;
   const account_id = envelope.data.account_id ?? null;
   const is_payment_event = isPaymentEvent(event);
-  if (!is_payment_event && event !== "order.paid") return { type: "unsupported", event, account_id, created_at };
+  // An unsupported event's name is the provider's text, recorded as it is: scrubbed, as the log
+  // scrubs it (its lone surrogates are kept, for the gate to refuse it as malformed).
+  if (!is_payment_event && event !== "order.paid") return { type: "unsupported", event: scrub(event), account_id, created_at };
   const payment = toProviderPayment(entityOf(payload, "payment"));
   if (!payment.ok) return { error: `${event}: ${payment.reason}` };
   if (is_payment_event) return { type: event, payment: payment.value, account_id, created_at };
