@@ -293,13 +293,26 @@ async function lockBlocks(
   return { blocks: await waitFor(agents), skipped: new Set() };
 }
 
+/** How long heldAgents waits for a lock (a table lock: SKIP LOCKED never waits for a row's). */
+export const held_probe_lock_wait_ms = 100;
+
+/** heldAgents could not lock to tell which blocks are held (55P03, without the code the driver
+ *  retries): the caller counts them all as held, as after any failure of it. */
+export class HeldProbeError extends Error {}
+
 /**
  * Of `agents`, those whose block another transaction holds right now: asked after a batch timed
  * out waiting, to learn whose block it waited on. Locks what it can without waiting (SKIP LOCKED)
- * and lets go at once: the caller runs it in a transaction of its own that only reads.
+ * and lets go at once: the caller runs it in a transaction of its own that only reads. A lock it
+ * would wait for (`LOCK TABLE blocks` from psql) fails it after held_probe_lock_wait_ms with a
+ * HeldProbeError, which the driver does not retry: it once waited out statement_timeout itself.
  */
 export async function heldAgents(tx: SqlTx, agents: readonly string[], now_ms: number): Promise<Set<string>> {
-  const free = (await tx.get<FreeBlocks>(lock_free_agent_blocks, [now_ms, JSON.stringify(agents)])) as FreeBlocks;
+  await tx.get("SELECT set_config('lock_timeout', ?, true)", [`${held_probe_lock_wait_ms}ms`]);
+  const free = (await tx.get<FreeBlocks>(lock_free_agent_blocks, [now_ms, JSON.stringify(agents)]).catch((error: unknown) => {
+    if ((error as { code?: unknown } | null)?.code !== "55P03") throw error;
+    throw new HeldProbeError(`could not tell which blocks another session holds: ${String((error as Error).message)}`, { cause: error });
+  })) as FreeBlocks;
   const lockable = new Set([...free.blockless, ...safeIntegers(free.locked).map((row) => row.agent_id)]);
   return new Set(agents.filter((agent) => !lockable.has(agent)));
 }
@@ -499,24 +512,42 @@ export class DecisionQueue {
    */
   private startOverflow(): void {
     if (this.overflow !== undefined || this.stalled === undefined) return;
-    this.overflow = (async () => {
-      try {
-        for (let stalled = this.stalled; stalled !== undefined; stalled = this.stalled) {
-          const held_back = new Set(stalled);
-          for (const call of this.waiting) if (call.deferred) held_back.add(call.input.agent_id);
-          const calls: Waiting[] = [];
-          for (let index = 0; index < this.waiting.length && calls.length < decision_batch_max; ) {
-            if (held_back.has((this.waiting[index] as Waiting).input.agent_id)) index++;
-            else calls.push(...this.waiting.splice(index, 1));
-          }
-          if (calls.length === 0) return;
-          await this.decideBatch(calls, false);
-          await turn();
-        }
-      } finally {
-        this.overflow = undefined;
+    const run = this.overflowBatches();
+    this.overflow = run;
+    // Cleared once the run ends, and only if it is still this run: one that finds nothing to
+    // decide ends before the line above stores it, and a `finally` inside it clearing the field
+    // then left the settled run stored for good, which kept the lane shut for the process's life.
+    const clear = () => {
+      if (this.overflow === run) this.overflow = undefined;
+    };
+    void run.then(clear, clear);
+  }
+
+  private async overflowBatches(): Promise<void> {
+    for (let stalled = this.stalled; stalled !== undefined; stalled = this.stalled) {
+      const held_back = new Set(stalled);
+      for (const call of this.waiting) if (call.deferred) held_back.add(call.input.agent_id);
+      const calls: Waiting[] = [];
+      for (let index = 0; index < this.waiting.length && calls.length < decision_batch_max; ) {
+        if (held_back.has((this.waiting[index] as Waiting).input.agent_id)) index++;
+        else calls.push(...this.waiting.splice(index, 1));
       }
-    })();
+      if (calls.length === 0) return;
+      await this.decideBatch(calls, false);
+      await turn();
+    }
+  }
+
+  /**
+   * After a batch timed out: of the agents whose blocks it waited for (else, when it waited on
+   * none by name, a lock on the whole table say, of every agent it decided), those whose block
+   * is still held, or all of them when the probe cannot tell.
+   */
+  private async heldOf(calls: readonly Waiting[], skipped: ReadonlySet<number>, waiting_on: ReadonlySet<string>): Promise<Set<string>> {
+    const decided = calls.filter((_, index) => !skipped.has(index)).map((call) => call.input.agent_id as string);
+    const probed = [...(waiting_on.size > 0 ? waiting_on : new Set(decided))];
+    if (probed.length === 0) return new Set();
+    return this.stillHeld(probed).catch(() => new Set(probed));
   }
 
   /** Decides one batch of calls and answers them; `wait`: whether it may wait for held blocks
@@ -553,7 +584,9 @@ export class DecisionQueue {
       // holds: the calls on those blocks fail with that error rather than each waiting as long
       // again, one after another, with every later call of the process behind them. The others
       // go to the next batch (a block it waited for and got, a timeout elsewhere).
-      const held = isStatementTimeout(error) && waiting_on.size > 0 ? await this.stillHeld([...waiting_on]).catch(() => new Set<string>()) : new Set<string>();
+      // A probe that could not tell (it could not lock, or failed) counts them all as held:
+      // deciding each again would wait as long again for what may be the same lock.
+      const held = isStatementTimeout(error) ? await this.heldOf(calls, skipped, waiting_on) : new Set<string>();
       if (held.size > 0) {
         for (const call of calls) if (held.has(call.input.agent_id as string)) call.reject(error);
         this.waiting.unshift(...calls.filter((call) => !held.has(call.input.agent_id as string)));

@@ -315,6 +315,10 @@ export class PostgresDriver implements SqlDriver {
       idleTimeoutMillis: 30_000,
       statement_timeout: options.statement_timeout_ms ?? pg_statement_timeout_ms,
       idle_in_transaction_session_timeout: options.idle_in_transaction_timeout_ms ?? pg_idle_in_transaction_timeout_ms,
+      // No lock wait of its own: statement_timeout bounds every wait, and a database's or role's
+      // default (a DBA's lock_timeout = '5ms') failed hot-block calls after the provider had
+      // made their orders. A string: node-postgres drops a startup setting that is a falsy 0.
+      lock_timeout: "0" as unknown as number,
       application_name: "bursar",
       keepAlive: true,
       keepAliveInitialDelayMillis: pg_keepalive_idle_ms,

@@ -1,5 +1,6 @@
-// Time-driven transitions: in-flight leases that ran out (the process died) become
-// outcome-unknown, and approvals past their lifetime expire and release their hold.
+// Time-driven transitions: in-flight leases that ran out (the process stopped, or could not
+// record the provider's answer) become outcome-unknown, and approvals past their lifetime
+// expire and release their hold.
 
 import { record, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
@@ -8,7 +9,10 @@ import { getReservation, storeResult } from "./statements.js";
 import { markUnknown, releaseHold } from "./settle.js";
 
 export const sweep_blocks_max = 500;
-export const lease_expired_reason = "the process handling this call stopped before the provider answered";
+/** Says only what is known: a live process whose COMMIT of the provider's answer failed (a
+ *  terminated backend) leaves the same expired lease as one that stopped. */
+export const lease_expired_reason =
+  "this call's lease ran out before its outcome was recorded: the process handling it stopped, or could not record the provider's answer; the order may exist (a reservation check finds it by its receipt)";
 
 async function expireLease(tx: SqlTx, context: LedgerContext, row: IdempotencyRow): Promise<void> {
   const reservation = row.reservation_id ? await getReservation(tx, row.reservation_id) : undefined;
