@@ -3,7 +3,7 @@
 // releases; a capture error re-fetches the payment and acts on what the provider reports.
 
 import { redacted, scrub, withoutSecretKeys } from "../evidence/index.js";
-import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type SentKey } from "../ledger/index.js";
+import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type ReservationRow, type SentKey } from "../ledger/index.js";
 import { note_value_length_max, type PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isNoSuchResource, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -79,6 +79,13 @@ export async function createOrder(context: GateContext, agent_id: string, args: 
   }
   const call = callRef(agent_id, auth);
   const { block, outcome, result } = await forwardOrder(context, call, args as Args);
+  // An order the ledger would not name (another reservation has it): the call's outcome is unknown.
+  const unnamed = outcome.kind === "ok" && result.provider === "unknown";
+  if (unnamed && result.released === true) return unknownAfterRelease(call.reservation_id, String(result.reason), auth.evidence);
+  if (unnamed) {
+    context.observer?.unknownOutcome("create_order");
+    return outcomeUnknown(call.reservation_id, String(result.reason), auth.evidence, false);
+  }
   if (outcome.kind === "ok" && result.provider === "late_order") {
     return orderAfterRelease(orderView(outcome.value), call.reservation_id, String(result.reason), auth.evidence);
   }
@@ -130,6 +137,22 @@ async function unbindDeadPayment(context: GateContext, agent_id: string, named: 
 }
 
 /**
+ * Why a capture the provider reports on a reservation's order (a payment it was asked about, or
+ * lists on the order) is not settled on that reservation, or undefined: one the ledger would
+ * commit for less than the hold, releasing the rest (the reservation still held, the payment the
+ * bound one or none bound, in its currency). The gate's orders are for the reservation's amount,
+ * and Razorpay captures a payment for its order's amount only, so such an answer is no answer, as
+ * a capture's own answer for another amount is (notAsked): the money stays held until a webhook
+ * or a check proves the capture. Any other capture is settled, and a conflict rejected as its
+ * webhook would be.
+ */
+export function unprovenCapture(payment: ProviderPayment, reservation: ReservationRow): string | undefined {
+  const bound = reservation.payment_id === null || reservation.payment_id === payment.id;
+  if (reservation.status !== "held" || !bound || payment.currency !== reservation.currency || payment.amount >= reservation.amount) return undefined;
+  return `the provider reports payment ${payment.id} captured for ${payment.amount} ${payment.currency}, not the ${reservation.amount} ${reservation.currency} held: an answer for another amount is no answer, and the money stays held`;
+}
+
+/**
  * Before a capture is decided: a payment the provider reports captured on the caller's own held
  * reservation is proof that money moved (an earlier capture that went unanswered and landed
  * later, or one made with the merchant's key, its webhooks lost). It is settled as its webhook
@@ -140,22 +163,42 @@ async function settleLandedCapture(context: GateContext, agent_id: string, named
   if (!isCapture(named)) return;
   const reservation = await context.ledger.reservationByOrder(named.order_id);
   // Another agent's reservation is not this caller's to touch; its webhook or a check settles it.
-  if (!reservation || reservation.agent_id !== agent_id || reservation.status !== "held") return;
+  if (!reservation || reservation.agent_id !== agent_id || reservation.status !== "held" || unprovenCapture(named, reservation)) return;
   await context.ledger.settle({ ...paymentView(named), order_id: named.order_id }, "capture");
 }
 
-/** Why a payment the provider answered with is not the one this call bound, or undefined. */
-function otherPayment(payment: ProviderPayment, auth: AuthorizeResult): string | undefined {
+/** What a capture asked the provider for: the amount and (upper-case) currency it sent. */
+type Asked = { amount: number; currency: string };
+
+/**
+ * Why a payment the provider answered with is not what this call asked about (the payment it
+ * bound, of its order, for the amount and currency it sent), or undefined. R3 made the amount
+ * sent the authorized payment's, so an answer for any other amount proves nothing about it.
+ */
+function notAsked(payment: ProviderPayment, auth: AuthorizeResult, asked: Asked): string | undefined {
   const bound = auth.reservation;
-  if (payment.id === bound?.payment_id && (payment.order_id === null || payment.order_id === bound.order_id)) return undefined;
-  return `the provider answered with payment ${payment.id} of order ${payment.order_id ?? "(none)"}, not ${bound?.payment_id ?? "(none)"} of order ${bound?.order_id ?? "(none)"}`;
+  if (payment.id !== bound?.payment_id || (payment.order_id !== null && payment.order_id !== bound.order_id)) {
+    return `the provider answered with payment ${payment.id} of order ${payment.order_id ?? "(none)"}, not ${bound?.payment_id ?? "(none)"} of order ${bound?.order_id ?? "(none)"}`;
+  }
+  if (payment.amount !== asked.amount || payment.currency !== asked.currency) {
+    return `the provider answered with payment ${payment.id} for ${payment.amount} ${payment.currency}, when asked to capture ${asked.amount} ${asked.currency}`;
+  }
+  return undefined;
 }
 
-async function settled(context: GateContext, call: CallRef, payment: ProviderPayment, auth: AuthorizeResult): Promise<ToolResult> {
-  // An answer about another payment or order settles nothing here (nor on whichever block that
-  // order is): this reservation's outcome is unknown until a webhook or an operator check proves it.
-  const other = otherPayment(payment, auth);
+async function settled(context: GateContext, call: CallRef, payment: ProviderPayment, auth: AuthorizeResult, asked: Asked): Promise<ToolResult> {
+  // An answer about another payment, order, amount or currency settles nothing here (nor on
+  // whichever block that order is): this reservation's outcome is unknown until a webhook or an
+  // operator check proves it. Taken at its word, a lower amount would commit and release the rest.
+  const other = notAsked(payment, auth, asked);
   if (other) return captureOutcomeUnknown(context, call, auth, other);
+  // A success that reports the payment not captured (still authorized, failed) is no proof
+  // either way: ask the provider what happened, as after an error. afterCaptureError calls back
+  // here only with a captured payment.
+  if (!isCapture(payment)) {
+    const reason = `the provider answered the capture with payment ${payment.id} ${payment.status}, not captured`;
+    return afterCaptureError(context, call, auth, undefined, reason, asked);
+  }
   // The order is the one the gate bound before capturing, whatever the answer omits.
   const order_id = payment.order_id ?? auth.reservation?.order_id ?? "";
   const view = { ...paymentView(payment), order_id };
@@ -188,10 +231,11 @@ async function afterCaptureError(
   auth: AuthorizeResult,
   error: { code: string; description: string } | undefined,
   reason: string,
+  asked: Asked,
 ): Promise<ToolResult> {
   const payment_id = (auth.reservation?.payment_id ?? "") as string;
   const check = await context.provider.fetchPayment(payment_id);
-  if (check.kind === "ok" && isCapture(check.value)) return settled(context, call, check.value, auth);
+  if (check.kind === "ok" && isCapture(check.value)) return settled(context, call, check.value, auth, asked);
   if (check.kind === "ok") {
     const still_authorized = check.value.status === "authorized";
     const refused = error !== undefined;
@@ -255,8 +299,9 @@ export async function capturePayment(context: GateContext, agent_id: string, arg
   const call = callRef(agent_id, auth);
   const { amount, currency } = args as { amount: number; currency: string };
   const payment_id = (auth.reservation?.payment_id ?? "") as string;
-  const outcome = await context.provider.capturePayment(payment_id, { amount, currency: currency.toUpperCase() });
-  if (outcome.kind === "ok") return settled(context, call, outcome.value, auth);
+  const asked: Asked = { amount, currency: currency.toUpperCase() };
+  const outcome = await context.provider.capturePayment(payment_id, asked);
+  if (outcome.kind === "ok") return settled(context, call, outcome.value, auth, asked);
   const reason = outcome.kind === "refused" ? outcome.error.description : outcome.reason;
-  return afterCaptureError(context, call, auth, outcome.kind === "refused" ? outcome.error : undefined, reason);
+  return afterCaptureError(context, call, auth, outcome.kind === "refused" ? outcome.error : undefined, reason, asked);
 }

@@ -6,11 +6,11 @@ import { HttpError } from "../errors.js";
 import { isCapture, type ReservationRow, type SettleOutcome } from "../ledger/index.js";
 import { capture_unlanded_after_ms, orderAbsent, orderFound, type AbsentOutcome, type UnlandedOutcome } from "../ledger/complete.js";
 import { record } from "../ledger/context.js";
-import { lockBlock } from "../ledger/statements.js";
+import { getReservation, lockBlock } from "../ledger/statements.js";
 import { cannotBeCaptured, isNoSuchResource, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
 import { orderLostWithSimulator, releaseLostOrder } from "./lost-orders.js";
-import { forwardOrder, orderView } from "./money.js";
+import { forwardOrder, orderView, unprovenCapture } from "./money.js";
 
 export function approve(context: GateContext, approval_id: string): Promise<Record<string, unknown>> {
   return context.work.run(() => forwardApproved(context, approval_id));
@@ -43,46 +43,64 @@ async function linkOrder(context: GateContext, reservation: ReservationRow): Pro
   if (found.kind === "refused") return { kind: "unknown", reason: `the provider refused the order lookup (${found.error.description})` };
   if (found.value.length === 0) return { kind: "none" };
   const order = found.value[0] as ProviderOrder;
-  await context.ledger.transaction(async (tx, ledger_context) => {
+  return context.ledger.transaction(async (tx, ledger_context): Promise<Linked> => {
     // The block lock comes before any write to its reservations (and before the log's lock).
     await lockBlock(tx, reservation.block_id);
-    await orderFound(tx, ledger_context, reservation.reservation_id, orderView(order));
+    if (await orderFound(tx, ledger_context, reservation.reservation_id, orderView(order))) return { kind: "found", order_id: order.id };
+    // Not named: another call named its order meanwhile, or another reservation has this one.
+    const now = await getReservation(tx, reservation.reservation_id);
+    if (now?.order_id) return { kind: "found", order_id: now.order_id };
+    return { kind: "unknown", reason: now?.unknown_reason ?? `the provider's order ${order.id} for this receipt was not linked` };
   });
-  return { kind: "found", order_id: order.id };
 }
 
-/** The capture the reservation expects: settled first, so it commits before any other is weighed. */
+/**
+ * The capture the reservation expects (payment, order, amount, currency): settled first, so it
+ * commits before any other is weighed. The gate's orders are for the reservation's amount, and
+ * Razorpay captures a payment for no other amount than its order's.
+ */
 function matches(payment: ProviderPayment, reservation: ReservationRow, order_id: string): boolean {
   return (
     isCapture(payment) &&
     payment.order_id === order_id &&
     payment.currency === reservation.currency &&
-    payment.amount <= reservation.amount &&
+    payment.amount === reservation.amount &&
     (reservation.payment_id === null || reservation.payment_id === payment.id)
   );
 }
 
 type PaymentView = ReturnType<typeof paymentView>;
 type Settlement = { payment: PaymentView; outcome: SettleOutcome["outcome"]; reason: string };
+type Settled = { settlements: Settlement[]; unproven: string[] };
 
 /**
  * Settles every capture the provider reports on the order, exactly as its webhook would: the one
  * matching the reservation first, then any other (a second payment, a capture of another payment
  * than the bound one, another amount or currency, a late capture), which settleCapture rejects,
  * freezing the block and counting its money as unreconciled once per payment id. Money the
- * provider says moved is never answered as "no capture" while its webhook is lost.
+ * provider says moved is never answered as "no capture" while its webhook is lost. One listed for
+ * less than a hold it would commit is not settled (unprovenCapture): its reason is answered.
  */
-async function settleCaptures(context: GateContext, reservation: ReservationRow, order_id: string, payments: ProviderPayment[]): Promise<Settlement[]> {
+async function settleCaptures(context: GateContext, reservation: ReservationRow, order_id: string, payments: ProviderPayment[]): Promise<Settled> {
   // The order's own captures only: a listed payment of another order is not this reservation's.
   const captured = payments.filter((payment) => isCapture(payment) && payment.order_id === order_id);
   const ordered = [...captured.filter((payment) => matches(payment, reservation, order_id)), ...captured.filter((payment) => !matches(payment, reservation, order_id))];
   const settlements: Settlement[] = [];
+  const skipped: string[] = [];
   for (const payment of ordered) {
+    // One that does not match is weighed against the reservation as the settlements before it left
+    // it (a match committed it): listed for less than a hold it would commit, it is no answer.
+    const current = matches(payment, reservation, order_id) ? undefined : await context.ledger.reservation(reservation.reservation_id);
+    const why = current ? unprovenCapture(payment, current) : undefined;
+    if (why) {
+      skipped.push(why);
+      continue;
+    }
     const view = paymentView(payment);
     const settled = await context.ledger.settle({ ...view, order_id }, "check");
     settlements.push({ payment: view, outcome: settled.outcome, reason: settled.reason });
   }
-  return settlements;
+  return { settlements, unproven: skipped };
 }
 
 /** What the check answers for its settlements: a conflict first, then a capture applied, then a no-op. */
@@ -201,21 +219,23 @@ async function askProvider(context: GateContext, reservation_id: string): Promis
   const current = (await context.ledger.reservation(reservation_id)) as ReservationRow;
   // Weighed against the payment bound now first: a capture of another one while it was bound was
   // made outside the gate, and is rejected (the block frozen) as its webhook would be.
-  const settlements = await settleCaptures(context, current, order_id, payments.value);
+  const { settlements, unproven: not_settled } = await settleCaptures(context, current, order_id, payments.value);
   const unbound = await unbindDeadPayment(context, reservation_id, payments.value);
   // The bound payment dead and unbound, another capture on the order now settles the reservation
   // in this same check (moving its money from unreconciled to spent), not only the next one.
   if (unbound) {
     const released = (await context.ledger.reservation(reservation_id)) as ReservationRow;
     const matching = payments.value.filter((payment) => matches(payment, released, order_id));
-    settlements.push(...(await settleCaptures(context, released, order_id, matching)));
+    settlements.push(...(await settleCaptures(context, released, order_id, matching)).settlements);
   }
   const answer: Record<string, unknown> = { reservation_id, order_id };
   const first = headline(settlements);
-  if (first) Object.assign(answer, { outcome: first.outcome, reason: first.reason, payment: first.payment, settlements });
+  const unsettled = not_settled.join("; ");
+  if (first) Object.assign(answer, { outcome: first.outcome, reason: unsettled ? `${first.reason}; ${unsettled}` : first.reason, payment: first.payment, settlements });
+  else if (unsettled) Object.assign(answer, { outcome: "unknown", reason: unsettled });
   else Object.assign(answer, { outcome: "no_capture", reason: "the provider reports no captured payment on the order" });
   if (unbound) answer.unbound_payment = paymentView(unbound);
-  else if (!first) {
+  else if (!first && !unsettled) {
     const unlanded = await resolveUnlandedCapture(context, reservation_id, payments.value);
     if (unlanded?.kind === "resolved") {
       answer.reason = `${String(answer.reason)}; the bound payment is still authorized ${capture_unlanded_after_ms / 60_000} minutes or more after its capture went unanswered, so that capture moved nothing: the agent may capture again`;

@@ -6,8 +6,8 @@ import { HttpError } from "../errors.js";
 import { hasLoneSurrogate, sha256Hex } from "../evidence/canonical.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
 import { order_absent_reason, order_absent_watch_ms, orderFound } from "../ledger/complete.js";
-import { settleCapture } from "../ledger/settle.js";
-import { getReservation, lockBlock } from "../ledger/statements.js";
+import { rejectOnReservation, settleCapture, type CapturedPayment } from "../ledger/settle.js";
+import { getReservation, lockBlock, reservationByPayment } from "../ledger/statements.js";
 import type { ParsedWebhook, ProviderOrder, ProviderPayment } from "../provider/port.js";
 import { paymentView, type WebhookContext } from "./context.js";
 import { orderView } from "./money.js";
@@ -65,18 +65,49 @@ async function orderOf(context: WebhookContext, parsed: Parsed, order_id: string
   return { kind: "found", order: order.kind === "ok" ? order.value : null };
 }
 
-/** An order whose creation timed out is unknown by id; its receipt names the reservation to link. */
-async function linkByReceipt(context: WebhookContext, order: ProviderOrder, receipt: string): Promise<void> {
-  await context.ledger.transaction(async (tx, ledger_context) => {
+/** A reservation the order's receipt names, which has another order: its captures are conflicts there. */
+interface ClaimedBy {
+  reservation_id: string;
+  reason: string;
+}
+
+/**
+ * An order whose creation timed out is unknown by id; its receipt names the reservation to link.
+ * When that reservation already has another order (the provider answered its creation with an
+ * id other than the order it made), the order is not linked: the reservation is answered, for
+ * `apply` to reject a capture on the order there rather than forget its money.
+ */
+async function linkByReceipt(context: WebhookContext, order: ProviderOrder, receipt: string): Promise<ClaimedBy | undefined> {
+  return context.ledger.transaction(async (tx, ledger_context) => {
+    const found = await getReservation(tx, receipt);
+    if (!found) return undefined;
     // The block lock comes before any write to its reservations (and before the log's lock).
-    const reservation = await getReservation(tx, receipt);
-    if (!reservation) return;
-    await lockBlock(tx, reservation.block_id);
+    await lockBlock(tx, found.block_id);
+    const reservation = (await getReservation(tx, receipt)) as typeof found;
+    if (reservation.order_id !== null && reservation.order_id !== order.id) {
+      const reason = `a capture on order ${order.id}, whose receipt names this reservation, which has order ${reservation.order_id}`;
+      return { reservation_id: reservation.reservation_id, reason };
+    }
     await orderFound(tx, ledger_context, reservation.reservation_id, orderView(order));
+    return undefined;
   });
 }
 
-async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_sha256: string, parsed: Parsed): Promise<WebhookAnswer> {
+/**
+ * A payment the ledger committed as captured on its reservation, now reported failed: the
+ * provider contradicts the capture it proved (a status conflict), so the block freezes. Undefined
+ * for any other event, or a payment not so committed.
+ */
+async function failedAfterCapture(tx: SqlTx, context: LedgerContext, parsed: Parsed, detail: Record<string, unknown>): Promise<SettleOutcome | undefined> {
+  if (parsed.type !== "payment.failed") return undefined;
+  const reservation = await reservationByPayment(tx, parsed.payment.id);
+  if (reservation?.status !== "committed") return undefined;
+  const payment: CapturedPayment = { ...paymentView(parsed.payment), order_id: parsed.payment.order_id ?? reservation.order_id ?? "" };
+  const reason = `the provider now reports payment ${parsed.payment.id}, committed as captured on this reservation, as failed`;
+  return rejectOnReservation(tx, context, reservation.reservation_id, payment, "webhook", reason, detail);
+}
+
+async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_sha256: string, parsed: Parsed, claimed: ClaimedBy | undefined): Promise<WebhookAnswer> {
   // The delivered bytes' hash: a redelivery under a used event id with other bytes shows as such.
   const detail = { event_id, event: parsed.type === "unsupported" ? parsed.event : parsed.type, body_sha256 };
   const inserted = await tx.run(
@@ -88,9 +119,18 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
     return { outcome: "duplicate", reason: "event id already processed" };
   }
   const payment = capturedPayment(parsed);
+  const failed = await failedAfterCapture(tx, context, parsed, detail);
   let answer: WebhookAnswer;
-  if (payment && payment.order_id) {
-    const settled: SettleOutcome = await settleCapture(tx, context, { ...paymentView(payment), order_id: payment.order_id }, "webhook", detail);
+  if (failed) {
+    answer = { outcome: failed.outcome, reason: failed.reason };
+  } else if (payment && payment.order_id) {
+    const view = { ...paymentView(payment), order_id: payment.order_id };
+    let settled: SettleOutcome = await settleCapture(tx, context, view, "webhook", detail);
+    // No reservation has the order, but its receipt names one that has another: the money moved
+    // on that reservation's receipt, so it is a conflict there (counted, the block frozen).
+    if (settled.outcome === "noop" && settled.reservation_id === undefined && claimed) {
+      settled = await rejectOnReservation(tx, context, claimed.reservation_id, view, "webhook", claimed.reason, detail);
+    }
     answer = { outcome: settled.outcome, reason: settled.reason };
     if (settled.outcome === "noop") await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: settled.reason, ...detail });
   } else {
@@ -105,16 +145,16 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
 
 /** Before a new event about an order no reservation names yet: finds the order's receipt and
  *  links it (503, so the provider delivers again, when the provider's answer is unknown). */
-async function linkUnlinkedOrder(context: WebhookContext, event_id: string, parsed: Parsed, order_id: string): Promise<void> {
+async function linkUnlinkedOrder(context: WebhookContext, event_id: string, parsed: Parsed, order_id: string): Promise<ClaimedBy | undefined> {
   const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, context.ledger.context, event_id, order_id));
-  if (!unlinked) return;
+  if (!unlinked) return undefined;
   const found = await orderOf(context, parsed, order_id, unlinked.awaiting_order);
   if (found.kind === "unknown") {
     // Not a no-op: the event id stays unspent, so the provider's retry asks again.
     context.observer?.webhook("deferred");
     throw new HttpError(503, "provider_unavailable", `the provider's answer about this event's order is unknown (${found.reason}); deliver it again`);
   }
-  if (found.order?.receipt) await linkByReceipt(context, found.order, found.order.receipt);
+  return found.order?.receipt ? linkByReceipt(context, found.order, found.order.receipt) : undefined;
 }
 
 /** Handles one delivery. Throws HttpError for the 4xx/503 rows of the webhook table. */
@@ -147,9 +187,9 @@ async function settleWebhook(
   }
   // The atomic dedupe is apply's INSERT; reading first spares a redelivery any provider call.
   const order_id = "payment" in parsed ? parsed.payment.order_id : null;
-  if (order_id !== null) await linkUnlinkedOrder(context, event_id, parsed, order_id);
+  const claimed = order_id !== null ? await linkUnlinkedOrder(context, event_id, parsed, order_id) : undefined;
   const body_sha256 = sha256Hex(raw_body);
-  const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, body_sha256, parsed));
+  const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, body_sha256, parsed, claimed));
   context.observer?.webhook(answer.outcome);
   return answer;
 }

@@ -5,7 +5,19 @@ import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import type { ApprovalRow, BlockRow, ReservationRow } from "./rows.js";
 import { finishApproval } from "./approvals.js";
-import { approvalByReservation, completeKeys, dropIdempotency, dropUnknownKeys, flagOutcomeUnknown, getIdempotency, getReservation, keyInFlightOn, lockBlock, storeResult } from "./statements.js";
+import {
+  approvalByReservation,
+  completeKeys,
+  dropIdempotency,
+  dropUnknownKeys,
+  flagOutcomeUnknown,
+  getIdempotency,
+  getReservation,
+  keyInFlightOn,
+  lockBlock,
+  reservationByOrder,
+  storeResult,
+} from "./statements.js";
 import { markUnknown, releaseHold, settleCapture, type CapturedPayment, type SettleOutcome } from "./settle.js";
 import { expireLeasesOfBlock } from "./sweep.js";
 
@@ -81,15 +93,30 @@ const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
      outcome_unknown = CASE WHEN status = 'held' AND payment_id IS NULL THEN 0 ELSE outcome_unknown END,
      unknown_reason = CASE WHEN status = 'held' AND payment_id IS NULL THEN NULL ELSE unknown_reason END`;
 
+/**
+ * Why an order the provider answered with cannot be named on `reservation_id`: another
+ * reservation already has it (a broken or hostile provider answered one call with another's
+ * order). Undefined when no other reservation names it.
+ */
+async function orderTaken(tx: SqlTx, order_id: string, reservation_id: string): Promise<{ owner: string; reason: string } | undefined> {
+  const owner = await reservationByOrder(tx, order_id);
+  if (!owner || owner.reservation_id === reservation_id) return undefined;
+  return { owner: owner.reservation_id, reason: `the provider answered with order ${order_id}, which reservation ${owner.reservation_id} already has` };
+}
+
 export async function completeOrder(
   tx: SqlTx,
   context: LedgerContext,
   call: CallRef,
-  outcome: ForwardOutcome<OrderRecord>,
+  answered: ForwardOutcome<OrderRecord>,
 ): Promise<Completion> {
   const locked = await loadLocked(tx, call);
   const reservation = locked.reservation;
   const now_ms = context.clock().getTime();
+  // An order another reservation has is not named here (nor taken from it): the answer proves
+  // nothing about this call's order, whose outcome is unknown, and its entry records the answer.
+  const taken = answered.kind === "ok" ? await orderTaken(tx, answered.value.id, reservation.reservation_id) : undefined;
+  const outcome: ForwardOutcome<OrderRecord> = taken ? { kind: "unknown", reason: taken.reason } : answered;
   let result: Record<string, unknown>;
   // An order the provider created only names it on the reservation: the block stays as locked.
   let left: { reservation: ReservationRow; block: BlockRow } | undefined;
@@ -127,10 +154,11 @@ export async function completeOrder(
     await storeOutcome(tx, call, result, true);
   }
   const evidence = await record(tx, context, "gate.settlement", {
-    action: result.provider === "late_order" ? "order.after_release" : `order.${outcome.kind}`,
+    action: taken ? "order.taken" : result.provider === "late_order" ? "order.after_release" : `order.${outcome.kind}`,
     agent_id: call.agent_id,
     approval_id: call.approval_id ?? null,
     ...result,
+    ...(taken && answered.kind === "ok" ? { answered: answered.value, taken_by: taken.owner } : {}),
   });
   // The block is locked since loadLocked: the rows as this transaction leaves them.
   left ??= {
@@ -148,9 +176,21 @@ export async function completeOrder(
  * the money stays held for the order's payment), and stored for the call that asked for it, so
  * that its key, or its approval, answers with the order instead of "unknown" (and a derived key
  * stops replaying once its five minutes are over). The caller holds the block's lock. Returns
- * false when the reservation already names an order.
+ * false when the reservation already names an order, or when another reservation has this one:
+ * it is then not named, its entry (`order.taken`) records the answer, and the reservation is
+ * marked outcome-unknown with a reason that names that other reservation.
  */
 export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_id: string, order: OrderRecord): Promise<boolean> {
+  const reservation = await getReservation(tx, reservation_id);
+  if (!reservation || reservation.order_id !== null) return false;
+  const taken = await orderTaken(tx, order.id, reservation_id);
+  if (taken) {
+    // Not named (another reservation has it): the answer is recorded, and the reservation, still
+    // without a known order, goes to the inbox saying why.
+    await markUnknown(tx, context, reservation, taken.reason);
+    await record(tx, context, "gate.settlement", { action: "order.taken", reservation_id, order_id: order.id, taken_by: taken.owner, reason: taken.reason, answered: order });
+    return false;
+  }
   const linked = await tx.run(`${name_order_sql} WHERE reservation_id = ? AND order_id IS NULL`, [order.id, context.clock().getTime(), context.order_made_by ?? null, reservation_id]);
   if (linked.changes !== 1) return false;
   const result = { order, reservation_id };

@@ -303,3 +303,25 @@ export async function settleCapture(
   }
   return commit(tx, context, reservation, payment, via, detail);
 }
+
+/**
+ * A conflict found other than by the payment's order (which names no reservation, or another):
+ * by the receipt of the payment's order, or by the payment bound to a committed reservation. It
+ * is rejected on `reservation_id` exactly as settleCapture rejects one: the block freezes, and a
+ * payment the provider reports as captured is counted unreconciled once per payment id.
+ */
+export async function rejectOnReservation(
+  tx: SqlTx,
+  context: LedgerContext,
+  reservation_id: string,
+  payment: CapturedPayment,
+  via: SettleVia,
+  reason: string,
+  detail: Record<string, unknown> = {},
+): Promise<SettleOutcome> {
+  const found = await getReservation(tx, reservation_id);
+  if (!found) throw new Error(`reservation ${reservation_id} not found`);
+  await lockBlock(tx, found.block_id);
+  const reservation = (await getReservation(tx, reservation_id)) as ReservationRow;
+  return reject(tx, context, reservation, payment, via, reason, isCapture(payment), detail);
+}

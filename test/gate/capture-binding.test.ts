@@ -13,19 +13,11 @@ import { createBursar, sequentialIds, type Bursar } from "../../src/index.js";
 import type { Provider } from "../../src/provider/port.js";
 import { backends, closeAfterTest, isPostgresUrl } from "../support/backends.js";
 import { manualClock } from "../support/clock.js";
-import { expireInProcess, payInProcess, refundInProcess } from "../support/inprocess.js";
+import { expireInProcess, payInProcess, refundInProcess, replaceProvider } from "../support/inprocess.js";
 import { expectBooksBalance } from "../support/ledger.js";
 import { waitFor } from "../provider/support.js";
 
 type Structured = Record<string, unknown>;
-
-/** The gate's provider with some methods replaced: a provider that misbehaves in one way. */
-function replaceProvider(b: Bursar, methods: Partial<Provider>): Provider {
-  const context = b.gate.gateContext as { provider: Provider };
-  const real = context.provider;
-  context.provider = Object.assign(Object.create(real) as Provider, methods);
-  return real;
-}
 
 for (const backend of backends()) {
   describe(`${backend.name}: a capture binds one payment to one reservation`, () => {

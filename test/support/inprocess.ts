@@ -1,11 +1,25 @@
 // For tests of an in-process Bursar (createBursar, simulator mounted): paying an order at the
-// simulator's test checkout, letting an authorization run out, refunding a capture, and reading back the
-// gate.decision entry a tool result names.
+// simulator's test checkout, letting an authorization run out, refunding a capture, reading back the
+// gate.decision entry a tool result names, and a provider that misbehaves in one way.
 
 import { expect } from "vitest";
 import { canonicalJson } from "../../src/evidence/canonical.js";
 import type { StoredEntry } from "../../src/evidence/store.js";
 import type { Bursar } from "../../src/index.js";
+import type { Provider } from "../../src/provider/port.js";
+
+/** The gate's provider with some methods replaced: a provider that misbehaves in one way. Returns
+ *  the real one, for restoreProvider. */
+export function replaceProvider(b: Bursar, methods: Partial<Provider>): Provider {
+  const context = b.gate.gateContext as { provider: Provider };
+  const real = context.provider;
+  context.provider = Object.assign(Object.create(real) as Provider, methods);
+  return real;
+}
+
+export function restoreProvider(b: Bursar, real: Provider): void {
+  (b.gate.gateContext as { provider: Provider }).provider = real;
+}
 
 /** The body of the decision entry a tool result's evidence names, and the entry's canonical text. */
 export async function decisionBody(b: Bursar, result: { structuredContent: Record<string, unknown> }): Promise<{ body: Record<string, unknown>; text: string }> {
