@@ -5,79 +5,25 @@
 // waited minutes in production settings. Now the calls that waited fail with the timeout once,
 // and the others are decided.
 
-import pg from "pg";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { generateSigningKeyPem } from "../../src/evidence/index.js";
-import { createBursar, type Bursar } from "../../src/index.js";
-import { Ledger } from "../../src/ledger/index.js";
-import { PostgresDriver } from "../../src/ledger/postgres.js";
+import { describe, expect, it } from "vitest";
 import { expectBooksBalance } from "../support/ledger.js";
-import { freshSchema, lockWaiter, postgresServerUrl } from "../support/backends.js";
-import { manualClock } from "../support/clock.js";
+import { lockWaiter, postgresServerUrl } from "../support/backends.js";
+import { lockedLedger } from "../support/locked-ledger.js";
 
 const pg_server = postgresServerUrl();
 
 describe.skipIf(!pg_server)("a block held past statement_timeout by another session", () => {
-  let schema: Awaited<ReturnType<typeof freshSchema>> | undefined;
-  let bursar: Bursar;
-  let driver: PostgresDriver;
-  let ledger: Ledger;
-  /** Transactions that waited out the timeout, counted as the ledger runs them. */
-  let timed_out = 0;
-  /** Sessions holding a block's lock, ended after each test. */
-  const holders: pg.Client[] = [];
-  beforeAll(async () => {
-    schema = await freshSchema(pg_server as string);
-    bursar = await createBursar({ db: schema.url, signingKey: generateSigningKeyPem(), clock: manualClock() });
-    // 2 s: long enough that a loaded machine does not time out a wait the test lets go of.
-    driver = new PostgresDriver({ url: schema.url, statement_timeout_ms: 2_000, idle_in_transaction_timeout_ms: 400, query_timeout_ms: 5_000 });
-    const transaction = driver.transaction.bind(driver);
-    driver.transaction = (async (work: Parameters<typeof transaction>[0]) => {
-      try {
-        return await transaction(work);
-      } catch (error) {
-        if ((error as { code?: unknown }).code === "57014") timed_out += 1;
-        throw error;
-      }
-    }) as typeof driver.transaction;
-    ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
-  });
-  beforeEach(() => {
-    timed_out = 0;
-  });
-  afterEach(async () => {
-    for (const holder of holders.splice(0)) await holder.end();
-  });
-  afterAll(async () => {
-    await driver?.close();
-    await bursar?.close();
-    await schema?.drop();
-  });
-
-  /** An agent with a block of its own. */
-  async function agent(name: string): Promise<{ agent_id: string; block_id: string }> {
-    const created = await bursar.operator.createAgent({ name });
-    const block = await bursar.operator.createBlock({ agent_id: created.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
-    return { agent_id: created.agent_id, block_id: block.block_id };
-  }
-
+  // 2 s: long enough that a loaded machine does not time out a wait the test lets go of.
+  const t = lockedLedger(pg_server, 2_000);
+  const { agent, order } = t;
   /** Another session, in a transaction that holds the block's row lock until it ends. */
-  async function hold(block_id: string): Promise<pg.Client> {
-    const holder = new pg.Client({ connectionString: schema!.url });
-    holders.push(holder);
-    await holder.connect();
-    await holder.query("BEGIN");
-    await holder.query("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [block_id]);
-    return holder;
-  }
-
-  const order = (agent_id: string, key: string) => ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+  const hold = (block_id: string) => t.session("SELECT 1 FROM blocks WHERE block_id = $1 FOR UPDATE", [block_id]);
 
   async function expectHeld(a: { block_id: string }, b: { block_id: string }): Promise<void> {
     // Nothing was held for the calls that failed; the free block holds its one call.
-    expect(await bursar.operator.getBlock(a.block_id)).toMatchObject({ held: 0 });
-    expect(await bursar.operator.getBlock(b.block_id)).toMatchObject({ held: 100 });
-    await expectBooksBalance(bursar);
+    expect(await t.bursar.operator.getBlock(a.block_id)).toMatchObject({ held: 0 });
+    expect(await t.bursar.operator.getBlock(b.block_id)).toMatchObject({ held: 100 });
+    await expectBooksBalance(t.bursar);
   }
 
   it("fails that block's waiting calls with the timeout once, and decides another agent's call", async () => {
@@ -93,7 +39,7 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
     expect((await order(b.agent_id, "b-1")).verdict).toMatchObject({ effect: "ALLOW" });
     for (const outcome of await held) expect(outcome).toMatchObject({ status: "rejected", reason: { code: "57014" } });
     // One wait for the whole batch, not one more for each of its calls decided alone after it.
-    expect(timed_out).toBe(1);
+    expect(t.timedOut()).toBe(1);
     await holder.query("ROLLBACK");
     await expectHeld(a, b);
   });
@@ -102,7 +48,7 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
     // The batch locks blocks in block id order, as the database sorts them: b's comes first, so
     // it is waited for (and let go) before the wait for a's, which never ends.
     const pair = [await agent("first-in-order"), await agent("second-in-order")];
-    const sorted = await bursar.driver.read((tx) => tx.all<{ block_id: string }>("SELECT block_id FROM blocks WHERE block_id IN (?, ?) ORDER BY block_id", pair.map((one) => one.block_id)));
+    const sorted = await t.bursar.driver.read((tx) => tx.all<{ block_id: string }>("SELECT block_id FROM blocks WHERE block_id IN (?, ?) ORDER BY block_id", pair.map((one) => one.block_id)));
     const [b, a] = sorted.map((row) => pair.find((one) => one.block_id === row.block_id)!) as [(typeof pair)[0], (typeof pair)[0]];
     const holder_a = await hold(a.block_id);
     const holder_b = await hold(b.block_id);
@@ -114,7 +60,7 @@ describe.skipIf(!pg_server)("a block held past statement_timeout by another sess
     const [on_a, on_b] = await decided;
     expect(on_a).toMatchObject({ status: "rejected", reason: { code: "57014" } });
     expect(on_b).toMatchObject({ status: "fulfilled", value: { verdict: { effect: "ALLOW" } } });
-    expect(timed_out).toBe(1);
+    expect(t.timedOut()).toBe(1);
     await holder_a.query("ROLLBACK");
     await expectHeld(a, b);
   });

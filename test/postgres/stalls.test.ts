@@ -6,15 +6,12 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { generateSigningKeyPem } from "../../src/evidence/index.js";
-import { createBursar, type Bursar } from "../../src/index.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decision_stall_ms, DecisionQueue } from "../../src/ledger/authorize-batch.js";
 import type { AuthorizeInput, AuthorizeResult } from "../../src/ledger/authorize.js";
-import { Ledger } from "../../src/ledger/index.js";
 import { PostgresDriver } from "../../src/ledger/postgres.js";
-import { freshSchema, lockWaiter, postgresServerUrl } from "../support/backends.js";
-import { manualClock } from "../support/clock.js";
+import { lockWaiter, postgresServerUrl } from "../support/backends.js";
+import { lockedLedger } from "../support/locked-ledger.js";
 import { waitUntil, within } from "../support/wait.js";
 
 const pg_server = postgresServerUrl();
@@ -57,57 +54,8 @@ describe("DecisionQueue's overflow lane", () => {
 
 describe.skipIf(!pg_server)("stalls on a database another session locks", () => {
   const statement_timeout_ms = 2_000;
-  let schema: Awaited<ReturnType<typeof freshSchema>> | undefined;
-  let bursar: Bursar;
-  let driver: PostgresDriver;
-  let ledger: Ledger;
-  /** Transactions that failed with statement_timeout, counted as the ledger runs them. */
-  let timed_out = 0;
-  const holders: pg.Client[] = [];
-  beforeAll(async () => {
-    schema = await freshSchema(pg_server as string);
-    bursar = await createBursar({ db: schema.url, signingKey: generateSigningKeyPem(), clock: manualClock() });
-    driver = new PostgresDriver({ url: schema.url, statement_timeout_ms, idle_in_transaction_timeout_ms: 400, query_timeout_ms: 5_000 });
-    const transaction = driver.transaction.bind(driver);
-    driver.transaction = (async (work: Parameters<typeof transaction>[0]) => {
-      try {
-        return await transaction(work);
-      } catch (error) {
-        if ((error as { code?: unknown }).code === "57014") timed_out += 1;
-        throw error;
-      }
-    }) as typeof driver.transaction;
-    ledger = new Ledger(driver, bursar.ledger.context, { batch_decisions: true });
-  });
-  beforeEach(() => {
-    timed_out = 0;
-  });
-  afterEach(async () => {
-    for (const holder of holders.splice(0)) await holder.end();
-  });
-  afterAll(async () => {
-    await driver?.close();
-    await bursar?.close();
-    await schema?.drop();
-  });
-
-  async function agent(name: string): Promise<{ agent_id: string; block_id: string }> {
-    const created = await bursar.operator.createAgent({ name });
-    const block = await bursar.operator.createBlock({ agent_id: created.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
-    return { agent_id: created.agent_id, block_id: block.block_id };
-  }
-
-  /** Another session inside a transaction that has run `sql`, holding its locks until it ends. */
-  async function session(sql: string, params: unknown[] = []): Promise<pg.Client> {
-    const holder = new pg.Client({ connectionString: schema!.url, statement_timeout: 10_000 });
-    holders.push(holder);
-    await holder.connect();
-    await holder.query("BEGIN");
-    await holder.query(sql, params);
-    return holder;
-  }
-
-  const order = (agent_id: string, key: string) => ledger.authorize({ agent_id, tool: "create_order", args: { amount: 100, currency: "INR", idempotency_key: key } });
+  const t = lockedLedger(pg_server, statement_timeout_ms);
+  const { agent, session, order } = t;
 
   it("after a stall that fired while nothing was queued, a later stall still decides another agent's call beside it", async () => {
     const a = await agent("stalled-a");
@@ -132,7 +80,7 @@ describe.skipIf(!pg_server)("stalls on a database another session locks", () => 
     expect(b1.verdict).toMatchObject({ effect: "ALLOW" });
     await second.holder.query("ROLLBACK");
     expect((await a2).verdict).toMatchObject({ effect: "ALLOW" });
-    expect(timed_out).toBe(0);
+    expect(t.timedOut()).toBe(0);
   });
 
   it("under a lock on the whole blocks table, a timed-out batch fails its calls once instead of each waiting the timeout again", async () => {
@@ -142,7 +90,7 @@ describe.skipIf(!pg_server)("stalls on a database another session locks", () => 
     const decided = await Promise.allSettled([order(a.agent_id, "a-1"), order(b.agent_id, "b-1")]);
     for (const outcome of decided) expect(outcome).toMatchObject({ status: "rejected", reason: { code: "57014" } });
     // One wait for the batch; the probe asking which blocks are held does not wait on the lock.
-    expect(timed_out).toBe(1);
+    expect(t.timedOut()).toBe(1);
     await holder.query("ROLLBACK");
     expect((await order(a.agent_id, "a-2")).verdict).toMatchObject({ effect: "ALLOW" });
   });
@@ -155,9 +103,7 @@ describe.skipIf(!pg_server)("stalls on a database another session locks", () => 
     await waitedOn("a-1's batch to wait for a's block");
     // A table lock queued behind the row's holder (and the batch): the probe's lock on the
     // table would queue behind it in turn.
-    const table = new pg.Client({ connectionString: schema!.url, statement_timeout: 10_000 });
-    holders.push(table);
-    await table.connect();
+    const table = await t.connect();
     await table.query("BEGIN");
     const locked = table.query("LOCK TABLE blocks IN ACCESS EXCLUSIVE MODE");
     await waitUntil("the table lock to queue", async () => {
@@ -167,7 +113,7 @@ describe.skipIf(!pg_server)("stalls on a database another session locks", () => 
     await expect(a1).rejects.toMatchObject({ code: "57014" });
     // Before, the probe waited out its own timeout, answered "none held", and a-1 was decided
     // again alone, waiting out a third.
-    expect(timed_out).toBe(1);
+    expect(t.timedOut()).toBe(1);
     await row.query("ROLLBACK");
     await locked;
     await table.query("ROLLBACK");
