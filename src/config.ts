@@ -2,6 +2,7 @@
 // one line naming the variable and what it accepts.
 
 import { join, resolve } from "node:path";
+import { ClockBehindLogError } from "./clock.js";
 import { lookups_per_minute_default, lookups_per_minute_max } from "./gate/lookups.js";
 import { DatabaseFileError, NoSchemaError, SchemaNewerError } from "./ledger/driver.js";
 import { nameCharacterProblem } from "./policy/arguments.js";
@@ -36,6 +37,8 @@ export interface Config {
     webhook_secret: string | undefined;
   };
   allow_live: boolean;
+  /** BURSAR_CLOCK_FROM_HOST: start on the clock as it reads even when the log's newest entry is over an hour later. */
+  clock_from_host: boolean;
   /** PostgreSQL only: run statements as named prepared statements (BURSAR_PG_PREPARED_STATEMENTS, default 1). */
   pg_prepared_statements: boolean;
   signing_key_path: string | undefined;
@@ -205,6 +208,7 @@ const postgres_unreachable_codes: ReadonlySet<string> = new Set([
  */
 export function databaseError(db: string, error: unknown): unknown {
   if (error instanceof ConfigError) return error;
+  if (error instanceof ClockBehindLogError) return new ConfigError(`BURSAR_DB=${maskedDb(db)}: ${error.message}`);
   if (error instanceof SchemaNewerError) {
     return new ConfigError(
       `BURSAR_DB=${maskedDb(db)}: the database's schema is at version ${error.database_version}, newer than this bursar knows (version ${error.known_version}); run the bursar release that migrated it, or point BURSAR_DB at another database`,
@@ -338,6 +342,7 @@ export function loadConfig(env: Env = process.env): Config {
       webhook_secret: secret(env, "RAZORPAY_WEBHOOK_SECRET"),
     },
     allow_live: flag(env, "BURSAR_ALLOW_LIVE"),
+    clock_from_host: flag(env, "BURSAR_CLOCK_FROM_HOST"),
     pg_prepared_statements: flag(env, "BURSAR_PG_PREPARED_STATEMENTS", true),
     signing_key_path: pathVariable(env, "BURSAR_SIGNING_KEY"),
     master_key: secret(env, "BURSAR_MASTER_KEY"),
@@ -379,6 +384,7 @@ export const environment_help = `Environment:
   RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com; no user:password@, ?query or #fragment)
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
   BURSAR_ALLOW_LIVE          1 or true to accept rzp_live_ keys (0 or unset: refused)
+  BURSAR_CLOCK_FROM_HOST     1 or true to start on the clock as it reads when the log's newest entry is over an hour later (unset: refused at start)
   BURSAR_SIGNING_KEY         Ed25519 private key PEM file, a regular file (default: generated into the data directory)
   BURSAR_MASTER_KEY          key for encrypting stored source secrets, at least 16 characters (default: generated into the data directory)
   BURSAR_LOG_ORIGIN          checkpoint origin line (default bursar.local/log)

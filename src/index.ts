@@ -3,7 +3,7 @@
 
 import type { KeyObject } from "node:crypto";
 import { createPrivateKey, generateKeyPairSync } from "node:crypto";
-import { monotonicClock, type Clock } from "./clock.js";
+import { clock_floor_ahead_max_ms, ClockBehindLogError, monotonicClock, type Clock } from "./clock.js";
 import { isPostgresUrl } from "./config.js";
 import { createLogSigner, EvidenceLog, readNewestEntryTime } from "./evidence/index.js";
 import { WorkInFlight } from "./gate/context.js";
@@ -48,6 +48,9 @@ export interface BursarOptions {
   approval_lifetime_ms?: number;
   /** Provider look-ups (fetch_order, fetch_payment) per agent per minute; default 60, 0: unlimited. */
   lookups_per_minute?: number;
+  /** Without an injected clock: start on the host's (or database's) clock as it reads, even when
+   *  the log's newest entry is more than an hour later (else refused: ClockBehindLogError). */
+  clock_from_host?: boolean;
 }
 
 export interface Bursar {
@@ -81,11 +84,16 @@ function signingKeyOf(option: KeyObject | string | undefined): KeyObject {
  * docs/postgres.md), so velocity windows, expiries and leases agree across processes; on SQLite,
  * the host's. Either starts no earlier than the log's newest entry: a process started after the
  * host's clock stepped back took the earlier time as it was, and a block that an earlier process
- * had seen expire (and refused under R2) took money again.
+ * had seen expire (and refused under R2) took money again. An entry more than an hour ahead is
+ * refused (ClockBehindLogError) unless `from_host`, which starts on the clock as it reads.
  */
-async function startingClock(driver: SqlDriver): Promise<Clock> {
-  const floor_ms = await driver.read((tx) => readNewestEntryTime(tx));
-  return driver instanceof PostgresDriver ? driver.databaseClock(floor_ms) : monotonicClock(Date.now, floor_ms);
+async function startingClock(driver: SqlDriver, from_host: boolean): Promise<Clock> {
+  const newest_ms = await driver.read((tx) => readNewestEntryTime(tx));
+  const reads = driver instanceof PostgresDriver ? await driver.databaseClock() : monotonicClock();
+  const clock_ms = reads().getTime();
+  if (from_host || newest_ms <= clock_ms) return reads;
+  if (newest_ms - clock_ms > clock_floor_ahead_max_ms) throw new ClockBehindLogError(newest_ms, clock_ms);
+  return monotonicClock(() => reads().getTime(), newest_ms);
 }
 
 function lifetimes(options: BursarOptions) {
@@ -117,7 +125,7 @@ export async function createBursar(options: BursarOptions): Promise<Bursar> {
 
 async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Bursar> {
   await driver.migrate(migrations);
-  const clock = options.clock ?? (await startingClock(driver));
+  const clock = options.clock ?? (await startingClock(driver, options.clock_from_host ?? false));
   const origin = options.origin ?? "bursar.local/log";
   const log = await EvidenceLog.open(driver, {
     signer: createLogSigner(signingKeyOf(options.signingKey), origin),
@@ -186,5 +194,6 @@ export { migrations } from "./ledger/index.js";
 /** The Razorpay-compatible simulator, to mount in a Fastify app of one's own (docs/simulator.md, "Embedding"). */
 export { acceptOnlyKey, createSimulator } from "./provider/simulator/index.js";
 export type { Verdict, Guard, PolicyCall, PolicyState } from "./policy/index.js";
+export { ClockBehindLogError } from "./clock.js";
 export type { Clock } from "./clock.js";
 export type { ToolResult } from "./gate/results.js";

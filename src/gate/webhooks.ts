@@ -94,17 +94,18 @@ async function linkByReceipt(context: WebhookContext, order: ProviderOrder, rece
 }
 
 /**
- * A payment the ledger committed as captured on its reservation, now reported failed: the
- * provider contradicts the capture it proved (a status conflict), so the block freezes. Undefined
- * for any other event, or a payment not so committed.
+ * Why a payment.failed event changes nothing for a payment the ledger committed as captured, or
+ * undefined for any other event or payment. Razorpay fails a payment its bank has not answered in
+ * time and authorizes it when the bank answers late (a late authorization, then captured), and
+ * delivers a failed webhook again for up to a day: such an event is stale, not a conflict, and
+ * freezing the block for it would stop the agent for nothing. It is recorded for what it is
+ * (before, "no money moved", which a committed capture contradicts).
  */
-async function failedAfterCapture(tx: SqlTx, context: LedgerContext, parsed: Parsed, detail: Record<string, unknown>): Promise<SettleOutcome | undefined> {
+async function failedAfterCapture(tx: SqlTx, parsed: Parsed): Promise<string | undefined> {
   if (parsed.type !== "payment.failed") return undefined;
   const reservation = await reservationByPayment(tx, parsed.payment.id);
   if (reservation?.status !== "committed") return undefined;
-  const payment: CapturedPayment = { ...paymentView(parsed.payment), order_id: parsed.payment.order_id ?? reservation.order_id ?? "" };
-  const reason = `the provider now reports payment ${parsed.payment.id}, committed as captured on this reservation, as failed`;
-  return rejectOnReservation(tx, context, reservation.reservation_id, payment, "webhook", reason, detail);
+  return `payment ${parsed.payment.id} is committed as captured on reservation ${reservation.reservation_id}: a failed report about it is stale (a payment failed for a late bank answer is authorized and captured after), and changes nothing`;
 }
 
 async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_sha256: string, parsed: Parsed, claimed: ClaimedBy | undefined): Promise<WebhookAnswer> {
@@ -119,10 +120,11 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
     return { outcome: "duplicate", reason: "event id already processed" };
   }
   const payment = capturedPayment(parsed);
-  const failed = await failedAfterCapture(tx, context, parsed, detail);
+  const stale = await failedAfterCapture(tx, parsed);
   let answer: WebhookAnswer;
-  if (failed) {
-    answer = { outcome: failed.outcome, reason: failed.reason };
+  if (stale) {
+    answer = { outcome: "noop", reason: stale };
+    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: stale, ...detail });
   } else if (payment && payment.order_id) {
     const view = { ...paymentView(payment), order_id: payment.order_id };
     let settled: SettleOutcome = await settleCapture(tx, context, view, "webhook", detail);

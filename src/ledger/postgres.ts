@@ -206,8 +206,11 @@ function isConnectionError(error: unknown): boolean {
  *   provider naming one payment on two orders, delivered to two instances; each locks only its
  *   own reservation's block); run again, the later finds the payment bound elsewhere, a conflict
  *   that freezes its block, where it answered 500 and froze nothing.
+ * - reservations_order_id_key: two calls on different blocks answered with one order id at once
+ *   (a provider that reuses ids; each locks only its own block); run again, the later finds the
+ *   order taken and records its outcome as unknown (completeOrder, orderFound), where it failed.
  */
-const racing_unique_keys: ReadonlySet<string> = new Set(["money_calls_number", "reservations_payment_id_key"]);
+const racing_unique_keys: ReadonlySet<string> = new Set(["money_calls_number", "reservations_payment_id_key", "reservations_order_id_key"]);
 
 function isUniqueKeyRace(error: unknown): boolean {
   return codeOf(error) === "23505" && racing_unique_keys.has(String((error as { constraint?: unknown }).constraint));
@@ -516,8 +519,7 @@ export class PostgresDriver implements SqlDriver {
    * backwards within a process: after a backwards step of the wall clock it holds still until
    * the next measurement.
    */
-  /** The database's clock (see docs/postgres.md), never earlier than `floor_ms`. */
-  async databaseClock(floor_ms = -Infinity): Promise<Clock> {
+  async databaseClock(): Promise<Clock> {
     let offset_ms = (await this.measureClockOffset()).offset_ms;
     if (this.resync) clearInterval(this.resync);
     this.resync = setInterval(() => {
@@ -526,7 +528,7 @@ export class PostgresDriver implements SqlDriver {
         .catch(() => undefined); // keep the last offset; the next resync tries again
     }, pg_clock_resync_ms);
     this.resync.unref();
-    return monotonicClock(() => Math.round(Date.now() + offset_ms), floor_ms);
+    return monotonicClock(() => Math.round(Date.now() + offset_ms));
   }
 
   async close(): Promise<void> {

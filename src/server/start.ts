@@ -230,6 +230,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
       // commit between: twice the timeout left no room, and a live capture's lease could run out.
       lease_ms: provider_requests_per_call_max * config.provider_timeout_ms,
       lookups_per_minute: config.lookups_per_minute,
+      clock_from_host: config.clock_from_host,
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;
     // Before listening: each order this process names is stamped with its provider, the mounted

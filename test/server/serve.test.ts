@@ -11,7 +11,7 @@ import { createBursar } from "../../src/index.js";
 import { configDigest, memory_database_warning, startServer } from "../../src/server/start.js";
 import { bursar_bin, builtSuiteDir } from "../support/build.js";
 import { manualClock } from "../support/clock.js";
-import { pipedThroughHead, startBursar } from "../support/process.js";
+import { pipedThroughHead, runBursar, startBursar } from "../support/process.js";
 import { waitUntil, within } from "../support/wait.js";
 
 /** The JSON log lines in `output`, parsed. */
@@ -85,8 +85,8 @@ describe("bursar serve", () => {
     const data_dir = join(dir(), "ahead");
     const first = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
     expect(await first.stop()).toBe(0);
-    // An entry written while the host's clock ran two hours ahead (since stepped back).
-    const ahead = await createBursar({ db: join(data_dir, "bursar.db"), signingKey: readFileSync(join(data_dir, "signing-key.pem"), "utf8"), clock: manualClock(Date.now() + 7_200_000) });
+    // An entry written while the host's clock ran half an hour ahead (since stepped back).
+    const ahead = await createBursar({ db: join(data_dir, "bursar.db"), signingKey: readFileSync(join(data_dir, "signing-key.pem"), "utf8"), clock: manualClock(Date.now() + 1_800_000) });
     await ahead.log.recordStart("ahead");
     await ahead.close();
 
@@ -94,7 +94,24 @@ describe("bursar serve", () => {
     expect(await server.stop()).toBe(0);
     const warnings = logLines(server.output()).filter((line) => String(line.msg).startsWith("the clock starts"));
     expect(warnings).toEqual([expect.objectContaining({ level: 40, ahead_ms: expect.any(Number) })]);
-    expect(warnings[0]?.msg).toMatch(/^the clock starts 7[12]\d\d s ahead of this host's: .* Bursar's time stands still until the host's catches up/);
+    expect(warnings[0]?.msg).toMatch(/^the clock starts 1[78]\d\d s ahead of this host's: .* Bursar's time stands still until the host's catches up/);
+  });
+
+  it("refuses to start when the log's newest entry is over an hour ahead, naming BURSAR_CLOCK_FROM_HOST, which starts it", async () => {
+    const data_dir = join(dir(), "years-ahead");
+    const first = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" });
+    expect(await first.stop()).toBe(0);
+    const ahead = await createBursar({ db: join(data_dir, "bursar.db"), signingKey: readFileSync(join(data_dir, "signing-key.pem"), "utf8"), clock: manualClock(Date.now() + 3 * 365 * 86_400_000) });
+    await ahead.log.recordStart("years ahead");
+    await ahead.close();
+
+    const refused = await runBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "" }, undefined, 20_000);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^bursar serve: BURSAR_DB=.*: the log's newest entry was received at .* h ahead of the clock .*BURSAR_CLOCK_FROM_HOST=1/)]);
+
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: "", BURSAR_CLOCK_FROM_HOST: "1" });
+    expect(await server.stop()).toBe(0);
+    expect(logLines(server.output()).filter((line) => String(line.msg).startsWith("the clock starts"))).toEqual([]);
   });
 
   it("system.start's config digest hashes the database as shown: a postgres password changes nothing in it", () => {
