@@ -6,7 +6,7 @@ import { HttpError } from "../errors.js";
 import { hasLoneSurrogate, sha256Hex } from "../evidence/canonical.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
 import { order_absent_reason, order_absent_watch_ms, orderFound } from "../ledger/complete.js";
-import { rejectOnReservation, settleCapture, type CapturedPayment } from "../ledger/settle.js";
+import { rejectOnReservation, settleCapture } from "../ledger/settle.js";
 import { getReservation, lockBlock, reservationByPayment } from "../ledger/statements.js";
 import type { ParsedWebhook, ProviderOrder, ProviderPayment } from "../provider/port.js";
 import { paymentView, type WebhookContext } from "./context.js";

@@ -34,6 +34,16 @@ export const request_timeout_ms = 300_000;
  */
 export const first_request_timeout_ms = 30_000;
 
+/**
+ * How long a connection whose client has half-closed it (sent its FIN after a whole request: legal,
+ * and socat and some proxies do it) stays open for its answers. Node keeps it while they are sent
+ * and closes it after the last; a client that closed outright looks the same, and an answer that
+ * never ends (an observer's relayed SSE stream from a quiet upstream) would hold the connection,
+ * and its upstream, for good. Longer than any money call's answer (the provider timeout is at most
+ * 120 s).
+ */
+export const half_closed_timeout_ms = 300_000;
+
 export type RoutePlugin = (app: FastifyInstance) => void | Promise<void>;
 
 export interface ServerOptions {
@@ -47,6 +57,8 @@ export interface ServerOptions {
   shutdown_grace_ms?: number;
   /** How long a new connection may take to bring its first request's head (default first_request_timeout_ms). */
   first_request_timeout_ms?: number;
+  /** How long a connection its client half-closed stays open for its answers (default half_closed_timeout_ms). */
+  half_closed_timeout_ms?: number;
 }
 
 /** /healthz gives the database this long before it answers 503. */
@@ -185,6 +197,7 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   });
 
   guardConnections(app.server, options.first_request_timeout_ms ?? first_request_timeout_ms);
+  answerHalfClosed(app, options.half_closed_timeout_ms ?? half_closed_timeout_ms);
   // A routed answer says it closes the connection (guardConnections closes it) under its route's own limit.
   app.addHook("onSend", (request, reply, payload, done) => {
     route_limits.set(request.raw, request.routeOptions.bodyLimit);
@@ -348,6 +361,43 @@ function guardConnections(server: Server, first_request_ms: number): void {
     const body = JSON.stringify(errorBody("expectation_failed", "only Expect: 100-continue is supported"));
     response.writeHead(417, { connection: "close", "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
     response.end(body);
+  });
+}
+
+/**
+ * The routes whose answer a client that half-closed its connection still gets: the gate's /mcp
+ * (server/mcp.ts), where a money call runs once its request has arrived whatever the client does
+ * next, so its answer must reach the client. Elsewhere a client's FIN still ends the connection at
+ * once, as by Node's default: it is how the server learns that a client left, which frees what
+ * its answer held (an observer's upstream exchange, an evidence page's place), the client being
+ * unable to say otherwise until the server writes to it (and not then, behind backpressure).
+ */
+const half_close_answered_route = /^\/mcp$/;
+
+/**
+ * Answers a client that half-closes its connection after a whole request to a route in
+ * half_close_answered_route. Node's default (httpAllowHalfOpen false) ended the connection on the
+ * client's FIN before the answer was written: the client got 0 bytes, though an order was made
+ * and recorded. Node then closes the connection once its last answer is sent (or at once, with
+ * none pending); half_closed_ms bounds how long the answers may take to let it.
+ */
+function answerHalfClosed(app: FastifyInstance, half_closed_ms: number): void {
+  // Not in @types/node, but read by Node's HTTP server on each client FIN (lib/_http_server.js).
+  (app.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  const answered = new WeakSet<IncomingMessage>();
+  app.addHook("onRequest", async (request) => {
+    if (half_close_answered_route.test(request.routeOptions.url ?? "")) answered.add(request.raw);
+  });
+  app.server.on("connection", (socket: Socket) => {
+    socket.once("end", () => {
+      if (socket.destroyed) return;
+      // An answer for any other route (or a request not yet routed) ends the connection, as before.
+      const open = connections.get(socket)?.open ?? new Set<ServerResponse>();
+      for (const answer of open) if (!answered.has(answer.req)) return void socket.destroy();
+      const timer = setTimeout(() => socket.destroy(), half_closed_ms);
+      timer.unref();
+      socket.once("close", () => clearTimeout(timer));
+    });
   });
 }
 

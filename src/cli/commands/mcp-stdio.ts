@@ -1,6 +1,7 @@
 // `bursar mcp-stdio`: a stdio↔HTTP bridge, so stdio-only MCP clients (Claude Desktop, IDEs)
 // reach a running gate's /mcp. It holds only the agent token and never opens the data directory.
 
+import { setMaxListeners } from "node:events";
 import { Transform, type Readable, type TransformCallback, type Writable } from "node:stream";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
@@ -18,6 +19,11 @@ export const gate_url_default = "http://127.0.0.1:8787";
 export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
+/** Abort listeners the HTTP transport's one long-lived signal may hold: each request holds one
+ *  (fetchWithTimeout's deadline) until its answer is read, and the GET stream one; twice the
+ *  in-flight bound leaves room for answers still being read after their request left the count.
+ *  Node's default of 10 printed a MaxListenersExceededWarning on stderr, not a diagnostic line. */
+export const transport_signal_listeners_max = 2 * in_flight_max;
 /** Above the gate's 128 KiB body limit (message_bytes_max), which the bridge checks itself before
  *  sending: a message over it is answered "not sent", since the gate closes the connection on
  *  an oversized body while it is still being sent, and the sender then sees a broken pipe, not
@@ -81,6 +87,7 @@ export function mcpEndpoint(raw: string): URL {
  */
 export function fetchWithTimeout(timeout_ms: number): FetchLike {
   return async (url, init) => {
+    if (init?.signal) setMaxListeners(transport_signal_listeners_max, init.signal);
     const limit = deadline(timeout_ms, `no answer within ${timeout_ms / 1000} s`, init?.signal ?? undefined);
     let response: Response;
     try {
@@ -206,6 +213,16 @@ function sentBytes(message: JSONRPCMessage): number {
   } catch {
     return 0;
   }
+}
+
+/**
+ * The id of a request by JSON-RPC's own definition (an id and a method), which the bridge must
+ * answer when it cannot forward it. Not the SDK's isJSONRPCRequest: that also checks MCP's schema,
+ * and fails a tools/call the bridge forwards unchecked (params "x", `_meta.progressToken: null`:
+ * see sortLine), whose client then waited for ever on a refusal written for no one.
+ */
+function requestIdOf(message: JSONRPCMessage): RequestId | undefined {
+  return "method" in message ? requestId(message) : undefined;
 }
 
 /** The bridge's own error answer; `http_status`, when the gate answered the request with an HTTP error, goes in its data. */
@@ -415,6 +432,10 @@ class Bridge {
     this.http.onmessage = (message) => this.answer(message);
     this.http.onerror = (error) => {
       this.reported.add(error);
+      // finish() closing the transport aborts what it still has open, which is no call: finish()
+      // waits for the forwarded ones first. Only the GET the SDK opens after notifications/initialized
+      // can be cut so, and it carries nothing to repeat.
+      if (this.finishing && error.name === "AbortError") return;
       this.warn(describeFailure(error, this.options.endpoint).message);
     };
     this.sorted.once("end", () => void this.finish(0));
@@ -454,7 +475,8 @@ class Bridge {
   private accept(message: JSONRPCMessage): void {
     if (this.finishing) return;
     if (this.in_flight.size >= in_flight_max) {
-      if (isJSONRPCRequest(message)) void this.stdio.send(errorReply(message.id, `more than ${in_flight_max} requests in flight`));
+      const id = requestIdOf(message);
+      if (id !== undefined) void this.stdio.send(errorReply(id, `more than ${in_flight_max} requests in flight`));
       return;
     }
     const pending = this.forward(message).finally(() => this.in_flight.delete(pending));
@@ -463,11 +485,12 @@ class Bridge {
 
   private async forward(message: JSONRPCMessage): Promise<void> {
     if (isJSONRPCRequest(message) && message.method === "initialize") this.initialize_ids.add(message.id);
+    const id = requestIdOf(message);
     const bytes = sentBytes(message);
     if (bytes > message_bytes_max) {
       const why = `a message of ${bytes} bytes is over the gate's limit of ${message_bytes_max} bytes; it was not sent (nothing was carried out)`;
       this.warn(why);
-      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, why));
+      if (id !== undefined) await this.stdio.send(errorReply(id, why));
       return;
     }
     try {
@@ -475,7 +498,7 @@ class Bridge {
     } catch (error) {
       const failure = describeFailure(error, this.options.endpoint);
       if (!this.reported.has(error as object)) this.warn(failure.message);
-      if (isJSONRPCRequest(message)) await this.stdio.send(errorReply(message.id, this.redacted(failure.message), failure.http_status));
+      if (id !== undefined) await this.stdio.send(errorReply(id, this.redacted(failure.message), failure.http_status));
       if (failure.fatal) {
         this.token_refused = true;
         void this.finish(1);
