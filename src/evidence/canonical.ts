@@ -2,7 +2,7 @@
 // evidence turns a value into bytes, so a hash computed anywhere agrees with ours.
 
 import { hash } from "node:crypto";
-import { lone_surrogate } from "../policy/text.js";
+import { lone_surrogate, not_a_finite_number } from "../policy/text.js";
 
 /** Nesting deeper than this is refused: evidence comes from bounded JSON, so it is a bug guard. */
 export const canonical_depth_max = 256;
@@ -136,9 +136,9 @@ export function canonicalJson(value: unknown): string {
   return canonicalValue(value, 0);
 }
 
-/** What `representable` puts in place of a number JSON cannot carry (a literal such as 1e400
- *  parses to Infinity), and of a subtree nested past representable_depth_max. */
-export const not_a_finite_number = "[not a finite number]";
+/** What `representable` puts in place of a number JSON cannot carry (not_a_finite_number: a
+ *  literal such as 1e400 parses to Infinity), and of a subtree nested past representable_depth_max. */
+export { not_a_finite_number } from "../policy/text.js";
 export const nested_too_deep = "[nested too deep]";
 /** Below canonical_depth_max, leaving room for the evidence body a value is recorded in. */
 export const representable_depth_max = canonical_depth_max - 16;

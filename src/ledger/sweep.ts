@@ -12,7 +12,7 @@ export const sweep_blocks_max = 500;
 /** Says only what is known: a live process whose COMMIT of the provider's answer failed (a
  *  terminated backend) leaves the same expired lease as one that stopped. */
 export const lease_expired_reason =
-  "this call's lease ran out before its outcome was recorded: the process handling it stopped, or could not record the provider's answer; the order may exist (a reservation check finds it by its receipt)";
+  "this call's lease ran out before its outcome was recorded: the process handling it stopped, or could not record the provider's answer; what the provider did is unknown until a webhook or a reservation check tells (a check finds an order by its receipt)";
 
 async function expireLease(tx: SqlTx, context: LedgerContext, row: IdempotencyRow): Promise<void> {
   const reservation = row.reservation_id ? await getReservation(tx, row.reservation_id) : undefined;
@@ -52,7 +52,8 @@ export async function expireLeasesOfBlock(tx: SqlTx, context: LedgerContext, blo
   return rows.length;
 }
 
-export const forwarding_expired_reason = "the process forwarding an approved call stopped before the provider answered";
+export const forwarding_expired_reason =
+  "an approved call's forwarding ran out its lease before its outcome was recorded: the process forwarding it stopped, or could not record the provider's answer; what the provider did is unknown until a webhook or a reservation check tells (a check finds an order by its receipt)";
 
 /**
  * Approved calls whose forwarding outlived the lease (the process died between the approval and

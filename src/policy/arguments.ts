@@ -1,6 +1,6 @@
 // R0's argument checks: every reason names the field and the limit it broke.
 
-import { hasLoneSurrogate, shortened, shown_units_max } from "./text.js";
+import { hasLoneSurrogate, not_a_finite_number, shortened, shown_units_max } from "./text.js";
 import {
   amount_max_minor,
   amount_min_minor,
@@ -65,6 +65,8 @@ export function holdsMoreValues(value: unknown, max = argument_values_max): bool
 
 function describe(value: unknown): string {
   if (value === null) return "null";
+  // The agent sent a number (1e400), which no JSON number holds: not the string in its place.
+  if (value === not_a_finite_number) return "a number too large for JSON (such as 1e400)";
   if (Array.isArray(value)) return "an array";
   if (typeof value === "number" && !Number.isInteger(value)) return `the non-integer ${value}`;
   if (typeof value === "number") return `${value}`;

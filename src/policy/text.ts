@@ -47,6 +47,10 @@ export function shownPath(segments: readonly string[]): string {
   return shortened(shown.join("."), shown_path_units_max);
 }
 
+/** What the evidence puts in place of a number JSON cannot carry (a literal such as 1e400 parses
+ *  to Infinity): the policy sees it in its place, and names it as the number it stands for. */
+export const not_a_finite_number = "[not a finite number]";
+
 export const lone_surrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** True when `text` has a UTF-16 surrogate without its pair: it has no UTF-8 form. */

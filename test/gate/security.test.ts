@@ -294,6 +294,8 @@ describe("argument shapes reach the policy", () => {
     };
     const overflow = await call('{"amount": 1e400, "currency": "INR"}');
     expect(overflow.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0", evidence: { seq: expect.any(Number) } });
+    // Named as the number it was, not as the string the evidence holds in its place ("got a string").
+    expect(overflow.structuredContent.reason).toBe("amount must be a safe integer of minor units, got a number too large for JSON (such as 1e400)");
     const deep = await call(`{"amount": 5000, "currency": "INR", "extra": ${"[".repeat(300)}${"]".repeat(300)}}`);
     expect(deep.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0", evidence: { seq: expect.any(Number) } });
     const surrogate = await call('{"amount": 5001, "currency": "INR", "notes": {"gift": "for \\ud800 you"}}');
