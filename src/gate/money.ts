@@ -4,6 +4,8 @@
 
 import { redacted, scrub, withoutSecretKeys } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type ReservationRow, type SentKey } from "../ledger/index.js";
+import { markUnknown } from "../ledger/settle.js";
+import { getReservation, lockBlock } from "../ledger/statements.js";
 import { note_value_length_max, type PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isNoSuchResource, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -146,6 +148,18 @@ async function unbindDeadPayment(context: GateContext, agent_id: string, named: 
  * or a check proves the capture. Any other capture is settled, and a conflict rejected as its
  * webhook would be.
  */
+/** Lists a held reservation whose capture the provider reports unproven in the inbox (outcome
+ *  unknown, with the reason): left as it was, the money stayed held outside any list an operator
+ *  watches, until a webhook that might never come. */
+export async function holdUnproven(context: GateContext, reservation: ReservationRow, reason: string): Promise<void> {
+  await context.ledger.transaction(async (tx, ledger_context) => {
+    // The block lock comes before any write to its reservations (and before the log's lock).
+    await lockBlock(tx, reservation.block_id);
+    const current = await getReservation(tx, reservation.reservation_id);
+    if (current) await markUnknown(tx, ledger_context, current, reason);
+  });
+}
+
 export function unprovenCapture(payment: ProviderPayment, reservation: ReservationRow): string | undefined {
   const bound = reservation.payment_id === null || reservation.payment_id === payment.id;
   if (reservation.status !== "held" || !bound || payment.currency !== reservation.currency || payment.amount >= reservation.amount) return undefined;
@@ -163,7 +177,9 @@ async function settleLandedCapture(context: GateContext, agent_id: string, named
   if (!isCapture(named)) return;
   const reservation = await context.ledger.reservationByOrder(named.order_id);
   // Another agent's reservation is not this caller's to touch; its webhook or a check settles it.
-  if (!reservation || reservation.agent_id !== agent_id || reservation.status !== "held" || unprovenCapture(named, reservation)) return;
+  if (!reservation || reservation.agent_id !== agent_id || reservation.status !== "held") return;
+  const unproven = unprovenCapture(named, reservation);
+  if (unproven) return holdUnproven(context, reservation, unproven);
   await context.ledger.settle({ ...paymentView(named), order_id: named.order_id }, "capture");
 }
 

@@ -10,7 +10,7 @@ import { getReservation, lockBlock } from "../ledger/statements.js";
 import { cannotBeCaptured, isNoSuchResource, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { paymentView, type GateContext } from "./context.js";
 import { orderLostWithSimulator, releaseLostOrder } from "./lost-orders.js";
-import { forwardOrder, orderView, unprovenCapture } from "./money.js";
+import { forwardOrder, holdUnproven, orderView, unprovenCapture } from "./money.js";
 
 export function approve(context: GateContext, approval_id: string): Promise<Record<string, unknown>> {
   return context.work.run(() => forwardApproved(context, approval_id));
@@ -234,6 +234,8 @@ async function askProvider(context: GateContext, reservation_id: string): Promis
   if (first) Object.assign(answer, { outcome: first.outcome, reason: unsettled ? `${first.reason}; ${unsettled}` : first.reason, payment: first.payment, settlements });
   else if (unsettled) Object.assign(answer, { outcome: "unknown", reason: unsettled });
   else Object.assign(answer, { outcome: "no_capture", reason: "the provider reports no captured payment on the order" });
+  // Not settled, so listed: the money stays held, in the inbox, until a webhook or a check proves it.
+  if (unsettled) await holdUnproven(context, current, unsettled);
   if (unbound) answer.unbound_payment = paymentView(unbound);
   else if (!first && !unsettled) {
     const unlanded = await resolveUnlandedCapture(context, reservation_id, payments.value);

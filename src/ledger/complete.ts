@@ -98,6 +98,9 @@ const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
  * reservation already has it (a broken or hostile provider answered one call with another's
  * order). Undefined when no other reservation names it.
  */
+/** What a caller whose order another reservation has is told: no ids of that reservation's. */
+export const order_taken_told = "the provider answered with an order another reservation already has; whether it made one for this call is unknown";
+
 async function orderTaken(tx: SqlTx, order_id: string, reservation_id: string): Promise<{ owner: string; reason: string } | undefined> {
   const owner = await reservationByOrder(tx, order_id);
   if (!owner || owner.reservation_id === reservation_id) return undefined;
@@ -117,6 +120,8 @@ export async function completeOrder(
   // nothing about this call's order, whose outcome is unknown, and its entry records the answer.
   const taken = answered.kind === "ok" ? await orderTaken(tx, answered.value.id, reservation.reservation_id) : undefined;
   const outcome: ForwardOutcome<OrderRecord> = taken ? { kind: "unknown", reason: taken.reason } : answered;
+  // The caller is told no other reservation's ids (the inbox and the entry name them).
+  const told = taken ? order_taken_told : outcome.kind === "unknown" ? outcome.reason : "";
   let result: Record<string, unknown>;
   // An order the provider created only names it on the reservation: the block stays as locked.
   let left: { reservation: ReservationRow; block: BlockRow } | undefined;
@@ -141,16 +146,16 @@ export async function completeOrder(
   } else if (reservation.order_id !== null) {
     // A check or a webhook found the order by its receipt while this call waited on the provider
     // (orderFound stored it for this call's key): the outcome is known, whatever this answer says.
-    result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason, order_id: reservation.order_id };
+    result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: told, order_id: reservation.order_id };
   } else if (reservation.status === "released") {
     // Unanswered after a check proved no order and released the hold (the call stalled past its
     // lease): nothing is held for it and its key went with the hold. An order the provider made
     // late would be named by its receipt and captured only as a conflict.
-    const reason = `${outcome.reason}; the hold was released first: ${reservation.release_reason ?? "released"}`;
+    const reason = `${told}; the hold was released first: ${reservation.release_reason ?? "released"}`;
     result = { provider: "unknown", reservation_id: reservation.reservation_id, reason, released: true };
   } else {
     await markUnknown(tx, context, reservation, outcome.reason);
-    result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: outcome.reason };
+    result = { provider: "unknown", reservation_id: reservation.reservation_id, reason: told };
     await storeOutcome(tx, call, result, true);
   }
   const evidence = await record(tx, context, "gate.settlement", {
@@ -158,7 +163,7 @@ export async function completeOrder(
     agent_id: call.agent_id,
     approval_id: call.approval_id ?? null,
     ...result,
-    ...(taken && answered.kind === "ok" ? { answered: answered.value, taken_by: taken.owner } : {}),
+    ...(taken && answered.kind === "ok" ? { answered: answered.value, taken_by: taken.owner, taken_reason: taken.reason } : {}),
   });
   // The block is locked since loadLocked: the rows as this transaction leaves them.
   left ??= {

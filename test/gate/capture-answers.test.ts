@@ -15,6 +15,12 @@ import { expectBooksBalance } from "../support/ledger.js";
 
 type Structured = Record<string, unknown>;
 
+/** The inbox's reason for the test's reservation among the outcome-unknown ones, if listed. */
+async function inboxReason(t: { b: { operator: { inbox(): Promise<unknown> } }; reservation_id: string }): Promise<string | undefined> {
+  const inbox = (await t.b.operator.inbox()) as { unknown_outcomes: Array<{ reservation_id: string; unknown_reason?: string | null }> };
+  return inbox.unknown_outcomes.find((row) => row.reservation_id === t.reservation_id)?.unknown_reason ?? undefined;
+}
+
 for (const backend of backends()) {
   describe(`${backend.name}: the provider's answer about a capture`, () => {
     async function setup(amount: number) {
@@ -110,6 +116,8 @@ for (const backend of backends()) {
       });
       expect((await t.call("capture_payment", { payment_id: t.payment_id, amount: 100_000, currency: "INR" })).structured).toMatchObject({ effect: "BLOCK", rule: "R3" });
       await expectStillHeld(t, 100_000);
+      // Listed, not left held outside every list an operator watches.
+      expect(await inboxReason(t)).toContain(`payment ${t.payment_id} captured for 0 INR, not the 100000 INR held`);
       await t.close();
     });
 
@@ -132,6 +140,7 @@ for (const backend of backends()) {
         expect(checked).toMatchObject({ outcome: "unknown", order_id: t.order_id });
         expect(String(checked.reason)).toContain(`payment ${t.payment_id} captured for 0 INR, not the 100000 INR held`);
         await expectStillHeld(t, 100_000);
+        expect(await inboxReason(t)).toContain(`payment ${t.payment_id} captured for 0 INR, not the 100000 INR held`);
         restoreProvider(t.b, real);
         expect(await checkReservation(t.b.gate.gateContext, t.reservation_id)).toMatchObject({ outcome: "applied" });
         expect(await t.block()).toMatchObject({ held: 0, spent: 100_000, frozen: false });

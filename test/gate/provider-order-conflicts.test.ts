@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { order_taken_told } from "../../src/ledger/complete.js";
 import type { ProviderOrder } from "../../src/provider/port.js";
 import { signWebhookBody } from "../../src/provider/razorpay/index.js";
 import { paidOrder, testServer, type TestServer } from "../support/server.js";
@@ -95,18 +96,20 @@ describe("a provider answer naming an order another reservation already has", ()
     const answered = await createOrder(client, args);
     const reservation_id = answered.reservation_id!;
     const reason = `the provider answered with order ${other.order_id}, which reservation ${other.reservation_id} already has`;
-    // The agent hears the outcome is unknown, and never sees the other reservation's order.
-    expect(answered).toMatchObject({ effect: "ALLOW", provider: "unknown", reason });
+    // The agent hears the outcome is unknown, and never sees the other reservation's order or ids.
+    expect(answered).toMatchObject({ effect: "ALLOW", provider: "unknown", reason: order_taken_told });
     expect(answered.order).toBeUndefined();
+    expect(JSON.stringify(answered)).not.toContain(other.order_id);
+    expect(JSON.stringify(answered)).not.toContain(other.reservation_id);
     expect(await inboxReason(reservation_id)).toBe(reason);
     expect(await reservation(reservation_id)).toMatchObject({ status: "held", order_id: null, outcome_unknown: 1 });
     expect(await reservation(other.reservation_id)).toMatchObject({ order_id: other.order_id });
     expect(await settlementEntries("order.taken", reservation_id)).toEqual([
-      expect.objectContaining({ provider: "unknown", reason, taken_by: other.reservation_id, answered: expect.objectContaining({ id: other.order_id, amount: 2_000 }) }),
+      expect.objectContaining({ provider: "unknown", reason: order_taken_told, taken_reason: reason, taken_by: other.reservation_id, answered: expect.objectContaining({ id: other.order_id, amount: 2_000 }) }),
     ]);
     expect(await block(agent.block_id)).toMatchObject({ held: 2_000, spent: 0 });
     const replayed = await createOrder(client, args);
-    expect(replayed).toMatchObject({ provider: "unknown", reservation_id, reason, replayed: true });
+    expect(replayed).toMatchObject({ provider: "unknown", reservation_id, reason: order_taken_told, replayed: true });
   });
 
   it("an approved call: the approve answers 200 with the unknown outcome, the approval is decided, the inbox says why", async () => {
@@ -119,7 +122,7 @@ describe("a provider answer naming an order another reservation already has", ()
     const approved = await server.api<{ result: Structured }>("POST", `/api/v1/approvals/${approval_id}/approve`);
     expect(approved.status).toBe(200);
     const reason = `the provider answered with order ${other.order_id}, which reservation ${other.reservation_id} already has`;
-    expect(approved.body.result).toMatchObject({ provider: "unknown", reason });
+    expect(approved.body.result).toMatchObject({ provider: "unknown", reason: order_taken_told });
     const reservation_id = approved.body.result.reservation_id!;
     expect(await server.started.bursar.ledger.approval(approval_id)).toMatchObject({ state: "approved" });
     expect(await inboxReason(reservation_id)).toBe(reason);
