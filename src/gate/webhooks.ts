@@ -7,7 +7,7 @@ import { hasLoneSurrogate, sha256Hex } from "../evidence/canonical.js";
 import { record, type LedgerContext, type SqlTx, type SettleOutcome } from "../ledger/index.js";
 import { order_absent_reason, order_absent_watch_ms, orderFound } from "../ledger/complete.js";
 import { rejectOnReservation, settleCapture } from "../ledger/settle.js";
-import { getReservation, lockBlock, reservationByPayment } from "../ledger/statements.js";
+import { lockedReservation, reservationByPayment } from "../ledger/statements.js";
 import type { ParsedWebhook, ProviderOrder, ProviderPayment } from "../provider/port.js";
 import { paymentView, type WebhookContext } from "./context.js";
 import { orderView } from "./money.js";
@@ -79,11 +79,8 @@ interface ClaimedBy {
  */
 async function linkByReceipt(context: WebhookContext, order: ProviderOrder, receipt: string): Promise<ClaimedBy | undefined> {
   return context.ledger.transaction(async (tx, ledger_context) => {
-    const found = await getReservation(tx, receipt);
-    if (!found) return undefined;
-    // The block lock comes before any write to its reservations (and before the log's lock).
-    await lockBlock(tx, found.block_id);
-    const reservation = (await getReservation(tx, receipt)) as typeof found;
+    const reservation = await lockedReservation(tx, receipt);
+    if (!reservation) return undefined;
     if (reservation.order_id !== null && reservation.order_id !== order.id) {
       const reason = `a capture on order ${order.id}, whose receipt names this reservation, which has order ${reservation.order_id}`;
       return { reservation_id: reservation.reservation_id, reason };

@@ -12,6 +12,7 @@ import {
   freezeBlock,
   getReservation,
   lockBlock,
+  lockedReservation,
   reservationByOrder,
   reservationByPayment,
 } from "./statements.js";
@@ -319,9 +320,7 @@ export async function rejectOnReservation(
   reason: string,
   detail: Record<string, unknown> = {},
 ): Promise<SettleOutcome> {
-  const found = await getReservation(tx, reservation_id);
-  if (!found) throw new Error(`reservation ${reservation_id} not found`);
-  await lockBlock(tx, found.block_id);
-  const reservation = (await getReservation(tx, reservation_id)) as ReservationRow;
+  const reservation = await lockedReservation(tx, reservation_id);
+  if (!reservation) throw new Error(`reservation ${reservation_id} not found`);
   return reject(tx, context, reservation, payment, via, reason, isCapture(payment), detail);
 }

@@ -87,6 +87,18 @@ export function getReservation(tx: SqlTx, reservation_id: string): Promise<Reser
   return tx.get<ReservationRow>("SELECT * FROM reservations WHERE reservation_id = ?", [reservation_id]);
 }
 
+/**
+ * A reservation read under its block's lock, taken first (the block lock comes before any write to
+ * its reservations, and under READ COMMITTED a read taken before the lock may predate another
+ * writer); undefined for no such reservation.
+ */
+export async function lockedReservation(tx: SqlTx, reservation_id: string): Promise<ReservationRow | undefined> {
+  const found = await getReservation(tx, reservation_id);
+  if (!found) return undefined;
+  await lockBlock(tx, found.block_id);
+  return getReservation(tx, reservation_id);
+}
+
 export function reservationByOrder(tx: SqlTx, order_id: string): Promise<ReservationRow | undefined> {
   return tx.get<ReservationRow>("SELECT * FROM reservations WHERE order_id = ?", [order_id]);
 }

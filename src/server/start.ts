@@ -242,8 +242,9 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     app = await serverOf(config, options, files, setup, metrics, opened);
     if (files.exposed.length > 0) app.log.warn({ paths: files.exposed }, "data directory or secret: group or others have access (expected mode 0700 for the directory, 0600 for secrets)");
     if (config.db === ":memory:") app.log.warn(memory_database_warning);
-    const ahead_ms = opened.clock().getTime() - Date.now();
-    if (ahead_ms > clock_ahead_warning_ms) app.log.warn({ clock: opened.clock().toISOString(), ahead_ms }, clockAheadWarning(ahead_ms));
+    const starts_at = opened.clock();
+    const ahead_ms = starts_at.getTime() - Date.now();
+    if (ahead_ms > clock_ahead_warning_ms) app.log.warn({ clock: starts_at.toISOString(), ahead_ms }, clockAheadWarning(ahead_ms));
     await listen(app, config);
     return await running(app, config, files, setup, opened);
   } catch (error) {
