@@ -1,6 +1,8 @@
 // The tools an agent sees, declared by hand and reviewed: names and fields follow Razorpay's
-// own MCP server, so a buyer written for it works unchanged. A new provider money tool is
-// unavailable until someone writes its declaration here (and the policy's allowlist).
+// own MCP server, less what moves money in ways a block cannot bound (its create_order's
+// partial_payment and first_payment_min_amount are refused under R0, as any undeclared
+// argument is). A new provider money tool is unavailable until someone writes its declaration
+// here (and the policy's allowlist).
 // No outputSchema is declared: SDK clients validate structuredContent against it even on
 // isError results, which would hide a refusal's rule from the agent.
 

@@ -322,6 +322,18 @@ describe("configuration", () => {
     }
   });
 
+  it("refuses a base URL ending in /v1 (the address Razorpay's pages give), since every path already starts /v1", () => {
+    for (const base_url of ["https://api.razorpay.com/v1", "https://api.razorpay.com/v1/", "http://127.0.0.1:8788/V1"]) {
+      expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", base_url })).toThrow(
+        `RAZORPAY_BASE_URL=${JSON.stringify(base_url)}: ends in /v1, which the client adds to every path (/v1/orders); give the base without it, e.g. https://api.razorpay.com`,
+      );
+    }
+    // A path of its own (a proxy, the simulator bursar serve mounts) is a base like any other.
+    for (const base_url of ["http://127.0.0.1:8787/simulator", "https://proxy.example/razorpay/v1beta", "https://proxy.example/v1/razorpay"]) {
+      expect(createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", base_url }).name).toBe("razorpay");
+    }
+  });
+
   it("refuses a key secret or webhook secret of only whitespace, naming the variable", () => {
     expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "   " })).toThrow(/RAZORPAY_KEY_SECRET/);
     expect(() => createRazorpayProvider({ key_id: "rzp_test_A", key_secret: "s", webhook_secret: " " })).toThrow(/RAZORPAY_WEBHOOK_SECRET: only whitespace/);

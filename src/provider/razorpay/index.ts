@@ -77,6 +77,11 @@ function checkBaseUrl(base_url: string): void {
   if (url.username !== "" || url.password !== "") {
     throw new ProviderConfigError("RAZORPAY_BASE_URL: a URL with user:password@ is refused (the value is not shown)");
   }
+  // Razorpay's own pages give https://api.razorpay.com/v1 as the API's address: taken as the base,
+  // every request went to /v1/v1/…, which Razorpay answers 400, read as "no such order".
+  if (/\/v1\/*$/i.test(url.pathname)) {
+    throw new ProviderConfigError(`RAZORPAY_BASE_URL=${JSON.stringify(base_url)}: ends in /v1, which the client adds to every path (/v1/orders); give the base without it, e.g. ${razorpay_base_url_default}`);
+  }
 }
 
 function checkTimeout(timeout_ms: number): void {

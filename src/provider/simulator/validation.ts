@@ -1,6 +1,7 @@
 // Request-body validation for the simulator's Razorpay routes, with Razorpay's field-by-field error
-// descriptions. Unknown parameters are refused by name, as Razorpay does, so a stray money-moving
-// field (`transfers`, `partial_payment`, ...) can never be silently accepted.
+// descriptions. A parameter the simulator does not model is refused by name, in Razorpay's words
+// for an unknown one, though Razorpay itself takes some (`transfers`, `partial_payment`, ...): a
+// money-moving field is never silently accepted and then ignored.
 
 import { badRequest, fieldRequired, messages, notRequired, type SimAnswer } from "./errors.js";
 
