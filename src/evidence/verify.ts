@@ -191,6 +191,35 @@ function quickReceipt(line: Buffer): { seq: number; leaf_hash: string; log: stri
   return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64), log };
 }
 
+const receipt_kind_marker = '","kind":"';
+const entry_kind_marker = '","kind":"';
+const entry_received_at_marker = '","received_at":"';
+
+/** The bytes of the string after `marker`'s last occurrence in `line` at or before `from`, up to the next quote. */
+function lastStringAfter(line: Buffer, marker: string, from = line.length): Buffer | undefined {
+  const at = line.lastIndexOf(marker, from);
+  if (at < 0) return undefined;
+  const start = at + marker.length;
+  const end = line.indexOf(0x22, start);
+  return end < 0 ? undefined : line.subarray(start, end);
+}
+
+/**
+ * Whether a receipt line in the exporter's layout (quickReceipt's) names its entry's own kind and
+ * received_at, read by position: the entry's are its last `"kind":"` and `"received_at":"`, since
+ * no string in canonical JSON holds a bare quote and these keys come after the body. Anything
+ * else (a receipt altered there, or a layout read only by parsing) is answered false, for the
+ * slow path to say what differs.
+ */
+function quickFieldsMatch(receiptLine: Buffer, entryLine: Buffer): boolean {
+  const at_end = receiptLine.indexOf(0x22, receipt_head.length);
+  const kind = lastStringAfter(receiptLine, receipt_kind_marker, receiptLine.indexOf(receipt_leaf_marker));
+  const entry_kind = lastStringAfter(entryLine, entry_kind_marker);
+  const entry_at = lastStringAfter(entryLine, entry_received_at_marker);
+  if (at_end < 0 || !kind || !entry_kind || !entry_at) return false;
+  return kind.equals(entry_kind) && receiptLine.subarray(receipt_head.length, at_end).equals(entry_at);
+}
+
 function parseJson(line: Buffer): unknown {
   try {
     return JSON.parse(line.toString("utf8"));
@@ -211,6 +240,8 @@ class ExportVerifier {
   private readonly trusted: SignedCheckpoint;
   private lineNumber = 0;
   private sawHeader = false;
+  /** The header's tree_size, which must be the number of entries the file holds. */
+  private headerSize: unknown;
   private pending: PendingEntry | undefined;
   /** Size of the last verified checkpoint: entries below it are covered by a signed root. */
   private coveredSize = 0;
@@ -345,7 +376,7 @@ class ExportVerifier {
     // No export line ends in CR or is empty: the file went through a text conversion or an editor.
     if (line.length === 0) this.stop({ file: true, message: "an empty line, which no export holds" });
     if (line[line.length - 1] === 13) {
-      this.stop({ file: true, message: "the export has CRLF line endings (converted in transfer?); its lines were hashed ending in LF alone: convert it back, e.g. with dos2unix" });
+      this.stop({ file: true, message: "the export has CRLF line endings (converted in transfer?); an export's lines end in LF alone, which no hash includes: convert it back, e.g. with dos2unix" });
     }
     if (line.length > export_line_bytes_max) {
       this.settlePending();
@@ -384,12 +415,13 @@ class ExportVerifier {
 
   private header(line: Buffer): void {
     if (startsWith(line, utf8_byte_order_mark)) this.stop({ file: true, message: "the export starts with a byte order mark, which no export has (added by an editor?): remove it" });
-    const parsed = startsWith(line, header_line_prefix) ? (parseJson(line) as { bursar_export?: { v?: unknown; origin?: unknown } }) : undefined;
+    const parsed = startsWith(line, header_line_prefix) ? (parseJson(line) as { bursar_export?: { v?: unknown; origin?: unknown; tree_size?: unknown } }) : undefined;
     const header = parsed?.bursar_export;
     if (!header || header.v !== export_format_version) this.stop({ file: true, message: "line 1 is not a bursar export header (v 1)" });
     if (header.origin !== this.trusted.origin) {
       this.stop({ message: `the export is of log ${jsonPreview(header.origin)}, the checkpoint of ${JSON.stringify(this.trusted.origin)}` });
     }
+    this.headerSize = header.tree_size;
     this.sawHeader = true;
   }
 
@@ -569,7 +601,8 @@ class ExportVerifier {
     if (pending && !this.checksEveryReceipt(pending.seq)) {
       const quick = quickReceipt(line);
       const ours = quick !== undefined && (quick.log === undefined || quick.log === this.logId);
-      if (quick && ours && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex")) {
+      const named = quick && ours && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex");
+      if (named && quickFieldsMatch(line, pending.line)) {
         this.pending = undefined;
         this.receiptsRead += 1;
         this.matchedReceipt(pending, line);
@@ -588,7 +621,10 @@ class ExportVerifier {
     // Covered or not, a receipt of this entry that names a log must name this one. (One that
     // disagrees with its entry is checked below: an altered entry 0 changes the log id too.)
     if (agrees && this.namesOtherLog(receipt)) return this.otherLogReceipt(pending, receipt);
-    if (agrees && !this.checksEveryReceipt(pending.seq)) return this.matchedReceipt(pending, line);
+    if (agrees && !this.checksEveryReceipt(pending.seq)) {
+      this.checkReceiptFields(pending, receipt);
+      return this.matchedReceipt(pending, line);
+    }
     const entry = agrees ? undefined : this.inspect(pending);
     if (agrees && pending.seq >= this.signedSize) this.inspect(pending);
     const signature = verifyReceipt(receipt, this.verifier, this.trusted.origin);
@@ -600,6 +636,19 @@ class ExportVerifier {
     if (receipt.log === undefined && pending.seq >= this.signedSize) {
       this.deferTail({ seq: pending.seq, leaf: pending.leaf, receipt: Buffer.from(line), lineNumber: this.lineNumber });
     }
+  }
+
+  /**
+   * A receipt that names its entry's seq and leaf hash must name its kind and received_at too:
+   * its signature, checked only when it disagrees with its entry, covers them, so one altered
+   * there alone read as a genuine receipt of that entry.
+   */
+  private checkReceiptFields(pending: PendingEntry, receipt: Receipt): void {
+    const entry = this.inspect(pending);
+    if (receipt.kind === entry.kind && receipt.at === entry.received_at) return;
+    const says = `says kind ${jsonPreview(receipt.kind)} at ${jsonPreview(receipt.at)}`;
+    const holds = `its entry holds kind ${jsonPreview(entry.kind)} received_at ${jsonPreview(entry.received_at)}`;
+    this.stop({ file: true, message: `line ${this.lineNumber}: the receipt of seq ${pending.seq} ${says}, but ${holds}: the receipt line was altered` });
   }
 
   /**
@@ -710,6 +759,11 @@ class ExportVerifier {
     }
     this.checkTrusted();
     this.settleWholeTail();
+    // Last: every entry checked, the header is what is wrong (an export whose last entries were
+    // cut off together with their checkpoints still says how many it was written with).
+    if (this.headerSize !== this.size) {
+      this.stop({ file: true, message: `line 1: the header says tree_size ${jsonPreview(this.headerSize)}, but the export holds ${this.size} entries` }, 1);
+    }
   }
 
   /** Runs once the entries up to the trusted size, their receipts and checkpoint lines were read. */

@@ -170,6 +170,39 @@ describe("tampering with receipts and checkpoints", () => {
     expect(verify(joinLines(tampered), exported, { allReceipts: true }).failure).toMatchObject({ seq: 4 });
   });
 
+  it("a receipt whose kind or time alone was altered fails as an altered receipt line, laid out as exported or re-laid-out", () => {
+    const index = entries[4]! + 1;
+    const receipt = (JSON.parse(lines[index]!.toString()) as { receipt: Record<string, unknown> }).receipt;
+    const at = String(receipt.at);
+    const altered = [
+      { field: "kind", line: lines[index]!.toString().replace('"kind":"gate.decision"', '"kind":"gate.settlement"'), says: `kind "gate.settlement" at "${at}"` },
+      { field: "at", line: lines[index]!.toString().replace(`"at":"${at}"`, '"at":"2020-01-01T00:00:00.000Z"'), says: 'kind "gate.decision" at "2020-01-01T00:00:00.000Z"' },
+    ];
+    for (const { field, line, says } of altered) {
+      const relaid = JSON.stringify({ receipt: { ...(JSON.parse(line) as { receipt: object }).receipt, padding: undefined } }).replace('{"receipt":{"at"', '{"receipt":{ "at"');
+      for (const form of [line, relaid]) {
+        const tampered = lines.map((l) => l);
+        tampered[index] = Buffer.from(form);
+        expect(verify(joinLines(tampered), exported).failure, field).toEqual({
+          file: true,
+          line: index + 1,
+          message: `line ${index + 1}: the receipt of seq 4 says ${says}, but its entry holds kind "gate.decision" received_at "${at}": the receipt line was altered`,
+        });
+      }
+    }
+  });
+
+  it("an export whose header's tree_size is not the number of entries it holds fails, once every entry checked out", () => {
+    const header = lines[0]!.toString();
+    const tampered = [Buffer.from(header.replace(`"tree_size":${entry_count}`, '"tree_size":99')), ...lines.slice(1)];
+    expect(verify(joinLines(tampered), exported).failure).toEqual({ file: true, line: 1, message: `line 1: the header says tree_size 99, but the export holds ${entry_count} entries` });
+    // The last entry cut off with its receipt and checkpoints, checked against a checkpoint the cut file still covers.
+    const cut = lines.slice(0, entries.at(-1));
+    const earlier = cut.filter((line) => line.toString().startsWith('{"checkpoint":')).at(-1)!;
+    const report = verify(joinLines(cut), { ...exported, checkpoint: (JSON.parse(earlier.toString()) as { checkpoint: string }).checkpoint });
+    expect(report.failure).toEqual({ file: true, line: 1, message: `line 1: the header says tree_size ${entry_count}, but the export holds ${entry_count - 1} entries` });
+  });
+
   it("a receipt whose leaf hash was altered names its seq; one merely re-laid-out still verifies", () => {
     const index = entries[3]! + 1;
     const tampered = lines.map((l) => l);
