@@ -35,6 +35,7 @@ export interface Config {
     key_secret: string | undefined;
     base_url: string;
     webhook_secret: string | undefined;
+    webhook_secret_previous: string | undefined;
   };
   allow_live: boolean;
   /** BURSAR_CLOCK_FROM_HOST: start on the clock as it reads even when the log's newest entry is over an hour later. */
@@ -305,6 +306,9 @@ function razorpayChecks(config: Config): void {
   }
   if (!key_secret) throw new ConfigError("RAZORPAY_KEY_SECRET is required when BURSAR_PROVIDER=razorpay");
   if (!webhook_secret) throw new ConfigError("RAZORPAY_WEBHOOK_SECRET is required when BURSAR_PROVIDER=razorpay");
+  if (config.razorpay.webhook_secret_previous === webhook_secret) {
+    throw new ConfigError("RAZORPAY_WEBHOOK_SECRET_PREVIOUS equals RAZORPAY_WEBHOOK_SECRET (the value is not shown): set it to the secret the rotation replaced, or leave it unset");
+  }
   // Razorpay keeps its orders and payments: holds and evidence that vanish at exit would leave
   // money the provider moved with no reservation to settle and no record of the decision.
   if (config.db === ":memory:") {
@@ -340,6 +344,7 @@ export function loadConfig(env: Env = process.env): Config {
       key_secret: secret(env, "RAZORPAY_KEY_SECRET"),
       base_url: url(env, "RAZORPAY_BASE_URL", "https://api.razorpay.com", "RAZORPAY_KEY_ID and RAZORPAY_KEY_SECRET"),
       webhook_secret: secret(env, "RAZORPAY_WEBHOOK_SECRET"),
+      webhook_secret_previous: secret(env, "RAZORPAY_WEBHOOK_SECRET_PREVIOUS"),
     },
     allow_live: flag(env, "BURSAR_ALLOW_LIVE"),
     clock_from_host: flag(env, "BURSAR_CLOCK_FROM_HOST"),
@@ -383,6 +388,9 @@ export const environment_help = `Environment:
   BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay
   RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com; no user:password@, ?query or #fragment)
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
+  RAZORPAY_WEBHOOK_SECRET_PREVIOUS
+                             razorpay only: the webhook secret a rotation replaced, also accepted
+                             (Razorpay signs an event's retries, for 24 hours, with its first secret)
   BURSAR_ALLOW_LIVE          1 or true to accept rzp_live_ keys (0 or unset: refused)
   BURSAR_CLOCK_FROM_HOST     1 or true to start on the clock as it reads when the log's newest entry is over an hour later (unset: refused at start)
   BURSAR_SIGNING_KEY         Ed25519 private key PEM file, a regular file (default: generated into the data directory)

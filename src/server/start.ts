@@ -82,6 +82,7 @@ function providerSetup(config: Config, webhook_secret_generated: string | undefi
       key_secret: config.razorpay.key_secret as string,
       base_url: config.razorpay.base_url,
       webhook_secret: config.razorpay.webhook_secret as string,
+      ...(config.razorpay.webhook_secret_previous === undefined ? {} : { webhook_secret_previous: config.razorpay.webhook_secret_previous }),
       allow_live: config.allow_live,
       timeout_ms: config.provider_timeout_ms,
     });
@@ -215,7 +216,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     const setup = providerSetup(config, files.webhook_secret);
     // Redacted from evidence wherever they appear, whatever they look like (an agent could copy
     // a bare key secret into its notes; only secret-looking text matched before).
-    rememberSecretValues([config.razorpay.key_secret, config.razorpay.webhook_secret, files.webhook_secret, config.admin_token, files.master_key]);
+    rememberSecretValues([config.razorpay.key_secret, config.razorpay.webhook_secret, config.razorpay.webhook_secret_previous, files.webhook_secret, config.admin_token, files.master_key]);
     const metrics = createMetrics();
     const opened = await createBursar({
       db: config.db,

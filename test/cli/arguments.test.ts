@@ -60,6 +60,7 @@ describe("configuration checked in loadConfig", () => {
     { variable: "RAZORPAY_BASE_URL", value: "http://u:hunter2@[::1", message: "RAZORPAY_BASE_URL: expected an http(s) URL" },
     // A secret of only whitespace is refused, not used (one space as a webhook secret lets anyone sign webhooks).
     { variable: "RAZORPAY_WEBHOOK_SECRET", value: " ", message: "RAZORPAY_WEBHOOK_SECRET: only whitespace; expected the secret itself, or leave it unset" },
+    { variable: "RAZORPAY_WEBHOOK_SECRET_PREVIOUS", value: " ", message: "RAZORPAY_WEBHOOK_SECRET_PREVIOUS: only whitespace; expected the secret itself, or leave it unset" },
     { variable: "RAZORPAY_KEY_SECRET", value: "\t\n", message: "RAZORPAY_KEY_SECRET: only whitespace; expected the secret itself, or leave it unset" },
     { variable: "BURSAR_MASTER_KEY", value: " ".repeat(16), message: "BURSAR_MASTER_KEY: only whitespace; expected the secret itself, or leave it unset" },
     { variable: "BURSAR_ADMIN_TOKEN", value: " ".repeat(20), message: "BURSAR_ADMIN_TOKEN: only whitespace; expected the secret itself, or leave it unset" },

@@ -1,5 +1,5 @@
 // Nothing secret is written down: canary values in the Razorpay key secret, the webhook
-// secret, the operator token, the agent token and an Authorization header never appear in
+// secret (and the one a rotation replaced), the operator token, the agent token and an Authorization header never appear in
 // the process's logs, the database file or the exported evidence log, not even when the agent
 // copies the configured secrets into its notes.
 
@@ -16,6 +16,7 @@ import { waitUntil } from "../support/wait.js";
 const canary = {
   key_secret: "CANARY-KEY-SECRET-7f3a9c",
   webhook_secret: "CANARY-WEBHOOK-SECRET-51be02",
+  webhook_secret_previous: "CANARY-WEBHOOK-PREVIOUS-3e7d19",
   admin_token: "CANARY-OPERATOR-TOKEN-c0ffee42",
   header: "CANARY-AUTH-HEADER-9d8e7f",
 };
@@ -28,8 +29,10 @@ describe("secrets never written down", () => {
     ensureBuilt();
     dir = mkdtempSync(join(tmpdir(), "bursar-canary-"));
     const gate_port = await freePort();
+    // The simulator signs with the secret a rotation replaced, as Razorpay signs the retries of
+    // events first sent before one: the gate, given it as RAZORPAY_WEBHOOK_SECRET_PREVIOUS, takes them.
     simulator = await startBursar(
-      ["simulator", "--port", "0", "--webhook-url", `http://127.0.0.1:${gate_port}/webhooks/razorpay`, "--webhook-secret", canary.webhook_secret],
+      ["simulator", "--port", "0", "--webhook-url", `http://127.0.0.1:${gate_port}/webhooks/razorpay`, "--webhook-secret", canary.webhook_secret_previous],
       {},
     );
     gate = await startBursar(["serve"], {
@@ -41,6 +44,7 @@ describe("secrets never written down", () => {
       RAZORPAY_KEY_SECRET: canary.key_secret,
       RAZORPAY_BASE_URL: simulator.url,
       RAZORPAY_WEBHOOK_SECRET: canary.webhook_secret,
+      RAZORPAY_WEBHOOK_SECRET_PREVIOUS: canary.webhook_secret_previous,
       BURSAR_LOG_LEVEL: "debug",
     });
   });
@@ -75,6 +79,7 @@ describe("secrets never written down", () => {
           memo: `see ${canary.key_secret}`,
           memo2: canary.webhook_secret,
           memo3: `op:${canary.admin_token}`,
+          memo4: canary.webhook_secret_previous,
         },
         receipt: `order_${agent.token}`,
       },

@@ -36,6 +36,21 @@ describe("verifyWebhook steps", () => {
     expect(provider.verifyWebhook(body, header)).toEqual({ ok: false, error: expect.objectContaining({ step, code, status: 401 }) });
   });
 
+  it("during a rotation the replaced secret verifies too (Razorpay signs an event's retries with its first secret); any other fails", () => {
+    const rotated = createRazorpayProvider({ key_id, key_secret, webhook_secret: "new-secret", webhook_secret_previous: webhook_secret });
+    expect(rotated.verifyWebhook(body, good)).toEqual({ ok: true });
+    expect(rotated.verifyWebhook(body, signWebhookBody("new-secret", body))).toEqual({ ok: true });
+    expect(rotated.verifyWebhook(body, signWebhookBody("other", body))).toMatchObject({ ok: false, error: { step: "signature", code: "signature_mismatch", status: 401 } });
+    // Without it, the replaced secret's retries are refused.
+    const replaced = createRazorpayProvider({ key_id, key_secret, webhook_secret: "new-secret" });
+    expect(replaced.verifyWebhook(body, good)).toMatchObject({ ok: false, error: { step: "signature" } });
+    // A replaced secret alone verifies nothing: with no current secret every webhook fails closed.
+    expect(() => createRazorpayProvider({ key_id, key_secret, webhook_secret_previous: webhook_secret })).toThrow(
+      "RAZORPAY_WEBHOOK_SECRET_PREVIOUS is set without RAZORPAY_WEBHOOK_SECRET: set the new secret there, and the one it replaced here",
+    );
+    expect(() => createRazorpayProvider({ key_id, key_secret, webhook_secret, webhook_secret_previous: " " })).toThrow("RAZORPAY_WEBHOOK_SECRET_PREVIOUS: only whitespace; expected the secret itself");
+  });
+
   it("a signature made with another secret fails", () => {
     expect(provider.verifyWebhook(body, signWebhookBody("other", body))).toMatchObject({ ok: false, error: { step: "signature" } });
   });

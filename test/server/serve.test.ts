@@ -72,6 +72,11 @@ describe("bursar serve", () => {
     // Razorpay keeps its orders and payments; holds and evidence in memory would not outlive the process.
     const test_keys = { ...live, RAZORPAY_KEY_ID: "rzp_test_abc" };
     expect(() => loadConfig({ ...test_keys, BURSAR_DB: ":memory:" })).toThrow(/^BURSAR_DB=:memory: is refused with BURSAR_PROVIDER=razorpay: .*set BURSAR_DB to a file or a postgres:\/\/ URL$/);
+    // A webhook secret rotation: the replaced secret beside the new one, never the same value again.
+    expect(loadConfig({ ...test_keys, RAZORPAY_WEBHOOK_SECRET_PREVIOUS: "old" }).razorpay).toMatchObject({ webhook_secret: "w", webhook_secret_previous: "old" });
+    expect(() => loadConfig({ ...test_keys, RAZORPAY_WEBHOOK_SECRET_PREVIOUS: "w" })).toThrow(
+      "RAZORPAY_WEBHOOK_SECRET_PREVIOUS equals RAZORPAY_WEBHOOK_SECRET (the value is not shown): set it to the secret the rotation replaced, or leave it unset",
+    );
   });
 
   it("BURSAR_DB=:memory: with the simulator serves, and says once that nothing outlives the process", async () => {

@@ -41,6 +41,8 @@ export interface RazorpayProviderOptions {
   base_url?: string;
   /** Undefined makes every webhook verification fail closed with `webhook_secret_missing` (503). */
   webhook_secret?: string;
+  /** The webhook secret a rotation replaced, still accepted beside webhook_secret (RAZORPAY_WEBHOOK_SECRET_PREVIOUS). */
+  webhook_secret_previous?: string;
   allow_live?: boolean;
   timeout_ms?: number;
   fetch?: FetchFunction;
@@ -60,6 +62,10 @@ function checkKeys(options: RazorpayProviderOptions): void {
   // A blank webhook secret would make an HMAC anyone can compute; undefined fails closed instead.
   if (options.webhook_secret !== undefined && options.webhook_secret.trim() === "") {
     throw new ProviderConfigError("RAZORPAY_WEBHOOK_SECRET: only whitespace; expected the secret itself");
+  }
+  if (options.webhook_secret_previous !== undefined) {
+    if (options.webhook_secret_previous.trim() === "") throw new ProviderConfigError("RAZORPAY_WEBHOOK_SECRET_PREVIOUS: only whitespace; expected the secret itself");
+    if (!options.webhook_secret) throw new ProviderConfigError("RAZORPAY_WEBHOOK_SECRET_PREVIOUS is set without RAZORPAY_WEBHOOK_SECRET: set the new secret there, and the one it replaced here");
   }
 }
 
@@ -145,6 +151,7 @@ export function createRazorpayProvider(options: RazorpayProviderOptions): Provid
     fetch: options.fetch ?? globalThis.fetch,
   };
   const webhook_secret = options.webhook_secret;
+  const webhook_secret_previous = options.webhook_secret_previous;
 
   return {
     name: "razorpay",
@@ -206,7 +213,7 @@ export function createRazorpayProvider(options: RazorpayProviderOptions): Provid
     },
 
     verifyWebhook(raw_body: Buffer, signature_header: string | undefined) {
-      return verifyRazorpayWebhook(webhook_secret, raw_body, signature_header);
+      return verifyRazorpayWebhook(webhook_secret, raw_body, signature_header, webhook_secret_previous);
     },
 
     parseWebhook(raw_body: Buffer) {

@@ -45,18 +45,30 @@ function checkHeaderFormat(header: string): WebhookCheck {
   });
 }
 
-/** Step 4. Equal-length buffers compared in constant time: no early exit leaks a prefix. */
-function checkSignature(secret: string, raw_body: Buffer, header: string): WebhookCheck {
-  const expected = Buffer.from(signWebhookBody(secret, raw_body), "hex");
+/**
+ * Step 4. Equal-length buffers compared in constant time: no early exit leaks a prefix. Every
+ * secret is compared (the current one, and the previous one during a rotation), whichever matches.
+ */
+function checkSignature(secrets: readonly string[], raw_body: Buffer, header: string): WebhookCheck {
   const received = Buffer.from(header, "hex");
-  if (received.length === expected.length && timingSafeEqual(received, expected)) return { ok: true };
+  let matched = false;
+  for (const secret of secrets) {
+    const expected = Buffer.from(signWebhookBody(secret, raw_body), "hex");
+    if (received.length === expected.length && timingSafeEqual(received, expected)) matched = true;
+  }
+  if (matched) return { ok: true };
   return fail({ step: "signature", code: "signature_mismatch", status: 401, message: "signature does not match the body" });
 }
 
+/**
+ * `previous`: the secret a rotation replaced, still accepted: Razorpay signs an event's retries
+ * (for up to 24 hours) with the secret it was first sent under.
+ */
 export function verifyRazorpayWebhook(
   secret: string | undefined,
   raw_body: Buffer,
   signature_header: string | undefined,
+  previous?: string,
 ): WebhookCheck {
   const secret_check = checkSecret(secret);
   if (!secret_check.ok || !secret) return secret_check;
@@ -64,7 +76,7 @@ export function verifyRazorpayWebhook(
   if (!header_check.ok || signature_header === undefined) return header_check;
   const format_check = checkHeaderFormat(signature_header);
   if (!format_check.ok) return format_check;
-  return checkSignature(secret, raw_body, signature_header);
+  return checkSignature(previous === undefined ? [secret] : [secret, previous], raw_body, signature_header);
 }
 
 const entity_wrapper = z.object({ entity: z.unknown() });
