@@ -4,7 +4,7 @@
 
 import { closeSync, openSync, readSync } from "node:fs";
 import { keyIdHex, note_bytes_max, parseVerifierKey, type NoteVerifier } from "../../evidence/note.js";
-import { verifyDeliveryReceipt, type DeliveryReceipt } from "../../evidence/receipt.js";
+import { verifyDeliveryReceipt, verifyReceipt, type DeliveryReceipt, type Receipt } from "../../evidence/receipt.js";
 import {
   checkConsistencyDocument,
   checkInclusionDocument,
@@ -23,6 +23,7 @@ usage: bursar verify FILE --checkpoint CP --key KEY [--origin ORIGIN] [--all-rec
        bursar verify --consistency PROOF --key KEY [--origin ORIGIN] [--checkpoint CP]
                      [--from-checkpoint KEPT]
        bursar verify --delivery-receipts RECEIPTS --key KEY [--origin ORIGIN] [FILE --checkpoint CP]
+       bursar verify --receipts RECEIPTS --key KEY [--origin ORIGIN] [FILE --checkpoint CP]
 
 Verifies offline; needs no secret, no network and no environment variable.
 
@@ -60,6 +61,11 @@ and CP as well, FILE is verified as above, every v2 receipt must name its log, a
 record a receipt lists must name an entry of it: the entry at its seq has its leaf hash. It
 names the first bad receipt by its line in RECEIPTS and exits 1.
 
+With --receipts: the same for entry receipts, such as the "evidence.receipt" of a gate tool's
+result (one JSON per line: the receipt, the result's "evidence" object or the whole result).
+Its signature covers seq, leaf_hash, kind and at (and a v2 receipt's log and origin); with FILE
+and CP, the export's entry at its seq must have its leaf hash.
+
 Every checkpoint must name the log's origin: ORIGIN, or else KEY's name (Bursar names its
 key after BURSAR_LOG_ORIGIN). The signature line's key name is not signed, so this is what
 keeps a checkpoint (or a v2 receipt) of another log signed with the same key from passing for
@@ -86,6 +92,8 @@ options:
   --delivery-receipts RECEIPTS
                       verify ingest delivery receipts (JSON lines), and with FILE that each
                       listed record is in the verified export
+  --receipts RECEIPTS verify entry receipts (JSON lines: a tool result's evidence.receipt), and
+                      with FILE that each names an entry of the verified export
 `;
 
 /** The most a checkpoint file or a proof document may hold: a signed note's own limit, and that
@@ -308,13 +316,55 @@ function verifyConsistencyProof(path: string, values: ProofArguments, io: CliIo)
   });
 }
 
-/** A receipt in RECEIPTS whose signature verified: its line, the log it names (v2) and what it lists. */
+/** A receipt in RECEIPTS whose signature verified: its line, the log it names (v2) and the entries it names. */
 interface Verified {
   line: number;
   /** Undefined for a v1 receipt, which does not name its log. */
   log: string | undefined;
-  records: Array<{ event_id: string; seq: number; leaf_hash: string }>;
+  /** `event_id` names an ingest record in a failure, where a delivery receipt lists one. */
+  records: Array<{ event_id?: string; seq: number; leaf_hash: string }>;
 }
+
+/** What a receipts file holds: ingest delivery receipts, or the receipts of single entries. */
+interface ReceiptKind {
+  /** As `--delivery-receipts` or `--receipts` names what it reads. */
+  what: string;
+  /** Checks one receipt; the entries it names when its signature verifies. */
+  check(value: unknown, verifier: NoteVerifier, origin: string): { ok: true; log: string | undefined; records: Verified["records"] } | { ok: false; reason: string };
+  /** The OK line's first words, for `count` receipts naming `named` entries. */
+  counted(count: number, named: number): string;
+}
+
+const delivery_receipts: ReceiptKind = {
+  what: "delivery receipts",
+  check(value, verifier, origin) {
+    const entry = value as { records?: unknown; leaf_hash?: unknown } | null;
+    if (typeof entry === "object" && entry !== null && entry.records === undefined && typeof entry.leaf_hash === "string") {
+      return { ok: false, reason: "an entry's receipt, not a delivery receipt: check it with --receipts" };
+    }
+    const check = verifyDeliveryReceipt(value as DeliveryReceipt, verifier, origin);
+    if (!check.ok) return check;
+    const receipt = value as DeliveryReceipt;
+    return { ok: true, log: receipt.log, records: receipt.records.map(({ event_id, seq, leaf_hash }) => ({ event_id, seq, leaf_hash })) };
+  },
+  counted: (count, named) => `${count} delivery receipts listing ${named} records`,
+};
+
+/** An entry's receipt: a gate tool result's `evidence.receipt`, alone or in its `evidence` object or result. */
+const entry_receipts: ReceiptKind = {
+  what: "receipts",
+  check(value, verifier, origin) {
+    const receipt = (typeof value === "object" && value !== null ? value : {}) as Partial<Receipt> & { records?: unknown };
+    if (receipt.records !== undefined) return { ok: false, reason: "a delivery receipt, not an entry's: check it with --delivery-receipts" };
+    if (typeof receipt.key_id !== "string" || typeof receipt.signature !== "string") {
+      return { ok: false, reason: "not an entry receipt (seq, leaf_hash, kind, at, key_id and signature are required)" };
+    }
+    const check = verifyReceipt(receipt as Receipt, verifier, origin);
+    if (!check.ok) return check;
+    return { ok: true, log: receipt.log, records: [{ seq: receipt.seq as number, leaf_hash: receipt.leaf_hash as string }] };
+  },
+  counted: (count) => `${count} entry receipts`,
+};
 
 /**
  * The receipts in a file, read line by line as they are checked: one JSON per line (blank lines
@@ -322,8 +372,8 @@ interface Verified {
  * comes as `too_long`, and nothing after it is read (fileLines), so an endless source ends there.
  * A file that cannot be read is a UsageError naming it.
  */
-function* receiptLines(path: string): Generator<{ line: number; value: unknown; too_long?: true }> {
-  if (path === "") throw new UsageError("cannot read delivery receipts: the path given is empty");
+function* receiptLines(path: string, what: string): Generator<{ line: number; value: unknown; too_long?: true }> {
+  if (path === "") throw new UsageError(`cannot read ${what}: the path given is empty`);
   let number = 0;
   try {
     for (const bytes of fileLines(path)) {
@@ -340,13 +390,22 @@ function* receiptLines(path: string): Generator<{ line: number; value: unknown; 
       } catch {
         value = undefined;
       }
-      const answer = value as { receipt?: unknown } | undefined;
-      yield { line: number, value: typeof answer === "object" && answer !== null && typeof answer.receipt === "object" ? answer.receipt : value };
+      yield { line: number, value: receiptIn(value) };
     }
   } catch (error) {
     // Only fileLines' errors reach here: a consumer that stops early returns, never throws, into this.
-    throw new UsageError(`cannot read delivery receipts ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    throw new UsageError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
+}
+
+/** The receipt a line holds: its `receipt` (an ingest answer, a tool result's `evidence`), or its `evidence.receipt` (a tool result), else the line itself. */
+function receiptIn(value: unknown): unknown {
+  const holder = value as { receipt?: unknown; evidence?: { receipt?: unknown } } | null | undefined;
+  if (typeof holder !== "object" || holder === null) return value;
+  if (typeof holder.receipt === "object" && holder.receipt !== null) return holder.receipt;
+  const evidence = holder.evidence;
+  if (typeof evidence === "object" && evidence !== null && typeof evidence.receipt === "object" && evidence.receipt !== null) return evidence.receipt;
+  return value;
 }
 
 /** Which logs the receipts name, and a note for those that name none (v1). */
@@ -368,7 +427,7 @@ function otherLog(path: string, verified: readonly Verified[], report: VerifyRep
   return `FAIL ${path} line ${other.line}: the receipt is of log ${other.log}, not this export's log ${report.log} (the leaf hash of its entry 0)`;
 }
 
-function verifyDeliveries(path: string, file: string | undefined, values: ExportArguments, io: CliIo): number {
+function verifyReceipts(kind: ReceiptKind, path: string, file: string | undefined, values: ExportArguments, io: CliIo): number {
   const verifier = verifierOf(values.key);
   const origin = originOf(values.origin) ?? verifier.name;
   if (file === undefined && (values.checkpoint !== undefined || values["all-receipts"] !== undefined)) {
@@ -376,23 +435,22 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
   }
   const options = file === undefined ? undefined : exportOptions(values);
   const verified: Verified[] = [];
-  for (const { line, value, too_long } of receiptLines(path)) {
+  for (const { line, value, too_long } of receiptLines(path, kind.what)) {
     if (too_long) {
       println(io.stderr, `FAIL ${path} line ${line}: longer than ${export_line_bytes_max} bytes, which no receipt line is`);
       return 1;
     }
-    const check = verifyDeliveryReceipt(value as DeliveryReceipt, verifier, origin);
+    const check = kind.check(value, verifier, origin);
     if (!check.ok) {
       println(io.stderr, `FAIL ${path} line ${line}: ${check.reason}`);
       return 1;
     }
-    const receipt = value as DeliveryReceipt;
-    verified.push({ line, log: receipt.log, records: receipt.records.map(({ event_id, seq, leaf_hash }) => ({ event_id, seq, leaf_hash })) });
+    verified.push({ line, log: check.log, records: check.records });
   }
-  if (verified.length === 0) throw new UsageError(`${path} holds no delivery receipt`);
+  if (verified.length === 0) throw new UsageError(`${path} holds no ${kind === delivery_receipts ? "delivery receipt" : "receipt"}`);
   const listed = verified.reduce((sum, receipt) => sum + receipt.records.length, 0);
   const { logs, note } = logsNamed(verified, origin);
-  const signed = `OK ${verified.length} delivery receipts listing ${listed} records, signed by ${verifier.name}+${keyIdHex(verifier.keyId)}${logs}`;
+  const signed = `OK ${kind.counted(verified.length, listed)}, signed by ${verifier.name}+${keyIdHex(verifier.keyId)}${logs}`;
   if (file === undefined || options === undefined) {
     println(io.stdout, signed);
     if (note) println(io.stdout, note);
@@ -413,11 +471,13 @@ function verifyDeliveries(path: string, file: string | undefined, values: Export
       const leaf = leaves.get(record.seq);
       if (leaf === record.leaf_hash) continue;
       const found = leaf === undefined ? `the export holds no entry ${record.seq} (it has ${report.entries})` : `entry ${record.seq} of the export has leaf hash ${leaf}, the receipt ${record.leaf_hash}`;
-      println(io.stderr, `FAIL ${path} line ${line}: record ${jsonPreview(record.event_id)}: ${found}`);
+      const which = record.event_id === undefined ? "" : `record ${jsonPreview(record.event_id)}: `;
+      println(io.stderr, `FAIL ${path} line ${line}: ${which}${found}`);
       return 1;
     }
   }
-  println(io.stdout, `${signed}; every record is in ${file} at its seq with its leaf hash, and the export verifies (${report.entries} entries, tree size ${report.tree_size}, root ${report.root_hash})`);
+  const every = kind === delivery_receipts ? "every record" : "every entry it names";
+  println(io.stdout, `${signed}; ${every} is in ${file} at its seq with its leaf hash, and the export verifies (${report.entries} entries, tree size ${report.tree_size}, root ${report.root_hash})`);
   if (note) println(io.stdout, note);
   return 0;
 }
@@ -433,6 +493,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       inclusion: { type: "string" },
       consistency: { type: "string" },
       "delivery-receipts": { type: "string" },
+      receipts: { type: "string" },
       "from-checkpoint": { type: "string" },
       index: { type: "string" },
       "leaf-hash": { type: "string" },
@@ -440,20 +501,22 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     allowPositionals: true,
     strict: true,
   });
-  if (values["delivery-receipts"] !== undefined) {
+  for (const [option, kind] of [["delivery-receipts", delivery_receipts], ["receipts", entry_receipts]] as const) {
+    const path = values[option];
+    if (path === undefined) continue;
     const proofOptions = [values.inclusion, values.consistency, values["from-checkpoint"], values.index, values["leaf-hash"]];
-    if (proofOptions.some((value) => value !== undefined) || positionals.length > 1) {
-      throw new UsageError("--delivery-receipts takes at most one export FILE, and no --inclusion, --consistency or their options");
+    if (proofOptions.some((value) => value !== undefined) || positionals.length > 1 || (option === "delivery-receipts" && values.receipts !== undefined)) {
+      throw new UsageError(`--${option} takes at most one export FILE, and no --inclusion, --consistency, their options or the other receipts option`);
     }
-    return verifyDeliveries(values["delivery-receipts"], positionals[0], values, io);
+    return verifyReceipts(kind, path, positionals[0], values, io);
   }
   const modes = [positionals.length > 0, values.inclusion !== undefined, values.consistency !== undefined].filter(Boolean).length;
-  if (modes !== 1 || positionals.length > 1) throw new UsageError("give exactly one of: FILE, --inclusion PROOF, --consistency PROOF, --delivery-receipts RECEIPTS");
+  if (modes !== 1 || positionals.length > 1) throw new UsageError("give exactly one of: FILE, --inclusion PROOF, --consistency PROOF, --delivery-receipts RECEIPTS, --receipts RECEIPTS");
   if (values["from-checkpoint"] !== undefined && values.consistency === undefined) throw new UsageError("--from-checkpoint goes with --consistency PROOF");
   if ((values.index !== undefined || values["leaf-hash"] !== undefined) && values.inclusion === undefined) {
     throw new UsageError("--index and --leaf-hash go with --inclusion PROOF");
   }
-  if (values["all-receipts"] !== undefined && positionals.length === 0) throw new UsageError("--all-receipts checks an export's receipts: it goes with FILE or --delivery-receipts");
+  if (values["all-receipts"] !== undefined && positionals.length === 0) throw new UsageError("--all-receipts checks an export's receipts: it goes with FILE (alone or after --delivery-receipts or --receipts)");
   if (values.inclusion !== undefined) return verifyInclusionProof(values.inclusion, values, io);
   if (values.consistency !== undefined) return verifyConsistencyProof(values.consistency, values, io);
   return verifyFile(positionals[0]!, values, io);
