@@ -191,33 +191,40 @@ function quickReceipt(line: Buffer): { seq: number; leaf_hash: string; log: stri
   return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64), log };
 }
 
-const receipt_kind_marker = '","kind":"';
-const entry_kind_marker = '","kind":"';
-const entry_received_at_marker = '","received_at":"';
-
-/** The bytes of the string after `marker`'s last occurrence in `line` at or before `from`, up to the next quote. */
-function lastStringAfter(line: Buffer, marker: string, from = line.length): Buffer | undefined {
-  const at = line.lastIndexOf(marker, from);
-  if (at < 0) return undefined;
-  const start = at + marker.length;
-  const end = line.indexOf(0x22, start);
-  return end < 0 ? undefined : line.subarray(start, end);
-}
+const kind_marker = Buffer.from('","kind":"', "latin1");
+const received_at_marker = Buffer.from('","received_at":"', "latin1");
 
 /**
  * Whether a receipt line in the exporter's layout (quickReceipt's) names its entry's own kind and
- * received_at, read by position: the entry's are its last `"kind":"` and `"received_at":"`, since
- * no string in canonical JSON holds a bare quote and these keys come after the body. Anything
- * else (a receipt altered there, or a layout read only by parsing) is answered false, for the
- * slow path to say what differs.
+ * received_at, read by position: the entry's are its last `"received_at":"` and the last
+ * `"kind":"` before it, since no string in canonical JSON holds a bare quote and these keys come
+ * after the body. Anything else (a receipt altered there, or a layout read only by parsing) is
+ * answered false, for the slow path to say what differs.
  */
 function quickFieldsMatch(receiptLine: Buffer, entryLine: Buffer): boolean {
-  const at_end = receiptLine.indexOf(0x22, receipt_head.length);
-  const kind = lastStringAfter(receiptLine, receipt_kind_marker, receiptLine.indexOf(receipt_leaf_marker));
-  const entry_kind = lastStringAfter(entryLine, entry_kind_marker);
-  const entry_at = lastStringAfter(entryLine, entry_received_at_marker);
-  if (at_end < 0 || !kind || !entry_kind || !entry_at) return false;
-  return kind.equals(entry_kind) && receiptLine.subarray(receipt_head.length, at_end).equals(entry_at);
+  const at_start = receipt_head.length;
+  const at_end = receiptLine.indexOf(0x22, at_start);
+  const kind_at = at_end < 0 ? -1 : receiptLine.indexOf(kind_marker, at_end);
+  const entry_at = entryLine.lastIndexOf(received_at_marker);
+  const entry_kind = entry_at < 0 ? -1 : entryLine.lastIndexOf(kind_marker, entry_at);
+  if (kind_at < 0 || entry_kind < 0) return false;
+  const kind_start = kind_at + kind_marker.length;
+  const kind_end = receiptLine.indexOf(0x22, kind_start);
+  const entry_kind_start = entry_kind + kind_marker.length;
+  const entry_at_start = entry_at + received_at_marker.length;
+  return (
+    kind_end >= 0 &&
+    sameBytes(receiptLine, kind_start, kind_end, entryLine, entry_kind_start) &&
+    entryLine[entry_kind_start + kind_end - kind_start] === 0x22 &&
+    sameBytes(receiptLine, at_start, at_end, entryLine, entry_at_start) &&
+    entryLine[entry_at_start + at_end - at_start] === 0x22
+  );
+}
+
+/** Whether a[start, end) equals the bytes of b from `at`. */
+function sameBytes(a: Buffer, start: number, end: number, b: Buffer, at: number): boolean {
+  if (at + end - start > b.length) return false;
+  return a.compare(b, at, at + end - start, start, end) === 0;
 }
 
 function parseJson(line: Buffer): unknown {
