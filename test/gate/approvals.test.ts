@@ -210,6 +210,24 @@ describe("approvals", () => {
     expect(denied.body).toMatchObject({ approval_id: held.approval_id, state: "denied", amount: 450_000, currency: "INR" });
   });
 
+  it("stores and shows a held call's arguments scrubbed: a token or card number under a key that looks like nothing is redacted in its value", async () => {
+    const agent = await server.agent("apr-scrubbed", { approval_threshold: 10_000 });
+    const client = await server.client(agent.token);
+    const card = "4111 1111 1111 1111";
+    const args = { amount: 15_000, currency: "INR", receipt: `Bearer ${agent.token}`, notes: { memo: agent.token, gift: `card ${card}` }, idempotency_key: "scrubbed-1" };
+    const held = (await client.callTool({ name: "create_order", arguments: args })).structuredContent as Structured;
+    expect(held).toMatchObject({ effect: "HOLD" });
+    const listed = await server.api<{ approvals: Array<Record<string, unknown>> }>("GET", "/api/v1/approvals?state=pending");
+    const shown = String(listed.body.approvals.find((approval) => approval.approval_id === held.approval_id)?.args_json);
+    expect(JSON.parse(shown)).toMatchObject({ amount: 15_000, notes: { memo: "[redacted]" } });
+    const inbox = JSON.stringify((await server.api("GET", "/api/v1/inbox")).body);
+    const stored = ["bursar.db", "bursar.db-wal"].map((name) => readFileSync(join(server.dir, name)).toString("latin1")).join("");
+    for (const [place, text] of Object.entries({ approvals: shown, inbox, database: stored })) {
+      expect(text.includes(agent.token), `agent token in ${place}`).toBe(false);
+      expect(text.includes(card), `card number in ${place}`).toBe(false);
+    }
+  });
+
   it("forwards an approved call with the notes an allowed one gets: a note whose key looks secret is left out alone", async () => {
     const agent = await server.agent("apr-notes", { approval_threshold: 10_000 });
     const client = await server.client(agent.token);

@@ -1,7 +1,7 @@
-// Lifecycle edges: reading or revoking while an approval has silently expired, the host's clock
-// stepping back, an approved call whose forwarding process died, a capture settled by its webhook
-// while the call's own answer was lost (on SQLite and PostgreSQL), and closing the database with a
-// group commit still open.
+// Lifecycle edges: reading, deciding or revoking while an approval or a lease has silently
+// expired, the host's clock stepping back, an approved call whose forwarding process died, a
+// capture settled by its webhook while the call's own answer was lost (on SQLite and PostgreSQL),
+// and closing the database with a group commit still open.
 
 import { describe, expect, it } from "vitest";
 import { monotonicClock } from "../../src/clock.js";
@@ -46,6 +46,30 @@ for (const backend of backends()) {
         expect(await read("get_block")).toMatchObject({ held: 0 });
         expect(await read("get_approval", { approval_id })).toMatchObject({ state: "expired" });
         expect((await t.bursar.ledger.approval(approval_id))?.state).toBe("expired");
+      });
+
+      it("a money decision expires it too, before deciding: the next call on the block does not count its hold", async () => {
+        const t = await testLedger({ reserved: 20_000, per_call_cap: 20_000, approval_threshold: 1_000 });
+        const first = await t.order(fresh({ amount: 15_000, currency: "INR" }));
+        expect(first.verdict.effect).toBe("HOLD");
+        t.clock.advance(t.bursar.ledger.context.approval_lifetime_ms);
+        // No sweep has run: counted still, the 15,000 held would refuse this under R1.
+        const second = await t.order(fresh({ amount: 10_000, currency: "INR" }));
+        expect(second.verdict).toMatchObject({ effect: "HOLD" });
+        expect(second.block).toMatchObject({ held: 10_000 });
+        expect((await t.bursar.ledger.approval(first.approval?.approval_id as string))?.state).toBe("expired");
+      });
+
+      it("a money decision ends a lease that ran out first: the same call repeated replays its unknown outcome, not 'in flight'", async () => {
+        const t = await testLedger();
+        const args = { amount: 5_000, currency: "INR", idempotency_key: "lease-ran-out" };
+        expect((await t.order(args)).verdict.effect).toBe("ALLOW");
+        expect((await t.order(args)).verdict.rule).toBe("IN_FLIGHT");
+        t.clock.advance(t.bursar.ledger.context.lease_ms);
+        const repeated = await t.order(args);
+        expect(repeated.verdict).toMatchObject({ replay: true });
+        expect(JSON.parse(String(repeated.stored?.result_json))).toMatchObject({ provider: "unknown", reason: expect.stringMatching(/^this call's lease ran out/) });
+        expect(repeated.reservation).toMatchObject({ status: "held", outcome_unknown: 1 });
       });
 
       it("get_approval alone expires it too", async () => {
