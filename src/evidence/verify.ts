@@ -158,18 +158,38 @@ function hasAt(line: Buffer, offset: number, text: string): boolean {
   return true;
 }
 
+const receipt_key_id_marker = '","key_id":"';
+const receipt_kind_marker = '","kind":"';
+
+/** A receipt line read by position (quickReceipt): its at and kind as [start, end) byte ranges. */
+interface QuickReceipt {
+  seq: number;
+  leaf_hash: string;
+  log: string | undefined;
+  at: [number, number];
+  kind: [number, number];
+}
+
 /**
- * Reads seq, leaf_hash and (v2) log from a receipt line by position, when the line has the
- * exporter's canonical layout (`…"leaf_hash":"<64 hex>"[,"log":"<64 hex>"],"seq":<digits>,"signature":"…"}}`).
- * Anything else returns undefined and goes through JSON.parse. Where a signed checkpoint covers
- * the entry, the receipt adds nothing to that signature, and its own is checked only when it
- * disagrees with its entry; past every signed root it is the only signature, and always checked.
+ * Reads a receipt line by position when it has exactly the exporter's canonical layout
+ * (`{"receipt":{"at":"…","key_id":"…","kind":"…","leaf_hash":"<64 hex>"[,"log":"<64 hex>"],"seq":<digits>,"signature":"…"}}`):
+ * every key at its place, no backslash, and no quote in a value, so it reads as JSON.parse reads
+ * it (a repeated key, whose last copy JSON.parse keeps, cannot hide behind the first). Anything
+ * else returns undefined and goes through JSON.parse. Where a signed checkpoint covers the entry,
+ * the receipt adds nothing to that signature, and its own is checked only when it disagrees with
+ * its entry; past every signed root it is the only signature, and always checked.
  */
-function quickReceipt(line: Buffer): { seq: number; leaf_hash: string; log: string | undefined } | undefined {
-  if (!hasAt(line, 0, receipt_head) || !hasAt(line, line.length - 3, '"}}')) return undefined;
-  const leaf = line.indexOf(receipt_leaf_marker);
-  const hexStart = leaf + receipt_leaf_marker.length;
-  if (leaf < 0) return undefined;
+function quickReceipt(line: Buffer): QuickReceipt | undefined {
+  if (!hasAt(line, 0, receipt_head) || !hasAt(line, line.length - 3, '"}}') || line.indexOf(0x5c) >= 0) return undefined;
+  const at_start = receipt_head.length;
+  const at_end = line.indexOf(0x22, at_start);
+  if (!hasAt(line, at_end, receipt_key_id_marker)) return undefined;
+  const key_id_end = line.indexOf(0x22, at_end + receipt_key_id_marker.length);
+  if (!hasAt(line, key_id_end, receipt_kind_marker)) return undefined;
+  const kind_start = key_id_end + receipt_kind_marker.length;
+  const kind_end = line.indexOf(0x22, kind_start);
+  if (!hasAt(line, kind_end, receipt_leaf_marker)) return undefined;
+  const hexStart = kind_end + receipt_leaf_marker.length;
   let cursor = hexStart + 64;
   let log: string | undefined;
   if (hasAt(line, cursor, receipt_log_marker)) {
@@ -188,43 +208,33 @@ function quickReceipt(line: Buffer): { seq: number; leaf_hash: string; log: stri
   }
   if (cursor === digitsStart || (line[digitsStart] === 48 && cursor - digitsStart > 1)) return undefined;
   if (!hasAt(line, cursor, receipt_signature_marker)) return undefined;
-  return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64), log };
+  // The signature's closing quote is the line's last one: another would open another key.
+  if (line.indexOf(0x22, cursor + receipt_signature_marker.length) !== line.length - 3) return undefined;
+  return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64), log, at: [at_start, at_end], kind: [kind_start, kind_end] };
 }
 
-const kind_marker = Buffer.from('","kind":"', "latin1");
-const received_at_marker = Buffer.from('","received_at":"', "latin1");
+const entry_kind_marker = Buffer.from('","kind":"', "latin1");
+const entry_received_at_marker = Buffer.from('","received_at":"', "latin1");
 
 /**
- * Whether a receipt line in the exporter's layout (quickReceipt's) names its entry's own kind and
- * received_at, read by position: the entry's are its last `"received_at":"` and the last
- * `"kind":"` before it, since no string in canonical JSON holds a bare quote and these keys come
- * after the body. Anything else (a receipt altered there, or a layout read only by parsing) is
- * answered false, for the slow path to say what differs.
+ * Whether a receipt read by position names its entry's own kind and received_at: the entry's
+ * are its last `"received_at":"` and the last `"kind":"` before it, since no string in
+ * canonical JSON holds a bare quote and these keys come after the body. False sends the line to
+ * the slow path, which says what differs.
  */
-function quickFieldsMatch(receiptLine: Buffer, entryLine: Buffer): boolean {
-  const at_start = receipt_head.length;
-  const at_end = receiptLine.indexOf(0x22, at_start);
-  const kind_at = at_end < 0 ? -1 : receiptLine.indexOf(kind_marker, at_end);
-  const entry_at = entryLine.lastIndexOf(received_at_marker);
-  const entry_kind = entry_at < 0 ? -1 : entryLine.lastIndexOf(kind_marker, entry_at);
-  if (kind_at < 0 || entry_kind < 0) return false;
-  const kind_start = kind_at + kind_marker.length;
-  const kind_end = receiptLine.indexOf(0x22, kind_start);
-  const entry_kind_start = entry_kind + kind_marker.length;
-  const entry_at_start = entry_at + received_at_marker.length;
-  return (
-    kind_end >= 0 &&
-    sameBytes(receiptLine, kind_start, kind_end, entryLine, entry_kind_start) &&
-    entryLine[entry_kind_start + kind_end - kind_start] === 0x22 &&
-    sameBytes(receiptLine, at_start, at_end, entryLine, entry_at_start) &&
-    entryLine[entry_at_start + at_end - at_start] === 0x22
-  );
+function quickFieldsMatch(receiptLine: Buffer, quick: QuickReceipt, entryLine: Buffer): boolean {
+  const entry_at = entryLine.lastIndexOf(entry_received_at_marker);
+  const entry_kind = entry_at < 0 ? -1 : entryLine.lastIndexOf(entry_kind_marker, entry_at);
+  if (entry_kind < 0) return false;
+  const kind_start = entry_kind + entry_kind_marker.length;
+  const at_start = entry_at + entry_received_at_marker.length;
+  return sameString(receiptLine, quick.kind, entryLine, kind_start) && sameString(receiptLine, quick.at, entryLine, at_start);
 }
 
-/** Whether a[start, end) equals the bytes of b from `at`. */
-function sameBytes(a: Buffer, start: number, end: number, b: Buffer, at: number): boolean {
-  if (at + end - start > b.length) return false;
-  return a.compare(b, at, at + end - start, start, end) === 0;
+/** Whether the string value at `range` of `a` is the one that starts at `at` in `b` (its closing quote included). */
+function sameString(a: Buffer, [start, end]: [number, number], b: Buffer, at: number): boolean {
+  const length = end - start;
+  return at + length < b.length && b[at + length] === 0x22 && a.compare(b, at, at + length, start, end) === 0;
 }
 
 function parseJson(line: Buffer): unknown {
@@ -609,7 +619,7 @@ class ExportVerifier {
       const quick = quickReceipt(line);
       const ours = quick !== undefined && (quick.log === undefined || quick.log === this.logId);
       const named = quick && ours && quick.seq === pending.seq && quick.leaf_hash === pending.leaf.toString("hex");
-      if (named && quickFieldsMatch(line, pending.line)) {
+      if (named && quickFieldsMatch(line, quick, pending.line)) {
         this.pending = undefined;
         this.receiptsRead += 1;
         this.matchedReceipt(pending, line);

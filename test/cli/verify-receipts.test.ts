@@ -1,5 +1,6 @@
 // `bursar verify --receipts`: an entry's receipt, as an agent holds it in a gate tool's result
-// (`evidence.receipt`, alone, in its `evidence` object or in the whole result), verifies offline
+// (`evidence.receipt`: alone, in its `evidence` object, in the structuredContent, the whole
+// CallToolResult or the JSON-RPC response), verifies offline
 // with only the public key, and, given an export of the log, names that export's entry at its
 // seq with its leaf hash.
 
@@ -18,6 +19,7 @@ interface Evidence {
 
 let server: TestServer;
 let results: Array<{ evidence: Evidence }>;
+let calls: unknown[];
 const file = (name: string) => join(server.dir, name);
 const data_env = () => ({ BURSAR_DATA_DIR: server.dir });
 const verify = (args: string[]) => runBursar(["verify", ...args]);
@@ -29,15 +31,19 @@ beforeAll(async () => {
   const agent = await server.agent();
   const client = await server.client(agent.token);
   results = [];
+  calls = [];
   for (const amount of [1_000, 2_000, 3_000]) {
     const result = await client.callTool({ name: "create_order", arguments: { amount, currency: "INR" } });
     results.push(result.structuredContent as { evidence: Evidence });
+    calls.push(result);
     if (amount === 1_000) expect((await runBursar(["export", "--out", file("early.jsonl"), "--checkpoint", file("early.cp")], data_env())).code).toBe(0);
   }
   expect((await runBursar(["export", "--out", file("log.jsonl"), "--checkpoint", file("log.cp")], data_env())).code).toBe(0);
-  // One line each: the receipt alone, the result's evidence object, and the whole result.
+  // One line each: the receipt alone, the evidence object, the structuredContent, the whole
+  // CallToolResult and the JSON-RPC response that carried it.
   const [first, second, third] = results;
-  writeFileSync(file("receipts.jsonl"), `${JSON.stringify(first!.evidence.receipt)}\n${JSON.stringify(second!.evidence)}\n\n${JSON.stringify(third)}\n`);
+  const forms = [first!.evidence.receipt, second!.evidence, third, calls[2], { jsonrpc: "2.0", id: 7, result: calls[1] }];
+  writeFileSync(file("receipts.jsonl"), `${forms.map((form) => JSON.stringify(form)).join("\n")}\n\n`);
 });
 afterAll(async () => server.close());
 
@@ -45,7 +51,7 @@ describe("bursar verify --receipts", () => {
   it("verifies each receipt's signature with only the key, and each against a verified export", async () => {
     const signed = await verify(["--receipts", file("receipts.jsonl"), "--key", await key()]);
     expect({ code: signed.code, stderr: signed.stderr }).toEqual({ code: 0, stderr: "" });
-    expect(signed.stdout).toMatch(/^OK 3 entry receipts, signed by bursar\.local\/log\+[0-9a-f]{8} for log [0-9a-f]{64} of origin bursar\.local\/log\n$/);
+    expect(signed.stdout).toMatch(/^OK 5 entry receipts, signed by bursar\.local\/log\+[0-9a-f]{8} for log [0-9a-f]{64} of origin bursar\.local\/log\n$/);
     const bound = await verify(["--receipts", file("receipts.jsonl"), file("log.jsonl"), "--checkpoint", file("log.cp"), "--key", await key()]);
     expect({ code: bound.code, stderr: bound.stderr }).toEqual({ code: 0, stderr: "" });
     expect(bound.stdout).toContain(`; every entry it names is in ${file("log.jsonl")} at its seq with its leaf hash, and the export verifies (`);

@@ -192,6 +192,22 @@ describe("tampering with receipts and checkpoints", () => {
     }
   });
 
+  it("a receipt line that repeats kind or at after its genuine fields fails: JSON.parse keeps the last copy, and so does verify", () => {
+    const index = entries[3]! + 1;
+    const genuine = lines[index]!.toString();
+    const at = String((JSON.parse(genuine) as { receipt: { at: string } }).receipt.at);
+    for (const repeated of ['"kind":"gate.settlement"', '"at":"2020-01-01T00:00:00.000Z"']) {
+      const tampered = lines.map((l) => l);
+      tampered[index] = Buffer.from(`${genuine.slice(0, -2)},${repeated}}}`);
+      const says = repeated.startsWith('"kind"') ? `kind "gate.settlement" at "${at}"` : 'kind "gate.decision" at "2020-01-01T00:00:00.000Z"';
+      expect(verify(joinLines(tampered), exported).failure, repeated).toEqual({
+        file: true,
+        line: index + 1,
+        message: `line ${index + 1}: the receipt of seq 3 says ${says}, but its entry holds kind "gate.decision" received_at "${at}": the receipt line was altered`,
+      });
+    }
+  });
+
   it("an export whose header's tree_size is not the number of entries it holds fails, once every entry checked out", () => {
     const header = lines[0]!.toString();
     const tampered = [Buffer.from(header.replace(`"tree_size":${entry_count}`, '"tree_size":99')), ...lines.slice(1)];

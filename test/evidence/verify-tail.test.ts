@@ -141,14 +141,16 @@ describe("entries past every signed checkpoint", () => {
         const text = entry.replace(/"amount":\d+/, '"amount":1');
         const leaf = leafHash(Buffer.from(text, "utf8")).toString("hex");
         const fields = `"leaf_hash":"${genuine.leaf_hash}","log":"${genuine.log}","seq":${genuine.seq},"signature":"${genuine.signature}","kind":"${genuine.kind}","key_id":"${genuine.key_id}","at":"${genuine.at}"`;
-        return [text, `{"receipt":{"at":"x","leaf_hash":"${leaf}","seq":${seq},"signature":"x",${fields}}}`];
+        // Its head is the entry's own: at, key_id and kind as a genuine receipt of it has them.
+        const own = JSON.parse(text) as { kind: string; received_at: string };
+        const head = `"at":"${own.received_at}","key_id":"${String(genuine.key_id)}","kind":"${own.kind}"`;
+        return [text, `{"receipt":{${head},"leaf_hash":"${leaf}","seq":${seq},"signature":"x",${fields}}}`];
       });
       const report = verify(exported, forged);
       expect(report.ok, `forged seq ${seq}`).toBe(false);
       expect(report.failure).toMatchObject({ seq });
-      // Refused at its entry: read by position its kind and time are not the entry's, so the line
-      // is parsed, and the genuine receipt it parses to is another entry's, or this seq's for
-      // other content.
+      // Refused at its entry: a line with repeated keys is not read by position, and the genuine
+      // receipt it parses to is another entry's, or this seq's for other content.
       const named = seq === genuine.seq ? /entry altered: its leaf hash differs from its signed receipt/ : /carries the receipt of another entry/;
       expect(report.failure!.message).toMatch(named);
     }

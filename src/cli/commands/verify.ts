@@ -62,7 +62,8 @@ record a receipt lists must name an entry of it: the entry at its seq has its le
 names the first bad receipt by its line in RECEIPTS and exits 1.
 
 With --receipts: the same for entry receipts, such as the "evidence.receipt" of a gate tool's
-result (one JSON per line: the receipt, the result's "evidence" object or the whole result).
+result (one JSON per line: the receipt, the "evidence" object, the result's structuredContent,
+the whole CallToolResult, or the JSON-RPC response carrying it).
 Its signature covers seq, leaf_hash, kind and at (and a v2 receipt's log and origin); with FILE
 and CP, the export's entry at its seq must have its leaf hash.
 
@@ -398,13 +399,17 @@ function* receiptLines(path: string, what: string): Generator<{ line: number; va
   }
 }
 
-/** The receipt a line holds: its `receipt` (an ingest answer, a tool result's `evidence`), or its `evidence.receipt` (a tool result), else the line itself. */
+/** Where a line may hold its receipt: an ingest answer's or an `evidence` object's `receipt`, a
+ *  tool result's structuredContent, a whole CallToolResult, or a JSON-RPC response carrying one. */
+const receipt_paths = [["receipt"], ["evidence", "receipt"], ["structuredContent", "evidence", "receipt"], ["result", "structuredContent", "evidence", "receipt"]];
+
+/** The receipt a line holds (receipt_paths, the first that leads to an object), else the line itself. */
 function receiptIn(value: unknown): unknown {
-  const holder = value as { receipt?: unknown; evidence?: { receipt?: unknown } } | null | undefined;
-  if (typeof holder !== "object" || holder === null) return value;
-  if (typeof holder.receipt === "object" && holder.receipt !== null) return holder.receipt;
-  const evidence = holder.evidence;
-  if (typeof evidence === "object" && evidence !== null && typeof evidence.receipt === "object" && evidence.receipt !== null) return evidence.receipt;
+  for (const path of receipt_paths) {
+    let found: unknown = value;
+    for (const key of path) found = typeof found === "object" && found !== null ? (found as Record<string, unknown>)[key] : undefined;
+    if (typeof found === "object" && found !== null) return found;
+  }
   return value;
 }
 
