@@ -1,0 +1,77 @@
+// Checks a mutation review found guarded by no test (each test here fails with its check
+// changed): a signature header of several v1 values, one event_id twice in one delivery, and an
+// approver with two names one of which is the agent's.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { approvalVerified } from "../../src/ingest/validate.js";
+import type { DecisionRecord } from "../../src/ingest/schema.js";
+import { decisionsSource, deliver, harness, ndjson, record, type DecisionsSource, type Harness } from "./support.js";
+
+let h: Harness;
+let source: DecisionsSource;
+let next = 0;
+const fresh = () => ndjson([record(`evt_mutgap_${++next}`)]);
+
+beforeAll(async () => {
+  h = await harness();
+  source = await decisionsSource(h);
+});
+afterAll(async () => h.close());
+
+describe("several v1 values", () => {
+  it("refuses a header of several v1 values none of which is valid, storing nothing", async () => {
+    for (const keys of [["bsr_whsec_wrong-1", "bsr_whsec_wrong-2"], ["bsr_whsec_wrong-1", "bsr_whsec_wrong-2", "bsr_whsec_wrong-3"]]) {
+      const before = await h.treeSize();
+      const answer = await deliver(h, source, fresh(), { keys });
+      expect(answer.status).toBe(401);
+      expect(answer.body.error.code).toBe("signature_mismatch");
+      expect(await h.treeSize()).toBe(before);
+    }
+  });
+
+  it("accepts the valid v1 wherever it stands among them: first, middle or last", async () => {
+    for (const keys of [[source.signing_key, "bsr_whsec_wrong"], ["bsr_whsec_a", source.signing_key, "bsr_whsec_b"], ["bsr_whsec_wrong", source.signing_key]]) {
+      const answer = await deliver(h, source, fresh(), { keys });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      expect(answer.body.written).toBe(1);
+    }
+  });
+});
+
+describe("one event_id twice in one delivery", () => {
+  it("answers 409 event_id_conflict when the repeat has other bytes, storing neither", async () => {
+    const before = await h.treeSize();
+    const answer = await deliver(h, source, ndjson([record("evt_mutgap_twice"), record("evt_mutgap_twice", { decision: "deny" })]));
+    expect(answer.status, JSON.stringify(answer.body)).toBe(409);
+    expect(answer.body.error.code).toBe("event_id_conflict");
+    expect(answer.body.error.details.records).toEqual([{ index: 1, event_id: "evt_mutgap_twice" }]);
+    expect(await h.treeSize()).toBe(before);
+  });
+
+  it("takes an identical repeat once, listing it twice", async () => {
+    const answer = await deliver(h, source, ndjson([record("evt_mutgap_same"), record("evt_mutgap_same")]));
+    expect(answer.status).toBe(200);
+    expect(answer.body.written).toBe(1);
+    expect(answer.body.duplicates).toBe(1);
+  });
+});
+
+describe("approval verification with two names", () => {
+  const approve = (agent: { id?: string; email?: string }, approver: { id?: string; email?: string }): DecisionRecord => ({
+    schema: "bursar.gateway-decision/1",
+    event_id: "evt_approval_two_names",
+    occurred_at: "2026-10-09T14:03:11Z",
+    decision: "approve",
+    tool: "github/create_release",
+    args: {},
+    agent: { ...agent, type: "agent" },
+    approver: { ...approver, type: "human" },
+  });
+
+  it("is the agent when either of the approver's names is one of the agent's", () => {
+    const agent = { id: "bot", email: "bot@acme.com" };
+    expect(approvalVerified(approve(agent, { id: "alice", email: "bot@acme.com" }))).toBe(false);
+    expect(approvalVerified(approve(agent, { id: "bot", email: "alice@acme.com" }))).toBe(false);
+    expect(approvalVerified(approve(agent, { id: "alice", email: "alice@acme.com" }))).toBe(true);
+  });
+});
