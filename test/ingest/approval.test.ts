@@ -38,6 +38,10 @@ const cases: Array<[string, Omit<Principal, "type">, Omit<Principal, "type">, bo
   ["the agent's id in capitals with spaces around is the agent", bot, { id: " BOT " }, false],
   ["the agent's id with a space inside is the agent", bot, { id: "b ot" }, false],
   ["NFD against the agent's NFC is the agent", { id: "caf\u00e9" }, { id: "cafe\u0301" }, false],
+  // Either of two names is enough: an approver is the agent when any of its names is the agent's.
+  ["an approver of another id with the agent's email is the agent", { id: "bot", email: "bot@acme.com" }, { id: "alice", email: "bot@acme.com" }, false],
+  ["an approver of the agent's id with another email is the agent", { id: "bot", email: "bot@acme.com" }, { id: "bot", email: "alice@acme.com" }, false],
+  ["  their twin: both names another's", { id: "bot", email: "bot@acme.com" }, { id: "alice", email: "alice@acme.com" }, true],
   ["NFC against the agent's NFD is the agent", { id: "cafe\u0301" }, { id: "caf\u00e9" }, false],
   ["  their twin: the name without its accent is another", { id: "caf\u00e9" }, { id: "cafe" }, true],
   ["sharp s against SS is the agent (case folding)", { id: "stra\u00dfe" }, { id: "STRASSE" }, false],
