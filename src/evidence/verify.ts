@@ -213,7 +213,8 @@ function quickReceipt(line: Buffer): QuickReceipt | undefined {
   return { seq, leaf_hash: line.toString("latin1", hexStart, hexStart + 64), log, at: [at_start, at_end], kind: [kind_start, kind_end] };
 }
 
-const entry_kind_marker = Buffer.from('","kind":"', "latin1");
+/** An entry's kind follows the same bytes as a receipt's. */
+const entry_kind_marker = Buffer.from(receipt_kind_marker, "latin1");
 const entry_received_at_marker = Buffer.from('","received_at":"', "latin1");
 
 /**

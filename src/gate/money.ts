@@ -5,7 +5,7 @@
 import { redacted, scrub, withoutSecretKeys } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type ReservationRow, type SentKey } from "../ledger/index.js";
 import { markUnknown } from "../ledger/settle.js";
-import { getReservation, lockBlock } from "../ledger/statements.js";
+import { lockedReservation } from "../ledger/statements.js";
 import { note_value_length_max, type PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isNoSuchResource, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
@@ -148,22 +148,20 @@ async function unbindDeadPayment(context: GateContext, agent_id: string, named: 
  * or a check proves the capture. Any other capture is settled, and a conflict rejected as its
  * webhook would be.
  */
+export function unprovenCapture(payment: ProviderPayment, reservation: ReservationRow): string | undefined {
+  const bound = reservation.payment_id === null || reservation.payment_id === payment.id;
+  if (reservation.status !== "held" || !bound || payment.currency !== reservation.currency || payment.amount >= reservation.amount) return undefined;
+  return `the provider reports payment ${payment.id} captured for ${payment.amount} ${payment.currency}, not the ${reservation.amount} ${reservation.currency} held: an answer for another amount is no answer, and the money stays held`;
+}
+
 /** Lists a held reservation whose capture the provider reports unproven in the inbox (outcome
  *  unknown, with the reason): left as it was, the money stayed held outside any list an operator
  *  watches, until a webhook that might never come. */
 export async function holdUnproven(context: GateContext, reservation: ReservationRow, reason: string): Promise<void> {
   await context.ledger.transaction(async (tx, ledger_context) => {
-    // The block lock comes before any write to its reservations (and before the log's lock).
-    await lockBlock(tx, reservation.block_id);
-    const current = await getReservation(tx, reservation.reservation_id);
+    const current = await lockedReservation(tx, reservation.reservation_id);
     if (current) await markUnknown(tx, ledger_context, current, reason);
   });
-}
-
-export function unprovenCapture(payment: ProviderPayment, reservation: ReservationRow): string | undefined {
-  const bound = reservation.payment_id === null || reservation.payment_id === payment.id;
-  if (reservation.status !== "held" || !bound || payment.currency !== reservation.currency || payment.amount >= reservation.amount) return undefined;
-  return `the provider reports payment ${payment.id} captured for ${payment.amount} ${payment.currency}, not the ${reservation.amount} ${reservation.currency} held: an answer for another amount is no answer, and the money stays held`;
 }
 
 /**

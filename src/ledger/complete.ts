@@ -93,14 +93,14 @@ const name_order_sql = `UPDATE reservations SET order_id = ?, updated_at_ms = ?,
      outcome_unknown = CASE WHEN status = 'held' AND payment_id IS NULL THEN 0 ELSE outcome_unknown END,
      unknown_reason = CASE WHEN status = 'held' AND payment_id IS NULL THEN NULL ELSE unknown_reason END`;
 
+/** What a caller whose order another reservation has is told: no ids of that reservation's. */
+export const order_taken_told = "the provider answered with an order another reservation already has; whether it made one for this call is unknown";
+
 /**
  * Why an order the provider answered with cannot be named on `reservation_id`: another
  * reservation already has it (a broken or hostile provider answered one call with another's
  * order). Undefined when no other reservation names it.
  */
-/** What a caller whose order another reservation has is told: no ids of that reservation's. */
-export const order_taken_told = "the provider answered with an order another reservation already has; whether it made one for this call is unknown";
-
 async function orderTaken(tx: SqlTx, order_id: string, reservation_id: string): Promise<{ owner: string; reason: string } | undefined> {
   const owner = await reservationByOrder(tx, order_id);
   if (!owner || owner.reservation_id === reservation_id) return undefined;
