@@ -13,6 +13,7 @@ import { message_bytes_max } from "../../src/server/jsonrpc.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { freePort, runBursar } from "../support/process.js";
 import { testServer, type TestServer } from "../support/server.js";
+import { waitUntil } from "../support/wait.js";
 
 /** Every bridge run here is killed past this, so a bridge that never answers fails the test rather than hanging it. */
 const run_timeout_ms = 15_000;
@@ -101,14 +102,6 @@ function holdingGate(): { server: Server; held: Array<{ id: unknown; response: S
   };
 }
 
-async function until(condition: () => boolean, what: string, timeout_ms = 10_000): Promise<void> {
-  const deadline = Date.now() + timeout_ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 it(`answers one past ${in_flight_max} requests in flight with an error instead of dropping it`, async () => {
   ensureBuilt();
   const gate = holdingGate();
@@ -127,10 +120,10 @@ it(`answers one past ${in_flight_max} requests in flight with an error instead o
     for (let id = 1; id <= in_flight_max; id++) {
       child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "get_block", arguments: {} } })}\n`);
     }
-    await until(() => gate.held.length === in_flight_max, `${in_flight_max} requests held at the gate`);
+    await waitUntil(`${in_flight_max} requests held at the gate`, () => gate.held.length === in_flight_max);
     child.stdin.write('{"jsonrpc":"2.0","id":999,"method":"tools/call","params":"x"}\n');
     // It was never answered: the bridge wrote the refusal only for a request the SDK's schema takes.
-    await until(() => answers().some((answer) => answer.id === 999), "the answer to id 999");
+    await waitUntil("the answer to id 999", () => answers().some((answer) => answer.id === 999));
     expect(answers().find((answer) => answer.id === 999)?.error).toMatchObject({ code: bridge_error_code, message: `more than ${in_flight_max} requests in flight` });
     gate.release();
     child.stdin.end();
@@ -174,7 +167,7 @@ it("says nothing when stdin closes while the SDK's GET /mcp after notifications/
   try {
     const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "pipe", version: "1" } } };
     child.stdin.write(`${JSON.stringify(initialize)}\n${JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })}\n`);
-    await until(() => gets === 1, "the bridge's GET /mcp");
+    await waitUntil("the bridge's GET /mcp", () => gets === 1);
     child.stdin.end();
     expect(await exited).toBe(0);
     expect(JSON.parse(stdout.trim())).toMatchObject({ id: 1, result: { protocolVersion: "2025-06-18" } });
