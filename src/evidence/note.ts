@@ -203,6 +203,20 @@ function parseSignatureLine(line: string): NoteSignature {
   return { name, keyId: bytes.readUInt32BE(0), base64 };
 }
 
+const no_verifiable_signatures = "note has no verifiable signatures";
+/** How many of a refused checkpoint's signers its refusal names. */
+const signers_named_max = 3;
+
+/**
+ * The keys a well-formed note is signed by, when none is the verifier's: usually another log's
+ * checkpoint, or the right log under another key. Names come from the file: quoted, cut short.
+ */
+function signedOnlyBy(note: string): string {
+  const keys = [...new Set(parseNote(note).signatures.map((signature) => `${signature.name}+${keyIdHex(signature.keyId)}`))];
+  const more = keys.length > signers_named_max ? ` and ${keys.length - signers_named_max} more` : "";
+  return `it is signed only by ${keys.slice(0, signers_named_max).map(jsonPreview).join(", ")}${more} (another log's checkpoint, or another key)`;
+}
+
 export interface OpenedNote {
   text: string;
   /** Signatures by a known key that verified. */
@@ -240,7 +254,7 @@ export function openNote(message: string | Uint8Array, verifiers: readonly NoteV
     }
     verified.push(signature);
   }
-  if (verified.length === 0) throw new NoteError("note has no verifiable signatures");
+  if (verified.length === 0) throw new NoteError(no_verifiable_signatures);
   return { text: note.text, verified, unverified };
 }
 
@@ -314,6 +328,7 @@ export function openCheckpoint(note: string, verifier: NoteVerifier, options: { 
     if (!(error instanceof NoteError)) throw error;
     const damage = options.from_file ? transferDamage(note) : undefined;
     if (damage) throw new CheckpointError("syntax", `${error.message}: ${damage}`);
+    if (error.message === no_verifiable_signatures) throw new CheckpointError("signature", `${error.message}: ${signedOnlyBy(note)}`);
     throw new CheckpointError(error.message === "malformed note" ? "syntax" : "signature", error.message);
   }
   try {

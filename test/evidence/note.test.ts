@@ -154,7 +154,17 @@ describe("checkpoints", () => {
     // Not read from a file (a checkpoint inside an export or a proof, a JSON string): no advice about copying files.
     expect(() => openCheckpoint(note.slice(0, -1), verifier)).toThrow(/^malformed note$/);
     const stranger = parseVerifierKey(createLogSigner(generateKeyPairSync("ed25519").privateKey, "example.com/log").verifierKey);
-    expect(refusal(note, stranger)).toEqual({ stage: "signature", message: "note has no verifiable signatures" });
+    // Signed, but not by the key given: the refusal names the keys it is signed by.
+    expect(refusal(note, stranger)).toEqual({
+      stage: "signature",
+      message: `note has no verifiable signatures: it is signed only by "example.com/log+${signer.keyIdHex}" (another log's checkpoint, or another key)`,
+    });
+    const others = ["a", "b", "c", "d", "e"].map((name) => createLogSigner(generateKeyPairSync("ed25519").privateKey, `\u001b[31m${name}`));
+    const manySigned = others.reduce((text, other) => `${text}${signNote(text.split("\n\n")[0] + "\n", other).split("\n\n")[1]}`, note);
+    expect(refusal(manySigned, stranger).message).toBe(
+      `note has no verifiable signatures: it is signed only by "example.com/log+${signer.keyIdHex}", "\\u001b[31ma+${others[0]?.keyIdHex}", ` +
+        `"\\u001b[31mb+${others[1]?.keyIdHex}" and 3 more (another log's checkpoint, or another key)`,
+    );
     const signedBadSize = signNote(`example.com/log\n042\n${rootHash.toString("base64")}\n`, signer);
     expect(refusal(signedBadSize)).toEqual({ stage: "body", message: "malformed checkpoint size" });
   });
