@@ -10,6 +10,8 @@ export interface GateObserver {
   providerCall(operation: string, outcome: "ok" | "refused" | "unknown", seconds: number): void;
   unknownOutcome(tool: string): void;
   webhook(outcome: string): void;
+  /** A webhook delivery answered with an error (bad signature, no event id, too large, …), by its HTTP status. */
+  webhookRejected(status: number): void;
   /** A read tool answered rate_limited instead of asking the provider. */
   lookupLimited(tool: string): void;
   /** How long a ledger step of a money call took, including any wait for the disk flush. */
@@ -23,6 +25,7 @@ export const silent_observer: GateObserver = {
   providerCall: () => undefined,
   unknownOutcome: () => undefined,
   webhook: () => undefined,
+  webhookRejected: () => undefined,
   lookupLimited: () => undefined,
   ledgerStep: () => undefined,
   walFlush: () => undefined,

@@ -3,7 +3,7 @@
 export * from "./driver.js";
 export { SqliteDriver } from "./sqlite.js";
 export { migrations } from "./migrations/index.js";
-export { Ledger, type Agent, type Inbox } from "./ledger.js";
+export { Ledger, type Agent, type Inbox, type InboxCounts } from "./ledger.js";
 export { checkLifetimes, ledger_defaults, lifetime_ms_max, record, type EvidenceRef, type EvidenceWriter, type LedgerContext } from "./context.js";
 export { block_defaults, type CreateBlockInput } from "./blocks.js";
 export type { AuthorizeInput, AuthorizeResult } from "./authorize.js";

@@ -56,6 +56,19 @@ export interface Inbox {
   truncated: boolean;
 }
 
+/** The inbox's lists as `table WHERE condition`: what needs the operator. */
+const inbox_lists = {
+  pending_approvals: "approvals WHERE state = 'pending'",
+  unknown_outcomes: "reservations WHERE outcome_unknown = 1 AND status = 'held'",
+  frozen_blocks: "blocks WHERE frozen_at_ms IS NOT NULL",
+} as const;
+
+export type InboxCounts = Record<keyof typeof inbox_lists, number>;
+
+async function countRows(tx: SqlTx, from_where: string): Promise<number> {
+  return Number((await tx.get<{ total: number }>(`SELECT COUNT(*) AS total FROM ${from_where}`))?.total ?? 0);
+}
+
 export const agent_name_length_max = 128;
 const second_phase: TransactionOptions = Object.freeze({ async_commit: true });
 export const inbox_reservations_per_block = 20;
@@ -457,10 +470,8 @@ export class Ledger {
   /** The operator's inbox, read in one snapshot: each list cut at its limit, with its total. */
   async inbox(): Promise<Inbox> {
     return this.driver.read(async (tx) => {
-      const count = async (from_where: string) => Number((await tx.get<{ total: number }>(`SELECT COUNT(*) AS total FROM ${from_where}`))?.total ?? 0);
-      const pending = "approvals WHERE state = 'pending'";
-      const unknown = "reservations WHERE outcome_unknown = 1 AND status = 'held'";
-      const frozen = "blocks WHERE frozen_at_ms IS NOT NULL";
+      const count = (from_where: string) => countRows(tx, from_where);
+      const { pending_approvals: pending, unknown_outcomes: unknown, frozen_blocks: frozen } = inbox_lists;
       const pending_approvals = await tx.all<ApprovalView>(
         `SELECT ${approval_view_columns} FROM ${pending} ORDER BY created_at_ms, ${byteOrder(tx, "approval_id")} LIMIT ${inbox_approvals_max}`,
       );
@@ -485,5 +496,14 @@ export class Ledger {
         pending_approvals.length < pending_approvals_total || unknown_outcomes.length < unknown_outcomes_total || frozen_blocks.length < frozen_blocks_total;
       return { pending_approvals, pending_approvals_total, unknown_outcomes, unknown_outcomes_total, frozen_blocks, frozen_blocks_total, truncated };
     });
+  }
+
+  /** How many items each of the inbox's lists holds, in one snapshot, without the items (/metrics). */
+  async inboxCounts(): Promise<InboxCounts> {
+    return this.driver.read(async (tx) => ({
+      pending_approvals: await countRows(tx, inbox_lists.pending_approvals),
+      unknown_outcomes: await countRows(tx, inbox_lists.unknown_outcomes),
+      frozen_blocks: await countRows(tx, inbox_lists.frozen_blocks),
+    }));
   }
 }

@@ -1,9 +1,11 @@
 // /metrics in Prometheus text format (prom-client): decisions by effect and rule, provider
-// latency, ledger step latency, unknown outcomes, webhook outcomes. A registry per server, no
-// global state.
+// latency, ledger step latency, unknown outcomes, webhook outcomes and refusals, the operator's
+// inbox. A registry per server, no global state.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GateObserver } from "../gate/observer.js";
+import { tool_declarations } from "../gate/tools.js";
+import type { InboxCounts } from "../ledger/index.js";
 import { delivery_turns } from "../ingest/turns.js";
 import type { Provider, ProviderOutcome } from "../provider/port.js";
 import type { RoutePlugin } from "./app.js";
@@ -17,7 +19,14 @@ export interface Metrics {
   routes: RoutePlugin;
   /** Counts observed calls that could not be recorded (each later reported by a system.evidence_gap entry). */
   evidenceGap(calls: number, reason: string): void;
+  /** Where the inbox gauge reads its counts when scraped (the ledger's, once it is open). */
+  watchInbox(read: () => Promise<InboxCounts>): void;
 }
+
+/** A scrape reads the inbox's counts from the database at most this often; scrapes between reuse them. */
+export const inbox_read_interval_ms = 1_000;
+
+const declared_tools: ReadonlySet<string> = new Set(tool_declarations.map((tool) => tool.name));
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -43,8 +52,19 @@ export function createMetrics(): Metrics {
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1],
     registers: [registry],
   });
-  const unknown = new Counter({ name: "bursar_unknown_outcomes_total", help: "Money calls whose provider outcome is unknown (held for the operator)", labelNames: ["tool"], registers: [registry] });
+  const unknown = new Counter({
+    name: "bursar_unknown_outcomes_total",
+    help: "Money calls (an agent's, or a HOLD the operator approved) answered with their provider outcome unknown; every hold the operator must settle, whatever made it unknown, is in bursar_inbox_items{list=\"unknown_outcomes\"}",
+    labelNames: ["tool"],
+    registers: [registry],
+  });
   const webhooks = new Counter({ name: "bursar_webhooks_total", help: "Provider webhooks by outcome", labelNames: ["outcome"], registers: [registry] });
+  const webhooks_rejected = new Counter({
+    name: "bursar_webhooks_rejected_total",
+    help: "Webhook deliveries answered with an error, by HTTP status (401 signature, 400 event id or body, 413 too large, 503 no webhook secret or busy)",
+    labelNames: ["status"],
+    registers: [registry],
+  });
   const lookups_limited = new Counter({
     name: "bursar_lookups_limited_total",
     help: "fetch_order and fetch_payment calls answered rate_limited (BURSAR_LOOKUPS_PER_MINUTE) instead of asking the provider",
@@ -74,14 +94,40 @@ export function createMetrics(): Metrics {
     },
   });
 
+  // What needs the operator, counted as GET /api/v1/inbox counts it: a gauge that cannot drift
+  // from the inbox, whatever made an item (a crash's lease run out, an approved order's timeout).
+  let readInbox: (() => Promise<InboxCounts>) | undefined;
+  let inbox_read: { at_ms: number; counts: Promise<InboxCounts> } | undefined;
+  new Gauge({
+    name: "bursar_inbox_items",
+    help: "Items in the operator's inbox (GET /api/v1/inbox), by list: pending_approvals, unknown_outcomes (holds whose provider outcome is unknown), frozen_blocks",
+    labelNames: ["list"],
+    registers: [registry],
+    async collect() {
+      if (!readInbox) return;
+      const now_ms = performance.now();
+      if (!inbox_read || now_ms - inbox_read.at_ms >= inbox_read_interval_ms) inbox_read = { at_ms: now_ms, counts: readInbox() };
+      try {
+        const counts = await inbox_read.counts;
+        for (const [list, count] of Object.entries(counts)) this.set({ list }, count);
+      } catch {
+        // The database failed: no figure rather than a stale one (its absence is what to alert on).
+        inbox_read = undefined;
+        this.reset();
+      }
+    },
+  });
+
   const evidence_gap = new Counter({ name: "bursar_evidence_gap_calls_total", help: "Observed calls that could not be recorded, by reason", labelNames: ["reason"], registers: [registry] });
   const evidenceGap = (calls: number, reason: string) => evidence_gap.inc({ reason }, calls);
 
   const observer: GateObserver = {
-    decision: (tool, verdict) => decisions.inc({ tool: verdict.rule === "ALLOWLIST" ? "(undeclared)" : tool, effect: verdict.effect, rule: verdict.rule }),
+    // An agent names the tool: only a declared name becomes a label value.
+    decision: (tool, verdict) => decisions.inc({ tool: declared_tools.has(tool) ? tool : "(undeclared)", effect: verdict.effect, rule: verdict.rule }),
     providerCall: (operation, outcome, seconds) => provider_seconds.observe({ operation, outcome }, seconds),
     unknownOutcome: (tool) => unknown.inc({ tool }),
     webhook: (outcome) => webhooks.inc({ outcome }),
+    webhookRejected: (status) => webhooks_rejected.inc({ status: String(status) }),
     lookupLimited: (tool) => lookups_limited.inc({ tool }),
     ledgerStep: (tool, step, seconds) => ledger_seconds.observe({ tool, step }, seconds),
     walFlush: (seconds) => wal_flush_seconds.observe(seconds),
@@ -111,5 +157,9 @@ export function createMetrics(): Metrics {
   const routes: RoutePlugin = (app) => {
     app.get("/metrics", async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   };
-  return { registry, observer, instrument, routes, evidenceGap };
+  const watchInbox = (read: () => Promise<InboxCounts>) => {
+    readInbox = read;
+    inbox_read = undefined;
+  };
+  return { registry, observer, instrument, routes, evidenceGap, watchInbox };
 }

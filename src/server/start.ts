@@ -234,6 +234,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
       clock_from_host: config.clock_from_host,
     }).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
     bursar = opened;
+    metrics.watchInbox(() => opened.ledger.inboxCounts());
     // Before listening: each order this process names is stamped with its provider, the mounted
     // simulator's with this process's own id, so that a later process can tell the orders that
     // simulator lost (src/gate/lost-orders.ts) from any other.

@@ -16,6 +16,11 @@ export function webhookRoutes(gate: WebhookContext): RoutePlugin {
       // Encapsulated: only this route sees bodies as raw bytes.
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: webhook_body_max_bytes }, (_request, body, done) => done(null, body));
+      // Counted whatever refused it (the body's size before the route ran, too): a wrong secret
+      // or forged deliveries must not look like no webhooks at all.
+      scope.addHook("onResponse", async (_request, reply) => {
+        if (reply.statusCode >= 400) gate.observer?.webhookRejected(reply.statusCode);
+      });
       // The signature covers the body, so the body is read before its sender is known: bounded together.
       scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, preParsing: boundUnprovenBody("razorpay_webhook", webhook_unproven_bytes_max) }, async (request) => {
         const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
