@@ -8,6 +8,7 @@ import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { body_limit_default_bytes } from "../../src/server/app.js";
+import { RawConnection } from "../support/raw-connection.js";
 import { operator_token, testServer, type TestServer } from "../support/server.js";
 
 let server: TestServer;
@@ -117,6 +118,23 @@ describe("POST /mcp authenticates before it reads the body", () => {
     // No parser takes application/xml: finding none (415) means the body was about to be read.
     const xml = await post({ ...mcp_headers(), "content-type": "application/xml" }, "<not-json/>");
     expect(xml.status).toBe(401);
+  });
+
+  it("answers 403 to a foreign Origin sent after 2,500 other header lines (Node dropped it unseen, and none read as allowed)", async () => {
+    const agent = await server.agent("auth-first-origin-late");
+    const connection = await RawConnection.open(server.url);
+    try {
+      const head = `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${agent.token}`;
+      connection.writeHead(`${head}\n${"a:\n".repeat(2_500)}origin: https://evil.example\ncontent-length: ${not_json.length}`);
+      connection.write(not_json);
+      const answer = await connection.response();
+      expect({ status: answer.status, body: JSON.parse(answer.body) as unknown }).toEqual({
+        status: 403,
+        body: { error: { code: "origin_forbidden", message: "this Origin may not call the gate" } },
+      });
+    } finally {
+      connection.destroy();
+    }
   });
 
   it("answers 403 to a foreign Origin with a valid token, and to the operator token, before parsing the body", async () => {

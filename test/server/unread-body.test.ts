@@ -6,7 +6,7 @@
 
 import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { body_limit_default_bytes, request_timeout_ms } from "../../src/server/app.js";
+import { body_limit_default_bytes, pipelined_answers_open_max, request_timeout_ms } from "../../src/server/app.js";
 import { RawConnection, type RawResponse } from "../support/raw-connection.js";
 import { operator_token, testServer, type TestServer } from "../support/server.js";
 
@@ -47,6 +47,14 @@ describe("a response sent before the body is read closes a connection whose body
     { name: "GET /mcp (405), declared 100 GB", head: `GET /mcp HTTP/1.1\ncontent-length: ${huge_length}`, status: 405, chunk: filler },
     { name: "POST /mcp without a token (401 before its body is read), chunked", head: "POST /mcp HTTP/1.1\ncontent-type: application/json\ntransfer-encoding: chunked", status: 401, chunk: chunked_filler },
     { name: "POST /mcp without a token, declared one byte over the limit", head: `POST /mcp HTTP/1.1\ncontent-type: application/json\ncontent-length: ${body_limit_default_bytes + 1}`, status: 401, chunk: filler },
+    // Node kept 2,000 header lines and dropped the rest unseen, yet framed the body by them.
+    {
+      name: "POST /mcp without a token, declared 100 GB after 2,500 other header lines",
+      head: `POST /mcp HTTP/1.1\ncontent-type: application/json\n${"a:\n".repeat(2_500)}content-length: ${huge_length}`,
+      status: 401,
+      chunk: filler,
+    },
+    { name: "an unknown route (404), chunked after 2,500 other header lines", head: `GET /nope HTTP/1.1\n${"a:\n".repeat(2_500)}transfer-encoding: chunked`, status: 404, chunk: chunked_filler },
     { name: "an unknown Expect (417, Node's own answer otherwise), chunked", head: "GET /nope HTTP/1.1\nexpect: foo\ntransfer-encoding: chunked", status: 417, chunk: chunked_filler },
     // Answered by Fastify before routing, past its hooks: the connection is closed without saying so.
     { name: "a URL Fastify cannot decode (400), chunked", head: "GET /healthz%zz HTTP/1.1\ntransfer-encoding: chunked", status: 400, chunk: chunked_filler, says_close: false },
@@ -116,6 +124,35 @@ describe("a response sent before the body is read closes a connection whose body
       at_limit.destroy();
     }
   }, 15_000);
+});
+
+describe("requests pipelined ahead of their answers", () => {
+  const healthz = "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+
+  it(`are all answered, ${pipelined_answers_open_max} in one write, on a connection kept open`, async () => {
+    const connection = await RawConnection.open(server.url);
+    try {
+      connection.write(healthz.repeat(pipelined_answers_open_max));
+      for (let answered = 0; answered < pipelined_answers_open_max; answered++) expect((await connection.response()).status).toBe(200);
+      expect(connection.is_closed).toBe(false);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it(`close the connection once more than ${pipelined_answers_open_max} are unanswered (Node answered 100,000 sent in one write)`, async () => {
+    const connection = await RawConnection.open(server.url);
+    try {
+      connection.write(healthz.repeat(10 * pipelined_answers_open_max));
+      await Promise.race([connection.closed, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+      expect(connection.is_closed).toBe(true);
+      let answered = 0;
+      while (await connection.response(0).then(() => true, () => false)) answered++;
+      expect(answered).toBeLessThanOrEqual(pipelined_answers_open_max);
+    } finally {
+      connection.destroy();
+    }
+  });
 });
 
 describe("connections that stay open", () => {

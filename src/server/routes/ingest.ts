@@ -14,10 +14,10 @@ import { answerBytes, ingestDelivery, type IngestAnswer, type IngestDependencies
 import { decisionJsonSchema } from "../../ingest/schema.js";
 import { deliveries_busy_retry_after_seconds, delivery_turns, type DeliveryTurns } from "../../ingest/turns.js";
 import { checkTimestamp, parseSignatureHeader, signature_header, verifySignature } from "../../ingest/signature.js";
-import { visibleText } from "../../policy/arguments.js";
 import type { SourceStore } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
 import { bearer, requireOperator, type Access } from "../auth.js";
+import { refuseContentEncoding } from "../content-coding.js";
 import { boundUnprovenBody } from "../unproven-bodies.js";
 
 export const schema_path = "/schemas/gateway-decision-1.json";
@@ -42,25 +42,6 @@ function headerOf(request: FastifyRequest, name: string): string | undefined {
 }
 
 const sourceIdOf = (request: FastifyRequest) => (request.params as { id: string }).id;
-
-/** How much of a refused Content-Encoding header its answer repeats. */
-const content_encoding_shown_chars_max = 64;
-
-/**
- * A body in a content coding (gzip, br, …) is refused, 415 with `Accept-Encoding: identity` (RFC
- * 9110 §15.5.16), before it is read: Bursar does not decompress, and the records' hashes bind the
- * bytes as sent. Read as they came, compressed bytes failed as "not valid UTF-8" (400), while JSON
- * that only claimed a coding was stored as if it had none. Absent, empty or `identity` is none.
- */
-async function refuseContentEncoding(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const header = headerOf(request, "content-encoding");
-  if (header === undefined || header.split(",").every((coding) => ["", "identity"].includes(coding.trim().toLowerCase()))) return;
-  const shown = visibleText(header.trim().slice(0, content_encoding_shown_chars_max));
-  reply.header("accept-encoding", "identity");
-  throw new HttpError(415, "unsupported_content_encoding", `Content-Encoding ${shown} is not accepted; send the body uncompressed, without a Content-Encoding`, {
-    content_encoding: shown,
-  });
-}
 
 /** Sends the answer as bytes written record by record (see answerBytes), not as one big string. */
 async function answer(reply: FastifyReply, ingested: Promise<IngestAnswer>): Promise<FastifyReply> {

@@ -11,6 +11,7 @@ import { record } from "../../ledger/index.js";
 import { approvals_page_default, approvals_page_max, type ApprovalPosition } from "../../ledger/ledger.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
+import { refuseContentEncoding } from "../content-coding.js";
 import { invalidQuery, nameSchema, onlyQueryParams, parseBody, queryInteger, takes_no_body } from "../validate.js";
 
 // Whole numbers are checked by the ledger, which names each field's range (src/ledger/blocks.ts):
@@ -50,6 +51,7 @@ function routes(app: FastifyInstance, access: Access, gate: GateContext): void {
   const ledger = gate.ledger;
   // Encapsulated: the hook guards only the routes registered in this scope.
   app.addHook("onRequest", async (request) => requireOperator(access, request));
+  app.addHook("onRequest", refuseContentEncoding);
   app.post("/api/v1/agents", async (request, reply) => {
     const agent = await ledger.createAgent(parseBody(create_agent, request.body));
     return reply.status(201).send(agent);

@@ -17,6 +17,7 @@ import {
 } from "../../sources/store.js";
 import type { RoutePlugin } from "../app.js";
 import { requireOperator, type Access } from "../auth.js";
+import { refuseContentEncoding } from "../content-coding.js";
 import { nameSchema, parseBody, takes_no_body, validationFailed } from "../validate.js";
 
 const upstream_url = z
@@ -82,6 +83,7 @@ export function sourceRoutes(access: Access, sources: SourceStore): RoutePlugin 
   return async (root: FastifyInstance) => {
     await root.register(async (app) => {
       app.addHook("onRequest", async (request) => requireOperator(access, request));
+      app.addHook("onRequest", refuseContentEncoding);
       app.post("/api/v1/evidence-sources", async (request, reply) => {
         const created = await sources.create(parseBody(create_source, request.body));
         return reply.status(201).send(withSecrets(request, created.source, created.secrets));

@@ -5,6 +5,7 @@ import type { FastifyInstance } from "fastify";
 import type { WebhookContext } from "../../gate/context.js";
 import { handleWebhook, webhook_body_max_bytes } from "../../gate/webhooks.js";
 import type { RoutePlugin } from "../app.js";
+import { refuseContentEncoding } from "../content-coding.js";
 import { boundUnprovenBody } from "../unproven-bodies.js";
 
 /** What webhook bodies in flight may hold together before their signatures are checked (Razorpay's are a few KB). */
@@ -22,7 +23,7 @@ export function webhookRoutes(gate: WebhookContext): RoutePlugin {
         if (reply.statusCode >= 400) gate.observer?.webhookRejected(reply.statusCode);
       });
       // The signature covers the body, so the body is read before its sender is known: bounded together.
-      scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, preParsing: boundUnprovenBody("razorpay_webhook", webhook_unproven_bytes_max) }, async (request) => {
+      scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, onRequest: refuseContentEncoding, preParsing: boundUnprovenBody("razorpay_webhook", webhook_unproven_bytes_max) }, async (request) => {
         const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const header = (name: string) => {
           const value = request.headers[name];
