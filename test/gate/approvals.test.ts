@@ -76,6 +76,10 @@ describe("approvals", () => {
   it("HOLD holds the amount; approve forwards once; a second approve is 409", async () => {
     const { agent, client, args, structured } = await heldCall("apr-approve");
     expect(structured).toMatchObject({ effect: "HOLD", rule: "HOLD", approval_id: expect.stringMatching(/^apr_/) });
+    // DESIGN.md's HOLD result names when the approval expires: 15 minutes from the call.
+    const expires_in_ms = Date.parse(structured.approval_expires_at as string) - Date.now();
+    expect(expires_in_ms).toBeGreaterThan(14 * 60_000);
+    expect(expires_in_ms).toBeLessThanOrEqual(15 * 60_000);
     expect(await block(agent.block_id)).toMatchObject({ held: 15_000 });
     const approval_id = structured.approval_id as string;
     const pending = await server.api<{ approvals: Array<{ approval_id: string }> }>("GET", "/api/v1/approvals?state=pending");

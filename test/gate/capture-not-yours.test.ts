@@ -39,6 +39,13 @@ for (const backend of backends()) {
         answers.set(JSON.stringify({ text: captured.content[0]?.text, rest }).replaceAll(payment_id, "pay_ID"), what);
       }
       expect([...answers.values()]).toHaveLength(1);
+      // A capture an earlier rule refuses anyway is decided without asking the provider, so
+      // CALLER, which needs the payment, is not reached (docs/rules.md): refused under that rule.
+      const lookups_before = b.simulator!.simulator.state.apiRequests();
+      const wrong_currency = await bob!("capture_payment", { payment_id: payments.another_agents, amount: 5_000, currency: "USD" });
+      expect(wrong_currency.structuredContent).toMatchObject({ effect: "BLOCK", rule: "R0" });
+      expect(JSON.stringify(wrong_currency.structuredContent)).not.toContain(payments.another_agents);
+      expect(b.simulator!.simulator.state.apiRequests()).toBe(lookups_before);
       // Alice's own capture of her payment is still allowed.
       expect((await alice!("capture_payment", { payment_id: payments.another_agents, amount: 5_000, currency: "INR" })).structuredContent).toMatchObject({ effect: "ALLOW" });
       if (!isPostgresUrl(db)) await b.close();

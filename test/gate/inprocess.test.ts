@@ -54,6 +54,22 @@ describe("gate in-process", () => {
     await b.simulator!.simulator.deliverWebhooksNow();
     const block = await b.gate.callTool(token, "get_block", {});
     expect(block.structuredContent).toMatchObject({ spent: 50_000, held: 0 });
+    // DESIGN.md's get_block shape, and unreconciled (docs/gate.md).
+    expect(block.structuredContent).toEqual({
+      block_id: expect.stringMatching(/^blk_/),
+      currency: "INR",
+      reserved: 1_000_000,
+      spent: 50_000,
+      held: 0,
+      unreconciled: 0,
+      available: 950_000,
+      expires_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      per_call_cap: expect.any(Number),
+      approval_threshold: expect.any(Number),
+      velocity: { max_calls: expect.any(Number), window_seconds: expect.any(Number) },
+      revoked: false,
+      frozen: false,
+    });
   });
 });
 

@@ -113,6 +113,17 @@ for (const backend of backends()) {
       });
     });
 
+    describe("R2 before R6", () => {
+      it("a block both expired and at its velocity limit is refused under R2 (DESIGN.md's order: R4, R2, R6, R0, R5)", async () => {
+        const t = await testLedger({ ttl_seconds: 30, velocity: { max_calls: 1, window_seconds: 60 } });
+        expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("ALLOW");
+        t.clock.advance(10_000);
+        expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("R6");
+        t.clock.advance(21_000);
+        expect((await t.order(fresh({ amount: 1000, currency: "INR" }))).verdict.rule).toBe("R2");
+      });
+    });
+
     describe("R6: velocity", () => {
       it("counts refused calls too and rolls exactly at the window seam", async () => {
         const t = await testLedger({ velocity: { max_calls: 3, window_seconds: 60 } });

@@ -4,7 +4,7 @@
 
 import { spawn } from "node:child_process";
 import { readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createBursar } from "../../src/index.js";
@@ -52,6 +52,26 @@ describe("bursar serve", () => {
     expect(again.generated_token).toBeUndefined();
     expect(again.operator.configured).toBe(true);
     await again.app.close();
+  });
+
+  it("takes DESIGN.md's defaults for what is unset, and refuses a checkpoint period outside 1 to 86,400 s naming the range", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      data_dir: resolve(".bursar"),
+      db: resolve(".bursar", "bursar.db"),
+      host: "127.0.0.1",
+      port: 8787,
+      provider: "simulator",
+      allow_live: false,
+      log_origin: "bursar.local/log",
+      checkpoint_every: 1000,
+      checkpoint_seconds: 10,
+    });
+    expect(config.admin_token).toBeUndefined();
+    for (const seconds of ["0", "86401"]) {
+      expect(() => loadConfig({ BURSAR_CHECKPOINT_SECONDS: seconds })).toThrow(`BURSAR_CHECKPOINT_SECONDS="${seconds}": expected an integer from 1 to 86400`);
+    }
+    expect(loadConfig({ BURSAR_CHECKPOINT_SECONDS: "86400" }).checkpoint_seconds).toBe(86_400);
   });
 
   it("stops the start with one line naming a bad variable", () => {
