@@ -8,6 +8,7 @@ const io = {
   stderr: process.stderr,
   env: process.env,
   interactive: Boolean(process.stdout.isTTY) && !process.env.CI,
+  stderr_interactive: Boolean(process.stderr.isTTY) && !process.env.CI,
 };
 
 main(process.argv.slice(2), io).then(

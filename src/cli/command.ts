@@ -12,8 +12,11 @@ export interface CliIo {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   env: NodeJS.ProcessEnv;
-  /** True when stdout is a terminal and not under CI: colour and progress bars only then. */
+  /** True when stdout is a terminal and not under CI: the demo's and buyer's colour and pacing only then. */
   interactive: boolean;
+  /** True when stderr is a terminal and not under CI: progress redrawn in place there only then
+   *  (progress goes to stderr; with it a file, a bar's carriage returns would fill the file). */
+  stderr_interactive?: boolean;
 }
 
 export interface CommandModule {

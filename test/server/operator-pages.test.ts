@@ -6,7 +6,7 @@
 import type { FastifyInstance } from "fastify";
 import { describe, expect, it } from "vitest";
 import { OperatorTokens } from "../../src/datadir.js";
-import { approvals_page_max, inbox_approvals_max, inbox_frozen_blocks_max, inbox_unknown_outcomes_max } from "../../src/ledger/ledger.js";
+import { approvals_page_max, inbox_approvals_max, inbox_frozen_blocks_max, inbox_reservations_per_block, inbox_unknown_outcomes_max } from "../../src/ledger/ledger.js";
 import type { ApprovalRow } from "../../src/ledger/rows.js";
 import { buildServer } from "../../src/server/app.js";
 import { operatorRoutes } from "../../src/server/routes/operator.js";
@@ -294,6 +294,26 @@ for (const backend of backends()) {
         expect(inbox.pending_approvals.map((row) => row.approval_id)).toEqual(first.body.approvals.map((row) => row.approval_id));
         // Ties by id: the first 500 of the 501 unknown outcomes created in one millisecond.
         expect(inbox.unknown_outcomes.at(-1)?.reservation_id).toBe("res_unknown_0499");
+      });
+
+      it("shows a frozen block with its latest 20 reservations, newest first (DESIGN.md)", async () => {
+        const t = await ledger();
+        const now_ms = t.clock().getTime();
+        await t.bursar.driver.transaction(async (tx) => {
+          for (let index = 0; index < inbox_reservations_per_block + 5; index++) {
+            await tx.run(
+              `INSERT INTO reservations (reservation_id, block_id, agent_id, amount, currency, status, outcome_unknown, created_at_ms, updated_at_ms)
+               VALUES (?, ?, ?, 100, 'INR', 'released', 0, ?, ?)`,
+              [`res_frozen_${String(index).padStart(4, "0")}`, t.block_id, t.agent_id, now_ms - 1_000 + index, now_ms - 1_000 + index],
+            );
+          }
+          await tx.run("UPDATE blocks SET frozen_at_ms = ?, freeze_reason = 'test' WHERE block_id = ?", [now_ms, t.block_id]);
+        });
+        const inbox = (await get<InboxBody>(await operatorApp(t), "/api/v1/inbox")).body;
+        expect(inbox.frozen_blocks).toHaveLength(1);
+        const shown = (inbox.frozen_blocks[0] as unknown as { reservations: Array<{ reservation_id: string }> }).reservations.map((row) => row.reservation_id);
+        expect(inbox_reservations_per_block).toBe(20);
+        expect(shown).toEqual(Array.from({ length: 20 }, (_, i) => `res_frozen_${String(24 - i).padStart(4, "0")}`));
       });
     });
   });

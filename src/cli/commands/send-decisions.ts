@@ -246,7 +246,7 @@ async function postPatiently(io: CliIo, { endpoint, key, abort, timeout_seconds 
     const response = await post(endpoint, key, delivery, abort, timeout_seconds);
     const wait = attempt < busy_attempts_max ? busyWait(response) : undefined;
     if (wait === undefined || abort.aborted) return response;
-    if (io.interactive) io.stderr.write("\n");
+    if (io.stderr_interactive) io.stderr.write("\n");
     println(io.stderr, `bursar send-decisions: lines ${delivery.lines[0]}..${delivery.lines.at(-1)}: the server is busy (HTTP 503); sending them again in ${wait} s (attempt ${attempt + 1} of ${busy_attempts_max})`);
     await sleep(wait * 1000, undefined, { signal: abort }).catch(() => undefined);
     if (abort.aborted) return response;
@@ -274,7 +274,7 @@ function deliveries(records: readonly FileRecord[], event_ids: ReadonlyArray<str
 }
 
 function progress(io: CliIo, done: number, total: number): void {
-  if (!io.interactive) return;
+  if (!io.stderr_interactive) return;
   const filled = total === 0 ? progress_width : Math.round((done / total) * progress_width);
   io.stderr.write(`\r[${"#".repeat(filled)}${" ".repeat(progress_width - filled)}] ${done}/${total} records`);
   if (done === total) io.stderr.write("\n");
@@ -421,13 +421,13 @@ async function send(io: CliIo, sending: Sending): Promise<number> {
     const accepted = response === undefined || "failed" in response || !response.ok ? undefined : acceptedAnswer(response, delivery);
     const signal = interrupted();
     if (signal && (accepted === undefined || "problem" in accepted)) {
-      if (io.interactive) io.stderr.write("\n");
+      if (io.stderr_interactive) io.stderr.write("\n");
       println(io.stderr, interruptedLine(signal, sent, total, delivered, receipts));
       return signalExitCode(signal);
     }
     if (response === undefined) throw new Error("unreachable: no delivery without an interruption");
     if (accepted === undefined || "problem" in accepted) {
-      if (io.interactive) io.stderr.write("\n");
+      if (io.stderr_interactive) io.stderr.write("\n");
       // What the server answered is quoted in it (a field name, an event_id, its message, a page):
       // control and invisible characters are written as escapes, line by line.
       println(io.stderr, failureLines(response, accepted, { endpoint, delivery, sent, receipts }).split("\n").map(visibleText).join("\n"));
