@@ -60,6 +60,8 @@ export class WebhookOutbox {
   private seq = 0;
   private chain: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
+  /** A background pump is queued and has not begun: it will send whatever is due when it does. */
+  private pump_queued = false;
   private closed = false;
   private readonly abort = new AbortController();
   private url: string | undefined;
@@ -158,7 +160,14 @@ export class WebhookOutbox {
     const wait_ms = Math.max(0, Math.ceil(earliest - performance.now()));
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      void this.serialize(() => this.pump()).then(() => this.schedule());
+      // One pump waiting is enough: each event enqueued while a pump ran queued another behind
+      // it, a backlog (and as many passes) growing for as long as events came faster than it.
+      if (this.pump_queued) return;
+      this.pump_queued = true;
+      void this.serialize(() => {
+        this.pump_queued = false;
+        return this.pump();
+      }).then(() => this.schedule());
     }, wait_ms);
     this.timer.unref();
   }
