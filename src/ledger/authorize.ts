@@ -29,9 +29,11 @@ import { expireApprovals, expireLeasesOfBlock } from "./sweep.js";
 
 /** money_calls rows older than this are pruned; no velocity window may be longer. */
 export const velocity_window_max_seconds = 86_400;
-/** Pruning is amortized: one agent's old rows every this many decisions in a process. */
+/** Pruning is amortized: an agent's old rows at its first decision in a process, then every this many of its decisions. */
 export const money_calls_prune_every = 64;
-let decisions_since_prune = 0;
+/** Each agent's decisions since its rows were last pruned, in this process; past this many agents it is counted afresh. */
+const prune_counts = new Map<string, number>();
+const prune_counts_agents_max = 10_000;
 
 export interface AuthorizeInput extends SentKey {
   agent_id: string | null;
@@ -317,10 +319,19 @@ async function writeDecision(
   return bindCapture(tx, context, input, snap, now_ms);
 }
 
-/** Deletes the agent's velocity rows past the longest window, once every money_calls_prune_every decisions. */
+/**
+ * Deletes the agent's velocity rows past the longest window: at its first decision in this
+ * process, then once every money_calls_prune_every of its decisions. Counted per agent: one count
+ * for the whole process pruned only the agent whose decision was the 64th, so an agent whose
+ * decisions never fell there (or that stopped calling) kept every row it ever made. An agent that
+ * stops keeps at most its last day's rows.
+ */
 export async function pruneCalls(tx: SqlTx, agent_id: string | null, now_ms: number): Promise<void> {
-  if (!agent_id || ++decisions_since_prune < money_calls_prune_every) return;
-  decisions_since_prune = 0;
+  if (!agent_id) return;
+  const since = prune_counts.get(agent_id);
+  if (since !== undefined && since + 1 < money_calls_prune_every) return void prune_counts.set(agent_id, since + 1);
+  if (since === undefined && prune_counts.size >= prune_counts_agents_max) prune_counts.clear();
+  prune_counts.set(agent_id, 0);
   await tx.run("DELETE FROM money_calls WHERE agent_id = ? AND at_ms <= ?", [agent_id, now_ms - velocity_window_max_seconds * 1000]);
 }
 
