@@ -61,7 +61,7 @@ export function createMetrics(): Metrics {
   const webhooks = new Counter({ name: "bursar_webhooks_total", help: "Provider webhooks by outcome", labelNames: ["outcome"], registers: [registry] });
   const webhooks_rejected = new Counter({
     name: "bursar_webhooks_rejected_total",
-    help: "Webhook deliveries answered with an error, by HTTP status (401 signature, 400 event id or body, 413 too large, 503 no webhook secret or busy)",
+    help: "Webhook deliveries answered with an error, by HTTP status (401 signature, 400 event id or body, 413 too large, 415 content coding, 503 no webhook secret, busy, or deferred as bursar_webhooks_total counts it)",
     labelNames: ["status"],
     registers: [registry],
   });
