@@ -16,7 +16,7 @@ export interface CliIo {
   interactive: boolean;
   /** True when stderr is a terminal and not under CI: progress redrawn in place there only then
    *  (progress goes to stderr; with it a file, a bar's carriage returns would fill the file). */
-  stderr_interactive?: boolean;
+  stderr_interactive: boolean;
 }
 
 export interface CommandModule {

@@ -324,7 +324,8 @@ async function writeDecision(
  * process, then once every money_calls_prune_every of its decisions. Counted per agent: one count
  * for the whole process pruned only the agent whose decision was the 64th, so an agent whose
  * decisions never fell there (or that stopped calling) kept every row it ever made. An agent that
- * stops keeps at most its last day's rows.
+ * stops keeps at most its last day's rows. A transaction rolled back after its count was reset
+ * (a batch retried) skips that prune: the rows go 64 decisions later.
  */
 export async function pruneCalls(tx: SqlTx, agent_id: string | null, now_ms: number): Promise<void> {
   if (!agent_id) return;

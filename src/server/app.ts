@@ -210,6 +210,11 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   });
 
   guardConnections(app.server, options.first_request_timeout_ms ?? first_request_timeout_ms);
+  // A request read past its connection's cap on pipelined answers is never run: Node goes on
+  // parsing what the closed connection had sent, and Fastify on routing it.
+  app.addHook("onRequest", async (request, reply) => {
+    if (over_pipelined.has(request.raw)) reply.hijack();
+  });
   answerHalfClosed(app, options.half_closed_timeout_ms ?? half_closed_timeout_ms);
   // A routed answer says it closes the connection (guardConnections closes it) under its route's own limit.
   app.addHook("onSend", (request, reply, payload, done) => {
@@ -338,6 +343,9 @@ interface ConnectionState {
 
 const connections = new WeakMap<Socket, ConnectionState>();
 
+/** Requests read past pipelined_answers_open_max on their connection, which is closed: none is run. */
+const over_pipelined = new WeakSet<IncomingMessage>();
+
 /**
  * Closes the connection (closeUnread) once an answer is sent with its body left unbounded: by its
  * route's limit, or the server's default for the answers Fastify's hooks never see (Fastify's 400
@@ -350,6 +358,9 @@ function guardConnections(server: Server, first_request_ms: number): void {
   // "data" listener would take the socket off the parser's fast path for every connection.
   const awaiting_first_request = new WeakMap<Socket, NodeJS.Timeout>();
   server.on("connection", (socket: Socket) => {
+    // Each answer in progress listens for its connection's close (whenAnswerOver): up to the cap
+    // of pipelined answers, and a few of Node's own, without Node's warning past 10.
+    socket.setMaxListeners(pipelined_answers_open_max + 16);
     const timer = setTimeout(() => socket.destroy(), first_request_ms);
     timer.unref();
     awaiting_first_request.set(socket, timer);
@@ -361,7 +372,10 @@ function guardConnections(server: Server, first_request_ms: number): void {
     const state = connections.get(request.socket) ?? { open: new Set(), last: request, last_answer: response };
     connections.set(request.socket, state);
     state.open.add(response);
-    if (state.open.size > pipelined_answers_open_max) return void request.socket.destroy();
+    if (state.open.size > pipelined_answers_open_max) {
+      over_pipelined.add(request);
+      return void request.socket.destroy();
+    }
     state.last = request;
     state.last_answer = response;
     response.once("close", () => state.open.delete(response));

@@ -6,6 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { GateObserver } from "../gate/observer.js";
 import { tool_declarations } from "../gate/tools.js";
 import type { InboxCounts } from "../ledger/index.js";
+import { within } from "../deadline.js";
 import { delivery_turns } from "../ingest/turns.js";
 import type { Provider, ProviderOutcome } from "../provider/port.js";
 import type { RoutePlugin } from "./app.js";
@@ -23,8 +24,10 @@ export interface Metrics {
   watchInbox(read: () => Promise<InboxCounts>): void;
 }
 
-/** A scrape reads the inbox's counts from the database at most this often; scrapes between reuse them. */
+/** A scrape reads the inbox's counts from the database at most this often; scrapes between reuse them (or their failure). */
 export const inbox_read_interval_ms = 1_000;
+/** A scrape waits this long for them, then answers without the gauge: a database in trouble holds up no other series. */
+export const inbox_read_timeout_ms = 1_000;
 
 const declared_tools: ReadonlySet<string> = new Set(tool_declarations.map((tool) => tool.name));
 
@@ -97,7 +100,7 @@ export function createMetrics(): Metrics {
   // What needs the operator, counted as GET /api/v1/inbox counts it: a gauge that cannot drift
   // from the inbox, whatever made an item (a crash's lease run out, an approved order's timeout).
   let readInbox: (() => Promise<InboxCounts>) | undefined;
-  let inbox_read: { at_ms: number; counts: Promise<InboxCounts> } | undefined;
+  let inbox_read: { at_ms: number; counts: Promise<InboxCounts | undefined> } | undefined;
   new Gauge({
     name: "bursar_inbox_items",
     help: "Items in the operator's inbox (GET /api/v1/inbox), by list: pending_approvals, unknown_outcomes (holds whose provider outcome is unknown), frozen_blocks",
@@ -106,15 +109,14 @@ export function createMetrics(): Metrics {
     async collect() {
       if (!readInbox) return;
       const now_ms = performance.now();
-      if (!inbox_read || now_ms - inbox_read.at_ms >= inbox_read_interval_ms) inbox_read = { at_ms: now_ms, counts: readInbox() };
-      try {
-        const counts = await inbox_read.counts;
-        for (const [list, count] of Object.entries(counts)) this.set({ list }, count);
-      } catch {
-        // The database failed: no figure rather than a stale one (its absence is what to alert on).
-        inbox_read = undefined;
-        this.reset();
+      if (!inbox_read || now_ms - inbox_read.at_ms >= inbox_read_interval_ms) {
+        // Failed or late: no figure rather than a stale one (its absence is what to alert on;
+        // /healthz and the log say what the database did).
+        inbox_read = { at_ms: now_ms, counts: within(readInbox(), inbox_read_timeout_ms).catch(() => undefined) };
       }
+      const counts = await inbox_read.counts;
+      if (!counts) return this.reset();
+      for (const [list, count] of Object.entries(counts)) this.set({ list }, count);
     },
   });
 

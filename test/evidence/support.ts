@@ -75,7 +75,7 @@ export function capturedIo(env: NodeJS.ProcessEnv = {}): CliIo & { out(): string
   const err: string[] = [];
   stdout.on("data", (chunk: Buffer) => out.push(chunk.toString()));
   stderr.on("data", (chunk: Buffer) => err.push(chunk.toString()));
-  return { stdout, stderr, env, interactive: false, out: () => out.join(""), err: () => err.join("") };
+  return { stdout, stderr, env, interactive: false, stderr_interactive: false, out: () => out.join(""), err: () => err.join("") };
 }
 
 /** An export's lines, the signed checkpoint of its size as stored, and the log's verifier key. */

@@ -88,7 +88,7 @@ describe("bursar simulator", () => {
     const stdout = new PassThrough();
     let text = "";
     stdout.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")));
-    return { io: { stdout, stderr: new PassThrough(), env: {}, interactive: false }, output: () => text };
+    return { io: { stdout, stderr: new PassThrough(), env: {}, interactive: false, stderr_interactive: false }, output: () => text };
   };
 
   it("help documents the options, routes, test cards and environment", () => {

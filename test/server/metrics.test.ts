@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Inbox } from "../../src/ledger/index.js";
 import { signWebhookBody } from "../../src/provider/razorpay/index.js";
 import { webhook_body_max_bytes } from "../../src/gate/webhooks.js";
-import { inbox_read_interval_ms } from "../../src/server/metrics.js";
+import { createMetrics, inbox_read_interval_ms, inbox_read_timeout_ms } from "../../src/server/metrics.js";
 import { testServer, type TestServer } from "../support/server.js";
 
 let server: TestServer;
@@ -56,6 +56,28 @@ describe("/metrics and what needs the operator", () => {
     expect(await series('bursar_inbox_items{list="pending_approvals"}')).toBe(inbox.pending_approvals_total);
     expect(await series('bursar_inbox_items{list="frozen_blocks"}')).toBe(inbox.frozen_blocks_total);
   });
+
+  it("answers a scrape without the inbox gauge when the database fails or is late, and asks it at most once a second", async () => {
+    // A read that never answers (a database stalled): each scrape waits inbox_read_timeout_ms at most.
+    // A read that fails: its failure stands for the interval, as a figure would.
+    for (const [read, scrapes] of [
+      [() => new Promise<never>(() => undefined), 1],
+      [() => Promise.reject(new Error("the database went away")), 3],
+    ] as const) {
+      const metrics = createMetrics();
+      let reads = 0;
+      metrics.watchInbox(() => {
+        reads += 1;
+        return read();
+      });
+      for (let scrape = 0; scrape < scrapes; scrape++) {
+        const text = await metrics.registry.metrics();
+        expect(text).toContain("bursar_decisions_total");
+        expect(text).not.toMatch(/^bursar_inbox_items\{/m);
+      }
+      expect(reads).toBe(1);
+    }
+  }, inbox_read_timeout_ms + 5_000);
 
   it("counts webhook deliveries it refused, by status, whatever refused them", async () => {
     const before = async (status: number) => (await series(`bursar_webhooks_rejected_total{status="${status}"}`)) ?? 0;

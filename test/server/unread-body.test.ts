@@ -6,7 +6,7 @@
 
 import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { body_limit_default_bytes, pipelined_answers_open_max, request_timeout_ms } from "../../src/server/app.js";
+import { body_limit_default_bytes, buildServer, pipelined_answers_open_max, request_timeout_ms } from "../../src/server/app.js";
 import { RawConnection, type RawResponse } from "../support/raw-connection.js";
 import { operator_token, testServer, type TestServer } from "../support/server.js";
 
@@ -137,6 +137,32 @@ describe("requests pipelined ahead of their answers", () => {
       expect(connection.is_closed).toBe(false);
     } finally {
       connection.destroy();
+    }
+  });
+
+  it(`run none of the requests read past the cap: of ${10 * pipelined_answers_open_max} sent in one write, at most ${pipelined_answers_open_max} reach their route`, async () => {
+    let ran = 0;
+    const counting = await buildServer({
+      logger: false,
+      plugins: [
+        (app) => {
+          app.get("/count", async () => ({ ran: ++ran }));
+        },
+      ],
+    });
+    const url = await counting.listen({ host: "127.0.0.1", port: 0 });
+    const connection = await RawConnection.open(url);
+    try {
+      connection.write("GET /count HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".repeat(10 * pipelined_answers_open_max));
+      await Promise.race([connection.closed, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+      expect(connection.is_closed).toBe(true);
+      // What Node parsed of the closed connection's bytes was routed meanwhile, or never will be.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(ran).toBeGreaterThan(0);
+      expect(ran).toBeLessThanOrEqual(pipelined_answers_open_max);
+    } finally {
+      connection.destroy();
+      await counting.close();
     }
   });
 

@@ -31,7 +31,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   // The reports go under the current directory: the installed package's folder may be
   // read-only and is replaced on every install. In a checkout, run from its root, that is eval/.
   const out = outputDirectory(resolve(values.out ?? "eval"));
-  const progress = new Progress(io.stderr, io.stderr_interactive ?? false, "eval cases", cases.length);
+  const progress = new Progress(io.stderr, io.stderr_interactive, "eval cases", cases.length);
   let done = 0;
   progress.update(0);
   const started = performance.now();

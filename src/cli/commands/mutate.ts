@@ -30,7 +30,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   // read-only and is replaced on every install. In a checkout, run from its root, that is eval/.
   const out = outputDirectory(resolve(values.out ?? "eval"));
   const total = cases.length * (guard_table.length + 2);
-  const progress = new Progress(io.stderr, io.stderr_interactive ?? false, "mutants × cases", total);
+  const progress = new Progress(io.stderr, io.stderr_interactive, "mutants × cases", total);
   let done = 0;
   progress.update(0);
   const started = performance.now();
