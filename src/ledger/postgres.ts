@@ -259,8 +259,18 @@ function listenFromConnect(client: pg.ClientBase): void {
  */
 class Checkout {
   private marked: Error | undefined;
+  /** The client holds statements prepared under names the driver no longer uses. */
+  private readonly stale: boolean;
 
-  constructor(readonly client: pg.PoolClient) {}
+  constructor(
+    readonly client: pg.PoolClient,
+    /** The driver's statement names' generation now: a client first used under an older one is not reused. */
+    generation = 0,
+  ) {
+    const first = statement_generations.get(client);
+    if (first === undefined) statement_generations.set(client, generation);
+    this.stale = first !== undefined && first < generation;
+  }
 
   get broken(): Error | undefined {
     return this.marked ?? client_errors.get(this.client);
@@ -270,11 +280,21 @@ class Checkout {
     this.marked = error;
   }
 
-  /** Returns the client (or destroys it when broken). */
+  /** Returns the client (or destroys it when broken, or holding an older generation's statements). */
   release(): void {
-    this.client.release(this.broken);
+    this.client.release(this.broken ?? (this.stale ? stale_statements : undefined));
   }
 }
+
+/**
+ * Which generation of the driver's statement names each client was first used under. Renamed
+ * statements (a stale plan after another instance's migration, or the name cache full) are
+ * prepared afresh on every connection, and the old ones stay prepared on the server for the
+ * connection's life, which under steady load never idles out: ~60 more a connection per rename.
+ * A client of an older generation is closed when released, and the pool opens a new one.
+ */
+const statement_generations = new WeakMap<pg.PoolClient, number>();
+const stale_statements = new Error("its prepared statements have been renamed since: closed, not reused");
 
 /** A query that fails with "Query read timeout" when its answer takes longer than `ms`
  *  (node-postgres reads query_timeout from the query config; its types leave it out). */
@@ -298,6 +318,8 @@ export class PostgresDriver implements SqlDriver {
   private readonly translated = new Map<string, Prepared>();
   /** Statement names are never reused, so a name always stands for one text on every connection. */
   private statements_named = 0;
+  /** Bumped each time the statement names are renamed (see statement_generations). */
+  private statement_generation = 0;
   private readonly prepared_statements: boolean;
   private readonly query_timeout_ms: number;
   private readonly reconnect_budget_ms: number;
@@ -342,7 +364,7 @@ export class PostgresDriver implements SqlDriver {
     let found = this.translated.get(sql);
     if (!found) {
       found = { ...toPositional(sql), name: `bursar_${++this.statements_named}` };
-      if (this.translated.size >= translated_statements_max) this.translated.clear();
+      if (this.translated.size >= translated_statements_max) this.renameStatements();
       this.translated.set(sql, found);
     }
     const given = params?.length ?? 0;
@@ -373,11 +395,17 @@ export class PostgresDriver implements SqlDriver {
     };
   }
 
+  /** New names for every statement: each connection prepares them again (its old ones go with it). */
+  private renameStatements(): void {
+    this.translated.clear();
+    this.statement_generation += 1;
+  }
+
   /** One attempt: BEGIN, work, COMMIT on one pooled connection. Errors carry the phase they hit. */
   private async attempt<T>(begin: string, work: (tx: SqlTx) => Promise<T>): Promise<T> {
     let checkout: Checkout;
     try {
-      checkout = new Checkout(await this.pool.connect());
+      checkout = new Checkout(await this.pool.connect(), this.statement_generation);
     } catch (error) {
       throw new AttemptError(error, "connect");
     }
@@ -428,7 +456,7 @@ export class PostgresDriver implements SqlDriver {
         }
         // Fresh names make every connection prepare its statements again, against the new columns.
         const stale = isStalePlan(cause);
-        if (stale) this.translated.clear();
+        if (stale) this.renameStatements();
         const transient = connection || stale || contention_codes.has(codeOf(cause) ?? "") || isUniqueKeyRace(cause);
         const again = connection ? performance.now() - started_ms < this.reconnect_budget_ms : attempt < pg_transaction_attempts_max;
         if (!transient || !again || this.closed) throw cause;

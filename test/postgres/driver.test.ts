@@ -264,6 +264,11 @@ describe.skipIf(!pg_server)("PostgresDriver", () => {
       expect(row).toEqual({ id: 1, a: "x", b: "y" });
       expect(attempts).toBe(2);
       expect(await one.read((tx) => tx.get(select, [1]))).toEqual({ id: 1, a: "x", b: "y" });
+      // The statements prepared under the old names go with their connection: it is closed once
+      // released, and the next one prepares only the new names (they piled up, ~60 a rename).
+      const names = await one.read((tx) => tx.all<{ name: string; statement: string }>("SELECT name, statement FROM pg_prepared_statements"));
+      expect(names.filter((row) => row.statement === "SELECT * FROM reshaped WHERE id = $1")).toHaveLength(1);
+      expect(names.filter((row) => row.statement === "SELECT statement FROM pg_prepared_statements")).toHaveLength(0);
     } finally {
       await one.close();
       await other.close();
