@@ -58,7 +58,8 @@ function callRef(agent_id: string, auth: AuthorizeResult): CallRef {
   return call;
 }
 
-/** Forwards an allowed (or approved) order and records the provider's answer. */
+/** Forwards an allowed (or approved) order and records the provider's answer; an outcome left
+ *  unknown (the hold kept for the operator) is counted for an agent's call and an approval alike. */
 export async function forwardOrder(context: GateContext, call: CallRef, args: Args) {
   const outcome = await context.provider.createOrder({
     amount: args.amount as number,
@@ -68,6 +69,7 @@ export async function forwardOrder(context: GateContext, call: CallRef, args: Ar
   });
   const forwarded = outcome.kind === "ok" ? { kind: "ok" as const, value: orderView(outcome.value) as never } : outcome;
   const completion = await timedStep(context.observer, "create_order", "complete", () => context.ledger.completeOrder(call, forwarded));
+  if (completion.result.provider === "unknown" && completion.result.released !== true) context.observer?.unknownOutcome("create_order");
   return { result: completion.result, block: summaryOfRow(completion.block), outcome };
 }
 
@@ -84,17 +86,13 @@ export async function createOrder(context: GateContext, agent_id: string, args: 
   // An order the ledger would not name (another reservation has it): the call's outcome is unknown.
   const unnamed = outcome.kind === "ok" && result.provider === "unknown";
   if (unnamed && result.released === true) return unknownAfterRelease(call.reservation_id, String(result.reason), auth.evidence);
-  if (unnamed) {
-    context.observer?.unknownOutcome("create_order");
-    return outcomeUnknown(call.reservation_id, String(result.reason), auth.evidence, false);
-  }
+  if (unnamed) return outcomeUnknown(call.reservation_id, String(result.reason), auth.evidence, false);
   if (outcome.kind === "ok" && result.provider === "late_order") {
     return orderAfterRelease(orderView(outcome.value), call.reservation_id, String(result.reason), auth.evidence);
   }
   if (outcome.kind === "ok") return orderAllowed(orderView(outcome.value), call.reservation_id, block, auth.evidence, false);
   if (outcome.kind === "refused") return providerRefused(call.reservation_id, outcome.error, auth.evidence, block);
   if (result.released === true) return unknownAfterRelease(call.reservation_id, String(result.reason), auth.evidence);
-  context.observer?.unknownOutcome("create_order");
   return outcomeUnknown(call.reservation_id, outcome.reason, auth.evidence, false);
 }
 

@@ -63,3 +63,11 @@ export const tool_declarations = [
     inputSchema: { type: "object", properties: { approval_id: { type: "string" } }, required: ["approval_id"] },
   },
 ] as const;
+
+const declared_names: ReadonlySet<unknown> = new Set(tool_declarations.map((tool) => tool.name));
+
+/** How logs and metrics name a tool an agent asked for: its name when declared, else
+ *  "(undeclared)" (the agent picks the name, so it never becomes a log field or a label value). */
+export function declaredToolName(tool: unknown): string {
+  return declared_names.has(tool) ? (tool as string) : "(undeclared)";
+}

@@ -211,9 +211,11 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
 
   guardConnections(app.server, options.first_request_timeout_ms ?? first_request_timeout_ms);
   // A request read past its connection's cap on pipelined answers is never run: Node goes on
-  // parsing what the closed connection had sent, and Fastify on routing it.
-  app.addHook("onRequest", async (request, reply) => {
+  // parsing what the closed connection had sent, and Fastify on routing it. (A callback hook: it
+  // runs for every request, and an async one costs a promise each.)
+  app.addHook("onRequest", (request, reply, done) => {
     if (over_pipelined.has(request.raw)) reply.hijack();
+    done();
   });
   answerHalfClosed(app, options.half_closed_timeout_ms ?? half_closed_timeout_ms);
   // A routed answer says it closes the connection (guardConnections closes it) under its route's own limit.

@@ -3,6 +3,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { HttpError } from "../errors.js";
 import { visibleText } from "../policy/arguments.js";
+import { headerOf } from "./validate.js";
 
 /** How much of a refused Content-Encoding header its answer repeats. */
 const content_encoding_shown_chars_max = 64;
@@ -15,9 +16,8 @@ const content_encoding_shown_chars_max = 64;
  * or `identity` is none. (/mcp answers its own 415, in the shape its clients read.)
  */
 export async function refuseContentEncoding(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const value: string | string[] | undefined = request.headers["content-encoding"];
-  const header: string | undefined = Array.isArray(value) ? value[0] : value;
-  if (header === undefined || header.split(",").every((coding: string) => ["", "identity"].includes(coding.trim().toLowerCase()))) return;
+  const header = headerOf(request, "content-encoding");
+  if (header === undefined || header.split(",").every((coding) => ["", "identity"].includes(coding.trim().toLowerCase()))) return;
   const shown = visibleText(header.trim().slice(0, content_encoding_shown_chars_max));
   reply.header("accept-encoding", "identity");
   throw new HttpError(415, "unsupported_content_encoding", `Content-Encoding ${shown} is not accepted; send the body uncompressed, without a Content-Encoding`, {

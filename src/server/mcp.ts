@@ -14,7 +14,7 @@ import { loopback_hosts } from "../config.js";
 import { scrub } from "../evidence/scrub.js";
 import type { Gate } from "../gate/gate.js";
 import type { ToolResult } from "../gate/results.js";
-import { tool_declarations } from "../gate/tools.js";
+import { declaredToolName, tool_declarations } from "../gate/tools.js";
 import { whenAnswerOver, type RoutePlugin } from "./app.js";
 import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
 import { errorBody } from "./errors.js";
@@ -50,8 +50,6 @@ function handleToolCalls(server: Server, handler: (request: CallToolRequest) => 
   register.call(server, call_tool_request, handler);
 }
 
-const declared_tools: ReadonlySet<unknown> = new Set(tool_declarations.map((tool) => tool.name));
-
 /**
  * What the agent hears when a tool call fails inside the gate (a database error, a bug): never
  * the error's own text, which can name tables, constraints and values. A money call may have
@@ -70,7 +68,7 @@ function internalError(log: FastifyBaseLogger, agent_id: string, tool: unknown, 
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as { code?: unknown } | null)?.code;
   const err = { message: scrub(message), ...(typeof code === "string" || typeof code === "number" ? { code } : {}) };
-  log.error({ err, tool: declared_tools.has(tool) ? tool : "(undeclared)", agent_id }, "tool call failed");
+  log.error({ err, tool: declaredToolName(tool), agent_id }, "tool call failed");
   // The SDK answers a thrown error with its `code` (when an integer) and `message`.
   return Object.assign(new Error(internal_error_message), { code: ErrorCode.InternalError });
 }

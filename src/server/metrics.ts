@@ -4,7 +4,7 @@
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GateObserver } from "../gate/observer.js";
-import { tool_declarations } from "../gate/tools.js";
+import { declaredToolName } from "../gate/tools.js";
 import type { InboxCounts } from "../ledger/index.js";
 import { within } from "../deadline.js";
 import { delivery_turns } from "../ingest/turns.js";
@@ -28,8 +28,6 @@ export interface Metrics {
 export const inbox_read_interval_ms = 1_000;
 /** A scrape waits this long for them, then answers without the gauge: a database in trouble holds up no other series. */
 export const inbox_read_timeout_ms = 1_000;
-
-const declared_tools: ReadonlySet<string> = new Set(tool_declarations.map((tool) => tool.name));
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -124,8 +122,7 @@ export function createMetrics(): Metrics {
   const evidenceGap = (calls: number, reason: string) => evidence_gap.inc({ reason }, calls);
 
   const observer: GateObserver = {
-    // An agent names the tool: only a declared name becomes a label value.
-    decision: (tool, verdict) => decisions.inc({ tool: declared_tools.has(tool) ? tool : "(undeclared)", effect: verdict.effect, rule: verdict.rule }),
+    decision: (tool, verdict) => decisions.inc({ tool: declaredToolName(tool), effect: verdict.effect, rule: verdict.rule }),
     providerCall: (operation, outcome, seconds) => provider_seconds.observe({ operation, outcome }, seconds),
     unknownOutcome: (tool) => unknown.inc({ tool }),
     webhook: (outcome) => webhooks.inc({ outcome }),

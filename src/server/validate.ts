@@ -6,6 +6,12 @@ import { hasLoneSurrogate } from "../evidence/canonical.js";
 import { nameCharacterProblem } from "../policy/index.js";
 import { HttpError } from "./errors.js";
 
+/** A request header's value; its first when sent more than once (Node joins most, keeps some as a list). */
+export function headerOf(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
 /** A name an operator gives (agent, auditor, evidence source): trimmed, 1..max characters, and no
  *  control or invisible characters (PostgreSQL text cannot hold NUL; logs and the console print
  *  names, and a bidi override or a zero-width space would show one name as another). The message

@@ -36,16 +36,23 @@ async function held(name: string): Promise<string> {
 }
 
 describe("/metrics and what needs the operator", () => {
-  it("counts an approved HOLD whose order's outcome is unknown, and bursar_inbox_items holds what the inbox holds", async () => {
+  it("counts an agent's order and an approved HOLD whose outcome is unknown, once each, and bursar_inbox_items holds what the inbox holds", async () => {
     const unknown_before = (await series('bursar_unknown_outcomes_total{tool="create_order"}')) ?? 0;
     const approved = await held("metrics-approved");
     await held("metrics-pending");
     // The order is made, but its answer is lost: the hold stays, its outcome unknown.
-    server.started.simulator!.faults.set({ error_5xx_next: 1, after_processing: true, only_routes: ["POST /v1/orders"] });
+    const answerLost = () => server.started.simulator!.faults.set({ error_5xx_next: 1, after_processing: true, only_routes: ["POST /v1/orders"] });
+    answerLost();
     const approve = await server.api<{ result: Record<string, unknown> }>("POST", `/api/v1/approvals/${approved}/approve`);
-    server.started.simulator!.faults.reset();
     expect(approve.body.result).toMatchObject({ provider: "unknown" });
     expect(await series('bursar_unknown_outcomes_total{tool="create_order"}')).toBe(unknown_before + 1);
+    const agent = await server.agent("metrics-unknown");
+    const client = await server.client(agent.token);
+    answerLost();
+    const created = await client.callTool({ name: "create_order", arguments: { amount: 1_000, currency: "INR" } });
+    server.started.simulator!.faults.reset();
+    expect(created.structuredContent).toMatchObject({ provider: "unknown" });
+    expect(await series('bursar_unknown_outcomes_total{tool="create_order"}')).toBe(unknown_before + 2);
 
     // Read after the last scrape's figures have aged out: the gauge reads the database afresh.
     await new Promise((resolve) => setTimeout(resolve, inbox_read_interval_ms));

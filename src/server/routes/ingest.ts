@@ -19,6 +19,7 @@ import type { RoutePlugin } from "../app.js";
 import { bearer, requireOperator, type Access } from "../auth.js";
 import { refuseContentEncoding } from "../content-coding.js";
 import { boundUnprovenBody } from "../unproven-bodies.js";
+import { headerOf } from "../validate.js";
 
 export const schema_path = "/schemas/gateway-decision-1.json";
 /** What the webhook's bodies in flight may hold together before their signatures are checked (32 whole deliveries). */
@@ -34,11 +35,6 @@ export interface IngestRouteOptions {
 
 function rawBody(request: FastifyRequest): Buffer {
   return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-}
-
-function headerOf(request: FastifyRequest, name: string): string | undefined {
-  const value = request.headers[name];
-  return Array.isArray(value) ? value[0] : value;
 }
 
 const sourceIdOf = (request: FastifyRequest) => (request.params as { id: string }).id;

@@ -7,6 +7,7 @@ import { handleWebhook, webhook_body_max_bytes } from "../../gate/webhooks.js";
 import type { RoutePlugin } from "../app.js";
 import { refuseContentEncoding } from "../content-coding.js";
 import { boundUnprovenBody } from "../unproven-bodies.js";
+import { headerOf } from "../validate.js";
 
 /** What webhook bodies in flight may hold together before their signatures are checked (Razorpay's are a few KB). */
 export const webhook_unproven_bytes_max = 16 * 1_048_576;
@@ -25,11 +26,7 @@ export function webhookRoutes(gate: WebhookContext): RoutePlugin {
       // The signature covers the body, so the body is read before its sender is known: bounded together.
       scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, onRequest: refuseContentEncoding, preParsing: boundUnprovenBody("razorpay_webhook", webhook_unproven_bytes_max) }, async (request) => {
         const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-        const header = (name: string) => {
-          const value = request.headers[name];
-          return Array.isArray(value) ? value[0] : value;
-        };
-        return handleWebhook(gate, raw, { signature: header("x-razorpay-signature"), event_id: header("x-razorpay-event-id") });
+        return handleWebhook(gate, raw, { signature: headerOf(request, "x-razorpay-signature"), event_id: headerOf(request, "x-razorpay-event-id") });
       });
     });
   };
