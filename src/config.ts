@@ -3,6 +3,7 @@
 
 import { join, resolve } from "node:path";
 import { ClockBehindLogError } from "./clock.js";
+import { LogRolledBackError, WitnessError } from "./evidence/witness.js";
 import { lookups_per_minute_default, lookups_per_minute_max } from "./gate/lookups.js";
 import { DatabaseFileError, NoSchemaError, SchemaNewerError } from "./ledger/driver.js";
 import { nameCharacterProblem } from "./policy/arguments.js";
@@ -215,7 +216,8 @@ export function databaseError(db: string, error: unknown): unknown {
       `BURSAR_DB=${maskedDb(db)}: the database's schema is at version ${error.database_version}, newer than this bursar knows (version ${error.known_version}); run the bursar release that migrated it, or point BURSAR_DB at another database`,
     );
   }
-  if (error instanceof NoSchemaError || error instanceof DatabaseFileError) return new ConfigError(`BURSAR_DB=${maskedDb(db)}: ${error.message}`);
+  if (error instanceof WitnessError) return new ConfigError(error.message);
+  if (error instanceof NoSchemaError || error instanceof DatabaseFileError || error instanceof LogRolledBackError) return new ConfigError(`BURSAR_DB=${maskedDb(db)}: ${error.message}`);
   const message = error instanceof Error ? error.message : String(error);
   const code = (error as { code?: unknown } | null)?.code;
   const code_text = typeof code === "string" ? code : "";

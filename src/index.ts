@@ -5,7 +5,7 @@ import type { KeyObject } from "node:crypto";
 import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { clock_floor_ahead_max_ms, ClockBehindLogError, monotonicClock, type Clock } from "./clock.js";
 import { isPostgresUrl } from "./config.js";
-import { createLogSigner, EvidenceLog, readNewestEntryTime } from "./evidence/index.js";
+import { createLogSigner, EvidenceLog, readNewestEntryTime, type CheckpointWitness } from "./evidence/index.js";
 import { WorkInFlight } from "./gate/context.js";
 import { Gate } from "./gate/gate.js";
 import { LookupBudget, lookups_per_minute_default } from "./gate/lookups.js";
@@ -37,6 +37,9 @@ export interface BursarOptions {
   /** Ed25519 private key (KeyObject or PEM text) for the evidence log; default: a fresh key. */
   signingKey?: KeyObject | string;
   origin?: string;
+  /** Keeps the newest checkpoint outside the database (bursar serve: the data directory's
+   *  last-checkpoint file); the start refuses a database that no longer holds it. */
+  witness?: CheckpointWitness;
   checkpoint_every?: number;
   checkpoint_seconds?: number;
   /** The guard table; production always uses the full frozen table. Only the mutation harness
@@ -132,6 +135,7 @@ async function assemble(driver: SqlDriver, options: BursarOptions): Promise<Burs
     origin,
     clock,
     version,
+    ...(options.witness ? { witness: options.witness } : {}),
     ...(options.checkpoint_every ? { checkpoint_every: options.checkpoint_every } : {}),
     ...(options.checkpoint_seconds ? { checkpoint_seconds: options.checkpoint_seconds } : {}),
   });

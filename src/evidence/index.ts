@@ -94,4 +94,5 @@ export {
   type StoredCheckpoint,
   type StoredEntry,
 } from "./store.js";
+export { fileWitness, keptCheckpointOf, last_checkpoint_file_name, LogRolledBackError, WitnessError, type CheckpointWitness, type KeptCheckpoint } from "./witness.js";
 export { bufferLines, fileLines, verifyExport, verifyExportFile, verifyExportLines, type VerifyFailure, type VerifyOptions, type VerifyReport } from "./verify.js";

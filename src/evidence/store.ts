@@ -11,6 +11,7 @@ import { MerkleTree, verifyConsistency } from "./merkle.js";
 import { formatCheckpoint, parseCheckpoint, signNote } from "./note.js";
 import type { ConsistencyProofDocument, InclusionProofDocument } from "./proof.js";
 import { signDeliveryReceipt, signReceiptFields, type DeliveryReceipt, type DeliveryReceiptFields, type LogIdentity, type Receipt } from "./receipt.js";
+import { LogRolledBackError, type CheckpointWitness } from "./witness.js";
 
 export const log_format_version = 1;
 export const entries_page_max = 1000;
@@ -62,6 +63,11 @@ export interface EvidenceLogOptions {
   monotonic_ms?: () => number;
   /** The software version recorded in system.genesis and system.start. */
   version?: string;
+  /**
+   * Keeps the newest checkpoint outside the database (src/evidence/witness.ts): open refuses a
+   * log that no longer holds the one kept, before it writes anything.
+   */
+  witness?: CheckpointWitness;
 }
 
 export interface AppendResult {
@@ -254,6 +260,9 @@ export class EvidenceLog {
   private readonly checkpointEvery: number;
   private readonly checkpointSeconds: number;
   private readonly version: string;
+  private readonly witness: CheckpointWitness | undefined;
+  private readonly lost_listeners: Array<(error: EvidenceIntegrityError) => void> = [];
+  private lost = false;
   /** Holds committed leaves only: it is filled from the table, never from an open transaction. */
   private readonly tree = new MerkleTree();
   private readonly treeLock = new Permits();
@@ -273,6 +282,7 @@ export class EvidenceLog {
     this.verifierKey = options.signer.verifierKey;
     this.clock = options.clock;
     this.monotonicMs = options.monotonic_ms ?? (() => performance.now());
+    this.witness = options.witness;
     this.checkpointSeen = { size: -1, at_ms: this.monotonicMs() };
     this.checkpointEvery = checkPositiveInteger("checkpoint_every", options.checkpoint_every ?? checkpoint_every_default, checkpoint_every_max);
     this.checkpointSeconds = checkPositiveInteger(
@@ -290,14 +300,47 @@ export class EvidenceLog {
   static async open(driver: SqlDriver, options: EvidenceLogOptions): Promise<EvidenceLog> {
     parseCheckpoint(formatCheckpoint({ origin: options.origin, size: 0, rootHash: Buffer.alloc(32) }));
     const log = new EvidenceLog(driver, options);
+    await log.checkWitness();
     await log.genesisIfEmpty();
     await log.checkIdentity();
     // The tree is brought up to the stored log now, not at the first checkpoint: a process started
     // just before its database is restored to an earlier point (a rolling restart) would otherwise
     // have seen nothing, and sign receipts and checkpoints over the lost entries.
     await log.syncTree();
-    if (!(await log.latestCheckpoint())) await log.checkpoint();
+    const latest = await log.latestCheckpoint();
+    if (latest) log.witness?.keep(latest);
+    else await log.checkpoint();
     return log;
+  }
+
+  /**
+   * Refuses a log that no longer holds the checkpoint the witness kept: the database was restored
+   * from an older copy, replaced (a new one starts with a genesis), or holds another history.
+   */
+  private async checkWitness(): Promise<void> {
+    const witness = this.witness;
+    const kept = witness?.kept();
+    if (!witness || !kept) return;
+    const { size, stored } = await this.driver.read(async (tx) => ({
+      size: await readTreeSize(tx),
+      stored: (await readCheckpoints(tx, kept.size, kept.size))[0],
+    }));
+    const what = `${witness.place} keeps a signed checkpoint of ${kept.size} entries (root ${kept.root_hash.slice(0, 16)}…) that a bursar on this data directory saw`;
+    const advice =
+      "Carrying on would forget holds, spending and idempotency keys the provider may already have acted on, so an agent could spend again what it spent (docs/configuration.md, \"Backups and restores\"). " +
+      `Put back the database that holds that checkpoint; or, to carry on from this one knowingly, remove ${witness.place} and start again`;
+    if (kept.origin !== this.origin) {
+      throw new LogRolledBackError(`${what}, of the log ${JSON.stringify(kept.origin)}, not of this one (${JSON.stringify(this.origin)}): the database is not the one this data directory served. ${advice}`);
+    }
+    if (!stored || size < kept.size) {
+      const holds = size === 0 ? "holds no log (a new database)" : stored ? `holds a log of ${size} entries` : `holds a log of ${size} entries and no checkpoint of ${kept.size}`;
+      throw new LogRolledBackError(`the database ${holds}, but ${what}: it was restored from an older copy, replaced, or lost its last commits. ${advice}`);
+    }
+    if (stored.root_hash !== kept.root_hash) {
+      throw new LogRolledBackError(
+        `the database's checkpoint of ${kept.size} entries has root ${stored.root_hash.slice(0, 16)}…, but ${what}: the database holds another history. ${advice}`,
+      );
+    }
   }
 
   private async genesisIfEmpty(): Promise<void> {
@@ -448,7 +491,7 @@ export class EvidenceLog {
 
   /** Cuts and stores a signed checkpoint for the committed tree now (or returns the latest if nothing is new). */
   async checkpoint(): Promise<StoredCheckpoint> {
-    return this.checkpointLock.run(async () => {
+    const checkpoint = await this.checkpointLock.run(async () => {
       const size = await this.syncTree();
       return this.driver.transaction(async (tx) => {
         // The log's lock orders checkpoints across instances: unlocked, two could both read the
@@ -467,14 +510,44 @@ export class EvidenceLog {
         return (await readCheckpoints(tx, size, size))[0]!;
       });
     });
+    this.witness?.keep(checkpoint);
+    return checkpoint;
+  }
+
+  /**
+   * At a stop: a checkpoint of every entry committed (unless the database has failed), kept by the
+   * witness, whose writes are awaited.
+   */
+  async finalCheckpoint(): Promise<void> {
+    await this.checkpoint().catch(() => undefined);
+    await this.witness?.settled();
   }
 
   /** The log no longer holds entries this process saw committed: `stored` entries, `seen` seen. */
   private lostEntries(stored: number, seen: number, last_present = false): EvidenceIntegrityError {
-    return new EvidenceIntegrityError(
+    const error = new EvidenceIntegrityError(
       `the stored log no longer holds what this process saw: ${stored} entries stored, ${seen} seen, and entry ${seen - 1} ` +
         `${last_present ? "differs" : "is gone"} (was the database restored or failed over to a replica that lacked the last commits?); refusing to sign`,
     );
+    if (!this.lost) {
+      this.lost = true;
+      // What this process saw, signed and kept outside the database: a restart on the database
+      // that lost it is refused, as one on a database restored while it was stopped.
+      const root = this.tree.root(seen);
+      const note = signNote(formatCheckpoint({ origin: this.origin, size: seen, rootHash: root }), this.signer);
+      this.witness?.keep({ size: seen, root_hash: root.toString("hex"), note, created_at: this.clock().toISOString() });
+      for (const listener of this.lost_listeners) queueMicrotask(() => listener(error));
+    }
+    return error;
+  }
+
+  /**
+   * Called once, when the log finds the database no longer holds entries this process saw (it
+   * was restored, or failed over to a replica that lacked the last commits): from then on no
+   * entry can be appended and nothing signed, so the server stops.
+   */
+  onLost(listener: (error: EvidenceIntegrityError) => void): void {
+    this.lost_listeners.push(listener);
   }
 
   /** Refuses to sign a tree that is not an append-only extension of the previous checkpoint. */
@@ -500,6 +573,8 @@ export class EvidenceLog {
         size: await readTreeSize(tx),
         latest: await readLatestCheckpoint(tx),
       }));
+      // Another instance's checkpoint is kept too: this data directory has seen it.
+      if (latest) this.witness?.keep(latest);
       const pending = size - (latest?.size ?? 0);
       if (latest && pending <= 0) return undefined;
       const elapsed_ms = latest ? this.clock().getTime() - Date.parse(latest.created_at) : Infinity;

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { createBursar, type Bursar } from "../index.js";
 import { ConfigError, databaseError, fileError, maskedDb, type Config } from "../config.js";
 import { data_dir_secret_files } from "../data-files.js";
@@ -19,7 +20,7 @@ import {
   webhook_secret_file_name,
   type PendingOperatorToken,
 } from "../datadir.js";
-import { canonicalJson, resolveSigningKey, SigningKeyError, type LoadedSigningKey } from "../evidence/index.js";
+import { canonicalJson, fileWitness, last_checkpoint_file_name, resolveSigningKey, SigningKeyError, type CheckpointWitness, type LoadedSigningKey } from "../evidence/index.js";
 import { rememberSecretValues } from "../evidence/scrub.js";
 import { lostOrdersWarning, markLostOrders, mounted_simulator_stamp_prefix } from "../gate/lost-orders.js";
 import type { KeyObject } from "node:crypto";
@@ -184,6 +185,13 @@ function signingKey(config: Config): LoadedSigningKey {
   }
 }
 
+/** The data directory's last-checkpoint file; a write that fails is logged (by the server, once it exists). */
+function checkpointWitness(data_dir: string, server: () => FastifyInstance | undefined): CheckpointWitness {
+  return fileWitness(join(data_dir, last_checkpoint_file_name), (error) =>
+    server()?.log.warn({ err: { message: (error as Error).message } }, `could not keep the newest checkpoint in ${last_checkpoint_file_name}; the next one tries again`),
+  );
+}
+
 /** Listen errors as one line naming BURSAR_HOST / BURSAR_PORT. */
 async function listen(app: FastifyInstance, config: Config): Promise<void> {
   try {
@@ -218,7 +226,11 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     // a bare key secret into its notes; only secret-looking text matched before).
     rememberSecretValues([config.razorpay.key_secret, config.razorpay.webhook_secret, config.razorpay.webhook_secret_previous, files.webhook_secret, config.admin_token, files.master_key]);
     const metrics = createMetrics();
+    // The newest checkpoint is kept in the data directory: a database restored from an older
+    // copy, or replaced, no longer holds it, and the next start refuses (docs/configuration.md).
+    const witness = config.db === ":memory:" ? undefined : checkpointWitness(config.data_dir, () => app);
     const opened = await createBursar({
+      ...(witness ? { witness } : {}),
       db: config.db,
       pg_prepared_statements: config.pg_prepared_statements,
       provider: metrics.instrument(setup.provider),
@@ -304,6 +316,9 @@ async function serverOf(
       // its provider (this simulator) and the database close. The stop's grace period bounds it.
       await bursar.gate.idle();
       await simulator?.close();
+      // Kept in the data directory too: a database put back from a copy made before this stop
+      // is then refused at the next start, whatever was written since the last timed checkpoint.
+      await bursar.log.finalCheckpoint();
       await bursar.close();
     },
   });

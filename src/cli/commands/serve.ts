@@ -25,7 +25,9 @@ signal's number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). When its stdo
 (the JSON logs can no longer be written, e.g. 'bursar serve | head'), it says so on stderr,
 stops the same graceful way and exits 141. When its SQLite database fails a commit (a full
 disk, an I/O error), it says so on stderr, stops the same way and exits 75: run it under a
-supervisor that restarts it.
+supervisor that restarts it. It does the same when the evidence log finds entries it saw gone
+(the database restored under it); the restart is then refused, naming the data directory's
+last-checkpoint file (docs/configuration.md, "Backups and restores").
 
 Options:
   --host HOST   listen address (overrides BURSAR_HOST; may not be empty)
@@ -75,6 +77,12 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   started.bursar.driver.onFailure?.((error) => {
     println(io.stderr, `bursar serve: the database failed to commit (${String(error)}); stopping: a restart reopens it with every committed write`);
     stop.stop({ reason: "database failed", exit_code: database_failed_status });
+  });
+  // The log found the database no longer holds entries it saw (restored under it, or failed over
+  // to a replica that lacked them): no entry can be written; the restart is refused, naming why.
+  started.bursar.log.onLost((error) => {
+    println(io.stderr, `bursar serve: ${error.message}; stopping: the data directory's last-checkpoint keeps what this process saw, and a start on this database is refused`);
+    stop.stop({ reason: "evidence log lost entries", exit_code: database_failed_status });
   });
   // Before the listen line: whoever reads it may signal at once, and must get a graceful stop.
   stop.attach(started.app);

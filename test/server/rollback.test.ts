@@ -1,0 +1,102 @@
+// bursar serve refuses a database put back from an older copy, or replaced by a new one: the
+// data directory's last-checkpoint file keeps the newest checkpoint the server saw (a final one
+// at each stop covers everything written), and a start whose database no longer holds it stops
+// with one line naming BURSAR_DB and the file. Carrying on would have forgotten spending and
+// idempotency keys the provider had acted on, so an agent could spend again what it spent.
+
+import Database from "better-sqlite3";
+import { copyFileSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { keptCheckpointOf } from "../../src/evidence/witness.js";
+import { readTreeSize } from "../../src/evidence/store.js";
+import { startServer } from "../../src/server/start.js";
+import { builtSuiteDir } from "../support/build.js";
+import { runBursar, startBursar } from "../support/process.js";
+import { waitUntil } from "../support/wait.js";
+
+describe("a database rolled back under bursar serve", () => {
+  const dir = builtSuiteDir("bursar-rollback-");
+  const configOf = (data_dir: string) => loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: "" });
+
+  async function serveAndWrite(data_dir: string, agents: number, before_stop?: () => Promise<void>): Promise<number> {
+    const started = await startServer(configOf(data_dir), { logger: false });
+    for (let n = 0; n < agents; n++) await started.bursar.operator.createAgent({ name: `agent-${n}` });
+    await before_stop?.();
+    const size = await started.bursar.driver.read((tx) => readTreeSize(tx));
+    await started.app.close();
+    return size;
+  }
+
+  it("an online backup put back after more was written is refused at the next start; removing the file lets it start", async () => {
+    const data_dir = join(dir(), "restored");
+    const db = join(data_dir, "bursar.db");
+    const backup = join(dir(), "backup.db");
+    await serveAndWrite(data_dir, 2, async () => {
+      const source = new Database(db, { readonly: true });
+      await source.backup(backup);
+      source.close();
+    });
+    const size = await serveAndWrite(data_dir, 3);
+    // The stop's own checkpoint is the one kept: every entry written is covered.
+    expect(keptCheckpointOf(readFileSync(join(data_dir, "last-checkpoint"), "utf8"), "file").size).toBe(size);
+
+    copyFileSync(backup, db);
+    rmSync(`${db}-wal`, { force: true });
+    rmSync(`${db}-shm`, { force: true });
+    const refused = startServer(configOf(data_dir), { logger: false });
+    await expect(refused).rejects.toThrow(ConfigError);
+    await expect(refused).rejects.toThrow(
+      new RegExp(`^BURSAR_DB=${db}: the database holds a log of \\d+ entries and no checkpoint of ${size}, but ${join(data_dir, "last-checkpoint")} keeps a signed checkpoint of ${size} entries .*restored from an older copy`),
+    );
+
+    rmSync(join(data_dir, "last-checkpoint"));
+    const started = await startServer(configOf(data_dir), { logger: false });
+    await started.app.close();
+  });
+
+  it("a database deleted (or moved away) is not silently replaced by a new log under the same key", async () => {
+    const data_dir = join(dir(), "deleted");
+    await serveAndWrite(data_dir, 1);
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(join(data_dir, `bursar.db${suffix}`), { force: true });
+    await expect(startServer(configOf(data_dir), { logger: false })).rejects.toThrow(/: the database holds no log \(a new database\), but .*last-checkpoint keeps a signed checkpoint/);
+    // Nothing was written into the new database: put the old one back and it starts.
+    const reopened = new Database(join(data_dir, "bursar.db"));
+    expect(reopened.prepare("SELECT count(*) AS n FROM log_entries").get()).toEqual({ n: 0 });
+    reopened.close();
+  });
+
+  it("a database rolled back under a running bursar serve stops it (exit 75), and the restart is refused", async () => {
+    const data_dir = join(dir(), "under");
+    const token = "bsr_op_rollbackUnderTest0123456789";
+    const env = { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: token, BURSAR_CHECKPOINT_SECONDS: "1" };
+    const server = await startBursar(["serve", "--port", "0"], env);
+    const createAgent = (name: string) =>
+      fetch(`${server.url}/api/v1/agents`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ name }) });
+    try {
+      expect((await createAgent("one")).status).toBe(201);
+      expect((await createAgent("two")).status).toBe(201);
+      const db = new Database(join(data_dir, "bursar.db"));
+      const stored = () => (db.prepare("SELECT size FROM log_head").get() as { size: number }).size;
+      // Once a checkpoint covers both (the process has seen them): its last entry taken out from
+      // under it, as a restore of a slightly older copy would: the next append is refused.
+      await waitUntil("a checkpoint of every entry kept", () => keptCheckpointOf(readFileSync(join(data_dir, "last-checkpoint"), "utf8"), "file").size === stored(), { timeout_ms: 10_000 });
+      for (const trigger of db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('log_entries', 'log_head', 'log_checkpoints')").all() as { name: string }[]) db.exec(`DROP TRIGGER ${trigger.name}`);
+      const size = stored();
+      db.prepare("DELETE FROM log_entries WHERE seq = ?").run(size - 1);
+      db.prepare("DELETE FROM log_checkpoints WHERE tree_size >= ?").run(size);
+      db.prepare("UPDATE log_head SET size = ?").run(size - 1);
+      db.close();
+      expect((await createAgent("three")).status).toBe(500);
+      const code = await new Promise<number | null>((resolve) => (server.child.exitCode !== null ? resolve(server.child.exitCode) : server.child.once("exit", resolve)));
+      expect(code).toBe(75);
+      expect(server.output()).toMatch(/bursar serve: the stored log no longer holds what this process saw: \d+ entries stored, \d+ seen.*; stopping:/);
+    } finally {
+      await server.stop("SIGKILL");
+    }
+    const restarted = await runBursar(["serve", "--port", "0"], env, undefined, 20_000);
+    expect(restarted.code).toBe(2);
+    expect(restarted.stderr).toMatch(/last-checkpoint keeps a signed checkpoint of \d+ entries/);
+  });
+});
