@@ -1,7 +1,15 @@
 #!/usr/bin/env node
 // The `bursar` executable: runs main() with the process's streams and exits with its code.
 
-import { main } from "./main.js";
+import { nodeTooOld } from "./node-version.js";
+
+const too_old = nodeTooOld(process.versions.node);
+if (too_old !== undefined) {
+  process.stderr.write(`${too_old}\n`);
+  process.exit(2);
+}
+// Loaded only once the version is known to do.
+const { main } = await import("./main.js");
 
 const io = {
   stdout: process.stdout,

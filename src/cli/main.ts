@@ -1,5 +1,6 @@
 // `bursar <command>`: a thin dispatcher; each command lives in ./commands/<name>.ts.
 
+import { fileURLToPath } from "node:url";
 import type { CliIo, CommandModule } from "./command.js";
 import { UsageError } from "./command.js";
 
@@ -46,11 +47,18 @@ async function load(name: string): Promise<CommandModule | undefined> {
   try {
     return (await import(`./commands/${name}.js`)) as CommandModule;
   } catch (error) {
-    if ((error as { code?: string }).code === "ERR_MODULE_NOT_FOUND" && String(error).includes(`commands/${name}.js`)) {
-      return undefined;
-    }
+    if (isMissingModule(error, new URL(`./commands/${name}.js`, import.meta.url))) return undefined;
     throw error;
   }
+}
+
+/**
+ * Whether `error` says the module at `url` itself is missing, not a package or file it imports
+ * (whose error names the command's file too, as the importer: a broken install is reported as
+ * what it is, not as an unknown command).
+ */
+export function isMissingModule(error: unknown, url: URL): boolean {
+  return (error as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND" && String((error as Error).message).startsWith(`Cannot find module '${fileURLToPath(url)}'`);
 }
 
 export async function main(argv: string[], io: CliIo): Promise<number> {
