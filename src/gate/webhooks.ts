@@ -121,7 +121,7 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
   let answer: WebhookAnswer;
   if (stale) {
     answer = { outcome: "noop", reason: stale };
-    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: stale, ...detail });
+    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: stale, ...detail, payment: "payment" in parsed ? paymentView(parsed.payment) : null });
   } else if (payment && payment.order_id) {
     const view = { ...paymentView(payment), order_id: payment.order_id };
     let settled: SettleOutcome = await settleCapture(tx, context, view, "webhook", detail);
@@ -131,7 +131,9 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
       settled = await rejectOnReservation(tx, context, claimed.reservation_id, view, "webhook", claimed.reason, detail);
     }
     answer = { outcome: settled.outcome, reason: settled.reason };
-    if (settled.outcome === "noop") await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: settled.reason, ...detail });
+    // The payment goes with it: money that moved on an order no reservation knows (made around
+    // the gate, or forgotten by a database restored from an older copy) is on record.
+    if (settled.outcome === "noop") await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: settled.reason, ...detail, payment: view });
   } else {
     // A capture without an order names no reservation: recorded as such, not as "no money moved".
     const reason = parsed.type === "unsupported" ? "unsupported event" : payment ? "a captured payment with no order: no reservation to settle" : "no money moved";

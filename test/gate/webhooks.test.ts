@@ -245,7 +245,7 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
   });
 
-  it("an unknown order → 200 audited no-op: one webhook.noop entry with the event id and the hash of its bytes", async () => {
+  it("an unknown order → 200 audited no-op: one webhook.noop entry with the event id, the hash of its bytes and the payment (money moved on an order Bursar does not know)", async () => {
     const event = paymentEvent("payment.captured", { id: "pay_Unk1", order_id: "order_Unknown1", amount: 10_000, currency: "INR", status: "captured" });
     const before = await log_size();
     expect(await send(event, "evt_unknown_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
@@ -253,6 +253,9 @@ describe("POST /webhooks/razorpay", () => {
     const [audit] = await server.started.bursar.log.entries(before, before + 1);
     expect(audit!.entry).toMatchObject({ kind: "gate.settlement", source: "gate" });
     expect(audit!.entry.body).toMatchObject({ action: "webhook.noop", event_id: "evt_unknown_1", event: "payment.captured", body_sha256: sha256Hex(JSON.stringify(event)) });
+    // An auditor reading the log sees what moved: a database restored from an older copy forgets
+    // the order, and the entry is then the only record of the capture.
+    expect((audit!.entry.body as { payment?: unknown }).payment).toMatchObject({ id: "pay_Unk1", order_id: "order_Unknown1", amount: 10_000, currency: "INR", status: "captured" });
     expect((audit!.entry.body as { reason?: unknown }).reason).toEqual(expect.any(String));
     expect(await webhook_events_with_id("evt_unknown_1")).toEqual([{ event_id: "evt_unknown_1", payment_id: "pay_Unk1", outcome: "noop" }]);
   });
