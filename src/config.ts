@@ -241,9 +241,15 @@ export function databaseError(db: string, error: unknown): unknown {
       `BURSAR_DB=${db}: the SQLite database is locked by another process (another bursar serve or migrate on it, or one stopped while writing; ${message}); nothing was changed: stop that process, or point BURSAR_DB elsewhere`,
     );
   }
-  // A file SQLite opened but cannot read: damaged or cut short (CORRUPT and its extended codes),
-  // or a read that failed (IOERR, e.g. IOERR_SHORT_READ). Met by serve's PRAGMAs or a migration.
-  if (/^SQLITE_(CORRUPT|IOERR)/.test(code_text)) return new ConfigError(`BURSAR_DB=${db}: cannot read the SQLite database (${message})`);
+  // A write the disk had no room for (a migration, the start's own entries, the WAL, an export's
+  // checkpoint or SQLite's temporary files): nothing is wrong with the database, and once space
+  // is freed the command goes on from it.
+  if (code_text === "SQLITE_FULL") return new ConfigError(`BURSAR_DB=${db}: the disk is full (${message}); nothing was lost: free space on it and try again`);
+  // A file SQLite opened but cannot read: damaged or cut short (CORRUPT and its extended codes).
+  if (/^SQLITE_CORRUPT/.test(code_text)) return new ConfigError(`BURSAR_DB=${db}: cannot read the SQLite database (${message})`);
+  // A read or a write the system failed (IOERR and its extended codes: IOERR_SHORT_READ, a write
+  // or fsync refused, a full disk reported as an I/O error). Met by serve's PRAGMAs or a migration.
+  if (/^SQLITE_IOERR/.test(code_text)) return new ConfigError(`BURSAR_DB=${db}: cannot read or write the SQLite database (${message}); check the disk (its space, its errors)`);
   const cannot_open = /^SQLITE_(CANTOPEN|READONLY|PERM|NOTADB|AUTH)/.test(code_text) || /directory does not exist/.test(message);
   return cannot_open ? new ConfigError(`BURSAR_DB=${db}: cannot open the SQLite database (${message})`) : error;
 }

@@ -1,10 +1,9 @@
 // What a database holds of an evidence log, read without writing to it: a command that only
 // looks first (export, key) must not change a file it may then refuse, as opening it for
-// writing does (SQLite's WAL mode is set on open). And how such a command reports a database
-// it cannot read.
+// writing does (SQLite's WAL mode is set on open).
 
 import { existsSync } from "node:fs";
-import { ConfigError, databaseError, isPostgresUrl } from "../config.js";
+import { isPostgresUrl } from "../config.js";
 import type { Entry } from "../evidence/entry.js";
 import { isMissingTable, storedGenesis } from "../evidence/store.js";
 import { openDriver } from "../index.js";
@@ -39,25 +38,4 @@ async function refuseNewerStoredSchema(driver: SqlDriver): Promise<void> {
     throw error;
   }
   refuseNewerSchema(recorded, []);
-}
-
-/**
- * A SQLite code databaseError (config.ts) leaves alone but a reading command still reports as
- * its own: a full disk (FULL) met while SQLite writes its temporary files or WAL index. Damaged,
- * cut short, unreadable or unopenable files databaseError reports itself.
- */
-const sqlite_full_code = /^SQLITE_FULL/;
-
-/**
- * `error` from reading or writing `db` as a command reports it: one line naming BURSAR_DB and
- * SQLite's own message (ConfigError, exit 2) for a database file SQLite cannot read, not a
- * SqliteError stack; otherwise as config.ts databaseError makes it (PostgreSQL unreachable, a
- * schema too new, a damaged file, …).
- */
-export function storedDatabaseError(db: string, error: unknown): unknown {
-  const reported = databaseError(db, error);
-  if (reported !== error || isPostgresUrl(db)) return reported;
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== "string" || !sqlite_full_code.test(code)) return error;
-  return new ConfigError(`BURSAR_DB=${db}: cannot read the SQLite database (${(error as Error).message})`);
 }

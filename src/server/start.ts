@@ -260,7 +260,9 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     const ahead_ms = starts_at.getTime() - Date.now();
     if (ahead_ms > clock_ahead_warning_ms) app.log.warn({ clock: starts_at.toISOString(), ahead_ms }, clockAheadWarning(ahead_ms));
     await listen(app, config);
-    return await running(app, config, files, setup, opened);
+    // The start's own writes (its system.start entry, the first sweep) meet the database's
+    // failures as the opening did (a full disk): one line naming BURSAR_DB.
+    return await running(app, config, files, setup, opened).catch((error: unknown) => Promise.reject(databaseError(config.db, error)));
   } catch (error) {
     if (app) await app.close().catch(() => undefined);
     else await bursar?.close().catch(() => undefined);

@@ -5,7 +5,7 @@ import { once } from "node:events";
 import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
-import { isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
+import { databaseError, isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
 import { exportLog } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
@@ -15,7 +15,7 @@ import { notRegularFile } from "../../file-kind.js";
 import { openDriver } from "../../index.js";
 import { CommandError, parseStrict, println, usingPath, UsageError, type CliIo } from "../command.js";
 import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
-import { storedDatabaseError, storedGenesisIn } from "../stored-log.js";
+import { storedGenesisIn } from "../stored-log.js";
 
 export const help = `
 usage: bursar export --out FILE [--checkpoint FILE]
@@ -112,7 +112,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   checkOutputs(values.out, values.checkpoint, env);
   // A database that cannot be reached or read, wherever in the run it shows (a damaged page may
   // be met only by the export's reads), is one line naming BURSAR_DB, exit 2, not a stack.
-  return exportTo(values.out, values.checkpoint, env, io).catch((error: unknown) => Promise.reject(storedDatabaseError(env.db, error)));
+  return exportTo(values.out, values.checkpoint, env, io).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
 }
 
 async function exportTo(out: string, checkpoint_path: string | undefined, env: Config, io: CliIo): Promise<number> {
