@@ -583,20 +583,32 @@ export type StopReason = { signal: NodeJS.Signals } | { reason: string; exit_cod
  * accepting, finish in-flight requests, close idle connections, then exit 0 (or the stop's own
  * code). Requests still running after the grace period (the one given to buildServer, which
  * `bursar serve` sizes from BURSAR_PROVIDER_TIMEOUT_MS) are abandoned, counted in the log, exit 1.
- * A second signal during the shutdown exits at once with 128 + its number, saying so.
+ * A second signal during the shutdown exits at once with 128 + its number, saying so (the same
+ * signal within same_signal_window_ms of the first is that one, delivered twice).
  *
  * Made before the server starts, so a signal during the start is not the default, silent death:
  * the stop waits for `attach` (a start that fails ends the process through its own error).
  * `say` writes a line where no server log is yet (stderr).
  */
+/** A signal repeated within this long of the first is the same one delivered twice (see GracefulStop). */
+export const same_signal_window_ms = 50;
+
 export class GracefulStop {
   private app: FastifyInstance | undefined;
   private requested: StopReason | undefined;
-  private signals_received = 0;
+  private first_signal: { signal: NodeJS.Signals; at_ms: number } | undefined;
   private readonly onSignal = (signal: NodeJS.Signals): void => {
-    this.signals_received++;
-    if (this.signals_received > 1) return this.exitNow(signal);
-    this.stop({ signal });
+    const at_ms = performance.now();
+    const first = this.first_signal;
+    if (first === undefined) {
+      this.first_signal = { signal, at_ms };
+      return this.stop({ signal });
+    }
+    // The same signal again at once is the same request, delivered twice: coreutils `timeout`
+    // (and a supervisor signalling the process and its group) sends it to the process and to its
+    // process group. Taken for a second signal, it cut every stop short.
+    if (signal === first.signal && at_ms - first.at_ms < same_signal_window_ms) return;
+    this.exitNow(signal);
   };
 
   constructor(private readonly say: (line: string) => void) {

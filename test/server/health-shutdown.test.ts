@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { SqliteDriver } from "../../src/ledger/sqlite.js";
 import { startServer } from "../../src/server/start.js";
+import { same_signal_window_ms } from "../../src/server/app.js";
 import { rawToolCall, testServer } from "../support/server.js";
 import { dist_index, builtSuiteDir } from "../support/build.js";
 import { waitUntil, within } from "../support/wait.js";
@@ -171,6 +172,8 @@ console.log("url http://127.0.0.1:" + app.server.address().port);`,
     await waitUntil("the slow request to reach its handler", () => server.output().includes("slow request in handler"));
     server.child.kill(first);
     await waitUntil("the shutdown to begin", () => server.output().includes("shutting down"));
+    // Past the window within which the same signal again is taken for the first, delivered twice.
+    await new Promise((resolve) => setTimeout(resolve, same_signal_window_ms + 20));
     server.child.kill(second);
     // Before, the first signal's `once` handler left Node's default: the process died of the
     // second signal (no exit code) without a word; SIGHUP killed it at the first.
@@ -181,5 +184,18 @@ console.log("url http://127.0.0.1:" + app.server.address().port);`,
     expect(started).toMatchObject({ signal: first });
     const forced = lines.map((text) => JSON.parse(text) as Record<string, unknown>).find((line) => line.msg === "second signal, exiting now");
     expect(forced).toMatchObject({ signal: second, in_flight: 1, level: 50 });
+  });
+
+  it("the same signal twice at once (coreutils timeout signals the process and its group) is one: the stop stays graceful", async () => {
+    const server = await spawnScript(join(dir(), "same-signal-twice.mjs"), slowServerScript(60_000));
+    const slow = fetch(`${server.url}/slow`);
+    await waitUntil("the slow request to reach its handler", () => server.output().includes("slow request in handler"));
+    server.child.kill("SIGTERM");
+    server.child.kill("SIGTERM");
+    await waitUntil("the shutdown to begin", () => server.output().includes("shutting down"));
+    server.child.stdin.write("go\n");
+    expect((await slow).status).toBe(200);
+    expect(await within("the process to exit after the answer", server.exited, 10_000)).toBe(0);
+    expect(server.output()).not.toContain("second signal");
   });
 });
