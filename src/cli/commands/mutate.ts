@@ -3,7 +3,7 @@
 import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadCasesOrExplain } from "../../eval/cases.js";
-import { mutate, mutationMarkdown } from "../../eval/mutate.js";
+import { BaselineFailed, mutate, mutationMarkdown, type MutationReport } from "../../eval/mutate.js";
 import { packageRoot } from "../../eval/paths.js";
 import { Progress } from "../../eval/progress.js";
 import { guard_table } from "../../policy/index.js";
@@ -13,10 +13,12 @@ export const help = `usage: bursar mutate [--cases DIR] [--out DIR]
 
 For each guard in the policy's guard table, builds a gate without that one guard (per
 instance, through createBursar's guard table; nothing is patched globally), re-runs every
-labelled case and reports which cases caught it. Also the "gate off" figure: with every
-guard removed, how many money calls labelled HOLD or BLOCK got through and how much money
-they asked to move, beside the guards-on row (which must be zero). Writes mutation.md and
-mutation.json; exits 1 if any guard survives.
+labelled case and reports which cases caught it: a case catches a guard when its verdict
+differs from the one it got with every guard on. That all-guards-on run comes first; if any
+case gets its label wrong there, nothing more runs: one line names those cases, exit 1. Also
+the "gate off" figure: with every guard removed, how many money calls labelled HOLD or BLOCK
+got through and how much money they asked to move, beside the guards-on row (zero). Writes
+mutation.md and mutation.json; exits 1 if any guard survives.
 
 options:
   --cases DIR   case files (default eval/cases in the package)
@@ -34,7 +36,15 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   let done = 0;
   progress.update(0);
   const started = performance.now();
-  const report = await mutate(cases, () => progress.update(++done));
+  let report: MutationReport;
+  try {
+    report = await mutate(cases, () => progress.update(++done));
+  } catch (error) {
+    if (!(error instanceof BaselineFailed)) throw error;
+    // The bar stopped part way; its line is ended before the refusal.
+    io.stderr.write(`${io.stderr_interactive ? "\n" : ""}bursar mutate: ${error.message}\n`);
+    return 1;
+  }
   writeFileSync(join(out, "mutation.md"), mutationMarkdown(report, cases.length));
   writeFileSync(join(out, "mutation.json"), `${JSON.stringify(report, null, 2)}\n`);
   const survivors = report.mutants.filter((mutant) => mutant.killed_by.length === 0);
