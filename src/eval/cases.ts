@@ -51,6 +51,8 @@ const step = z.union([
   z.object({ deny: z.string(), refused: z.literal(true).optional() }).strict(),
   z.object({ corrupt_block: caller }).strict(),
   z.object({ fault: args }).strict(),
+  // An order made at the provider directly, as anyone holding the provider key could, never through the gate.
+  z.object({ outside_order: z.object({ amount: z.number().int(), currency: z.string(), receipt: z.string() }).strict() }).strict(),
   z.object({ webhook: webhook_spec }).strict(),
   z.object({ repeat: z.object({ times: z.number().int().min(1).max(200), call }).strict() }).strict(),
 ]);

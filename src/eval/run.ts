@@ -178,6 +178,13 @@ async function heldPayment(world: World, args: unknown): Promise<PaymentState> {
   return { fetched: true, id, order_id, amount, currency, status };
 }
 
+/** An order made with the provider key, not through the gate: its receipt may name a reservation ($reservation.last). */
+async function outsideOrder(world: World, order: { amount: number; currency: string; receipt: string }): Promise<void> {
+  const made = await world.bursar.gate.provider.createOrder({ ...order, receipt: substitute(order.receipt, world) as string });
+  if (made.kind !== "ok") throw new Error(`the provider made no order (${made.kind})`);
+  world.vars.order.push(made.value.id);
+}
+
 async function runStep(world: World, step: Step): Promise<void> {
   if ("call" in step) await callTool(world, step.call);
   else if ("hold" in step) {
@@ -197,6 +204,7 @@ async function runStep(world: World, step: Step): Promise<void> {
   else if ("approve" in step) await operatorDecision(world, "approve", step.approve, step.refused === true);
   else if ("deny" in step) await operatorDecision(world, "deny", step.deny, step.refused === true);
   else if ("fault" in step) world.bursar.simulator!.simulator.faults.set(step.fault);
+  else if ("outside_order" in step) await outsideOrder(world, step.outside_order);
   else if ("webhook" in step) await sendWebhook(world, step.webhook);
 }
 
