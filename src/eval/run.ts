@@ -103,7 +103,8 @@ async function operatorDecision(world: World, action: "approve" | "deny", approv
   const approval_id = substitute(approval, world) as string;
   let error: unknown;
   try {
-    if (action === "approve") await approve(world.bursar.gate.gateContext, approval_id);
+    // An approved HOLD's forwarded order is remembered as a call's is, so $order.last can name it.
+    if (action === "approve") await remember(world, (await approve(world.bursar.gate.gateContext, approval_id)).result as Record<string, unknown>);
     else await world.bursar.ledger.deny(approval_id);
   } catch (caught) {
     error = caught;
