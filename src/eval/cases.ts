@@ -86,7 +86,16 @@ export const case_schema = z
   .refine((value) => value.call === undefined || (value.expect.effect !== undefined && value.expect.rule !== undefined), {
     message: "a call case expects an effect and a rule",
   })
-  .refine((value) => value.webhook === undefined || value.expect.webhook_effect !== undefined, { message: "a webhook case expects a webhook_effect" });
+  .refine((value) => value.webhook === undefined || value.expect.webhook_effect !== undefined, { message: "a webhook case expects a webhook_effect" })
+  // An expectation the scoring never reads would pass whatever it says: refused, not ignored.
+  .refine((value) => value.webhook === undefined || (value.expect.effect === undefined && value.expect.rule === undefined), {
+    message: "a webhook case expects webhook_effect (and status), not effect or rule",
+    path: ["expect"],
+  })
+  .refine((value) => value.call === undefined || (value.expect.webhook_effect === undefined && value.expect.status === undefined), {
+    message: "a call case expects effect and rule, not webhook_effect or status",
+    path: ["expect"],
+  });
 
 export type EvalCase = z.infer<typeof case_schema>;
 export type Step = z.infer<typeof step>;
@@ -99,10 +108,12 @@ export function loadCases(dir: string): EvalCase[] {
   const seen = new Set<string>();
   const twins: Array<{ where: string; twin: string }> = [];
   for (const file of readdirSync(dir).filter((name) => name.endsWith(".jsonl")).sort()) {
-    const lines = readFileSync(join(dir, file), "utf8").split("\n");
+    // Named as the user gave the directory (--cases), so the message points at the file to fix.
+    const path = join(dir, file);
+    const lines = readFileSync(path, "utf8").split("\n");
     lines.forEach((line, index) => {
       if (line.trim() === "") return;
-      const where = `${file}:${index + 1}`;
+      const where = `${path}:${index + 1}`;
       let json: unknown;
       try {
         json = JSON.parse(line);

@@ -39,7 +39,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const summary = summarize(cases.map((eval_case, index) => score(eval_case, outcomes[index]!)));
   writeFileSync(join(out, "report.md"), reportMarkdown(summary));
   writeFileSync(join(out, "report.json"), `${JSON.stringify(summary, null, 2)}\n`);
-  println(io.stdout, `${summary.cases} cases: ${summary.correct} correct, ${summary.false_allows} false allows, ${summary.wrong_effects} wrong effects, ${summary.wrong_rules} wrong rules (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+  println(io.stdout, `${summary.cases} cases: ${summary.correct} correct, ${summary.false_allows} false allows, ${summary.wrong_effects} wrong effects, ${summary.wrong_rules} wrong rules, ${summary.twin_mismatches} injection payloads unlike their clean twin (${((performance.now() - started) / 1000).toFixed(1)} s)`);
   for (const failure of summary.failures.slice(0, 20)) println(io.stdout, `  FAIL ${failure.id}: expected ${JSON.stringify(failure.expected)}, got ${JSON.stringify(failure.got)}`);
   println(io.stdout, `wrote ${join(out, "report.md")} and report.json`);
   return summary.correct === summary.cases ? 0 : 1;
