@@ -1,7 +1,8 @@
 // Edges of the batched decision path (PostgreSQL) that the differential property in
 // decision-batch.test.ts does not reach, found by mutation testing: a derived key's lifetime
-// (that property never moves the clock), an order id named by two transactions at once, an
-// overflow batch whose every block is held, and a HOLD repeated inside one batch.
+// and the velocity window's length (that property never moves the clock), an order id named by
+// two transactions at once, an overflow batch whose every block is held, and a HOLD repeated
+// inside one batch.
 
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
@@ -150,4 +151,33 @@ describe.skipIf(!pg_server)("the batched decision path", () => {
     ]);
     expect(await entries(true)).toEqual(serial);
   });
+
+  /** An agent whose block allows 2 money calls per 60 s, which has made both (at the clock's start). */
+  async function twoCallsMade(batched: boolean) {
+    const { bursar, clock } = await world(batched);
+    const { agent_id } = await bursar.operator.createAgent({ name: "velocity" });
+    await bursar.operator.createBlock({ agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400, velocity: { max_calls: 2, window_seconds: 60 } });
+    const order = (key: string) => bursar.ledger.authorize({ agent_id, tool: "create_order", args: { amount: 1_000, currency: "INR", idempotency_key: key } });
+    for (const key of ["first", "second"]) expect((await order(key)).verdict.effect).toBe("ALLOW");
+    return { clock, order };
+  }
+
+  // readState's window in seconds read as milliseconds (60 ms), or its > as >=, passed every other test here.
+  for (const batched of [true, false]) {
+    const how = batched ? "batched" : "one by one";
+
+    it(`a window of 2 calls per 60 s is still full 30 s and 59.999 s after two calls: refused under R6 (${how})`, async () => {
+      const { clock, order } = await twoCallsMade(batched);
+      clock.advance(30_000);
+      expect((await order("third")).verdict).toMatchObject({ effect: "BLOCK", rule: "R6" });
+      clock.advance(29_999);
+      expect((await order("fourth")).verdict).toMatchObject({ effect: "BLOCK", rule: "R6" });
+    });
+
+    it(`60 s after both calls the window has rolled: the next is allowed (${how})`, async () => {
+      const { clock, order } = await twoCallsMade(batched);
+      clock.advance(60_000);
+      expect((await order("third")).verdict.effect).toBe("ALLOW");
+    });
+  }
 });
