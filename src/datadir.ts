@@ -76,6 +76,19 @@ export function errorCode(error: unknown): string | undefined {
   return (error as { code?: string } | null)?.code;
 }
 
+/**
+ * `text` as one shell word, to paste into a shell as it is printed: bare when it holds only
+ * characters no shell reads specially, else single-quoted, or $'…'-quoted with control
+ * characters as \xHH (so the line stays one line). A path with a space printed bare made
+ * `chmod 700 /srv/my data` act on two paths.
+ */
+export function shellWord(text: string): string {
+  if (/^[A-Za-z0-9_/.,:@%+=-]+$/.test(text)) return text;
+  if (!/[\u0000-\u001f\u007f]/.test(text)) return `'${text.replaceAll("'", "'\\''")}'`;
+  const escaped = text.replace(/[\\']/g, (character) => `\\${character}`).replace(/[\u0000-\u001f\u007f]/g, (character) => `\\x${character.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  return `$'${escaped}'`;
+}
+
 /** What makes a data directory or a secret in it untrustworthy, and the command that fixes it. */
 interface TrustProblem {
   found: string;
@@ -89,14 +102,14 @@ interface TrustProblem {
  */
 function trustProblem(stat: Stats): TrustProblem | undefined {
   if ((stat.mode & 0o002) !== 0) {
-    return { found: `writable by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, "0")})`, fix: (path, mode) => `run chmod ${mode} ${path}` };
+    return { found: `writable by others (mode ${(stat.mode & 0o7777).toString(8).padStart(4, "0")})`, fix: (path, mode) => `run chmod ${mode} ${shellWord(path)}` };
   }
   // geteuid is missing on Windows, where modes and owners mean something else.
   const uid = process.geteuid?.();
   if (uid !== undefined && stat.uid !== uid && stat.uid !== 0) {
     return {
       found: `owned by another user (uid ${stat.uid}; this process runs as uid ${uid})`,
-      fix: (path) => `run chown ${uid} ${path}, or use a directory of this user's`,
+      fix: (path) => `run chown ${uid} ${shellWord(path)}, or use a directory of this user's`,
     };
   }
   return undefined;

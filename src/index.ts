@@ -17,8 +17,9 @@ import { timedFlush } from "./ledger/sqlite-wal.js";
 import { guard_table, type Guard } from "./policy/index.js";
 import { embeddedSimulator, type EmbeddedSimulator } from "./provider/embedded.js";
 import type { Provider } from "./provider/port.js";
+import { version } from "./version.js";
 
-export const version = "0.1.0";
+export { version };
 
 export interface BursarOptions {
   /** ":memory:", a SQLite file path, or a postgres:// URL. */

@@ -6,10 +6,11 @@ import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotoc
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { isPlainObject } from "../policy/index.js";
+import { version } from "../version.js";
 
 export type Connection = { kind: "http"; url: string; token: string } | { kind: "stdio"; url: string; token: string; bin: string };
 
-export const buyer_client_info = { name: "bursar-buyer", version: "0.1.0" };
+export const buyer_client_info = { name: "bursar-buyer", version };
 
 /**
  * The HTTP status (401 or 403) with which the gate refused the agent token, when `error` from

@@ -3,6 +3,7 @@
 import { fileURLToPath } from "node:url";
 import type { CliIo, CommandModule } from "./command.js";
 import { UsageError } from "./command.js";
+import { version } from "../version.js";
 
 export const commands: ReadonlyArray<{ name: string; summary: string }> = [
   { name: "serve", summary: "run the gate, operator API, evidence log and (by default) the mounted simulator" },
@@ -62,13 +63,15 @@ export function isMissingModule(error: unknown, url: URL): boolean {
 }
 
 export async function main(argv: string[], io: CliIo): Promise<number> {
+  // `bursar help serve` is `bursar serve --help`.
+  if (argv[0] === "help" && argv.length === 2) return main([argv[1] as string, "--help"], io);
   const [name, ...rest] = argv;
   if (!name || name === "--help" || name === "-h" || name === "help") {
     io.stdout.write(`${usage()}\n`);
     return name ? 0 : 2;
   }
   if (name === "--version") {
-    io.stdout.write("bursar 0.1.0\n");
+    io.stdout.write(`bursar ${version}\n`);
     return 0;
   }
   const command = await load(name);

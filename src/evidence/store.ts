@@ -12,6 +12,7 @@ import { formatCheckpoint, parseCheckpoint, signNote } from "./note.js";
 import type { ConsistencyProofDocument, InclusionProofDocument } from "./proof.js";
 import { signDeliveryReceipt, signReceiptFields, type DeliveryReceipt, type DeliveryReceiptFields, type LogIdentity, type Receipt } from "./receipt.js";
 import { LogRolledBackError, type CheckpointWitness } from "./witness.js";
+import { version } from "../version.js";
 
 export const log_format_version = 1;
 export const entries_page_max = 1000;
@@ -290,7 +291,7 @@ export class EvidenceLog {
       options.checkpoint_seconds ?? checkpoint_seconds_default,
       checkpoint_seconds_max,
     );
-    this.version = options.version ?? "0.1.0";
+    this.version = options.version ?? version;
   }
 
   /**

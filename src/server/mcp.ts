@@ -19,8 +19,9 @@ import { whenAnswerOver, type RoutePlugin } from "./app.js";
 import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
 import { errorBody } from "./errors.js";
 import { isToolCallEnvelope, not_utf8, notJsonRpc, parseError, toolCallRequest, utf8Text, withoutBom } from "./jsonrpc.js";
+import { version } from "../version.js";
 
-export const server_info = { name: "bursar", version: "0.1.0" };
+export const server_info = { name: "bursar", version };
 
 /** The JSON-RPC code the SDK's Streamable HTTP transport refuses an HTTP request with. */
 const transport_refusal_code = -32000;

@@ -1,0 +1,54 @@
+// One version everywhere (bursar --version, the MCP server's and buyer's info, the signed
+// genesis and start entries), equal to package.json's; `bursar help COMMAND` is that command's
+// help; the commands a start suggests to fix a data directory's modes paste into a shell as one
+// word per path, however the path is spelled.
+
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { beforeAll, describe, expect, it } from "vitest";
+import { buyer_client_info } from "../../src/buyer/connect.js";
+import { main } from "../../src/cli/main.js";
+import { shellWord } from "../../src/datadir.js";
+import { server_info } from "../../src/server/mcp.js";
+import { version } from "../../src/version.js";
+import { bursar_bin, ensureBuilt, repo_root } from "../support/build.js";
+
+function io() {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = "";
+  stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+  return { io: { stdout, stderr, env: {}, interactive: false, stderr_interactive: false }, out: () => out };
+}
+
+describe("bursar's version", () => {
+  it("is package.json's, wherever it is named", async () => {
+    const packaged = (JSON.parse(readFileSync(join(repo_root, "package.json"), "utf8")) as { version: string }).version;
+    expect(version).toBe(packaged);
+    expect(server_info.version).toBe(packaged);
+    expect(buyer_client_info.version).toBe(packaged);
+    const run = io();
+    expect(await main(["--version"], run.io)).toBe(0);
+    expect(run.out()).toBe(`bursar ${packaged}\n`);
+  });
+});
+
+describe("bursar help COMMAND", () => {
+  beforeAll(() => ensureBuilt());
+
+  it("prints that command's help, as bursar COMMAND --help does", () => {
+    const asked = execFileSync(process.execPath, [bursar_bin, "help", "serve"], { encoding: "utf8" });
+    expect(asked).toBe(execFileSync(process.execPath, [bursar_bin, "serve", "--help"], { encoding: "utf8" }));
+    expect(asked).toMatch(/^usage: bursar serve/);
+  });
+});
+
+describe("shellWord", () => {
+  it.each(["/srv/bursar", "/tmp/rv ww dir", "/tmp/it's", "/tmp/$HOME `x` !", "/tmp/ünï-😀", "/tmp/a\u001b[31mred\nline", "-rf", "/tmp/back\\slash'"])("%j pastes as itself", (path) => {
+    const word = shellWord(path);
+    expect(word).not.toMatch(/[\u0000-\u001f]/);
+    expect(execFileSync("bash", ["-c", `printf %s ${word}`], { encoding: "utf8" })).toBe(path);
+  });
+});
