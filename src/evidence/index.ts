@@ -16,6 +16,7 @@ export {
 export { exportLog, export_format_version, type ExportHeader, type ExportOptions, type ExportSummary } from "./export.js";
 export {
   createLogSigner,
+  ForeignSigningKeyError,
   generateSigningKeyPem,
   loadSigningKey,
   resolveSigningKey,

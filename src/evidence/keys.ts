@@ -13,6 +13,9 @@ export class SigningKeyError extends Error {
   override name = "ConfigError";
 }
 
+/** The log was started under another key than the one given. */
+export class ForeignSigningKeyError extends SigningKeyError {}
+
 /** Everything the log needs to sign: the private key, its note name, and the public halves. */
 export interface LogSigner extends NoteSigner {
   publicKey: KeyObject;

@@ -6,7 +6,7 @@ import type { Clock } from "../clock.js";
 import type { SqlDriver, SqlTx } from "../ledger/driver.js";
 import { Permits } from "../ledger/permits.js";
 import { buildEntry, EvidenceInputError, type AppendInput, type Entry } from "./entry.js";
-import { SigningKeyError, type LogSigner } from "./keys.js";
+import { ForeignSigningKeyError, SigningKeyError, type LogSigner } from "./keys.js";
 import { MerkleTree, verifyConsistency } from "./merkle.js";
 import { formatCheckpoint, parseCheckpoint, signNote } from "./note.js";
 import type { ConsistencyProofDocument, InclusionProofDocument } from "./proof.js";
@@ -363,7 +363,7 @@ export class EvidenceLog {
       );
     }
     if (body.key !== this.verifierKey) {
-      throw new SigningKeyError(
+      throw new ForeignSigningKeyError(
         `the signing key (${this.verifierKey}) is not the key this log was started with (${String(body.key)}): restore that key (BURSAR_SIGNING_KEY, or signing-key.pem in the data directory), or start a new log on a new database`,
       );
     }

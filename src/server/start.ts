@@ -20,7 +20,7 @@ import {
   webhook_secret_file_name,
   type PendingOperatorToken,
 } from "../datadir.js";
-import { canonicalJson, fileWitness, last_checkpoint_file_name, resolveSigningKey, SigningKeyError, type CheckpointWitness, type LoadedSigningKey } from "../evidence/index.js";
+import { canonicalJson, fileWitness, ForeignSigningKeyError, last_checkpoint_file_name, resolveSigningKey, SigningKeyError, type CheckpointWitness, type LoadedSigningKey } from "../evidence/index.js";
 import { rememberSecretValues } from "../evidence/scrub.js";
 import { lostOrdersWarning, markLostOrders, mounted_simulator_stamp_prefix } from "../gate/lost-orders.js";
 import type { KeyObject } from "node:crypto";
@@ -268,7 +268,11 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     else await bursar?.close().catch(() => undefined);
     // A key this start generated that the log refuses (it was started under another, whose file
     // is missing) is no one's: left there, the next start, and `bursar key`, would take it up.
-    if (files.signing_key_created !== undefined && error instanceof SigningKeyError) rmSync(files.signing_key_created, { force: true });
+    if (files.signing_key_created !== undefined && error instanceof SigningKeyError) {
+      rmSync(files.signing_key_created, { force: true });
+      // The key named is one the operator never had: say where it came from.
+      if (error instanceof ForeignSigningKeyError) throw new SigningKeyError(`${files.signing_key_created} was missing, so this start made a new key, now removed again; ${error.message}`);
+    }
     // Likewise a master key generated beside sealed secrets it cannot open (its file was lost).
     if (files.master_key_file?.created && error instanceof MasterKeyError) rmSync(files.master_key_file.path, { force: true });
     throw error;
