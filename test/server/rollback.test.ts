@@ -70,7 +70,7 @@ describe("a database rolled back under bursar serve", () => {
   it("a database rolled back under a running bursar serve stops it (exit 75), and the restart is refused", async () => {
     const data_dir = join(dir(), "under");
     const token = "bsr_op_rollbackUnderTest0123456789";
-    const env = { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: token, BURSAR_CHECKPOINT_SECONDS: "1" };
+    const env = { BURSAR_DATA_DIR: data_dir, BURSAR_ADMIN_TOKEN: token, BURSAR_CHECKPOINT_SECONDS: "1", BURSAR_LOG_LEVEL: "info" };
     const server = await startBursar(["serve", "--port", "0"], env);
     const createAgent = (name: string) =>
       fetch(`${server.url}/api/v1/agents`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ name }) });
@@ -92,6 +92,10 @@ describe("a database rolled back under bursar serve", () => {
       const code = await new Promise<number | null>((resolve) => (server.child.exitCode !== null ? resolve(server.child.exitCode) : server.child.once("exit", resolve)));
       expect(code).toBe(75);
       expect(server.output()).toMatch(/bursar serve: the stored log no longer holds what this process saw: \d+ entries stored, \d+ seen.*; stopping:/);
+      // The JSON log's stop line says why, not only that the stop was asked for.
+      const stopping = server.stdout().split("\n").filter((line) => line.includes('"shutting down"'));
+      expect(stopping).toHaveLength(1);
+      expect(JSON.parse(stopping[0] as string)).toMatchObject({ reason: expect.stringMatching(/^evidence log lost entries: the stored log no longer holds what this process saw/) });
     } finally {
       await server.stop("SIGKILL");
     }

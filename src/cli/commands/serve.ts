@@ -76,13 +76,13 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   // refusing all work until restarted: stop, so a supervisor restarts it, rather than serve 500s.
   started.bursar.driver.onFailure?.((error) => {
     println(io.stderr, `bursar serve: the database failed to commit (${String(error)}); stopping: a restart reopens it with every committed write`);
-    stop.stop({ reason: "database failed", exit_code: database_failed_status });
+    stop.stop({ reason: `database failed: ${String(error)}`, exit_code: database_failed_status });
   });
   // The log found the database no longer holds entries it saw (restored under it, or failed over
   // to a replica that lacked them): no entry can be written; the restart is refused, naming why.
   started.bursar.log.onLost((error) => {
     println(io.stderr, `bursar serve: ${error.message}; stopping: the data directory's last-checkpoint keeps what this process saw, and a start on this database is refused`);
-    stop.stop({ reason: "evidence log lost entries", exit_code: database_failed_status });
+    stop.stop({ reason: `evidence log lost entries: ${error.message}`, exit_code: database_failed_status });
   });
   // Before the listen line: whoever reads it may signal at once, and must get a graceful stop.
   stop.attach(started.app);
