@@ -4,7 +4,8 @@
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { isPostgresUrl, type Config } from "../config.js";
-import { data_dir_secret_files } from "../data-files.js";
+import { data_dir_secret_files, lastCheckpointPath } from "../data-files.js";
+import { last_checkpoint_file_name } from "../evidence/witness.js";
 import { errorCode } from "../datadir.js";
 import { CommandError } from "./command.js";
 
@@ -13,6 +14,9 @@ const sqlite_companion_suffixes = ["-wal", "-shm", "-journal"] as const;
 /** The paths of every file Bursar owns under this configuration, as configured (not resolved). */
 function ownedFiles(config: Config): string[] {
   const owned = data_dir_secret_files.map((name) => join(config.data_dir, name));
+  // The kept checkpoints: one written over would let a database restored from an older copy start.
+  owned.push(join(config.data_dir, last_checkpoint_file_name));
+  if (config.db !== ":memory:") owned.push(lastCheckpointPath(config.data_dir, config.db));
   if (config.signing_key_path) owned.push(config.signing_key_path);
   const sqlite = config.db !== ":memory:" && !isPostgresUrl(config.db);
   if (sqlite) owned.push(config.db, ...sqlite_companion_suffixes.map((suffix) => `${config.db}${suffix}`));

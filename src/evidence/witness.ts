@@ -5,8 +5,9 @@
 // provider may already have acted on, so an agent could spend again what it spent.
 
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { lstatSync, readFileSync } from "node:fs";
 import { open, rename, rm } from "node:fs/promises";
+import { dirname } from "node:path";
 import { NoteError, parseCheckpoint, parseNote } from "./note.js";
 import type { StoredCheckpoint } from "./store.js";
 
@@ -43,6 +44,9 @@ export class LogRolledBackError extends Error {
   override name = "LogRolledBackError";
 }
 
+const about =
+  "it keeps the newest checkpoint this data directory's bursar saw, to find a database restored from an older copy: put back the file bursar wrote, or remove it to start without that check";
+
 /** Reads what `place` holds as a kept checkpoint. */
 export function keptCheckpointOf(text: string, place: string): KeptCheckpoint {
   try {
@@ -50,20 +54,19 @@ export function keptCheckpointOf(text: string, place: string): KeptCheckpoint {
     return { origin: body.origin, size: body.size, root_hash: body.rootHash.toString("hex") };
   } catch (error) {
     if (!(error instanceof NoteError)) throw error;
-    throw new WitnessError(
-      `${place}: not a signed checkpoint (${error.message}); it keeps the newest checkpoint this data directory's bursar saw, to find a database restored from an older copy: put back the file, or remove it to start without that check`,
-    );
+    throw new WitnessError(`${place}: not a signed checkpoint (${error.message}); ${about}`);
   }
 }
 
 /**
  * A witness in one file, replaced atomically (written aside, flushed to disk, renamed), so a
  * crash leaves the older checkpoint or the newer one, never a torn file. Writes are made one at a
- * time, each of the newest checkpoint given meanwhile, on the thread pool; a failed write is reported to `onError`
- * and the next checkpoint tries again.
+ * time, each of the newest checkpoint given meanwhile, on the thread pool; a failed write is
+ * reported to `onError` (once, until a write succeeds) and the next checkpoint tries again.
  */
 export function fileWitness(path: string, onError: (error: unknown) => void = () => undefined): CheckpointWitness {
   let kept_size = -1;
+  let failing = false;
   let wanted: StoredCheckpoint | undefined;
   let writing: Promise<void> | undefined;
 
@@ -78,6 +81,13 @@ export function fileWitness(path: string, onError: (error: unknown) => void = ()
         await file.close();
       }
       await rename(staged, path);
+      // The rename itself made durable: else a power cut could bring back the older checkpoint.
+      const directory = await open(dirname(path), "r");
+      try {
+        await directory.sync();
+      } finally {
+        await directory.close();
+      }
     } catch (error) {
       await rm(staged, { force: true });
       throw error;
@@ -90,9 +100,12 @@ export function fileWitness(path: string, onError: (error: unknown) => void = ()
       wanted = undefined;
       try {
         await write(checkpoint);
+        failing = false;
       } catch (error) {
         kept_size = -1;
-        onError(error);
+        // Told once until a write succeeds: each tick tries again, and would say so every second.
+        if (!failing) onError(error);
+        failing = true;
       }
     }
     writing = undefined;
@@ -103,10 +116,13 @@ export function fileWitness(path: string, onError: (error: unknown) => void = ()
     kept() {
       let text: string;
       try {
+        // Not followed: a link (dangling or not) is not the file bursar wrote.
+        if (!lstatSync(path).isFile()) throw new WitnessError(`${path}: not a regular file; ${about}`);
         text = readFileSync(path, "utf8");
       } catch (error) {
+        if (error instanceof WitnessError) throw error;
         if ((error as { code?: unknown }).code === "ENOENT") return undefined;
-        throw error;
+        throw new WitnessError(`${path}: cannot read it (${(error as Error).message}); ${about}`);
       }
       const kept = keptCheckpointOf(text, path);
       kept_size = kept.size;

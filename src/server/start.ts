@@ -5,10 +5,9 @@
 import type { FastifyInstance } from "fastify";
 import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { createBursar, type Bursar } from "../index.js";
 import { ConfigError, databaseError, fileError, maskedDb, type Config } from "../config.js";
-import { data_dir_secret_files } from "../data-files.js";
+import { data_dir_secret_files, lastCheckpointPath } from "../data-files.js";
 import {
   ensureDataDir,
   exposedDataDirPaths,
@@ -20,7 +19,7 @@ import {
   webhook_secret_file_name,
   type PendingOperatorToken,
 } from "../datadir.js";
-import { canonicalJson, fileWitness, ForeignSigningKeyError, last_checkpoint_file_name, resolveSigningKey, SigningKeyError, type CheckpointWitness, type LoadedSigningKey } from "../evidence/index.js";
+import { canonicalJson, fileWitness, ForeignSigningKeyError, resolveSigningKey, SigningKeyError, type CheckpointWitness, type LoadedSigningKey } from "../evidence/index.js";
 import { rememberSecretValues } from "../evidence/scrub.js";
 import { lostOrdersWarning, markLostOrders, mounted_simulator_stamp_prefix } from "../gate/lost-orders.js";
 import type { KeyObject } from "node:crypto";
@@ -185,10 +184,10 @@ function signingKey(config: Config): LoadedSigningKey {
   }
 }
 
-/** The data directory's last-checkpoint file; a write that fails is logged (by the server, once it exists). */
-function checkpointWitness(data_dir: string, server: () => FastifyInstance | undefined): CheckpointWitness {
-  return fileWitness(join(data_dir, last_checkpoint_file_name), (error) =>
-    server()?.log.warn({ err: { message: (error as Error).message } }, `could not keep the newest checkpoint in ${last_checkpoint_file_name}; the next one tries again`),
+/** The data directory's last-checkpoint file for BURSAR_DB; a write that fails is logged (by the server, once it exists). */
+function checkpointWitness(path: string, server: () => FastifyInstance | undefined): CheckpointWitness {
+  return fileWitness(path, (error) =>
+    server()?.log.warn({ err: { message: (error as Error).message }, path }, "could not keep the newest checkpoint; the next one tries again (warned once until one is kept)"),
   );
 }
 
@@ -228,7 +227,7 @@ export async function startServer(config: Config, options: { logger?: boolean } 
     const metrics = createMetrics();
     // The newest checkpoint is kept in the data directory: a database restored from an older
     // copy, or replaced, no longer holds it, and the next start refuses (docs/configuration.md).
-    const witness = config.db === ":memory:" ? undefined : checkpointWitness(config.data_dir, () => app);
+    const witness = config.db === ":memory:" ? undefined : checkpointWitness(lastCheckpointPath(config.data_dir, config.db), () => app);
     const opened = await createBursar({
       ...(witness ? { witness } : {}),
       db: config.db,

@@ -2,7 +2,7 @@
 // atomically, and a log opened against it refused when the database no longer holds it (an
 // older copy put back, a new database, another history), before anything is written.
 
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EvidenceLog, readTreeSize } from "../../src/evidence/store.js";
@@ -51,7 +51,17 @@ describe("fileWitness", () => {
     expect(() => fileWitness(path).kept()).toThrow(new RegExp(`^${path}: not a signed checkpoint .*remove it to start without that check`));
   });
 
-  it("a write that fails is reported, leaves no staged file, and the next checkpoint tries again", async () => {
+  it("what is not a regular file there (a directory, a link, dangling or not) is a WitnessError naming it, not a stack or no check", () => {
+    const place = dir();
+    const path = join(place, "last-checkpoint");
+    mkdirSync(path);
+    expect(() => fileWitness(path).kept()).toThrow(new RegExp(`^${path}: not a regular file; it keeps the newest checkpoint`));
+    rmSync(path, { recursive: true });
+    symlinkSync(join(place, "nowhere"), path);
+    expect(() => fileWitness(path).kept()).toThrow(WitnessError);
+  });
+
+  it("a write that fails is reported once until one succeeds, leaves no staged file, and the next checkpoint tries again", async () => {
     const place = dir();
     const path = join(place, "missing", "last-checkpoint");
     const errors: unknown[] = [];
@@ -59,10 +69,12 @@ describe("fileWitness", () => {
     const checkpoint = { size: 4, root_hash: "00".repeat(32), note: "note", created_at: "" };
     witness.keep(checkpoint);
     await witness.settled();
+    witness.keep(checkpoint);
+    await witness.settled();
     expect(errors).toHaveLength(1);
     expect(existsSync(path)).toBe(false);
     // The directory now exists: the same size is written, as it never was.
-    (await import("node:fs")).mkdirSync(join(place, "missing"));
+    mkdirSync(join(place, "missing"));
     witness.keep(checkpoint);
     await witness.settled();
     expect(readFileSync(path, "utf8")).toBe("note");

@@ -5,10 +5,11 @@
 // idempotency keys the provider had acted on, so an agent could spend again what it spent.
 
 import Database from "better-sqlite3";
-import { copyFileSync, readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { copyFileSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { basename, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
+import { lastCheckpointPath } from "../../src/data-files.js";
 import { keptCheckpointOf } from "../../src/evidence/witness.js";
 import { readTreeSize } from "../../src/evidence/store.js";
 import { startServer } from "../../src/server/start.js";
@@ -79,8 +80,9 @@ describe("a database rolled back under bursar serve", () => {
       expect((await createAgent("two")).status).toBe(201);
       const db = new Database(join(data_dir, "bursar.db"));
       const stored = () => (db.prepare("SELECT size FROM log_head").get() as { size: number }).size;
-      // Once a checkpoint covers both (the process has seen them): its last entry taken out from
-      // under it, as a restore of a slightly older copy would: the next append is refused.
+      // Once a checkpoint covers both (the process has seen them): its last entry and that
+      // checkpoint taken out from under it, as a restore of a slightly older copy would: the next
+      // append is refused, the server stops, and the file's checkpoint refuses the restart.
       await waitUntil("a checkpoint of every entry kept", () => keptCheckpointOf(readFileSync(join(data_dir, "last-checkpoint"), "utf8"), "file").size === stored(), { timeout_ms: 10_000 });
       for (const trigger of db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('log_entries', 'log_head', 'log_checkpoints')").all() as { name: string }[]) db.exec(`DROP TRIGGER ${trigger.name}`);
       const size = stored();
@@ -102,5 +104,32 @@ describe("a database rolled back under bursar serve", () => {
     const restarted = await runBursar(["serve", "--port", "0"], env, undefined, 20_000);
     expect(restarted.code).toBe(2);
     expect(restarted.stderr).toMatch(/last-checkpoint keeps a signed checkpoint of \d+ entries/);
+  });
+
+  it("one data directory serving two databases keeps a checkpoint for each: neither start is refused for the other's", async () => {
+    const data_dir = join(dir(), "two-databases");
+    const configFor = (db: string) => loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_DB: join(data_dir, db), BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: "" });
+    for (const db of ["a.db", "b.db", "a.db", "b.db"]) {
+      const started = await startServer(configFor(db), { logger: false });
+      await started.bursar.operator.createAgent({ name: db });
+      await started.app.close();
+    }
+    const kept = readdirSync(data_dir).filter((name) => name.startsWith("last-checkpoint"));
+    expect(kept).toHaveLength(2);
+    expect(kept).toEqual(expect.arrayContaining([basename(lastCheckpointPath(data_dir, join(data_dir, "a.db")))]));
+  });
+
+  it("bursar export refuses to write over a kept checkpoint (a database restored from an older copy would then start)", async () => {
+    const data_dir = join(dir(), "export-over");
+    await serveAndWrite(data_dir, 1);
+    const kept = join(data_dir, "last-checkpoint");
+    const before = readFileSync(kept, "utf8");
+    for (const option of ["--checkpoint", "--out"]) {
+      const args = option === "--out" ? ["export", "--out", kept] : ["export", "--out", join(dir(), "export.jsonl"), "--checkpoint", kept];
+      const result = await runBursar(args, { BURSAR_DATA_DIR: data_dir });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(new RegExp(`${option} ${kept}: refusing to overwrite`));
+    }
+    expect(readFileSync(kept, "utf8")).toBe(before);
   });
 });
