@@ -21,7 +21,7 @@ export const data_dir_secret_files: readonly string[] = [operator_token_hash_fil
  * and neither is refused for the other's checkpoint.
  */
 export function lastCheckpointPath(data_dir: string, db: string): string {
-  if (!isPostgresUrl(db) && resolve(db) === resolve(data_dir, "bursar.db")) return join(data_dir, last_checkpoint_file_name);
   const name = isPostgresUrl(db) ? maskedDb(db) : resolve(db);
+  if (name === resolve(data_dir, "bursar.db")) return join(data_dir, last_checkpoint_file_name);
   return join(data_dir, `${last_checkpoint_file_name}-${createHash("sha256").update(name).digest("hex").slice(0, 12)}`);
 }

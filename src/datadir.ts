@@ -171,9 +171,17 @@ function readChecked(path: string, subject: string, data_dir_secret: boolean): s
   }
 }
 
+/**
+ * A new name beside `path` to write it aside before publishing it: `<name>.<pid>-<12 hex>.tmp`,
+ * which removeAbandonedStagedFiles knows, so one left by a killed writer is removed at a start.
+ */
+export function stagedPath(path: string): string {
+  return `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
+}
+
 /** Writes `contents` to a new private file beside `path` (mode 0600) and returns its path. */
 function stageSecretFile(path: string, contents: string): string {
-  const staged = `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
+  const staged = stagedPath(path);
   writeFileSync(staged, contents, { mode: 0o600, flag: "wx" });
   chmodSync(staged, 0o600);
   return staged;
@@ -205,7 +213,7 @@ function publishStagedFile(staged: string, path: string): boolean {
   }
 }
 
-/** A file stageSecretFile wrote: `<name>.<pid>-<12 hex>.tmp`. */
+/** A file stagedPath named: `<name>.<pid>-<12 hex>.tmp`. */
 const staged_file_name = /^[^/]+\.(\d+)-[0-9a-f]{12}\.tmp$/;
 
 /** Whether process `pid` runs on this host (EPERM: it does, as another user). */

@@ -4,10 +4,10 @@
 // anything, and refuses: carrying on would forget holds, spending and idempotency keys that the
 // provider may already have acted on, so an agent could spend again what it spent.
 
-import { randomBytes } from "node:crypto";
 import { lstatSync, readFileSync } from "node:fs";
 import { open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
+import { stagedPath } from "../datadir.js";
 import { NoteError, parseCheckpoint, parseNote } from "./note.js";
 import type { StoredCheckpoint } from "./store.js";
 
@@ -71,7 +71,7 @@ export function fileWitness(path: string, onError: (error: unknown) => void = ()
   let writing: Promise<void> | undefined;
 
   const write = async (checkpoint: StoredCheckpoint): Promise<void> => {
-    const staged = `${path}.${process.pid}-${randomBytes(6).toString("hex")}.tmp`;
+    const staged = stagedPath(path);
     try {
       const file = await open(staged, "wx", 0o600);
       try {

@@ -117,11 +117,12 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
     return { outcome: "duplicate", reason: "event id already processed" };
   }
   const payment = capturedPayment(parsed);
+  const reported = "payment" in parsed ? paymentView(parsed.payment) : null;
   const stale = await failedAfterCapture(tx, parsed);
   let answer: WebhookAnswer;
   if (stale) {
     answer = { outcome: "noop", reason: stale };
-    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: stale, ...detail, payment: "payment" in parsed ? paymentView(parsed.payment) : null });
+    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: stale, ...detail, payment: reported });
   } else if (payment && payment.order_id) {
     const view = { ...paymentView(payment), order_id: payment.order_id };
     let settled: SettleOutcome = await settleCapture(tx, context, view, "webhook", detail);
@@ -138,7 +139,7 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
     // A capture without an order names no reservation: recorded as such, not as "no money moved".
     const reason = parsed.type === "unsupported" ? "unsupported event" : payment ? "a captured payment with no order: no reservation to settle" : "no money moved";
     answer = { outcome: "noop", reason };
-    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: answer.reason, ...detail, payment: "payment" in parsed ? paymentView(parsed.payment) : null });
+    await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: answer.reason, ...detail, payment: reported });
   }
   await tx.run("UPDATE webhook_events SET outcome = ? WHERE event_id = ?", [answer.outcome, event_id]);
   return answer;

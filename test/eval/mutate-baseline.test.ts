@@ -2,13 +2,12 @@
 // with every guard on is refused before any mutant runs (it would otherwise "kill" every guard),
 // and a kill is a verdict that changed from that baseline.
 
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { case_schema, type EvalCase } from "../../src/eval/cases.js";
 import { BaselineFailed, mutate } from "../../src/eval/mutate.js";
-import { ensureBuilt } from "../support/build.js";
+import { builtSuiteDir } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 
 const evalCase = (json: Record<string, unknown>): EvalCase => case_schema.parse({ class: "controls", source: "this test", note: "a test case", ...json });
@@ -17,12 +16,7 @@ const wrong_label = { id: "wrong-label", call: { tool: "create_order", args: { a
 const right_label = { id: "right-label", call: { tool: "create_order", args: { amount: 5000, currency: "INR" } }, expect: { effect: "ALLOW", rule: "ALLOW" } };
 
 describe("bursar mutate's baseline", () => {
-  let dir: string;
-  beforeAll(() => {
-    ensureBuilt();
-    dir = mkdtempSync(join(tmpdir(), "bursar-mutate-baseline-"));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = builtSuiteDir("bursar-mutate-baseline-");
 
   it("a case wrong with every guard on stops the run, named, before any mutant runs", async () => {
     let runs = 0;
@@ -34,15 +28,15 @@ describe("bursar mutate's baseline", () => {
   });
 
   it("the CLI refuses it in one line naming the case, exit 1, and writes no report", async () => {
-    const cases = join(dir, "cases");
+    const cases = join(dir(), "cases");
     mkdirSync(cases);
     writeFileSync(join(cases, "a.jsonl"), `${JSON.stringify({ class: "controls", source: "this test", note: "a wrong label", ...wrong_label })}\n`);
-    const run = await runBursar(["mutate", "--cases", cases, "--out", join(dir, "out")]);
+    const run = await runBursar(["mutate", "--cases", cases, "--out", join(dir(), "out")]);
     expect(run.code).toBe(1);
     const lines = run.stderr.split("\n").filter((line) => line !== "" && !line.startsWith("mutants × cases"));
     expect(lines).toEqual([expect.stringMatching(/^bursar mutate: with every guard on, 1 case gets its label wrong .*: wrong-label$/)]);
     expect(run.stdout).not.toMatch(/guards killed/);
-    expect(existsSync(join(dir, "out", "mutation.md"))).toBe(false);
+    expect(existsSync(join(dir(), "out", "mutation.md"))).toBe(false);
   });
 
   it("a guard is killed only by a case whose verdict changed from the baseline's", async () => {

@@ -185,17 +185,4 @@ console.log("url http://127.0.0.1:" + app.server.address().port);`,
     const forced = lines.map((text) => JSON.parse(text) as Record<string, unknown>).find((line) => line.msg === "second signal, exiting now");
     expect(forced).toMatchObject({ signal: second, in_flight: 1, level: 50 });
   });
-
-  it("the same signal twice at once (coreutils timeout signals the process and its group) is one: the stop stays graceful", async () => {
-    const server = await spawnScript(join(dir(), "same-signal-twice.mjs"), slowServerScript(60_000));
-    const slow = fetch(`${server.url}/slow`);
-    await waitUntil("the slow request to reach its handler", () => server.output().includes("slow request in handler"));
-    server.child.kill("SIGTERM");
-    server.child.kill("SIGTERM");
-    await waitUntil("the shutdown to begin", () => server.output().includes("shutting down"));
-    server.child.stdin.write("go\n");
-    expect((await slow).status).toBe(200);
-    expect(await within("the process to exit after the answer", server.exited, 10_000)).toBe(0);
-    expect(server.output()).not.toContain("second signal");
-  });
 });
