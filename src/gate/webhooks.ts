@@ -29,8 +29,8 @@ function capturedPayment(parsed: Parsed): ProviderPayment | undefined {
 
 /**
  * Before anyone asks the provider: whether a delivery's order is one no reservation has yet.
- * Undefined when there is nothing to look up: a reservation has the order, or the event id was
- * processed before (`apply` records the duplicate). Otherwise `awaiting_order` says whether some
+ * Undefined when there is nothing to look up: a reservation has the order, or the delivery is a
+ * redelivery (`apply` records the duplicate). Otherwise `awaiting_order` says whether some
  * reservation could still own an order Bursar does not know by id: it holds money with no order
  * recorded (its creation timed out, or is in flight) and is not waiting for an approval (its
  * order is only sent once approved); or a check released it because the provider had no order
@@ -38,9 +38,9 @@ function capturedPayment(parsed: Parsed): ProviderPayment | undefined {
  * still have made one, whose capture elsewhere is then a conflict. Any other released
  * reservation without an order never had one: a proven refusal or an approval never granted.
  */
-async function unlinkedOrder(tx: SqlTx, context: LedgerContext, event_id: string, order_id: string): Promise<{ awaiting_order: boolean } | undefined> {
+async function unlinkedOrder(tx: SqlTx, context: LedgerContext, delivery: Delivery, order_id: string): Promise<{ awaiting_order: boolean } | undefined> {
   if (await tx.get("SELECT 1 AS one FROM reservations WHERE order_id = ?", [order_id])) return undefined;
-  if (await tx.get("SELECT 1 AS one FROM webhook_events WHERE event_id = ?", [event_id])) return undefined;
+  if (await redelivery(tx, delivery)) return undefined;
   const awaiting = await tx.get(
     `SELECT 1 AS one FROM reservations r WHERE r.order_id IS NULL AND (
        (r.status = 'held' AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.reservation_id = r.reservation_id AND a.state = 'pending'))
@@ -105,19 +105,56 @@ async function failedAfterCapture(tx: SqlTx, parsed: Parsed): Promise<string | u
   return `payment ${parsed.payment.id} is committed as captured on reservation ${reservation.reservation_id}: a failed report about it is stale (a payment failed for a late bank answer is authorized and captured after), and changes nothing`;
 }
 
-async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_sha256: string, parsed: Parsed, claimed: ClaimedBy | undefined): Promise<WebhookAnswer> {
+/** One delivery: its event id (not signed) and the hex SHA-256 of its signed bytes. */
+interface Delivery {
+  event_id: string;
+  body_sha256: string;
+}
+
+/**
+ * Whether this delivery's event id was processed before with the same bytes (or before bytes
+ * were recorded, migration 16): the provider delivering an event again. A used id with other
+ * signed bytes is not one: event ids are not signed, and such an event is settled as any other.
+ */
+async function redelivery(tx: SqlTx, delivery: Delivery): Promise<boolean> {
+  const first = await tx.get<{ body_sha256: string | null }>("SELECT body_sha256 FROM webhook_events WHERE event_id = ?", [delivery.event_id]);
+  return first !== undefined && (first.body_sha256 === null || first.body_sha256 === delivery.body_sha256);
+}
+
+async function apply(tx: SqlTx, context: LedgerContext, delivery: Delivery, parsed: Parsed, claimed: ClaimedBy | undefined): Promise<WebhookAnswer> {
+  const { event_id, body_sha256 } = delivery;
   // The delivered bytes' hash: a redelivery under a used event id with other bytes shows as such.
-  const detail = { event_id, event: parsed.type === "unsupported" ? parsed.event : parsed.type, body_sha256 };
+  const event = parsed.type === "unsupported" ? parsed.event : parsed.type;
+  const detail: Record<string, unknown> = { event_id, event, body_sha256 };
+  const reported = "payment" in parsed ? paymentView(parsed.payment) : null;
   const inserted = await tx.run(
-    "INSERT INTO webhook_events (event_id, event, payment_id, outcome, received_at_ms) VALUES (?, ?, ?, 'pending', ?) ON CONFLICT (event_id) DO NOTHING",
-    [event_id, detail.event, "payment" in parsed ? parsed.payment.id : null, context.clock().getTime()],
+    "INSERT INTO webhook_events (event_id, event, payment_id, outcome, received_at_ms, body_sha256) VALUES (?, ?, ?, 'pending', ?, ?) ON CONFLICT (event_id) DO NOTHING",
+    [event_id, event, "payment" in parsed ? parsed.payment.id : null, context.clock().getTime(), body_sha256],
   );
   if (inserted.changes === 0) {
-    await record(tx, context, "gate.settlement", { action: "webhook.duplicate", ...detail });
-    return { outcome: "duplicate", reason: "event id already processed" };
+    if (await redelivery(tx, delivery)) {
+      await record(tx, context, "gate.settlement", { action: "webhook.duplicate", ...detail, payment: reported });
+      return { outcome: "duplicate", reason: "event id already processed" };
+    }
+    // Other signed bytes under a used id: settled (idempotently, on the signed payment id), not
+    // dropped with the capture it may carry. The id's row stays the first delivery's.
+    return settle(tx, context, { ...detail, event_id_reused: true }, parsed, claimed, reported);
   }
+  const answer = await settle(tx, context, detail, parsed, claimed, reported);
+  await tx.run("UPDATE webhook_events SET outcome = ? WHERE event_id = ?", [answer.outcome, event_id]);
+  return answer;
+}
+
+/** What one event changes, and its entry: a settlement, a stale failure, or an audited no-op. */
+async function settle(
+  tx: SqlTx,
+  context: LedgerContext,
+  detail: Record<string, unknown>,
+  parsed: Parsed,
+  claimed: ClaimedBy | undefined,
+  reported: ReturnType<typeof paymentView> | null,
+): Promise<WebhookAnswer> {
   const payment = capturedPayment(parsed);
-  const reported = "payment" in parsed ? paymentView(parsed.payment) : null;
   const stale = await failedAfterCapture(tx, parsed);
   let answer: WebhookAnswer;
   if (stale) {
@@ -141,14 +178,13 @@ async function apply(tx: SqlTx, context: LedgerContext, event_id: string, body_s
     answer = { outcome: "noop", reason };
     await record(tx, context, "gate.settlement", { action: "webhook.noop", reason: answer.reason, ...detail, payment: reported });
   }
-  await tx.run("UPDATE webhook_events SET outcome = ? WHERE event_id = ?", [answer.outcome, event_id]);
   return answer;
 }
 
 /** Before a new event about an order no reservation names yet: finds the order's receipt and
  *  links it (503, so the provider delivers again, when the provider's answer is unknown). */
-async function linkUnlinkedOrder(context: WebhookContext, event_id: string, parsed: Parsed, order_id: string): Promise<ClaimedBy | undefined> {
-  const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, context.ledger.context, event_id, order_id));
+async function linkUnlinkedOrder(context: WebhookContext, delivery: Delivery, parsed: Parsed, order_id: string): Promise<ClaimedBy | undefined> {
+  const unlinked = await context.ledger.driver.read((tx) => unlinkedOrder(tx, context.ledger.context, delivery, order_id));
   if (!unlinked) return undefined;
   const found = await orderOf(context, parsed, order_id, unlinked.awaiting_order);
   if (found.kind === "unknown") {
@@ -188,10 +224,10 @@ async function settleWebhook(
     throw new HttpError(400, "malformed_event", `order.paid names order ${parsed.order.id}, but its payment is on order ${parsed.payment.order_id ?? "(none)"}`);
   }
   // The atomic dedupe is apply's INSERT; reading first spares a redelivery any provider call.
+  const delivery: Delivery = { event_id, body_sha256: sha256Hex(raw_body) };
   const order_id = "payment" in parsed ? parsed.payment.order_id : null;
-  const claimed = order_id !== null ? await linkUnlinkedOrder(context, event_id, parsed, order_id) : undefined;
-  const body_sha256 = sha256Hex(raw_body);
-  const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, event_id, body_sha256, parsed, claimed));
+  const claimed = order_id !== null ? await linkUnlinkedOrder(context, delivery, parsed, order_id) : undefined;
+  const answer = await context.ledger.transaction((tx, ledger_context) => apply(tx, ledger_context, delivery, parsed, claimed));
   context.observer?.webhook(answer.outcome);
   return answer;
 }

@@ -62,7 +62,14 @@ async function refuseGrant(tx: SqlTx, context: LedgerContext, approval: Approval
     approval.approval_id,
   ]);
   if (reservation) await releaseHold(tx, context, reservation, `approval re-check failed: ${reason}`);
-  await record(tx, context, "gate.operator", { action: "approval.recheck_failed", approval_id: approval.approval_id, reason });
+  await record(tx, context, "gate.operator", {
+    action: "approval.recheck_failed",
+    approval_id: approval.approval_id,
+    reservation_id: approval.reservation_id,
+    block_id: approval.block_id,
+    rule,
+    reason,
+  });
 }
 
 async function agentDisabled(tx: SqlTx, agent_id: string): Promise<boolean> {
@@ -107,7 +114,7 @@ export async function beginApproval(
     [now_ms, approval_id],
   );
   if (moved.changes !== 1) throw new HttpError(409, "approval_decided", `approval ${approval_id} was decided concurrently`);
-  await record(tx, context, "gate.operator", { action: "approval.approve", approval_id, reservation_id: approval.reservation_id });
+  await record(tx, context, "gate.operator", { action: "approval.approve", approval_id, reservation_id: approval.reservation_id, block_id: approval.block_id });
   return { approval: { ...approval, state: "forwarding" }, reservation: reservation as ReservationRow, args: JSON.parse(approval.args_json) };
 }
 
@@ -117,8 +124,9 @@ export async function denyApproval(tx: SqlTx, context: LedgerContext, approval_i
 }
 
 /** Denies a pending approval the caller loaded under its block's lock, and releases its hold;
- *  answers it as the operator's list shows it. */
-export async function denyPending(tx: SqlTx, context: LedgerContext, approval: ApprovalRow): Promise<ApprovalView> {
+ *  answers it as the operator's list shows it. `by` says what denied it: the operator's deny, or
+ *  the revoke of its block (its entry says so, else it reads as a person's deny). */
+export async function denyPending(tx: SqlTx, context: LedgerContext, approval: ApprovalRow, by: "operator" | "block.revoke" = "operator"): Promise<ApprovalView> {
   const now_ms = context.clock().getTime();
   await tx.run("UPDATE approvals SET state = 'denied', decided_at_ms = ? WHERE approval_id = ? AND state = 'pending'", [
     now_ms,
@@ -126,8 +134,8 @@ export async function denyPending(tx: SqlTx, context: LedgerContext, approval: A
   ]);
   // The reservation is the approval's by foreign key.
   const reservation = (await getReservation(tx, approval.reservation_id)) as ReservationRow;
-  await releaseHold(tx, context, reservation, "approval denied");
-  await record(tx, context, "gate.operator", { action: "approval.deny", approval_id: approval.approval_id, reservation_id: approval.reservation_id });
+  await releaseHold(tx, context, reservation, by === "operator" ? "approval denied" : "approval denied: the block was revoked");
+  await record(tx, context, "gate.operator", { action: "approval.deny", approval_id: approval.approval_id, reservation_id: approval.reservation_id, block_id: approval.block_id, by });
   return { ...approval, state: "denied", decided_at_ms: now_ms, amount: reservation.amount, currency: reservation.currency };
 }
 

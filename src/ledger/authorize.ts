@@ -438,6 +438,9 @@ export function decisionEntry(decided: Decided): Record<string, unknown> {
     payment: input.payment ?? null,
   };
   if (verdict.replay && decided.approval) entry.approval_state = decided.approval.state;
+  // The HOLD's approval expires at this time, as its answer tells the agent: an auditor can check
+  // an approve came before it and an approval.expire after it.
+  else if (decided.approval) entry.approval_expires_at = new Date(decided.approval.expires_at_ms).toISOString();
   const tool = recordedValue(input.tool, decision_tool_bytes_max);
   if ("omitted" in tool) Object.assign(entry, { tool: null, tool_omitted: tool.omitted });
   // A replay answers a call already recorded under its key, and, like a refusal, nothing bounds

@@ -275,7 +275,7 @@ export class Ledger {
         // The rest are denied as they are, even one whose lifetime ran out since: the block's lock
         // is held, and denying releases its hold just as expiring would.
         const pending = await tx.all<ApprovalRow>("SELECT * FROM approvals WHERE block_id = ? AND state = 'pending'", [block_id]);
-        for (const approval of pending) await denyPending(tx, this.context, approval);
+        for (const approval of pending) await denyPending(tx, this.context, approval, "block.revoke");
         await record(tx, this.context, "gate.operator", { action: "block.revoke", block_id, denied_approvals: pending.length });
       }
       return blockView((await lockBlock(tx, block_id)) as BlockRow);

@@ -56,6 +56,13 @@ async function entryOf(structured: unknown): Promise<Record<string, unknown>> {
   return stored!.entry.body as Record<string, unknown>;
 }
 
+/** The bodies of the log's entries with `action` about `approval_id` (or its reservation). */
+async function entriesAbout(action: string, field: "approval_id" | "reservation_id", id: string): Promise<Array<Record<string, unknown>>> {
+  const log = server.started.bursar.log;
+  const stored = await log.entries(0, await log.treeSize());
+  return stored.map((one) => one.entry.body as Record<string, unknown>).filter((body) => body.action === action && body[field] === id);
+}
+
 /** Approve is refused by its re-check (409, `reason`): no order reaches the provider, and the
  *  approval reads denied with that reason, to the agent and in the operator's list. */
 async function expectRecheckRefused(client: McpClient, approval_id: string, reason: string): Promise<void> {
@@ -82,6 +89,8 @@ describe("approvals", () => {
     expect(expires_in_ms).toBeLessThanOrEqual(15 * 60_000);
     expect(await block(agent.block_id)).toMatchObject({ held: 15_000 });
     const approval_id = structured.approval_id as string;
+    // The HOLD's entry says when its approval expires, as the agent was told.
+    expect(await entryOf(structured)).toMatchObject({ verdict: { effect: "HOLD" }, approval_id, approval_expires_at: structured.approval_expires_at });
     const pending = await server.api<{ approvals: Array<{ approval_id: string }> }>("GET", "/api/v1/approvals?state=pending");
     expect(pending.body.approvals.map((row) => row.approval_id)).toContain(approval_id);
 
@@ -91,6 +100,9 @@ describe("approvals", () => {
     ]);
     expect([first.status, second.status].sort()).toEqual([200, 409]);
     expect(server.started.simulator!.state.orders().filter((order) => order.amount === 15_000)).toHaveLength(1);
+    expect(await entriesAbout("approval.approve", "approval_id", approval_id)).toEqual([
+      { action: "approval.approve", approval_id, reservation_id: (await entryOf(structured)).reservation_id, block_id: agent.block_id },
+    ]);
 
     const state = await client.callTool({ name: "get_approval", arguments: { approval_id } });
     expect(state.structuredContent).toMatchObject({ approval_id, state: "approved", result: { order: { amount: 15_000 } } });
@@ -109,6 +121,9 @@ describe("approvals", () => {
     expect(await entryOf(waiting)).toMatchObject({ approval_id, approval_state: "pending" });
     expect((await server.api("POST", `/api/v1/approvals/${approval_id}/deny`)).status).toBe(200);
     expect(await block(agent.block_id)).toMatchObject({ held: 0 });
+    expect(await entriesAbout("approval.deny", "approval_id", approval_id)).toEqual([
+      { action: "approval.deny", approval_id, reservation_id: (await entryOf(structured)).reservation_id, block_id: agent.block_id, by: "operator" },
+    ]);
     expect((await client.callTool({ name: "get_approval", arguments: { approval_id } })).structuredContent).toMatchObject({ state: "denied" });
     const denied = (await client.callTool({ name: "create_order", arguments: args })).structuredContent;
     expect(denied).toMatchObject({ effect: "BLOCK", rule: "HOLD", approval_state: "denied" });
@@ -124,6 +139,12 @@ describe("approvals", () => {
     expect(approve.status).toBe(409);
     expect(await block(agent.block_id)).toMatchObject({ held: 0, revoked: true });
     expect((await client.callTool({ name: "get_approval", arguments: { approval_id } })).structuredContent).toMatchObject({ state: "denied" });
+    // The log says the revoke denied it, not a person.
+    const reservation_id = (await entryOf(structured)).reservation_id as string;
+    expect(await entriesAbout("approval.deny", "approval_id", approval_id)).toEqual([
+      { action: "approval.deny", approval_id, reservation_id, block_id: agent.block_id, by: "block.revoke" },
+    ]);
+    expect(await entriesAbout("release", "reservation_id", reservation_id)).toMatchObject([{ reason: "approval denied: the block was revoked" }]);
   });
 
   it("approval re-checks the agent: a disabled agent's approval cannot be approved, and its hold is released", async () => {
@@ -135,6 +156,9 @@ describe("approvals", () => {
     expect(approve.status).toBe(409);
     expect(approve.body.error).toMatchObject({ code: "approval_recheck_failed", message: "the agent is disabled" });
     expect(server.started.simulator!.state.orders()).toHaveLength(orders);
+    expect(await entriesAbout("approval.recheck_failed", "approval_id", approval_id)).toEqual([
+      { action: "approval.recheck_failed", approval_id, reservation_id: (await entryOf(structured)).reservation_id, block_id: agent.block_id, rule: "CALLER", reason: "the agent is disabled" },
+    ]);
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
     const denied = await server.api<{ approvals: Array<{ approval_id: string }> }>("GET", "/api/v1/approvals?state=denied");
     expect(denied.body.approvals.map((row) => row.approval_id)).toContain(approval_id);

@@ -193,15 +193,38 @@ describe("POST /webhooks/razorpay", () => {
     expect(await send(event, "evt_dup_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
     expect(await log_size()).toBe(before + 1);
     expect(await block(agent.block_id)).toMatchObject({ spent: 10_000 });
-    // The same event id with other bytes (signed alike): still a duplicate, and its entry says the bytes differ.
+    // The same event id with other bytes (signed alike) is no redelivery: settled as any event,
+    // here the same payment again, a no-op; its entry says the id was reused.
     const other = { ...event, created_at: 1_790_000_001 };
-    expect(await send(other, "evt_dup_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
+    expect(await send(other, "evt_dup_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
     const bodies = (await server.started.bursar.log.entries(applied_at, await log_size())).map((stored) => stored.entry.body as Record<string, unknown>);
-    expect(bodies.map(({ action, event_id, body_sha256 }) => ({ action, event_id, body_sha256 }))).toEqual([
-      { action: "commit", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(event)) },
-      { action: "webhook.duplicate", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(event)) },
-      { action: "webhook.duplicate", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(other)) },
+    expect(bodies.map(({ action, event_id, body_sha256, event_id_reused }) => ({ action, event_id, body_sha256, event_id_reused }))).toEqual([
+      { action: "commit", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(event)), event_id_reused: undefined },
+      { action: "webhook.duplicate", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(event)), event_id_reused: undefined },
+      { action: "webhook.noop", event_id: "evt_dup_1", body_sha256: sha256Hex(JSON.stringify(other)), event_id_reused: true },
     ]);
+    // The duplicate's entry names the payment it was about.
+    expect(bodies[1]).toMatchObject({ payment: { id: "pay_Dup1", order_id, amount: 10_000, currency: "INR", status: "captured" } });
+  });
+
+  it("a capture under a used event id with other signed bytes settles its reservation (event ids are not signed), and its redelivery is a duplicate", async () => {
+    const first = await heldOrder(10_000);
+    const { agent, order_id } = await heldOrder(7_000);
+    const authorized = paymentEvent("payment.authorized", { id: "pay_Reuse0", order_id: first.order_id, amount: 10_000, currency: "INR", status: "authorized" });
+    expect(await send(authorized, "evt_reused_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    // A capture of the second order, delivered (or replayed) under the first event's id.
+    const captured = paymentEvent("payment.captured", { id: "pay_Reuse1", order_id, amount: 7_000, currency: "INR", status: "captured" });
+    const before = await log_size();
+    expect(await send(captured, "evt_reused_1")).toMatchObject({ status: 200, body: { outcome: "applied" } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 7_000 });
+    const [entry] = await server.started.bursar.log.entries(before, before + 1);
+    expect(entry!.entry.body).toMatchObject({ action: "commit", event_id: "evt_reused_1", event_id_reused: true, body_sha256: sha256Hex(JSON.stringify(captured)) });
+    // Delivered again with the same bytes: now a duplicate; the id's row is still the first event's.
+    expect(await send(captured, "evt_reused_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
+    expect(await send(authorized, "evt_reused_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
+    expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 7_000 });
+    expect(await webhook_events_with_id("evt_reused_1")).toEqual([{ event_id: "evt_reused_1", payment_id: "pay_Reuse0", outcome: "noop" }]);
   });
 
   it("an unsupported event → 200 audited no-op", async () => {

@@ -16,8 +16,9 @@ import { migration as observer_runs } from "./012_observer_runs.js";
 import { migration as conflict_reports } from "./013_conflict_reports.js";
 import { migration as order_made_by } from "./014_order_made_by.js";
 import { migration as held_simulator_orders } from "./015_held_simulator_orders.js";
+import { migration as webhook_body_hash } from "./016_webhook_body_hash.js";
 
-export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable, approval_order, velocity_ordinal, rotation_replays, observer_runs, conflict_reports, order_made_by, held_simulator_orders]);
+export const migrations: readonly Migration[] = Object.freeze([ledger, evidence, access, sources, unreconciled, log_head_per_statement, partial_indexes, agent_disable, approval_order, velocity_ordinal, rotation_replays, observer_runs, conflict_reports, order_made_by, held_simulator_orders, webhook_body_hash]);
 
 /** The newest schema version this code knows. */
 export const schema_version_latest: number = Math.max(...migrations.map((migration) => migration.version));
