@@ -62,15 +62,27 @@ export function isMissingModule(error: unknown, url: URL): boolean {
   return (error as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND" && String((error as Error).message).startsWith(`Cannot find module '${fileURLToPath(url)}'`);
 }
 
+/** A usage error of bursar itself (no command, or what a top-level word cannot take): exit 2. */
+function refuse(io: CliIo, message: string): number {
+  io.stderr.write(`bursar: ${message}\n\n${usage()}\n`);
+  return 2;
+}
+
 export async function main(argv: string[], io: CliIo): Promise<number> {
-  // `bursar help serve` is `bursar serve --help`.
-  if (argv[0] === "help" && argv.length === 2) return main([argv[1] as string, "--help"], io);
   const [name, ...rest] = argv;
-  if (!name || name === "--help" || name === "-h" || name === "help") {
+  // `bursar help serve` is `bursar serve --help`.
+  if (name === "help" && rest.length > 0) {
+    if (rest.length > 1) return refuse(io, `help takes one command name, not ${rest.length} words`);
+    return main([rest[0] as string, "--help"], io);
+  }
+  // Asked for nothing: the list, as an error on stderr (a script that forgot its command sees why).
+  if (!name) return refuse(io, "no command given");
+  if (name === "--help" || name === "-h" || name === "help") {
     io.stdout.write(`${usage()}\n`);
-    return name ? 0 : 2;
+    return 0;
   }
   if (name === "--version") {
+    if (rest.length > 0) return refuse(io, `--version takes no arguments (given ${JSON.stringify(rest[0])})`);
     io.stdout.write(`bursar ${version}\n`);
     return 0;
   }
@@ -79,7 +91,9 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr.write(`bursar: unknown or unavailable command '${name}'\n\n${usage()}\n`);
     return 2;
   }
-  if (rest.includes("--help") || rest.includes("-h")) {
+  // Only options ask for help: after `--` every word is an argument (a file named --help, say).
+  const options = rest.includes("--") ? rest.slice(0, rest.indexOf("--")) : rest;
+  if (options.includes("--help") || options.includes("-h")) {
     io.stdout.write(`${command.help.trim()}\n`);
     return 0;
   }

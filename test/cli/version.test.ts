@@ -3,7 +3,7 @@
 // help; the commands a start suggests to fix a data directory's modes paste into a shell as one
 // word per path, however the path is spelled.
 
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -42,6 +42,37 @@ describe("bursar help COMMAND", () => {
     const asked = execFileSync(process.execPath, [bursar_bin, "help", "serve"], { encoding: "utf8" });
     expect(asked).toBe(execFileSync(process.execPath, [bursar_bin, "serve", "--help"], { encoding: "utf8" }));
     expect(asked).toMatch(/^usage: bursar serve/);
+  });
+});
+
+describe("bursar's own arguments", () => {
+  function run() {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let out = "";
+    let err = "";
+    stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    stderr.on("data", (chunk: Buffer) => (err += chunk.toString()));
+    return { io: { stdout, stderr, env: {}, interactive: false, stderr_interactive: false }, out: () => out, err: () => err };
+  }
+
+  it.each([
+    [[], "bursar: no command given"],
+    [["help", "serve", "agent"], "bursar: help takes one command name, not 2 words"],
+    [["--version", "extra"], 'bursar: --version takes no arguments (given "extra")'],
+  ])("%j is a usage error on stderr, exit 2, with the list of commands", async (argv, message) => {
+    const asked = run();
+    expect(await main(argv, asked.io)).toBe(2);
+    expect(asked.out()).toBe("");
+    expect(asked.err()).toMatch(new RegExp(`^${message.replace(/[()]/g, "\\$&")}\n\nusage: bursar <command>`));
+  });
+
+  it("takes --help after -- as an argument, not a request for help", () => {
+    ensureBuilt();
+    const asked = spawnSync(process.execPath, [bursar_bin, "verify", "--", "--help"], { encoding: "utf8" });
+    expect(asked.status).toBe(2);
+    expect(asked.stdout).toBe("");
+    expect(asked.stderr).toMatch(/^bursar verify: /);
   });
 });
 
