@@ -188,7 +188,7 @@ async function reject(
   moved_amount = payment.amount,
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
-  await lockBlock(tx, reservation.block_id);
+  const block = (await lockBlock(tx, reservation.block_id)) as BlockRow;
   const counted = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms, moved_amount) : undefined;
   const unreconciled = typeof counted === "number" ? counted : 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
@@ -197,7 +197,8 @@ async function reject(
   // conflict that moved no money (here: one counted elsewhere moved none this block counts).
   const already_counted = counted === "counted_before";
   const already_reported = (!money_moved || counted === "elsewhere") && !(await noteConflict(tx, reservation, payment, reason, now_ms));
-  if (!already_counted && !already_reported) await freezeBlock(tx, reservation.block_id, reason, now_ms);
+  const freezes = !already_counted && !already_reported;
+  if (freezes) await freezeBlock(tx, reservation.block_id, reason, now_ms);
   const evidence = await record(tx, context, "gate.settlement", {
     action: "reject",
     via,
@@ -205,6 +206,9 @@ async function reject(
     block_id: reservation.block_id,
     payment,
     unreconciled,
+    // Whether this reject froze the block: false when it did not freeze it (a report counted or
+    // noted before) or the block was frozen already (its earlier reason kept).
+    froze: freezes && block.frozen_at_ms === null,
     ...(already_counted ? { already_counted: true } : {}),
     ...(already_reported ? { already_reported: true } : {}),
     reason,

@@ -477,19 +477,26 @@ describe("POST /webhooks/razorpay", () => {
     expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "applied" });
     // Less than settled: a contradiction that moved no money beyond the spend.
     const contradiction = paymentEvent("payment.captured", { ...settled, amount: 3_000 });
+    const log = server.started.bursar.log;
+    const last = async () => (await log.entries((await log_size()) - 1, await log_size()))[0]!.entry.body;
     expect((await send(contradiction)).body).toMatchObject({ outcome: "rejected" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true });
+    // Each reject's entry says whether it froze the block: an auditor rebuilds `frozen` from the log.
+    expect(await last()).toMatchObject({ action: "reject", froze: true });
+    // Another contradiction while frozen: recorded, the block stays frozen for the first reason.
+    expect((await send(paymentEvent("payment.captured", { ...settled, amount: 2_000 }))).body).toMatchObject({ outcome: "rejected" });
+    expect(await last()).toMatchObject({ action: "reject", froze: false });
     expect((await server.api("POST", `/api/v1/blocks/${agent.block_id}/unfreeze`)).body).toMatchObject({ frozen: false });
     // The same report again (its order.paid twin, or a redelivery under a new event id): it froze the block again.
     const before = await log_size();
     expect((await send(contradiction)).body).toMatchObject({ outcome: "rejected" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: false, spent: 5_000, unreconciled: 0 });
-    const log = server.started.bursar.log;
     const [again] = await log.entries(before, before + 1);
-    expect(again!.entry.body).toMatchObject({ action: "reject", already_reported: true });
+    expect(again!.entry.body).toMatchObject({ action: "reject", already_reported: true, froze: false });
     // A contradiction not reported before still freezes it.
     expect((await send(paymentEvent("payment.captured", { ...settled, currency: "USD" }))).body).toMatchObject({ outcome: "rejected" });
     expect(await block(agent.block_id)).toMatchObject({ frozen: true });
+    expect(await last()).toMatchObject({ action: "reject", froze: true });
   });
 
   it("a payment conflict: a second payment captured on one reservation freezes the block, once per payment", async () => {
