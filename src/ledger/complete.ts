@@ -161,6 +161,7 @@ export async function completeOrder(
   const evidence = await record(tx, context, "gate.settlement", {
     action: taken ? "order.taken" : result.provider === "late_order" ? "order.after_release" : `order.${outcome.kind}`,
     agent_id: call.agent_id,
+    block_id: locked.block.block_id,
     approval_id: call.approval_id ?? null,
     ...result,
     ...(taken && answered.kind === "ok" ? { answered: answered.value, taken_by: taken.owner, taken_reason: taken.reason } : {}),
@@ -193,7 +194,7 @@ export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_
     // Not named (another reservation has it): the answer is recorded, and the reservation, still
     // without a known order, goes to the inbox saying why.
     await markUnknown(tx, context, reservation, taken.reason);
-    await record(tx, context, "gate.settlement", { action: "order.taken", reservation_id, order_id: order.id, taken_by: taken.owner, reason: taken.reason, answered: order });
+    await record(tx, context, "gate.settlement", { action: "order.taken", reservation_id, block_id: reservation.block_id, order_id: order.id, taken_by: taken.owner, reason: taken.reason, answered: order });
     return false;
   }
   const linked = await tx.run(`${name_order_sql} WHERE reservation_id = ? AND order_id IS NULL`, [order.id, context.clock().getTime(), context.order_made_by ?? null, reservation_id]);
@@ -204,7 +205,7 @@ export async function orderFound(tx: SqlTx, context: LedgerContext, reservation_
   await completeKeys(tx, reservation_id, "create_order", result);
   const approval = await approvalByReservation(tx, reservation_id);
   if (approval) await finishApproval(tx, approval.approval_id, result);
-  await record(tx, context, "gate.settlement", { action: "order.linked", reservation_id, order_id: order.id });
+  await record(tx, context, "gate.settlement", { action: "order.linked", reservation_id, block_id: reservation.block_id, order_id: order.id });
   return true;
 }
 
@@ -348,7 +349,15 @@ export async function abandonCapture(
   // This call's own row only, as for a refused order (storeOutcome).
   await dropIdempotency(tx, call.agent_id, call.key, call.reservation_id);
   const action = payment.refused ? "capture.refused" : "capture.unanswered";
-  await record(tx, context, "gate.settlement", { action, reservation_id: reservation.reservation_id, reason, payment_unbound: unbind, ...(may_land ? { outcome_unknown: true } : {}) });
+  await record(tx, context, "gate.settlement", {
+    action,
+    reservation_id: reservation.reservation_id,
+    block_id: reservation.block_id,
+    payment_id: payment.payment_id,
+    reason,
+    payment_unbound: unbind,
+    ...(may_land ? { outcome_unknown: true } : {}),
+  });
   return { kind: "abandoned" };
 }
 

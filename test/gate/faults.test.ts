@@ -98,8 +98,12 @@ describe("provider faults", () => {
     // Not "refused by the provider", nor "nothing was charged" for good: a 5xx capture may still land.
     expect((failed.content as Array<{ text: string }>)[0]?.text).toMatch(/^NOT CAPTURED: the capture got no definite answer \(HTTP 5\d\d.*may still land/);
     expect(await block(agent.block_id)).toMatchObject({ held: 9_000, spent: 0 });
-    // The evidence says the same: no answer, not a refusal.
+    // The evidence says the same: no answer, not a refusal; its entry names the block and payment.
     expect(await abandonedCaptures(agent.agent_id)).toEqual(["capture.unanswered"]);
+    const log = server.started.bursar.log;
+    const entries = await log.entries(0, await log.treeSize());
+    const unanswered = entries.find(({ entry }) => entry.body.action === "capture.unanswered" && entry.body.payment_id === payment_id);
+    expect(unanswered?.entry.body).toMatchObject({ block_id: agent.block_id, payment_id });
     const retried = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 9_000, currency: "INR" } });
     expect(retried.structuredContent).toMatchObject({ effect: "ALLOW", payment: { status: "captured" } });
   });

@@ -58,7 +58,7 @@ describe("a full purchase over HTTP", () => {
     const reservation_id = structured.reservation_id as string;
     const step = (kind: string, body: Record<string, unknown>) => expect.objectContaining({ kind, body: expect.objectContaining(body) });
     expect(entries).toContainEqual(step("gate.decision", { tool: "create_order", reservation_id, verdict: expect.objectContaining({ effect: "ALLOW" }) }));
-    expect(entries).toContainEqual(step("gate.settlement", { action: "order.ok", reservation_id, order: expect.objectContaining({ id: order.id, amount: 25_000 }) }));
+    expect(entries).toContainEqual(step("gate.settlement", { action: "order.ok", reservation_id, block_id: agent.block_id, order: expect.objectContaining({ id: order.id, amount: 25_000 }) }));
     expect(entries).toContainEqual(step("gate.decision", { tool: "capture_payment", args: expect.objectContaining({ payment_id }), verdict: expect.objectContaining({ effect: "ALLOW" }) }));
     expect(entries).toContainEqual(
       step("gate.settlement", { action: "commit", via: "capture", reservation_id, payment: expect.objectContaining({ id: payment_id, status: "captured", amount: 25_000 }) }),

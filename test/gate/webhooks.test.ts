@@ -302,9 +302,12 @@ describe("POST /webhooks/razorpay", () => {
   it("an order whose creation timed out: a captured webhook for it links the reservation and settles it", async () => {
     const { agent, order_id, reservation_id } = await timedOutOrder(10_000);
     const event = paymentEvent("payment.captured", { id: "pay_Timed1", order_id, amount: 10_000, currency: "INR", status: "captured" });
+    const before = await log_size();
     expect((await send(event)).body).toMatchObject({ outcome: "applied" });
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 10_000 });
     expect(await server.started.bursar.ledger.reservation(reservation_id)).toMatchObject({ order_id, status: "committed" });
+    const [linked] = await server.started.bursar.log.entries(before, before + 1);
+    expect(linked!.entry.body).toEqual({ action: "order.linked", reservation_id, block_id: agent.block_id, order_id });
   });
 
   it("the provider's answer about an unknown order is unknown while one awaits its order → 503; the event id is not spent and the retry settles", async () => {
