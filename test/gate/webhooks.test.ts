@@ -208,7 +208,7 @@ describe("POST /webhooks/razorpay", () => {
     expect(bodies[1]).toMatchObject({ payment: { id: "pay_Dup1", order_id, amount: 10_000, currency: "INR", status: "captured" } });
   });
 
-  it("a capture under a used event id with other signed bytes settles its reservation (event ids are not signed), and its redelivery is a duplicate", async () => {
+  it("a capture under a used event id with other signed bytes settles its reservation (event ids are not signed); only the first bytes again are a duplicate", async () => {
     const first = await heldOrder(10_000);
     const { agent, order_id } = await heldOrder(7_000);
     const authorized = paymentEvent("payment.authorized", { id: "pay_Reuse0", order_id: first.order_id, amount: 10_000, currency: "INR", status: "authorized" });
@@ -220,7 +220,8 @@ describe("POST /webhooks/razorpay", () => {
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 7_000 });
     const [entry] = await server.started.bursar.log.entries(before, before + 1);
     expect(entry!.entry.body).toMatchObject({ action: "commit", event_id: "evt_reused_1", event_id_reused: true, body_sha256: sha256Hex(JSON.stringify(captured)) });
-    // Delivered again with the same bytes: now a duplicate; the id's row is still the first event's.
+    // The capture's bytes again are settled again (a no-op now), not a duplicate: the id's row
+    // keeps the first event's bytes, and only those again are a duplicate.
     expect(await send(captured, "evt_reused_1")).toMatchObject({ status: 200, body: { outcome: "noop" } });
     expect(await send(authorized, "evt_reused_1")).toMatchObject({ status: 200, body: { outcome: "duplicate" } });
     expect(await block(agent.block_id)).toMatchObject({ held: 0, spent: 7_000 });
