@@ -17,7 +17,7 @@ export const commands: ReadonlyArray<{ name: string; summary: string }> = [
   { name: "key", summary: "print the evidence log's public verifier key" },
   { name: "migrate", summary: "apply database migrations and exit" },
   { name: "send-decisions", summary: "sign and post a .jsonl file of decision records to a source" },
-  { name: "export", summary: "export the evidence log as JSONL (with checkpoints and receipts)" },
+  { name: "export", summary: "the evidence log as JSONL with receipts and checkpoints (--from URL: read from a server)" },
   { name: "verify", summary: "verify an exported log offline against a checkpoint and verifier key" },
   { name: "eval", summary: "run the labelled adversarial cases and write ./eval/report.md" },
   { name: "mutate", summary: "remove each guard in turn and show which cases catch it" },

@@ -21,8 +21,8 @@ const table = [
   {
     name: "export",
     module: export_log,
-    options: ["out", "checkpoint"],
-    env: ["BURSAR_DB", "BURSAR_PG_PREPARED_STATEMENTS", "BURSAR_DATA_DIR", "BURSAR_SIGNING_KEY", "BURSAR_LOG_ORIGIN"],
+    options: Object.keys(export_log.export_options),
+    env: ["BURSAR_DB", "BURSAR_PG_PREPARED_STATEMENTS", "BURSAR_DATA_DIR", "BURSAR_SIGNING_KEY", "BURSAR_LOG_ORIGIN", "BURSAR_AUDITOR_TOKEN", "BURSAR_ADMIN_TOKEN"],
   },
   { name: "bench", module: bench, options: [], env: ["BENCH_SECONDS", ...bench.bench_names] },
 ];

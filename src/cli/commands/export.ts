@@ -6,19 +6,21 @@ import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, writeF
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
 import { databaseError, isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
-import { exportLog } from "../../evidence/export.js";
+import { exportLog, type ExportSummary } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
 import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
 import { notRegularFile } from "../../file-kind.js";
 import { openDriver } from "../../index.js";
-import { CommandError, parseStrict, println, usingPath, UsageError, type CliIo } from "../command.js";
+import { baseUrl, bearerToken, CommandError, parseStrict, println, usingPath, UsageError, type CliIo } from "../command.js";
+import { exportRemote, remoteCheckpoint, type RemoteLog } from "../remote-export.js";
 import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
 import { storedGenesisIn } from "../stored-log.js";
 
 export const help = `
 usage: bursar export --out FILE [--checkpoint FILE]
+       bursar export --from URL --out FILE [--checkpoint FILE] [--token TOKEN]
 
 Writes the whole evidence log as JSONL to --out: a header line, then each entry's exact
 canonical bytes, each followed by its signed receipt, with every stored signed checkpoint
@@ -26,10 +28,20 @@ placed after the entry that completes it. Before exporting, a checkpoint is sign
 current tree (when the signing key is available), so the export ends on a signed root;
 without the key, the export stops at the latest stored checkpoint.
 
+With --from, the log is read from a running server's log routes instead of the database (for
+an auditor who has a token but no database): every entry up to the server's latest signed
+checkpoint, with its receipt, and that checkpoint after the last; each entry's bytes are
+checked against the leaf hash the server sent (a mismatch stops it, exit 2). Progress goes to
+stderr. Verify it as any export, with the key you hold for that server.
+
 options:
   --out FILE          where to write the JSONL export (required; overwritten)
   --checkpoint FILE   also write the final signed checkpoint (note text) here; verify with
                       bursar verify FILE --checkpoint CP --key "$(bursar key)"
+  --from URL          the server's base URL, e.g. http://127.0.0.1:8787 (no credentials,
+                      query or fragment, refused without being shown)
+  --token TOKEN       with --from: the token that reads the log (default: BURSAR_AUDITOR_TOKEN,
+                      else BURSAR_ADMIN_TOKEN); visible in the process list, prefer a variable
 
 Neither may be a file Bursar owns (exit 2 before anything is written): the database and its
 -wal/-shm/-journal files, the data directory's signing-key.pem, master-key, webhook-secret
@@ -50,6 +62,8 @@ Environment:
   BURSAR_DATA_DIR      data directory (default ./.bursar)
   BURSAR_SIGNING_KEY   Ed25519 private key PEM (default $BURSAR_DATA_DIR/signing-key.pem; never generated here)
   BURSAR_LOG_ORIGIN    log origin (default bursar.local/log); must match the log's
+  BURSAR_AUDITOR_TOKEN with --from: an auditor token (POST /api/v1/auditor-tokens)
+  BURSAR_ADMIN_TOKEN   with --from, when BURSAR_AUDITOR_TOKEN is unset: the operator token
 `;
 
 /**
@@ -106,13 +120,37 @@ function checkOutputs(out: string, checkpoint: string | undefined, env: Config):
 }
 
 export async function run(argv: string[], io: CliIo): Promise<number> {
-  const { values } = parseStrict({ args: argv, options: { out: { type: "string" }, checkpoint: { type: "string" } }, strict: true });
+  const { values } = parseStrict({ args: argv, options: export_options, strict: true });
   if (!values.out) throw new UsageError("--out FILE is required");
+  if (values.token !== undefined && values.from === undefined) throw new UsageError("--token is for --from URL: a database export needs no token");
   const env = loadConfig(io.env);
   checkOutputs(values.out, values.checkpoint, env);
+  if (values.from !== undefined) return exportFrom(remoteLog(values.from, values.token, io.env), values.out, values.checkpoint, env, io);
   // A database that cannot be reached or read, wherever in the run it shows (a damaged page may
   // be met only by the export's reads), is one line naming BURSAR_DB, exit 2, not a stack.
   return exportTo(values.out, values.checkpoint, env, io).catch((error: unknown) => Promise.reject(databaseError(env.db, error)));
+}
+
+export const export_options = {
+  out: { type: "string" },
+  checkpoint: { type: "string" },
+  from: { type: "string" },
+  token: { type: "string" },
+} as const;
+
+/** The server --from names and the token that reads its log: --token, else an auditor token, else the operator's. */
+function remoteLog(from: string, token_option: string | undefined, env: NodeJS.ProcessEnv): RemoteLog {
+  const url = baseUrl(from, "--from", "BURSAR_AUDITOR_TOKEN (or --token)", "http://127.0.0.1:8787");
+  const named = token_option !== undefined ? "--token" : env.BURSAR_AUDITOR_TOKEN ? "BURSAR_AUDITOR_TOKEN" : env.BURSAR_ADMIN_TOKEN ? "BURSAR_ADMIN_TOKEN" : undefined;
+  const given = token_option ?? (env.BURSAR_AUDITOR_TOKEN || env.BURSAR_ADMIN_TOKEN);
+  if (!named || !given) throw new UsageError("--from needs a token that reads the log: set BURSAR_AUDITOR_TOKEN (an auditor token) or BURSAR_ADMIN_TOKEN, or pass --token");
+  return { base_url: url.href.replace(/\/+$/, ""), token: bearerToken(given, named, "auditor or operator token") };
+}
+
+async function exportFrom(log: RemoteLog, out: string, checkpoint_path: string | undefined, env: Config, io: CliIo): Promise<number> {
+  const checkpoint = await remoteCheckpoint(log);
+  await writeExport(out, checkpoint_path, checkpoint, env, io, (write) => exportRemote(log, checkpoint, io, write));
+  return 0;
 }
 
 async function exportTo(out: string, checkpoint_path: string | undefined, env: Config, io: CliIo): Promise<number> {
@@ -121,40 +159,51 @@ async function exportTo(out: string, checkpoint_path: string | undefined, env: C
     await driver.migrate([migration]);
     const checkpoint = await finalCheckpoint(driver, env, io);
     if (!checkpoint) throw new UsageError("the log has no checkpoint yet: start 'bursar serve' once, or provide the signing key");
-    // Both opened before either is written: a --checkpoint that cannot be opened leaves --out as
-    // it was. Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
-    const checkpoint_new = checkpoint_path !== undefined && !existsSync(checkpoint_path);
-    const checkpoint_fd = checkpoint_path ? usingPath(`--checkpoint ${checkpoint_path}`, () => openOutput("--checkpoint", checkpoint_path, env)) : undefined;
-    try {
-      const out_fd = usingPath(`--out ${out}`, () => {
-        try {
-          return openOutput("--out", out, env);
-        } catch (error) {
-          // An --out that cannot be opened leaves no empty --checkpoint file this run made.
-          if (checkpoint_new) rmSync(checkpoint_path, { force: true });
-          throw error;
-        }
-      });
-      ftruncateSync(out_fd, 0);
-      const stream = createWriteStream(out, { fd: out_fd });
-      const summary = await exportLog(driver, {
-        size: checkpoint.size,
-        exported_at: systemClock().toISOString(),
-        write: (text) => writeTo(stream, text),
-      });
-      stream.end();
-      await once(stream, "finish");
-      if (checkpoint_fd !== undefined) {
-        ftruncateSync(checkpoint_fd, 0);
-        writeFileSync(checkpoint_fd, checkpoint.note);
-      }
-      println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${out} (${summary.bytes} bytes)`);
-    } finally {
-      if (checkpoint_fd !== undefined) closeSync(checkpoint_fd);
-    }
-    if (checkpoint_path) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${checkpoint_path}`);
+    const exported_at = systemClock().toISOString();
+    await writeExport(out, checkpoint_path, checkpoint, env, io, (write) => exportLog(driver, { size: checkpoint.size, exported_at, write }));
     return 0;
   } finally {
     await driver.close();
   }
+}
+
+/**
+ * Writes the export `produce` makes to `out`, then the checkpoint it ends on to `checkpoint_path`.
+ * Both are opened before either is written: a --checkpoint that cannot be opened leaves --out as
+ * it was. Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
+ */
+async function writeExport(
+  out: string,
+  checkpoint_path: string | undefined,
+  checkpoint: { note: string; size: number },
+  env: Config,
+  io: CliIo,
+  produce: (write: (text: string) => Promise<void>) => Promise<ExportSummary>,
+): Promise<void> {
+  const checkpoint_new = checkpoint_path !== undefined && !existsSync(checkpoint_path);
+  const checkpoint_fd = checkpoint_path ? usingPath(`--checkpoint ${checkpoint_path}`, () => openOutput("--checkpoint", checkpoint_path, env)) : undefined;
+  try {
+    const out_fd = usingPath(`--out ${out}`, () => {
+      try {
+        return openOutput("--out", out, env);
+      } catch (error) {
+        // An --out that cannot be opened leaves no empty --checkpoint file this run made.
+        if (checkpoint_new) rmSync(checkpoint_path, { force: true });
+        throw error;
+      }
+    });
+    ftruncateSync(out_fd, 0);
+    const stream = createWriteStream(out, { fd: out_fd });
+    const summary = await produce((text) => writeTo(stream, text));
+    stream.end();
+    await once(stream, "finish");
+    if (checkpoint_fd !== undefined) {
+      ftruncateSync(checkpoint_fd, 0);
+      writeFileSync(checkpoint_fd, checkpoint.note);
+    }
+    println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${out} (${summary.bytes} bytes)`);
+  } finally {
+    if (checkpoint_fd !== undefined) closeSync(checkpoint_fd);
+  }
+  if (checkpoint_path) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${checkpoint_path}`);
 }

@@ -1,0 +1,126 @@
+// `bursar export --from URL`: the same JSONL export, read from a running server's log routes
+// with an auditor (or operator) token instead of from the database, so an auditor who holds no
+// database can still check the whole log offline with `bursar verify`. It ends on the server's
+// latest signed checkpoint; the entries are written as their canonical bytes, each checked
+// against the leaf hash the server sent with it.
+
+import { setTimeout as sleep } from "node:timers/promises";
+import { canonicalJson } from "../evidence/canonical.js";
+import { export_format_version, type ExportHeader, type ExportSummary } from "../evidence/export.js";
+import { leafHash } from "../evidence/merkle.js";
+import { NoteError, parseCheckpoint, parseNote } from "../evidence/note.js";
+import { Progress } from "../eval/progress.js";
+import { visibleText } from "../policy/arguments.js";
+import { CommandError, redacted, type CliIo } from "./command.js";
+
+/** Each request's bound: a page is at most 1,000 entries or 16 MiB. */
+const request_timeout_ms = 60_000;
+/** How often a 503 `busy` page is asked again (the server says when, in Retry-After). */
+const busy_retries_max = 10;
+const busy_wait_ms_max = 5_000;
+
+export interface RemoteLog {
+  base_url: string;
+  token: string;
+}
+
+interface Page {
+  start: number;
+  end: number;
+  entries: Array<{ seq: number; leaf_hash: string; entry: unknown; receipt: unknown }>;
+}
+
+/** One GET against the server; the body as text, or a CommandError naming the route, never the token. */
+async function get(log: RemoteLog, path: string, authorized: boolean): Promise<string> {
+  for (let attempt = 0; ; attempt++) {
+    let response: Response;
+    try {
+      response = await fetch(`${log.base_url}${path}`, {
+        headers: authorized ? { authorization: `Bearer ${log.token}` } : {},
+        signal: AbortSignal.timeout(request_timeout_ms),
+      });
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      throw new CommandError(redacted(`--from: cannot reach ${log.base_url} (${cause?.code ?? cause?.message ?? (error as Error).message})`, [log.token]));
+    }
+    const text = await response.text();
+    if (response.ok) return text;
+    if (response.status === 503 && attempt < busy_retries_max) {
+      const after = Number(response.headers.get("retry-after"));
+      await sleep(Number.isFinite(after) && after > 0 ? Math.min(after * 1000, busy_wait_ms_max) : 1000);
+      continue;
+    }
+    const shown = visibleText(text.slice(0, 300) || "(empty body)");
+    const hint = response.status === 401 || response.status === 403 ? " (an auditor or operator token: BURSAR_AUDITOR_TOKEN, BURSAR_ADMIN_TOKEN or --token)" : "";
+    throw new CommandError(redacted(`--from: GET ${path} answered HTTP ${response.status}${hint}: ${shown}`, [log.token]));
+  }
+}
+
+function parsePage(text: string, path: string): Page {
+  const page = JSON.parse(text) as Page;
+  if (!page || !Array.isArray(page.entries) || !Number.isSafeInteger(page.end)) throw new CommandError(`--from: GET ${path} is not a page of log entries`);
+  return page;
+}
+
+/** The server's latest signed checkpoint: its note text and the tree size it signs. */
+export async function remoteCheckpoint(log: RemoteLog): Promise<{ note: string; size: number }> {
+  const note = await get(log, "/api/v1/log/checkpoint", false);
+  try {
+    return { note, size: parseCheckpoint(parseNote(note).text).size };
+  } catch (error) {
+    if (error instanceof NoteError) throw new CommandError(`--from: GET /api/v1/log/checkpoint is not a signed checkpoint (${error.message})`);
+    throw error;
+  }
+}
+
+/**
+ * Writes entries [0, size) as `bursar export` does (header, each entry's canonical bytes and its
+ * receipt), then the checkpoint `note` after the last. An entry whose canonical bytes do not
+ * hash to the leaf hash the server sent stops the export: what is written would not verify.
+ */
+export async function exportRemote(
+  log: RemoteLog,
+  checkpoint: { note: string; size: number },
+  io: CliIo,
+  write: (text: string) => Promise<void>,
+): Promise<ExportSummary> {
+  const progress = new Progress(io.stderr, io.stderr_interactive, "exported entries", checkpoint.size);
+  let bytes = 0;
+  const emit = async (text: string) => {
+    bytes += Buffer.byteLength(text, "utf8");
+    await write(text);
+  };
+  if (checkpoint.size === 0) throw new CommandError("--from: the server's latest checkpoint signs an empty log");
+  progress.update(0);
+  for (let start = 0; start < checkpoint.size; ) {
+    const path = `/api/v1/log/entries?start=${start}&end=${Math.min(checkpoint.size, start + 1000)}`;
+    const page = parsePage(await get(log, path, true), path);
+    if (page.entries.length === 0) throw new CommandError(`--from: the server's log ends at ${start} entries, before its checkpoint's ${checkpoint.size}`);
+    let text = "";
+    for (const [index, { seq, leaf_hash, entry, receipt }] of page.entries.entries()) {
+      if (seq !== start + index) throw new CommandError(`--from: GET ${path} sent entry ${seq} where ${start + index} belongs`);
+      const line = canonicalJson(entry);
+      if (leafHash(line).toString("hex") !== leaf_hash) throw new CommandError(`--from: entry ${seq}'s canonical bytes do not hash to the leaf hash the server sent with it`);
+      if (seq === 0) text += headerLine(entry, checkpoint.size);
+      text += `${line}\n${receipt ? `${canonicalJson({ receipt })}\n` : ""}`;
+    }
+    start += page.entries.length;
+    if (start === checkpoint.size) text += `${canonicalJson({ checkpoint: checkpoint.note })}\n`;
+    await emit(text);
+    progress.update(start);
+  }
+  return { entries: checkpoint.size, checkpoints: 1, bytes };
+}
+
+/** The export's first line, from the log's system.genesis (entry 0): its origin and key. */
+function headerLine(genesis: unknown, size: number): string {
+  const body = ((genesis as { body?: unknown }).body ?? {}) as { origin?: unknown; key?: unknown };
+  const header: ExportHeader = {
+    v: export_format_version,
+    origin: String(body.origin ?? ""),
+    key: String(body.key ?? ""),
+    tree_size: size,
+    exported_at: new Date().toISOString(),
+  };
+  return `${canonicalJson({ bursar_export: header })}\n`;
+}
