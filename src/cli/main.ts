@@ -73,11 +73,13 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   // `bursar help serve` is `bursar serve --help`.
   if (name === "help" && rest.length > 0) {
     if (rest.length > 1) return refuse(io, `help takes one command name, not ${rest.length} words`);
+    if (rest[0]?.startsWith("-")) return refuse(io, `help takes a command name, not an option (given ${JSON.stringify(rest[0])})`);
     return main([rest[0] as string, "--help"], io);
   }
   // Asked for nothing: the list, as an error on stderr (a script that forgot its command sees why).
   if (!name) return refuse(io, "no command given");
   if (name === "--help" || name === "-h" || name === "help") {
+    if (rest.length > 0) return refuse(io, `${name} takes no arguments (given ${JSON.stringify(rest[0])})`);
     io.stdout.write(`${usage()}\n`);
     return 0;
   }

@@ -199,7 +199,8 @@ const changed_nothing = new Set(["unknown", "no_capture", "noop", "not_found"]);
 async function recordCheck(context: GateContext, answer: Record<string, unknown>): Promise<void> {
   const { reservation_id, order_id, outcome, reason } = answer;
   const payments = (answer.payments as Array<{ id: string; status: string }> | undefined)?.map(({ id, status }) => ({ id, status }));
-  const body = { action: "reservation.check", reservation_id, outcome, reason, ...(order_id === undefined ? {} : { order_id }), ...(payments ? { payments } : {}) };
+  const block_id = (await context.ledger.reservation(String(reservation_id)))?.block_id ?? null;
+  const body = { action: "reservation.check", reservation_id, block_id, outcome, reason, ...(order_id === undefined ? {} : { order_id }), ...(payments ? { payments } : {}) };
   await context.ledger.transaction((tx, ledger_context) => record(tx, ledger_context, "gate.operator", body));
 }
 

@@ -281,6 +281,7 @@ export async function completeCapture(
       action: "capture.duplicate",
       via: "capture",
       reservation_id: call.reservation_id,
+      ...(settled.block_id === undefined ? {} : { block_id: settled.block_id }),
       payment,
       reason: settled.reason,
     });

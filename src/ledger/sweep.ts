@@ -74,7 +74,13 @@ export async function expireForwarding(tx: SqlTx, context: LedgerContext, block_
       approval.approval_id,
     ]);
     // As every other change of an approval's state, recorded under its id.
-    await record(tx, context, "gate.operator", { action: "approval.forward_expired", approval_id: approval.approval_id, reservation_id: approval.reservation_id, reason: forwarding_expired_reason });
+    await record(tx, context, "gate.operator", {
+      action: "approval.forward_expired",
+      approval_id: approval.approval_id,
+      reservation_id: approval.reservation_id,
+      block_id: approval.block_id,
+      reason: forwarding_expired_reason,
+    });
   }
   return rows.length;
 }

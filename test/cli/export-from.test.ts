@@ -3,8 +3,8 @@
 // checkpoint, and `bursar verify --all-receipts` accepts it. A server whose entries do not hash
 // to the leaf hashes it sends is refused; a bad token is one line without the token.
 
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -67,33 +67,93 @@ describe("bursar export --from URL", () => {
     expect(verified.code).toBe(0);
   });
 
-  it("refuses a token the server refuses in one line without the token, exit 2", async () => {
+  it("refuses a token the server refuses in one line without the token, exit 2, leaving earlier files as they were", async () => {
+    const out = join(dir, "earlier.jsonl");
+    const checkpoint = join(dir, "earlier-cp.txt");
+    writeFileSync(out, "an earlier export\n");
     const wrong = "bursar_aud_wrong0123456789abcdefghijklmnop";
-    const refused = await runBursar(["export", "--from", server.url, "--out", join(dir, "refused.jsonl")], { ...env(), BURSAR_AUDITOR_TOKEN: wrong });
+    const refused = await runBursar(["export", "--from", server.url, "--out", out, "--checkpoint", checkpoint], { ...env(), BURSAR_AUDITOR_TOKEN: wrong });
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/^exported entries: 0\/\d+\nbursar export: --from: GET \/api\/v1\/log\/entries\?start=0&end=\d+ answered HTTP 401 \(an auditor or operator token/);
     expect(refused.stderr).not.toContain(wrong);
+    // The earlier export is as it was, no --checkpoint file was left behind, nor a staged one.
+    expect(readFileSync(out, "utf8")).toBe("an earlier export\n");
+    expect(existsSync(checkpoint)).toBe(false);
+    expect(readdirSync(dir).filter((name) => name.endsWith(".tmp"))).toEqual([]);
   });
 
-  it("stops when the server sends an entry whose bytes do not hash to the leaf hash it sent", async () => {
-    // A server that answers the log routes as Bursar does, one entry changed after its hash.
-    const size = await server.started.bursar.log.treeSize();
+  /** Runs export --from against a server answering `answer`, after the real server's checkpoint. */
+  async function fromLyingServer(answer: (path: string, response: ServerResponse) => void): Promise<{ code: number | null; stderr: string; out: string }> {
     const checkpoint = await (await fetch(`${server.url}/api/v1/log/checkpoint`)).text();
-    const pages = (await server.started.bursar.log.entries(0, size)).map((entry) => ({ ...entry }));
-    pages[1] = { ...pages[1]!, entry: { ...pages[1]!.entry, kind: "gate.decision.changed" } };
     const lying: Server = createServer((request, response) => {
       if (request.url === "/api/v1/log/checkpoint") return void response.end(checkpoint);
-      response.setHeader("content-type", "application/json");
-      response.end(JSON.stringify({ start: 0, end: size, tree_size: size, entries: pages }));
+      answer(request.url ?? "", response);
     });
     await new Promise<void>((resolve) => lying.listen(0, "127.0.0.1", resolve));
     try {
+      const out = join(dir, `lying-${Date.now()}.jsonl`);
       const url = `http://127.0.0.1:${(lying.address() as AddressInfo).port}`;
-      const refused = await runBursar(["export", "--from", url, "--out", join(dir, "lying.jsonl")], env());
-      expect(refused.code).toBe(2);
-      expect(refused.stderr).toContain("bursar export: --from: entry 1's canonical bytes do not hash to the leaf hash the server sent with it\n");
+      const run = await runBursar(["export", "--from", url, "--out", out], env());
+      return { code: run.code, stderr: run.stderr, out };
     } finally {
       await new Promise((resolve) => lying.close(resolve));
+    }
+  }
+
+  async function pages(change: (entries: Array<Record<string, unknown>>) => void) {
+    const size = await server.started.bursar.log.treeSize();
+    const entries = (await server.started.bursar.log.entries(0, size)).map((entry) => ({ ...entry }) as Record<string, unknown>);
+    change(entries);
+    return JSON.stringify({ start: 0, end: size, tree_size: size, entries });
+  }
+
+  it.each([
+    ["an entry whose bytes do not hash to the leaf hash sent with it", "entry 1's canonical bytes do not hash to the leaf hash the server sent with it"],
+    ["more entries than asked for", "more than the"],
+    ["a body that is not JSON", "is not JSON, so not a page of log entries"],
+    ["a page of nulls", "is not a page of log entries"],
+  ])("stops on a server that sends %s: one line, exit 2, nothing written", async (what, said) => {
+    const body = {
+      "an entry whose bytes do not hash to the leaf hash sent with it": () => pages((entries) => void (entries[1] = { ...entries[1], entry: { ...(entries[1]!.entry as object), kind: "changed" } })),
+      "more entries than asked for": () => pages((entries) => void entries.push(...entries)),
+      "a body that is not JSON": async () => "<html>proxy error</html>",
+      "a page of nulls": async () => JSON.stringify({ start: 0, end: 1, entries: [null] }),
+    }[what]!;
+    const text = await body();
+    const run = await fromLyingServer((_path, response) => response.end(text));
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(new RegExp(`\nbursar export: --from: .*${said.replace(/[()]/g, "\\$&")}`));
+    expect(existsSync(run.out)).toBe(false);
+  });
+
+  it("never prints the token, even one a server quotes back past where the message is cut", async () => {
+    const run = await fromLyingServer((_path, response) => {
+      response.statusCode = 401;
+      response.end(`${"x".repeat(241)}Bearer ${auditor_token}`);
+    });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain("[redacted]");
+    expect(run.stderr).not.toContain(auditor_token.slice(0, 16));
+  });
+
+  it("follows no redirect: the token goes only to --from", async () => {
+    let seen: string | undefined;
+    const other: Server = createServer((request, response) => {
+      seen = request.headers.authorization ?? "none";
+      response.end("{}");
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    try {
+      const run = await fromLyingServer((path, response) => {
+        response.statusCode = 307;
+        response.setHeader("location", `http://127.0.0.1:${(other.address() as AddressInfo).port}${path}`);
+        response.end();
+      });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain("answered HTTP 307, a redirect, which is not followed");
+      expect(seen).toBeUndefined();
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
     }
   });
 

@@ -60,6 +60,8 @@ describe("bursar's own arguments", () => {
     [[], "bursar: no command given"],
     [["help", "serve", "agent"], "bursar: help takes one command name, not 2 words"],
     [["--version", "extra"], 'bursar: --version takes no arguments (given "extra")'],
+    [["-h", "extra"], 'bursar: -h takes no arguments (given "extra")'],
+    [["help", "--version"], 'bursar: help takes a command name, not an option (given "--version")'],
   ])("%j is a usage error on stderr, exit 2, with the list of commands", async (argv, message) => {
     const asked = run();
     expect(await main(argv, asked.io)).toBe(2);

@@ -197,7 +197,7 @@ describe("provider faults", () => {
     const [asked] = await log.entries((await log.treeSize()) - 1, await log.treeSize());
     expect(asked!.entry).toMatchObject({
       kind: "gate.operator",
-      body: { action: "reservation.check", reservation_id, order_id: order.id, outcome: "no_capture", payments: [{ id: payment_id, status: "authorized" }] },
+      body: { action: "reservation.check", reservation_id, block_id: agent.block_id, order_id: order.id, outcome: "no_capture", payments: [{ id: payment_id, status: "authorized" }] },
     });
     expect(await block(agent.block_id)).toMatchObject({ held: 5_000, spent: 0 });
 

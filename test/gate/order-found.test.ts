@@ -91,7 +91,7 @@ describe("a capture's answer after a webhook settled it", () => {
     const completed = await bursar.ledger.completeCapture({ agent_id, key: "capture-key", reservation_id: order.reservation_id! }, payment);
     expect(completed).toMatchObject({ outcome: "noop", reason: "already settled", evidence: { seq: expect.any(Number) } });
     const [entry] = await bursar.log.entries(completed.evidence!.seq, completed.evidence!.seq + 1);
-    expect(entry!.entry.body).toMatchObject({ action: "capture.duplicate", via: "capture", reservation_id: order.reservation_id, payment: { id: "pay_Dup1" } });
+    expect(entry!.entry.body).toMatchObject({ action: "capture.duplicate", via: "capture", reservation_id: order.reservation_id, block_id, payment: { id: "pay_Dup1" } });
     expect(await bursar.operator.getBlock(block_id)).toMatchObject({ spent: 4_000, held: 0 });
   });
 });

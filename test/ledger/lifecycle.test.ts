@@ -157,7 +157,7 @@ for (const backend of backends()) {
         const operator = (await t.bursar.log.entries(0, size)).filter((stored) => stored.entry.kind === "gate.operator").map((stored) => stored.entry.body);
         expect(operator.slice(-2)).toEqual([
           expect.objectContaining({ action: "approval.approve", approval_id }),
-          { action: "approval.forward_expired", approval_id, reservation_id: held.reservation?.reservation_id, reason: forwarding_expired_reason },
+          { action: "approval.forward_expired", approval_id, reservation_id: held.reservation?.reservation_id, block_id: t.block_id, reason: forwarding_expired_reason },
         ]);
         const inbox = await t.bursar.operator.inbox();
         expect(inbox.unknown_outcomes.map((row) => row.reservation_id)).toContain(held.reservation?.reservation_id);

@@ -49,7 +49,8 @@ export class OperatorApiError extends Error {
 
 /** The server's error answer as one line, without the operator token it may quote back (`got auth Bearer …`). */
 function serverError(status: number, text: string, token: string): OperatorApiError {
-  return new OperatorApiError(redacted(serverErrorText(status, text), [token]));
+  // Redacted before serverErrorText cuts it short too: a token cut in two would no longer be found.
+  return new OperatorApiError(redacted(serverErrorText(status, redacted(text, [token])), [token]));
 }
 
 function serverErrorText(status: number, text: string): string {

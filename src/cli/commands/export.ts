@@ -2,10 +2,11 @@
 // the signed checkpoint it ends on, for `bursar verify` to check offline.
 
 import { once } from "node:events";
-import { closeSync, createWriteStream, existsSync, ftruncateSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, createWriteStream, existsSync, fsyncSync, ftruncateSync, openSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { systemClock } from "../../clock.js";
 import { databaseError, isPostgresUrl, loadConfig, maskedDb, type Config } from "../../config.js";
+import { stagedPath } from "../../datadir.js";
 import { exportLog, type ExportSummary } from "../../evidence/export.js";
 import { createLogSigner, resolveSigningKey } from "../../evidence/keys.js";
 import { EvidenceLog, readLatestCheckpoint, type StoredCheckpoint } from "../../evidence/store.js";
@@ -13,7 +14,7 @@ import type { SqlDriver } from "../../ledger/driver.js";
 import { migration } from "../../ledger/migrations/002_evidence.js";
 import { notRegularFile } from "../../file-kind.js";
 import { openDriver } from "../../index.js";
-import { baseUrl, bearerToken, CommandError, parseStrict, println, usingPath, UsageError, type CliIo } from "../command.js";
+import { baseUrl, bearerToken, CommandError, parseStrict, println, redacted, usingPath, UsageError, type CliIo } from "../command.js";
 import { exportRemote, remoteCheckpoint, type RemoteLog } from "../remote-export.js";
 import { landingPath, openOutput, refuseOwnedTarget } from "../owned-files.js";
 import { storedGenesisIn } from "../stored-log.js";
@@ -31,13 +32,17 @@ without the key, the export stops at the latest stored checkpoint.
 With --from, the log is read from a running server's log routes instead of the database (for
 an auditor who has a token but no database): every entry up to the server's latest signed
 checkpoint, with its receipt, and that checkpoint after the last; each entry's bytes are
-checked against the leaf hash the server sent (a mismatch stops it, exit 2). Progress goes to
-stderr. Verify it as any export, with the key you hold for that server.
+checked against the leaf hash the server sent (a mismatch stops it, exit 2). It is written
+beside --out and renamed over it once whole: a run that fails (a refused token, a dropped
+connection, a server that sends what no log holds) leaves an earlier --out as it was. Redirects
+are not followed (the token goes only to --from). Progress goes to stderr. Verify it as any
+export, with the key you hold for that server.
 
 options:
   --out FILE          where to write the JSONL export (required; overwritten)
   --checkpoint FILE   also write the final signed checkpoint (note text) here; verify with
-                      bursar verify FILE --checkpoint CP --key "$(bursar key)"
+                      bursar verify FILE --checkpoint CP --key KEY (the verifier key you
+                      hold for that log: 'bursar key' on its data directory)
   --from URL          the server's base URL, e.g. http://127.0.0.1:8787 (no credentials,
                       query or fragment, refused without being shown)
   --token TOKEN       with --from: the token that reads the log (default: BURSAR_AUDITOR_TOKEN,
@@ -149,7 +154,12 @@ function remoteLog(from: string, token_option: string | undefined, env: NodeJS.P
 
 async function exportFrom(log: RemoteLog, out: string, checkpoint_path: string | undefined, env: Config, io: CliIo): Promise<number> {
   const checkpoint = await remoteCheckpoint(log);
-  await writeExport(out, checkpoint_path, checkpoint, env, io, (write) => exportRemote(log, checkpoint, io, write));
+  await writeExport(out, checkpoint_path, checkpoint, env, io, (write) => exportRemote(log, checkpoint, io, write), true).catch((error: unknown) => {
+    // What the server sent that nothing above foresaw, or a write that failed (a full disk), is
+    // still one line, never a stack or the token; --out is as it was.
+    if (error instanceof CommandError || error instanceof UsageError) throw error;
+    throw new CommandError(redacted(`--from: the export failed, --out left as it was (${(error as Error).message})`, [log.token]));
+  });
   return 0;
 }
 
@@ -171,6 +181,10 @@ async function exportTo(out: string, checkpoint_path: string | undefined, env: C
  * Writes the export `produce` makes to `out`, then the checkpoint it ends on to `checkpoint_path`.
  * Both are opened before either is written: a --checkpoint that cannot be opened leaves --out as
  * it was. Opened here, not by the stream: a directory or a missing parent is one line, not a crash.
+ * A `staged` export (--from, read over a network that may fail half way) is written beside --out
+ * and renamed over it once whole, so a failure leaves an earlier --out as it was; the database's
+ * is written in place (it needs no room for two copies). Either way, a failure removes a
+ * --checkpoint file this run created.
  */
 async function writeExport(
   out: string,
@@ -179,31 +193,40 @@ async function writeExport(
   env: Config,
   io: CliIo,
   produce: (write: (text: string) => Promise<void>) => Promise<ExportSummary>,
+  staged = false,
 ): Promise<void> {
   const checkpoint_new = checkpoint_path !== undefined && !existsSync(checkpoint_path);
   const checkpoint_fd = checkpoint_path ? usingPath(`--checkpoint ${checkpoint_path}`, () => openOutput("--checkpoint", checkpoint_path, env)) : undefined;
+  const aside = staged ? stagedPath(landingPath(out)) : undefined;
+  let written = false;
   try {
-    const out_fd = usingPath(`--out ${out}`, () => {
-      try {
-        return openOutput("--out", out, env);
-      } catch (error) {
-        // An --out that cannot be opened leaves no empty --checkpoint file this run made.
-        if (checkpoint_new) rmSync(checkpoint_path, { force: true });
-        throw error;
-      }
-    });
+    const out_fd = usingPath(`--out ${out}`, () => (aside ? openSync(aside, "wx", 0o600) : openOutput("--out", out, env)));
     ftruncateSync(out_fd, 0);
-    const stream = createWriteStream(out, { fd: out_fd });
-    const summary = await produce((text) => writeTo(stream, text));
-    stream.end();
-    await once(stream, "finish");
-    if (checkpoint_fd !== undefined) {
-      ftruncateSync(checkpoint_fd, 0);
-      writeFileSync(checkpoint_fd, checkpoint.note);
+    const stream = createWriteStream(out, { fd: out_fd, autoClose: false });
+    try {
+      const summary = await produce((text) => writeTo(stream, text));
+      stream.end();
+      await once(stream, "finish");
+      if (aside) {
+        fsyncSync(out_fd);
+        renameSync(aside, landingPath(out));
+      }
+      if (checkpoint_fd !== undefined) {
+        ftruncateSync(checkpoint_fd, 0);
+        writeFileSync(checkpoint_fd, checkpoint.note);
+      }
+      written = true;
+      println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${out} (${summary.bytes} bytes)`);
+    } finally {
+      closeSync(out_fd);
     }
-    println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${out} (${summary.bytes} bytes)`);
   } finally {
     if (checkpoint_fd !== undefined) closeSync(checkpoint_fd);
+    if (!written) {
+      if (aside) rmSync(aside, { force: true });
+      // No empty --checkpoint file this run made is left behind.
+      if (checkpoint_new) rmSync(checkpoint_path, { force: true });
+    }
   }
   if (checkpoint_path) println(io.stdout, `signed checkpoint for size ${checkpoint.size} written to ${checkpoint_path}`);
 }
