@@ -127,6 +127,7 @@ export function parseHttpUrl(raw: string): URL | undefined {
  */
 function url(env: Env, name: string, fallback: string, credentials_in: string): string {
   const raw = env[name] || fallback;
+  refuseEdgeWhitespace(name, raw, "a URL");
   const parsed = parseHttpUrl(raw);
   if (!parsed) {
     // An unparsable value is echoed unless it may hold credentials (an `@` anywhere).
@@ -159,10 +160,21 @@ function unlessBlank(env: Env, name: string, expected: string): string | undefin
   return raw;
 }
 
+/**
+ * Refuses a value with whitespace before or after it: a URL parser trims it while the raw value
+ * is used (` http://h/ ` sent every request to `/%20/…`), and a path keeps it, so ` /srv/bursar`
+ * became the relative `./ /srv/bursar`. The value is not shown: it may be a URL with a password.
+ */
+export function refuseEdgeWhitespace(name: string, raw: string, expected: string): void {
+  if (raw !== raw.trim()) throw new ConfigError(`${name}: begins or ends with whitespace (the value is not shown); expected ${expected} without it`);
+}
+
 /** A path variable: only whitespace is refused, not taken for a file or directory named " " in
- *  the working directory. */
+ *  the working directory, and so is whitespace around a path (refuseEdgeWhitespace). */
 function pathVariable(env: Env, name: string): string | undefined {
-  return unlessBlank(env, name, "a path");
+  const raw = unlessBlank(env, name, "a path");
+  if (raw !== undefined) refuseEdgeWhitespace(name, raw, "a path");
+  return raw;
 }
 
 /** Whether BURSAR_DB names PostgreSQL (a postgres:// or postgresql:// URL) rather than a SQLite file. */
@@ -284,6 +296,7 @@ function parsesAsPostgresUrl(db: string): boolean {
  *  other scheme (mysql://, sqlite://, file://) would otherwise be taken for a file path. */
 function database(env: Env, data_dir: string): string {
   const raw = unlessBlank(env, "BURSAR_DB", "a SQLite file path or a postgres:// URL") ?? join(data_dir, "bursar.db");
+  refuseEdgeWhitespace("BURSAR_DB", raw, "a SQLite file path or a postgres:// URL");
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(raw)?.[1];
   if (scheme !== undefined && !/^postgres(ql)?$/.test(scheme)) {
     throw new ConfigError(`BURSAR_DB: scheme ${scheme}:// is not supported; expected a postgres:// URL or a SQLite file path`);
@@ -394,7 +407,7 @@ export const environment_help = `Environment:
   BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
   BURSAR_ADMIN_TOKEN         operator token; unset: generated when the data directory holds no token hash, printed once on stderr
   BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay
-  RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com; no user:password@, ?query or #fragment)
+  RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com; no user:password@, ?query, #fragment or whitespace around it)
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
   RAZORPAY_WEBHOOK_SECRET_PREVIOUS
                              razorpay only: the webhook secret a rotation replaced, also accepted

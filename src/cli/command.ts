@@ -6,7 +6,7 @@ import { Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { makeDirectories } from "../datadir.js";
-import { ConfigError, fileError, listen_host_expected, parseHttpUrl, token_shape } from "../config.js";
+import { ConfigError, fileError, listen_host_expected, parseHttpUrl, refuseEdgeWhitespace, token_shape } from "../config.js";
 
 export interface CliIo {
   stdout: NodeJS.WritableStream;
@@ -152,8 +152,11 @@ export function signalExitCode(signal: NodeJS.Signals): number {
  * RAZORPAY_BASE_URL: fetch fails on one with a message that repeats the URL, password included,
  * to stderr. Neither that refusal nor that of an unparsable value with an `@` (which may hold
  * credentials) shows the value; `credentials_in` says where the command takes its secret instead.
+ * Whitespace around it is refused (config.ts refuseEdgeWhitespace): the parser trims it, the raw
+ * value would not be.
  */
 export function httpUrl(raw: string, name: string, { example, credentials_in }: { example?: string; credentials_in: string }): URL {
+  refuseEdgeWhitespace(name, raw, "a URL");
   const url = parseHttpUrl(raw);
   if (!url) {
     const shown = raw.includes("@") ? " (the value is not shown)" : ` ${JSON.stringify(raw)}`;

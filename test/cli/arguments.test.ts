@@ -48,6 +48,16 @@ describe("configuration checked in loadConfig", () => {
     { variable: "BURSAR_DB", value: " ", message: "BURSAR_DB: only whitespace; expected a SQLite file path or a postgres:// URL, or leave it unset" },
     { variable: "BURSAR_DATA_DIR", value: "\t", message: "BURSAR_DATA_DIR: only whitespace; expected a path, or leave it unset" },
     { variable: "BURSAR_SIGNING_KEY", value: "  ", message: "BURSAR_SIGNING_KEY: only whitespace; expected a path, or leave it unset" },
+    // Whitespace around a path made it relative (" /srv/bursar" is "./ /srv/bursar"); around a URL the
+    // parser trimmed it while the raw value was used (every provider call went to "/%20/v1/orders").
+    ...[
+      { variable: "BURSAR_DATA_DIR", value: " /srv/bursar", expected: "a path" },
+      { variable: "BURSAR_SIGNING_KEY", value: "/srv/bursar/key.pem\n", expected: "a path" },
+      { variable: "BURSAR_DB", value: "/srv/bursar/bursar.db ", expected: "a SQLite file path or a postgres:// URL" },
+      { variable: "BURSAR_DB", value: " postgres://u:hunter2@127.0.0.1:1/x", expected: "a SQLite file path or a postgres:// URL" },
+      { variable: "RAZORPAY_BASE_URL", value: " http://127.0.0.1:8788/ ", expected: "a URL" },
+      { variable: "RAZORPAY_BASE_URL", value: "http://127.0.0.1:8788\t", expected: "a URL" },
+    ].map(({ variable, value, expected }) => ({ variable, value, message: `${variable}: begins or ends with whitespace (the value is not shown); expected ${expected} without it` })),
     // A URL's credentials, query or unparsable text that may hold them is never echoed.
     {
       variable: "RAZORPAY_BASE_URL",
@@ -165,6 +175,20 @@ describe("command arguments", () => {
     expect(result.code).toBe(2);
     expect(result.stderr.split("\n")[0]).toBe(`bursar ${args[0]}: ${name}: a URL with user:password@ is refused (the value is not shown); credentials go in ${credentials_in}`);
     expect(result.stderr + result.stdout).not.toContain("hunter2");
+  });
+
+  it.each<{ args: string[]; env: Record<string, string>; name: string }>([
+    { args: ["mcp-stdio"], env: { BURSAR_AGENT_TOKEN: "bsr_agent_x", BURSAR_URL: " http://127.0.0.1:1/ " }, name: "--url/BURSAR_URL" },
+    { args: ["agent", "create", "--name", "a", "--url", "http://127.0.0.1:1/ "], env: operator_env, name: "--url/BURSAR_URL" },
+    { args: ["buyer", "--scripted", "--url", " http://127.0.0.1:1", "--token", "bsr_agent_x"], env: {}, name: "--url" },
+    { args: ["simulator", "--port", "0", "--webhook-secret", "w", "--webhook-url", "http://127.0.0.1:1/webhooks/razorpay\n"], env: {}, name: "--webhook-url" },
+  ])("bursar $args.0 refuses a URL with whitespace around it (the parser trims it, the requests used it as given)", async ({ args, env, name }) => {
+    const result = await runBursar(args, env, "", 10_000);
+    expect({ code: result.code, stderr: result.stderr, stdout: result.stdout }).toEqual({
+      code: 2,
+      stderr: `bursar ${args[0]}: ${name}: begins or ends with whitespace (the value is not shown); expected a URL without it\n`,
+      stdout: "",
+    });
   });
 
   it("bursar agent shows an unparsable URL unless it holds an \"@\" (it may hold credentials)", async () => {
