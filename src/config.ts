@@ -302,8 +302,23 @@ function database(env: Env, data_dir: string): string {
     throw new ConfigError(`BURSAR_DB: scheme ${scheme}:// is not supported; expected a postgres:// URL or a SQLite file path`);
   }
   if (isPostgresUrl(raw) && !parsesAsPostgresUrl(raw)) throw new ConfigError(postgres_url_invalid);
+  if (!isPostgresUrl(raw) && looksLikeUrl(raw)) throw new ConfigError(postgres_url_mistyped);
   return raw;
 }
+
+/**
+ * Whether a BURSAR_DB that is not a postgres URL still looks like a URL: `://` anywhere, a
+ * scheme of two or more letters then `:/` (`postgres:/u:pw@h/x`), or a postgres scheme then `:`.
+ * Taken for a SQLite path, it would be created as a file and shown, password included, in every
+ * error about it. (One letter then `:/` is a drive letter, not a scheme.)
+ */
+function looksLikeUrl(db: string): boolean {
+  return db.includes("://") || /^[A-Za-z][A-Za-z0-9+.-]+:\//.test(db) || /^postgres(ql)?:/i.test(db);
+}
+
+/** The one line for a BURSAR_DB that looks like a URL but is not a postgres:// one; not shown, as it may hold a password. */
+const postgres_url_mistyped =
+  "BURSAR_DB: looks like a URL but is not a postgres:// URL (the value is not shown: it may hold a password); expected postgres://user:password@host:5432/database, or a SQLite file path";
 
 /** An on/off variable: 1 or true is on, 0 is off, unset or empty is the default; nothing else
  *  (not yes, false or TRUE), and the message lists exactly that. */
@@ -402,7 +417,8 @@ export function loadConfig(env: Env = process.env): Config {
 /** The documented variables, for `--help` texts. */
 export const environment_help = `Environment:
   BURSAR_DATA_DIR            data directory (default ./.bursar): database, signing key, master key, operator token hash
-  BURSAR_DB                  SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL
+  BURSAR_DB                  SQLite path (default $BURSAR_DATA_DIR/bursar.db) or a postgres:// URL; a value that looks like
+                             another URL (postgres:/…, …://…) is refused without being shown
   BURSAR_PG_PREPARED_STATEMENTS  0 to send PostgreSQL statements unprepared (a pooler without prepared statements); default 1 (1 or true: prepared)
   BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
   BURSAR_ADMIN_TOKEN         operator token; unset: generated when the data directory holds no token hash, printed once on stderr

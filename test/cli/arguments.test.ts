@@ -58,6 +58,20 @@ describe("configuration checked in loadConfig", () => {
       { variable: "RAZORPAY_BASE_URL", value: " http://127.0.0.1:8788/ ", expected: "a URL" },
       { variable: "RAZORPAY_BASE_URL", value: "http://127.0.0.1:8788\t", expected: "a URL" },
     ].map(({ variable, value, expected }) => ({ variable, value, message: `${variable}: begins or ends with whitespace (the value is not shown); expected ${expected} without it` })),
+    // A BURSAR_DB that looks like a URL but is not a postgres:// one was taken for a SQLite path,
+    // created as a file, and shown password and all in the error about it.
+    ...[
+      "postgres:/u:hunter2@127.0.0.1:1/x",
+      "postgresql:u:hunter2@127.0.0.1/x",
+      "pg:/u:hunter2@127.0.0.1/x",
+      "data/postgres://u:hunter2@127.0.0.1/x",
+      "posgres ://u:hunter2@127.0.0.1/x",
+    ].map((value) => ({
+      variable: "BURSAR_DB",
+      value,
+      message:
+        "BURSAR_DB: looks like a URL but is not a postgres:// URL (the value is not shown: it may hold a password); expected postgres://user:password@host:5432/database, or a SQLite file path",
+    })),
     // A URL's credentials, query or unparsable text that may hold them is never echoed.
     {
       variable: "RAZORPAY_BASE_URL",
@@ -93,10 +107,20 @@ describe("configuration checked in loadConfig", () => {
     expect(result.stderr).toBe(`bursar serve: ${message}\n`);
   });
 
+  it.each([["migrate"], ["export", "--out", "log.jsonl"]])("bursar %s refuses a BURSAR_DB that looks like a URL but is not a postgres:// one, without showing it", async (...args) => {
+    const data_dir = dataDir();
+    for (const db of [" postgres://u:hunter2@127.0.0.1:1/x", "postgres:/u:hunter2@127.0.0.1:1/x"]) {
+      const result = await runBursar(args.map((arg) => (arg === "log.jsonl" ? join(data_dir, arg) : arg)), { BURSAR_DATA_DIR: data_dir, BURSAR_DB: db }, "", 10_000);
+      expect({ code: result.code, stdout: result.stdout, lines: result.stderr.trimEnd().split("\n").length }).toEqual({ code: 2, stdout: "", lines: 1 });
+      expect(result.stderr).toMatch(new RegExp(`^bursar ${args[0]}: BURSAR_DB: (begins or ends with whitespace|looks like a URL)`));
+      expect(result.stderr).not.toContain("hunter2");
+    }
+  });
+
   it("accepts every pino level, a 16-character master key and postgres:// or file databases", () => {
     for (const level of ["fatal", "error", "warn", "info", "debug", "trace", "silent"]) expect(loadConfig({ BURSAR_LOG_LEVEL: level }).log_level).toBe(level);
     expect(loadConfig({ BURSAR_MASTER_KEY: "x".repeat(16) }).master_key).toBe("x".repeat(16));
-    for (const db of ["postgres://u@h/d", "postgresql://u@h/d", ":memory:", "/tmp/b.db", "rel/b.db"]) expect(loadConfig({ BURSAR_DB: db }).db).toBe(db);
+    for (const db of ["postgres://u@h/d", "postgresql://u@h/d", ":memory:", "/tmp/b.db", "rel/b.db", "C:/bursar/b.db", "rel/a:b.db"]) expect(loadConfig({ BURSAR_DB: db }).db).toBe(db);
   });
 
   it("keeps secrets and base URLs that are merely unusual: spaces inside a secret, a path on the base URL, a user@/database postgres URL", () => {
