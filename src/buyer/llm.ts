@@ -5,6 +5,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import { redacted } from "../redact-tokens.js";
 import { money, printable, type Story } from "./story.js";
 
 export const llm_turns_max = 12;
@@ -65,7 +66,7 @@ function systemReason(error: unknown): string | undefined {
 
 /** Turns the OpenAI client's failure into an LlmCallError; anything else is not a model failure and is rethrown as is. */
 function modelFailure(error: unknown, api_key: string): unknown {
-  const redact = (text: string) => text.split(api_key).join("[redacted]").replace(/\s+/g, " ").trim().slice(0, llm_error_quoted_chars_max);
+  const redact = (text: string) => redacted(text, [api_key]).replace(/\s+/g, " ").trim().slice(0, llm_error_quoted_chars_max);
   if (error instanceof OpenAI.APIConnectionTimeoutError) return new LlmCallError("timed out", undefined);
   if (error instanceof OpenAI.APIConnectionError) {
     const reason = systemReason(error);

@@ -6,7 +6,11 @@ import { Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { makeDirectories } from "../datadir.js";
+import { redacted } from "../redact-tokens.js";
 import { ConfigError, fileError, listen_host_expected, parseHttpUrl, refuseEdgeWhitespace, token_shape } from "../config.js";
+
+// Redaction lives in src/redact-tokens.ts: the library's LLM buyer redacts its key the same way.
+export { redacted, redacted_token_chars_min, redaction } from "../redact-tokens.js";
 
 export interface CliIo {
   stdout: NodeJS.WritableStream;
@@ -175,8 +179,14 @@ export function httpUrl(raw: string, name: string, { example, credentials_in }: 
  */
 export function baseUrl(raw: string, name: string, credentials_in: string, example?: string): URL {
   const url = httpUrl(raw, name, example === undefined ? { credentials_in } : { example, credentials_in });
-  if (/[?#]/.test(raw)) throw new UsageError(`${name}: a base URL has no query (?…) or fragment (#…) (the value is not shown), e.g. ${base_url_example}`);
+  const query = queryRefusal(raw, name, example);
+  if (query !== undefined) throw new UsageError(query);
   return url;
+}
+
+/** Why `raw`, a base URL named `name`, cannot be one: it has a query or fragment (see baseUrl); undefined when it has neither. */
+export function queryRefusal(raw: string, name: string, example = base_url_example): string | undefined {
+  return /[?#]/.test(raw) ? `${name}: a base URL has no query (?…) or fragment (#…) (the value is not shown), e.g. ${example}` : undefined;
 }
 
 const base_url_example = "http://127.0.0.1:8787";
@@ -206,24 +216,6 @@ export function secretOption(raw: string | undefined, name: string, what: string
 export function bearerToken(token: string, name: string, what: string): string {
   if (!token_shape.test(token)) throw new ConfigError(`${name} holds whitespace or a control character (a pasted line break?): set it to the ${what} alone`);
   return token;
-}
-
-/** What stands in a printed text for a token the command sent. */
-export const redaction = "[redacted]";
-
-/**
- * `text` with each token the command sent (operator token, agent token) replaced by
- * [redacted]: whatever server --url reaches may quote the Authorization header back in its
- * error text, and fetch's own messages can quote it too.
- */
-export function redacted(text: string, tokens: ReadonlyArray<string | undefined>): string {
-  let shown = text;
-  for (const token of tokens) {
-    if (!token) continue;
-    // As sent, and as a JSON string writes it: a token may hold `"` or `\` (token_shape allows any visible ASCII).
-    for (const form of new Set([token, JSON.stringify(token).slice(1, -1)])) shown = shown.split(form).join(redaction);
-  }
-  return shown;
 }
 
 /**

@@ -233,6 +233,17 @@ describe("command arguments", () => {
     }
   });
 
+  it.each<{ args: string[]; env: Record<string, string> }>([
+    { args: ["mcp-stdio", "--url", "http://127.0.0.1:1/mcp?token=secret-in-query"], env: { BURSAR_AGENT_TOKEN: "bsr_agent_x" } },
+    { args: ["mcp-stdio"], env: { BURSAR_AGENT_TOKEN: "bsr_agent_x", BURSAR_URL: "http://127.0.0.1:1/#secret-in-query" } },
+  ])("bursar mcp-stdio refuses a URL with a query or fragment without showing it, as the other clients do (it repeated it in every error, to the MCP client too)", async ({ args, env }) => {
+    const result = await runBursar(args, env, "", 10_000);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+    expect(result.stderr.split("\n")[0]).toBe("bursar mcp-stdio: --url/BURSAR_URL: a base URL has no query (?…) or fragment (#…) (the value is not shown), e.g. http://127.0.0.1:8787");
+    expect(result.stderr).not.toContain("secret-in-query");
+  });
+
   it.each(["demo", "eval", "mutate", "migrate", "buyer"])("bursar %s refuses an argument it takes none of, instead of ignoring it", async (command) => {
     const result = await runBursar([command, "extra"], { BURSAR_DATA_DIR: dataDir() });
     expect(result.stderr.split("\n")[0]).toBe(`bursar ${command}: unexpected argument "extra"`);

@@ -62,10 +62,31 @@ describe("bursar buyer --llm with a failing model endpoint", () => {
     { what: "not a URL", base_url: "notaurl", said: 'BURSAR_LLM_BASE_URL "notaurl": expected an http(s) URL, e.g. https://api.openai.com/v1' },
     // The credentials are not printed.
     { what: "a URL with credentials", base_url: "https://someone:hunter2-secret@llm.example/v1", said: "BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY" },
+    // The client appended its path inside the query, and the URL was repeated in every failure.
+    ...["https://llm.example/v1?key=hunter2-secret", "https://llm.example/v1#hunter2-secret"].map((base_url) => ({
+      what: "a URL with a query or fragment",
+      base_url,
+      said: "BURSAR_LLM_BASE_URL: a base URL has no query (?…) or fragment (#…) (the value is not shown), e.g. https://api.openai.com/v1",
+    })),
+    { what: "a URL with whitespace around it", base_url: "https://llm.example/v1 ", said: "BURSAR_LLM_BASE_URL: begins or ends with whitespace (the value is not shown); expected a URL without it" },
   ])("refuses a BURSAR_LLM_BASE_URL that is $what in one line naming it, exit 2", async ({ base_url, said }) => {
     const result = await run(base_url);
     expect(result.code).toBe(2);
     expect(oneLine(result.stderr)).toBe(`bursar buyer: ${said}`);
+  });
+
+  it.each([`${api_key}\n`, `${api_key}\r\n`, `sk-test\u0007${api_key}`])("refuses a BURSAR_LLM_API_KEY holding a line break or control character (%#) in one line without the key, exit 2", async (key) => {
+    // Before, the model client threw a stack trace quoting the header, key included.
+    const result = await runBursar(["buyer", "--llm", "--url", gate.url, "--token", token], { BURSAR_LLM_BASE_URL: refusing_url, BURSAR_LLM_API_KEY: key, BURSAR_LLM_MODEL: "test-model" });
+    expect(result.code).toBe(2);
+    expect(oneLine(result.stderr)).toBe("bursar buyer: BURSAR_LLM_API_KEY holds whitespace or a control character (a pasted line break?): set it to the API key alone");
+  });
+
+  it("does not redact a key shorter than 8 characters (a local endpoint's placeholder) out of every word the endpoint said", async () => {
+    const result = await runBursar(["buyer", "--llm", "--url", gate.url, "--token", token], { BURSAR_LLM_BASE_URL: refusing_url, BURSAR_LLM_API_KEY: "k", BURSAR_LLM_MODEL: "test-model" });
+    expect(result.code).toBe(1);
+    // (The stand-in endpoint quotes its own fixed key, not the one sent.)
+    expect(result.stderr).toContain("Incorrect API key provided: ");
   });
 
   it("reports an endpoint answering 401 as one line with the status and without the key, exit 1", async () => {

@@ -7,7 +7,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { redacted } from "../../src/cli/command.js";
+import { redacted, redacted_token_chars_min } from "../../src/cli/command.js";
 import { ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 
@@ -60,6 +60,12 @@ describe("redacted", () => {
     const token = 'op"tok\\en-0123456789';
     const text = `${token} ${JSON.stringify({ message: `got auth Bearer ${token}` })}`;
     expect(redacted(text, [token])).toBe('[redacted] {"message":"got auth Bearer [redacted]"}');
+  });
+
+  it("leaves a token shorter than redacted_token_chars_min alone: a key 'k' took the k out of every word", () => {
+    expect(redacted("check the api-key", ["k".repeat(redacted_token_chars_min - 1)])).toBe("check the api-key");
+    expect(redacted("check the api-key", ["k"])).toBe("check the api-key");
+    expect(redacted("sent 12345678", ["12345678"])).toBe("sent [redacted]");
   });
 });
 

@@ -4,11 +4,11 @@
 import { join } from "node:path";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { connect, refusedTokenStatus, type Connection } from "../../buyer/connect.js";
-import { parseHttpUrl, secret } from "../../config.js";
+import { parseHttpUrl, refuseEdgeWhitespace, secret } from "../../config.js";
 import { LlmCallError, runLlmBuyer } from "../../buyer/llm.js";
 import { buyBasket, distinctRules, emptyReport, overspend, overspend_rules } from "../../buyer/scripted.js";
 import { Story } from "../../buyer/story.js";
-import { baseUrlOption, bearerToken, CommandError, parseFlags, println, redacted, redactingStream, secretOption, UsageError, type CliIo } from "../command.js";
+import { baseUrlOption, bearerToken, CommandError, parseFlags, println, queryRefusal, redacted, redactingStream, secretOption, UsageError, type CliIo } from "../command.js";
 import { describeFailure, oneLine } from "./mcp-stdio.js";
 
 export const help = `usage: bursar buyer --scripted [--overspend] [--url URL] [--token T] [--stdio]
@@ -38,7 +38,10 @@ Exit codes: 0 done; 1 the gate could not be reached, or refused the agent token 
 naming the URL), or with --llm a model call failed (one line naming BURSAR_LLM_BASE_URL and
 the HTTP status or connection error); 2 bad arguments (a --url or BURSAR_URL with
 user:password@ included; an agent token, --token or BURSAR_AGENT_TOKEN, or a BURSAR_LLM_API_KEY
-of only whitespace, refused without being shown), or BURSAR_LLM_BASE_URL is not an http(s) URL.
+of only whitespace, or holding a line break or control character, refused without being shown),
+or BURSAR_LLM_BASE_URL is not an http(s) base URL (with ?query, #fragment or whitespace around
+it: refused without being shown). A BURSAR_LLM_API_KEY of 8 characters or more is redacted from
+what the endpoint says; a shorter one is taken for a placeholder and left as is.
 
 Environment: BURSAR_URL, BURSAR_AGENT_TOKEN, BURSAR_ADMIN_TOKEN, BURSAR_LLM_BASE_URL,
 BURSAR_LLM_API_KEY, BURSAR_LLM_MODEL.`;
@@ -54,6 +57,8 @@ const options = {
   stdio: { type: "boolean" },
 } as const;
 
+const llm_base_url_example = "https://api.openai.com/v1";
+
 function llmSettings(io: CliIo): { base_url: string; api_key: string; model: string } {
   const base_url = io.env.BURSAR_LLM_BASE_URL;
   const api_key = secret(io.env, "BURSAR_LLM_API_KEY");
@@ -62,13 +67,21 @@ function llmSettings(io: CliIo): { base_url: string; api_key: string; model: str
   if (missing.length > 0) {
     throw new UsageError(`--llm needs ${missing.join(", ")} (an OpenAI-compatible endpoint, e.g. https://api.openai.com/v1, its key and a model name)`);
   }
-  return { base_url: llmBaseUrl(base_url as string), api_key: api_key as string, model: model as string };
+  // Sent as a header: a line break in it made the model client throw a stack quoting the header, key included.
+  return { base_url: llmBaseUrl(base_url as string), api_key: bearerToken(api_key as string, "BURSAR_LLM_API_KEY", "API key"), model: model as string };
 }
 
-/** BURSAR_LLM_BASE_URL must be an http(s) URL; anything else fails at the first model call with a bare "Invalid URL". */
+/**
+ * BURSAR_LLM_BASE_URL must be an http(s) URL; anything else fails at the first model call with a
+ * bare "Invalid URL". The client appends its path to it: after a ?query it landed inside the
+ * query, and the URL (which a query may carry a key in) was repeated in every failure.
+ */
 function llmBaseUrl(raw: string): string {
+  refuseEdgeWhitespace("BURSAR_LLM_BASE_URL", raw, "a URL");
+  const query = queryRefusal(raw, "BURSAR_LLM_BASE_URL", llm_base_url_example);
+  if (query !== undefined) throw new CommandError(query);
   const url = parseHttpUrl(raw);
-  if (!url) throw new CommandError(`BURSAR_LLM_BASE_URL ${JSON.stringify(raw)}: expected an http(s) URL, e.g. https://api.openai.com/v1`);
+  if (!url) throw new CommandError(`BURSAR_LLM_BASE_URL ${JSON.stringify(raw)}: expected an http(s) URL, e.g. ${llm_base_url_example}`);
   // Not echoed: they are credentials. fetch refuses such a URL, and the key has its own variable.
   if (url.username !== "" || url.password !== "") throw new CommandError("BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY");
   return raw;
