@@ -109,6 +109,11 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return raw as T;
 }
 
+/** BURSAR_LOG_LEVEL, checked: pino throws a stack naming none of ours at a level it does not know. For `bursar simulator` too. */
+export function logLevel(env: Env): LogLevel {
+  return oneOf(env, "BURSAR_LOG_LEVEL", log_levels, "info");
+}
+
 /** `raw` parsed, when it is an http(s) URL. */
 export function parseHttpUrl(raw: string): URL | undefined {
   try {
@@ -236,6 +241,9 @@ export function databaseError(db: string, error: unknown): unknown {
   if (isPostgresUrl(db)) {
     // A URL loadConfig let through but node-postgres cannot parse (its message says only "Invalid URL").
     if (code_text === "ERR_INVALID_URL" || error instanceof URIError) return new ConfigError(postgres_url_invalid);
+    // A file the URL names (?sslrootcert=, ?sslcert=, ?sslkey=) that node-postgres cannot read: its message names the file.
+    // (A file system error names a path; a network one, ECONNREFUSED from connect, does not.)
+    if (error instanceof Error && "syscall" in error && typeof (error as { path?: unknown }).path === "string") return new ConfigError(`BURSAR_DB=${maskedDb(db)}: cannot read a file the URL names (${message})`);
     // Reached, but a lock wait or a statement ran out of time: not "cannot reach".
     if (code_text === "55P03") {
       return new ConfigError(
@@ -392,7 +400,7 @@ export function loadConfig(env: Env = process.env): Config {
     checkpoint_seconds: integer(env, "BURSAR_CHECKPOINT_SECONDS", 10, 1, 86_400),
     provider_timeout_ms: integer(env, "BURSAR_PROVIDER_TIMEOUT_MS", 10_000, 100, 120_000),
     lookups_per_minute: integer(env, "BURSAR_LOOKUPS_PER_MINUTE", lookups_per_minute_default, 0, lookups_per_minute_max),
-    log_level: oneOf(env, "BURSAR_LOG_LEVEL", log_levels, "info"),
+    log_level: logLevel(env),
   };
   if (config.admin_token !== undefined && config.admin_token.length < 16) {
     throw new ConfigError("BURSAR_ADMIN_TOKEN: expected at least 16 characters");

@@ -117,6 +117,30 @@ describe("configuration checked in loadConfig", () => {
     }
   });
 
+  it.each([["serve", "--port", "0"], ["migrate"], ["export", "--out", "log.jsonl"]])(
+    "bursar %s with a BURSAR_DB whose ?sslrootcert= or ?sslkey= file cannot be read is one line naming BURSAR_DB (password masked) and the file, exit 2, not a stack",
+    async (...args) => {
+      const data_dir = dataDir();
+      for (const parameter of ["sslrootcert", "sslkey"]) {
+        const db = `postgres://u:hunter2@127.0.0.1:1/x?${parameter}=${join(data_dir, "missing.pem")}`;
+        const result = await runBursar(args.map((arg) => (arg === "log.jsonl" ? join(data_dir, arg) : arg)), { BURSAR_DATA_DIR: data_dir, BURSAR_DB: db }, "", 10_000);
+        expect({ code: result.code, stderr: result.stderr }).toEqual({
+          code: 2,
+          stderr: `bursar ${args[0]}: BURSAR_DB=postgres://u:***@127.0.0.1:1/x?${parameter}=${join(data_dir, "missing.pem")}: cannot read a file the URL names (ENOENT: no such file or directory, open '${join(data_dir, "missing.pem")}')\n`,
+        });
+      }
+    },
+  );
+
+  it("bursar simulator refuses a BURSAR_LOG_LEVEL pino does not know in one line, exit 2, as serve does (pino threw a stack)", async () => {
+    const result = await runBursar(["simulator", "--port", "0", "--webhook-secret", "x"], { BURSAR_LOG_LEVEL: "LOUD" }, "", 10_000);
+    expect({ code: result.code, stderr: result.stderr, stdout: result.stdout }).toEqual({
+      code: 2,
+      stderr: 'bursar simulator: BURSAR_LOG_LEVEL="LOUD": expected one of fatal, error, warn, info, debug, trace, silent\n',
+      stdout: "",
+    });
+  });
+
   it("accepts every pino level, a 16-character master key and postgres:// or file databases", () => {
     for (const level of ["fatal", "error", "warn", "info", "debug", "trace", "silent"]) expect(loadConfig({ BURSAR_LOG_LEVEL: level }).log_level).toBe(level);
     expect(loadConfig({ BURSAR_MASTER_KEY: "x".repeat(16) }).master_key).toBe("x".repeat(16));

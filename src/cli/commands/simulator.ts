@@ -1,8 +1,8 @@
 // `bursar simulator`: runs the Razorpay-compatible simulator standalone at `/` until SIGINT/SIGTERM.
 
 import type { FastifyInstance } from "fastify";
-import { fetchRefusedPort, secret } from "../../config.js";
-import { buildServer, listenFailure } from "../../server/app.js";
+import { fetchRefusedPort, logLevel, secret } from "../../config.js";
+import { buildServer, listenFailure, loggerOptions } from "../../server/app.js";
 import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
 import { CommandError, UsageError, httpUrl, listenHost, parseStrict, println, secretOption, type CliIo } from "../command.js";
 
@@ -39,8 +39,9 @@ routes:
 Environment:
   RAZORPAY_WEBHOOK_SECRET   webhook signing secret when --webhook-secret is not given (not only
                             whitespace: such a value is refused, exit 2, without being shown)
-  BURSAR_LOG_LEVEL          the JSON log's level on stdout (default info; warn keeps the
-                            request log out)
+  BURSAR_LOG_LEVEL          the JSON log's level on stdout: fatal, error, warn, info (default),
+                            debug, trace or silent (warn keeps the request log out); another
+                            value is refused, exit 2
 `;
 
 function parsePort(text: string | undefined): number {
@@ -84,6 +85,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       "webhook-secret": { type: "string" },
     },
   });
+  const log_level = logLevel(io.env);
   const port = parsePort(values.port);
   const host = values.host === undefined ? simulator_host_default : listenHost(values.host);
   const webhook_url = parseWebhookUrl(values["webhook-url"]);
@@ -91,7 +93,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   if (!webhook_secret) throw new UsageError("--webhook-secret (or RAZORPAY_WEBHOOK_SECRET) is required to sign webhooks");
 
   const simulator = createSimulator({ webhook_secret, webhook_url });
-  const app = await buildServer({ plugins: [async (server) => void (await server.register(simulator.plugin))] });
+  const app = await buildServer({ logger: loggerOptions(log_level), plugins: [async (server) => void (await server.register(simulator.plugin))] });
   const address = await listen(app, simulator, host, port);
   println(io.stdout, `bursar simulator listening on ${address}`);
   println(io.stdout, `  Razorpay API:  ${address}/v1/orders (Basic auth: any rzp_test_ key id, non-empty secret)`);
