@@ -301,6 +301,10 @@ export class EvidenceLog {
   static async open(driver: SqlDriver, options: EvidenceLogOptions): Promise<EvidenceLog> {
     parseCheckpoint(formatCheckpoint({ origin: options.origin, size: 0, rootHash: Buffer.alloc(32) }));
     const log = new EvidenceLog(driver, options);
+    // The database's own log is asked first: a changed BURSAR_LOG_ORIGIN on the same database is a
+    // setting to put back, not a database to restore (the witness's checkpoint names the origin
+    // too, and said "not the one this data directory served"). Both run before anything is written.
+    await log.checkOrigin();
     await log.checkWitness();
     await log.genesisIfEmpty();
     await log.checkIdentity();
@@ -352,16 +356,22 @@ export class EvidenceLog {
     });
   }
 
+  /** Refuses a log whose entry 0 names another origin than this process's; a database with no log yet passes. */
+  private async checkOrigin(): Promise<void> {
+    const genesis = (await this.driver.read((tx) => readGenesis(tx)))?.entry;
+    const body = genesis?.body as { origin?: unknown } | undefined;
+    if (genesis?.kind !== "system.genesis" || !body || body.origin === this.origin) return;
+    throw new SigningKeyError(
+      `the log's origin is ${JSON.stringify(body.origin)}, but BURSAR_LOG_ORIGIN is ${JSON.stringify(this.origin)}: a log keeps the origin it was started with (every checkpoint and verifier key names it), so set BURSAR_LOG_ORIGIN back to ${JSON.stringify(body.origin)}, or start a new log on a new database for the new origin`,
+    );
+  }
+
   private async checkIdentity(): Promise<void> {
     const stored = await this.driver.read((tx) => readGenesis(tx));
     const genesis = stored?.entry;
     const body = genesis?.body as { origin?: unknown; key?: unknown } | undefined;
     if (!genesis || genesis.kind !== "system.genesis" || !body) throw new EvidenceIntegrityError("entry 0 is not system.genesis");
-    if (body.origin !== this.origin) {
-      throw new SigningKeyError(
-        `the log's origin is ${JSON.stringify(body.origin)}, but BURSAR_LOG_ORIGIN is ${JSON.stringify(this.origin)}: a log keeps the origin it was started with (every checkpoint and verifier key names it), so set BURSAR_LOG_ORIGIN back to ${JSON.stringify(body.origin)}, or start a new log on a new database for the new origin`,
-      );
-    }
+    await this.checkOrigin();
     if (body.key !== this.verifierKey) {
       throw new ForeignSigningKeyError(
         `the signing key (${this.verifierKey}) is not the key this log was started with (${String(body.key)}): restore that key (BURSAR_SIGNING_KEY, or signing-key.pem in the data directory), or start a new log on a new database`,

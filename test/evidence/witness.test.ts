@@ -142,6 +142,18 @@ describe("EvidenceLog.open with a witness", () => {
     await driver.close();
   });
 
+  it("on the same database under a changed origin, says to set the origin back (not that the database is another), and writes nothing", async () => {
+    const { driver, signer, checkpoint } = await logOf(1);
+    const witness = memoryWitness(kept(checkpoint.size, checkpoint.root_hash));
+    const opened = EvidenceLog.open(driver, { signer, origin: "renamed.example/log", clock: steppingClock(), witness });
+    await expect(opened).rejects.toThrow(
+      'the log\'s origin is "test.bursar/log", but BURSAR_LOG_ORIGIN is "renamed.example/log": a log keeps the origin it was started with (every checkpoint and verifier key names it), so set BURSAR_LOG_ORIGIN back to "test.bursar/log"',
+    );
+    expect(await driver.read((tx) => readTreeSize(tx))).toBe(checkpoint.size);
+    expect(witness.given).toEqual([]);
+    await driver.close();
+  });
+
   it("a log that finds entries it saw gone keeps a signed checkpoint of what it saw, and tells its listeners once", async () => {
     const { driver, signer, log, checkpoint } = await logOf(4);
     await driver.transaction((tx) => log.appendMany(tx, [entry(8), entry(9)]));

@@ -57,6 +57,17 @@ describe("a database rolled back under bursar serve", () => {
     await started.app.close();
   });
 
+  it("a changed BURSAR_LOG_ORIGIN on the same database is refused with the advice to set it back, not to remove last-checkpoint", async () => {
+    const data_dir = join(dir(), "renamed-origin");
+    await serveAndWrite(data_dir, 1);
+    const renamed = startServer(loadConfig({ BURSAR_DATA_DIR: data_dir, BURSAR_PORT: "0", BURSAR_ADMIN_TOKEN: "", BURSAR_LOG_ORIGIN: "renamed.example/log" }), { logger: false });
+    await expect(renamed).rejects.toThrow(/^the log's origin is "bursar.local\/log", but BURSAR_LOG_ORIGIN is "renamed.example\/log": .*set BURSAR_LOG_ORIGIN back to "bursar.local\/log"/);
+    await expect(renamed).rejects.not.toThrow(/last-checkpoint/);
+    // Set back, it starts.
+    const started = await startServer(configOf(data_dir), { logger: false });
+    await started.app.close();
+  });
+
   it("a database deleted (or moved away) is not silently replaced by a new log under the same key", async () => {
     const data_dir = join(dir(), "deleted");
     await serveAndWrite(data_dir, 1);
