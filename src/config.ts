@@ -339,8 +339,19 @@ function flag(env: Env, name: string, fallback = false): boolean {
 }
 
 function razorpayChecks(config: Config): void {
-  if (config.provider !== "razorpay") return;
   const { key_id, key_secret, webhook_secret } = config.razorpay;
+  // Checked for the mounted simulator too: the docs refuse it whatever the provider.
+  if (webhook_secret !== undefined && config.razorpay.webhook_secret_previous === webhook_secret) {
+    throw new ConfigError("RAZORPAY_WEBHOOK_SECRET_PREVIOUS equals RAZORPAY_WEBHOOK_SECRET (the value is not shown): set it to the secret the rotation replaced, or leave it unset");
+  }
+  if (config.provider !== "razorpay") {
+    // Razorpay keys with the default provider ran the built-in simulator, and the operator took its payments for real ones.
+    const set = key_id !== undefined ? "RAZORPAY_KEY_ID" : key_secret !== undefined ? "RAZORPAY_KEY_SECRET" : undefined;
+    if (set !== undefined) {
+      throw new ConfigError(`${set} is set but BURSAR_PROVIDER is ${config.provider}: set BURSAR_PROVIDER=razorpay, or unset the RAZORPAY_KEY_* variables`);
+    }
+    return;
+  }
   if (!key_id) throw new ConfigError("RAZORPAY_KEY_ID is required when BURSAR_PROVIDER=razorpay");
   if (!/^rzp_(test|live)_[A-Za-z0-9]+$/.test(key_id)) {
     throw new ConfigError("RAZORPAY_KEY_ID: expected a key id starting rzp_test_ (or rzp_live_)");
@@ -350,9 +361,6 @@ function razorpayChecks(config: Config): void {
   }
   if (!key_secret) throw new ConfigError("RAZORPAY_KEY_SECRET is required when BURSAR_PROVIDER=razorpay");
   if (!webhook_secret) throw new ConfigError("RAZORPAY_WEBHOOK_SECRET is required when BURSAR_PROVIDER=razorpay");
-  if (config.razorpay.webhook_secret_previous === webhook_secret) {
-    throw new ConfigError("RAZORPAY_WEBHOOK_SECRET_PREVIOUS equals RAZORPAY_WEBHOOK_SECRET (the value is not shown): set it to the secret the rotation replaced, or leave it unset");
-  }
   // Razorpay keeps its orders and payments: holds and evidence that vanish at exit would leave
   // money the provider moved with no reservation to settle and no record of the decision.
   if (config.db === ":memory:") {
@@ -431,7 +439,8 @@ export const environment_help = `Environment:
   BURSAR_HOST, BURSAR_PORT   listen address (default 127.0.0.1:8787)
   BURSAR_ADMIN_TOKEN         operator token; unset: generated when the data directory holds no token hash, printed once on stderr
   BURSAR_PROVIDER            simulator (default, mounted in-process) or razorpay
-  RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com; no user:password@, ?query, #fragment or whitespace around it)
+  RAZORPAY_KEY_ID, RAZORPAY_KEY_SECRET, RAZORPAY_BASE_URL (default https://api.razorpay.com; no user:password@, ?query, #fragment or whitespace around it);
+                             the keys are refused unless BURSAR_PROVIDER=razorpay
   RAZORPAY_WEBHOOK_SECRET    required for razorpay; generated into the data directory for the simulator
   RAZORPAY_WEBHOOK_SECRET_PREVIOUS
                              razorpay only: the webhook secret a rotation replaced, also accepted

@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, databaseError, loadConfig } from "../../src/config.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
-import { freePort, runBursar } from "../support/process.js";
+import { providerInUse } from "../../src/cli/commands/serve.js";
+import { freePort, runBursar, startBursar } from "../support/process.js";
 
 beforeAll(() => ensureBuilt());
 
@@ -72,6 +73,9 @@ describe("configuration checked in loadConfig", () => {
       message:
         "BURSAR_DB: looks like a URL but is not a postgres:// URL (the value is not shown: it may hold a password); expected postgres://user:password@host:5432/database, or a SQLite file path",
     })),
+    // Razorpay keys with the default provider ran the built-in simulator: payments taken for real were not.
+    { variable: "RAZORPAY_KEY_ID", value: "rzp_test_x", message: "RAZORPAY_KEY_ID is set but BURSAR_PROVIDER is simulator: set BURSAR_PROVIDER=razorpay, or unset the RAZORPAY_KEY_* variables" },
+    { variable: "RAZORPAY_KEY_SECRET", value: "secret", message: "RAZORPAY_KEY_SECRET is set but BURSAR_PROVIDER is simulator: set BURSAR_PROVIDER=razorpay, or unset the RAZORPAY_KEY_* variables" },
     // A URL's credentials, query or unparsable text that may hold them is never echoed.
     {
       variable: "RAZORPAY_BASE_URL",
@@ -139,6 +143,25 @@ describe("configuration checked in loadConfig", () => {
       stderr: 'bursar simulator: BURSAR_LOG_LEVEL="LOUD": expected one of fatal, error, warn, info, debug, trace, silent\n',
       stdout: "",
     });
+  });
+
+  it("refuses RAZORPAY_WEBHOOK_SECRET_PREVIOUS equal to RAZORPAY_WEBHOOK_SECRET with the simulator too, as documented (it was ignored)", () => {
+    expect(() => loadConfig({ RAZORPAY_WEBHOOK_SECRET: "whsec_same", RAZORPAY_WEBHOOK_SECRET_PREVIOUS: "whsec_same" })).toThrow(
+      new ConfigError("RAZORPAY_WEBHOOK_SECRET_PREVIOUS equals RAZORPAY_WEBHOOK_SECRET (the value is not shown): set it to the secret the rotation replaced, or leave it unset"),
+    );
+    // The mounted simulator's own webhook secret alone is still taken.
+    expect(loadConfig({ RAZORPAY_WEBHOOK_SECRET: "whsec_same" }).razorpay.webhook_secret).toBe("whsec_same");
+  });
+
+  it("bursar serve's listen line names the provider in use", async () => {
+    const server = await startBursar(["serve", "--port", "0"], { BURSAR_DATA_DIR: dataDir() });
+    try {
+      expect(server.stdout()).toContain(`bursar listening on ${server.url} (provider: simulator, built in: no real payments)\n`);
+    } finally {
+      await server.stop();
+    }
+    const razorpay = loadConfig({ BURSAR_PROVIDER: "razorpay", RAZORPAY_KEY_ID: "rzp_test_x", RAZORPAY_KEY_SECRET: "s", RAZORPAY_WEBHOOK_SECRET: "w" });
+    expect(providerInUse(razorpay)).toBe("provider: razorpay at https://api.razorpay.com, test key");
   });
 
   it("accepts every pino level, a 16-character master key and postgres:// or file databases", () => {

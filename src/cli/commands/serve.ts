@@ -1,7 +1,7 @@
 // bursar serve: the gate, operator API and evidence log over HTTP until SIGINT/SIGTERM/SIGHUP.
 
 import type { FastifyInstance } from "fastify";
-import { environment_help, fetchRefusedPort, loadConfig } from "../../config.js";
+import { environment_help, fetchRefusedPort, loadConfig, type Config } from "../../config.js";
 import { GracefulStop, onLogOutputFailed } from "../../server/app.js";
 import { startServer, type Started } from "../../server/start.js";
 import { listenHost, parseStrict, println, signalExitCode, UsageError, type CliIo } from "../command.js";
@@ -10,7 +10,9 @@ export const help = `usage: bursar serve [--host HOST] [--port PORT]
 
 Runs Bursar over HTTP: GET /healthz, the MCP gate at /mcp, the operator API under /api/v1,
 the evidence log routes and (with BURSAR_PROVIDER=simulator, the default) the Razorpay
-simulator under /simulator.
+simulator under /simulator. The line "bursar listening on URL (provider: …)" names the
+provider in use; RAZORPAY_KEY_ID or RAZORPAY_KEY_SECRET set without BURSAR_PROVIDER=razorpay
+is refused at start (exit 2), since the simulator's payments are not real.
 
 When BURSAR_ADMIN_TOKEN is unset and the data directory holds no operator token hash (a
 fresh one, or one whose hash file was removed), it generates the operator token, stores only
@@ -50,6 +52,13 @@ const output_closed_status = signalExitCode("SIGPIPE");
 /** Exit code of a stop because the database failed a commit or flush (sysexits' EX_TEMPFAIL: a restart recovers). */
 export const database_failed_status = 75;
 
+/** The provider the start line names: whether payments are real is never left to guess from the environment. */
+export function providerInUse(config: Config): string {
+  if (config.provider === "simulator") return "provider: simulator, built in: no real payments";
+  const mode = config.razorpay.key_id?.startsWith("rzp_live_") ? "live key" : "test key";
+  return `provider: razorpay at ${config.razorpay.base_url}, ${mode}`;
+}
+
 export async function run(argv: string[], io: CliIo): Promise<number> {
   const { values } = parseStrict({ args: argv, options: { host: { type: "string" }, port: { type: "string" } }, strict: true });
   const env = { ...io.env };
@@ -86,7 +95,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   });
   // Before the listen line: whoever reads it may signal at once, and must get a graceful stop.
   stop.attach(started.app);
-  println(io.stdout, `bursar listening on ${started.url}`);
+  println(io.stdout, `bursar listening on ${started.url} (${providerInUse(config)})`);
   if (started.generated_token) {
     // On stderr: stdout carries the JSON logs, which must never hold a token.
     println(io.stderr, "");
