@@ -242,8 +242,10 @@ export function databaseError(db: string, error: unknown): unknown {
     // A URL loadConfig let through but node-postgres cannot parse (its message says only "Invalid URL").
     if (code_text === "ERR_INVALID_URL" || error instanceof URIError) return new ConfigError(postgres_url_invalid);
     // A file the URL names (?sslrootcert=, ?sslcert=, ?sslkey=) that node-postgres cannot read: its message names the file.
-    // (A file system error names a path; a network one, ECONNREFUSED from connect, does not.)
-    if (error instanceof Error && "syscall" in error && typeof (error as { path?: unknown }).path === "string") return new ConfigError(`BURSAR_DB=${maskedDb(db)}: cannot read a file the URL names (${message})`);
+    // (Opening or reading a file, ENOENT or EISDIR, a directory read having no path; not a
+    // network error, whose syscall is connect, ECONNREFUSED or a unix socket's ENOENT.)
+    const syscall = (error as { syscall?: unknown } | null)?.syscall;
+    if (error instanceof Error && (syscall === "open" || syscall === "read")) return new ConfigError(`BURSAR_DB=${maskedDb(db)}: cannot read a file the URL names (${message})`);
     // Reached, but a lock wait or a statement ran out of time: not "cannot reach".
     if (code_text === "55P03") {
       return new ConfigError(

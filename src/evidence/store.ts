@@ -301,11 +301,18 @@ export class EvidenceLog {
   static async open(driver: SqlDriver, options: EvidenceLogOptions): Promise<EvidenceLog> {
     parseCheckpoint(formatCheckpoint({ origin: options.origin, size: 0, rootHash: Buffer.alloc(32) }));
     const log = new EvidenceLog(driver, options);
-    // The database's own log is asked first: a changed BURSAR_LOG_ORIGIN on the same database is a
-    // setting to put back, not a database to restore (the witness's checkpoint names the origin
-    // too, and said "not the one this data directory served"). Both run before anything is written.
-    await log.checkOrigin();
-    await log.checkWitness();
+    // Which is asked first: a witness that kept a checkpoint of the configured origin says this
+    // data directory served that origin, so a database whose log has another is a foreign one, to
+    // put back (the witness says so); otherwise the database's own log is asked first, and a
+    // changed BURSAR_LOG_ORIGIN on the same database is a setting to put back, not a database to
+    // restore. Both run before anything is written.
+    if (log.witness?.kept()?.origin === log.origin) {
+      await log.checkWitness();
+      await log.checkOrigin();
+    } else {
+      await log.checkOrigin();
+      await log.checkWitness();
+    }
     await log.genesisIfEmpty();
     await log.checkIdentity();
     // The tree is brought up to the stored log now, not at the first checkpoint: a process started

@@ -154,6 +154,16 @@ describe("EvidenceLog.open with a witness", () => {
     await driver.close();
   });
 
+  it("a database of another origin where the witness kept one of the configured origin is a foreign database to put back, not a setting to change", async () => {
+    // The data directory served test_origin; a database started under another origin is put in its place.
+    const { driver, signer } = await logOf(1);
+    const witness = memoryWitness(kept(2, "ab".repeat(32), "renamed.example/log"));
+    const opened = EvidenceLog.open(driver, { signer, origin: "renamed.example/log", clock: steppingClock(), witness });
+    await expect(opened).rejects.toThrow(LogRolledBackError);
+    await expect(opened).rejects.toThrow(/another history|restored from an older copy/);
+    await driver.close();
+  });
+
   it("a log that finds entries it saw gone keeps a signed checkpoint of what it saw, and tells its listeners once", async () => {
     const { driver, signer, log, checkpoint } = await logOf(4);
     await driver.transaction((tx) => log.appendMany(tx, [entry(8), entry(9)]));

@@ -81,7 +81,8 @@ function llmBaseUrl(raw: string): string {
   const query = queryRefusal(raw, "BURSAR_LLM_BASE_URL", llm_base_url_example);
   if (query !== undefined) throw new CommandError(query);
   const url = parseHttpUrl(raw);
-  if (!url) throw new CommandError(`BURSAR_LLM_BASE_URL ${JSON.stringify(raw)}: expected an http(s) URL, e.g. ${llm_base_url_example}`);
+  // One with an @ may hold credentials: not shown, as httpUrl does for the other URLs.
+  if (!url) throw new CommandError(`BURSAR_LLM_BASE_URL${raw.includes("@") ? " (the value is not shown)" : ` ${JSON.stringify(raw)}`}: expected an http(s) URL, e.g. ${llm_base_url_example}`);
   // Not echoed: they are credentials. fetch refuses such a URL, and the key has its own variable.
   if (url.username !== "" || url.password !== "") throw new CommandError("BURSAR_LLM_BASE_URL: a URL with user:password@ is not supported; put the key in BURSAR_LLM_API_KEY");
   return raw;

@@ -11,7 +11,7 @@ import { ConfigError } from "../../config.js";
 import { deadline } from "../../deadline.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, not_utf8, notJsonRpc, parseError, requestId, utf8Text, type JsonRpcError } from "../../server/jsonrpc.js";
-import { baseUrl, bearerToken, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
+import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
 /** Longer than the gate's longest provider timeout (BURSAR_PROVIDER_TIMEOUT_MS ≤ 120 s), so the
@@ -62,8 +62,9 @@ repeat the call with the same idempotency_key, never a new one.
 Options:
   --url URL   the gate's base URL, or its /mcp endpoint (default: BURSAR_URL, else ${gate_url_default});
               a URL with user:password@ is refused (exit 2) without being shown: the bridge
-              authenticates with BURSAR_AGENT_TOKEN only; so is one with a ?query or #fragment
-              (a query can carry a token) or whitespace around it
+              authenticates with BURSAR_AGENT_TOKEN only; so is one with whitespace around it.
+              A ?query is sent as given (a gateway may route by it) and shown as ?… in
+              every message (it can carry a key)
 
 Environment:
   BURSAR_AGENT_TOKEN   required: the agent token from \`bursar agent create\`
@@ -75,8 +76,9 @@ Example client configuration (Claude Desktop's claude_desktop_config.json):
 
 /** The gate's /mcp endpoint from a base URL (or the endpoint itself). */
 export function mcpEndpoint(raw: string): URL {
-  // A base URL as every other client takes it: a query would be repeated in each error message (a query can carry a token).
-  const url = baseUrl(raw, "--url/BURSAR_URL", "BURSAR_AGENT_TOKEN");
+  // A query stays where it is (the path is set apart from it): a gateway in front may route or
+  // authenticate by one. It is sent, never printed (see shownEndpoint): it can carry a key.
+  const url = httpUrl(raw, "--url/BURSAR_URL", { credentials_in: "BURSAR_AGENT_TOKEN" });
   const path = url.pathname.replace(/\/+$/, "");
   url.pathname = path.endsWith("/mcp") ? path : `${path}/mcp`;
   return url;
@@ -173,8 +175,13 @@ function notSent(cause: { code?: string; message?: string } | undefined): boolea
   return code !== undefined && (not_sent_codes.has(code) || tls_failure.test(code));
 }
 
+/** The endpoint as messages show it: without its query or fragment, which can carry a key. */
+export function shownEndpoint(endpoint: URL): string {
+  return `${endpoint.origin}${endpoint.pathname}${endpoint.search ? "?…" : ""}`;
+}
+
 export function describeFailure(error: unknown, endpoint: URL): Failure {
-  const where = `the gate at ${endpoint.href}`;
+  const where = `the gate at ${shownEndpoint(endpoint)}`;
   if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code > 0) {
     const detail = gateErrorText(error.message) ?? error.message;
     return { message: `${where} answered HTTP ${error.code}: ${detail}`, fatal: error.code === 401 || error.code === 403, http_status: error.code };
