@@ -218,6 +218,9 @@ async function writeExport(
       written = true;
       println(io.stdout, `exported ${summary.entries} entries and ${summary.checkpoints} checkpoints to ${out} (${summary.bytes} bytes)`);
     } finally {
+      // After a failure a write may still be under way: its error on the closed descriptor is
+      // not this export's (which has failed already), and must not crash the command.
+      stream.on("error", () => undefined);
       closeSync(out_fd);
     }
   } finally {
