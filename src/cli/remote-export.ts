@@ -6,7 +6,7 @@
 
 import { setTimeout as sleep } from "node:timers/promises";
 import { CanonicalJsonError, canonicalJson } from "../evidence/canonical.js";
-import { export_format_version, type ExportHeader, type ExportSummary } from "../evidence/export.js";
+import { exportCheckpointLine, exportHeaderLine, type ExportSummary } from "../evidence/export.js";
 import { leafHash } from "../evidence/merkle.js";
 import { NoteError, parseCheckpoint, parseNote } from "../evidence/note.js";
 import { Progress } from "../eval/progress.js";
@@ -146,11 +146,11 @@ export async function exportRemote(
       if (seq !== start + index) throw new CommandError(`--from: GET ${path} sent entry ${seq} where ${start + index} belongs`);
       const line = canonicalLine(entry, `entry ${seq}`);
       if (leafHash(line).toString("hex") !== leaf_hash) throw new CommandError(`--from: entry ${seq}'s canonical bytes do not hash to the leaf hash the server sent with it`);
-      if (seq === 0) text += headerLine(entry, checkpoint.size);
+      if (seq === 0) text += exportHeaderLine((entry as { body?: unknown }).body, checkpoint.size, new Date().toISOString());
       text += `${line}\n${receipt ? `${canonicalLine({ receipt }, `entry ${seq}'s receipt`)}\n` : ""}`;
     }
     start += page.entries.length;
-    if (start === checkpoint.size) text += `${canonicalJson({ checkpoint: checkpoint.note })}\n`;
+    if (start === checkpoint.size) text += exportCheckpointLine(checkpoint.note);
     await emit(text);
     progress.update(start);
   }
@@ -165,17 +165,4 @@ function canonicalLine(value: unknown, what: string): string {
     if (error instanceof CanonicalJsonError) throw new CommandError(`--from: ${what} has no canonical JSON (${error.message}), so it is not what a log holds`);
     throw error;
   }
-}
-
-/** The export's first line, from the log's system.genesis (entry 0): its origin and key. */
-function headerLine(genesis: unknown, size: number): string {
-  const body = ((genesis as { body?: unknown }).body ?? {}) as { origin?: unknown; key?: unknown };
-  const header: ExportHeader = {
-    v: export_format_version,
-    origin: String(body.origin ?? ""),
-    key: String(body.key ?? ""),
-    tree_size: size,
-    exported_at: new Date().toISOString(),
-  };
-  return `${canonicalJson({ bursar_export: header })}\n`;
 }

@@ -41,6 +41,18 @@ export interface ExportOptions {
   write: (text: string) => Promise<void>;
 }
 
+/** The export's first line, from the body of the log's system.genesis (entry 0): its origin and key. */
+export function exportHeaderLine(genesis_body: unknown, size: number, exported_at: string): string {
+  const body = (genesis_body ?? {}) as { origin?: unknown; key?: unknown };
+  const header: ExportHeader = { v: export_format_version, origin: String(body.origin ?? ""), key: String(body.key ?? ""), tree_size: size, exported_at };
+  return `${canonicalJson({ bursar_export: header })}\n`;
+}
+
+/** The line a signed checkpoint stands on, after the entry that completes its size. */
+export function exportCheckpointLine(note: string): string {
+  return `${canonicalJson({ checkpoint: note })}\n`;
+}
+
 /** The receipt line after an entry that has its own receipt (v2 ones carry `log`); "" for one that has none. */
 function receiptLine(row: EntryRow, key_id: string, log: string): string {
   const receipt = receiptOfRow(row, key_id, log);
@@ -53,15 +65,7 @@ export async function exportLog(driver: SqlDriver, options: ExportOptions): Prom
     checkpoints: await readCheckpoints(tx, 0, options.size),
   }));
   const log = genesis?.log ?? "";
-  const body = (genesis?.entry.body ?? {}) as { origin?: string; key?: string; key_id?: string };
-  const header: ExportHeader = {
-    v: export_format_version,
-    origin: String(body.origin ?? ""),
-    key: String(body.key ?? ""),
-    tree_size: options.size,
-    exported_at: options.exported_at,
-  };
-  const key_id = String(body.key_id ?? "");
+  const key_id = String((genesis?.entry.body as { key_id?: unknown } | undefined)?.key_id ?? "");
   const bySize = new Map<number, StoredCheckpoint>(checkpoints.map((c) => [c.size, c]));
   let bytes = 0;
   const emit = async (text: string) => {
@@ -70,9 +74,9 @@ export async function exportLog(driver: SqlDriver, options: ExportOptions): Prom
   };
   const checkpointLine = (size: number) => {
     const stored = bySize.get(size);
-    return stored ? `${canonicalJson({ checkpoint: stored.note })}\n` : "";
+    return stored ? exportCheckpointLine(stored.note) : "";
   };
-  await emit(`${canonicalJson({ bursar_export: header })}\n${checkpointLine(0)}`);
+  await emit(`${exportHeaderLine(genesis?.entry.body, options.size, options.exported_at)}${checkpointLine(0)}`);
   for (let start = 0; start < options.size; start += export_page_rows) {
     const end = Math.min(options.size, start + export_page_rows);
     const rows = await driver.read((tx) => readEntryRows(tx, start, end));
