@@ -201,7 +201,7 @@ function notAsked(payment: ProviderPayment, auth: AuthorizeResult, asked: Asked)
 async function settled(context: GateContext, call: CallRef, payment: ProviderPayment, auth: AuthorizeResult, asked: Asked): Promise<ToolResult> {
   // An answer about another payment, order, amount or currency settles nothing here (nor on
   // whichever block that order is): this reservation's outcome is unknown until a webhook or an
-  // operator check proves it. Taken at its word, a lower amount would commit and release the rest.
+  // operator check proves it (a signed webhook for a lower amount is a conflict that freezes the block).
   const other = notAsked(payment, auth, asked);
   if (other) return captureOutcomeUnknown(context, call, auth, other);
   // A success that reports the payment not captured (still authorized, failed) is no proof

@@ -1,6 +1,7 @@
 // Moving held money: commit on a proven capture (exactly once per reservation), release on a
 // proven refusal, mark outcome-unknown otherwise. Conflicts freeze the block and keep the money.
 
+import { unreconciled_max_minor } from "../policy/limits.js";
 import { record, type EvidenceRef, type LedgerContext } from "./context.js";
 import type { SqlTx } from "./driver.js";
 import type { BlockRow, ReservationRow } from "./rows.js";
@@ -99,14 +100,21 @@ export async function markUnknown(
  * was counted on this reservation, in this currency, at as much or more; `elsewhere` when it is
  * counted on another reservation or in another currency, so that this report cannot be weighed
  * against that count (reject treats it as a conflict that moved no money here).
+ *
+ * A block counts at most unreconciled_max_minor: a provider reporting more (a payment amount
+ * can be up to 2^53, and every conflicting payment adds its own) would take the block's sums
+ * past what a JavaScript number holds exactly, and PostgreSQL's BIGINT past what Bursar reads
+ * back. Beyond it, a payment is counted only up to the bound, and its row says what was counted,
+ * which is what leaves again if it settles; the entry keeps the payment as reported.
  */
 async function countUnreconciled(
   tx: SqlTx,
+  block: BlockRow,
   reservation: ReservationRow,
   payment: CapturedPayment,
   reason: string,
   now_ms: number,
-  amount = payment.amount,
+  reported = payment.amount,
 ): Promise<number | "counted_before" | "elsewhere"> {
   const before = await tx.get<{ amount: number | string; currency: string; reservation_id: string }>(
     "SELECT amount, currency, reservation_id FROM unreconciled_payments WHERE payment_id = ?",
@@ -115,6 +123,9 @@ async function countUnreconciled(
   // Raised only on the reservation (and so the block) it was counted on, in its currency.
   if (before && (before.reservation_id !== reservation.reservation_id || before.currency !== payment.currency)) return "elsewhere";
   const was = before ? Number(before.amount) : 0;
+  // A payment in another currency adds nothing to the block's sums, so no bound applies to it.
+  const same_currency = payment.currency === reservation.currency;
+  const amount = same_currency ? Math.min(reported, was + Math.max(0, unreconciled_max_minor - block.unreconciled)) : reported;
   if (before && amount <= was) return "counted_before";
   if (before) {
     await tx.run("UPDATE unreconciled_payments SET amount = ?, reason = ?, counted_at_ms = ? WHERE payment_id = ?", [amount, reason, now_ms, payment.id]);
@@ -129,7 +140,7 @@ async function countUnreconciled(
   }
   // The block counts in its own currency's minor units: a payment in another is listed (with its
   // currency) and freezes the block, but adds nothing to its sums (USD cents are not paise).
-  const added = payment.currency === reservation.currency ? amount - was : 0;
+  const added = same_currency ? amount - was : 0;
   if (added > 0) await adjustBlock(tx, reservation.block_id, { unreconciled: added });
   return added;
 }
@@ -189,7 +200,7 @@ async function reject(
 ): Promise<SettleOutcome> {
   const now_ms = context.clock().getTime();
   const block = (await lockBlock(tx, reservation.block_id)) as BlockRow;
-  const counted = money_moved ? await countUnreconciled(tx, reservation, payment, reason, now_ms, moved_amount) : undefined;
+  const counted = money_moved ? await countUnreconciled(tx, block, reservation, payment, reason, now_ms, moved_amount) : undefined;
   const unreconciled = typeof counted === "number" ? counted : 0;
   // The same conflicting payment again (Razorpay sends payment.captured and order.paid for one
   // capture, and retries for a day): it froze the block when first counted, and freezing again
@@ -303,7 +314,10 @@ export async function settleCapture(
   if (reservation.payment_id && reservation.payment_id !== payment.id) {
     return reject(tx, context, reservation, payment, via, "captured payment differs from the bound payment", true, detail);
   }
-  if (payment.currency !== reservation.currency || payment.amount > reservation.amount) {
+  // Orders are made without partial payments, so a capture is for exactly the reservation's
+  // amount. One reported for less is a conflict too: committed, it would release the rest to be
+  // spent again while the provider may yet report the whole amount moved.
+  if (payment.currency !== reservation.currency || payment.amount !== reservation.amount) {
     return reject(tx, context, reservation, payment, via, "captured amount or currency conflicts with the reservation", true, detail);
   }
   return commit(tx, context, reservation, payment, via, detail);

@@ -3,6 +3,9 @@
 export const amount_min_minor = 100;
 export const amount_max_minor = 1_000_000_000;
 export const reserved_max_minor = 1_000_000_000_000;
+/** The most money a block counts as unreconciled (moved in conflicts, as the provider reports):
+ *  far above any block, and with the block's other sums still exact in a JavaScript number. */
+export const unreconciled_max_minor = 1_000_000_000_000_000;
 export const block_lifetime_max_seconds = 90 * 24 * 3600;
 /** A note value of at most 255 characters passes both Razorpay's documented limit (256) and the
  *  simulator's (255, as in Razorpay's error text), so a call the policy allows is not refused by

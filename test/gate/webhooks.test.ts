@@ -385,6 +385,8 @@ describe("POST /webhooks/razorpay", () => {
   // (and freezes) but adds no USD cents to an INR block's paise.
   const conflicts: Array<[string, Record<string, unknown>, number]> = [
     ["amount", { amount: 20_000 }, 20_000],
+    // Orders allow no partial payment: committed, a capture for less would release the rest.
+    ["smaller amount", { amount: 5_000 }, 5_000],
     ["currency", { currency: "USD" }, 0],
     ["status", { status: "authorized" }, 0],
     // Counted for the first time though it adds nothing: still a conflict that freezes.
@@ -402,7 +404,7 @@ describe("POST /webhooks/razorpay", () => {
   }
 
   it("a settled payment reported again with another amount or currency → 200 rejected; the block freezes; only a larger amount in the block's currency counts its excess unreconciled", async () => {
-    const { agent, order_id } = await heldOrder(10_000);
+    const { agent, order_id } = await heldOrder(5_000);
     const settled = { id: "pay_Again1", order_id, amount: 5_000, currency: "INR", status: "captured" };
     expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "applied" });
     expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "noop", reason: "already settled" });
@@ -434,7 +436,7 @@ describe("POST /webhooks/razorpay", () => {
   });
 
   it("a settled payment reported larger after a report in another currency was counted: still a conflict that freezes the block", async () => {
-    const { agent, order_id } = await heldOrder(10_000);
+    const { agent, order_id } = await heldOrder(9_000);
     const payment = { id: "pay_Elsewhere1", order_id, status: "captured" };
     // Counted in USD (listed, nothing added to the INR block), then settled in INR: the USD count stays.
     expect((await send(paymentEvent("payment.captured", { ...payment, amount: 5_000, currency: "USD" }))).body).toMatchObject({ outcome: "rejected" });
@@ -476,7 +478,7 @@ describe("POST /webhooks/razorpay", () => {
   });
 
   it("a conflict that moved no money, reported again after an operator's unfreeze, is recorded without freezing the block again; another one freezes it", async () => {
-    const { agent, order_id } = await heldOrder(10_000);
+    const { agent, order_id } = await heldOrder(5_000);
     const settled = { id: "pay_Refreeze1", order_id, amount: 5_000, currency: "INR", status: "captured" };
     expect((await send(paymentEvent("payment.captured", settled))).body).toMatchObject({ outcome: "applied" });
     // Less than settled: a contradiction that moved no money beyond the spend.
