@@ -44,6 +44,13 @@ export function firstDuplicateKeyPath(text: string, value: unknown): string | un
   return duplicateKeyPaths(text, 1)[0];
 }
 
+/** Why a JSON-RPC message writing a key twice is refused (at /mcp and by the stdio bridge): a
+ *  reader in front of Bursar (a gateway, an observer) may take the first where Bursar took the
+ *  last, and decide on an amount the call did not carry for Bursar. */
+export function writtenTwiceReason(path: string): string {
+  return `it writes the key ${path} twice in one object, and JSON readers differ on which one counts (JSON.parse keeps the last), so neither is read`;
+}
+
 /** Duplicates reported per text at most: one per record of the largest delivery is enough. */
 export const duplicate_keys_reported_max = 500;
 

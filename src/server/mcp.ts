@@ -17,6 +17,7 @@ import type { ToolResult } from "../gate/results.js";
 import { declaredToolName, tool_declarations } from "../gate/tools.js";
 import { whenAnswerOver, type RoutePlugin } from "./app.js";
 import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
+import { firstDuplicateKeyPath, writtenTwiceReason } from "../ingest/duplicate-keys.js";
 import { errorBody } from "./errors.js";
 import { isToolCallEnvelope, not_utf8, notJsonRpc, parseError, toolCallRequest, utf8Text, withoutBom } from "./jsonrpc.js";
 import { version } from "../version.js";
@@ -98,8 +99,9 @@ class NotJson {
  * JSON for /mcp, parsed as JSON.parse does: a "__proto__" or "constructor" key stays an own
  * property (JSON.parse never sets a prototype), so the policy sees it and refuses it with
  * evidence, where Fastify's default parser answered 400 and nothing was recorded. A leading BOM
- * is skipped, as the stdio bridge skips it. Text that is not JSON becomes a NotJson, which the
- * route answers as JSON-RPC does (-32700, id null). Fastify enforces the body limit before the
+ * is skipped, as the stdio bridge skips it. Text that is not JSON, or that writes a key twice in
+ * one object (which key counts is up to the reader), becomes a NotJson, which the route answers
+ * as JSON-RPC does (-32700, id null): nothing is decided, so nothing is recorded. Fastify enforces the body limit before the
  * parser runs, and a POST reaches it only once authenticated.
  */
 function parseJsonAsIs(request: FastifyRequest, body: Buffer, done: (error: Error | null, value?: unknown) => void): void {
@@ -107,13 +109,15 @@ function parseJsonAsIs(request: FastifyRequest, body: Buffer, done: (error: Erro
   if (request.method !== "POST" && body.length === 0) return done(null, undefined);
   const text = utf8Text(body);
   if (text === undefined) return done(null, new NotJson(`the body is not valid JSON: ${not_utf8}`));
+  const json = withoutBom(text);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(withoutBom(text)) as unknown;
+    parsed = JSON.parse(json) as unknown;
   } catch (error) {
-    parsed = new NotJson(`the body is not valid JSON: ${(error as Error).message}`);
+    return done(null, new NotJson(`the body is not valid JSON: ${(error as Error).message}`));
   }
-  done(null, parsed);
+  const twice = firstDuplicateKeyPath(json, parsed);
+  done(null, twice === undefined ? parsed : new NotJson(`the body is refused: ${writtenTwiceReason(twice)}`));
 }
 
 /** Whether `host` (a Host header) is a host and optional port and nothing else: the SDK's

@@ -208,6 +208,26 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
     expect(bom.status).toBe(200);
     expect(JSON.parse(bom.text)).toMatchObject({ id: 5, result: { tools: expect.arrayContaining([expect.objectContaining({ name: "create_order" })]) } });
   });
+
+  it("refuses a body that writes a key twice in one object with 400 and -32700, naming the key: nothing is decided, held or recorded", async () => {
+    // JSON.parse keeps the last amount, a gateway or observer in front may read the first: the
+    // two would disagree on what the call spent.
+    const agent = await server.agent("key-twice");
+    const before = await treeSize();
+    for (const [body, path] of [
+      ['{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "create_order", "arguments": {"amount": 100, "currency": "INR", "amount": 90000}}}', "params.arguments.amount"],
+      ['{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "get_block", "arguments": {}}, "method": "tools/list"}', "method"],
+      ['{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "create_order", "arguments": {"amount": 100, "currency": "INR", "\u0061mount": 100}}}', "params.arguments.amount"],
+    ]) {
+      const answer = await rawMcpPost(server.url, agent.token, body!);
+      expect({ status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
+        status: 400,
+        reply: { jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining(`writes the key ${path!} twice`) } },
+      });
+    }
+    expect(await treeSize()).toBe(before);
+    expect(await server.started.bursar.ledger.getBlock(agent.block_id)).toMatchObject({ held: 0, spent: 0 });
+  });
 });
 
 describe("the /mcp body limit, 128 KiB", () => {

@@ -9,6 +9,7 @@ import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError } from "../../config.js";
 import { deadline } from "../../deadline.js";
+import { firstDuplicateKeyPath, writtenTwiceReason } from "../../ingest/duplicate-keys.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, not_utf8, notJsonRpc, parseError, requestId, utf8Text, type JsonRpcError } from "../../server/jsonrpc.js";
 import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
@@ -250,8 +251,8 @@ interface Refusal {
 type Sorted = { refusal: Refusal } | { forward: JSONRPCMessage };
 
 /**
- * How a stdin line that the SDK's reader would drop is handled: a line that is not JSON is
- * answered -32700 (id null: none can be read); a batch gets an array with one -32600 per request
+ * How a stdin line that the SDK's reader would drop is handled: a line that is not JSON, or that
+ * writes a key twice in one object, is answered -32700 (id null, as the gate answers either); a batch gets an array with one -32600 per request
  * in it; a tools/call whose params the SDK's schema refuses (a malformed `_meta`, params that
  * are not an object) is forwarded to the gate, whose policy decides every call with evidence
  * (the gate's /mcp takes it: see toolCallRequest); any other object with an id the schema
@@ -263,6 +264,12 @@ function sortLine(line: string): Sorted | undefined {
     parsed = JSON.parse(line);
   } catch (error) {
     const why = `the line is not valid JSON: ${(error as Error).message}`;
+    return { refusal: { reply: parseError(why), why } };
+  }
+  // Forwarded, the message would be written again with one of the two: the gate would refuse the line as sent.
+  const twice = firstDuplicateKeyPath(line, parsed);
+  if (twice !== undefined) {
+    const why = `the line is refused: ${writtenTwiceReason(twice)}`;
     return { refusal: { reply: parseError(why), why } };
   }
   if (Array.isArray(parsed)) {
