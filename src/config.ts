@@ -50,7 +50,7 @@ export interface Config {
   checkpoint_seconds: number;
   /** Provider request timeout; an in-flight key's lease is three times this. */
   provider_timeout_ms: number;
-  /** Provider look-ups (fetch_order, fetch_payment) per agent per minute; 0: unlimited. */
+  /** Provider look-ups (fetch_order, fetch_payment, fetch_order_payments) per agent per minute; 0: unlimited. */
   lookups_per_minute: number;
   /** pino level for the server's log (BURSAR_LOG_LEVEL). */
   log_level: LogLevel;
@@ -455,7 +455,7 @@ export const environment_help = `Environment:
   BURSAR_CHECKPOINT_EVERY    entries between checkpoints (default 1000)
   BURSAR_CHECKPOINT_SECONDS  seconds between checkpoints while entries are pending (default 10)
   BURSAR_PROVIDER_TIMEOUT_MS provider request timeout (default 10000); an in-flight call's lease is three times this
-  BURSAR_LOOKUPS_PER_MINUTE  fetch_order and fetch_payment calls that reach the provider, per agent per minute (default 60; 0: unlimited)
+  BURSAR_LOOKUPS_PER_MINUTE  fetch_order, fetch_payment and fetch_order_payments calls that reach the provider, per agent per minute (default 60; 0: unlimited)
   BURSAR_LOG_LEVEL           log level: fatal, error, warn, info (default), debug, trace or silent
   BURSAR_URL                 the gate a client command talks to (agent, block, buyer, mcp-stdio; default http://127.0.0.1:8787)
   BURSAR_AGENT_TOKEN         the agent token for mcp-stdio and buyer

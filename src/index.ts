@@ -50,7 +50,7 @@ export interface BursarOptions {
   observer?: GateObserver;
   lease_ms?: number;
   approval_lifetime_ms?: number;
-  /** Provider look-ups (fetch_order, fetch_payment) per agent per minute; default 60, 0: unlimited. */
+  /** Provider look-ups (fetch_order, fetch_payment, fetch_order_payments) per agent per minute; default 60, 0: unlimited. */
   lookups_per_minute?: number;
   /** Without an injected clock: start on the host's (or database's) clock as it reads, even when
    *  the log's newest entry is more than an hour later (else refused: ClockBehindLogError). */

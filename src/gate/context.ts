@@ -9,7 +9,7 @@ export interface GateContext {
   ledger: Ledger;
   provider: Provider;
   observer?: GateObserver;
-  /** Each agent's provider look-ups (fetch_order, fetch_payment) per minute. */
+  /** Each agent's provider look-ups (fetch_order, fetch_payment, fetch_order_payments) per minute. */
   lookups: LookupBudget;
   /** Each agent's captures in this process between their look-up check and their decision. */
   undecided_captures: Map<string, Set<Promise<unknown>>>;

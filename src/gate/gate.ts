@@ -9,10 +9,8 @@ import type { GateContext, WorkInFlight } from "./context.js";
 import type { LookupBudget } from "./lookups.js";
 import type { GateObserver } from "./observer.js";
 import { capturePayment, createOrder } from "./money.js";
-import { fetchOrder, fetchPayment, getApproval, getBlock } from "./read-tools.js";
+import { fetchOrder, fetchOrderPayments, fetchPayment, getApproval, getBlock } from "./read-tools.js";
 import { readError, refusal, type ToolResult } from "./results.js";
-
-export const read_tools = ["fetch_order", "fetch_payment", "get_block", "get_approval"] as const;
 
 /** The name a call whose name holds more values than arguments may is decided under, unread. */
 export const unread_tool_name = `[name not read: more than ${argument_values_max} values]`;
@@ -90,6 +88,8 @@ export class Gate {
         return fetchOrder(this.context, agent_id, plain);
       case "fetch_payment":
         return fetchPayment(this.context, agent_id, plain);
+      case "fetch_order_payments":
+        return fetchOrderPayments(this.context, agent_id, plain);
       case "get_block":
         return getBlock(this.context, agent_id);
       case "get_approval":

@@ -1,4 +1,4 @@
-// Provider look-ups per agent. fetch_order and fetch_payment ask the provider and move nothing,
+// Provider look-ups per agent. fetch_order, fetch_payment and fetch_order_payments ask the provider and move nothing,
 // so no money rule bounds them, yet each spends the merchant's provider API quota (Razorpay
 // rate-limits per key): an agent looping on them could starve the gate's own money calls. Each
 // agent gets a rolling one-minute window of look-ups, counted in this process.

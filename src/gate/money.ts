@@ -6,7 +6,7 @@ import { redacted, scrub, withoutSecretKeys } from "../evidence/index.js";
 import { blockSummary as summaryOfRow, isCapture, payment_not_asked, type AuthorizeResult, type CallRef, type OrderRecord, type ReservationRow, type SentKey } from "../ledger/index.js";
 import { markUnknown } from "../ledger/settle.js";
 import { lockedReservation } from "../ledger/statements.js";
-import { note_value_length_max, type PaymentState } from "../policy/index.js";
+import { note_value_length_max, receipt_note_key, type PaymentState } from "../policy/index.js";
 import { cannotBeCaptured, isNoSuchResource, isPaymentId, type ProviderOrder, type ProviderPayment } from "../provider/port.js";
 import { blockSummary, paymentView, type GateContext } from "./context.js";
 import { timedStep } from "./observer.js";
@@ -26,7 +26,7 @@ export function providerNotes(args: Args): Record<string, string> {
   // approved call's stored arguments had theirs left out the same way (authorize.ts).
   const given = args.notes && typeof args.notes === "object" ? Object.entries(withoutSecretKeys(args.notes as Record<string, unknown>)) : [];
   const notes: Record<string, string> = Object.fromEntries(given.map(([key, value]) => [key, String(value)]));
-  if (typeof args.receipt === "string") notes.buyer_receipt = args.receipt;
+  if (typeof args.receipt === "string") notes[receipt_note_key] = args.receipt;
   // Scrubbing can lengthen a value ("https://u:p@h" becomes "https://u:[redacted]@h"): one R0
   // let through at the limit is then replaced whole, so the provider does not refuse it.
   return Object.fromEntries(Object.entries(scrub(notes)).map(([key, value]) => [key, value.length > note_value_length_max ? redacted : value]));

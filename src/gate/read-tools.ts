@@ -1,6 +1,9 @@
 // The read-only tools: an agent sees only its own block, approvals, and the orders and
 // payments it created through the gate. They move nothing, so they write no evidence.
 
+/** The tools that ask the provider, each counted against the agent's look-ups per minute. */
+const lookup_tools = "fetch_order, fetch_payment, fetch_order_payments";
+
 import { isNoSuchResource, isOrderId, isPaymentId, type ProviderOutcome } from "../provider/port.js";
 import { not_among_callers_orders as not_yours } from "../policy/index.js";
 import { paymentView, type GateContext } from "./context.js";
@@ -20,7 +23,7 @@ function lookupSpent(context: GateContext, agent_id: string, tool: string): Tool
   const limit = context.lookups.per_minute;
   return readError(
     "rate_limited",
-    `this agent has made its ${limit} provider look-ups (fetch_order, fetch_payment) of the last minute; ask again in ${taken.retry_after_s} s`,
+    `this agent has made its ${limit} provider look-ups (${lookup_tools}) of the last minute; ask again in ${taken.retry_after_s} s`,
     { retry_after_s: taken.retry_after_s },
   );
 }
@@ -32,10 +35,18 @@ async function ownsOrder(context: GateContext, agent_id: string, order_id: strin
   return row?.agent_id === agent_id;
 }
 
-export async function fetchOrder(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
-  const order_id = args.order_id;
+/** The order_id argument when it names one of the agent's orders; else its refusal: R0 for a
+ *  missing or malformed id, CALLER for an order that is not this agent's. */
+async function ownOrderId(context: GateContext, agent_id: string, order_id: unknown): Promise<string | ToolResult> {
+  if (order_id === undefined) return refusal({ rule: "R0", reason: "order_id is required" });
   if (!isOrderId(order_id)) return refusal({ rule: "R0", reason: "order_id must match ^order_[A-Za-z0-9]{1,40}$" });
   if (!(await ownsOrder(context, agent_id, order_id))) return refusal({ rule: "CALLER", reason: `order ${order_id} ${not_yours}` });
+  return order_id;
+}
+
+export async function fetchOrder(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const order_id = await ownOrderId(context, agent_id, args.order_id);
+  if (typeof order_id !== "string") return order_id;
   const spent = lookupSpent(context, agent_id, "fetch_order");
   if (spent) return spent;
   const outcome = await context.provider.fetchOrder(order_id);
@@ -44,8 +55,27 @@ export async function fetchOrder(context: GateContext, agent_id: string, args: R
   return readResult(`Order ${order.id as string}: ${String(order.amount)} ${String(order.currency)}, ${String(order.status)}.`, { order });
 }
 
+/**
+ * The payments on one of the agent's orders, as Razorpay's MCP server lists them: how an agent
+ * finds the payment id to capture once its customer has paid. Only the order's own payments are
+ * shown: one the provider lists with another order is not this agent's to see.
+ */
+export async function fetchOrderPayments(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const order_id = await ownOrderId(context, agent_id, args.order_id);
+  if (typeof order_id !== "string") return order_id;
+  const spent = lookupSpent(context, agent_id, "fetch_order_payments");
+  if (spent) return spent;
+  const outcome = await context.provider.fetchOrderPayments(order_id);
+  if (outcome.kind !== "ok") return providerProblem(outcome);
+  const payments = outcome.value.filter((payment) => payment.order_id === order_id).map(paymentView);
+  const listed = payments.map((payment) => `${payment.id} ${payment.amount} ${payment.currency} ${payment.status}`).join("; ");
+  const text = payments.length === 0 ? `Order ${order_id} has no payments yet.` : `Order ${order_id} has ${payments.length} payment${payments.length === 1 ? "" : "s"}: ${listed}.`;
+  return readResult(text, { order_id, count: payments.length, payments });
+}
+
 export async function fetchPayment(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
   const payment_id = args.payment_id;
+  if (payment_id === undefined) return refusal({ rule: "R0", reason: "payment_id is required" });
   if (!isPaymentId(payment_id)) return refusal({ rule: "R0", reason: "payment_id must match ^pay_[A-Za-z0-9]{1,40}$" });
   const spent = lookupSpent(context, agent_id, "fetch_payment");
   if (spent) return spent;

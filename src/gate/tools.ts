@@ -6,9 +6,12 @@
 // No outputSchema is declared: SDK clients validate structuredContent against it even on
 // isError results, which would hide a refusal's rule from the agent.
 
+import { amount_max_minor, amount_min_minor, note_key_length_max, note_value_length_max, notes_keys_max, receipt_length_max, receipt_note_key } from "../policy/limits.js";
+
 const idempotency_key = {
   type: "string",
-  description: "Optional. Your key for this purchase: the same key with the same arguments replays the first result.",
+  description:
+    "Optional. Your key for this purchase: the same key with the same arguments replays the first result. Without one, the same call (amount, currency, and for a capture the payment) made again within 5 minutes replays the first result even with another receipt or notes: send a key of your own to make two purchases of the same amount.",
 };
 
 export const tool_declarations = [
@@ -19,10 +22,14 @@ export const tool_declarations = [
     inputSchema: {
       type: "object",
       properties: {
-        amount: { type: "number", description: "Amount in the smallest currency sub-unit (e.g. paise): an integer." },
-        currency: { type: "string", description: "Three-letter ISO currency code, e.g. INR." },
-        receipt: { type: "string", description: "Your reference for the order." },
-        notes: { type: "object", description: "Key-value notes (strings).", additionalProperties: { type: "string" } },
+        amount: { type: "number", description: `Amount in the smallest currency sub-unit (e.g. paise): an integer from ${amount_min_minor} to ${amount_max_minor.toLocaleString("en")}.` },
+        currency: { type: "string", description: "Three-letter ISO currency code, e.g. INR: your block's currency." },
+        receipt: { type: "string", description: `Your reference for the order, at most ${receipt_length_max} characters (it travels as the note ${receipt_note_key}).` },
+        notes: {
+          type: "object",
+          description: `Key-value notes: at most ${notes_keys_max}, keys of at most ${note_key_length_max} characters (not ${receipt_note_key}), values strings or numbers of at most ${note_value_length_max} characters.`,
+          additionalProperties: { type: ["string", "number"] },
+        },
         idempotency_key,
       },
       required: ["amount", "currency"],
@@ -45,6 +52,11 @@ export const tool_declarations = [
   {
     name: "fetch_order",
     description: "Fetch an order you created through Bursar.",
+    inputSchema: { type: "object", properties: { order_id: { type: "string", description: "The order id, order_…" } }, required: ["order_id"] },
+  },
+  {
+    name: "fetch_order_payments",
+    description: "List the payments on an order you created through Bursar: how you find the payment id to capture once the order is paid.",
     inputSchema: { type: "object", properties: { order_id: { type: "string", description: "The order id, order_…" } }, required: ["order_id"] },
   },
   {

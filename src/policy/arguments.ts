@@ -12,6 +12,7 @@ import {
   notes_keys_max,
   payment_id_pattern,
   receipt_length_max,
+  receipt_note_key,
   required_arguments,
 } from "./limits.js";
 
@@ -104,7 +105,7 @@ function checkReceipt(value: unknown): string | undefined {
 }
 
 function checkNotes(value: unknown): string | undefined {
-  if (!isPlainObject(value)) return `notes must be an object of strings, got ${describe(value)}`;
+  if (!isPlainObject(value)) return `notes must be an object of strings or numbers, got ${describe(value)}`;
   // In key order, as canonical JSON writes them: the same notes give the same reason however sent.
   const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   if (entries.length > notes_keys_max) return `notes has ${entries.length} keys; at most ${notes_keys_max}`;
@@ -113,6 +114,8 @@ function checkNotes(value: unknown): string | undefined {
     // JSON parsers that guard against prototype pollution (Fastify's, the simulator's; perhaps the
     // provider's) refuse a body holding this key: the call would be refused after its money is held.
     if (key === "__proto__") return `notes key "__proto__" is not taken: the provider's JSON parser may refuse a body holding it`;
+    // Sent with a receipt, the note would be replaced by it, and lost without a word.
+    if (key === receipt_note_key) return `notes key "${receipt_note_key}" is taken: Bursar puts the receipt there; send your reference as receipt`;
     if (typeof note !== "string" && !(typeof note === "number" && Number.isFinite(note))) {
       return `notes key ${shownName(key)} must hold a string or number`;
     }

@@ -12,6 +12,8 @@ export const block_lifetime_max_seconds = 90 * 24 * 3600;
  *  the provider after its money is held. The agent's receipt travels as the note `buyer_receipt`,
  *  which takes one of the 15 notes Razorpay allows. */
 export const receipt_length_max = 255;
+/** The note the agent's receipt travels as; an agent's own note of that name is refused under R0. */
+export const receipt_note_key = "buyer_receipt";
 export const notes_keys_max = 14;
 export const note_value_length_max = 255;
 export const note_key_length_max = 64;

@@ -68,7 +68,7 @@ export function createMetrics(): Metrics {
   });
   const lookups_limited = new Counter({
     name: "bursar_lookups_limited_total",
-    help: "fetch_order and fetch_payment calls answered rate_limited (BURSAR_LOOKUPS_PER_MINUTE) instead of asking the provider",
+    help: "fetch_order, fetch_payment and fetch_order_payments calls answered rate_limited (BURSAR_LOOKUPS_PER_MINUTE) instead of asking the provider",
     labelNames: ["tool"],
     registers: [registry],
   });

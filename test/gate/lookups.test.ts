@@ -1,4 +1,4 @@
-// fetch_order and fetch_payment move no money but spend the merchant's provider API quota:
+// fetch_order, fetch_payment and fetch_order_payments move no money but spend the merchant's provider API quota:
 // each agent gets BURSAR_LOOKUPS_PER_MINUTE look-ups that reach the provider in any minute,
 // and past that the tool answers rate_limited without a provider request.
 
@@ -7,6 +7,7 @@ import { loadConfig } from "../../src/config.js";
 import { LookupBudget, lookup_agents_max } from "../../src/gate/lookups.js";
 import { createBursar, type Bursar } from "../../src/index.js";
 import { manualClock } from "../support/clock.js";
+import { toolCallers } from "../support/inprocess.js";
 import { testServer } from "../support/server.js";
 
 let bursar: Bursar | undefined;
@@ -18,14 +19,7 @@ afterEach(async () => {
 async function setup(lookups_per_minute: number) {
   const clock = manualClock();
   bursar = await createBursar({ db: ":memory:", clock, lookups_per_minute });
-  const b = bursar;
-  const agent = async (name: string) => {
-    const created = await b.operator.createAgent({ name });
-    await b.operator.createBlock({ agent_id: created.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
-    return (tool: string, args: Record<string, unknown>) => b.gate.callTool(created.token, tool, args);
-  };
-  const providerRequests = () => b.simulator!.simulator.state.apiRequests();
-  return { b, clock, agent, providerRequests };
+  return { b: bursar, clock, ...toolCallers(bursar) };
 }
 
 describe("provider look-ups per agent per minute", () => {

@@ -19,13 +19,17 @@ describe("a full purchase over HTTP", () => {
     const client = await server.client(agent.token);
     const tools = await client.listTools();
     expect(tools.tools.map((tool) => tool.name).sort()).toEqual(
-      ["capture_payment", "create_order", "fetch_order", "fetch_payment", "get_approval", "get_block"].sort(),
+      ["capture_payment", "create_order", "fetch_order", "fetch_order_payments", "fetch_payment", "get_approval", "get_block"].sort(),
     );
     const created = await client.callTool({ name: "create_order", arguments: { amount: 25_000, currency: "INR", receipt: "cart-7" } });
     const structured = created.structuredContent as Structured;
     expect(structured.effect).toBe("ALLOW");
     const order = structured.order as { id: string };
-    const payment_id = await payOrder(server.url, order.id);
+    const paid = await payOrder(server.url, order.id);
+    // As an agent written for Razorpay's MCP server finds the payment to capture.
+    const listed = await client.callTool({ name: "fetch_order_payments", arguments: { order_id: order.id } });
+    expect(listed.structuredContent).toEqual({ order_id: order.id, count: 1, payments: [{ id: paid, order_id: order.id, amount: 25_000, currency: "INR", status: "authorized" }] });
+    const payment_id = (listed.structuredContent as { payments: Array<{ id: string }> }).payments[0]!.id;
     const captured = await client.callTool({ name: "capture_payment", arguments: { payment_id, amount: 25_000, currency: "INR" } });
     expect(captured.structuredContent).toMatchObject({ effect: "ALLOW", payment: { id: payment_id, status: "captured" } });
     await server.started.simulator?.deliverWebhooksNow();

@@ -14,6 +14,7 @@ describe("argumentProblem", () => {
     ["an object for a number", "create_order", { amount: { value: 5000 }, currency: "INR" }, "amount must be a safe integer of minor units, got an object"],
     ["two undeclared names: the least is named", "create_order", { amount: 1000, currency: "INR", zeta: 1, alpha: 2 }, 'argument "alpha" is not declared for create_order; it is refused'],
     ["two bad notes: the least key is named", "create_order", { amount: 1000, currency: "INR", notes: { b: [], a: {} } }, 'notes key "a" must hold a string or number'],
+    ["the note the receipt travels as", "create_order", { amount: 1000, currency: "INR", receipt: "B", notes: { buyer_receipt: "A" } }, 'notes key "buyer_receipt" is taken: Bursar puts the receipt there; send your reference as receipt'],
     ["a notes key a JSON parser refuses", "create_order", JSON.parse('{"amount":1000,"currency":"INR","notes":{"__proto__":"x","a":"1"}}') as Record<string, unknown>, 'notes key "__proto__" is not taken: the provider\'s JSON parser may refuse a body holding it'],
     ["a capture's bad fields", "capture_payment", { currency: "XYZ", amount: 1.5, payment_id: "p" }, "payment_id must match ^pay_[A-Za-z0-9]{1,40}$"],
   ];

@@ -1,11 +1,13 @@
 // For tests of an in-process Bursar (createBursar, simulator mounted): paying an order at the
 // simulator's test checkout, letting an authorization run out, refunding a capture, reading back the
-// gate.decision entry a tool result names, and a provider that misbehaves in one way.
+// gate.decision entry a tool result names, a provider that misbehaves in one way, and agents
+// that call tools by name.
 
 import { expect } from "vitest";
 import { canonicalJson } from "../../src/evidence/canonical.js";
 import type { StoredEntry } from "../../src/evidence/store.js";
 import type { Bursar } from "../../src/index.js";
+import type { ToolResult } from "../../src/gate/results.js";
 import type { Provider } from "../../src/provider/port.js";
 
 /** The gate's provider with some methods replaced: a provider that misbehaves in one way. Returns
@@ -47,4 +49,16 @@ export async function refundInProcess(b: Bursar, payment_id: string): Promise<vo
 export async function expireInProcess(b: Bursar, payment_id: string): Promise<void> {
   const response = await b.simulator!.app.inject({ method: "POST", url: `/simulator/sim/payments/${payment_id}/expire` });
   expect(response.json()).toMatchObject({ id: payment_id, status: "refunded", captured: false });
+}
+
+/** Makes agents on `b`, each with a block of 1,000,000 INR for a day, that call tools by name;
+ *  and reads how many requests the mounted simulator's API has answered. */
+export function toolCallers(b: Bursar) {
+  const agent = async (name: string) => {
+    const created = await b.operator.createAgent({ name });
+    await b.operator.createBlock({ agent_id: created.agent_id, currency: "INR", reserved: 1_000_000, ttl_seconds: 86_400 });
+    return (tool: string, args: Record<string, unknown>): Promise<ToolResult> => b.gate.callTool(created.token, tool, args);
+  };
+  const providerRequests = () => b.simulator!.simulator.state.apiRequests();
+  return { agent, providerRequests };
 }
