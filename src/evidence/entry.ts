@@ -15,8 +15,6 @@ export const source_chars_max = 200;
  *  can write a record longer than it was sent (9e20 as 21 digits), so ingest checks each entry. */
 export const entry_bytes_max = 4_194_304;
 
-export type EntryKind = (typeof entry_kinds)[number] | `system.${string}`;
-
 /** The logged object. Its RFC 8785 bytes are the Merkle leaf; `seq` is its 0-based leaf index. */
 export interface Entry {
   v: 1;

@@ -11,7 +11,6 @@ export {
   isEntryKind,
   type AppendInput,
   type Entry,
-  type EntryKind,
 } from "./entry.js";
 export { exportLog, export_format_version, type ExportHeader, type ExportOptions, type ExportSummary } from "./export.js";
 export {

@@ -2,14 +2,14 @@
 // accepts, and their offline checks against a trusted verifier key.
 
 import { z } from "zod";
-import { verifyConsistency, verifyInclusion, type ProofCheck } from "./merkle.js";
+import { tree_size_max, verifyConsistency, verifyInclusion, type ProofCheck } from "./merkle.js";
 import { NoteError, openCheckpoint, originProblem, type NoteVerifier, type SignedCheckpoint } from "./note.js";
 
 /** Proofs are O(log n) hashes; a tree of 2^53 leaves needs at most 2 * 53. */
 export const proof_hashes_max = 128;
 
 const hex_hash = z.string().regex(/^[0-9a-f]{64}$/, "expected 64 lower-case hex digits");
-const tree_index = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const tree_index = z.number().int().min(0).max(tree_size_max);
 
 export const inclusionProofSchema = z.strictObject({
   index: tree_index,

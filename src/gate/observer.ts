@@ -20,17 +20,6 @@ export interface GateObserver {
   walFlush(seconds: number): void;
 }
 
-export const silent_observer: GateObserver = {
-  decision: () => undefined,
-  providerCall: () => undefined,
-  unknownOutcome: () => undefined,
-  webhook: () => undefined,
-  webhookRejected: () => undefined,
-  lookupLimited: () => undefined,
-  ledgerStep: () => undefined,
-  walFlush: () => undefined,
-};
-
 /** Runs one ledger step of a money call and reports how long it took, whether or not it failed. */
 export async function timedStep<T>(observer: GateObserver | undefined, tool: string, step: LedgerStep, run: () => Promise<T>): Promise<T> {
   if (!observer) return run();

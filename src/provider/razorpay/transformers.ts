@@ -108,9 +108,6 @@ const wire_collection_schema = z.object({
   items: z.array(z.unknown()).max(collection_items_max),
 });
 
-export type WireOrder = z.input<typeof wire_order_schema>;
-export type WirePayment = z.input<typeof wire_payment_schema>;
-
 export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
 /** The first issue, in words; its path holds the provider's keys, so it is provider text too. */

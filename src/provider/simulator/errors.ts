@@ -56,10 +56,6 @@ export function ok(body: unknown): SimAnswer {
   return { status: 200, body };
 }
 
-export function isErrorAnswer(answer: SimAnswer | { ok: true }): answer is SimAnswer {
-  return "status" in answer;
-}
-
 /** Razorpay's own strings, so a client's handling of them is tested against the real words. */
 export const messages = {
   id_not_found: "The id provided does not exist",
