@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { loadConfig } from "../config.js";
 import { exportLog, verifyExportFile } from "../evidence/index.js";
 import { newToken } from "../ids.js";
+import { test_card_success } from "../provider/simulator/index.js";
 import { startServer, type Started } from "../server/start.js";
 import { connect } from "./connect.js";
 import { buyBasket, emptyReport, type BuyerReport } from "./scripted.js";
@@ -64,7 +65,7 @@ async function payAndCapture(story: Story, started: Started, client: Client, ord
     await fetch(`${started.url}/simulator/sim/orders/${order.id}/pay`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ card: "4111111111111111" }),
+      body: JSON.stringify({ card: test_card_success }),
     })
   ).json()) as { razorpay_payment_id: string };
   story.step("PAY", "cyan", `${order.name}: paid in the simulator's test checkout with card 4111 1111 1111 1111 → ${paid.razorpay_payment_id} (authorized, not captured)`);

@@ -6,6 +6,8 @@ import { createBursar, sequentialIds, type Bursar } from "../index.js";
 import type { Guard, PaymentState } from "../policy/index.js";
 import { approve } from "../gate/operator.js";
 import { createRazorpayProvider } from "../provider/razorpay/index.js";
+import { event_id_header_name, signature_header_name } from "../provider/razorpay/webhook.js";
+import { test_card_success } from "../provider/simulator/index.js";
 import { buildServer } from "../server/app.js";
 import { webhookRoutes } from "../server/routes/webhooks.js";
 import type { CallSpec, EvalCase, Step, WebhookSpec } from "./cases.js";
@@ -89,7 +91,7 @@ async function callTool(world: World, spec: CallSpec): Promise<Record<string, un
   return result.structuredContent;
 }
 
-async function pay(world: World, order: string, card = "4111111111111111"): Promise<void> {
+async function pay(world: World, order: string, card = test_card_success): Promise<void> {
   const order_id = substitute(order, world) as string;
   const response = await world.bursar.simulator!.app.inject({ method: "POST", url: `/simulator/sim/orders/${order_id}/pay`, payload: { card } });
   const body = response.json() as { razorpay_payment_id?: string; error?: { metadata?: { payment_id?: string } } };
@@ -142,8 +144,8 @@ async function sendWebhook(world: World, spec: WebhookSpec): Promise<Outcome> {
   if (spec.pad_to_bytes !== undefined) raw = raw.padEnd(spec.pad_to_bytes, " ");
   const headers: Record<string, string> = { "content-type": "application/json" };
   const signed = signature(spec, raw, world.bursar.simulator!.webhook_secret);
-  if (signed) headers["x-razorpay-signature"] = signed;
-  if (spec.event_id_header !== false) headers["x-razorpay-event-id"] = spec.event_id ?? `evt_eval_${++world.events}`;
+  if (signed) headers[signature_header_name] = signed;
+  if (spec.event_id_header !== false) headers[event_id_header_name] = spec.event_id ?? `evt_eval_${++world.events}`;
   let app = world.bursar.simulator!.app;
   if (spec.no_secret) {
     const provider = createRazorpayProvider({ key_id: "rzp_test_eval", key_secret: "eval" });

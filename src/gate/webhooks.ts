@@ -12,7 +12,6 @@ import type { ParsedWebhook, ProviderOrder, ProviderPayment } from "../provider/
 import { paymentView, type WebhookContext } from "./context.js";
 import { orderView } from "./money.js";
 
-export const webhook_body_max_bytes = 1_048_576;
 export const event_id_length_max = 128;
 
 export interface WebhookAnswer {

@@ -69,6 +69,7 @@ async function countRows(tx: SqlTx, from_where: string): Promise<number> {
   return Number((await tx.get<{ total: number }>(`SELECT COUNT(*) AS total FROM ${from_where}`))?.total ?? 0);
 }
 
+/** Agent names are labels in the console and the log; the server stores them as given. */
 export const agent_name_length_max = 128;
 const second_phase: TransactionOptions = Object.freeze({ async_commit: true });
 export const inbox_reservations_per_block = 20;

@@ -10,6 +10,7 @@ import { signalExitCode } from "../cli/command.js";
 import { errorCode } from "../datadir.js";
 import { within } from "../deadline.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
+import { signature_header_name } from "../provider/razorpay/webhook.js";
 import { BearerRequired, HttpError, errorBody, type ErrorBody } from "./errors.js";
 import { message_bytes_max } from "./jsonrpc.js";
 
@@ -137,7 +138,7 @@ export const log_redact_paths = [
   "req.headers.authorization",
   "req.headers.cookie",
   'req.headers["x-bursar-observer-token"]',
-  'req.headers["x-razorpay-signature"]',
+  `req.headers["${signature_header_name}"]`,
   'req.headers["bursar-signature"]',
 ];
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Inbox } from "../../src/ledger/index.js";
 import { signWebhookBody } from "../../src/provider/razorpay/index.js";
-import { webhook_body_max_bytes } from "../../src/gate/webhooks.js";
+import { webhook_body_max_bytes } from "../../src/provider/razorpay/webhook.js";
 import { createMetrics, inbox_read_interval_ms, inbox_read_timeout_ms } from "../../src/server/metrics.js";
 import { testServer, type TestServer } from "../support/server.js";
 

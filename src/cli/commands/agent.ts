@@ -3,13 +3,12 @@
 
 import { visibleText } from "../../policy/arguments.js";
 import { token_shape } from "../../config.js";
+import { agent_name_length_max } from "../../ledger/ledger.js";
 import { baseUrl, bearerToken, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
 
 export const server_url_default = "http://127.0.0.1:8787";
 /** Operator calls are single-row writes; a server that takes longer than this is not answering. */
 export const operator_request_timeout_ms = 30_000;
-/** Agent names are labels in the console and the log; the server stores them as given. */
-export const agent_name_length_max = 128;
 
 /** Options every operator-API command takes, for parseOptions and --help. */
 export const operator_options = {

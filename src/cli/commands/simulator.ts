@@ -3,7 +3,7 @@
 import type { FastifyInstance } from "fastify";
 import { fetchRefusedPort, logLevel, secret } from "../../config.js";
 import { buildServer, listenFailure, loggerOptions } from "../../server/app.js";
-import { createSimulator, type Simulator } from "../../provider/simulator/index.js";
+import { createSimulator, test_card_declined, test_card_success, type Simulator } from "../../provider/simulator/index.js";
 import { CommandError, UsageError, httpUrl, listenHost, parseStrict, println, secretOption, type CliIo } from "../command.js";
 
 export const simulator_port_default = 8788;
@@ -29,8 +29,8 @@ options:
 routes:
   POST /v1/orders, GET /v1/orders?receipt=, GET /v1/orders/{id}, GET /v1/orders/{id}/payments,
   GET /v1/payments/{id}, POST /v1/payments/{id}/capture          Razorpay API (Basic auth)
-  POST /sim/orders/{order_id}/pay {"card":"4111111111111111"}     test checkout (authorizes)
-       declining card 4000000000000002 gives a failed payment
+  POST /sim/orders/{order_id}/pay {"card":"${test_card_success}"}     test checkout (authorizes)
+       declining card ${test_card_declined} gives a failed payment
   POST /sim/payments/{payment_id}/expire                          refunds an authorized payment uncaptured
   POST /sim/payments/{payment_id}/refund                          refunds a captured payment in full
   GET|POST|DELETE /sim/faults                                     fault knobs (see docs/simulator.md)
@@ -97,7 +97,7 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
   const address = await listen(app, simulator, host, port);
   println(io.stdout, `bursar simulator listening on ${address}`);
   println(io.stdout, `  Razorpay API:  ${address}/v1/orders (Basic auth: any rzp_test_ key id, non-empty secret)`);
-  println(io.stdout, `  checkout:      POST ${address}/sim/orders/{order_id}/pay {"card":"4111111111111111"}`);
+  println(io.stdout, `  checkout:      POST ${address}/sim/orders/{order_id}/pay {"card":"${test_card_success}"}`);
   println(io.stdout, `  webhooks:      ${webhook_url ?? "no --webhook-url: events wait in GET /sim/webhooks"}`);
 
   return new Promise<number>((resolve) => {

@@ -11,7 +11,7 @@ export const signature_header_name = "x-razorpay-signature";
 export const event_id_header_name = "x-razorpay-event-id";
 /** SHA-256 is 32 bytes: exactly 64 hex characters. */
 export const signature_hex_length = 64;
-/** Matches the webhook route's body limit; larger bodies are never parsed. */
+/** The webhook route's body limit (413 before parsing), checked again here: larger bodies are never parsed. */
 export const webhook_body_max_bytes = 1_048_576;
 
 export function signWebhookBody(secret: string, raw_body: Buffer | string): string {

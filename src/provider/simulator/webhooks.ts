@@ -4,7 +4,7 @@
 
 import { performance } from "node:perf_hooks";
 import { deadline } from "../../deadline.js";
-import { signWebhookBody } from "../razorpay/webhook.js";
+import { event_id_header_name, signature_header_name, signWebhookBody } from "../razorpay/webhook.js";
 import type { WebhookFaults } from "./faults.js";
 
 export const webhook_attempts_max = 5;
@@ -229,8 +229,8 @@ export class WebhookOutbox {
         method: "POST",
         headers: {
           "content-type": "application/json",
-          "x-razorpay-signature": entry.signature,
-          "x-razorpay-event-id": entry.event_id,
+          [signature_header_name]: entry.signature,
+          [event_id_header_name]: entry.event_id,
           "user-agent": "Razorpay-Webhook/v1 (bursar-simulator)",
         },
         body: entry.body,

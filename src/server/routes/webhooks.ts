@@ -3,7 +3,8 @@
 
 import type { FastifyInstance } from "fastify";
 import type { WebhookContext } from "../../gate/context.js";
-import { handleWebhook, webhook_body_max_bytes } from "../../gate/webhooks.js";
+import { handleWebhook } from "../../gate/webhooks.js";
+import { event_id_header_name, signature_header_name, webhook_body_max_bytes } from "../../provider/razorpay/webhook.js";
 import type { RoutePlugin } from "../app.js";
 import { refuseContentEncoding } from "../content-coding.js";
 import { boundUnprovenBody } from "../unproven-bodies.js";
@@ -26,7 +27,7 @@ export function webhookRoutes(gate: WebhookContext): RoutePlugin {
       // The signature covers the body, so the body is read before its sender is known: bounded together.
       scope.post("/webhooks/razorpay", { bodyLimit: webhook_body_max_bytes, onRequest: refuseContentEncoding, preParsing: boundUnprovenBody("razorpay_webhook", webhook_unproven_bytes_max) }, async (request) => {
         const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-        return handleWebhook(gate, raw, { signature: headerOf(request, "x-razorpay-signature"), event_id: headerOf(request, "x-razorpay-event-id") });
+        return handleWebhook(gate, raw, { signature: headerOf(request, signature_header_name), event_id: headerOf(request, event_id_header_name) });
       });
     });
   };
