@@ -1,6 +1,8 @@
-// The Node.js release Bursar needs (package.json's engines), checked by the executable before
-// anything else is loaded: on an older Node, a module using what it lacks (import.meta.dirname,
-// Node 20.11) would fail with a stack naming neither Node nor the version needed.
+// The Node.js release Bursar needs, checked by the executable before anything else is loaded.
+// 20.19.0 is package.json's engines (>=20.19), the minimum of vite 8 (^20.19.0 || >=22.12.0), on
+// which vitest runs the tests: no older Node is tested. On an older Node, a module using what it
+// lacks (crypto.hash, Node 20.12; import.meta.dirname, 20.11) would fail with a stack naming
+// neither Node nor the version needed.
 
 export const node_version_min = "20.19.0";
 

@@ -13,7 +13,8 @@ import { Progress } from "../eval/progress.js";
 import { visibleText } from "../policy/arguments.js";
 import { CommandError, redacted, type CliIo } from "./command.js";
 
-/** Each request's bound: a page is at most 1,000 entries or 16 MiB. */
+/** How long one GET (the checkpoint, or a page of the log) may take, its body read to the end
+ *  (the signal aborts the body's stream too); past it the export fails, naming the route. */
 const request_timeout_ms = 60_000;
 /** How often a 503 `busy` page is asked again (the server says when, in Retry-After). */
 const busy_retries_max = 10;
