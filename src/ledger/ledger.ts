@@ -3,7 +3,7 @@
 
 import { HttpError } from "../errors.js";
 import { newToken, sha256Hex } from "../ids.js";
-import { nameCharacterProblem } from "../policy/index.js";
+import { agent_name_length_max, nameCharacterProblem } from "../policy/index.js";
 import { authorize, type AuthorizeInput, type AuthorizeResult } from "./authorize.js";
 import { authorizeBatch, batchable, DecisionQueue, heldAgents } from "./authorize-batch.js";
 import { capturePaymentMatters } from "./payment-matters.js";
@@ -69,8 +69,6 @@ async function countRows(tx: SqlTx, from_where: string): Promise<number> {
   return Number((await tx.get<{ total: number }>(`SELECT COUNT(*) AS total FROM ${from_where}`))?.total ?? 0);
 }
 
-/** Agent names are labels in the console and the log; the server stores them as given. */
-export const agent_name_length_max = 128;
 const second_phase: TransactionOptions = Object.freeze({ async_commit: true });
 export const inbox_reservations_per_block = 20;
 export const inbox_approvals_max = 500;

@@ -18,6 +18,9 @@ export const notes_keys_max = 14;
 export const note_value_length_max = 255;
 export const note_key_length_max = 64;
 export const idempotency_key_length_max = 255;
+/** Agent names are labels in the console and the log; the server stores them as given. Here,
+ *  not in the ledger, so that bursar agent checks --name without loading the ledger. */
+export const agent_name_length_max = 128;
 
 /** The currencies a block and a money call may name (active ISO 4217 codes), checked in one place. */
 export { currency_codes, currency_pattern, currencyProblem } from "./currencies.js";

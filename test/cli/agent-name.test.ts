@@ -2,7 +2,7 @@
 // how long it is and what the limit is. Both exit 2 before any call to the server.
 
 import { describe, expect, it } from "vitest";
-import { agent_name_length_max } from "../../src/ledger/ledger.js";
+import { agent_name_length_max } from "../../src/policy/limits.js";
 import { ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 

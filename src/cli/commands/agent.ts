@@ -3,7 +3,7 @@
 
 import { visibleText } from "../../policy/arguments.js";
 import { token_shape } from "../../config.js";
-import { agent_name_length_max } from "../../ledger/ledger.js";
+import { agent_name_length_max } from "../../policy/limits.js";
 import { baseUrl, bearerToken, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
 
 export const server_url_default = "http://127.0.0.1:8787";
