@@ -167,7 +167,8 @@ export async function holdUnproven(context: GateContext, reservation: Reservatio
  * reservation is proof that money moved (an earlier capture that went unanswered and landed
  * later, or one made with the merchant's key, its webhooks lost). It is settled as its webhook
  * would be, so the decision sees the reservation committed; refused as "captured, not
- * authorized" instead, its money stayed held and nothing told an operator.
+ * authorized" instead, its money stayed held and nothing told an operator. One reported for less
+ * than the hold is not (unprovenCapture): the reservation is listed outcome-unknown instead.
  */
 async function settleLandedCapture(context: GateContext, agent_id: string, named: ProviderPayment & { order_id: string }): Promise<void> {
   if (!isCapture(named)) return;

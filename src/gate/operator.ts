@@ -74,12 +74,14 @@ type Settlement = { payment: PaymentView; outcome: SettleOutcome["outcome"]; rea
 type Settled = { settlements: Settlement[]; unproven: string[] };
 
 /**
- * Settles every capture the provider reports on the order, exactly as its webhook would: the one
- * matching the reservation first, then any other (a second payment, a capture of another payment
- * than the bound one, another amount or currency, a late capture), which settleCapture rejects,
+ * Settles every capture the provider reports on the order as its webhook would: the one matching
+ * the reservation first, then any other (a second payment, a capture of another payment than the
+ * bound one, a larger amount or another currency, a late capture), which settleCapture rejects,
  * freezing the block and counting its money as unreconciled once per payment id. Money the
- * provider says moved is never answered as "no capture" while its webhook is lost. One listed for
- * less than a hold it would commit is not settled (unprovenCapture): its reason is answered.
+ * provider says moved is never answered as "no capture" while its webhook is lost. Unlike its
+ * webhook, which is an amount conflict, one listed for less than the hold is not settled
+ * (unprovenCapture): a look-up's answer for another amount is taken for no answer, so a misread
+ * list freezes nothing, and its reason is answered.
  */
 async function settleCaptures(context: GateContext, reservation: ReservationRow, order_id: string, payments: ProviderPayment[]): Promise<Settled> {
   // The order's own captures only: a listed payment of another order is not this reservation's.

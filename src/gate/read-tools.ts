@@ -1,14 +1,14 @@
 // The read-only tools: an agent sees only its own block, approvals, and the orders and
 // payments it created through the gate. They move nothing, so they write no evidence.
 
-/** The tools that ask the provider, each counted against the agent's look-ups per minute. */
-const lookup_tools = "fetch_order, fetch_payment, fetch_order_payments";
-
 import { isNoSuchResource, isOrderId, isPaymentId, type ProviderOutcome } from "../provider/port.js";
 import { not_among_callers_orders as not_yours } from "../policy/index.js";
 import { paymentView, type GateContext } from "./context.js";
 import { orderView } from "./money.js";
 import { approvalOutcomeText, blockForAgent, readError, readResult, refusal, type ToolResult } from "./results.js";
+
+/** The tools that ask the provider, each counted against the agent's look-ups per minute. */
+const lookup_tools = "fetch_order, fetch_payment, fetch_order_payments";
 
 function providerProblem(outcome: Exclude<ProviderOutcome<unknown>, { kind: "ok" }>): ToolResult {
   if (outcome.kind === "unknown") return readError("provider_unknown", `the provider did not answer: ${outcome.reason}`);

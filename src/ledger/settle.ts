@@ -105,7 +105,11 @@ export async function markUnknown(
  * can be up to 2^53, and every conflicting payment adds its own) would take the block's sums
  * past what a JavaScript number holds exactly, and PostgreSQL's BIGINT past what Bursar reads
  * back. Beyond it, a payment is counted only up to the bound, and its row says what was counted,
- * which is what leaves again if it settles; the entry keeps the payment as reported.
+ * which is what leaves again if it settles; the entry keeps the payment as reported. At the
+ * bound a block has nothing available, so what no longer adds to it is judged as a report
+ * counted before: a larger report of a counted payment does not freeze the block again, and a
+ * payment first reported there is counted at 0, so the same report adds money, and freezes the
+ * block, once settling has made room.
  */
 async function countUnreconciled(
   tx: SqlTx,
@@ -166,7 +170,7 @@ async function uncountUnreconciled(tx: SqlTx, reservation: ReservationRow, payme
   const moved = Math.min(was, payment.amount);
   if (was > moved) {
     await tx.run("UPDATE unreconciled_payments SET amount = ? WHERE payment_id = ?", [was - moved, payment.id]);
-    await freezeBlock(tx, reservation.block_id, `payment ${payment.id} was reported captured for ${was} and now settles for ${payment.amount}: ${was - moved} stays unreconciled`, now_ms);
+    await freezeBlock(tx, reservation.block_id, `payment ${payment.id} was counted unreconciled for ${was} and now settles for ${payment.amount}: ${was - moved} stays unreconciled`, now_ms);
   } else {
     await tx.run("DELETE FROM unreconciled_payments WHERE payment_id = ?", [payment.id]);
   }
