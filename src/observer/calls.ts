@@ -86,6 +86,10 @@ export interface PendingCall {
   args: HeldValue;
   /** Decided when the call is registered, from the parsed args (which are not kept) and `started_at`. */
   shadow: ShadowVerdict | null;
+  /** The first key its request body wrote twice in one object (a path such as
+   *  params.arguments.amount): `args` holds the last, as JSON.parse keeps it; a server that reads
+   *  the first acted on others. Absent for a body without one. */
+  written_twice?: string;
   started_at: Date;
   started_ms: number;
   /** Counted against pending_bytes_max: the overhead, the session id, and the call's share of its
@@ -553,8 +557,8 @@ export function heldArguments(source: ObserverSource, tool: string, args: unknow
 }
 
 /** The bytes of what a pending call holds that grows with the call: the tool, the id, the args' text and the shadow verdict. */
-export function heldBytes(call: Pick<PendingCall, "tool" | "id" | "args" | "shadow">): number {
-  return textBytes(call.tool) + call.id.bytes + call.args.bytes + shadowBytes(call.shadow);
+export function heldBytes(call: Pick<PendingCall, "tool" | "id" | "args" | "shadow" | "written_twice">): number {
+  return textBytes(call.tool) + call.id.bytes + call.args.bytes + shadowBytes(call.shadow) + textBytes(call.written_twice ?? "");
 }
 
 const shadowBytes = (shadow: ShadowVerdict | null): number => (shadow ? textBytes(shadow.as_tool) + textBytes(shadow.reason) : 0);
@@ -612,6 +616,7 @@ export function callEvidence(call: PendingCall, outcome: Outcome, finished_ms: n
     upstream,
     transport,
     shadow: call.shadow,
+    ...(call.written_twice === undefined ? {} : { key_written_twice: call.written_twice }),
   };
   const input = new CallEntry(call.source.source_id, call.started_at.toISOString(), fields, call.args, result.result);
   // Every part that can grow is counted: names, the id, the origin, held values, the error and the reason.

@@ -11,6 +11,7 @@ import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
 import { call_overhead_bytes, callEvidence, resumable_event_id_chars_max, heldArguments, heldBytes, heldId, idKey, repeatedRequestIds, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import { firstDuplicateKeyPath } from "../ingest/duplicate-keys.js";
 import { ToolCallCounter } from "./count.js";
 import type { Recorder } from "./recorder.js";
 import { detached, SseReader, type HeldBudget } from "./sse.js";
@@ -180,11 +181,12 @@ function bodyForm(headers: IncomingHttpHeaders, is_request: boolean): BodyForm {
   return charset === undefined || charset === "utf-8" || charset === "utf8" ? "plain" : "charset";
 }
 
-/** JSON.parse of UTF-8 bytes, after a leading BOM (which servers' body parsers strip); undefined when they are not JSON. */
-function parseJson(body: Buffer): unknown {
-  const text = body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body;
+/** JSON.parse of UTF-8 bytes, after a leading BOM (which servers' body parsers strip), with the
+ *  text it read; undefined when they are not JSON. */
+function parseJson(body: Buffer): { value: unknown; text: string } | undefined {
+  const text = (body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf ? body.subarray(3) : body).toString("utf8");
   try {
-    return JSON.parse(text.toString("utf8")) as unknown;
+    return { value: JSON.parse(text) as unknown, text };
   } catch {
     return undefined;
   }
@@ -205,6 +207,9 @@ class BodyTap {
   overflowed = false;
   /** Present once a request body is known not to be parsed. */
   counter: ToolCallCounter | null = null;
+  /** A request body's first key written twice in one object (its path), once parsed: JSON.parse
+   *  kept the last, and so does the evidence, but the server may have read the first. */
+  written_twice: string | undefined;
 
   constructor(
     private readonly is_request: boolean,
@@ -247,8 +252,9 @@ class BodyTap {
     if (!this.readable || this.overflowed || this.bytes === 0) return undefined;
     const parsed = parseJson(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
     if (parsed === undefined && this.is_request) this.countHeld();
+    if (parsed !== undefined && this.is_request) this.written_twice = firstDuplicateKeyPath(parsed.text, parsed.value);
     this.release();
-    return parsed;
+    return parsed?.value;
   }
 
   /**
@@ -359,8 +365,9 @@ class Exchange {
     // The calls' arguments are parts of the body: each kept call is charged an equal share of its
     // bytes, or what it holds (its args as canonical text, never parsed) when that is more.
     const share_bytes = Math.ceil(tap.bytes / Math.max(1, kept.length));
+    const written_twice = tap.written_twice === undefined ? {} : { written_twice: tap.written_twice };
     for (const call of kept) {
-      const held = { id: heldId(call.id), ...heldArguments(this.source, call.tool, call.args, this.started_at) };
+      const held = { id: heldId(call.id), ...heldArguments(this.source, call.tool, call.args, this.started_at), ...written_twice };
       const pending: PendingCall = {
         source: this.source,
         session: this.session,
