@@ -1,7 +1,10 @@
 // What each observed call is recorded as: its own result, even when two clients of a server
 // without sessions both use JSON-RPC id 1; and always an entry the log can write (names and
 // messages cut between code points, lone surrogates replaced), where an entry the log refuses
-// anyway costs only itself, never the batch written with it.
+// anyway costs only itself, never the batch written with it. A request body that writes a key
+// twice in one object is relayed untouched, and its calls' entries say so: JSON.parse kept the
+// last value, as the SDK's server and the entry do, but a server reading the first acted on
+// other arguments than the entry shows.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppendInput } from "../../src/evidence/index.js";
@@ -128,5 +131,27 @@ describe("evidence canonical JSON cannot write as received", () => {
     expect(gaps.map((gap) => gap.entry.body)).toMatchObject([{ unrecorded_calls: 1, reasons: ["unrecordable"], by_source: [{ source_id: source.id, calls: 1 }] }]);
     const metrics = await (await fetch(`${h.url}/metrics`)).text();
     expect(metrics).toContain('bursar_evidence_gap_calls_total{reason="unrecordable"} 1');
+  });
+});
+
+describe("a request body that writes a key twice", () => {
+  it("is relayed as sent, and each of its calls' entries names the first key written twice; a body without one has no such field", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const token = { "x-bursar-observer-token": source.observer_token };
+    const headers = { ...token, "mcp-session-id": await rawSession(source.observer_url, token), "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
+    const twice = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"charge","arguments":{"amount":100,"amount":9000}}}';
+    const answer = await raw(source.observer_url, "POST", headers, new TextEncoder().encode(twice));
+    expect(answer.status).toBe(200);
+    // The SDK's server read the last amount, as JSON.parse does.
+    expect(answer.bytes.toString()).toContain("charged 9000");
+    const plain = await raw(source.observer_url, "POST", headers, { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "charge", arguments: { amount: 100 } } });
+    expect(plain.status).toBe(200);
+
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => [body.jsonrpc_id, body.args, body.key_written_twice])).toEqual([
+      [1, { amount: 9000 }, "params.arguments.amount"],
+      [2, { amount: 100 }, undefined],
+    ]);
+    expect(bodies[1]).not.toHaveProperty("key_written_twice");
   });
 });
