@@ -252,11 +252,12 @@ type Sorted = { refusal: Refusal } | { forward: JSONRPCMessage };
 
 /**
  * How a stdin line that the SDK's reader would drop is handled: a line that is not JSON, or that
- * writes a key twice in one object, is answered -32700 (id null, as the gate answers either); a batch gets an array with one -32600 per request
- * in it; a tools/call whose params the SDK's schema refuses (a malformed `_meta`, params that
- * are not an object) is forwarded to the gate, whose policy decides every call with evidence
- * (the gate's /mcp takes it: see toolCallRequest); any other object with an id the schema
- * refuses gets -32600 for that id. Undefined for every other line, which goes on to the SDK.
+ * writes a key twice in one object, is answered -32700 (id null, as the gate answers either); a
+ * batch gets an array with one -32600 per request in it; a tools/call whose params the SDK's
+ * schema refuses (a malformed `_meta`, params that are not an object) is forwarded to the gate,
+ * whose policy decides every call with evidence (the gate's /mcp takes it: see
+ * toolCallRequest); any other object with an id the schema refuses gets -32600 for that id.
+ * Undefined for every other line, which goes on to the SDK.
  */
 function sortLine(line: string): Sorted | undefined {
   let parsed: unknown;
