@@ -25,7 +25,9 @@ export function providerNotes(args: Args): Record<string, string> {
   // A note whose key looks like a secret is left out (scrubbing would replace all the notes); an
   // approved call's stored arguments had theirs left out the same way (authorize.ts).
   const given = args.notes && typeof args.notes === "object" ? Object.entries(withoutSecretKeys(args.notes as Record<string, unknown>)) : [];
-  const notes: Record<string, string> = Object.fromEntries(given.map(([key, value]) => [key, String(value)]));
+  // A number is scrubbed as a number first: as a string, a 17- to 19-digit card number rounded by
+  // JSON.parse fails the Luhn check and would reach the provider nearly whole.
+  const notes: Record<string, string> = Object.fromEntries(given.map(([key, value]) => [key, String(typeof value === "number" ? scrub(value) : value)]));
   if (typeof args.receipt === "string") notes[receipt_note_key] = args.receipt;
   // Scrubbing can lengthen a value ("https://u:p@h" becomes "https://u:[redacted]@h"): one R0
   // let through at the limit is then replaced whole, so the provider does not refuse it.

@@ -20,6 +20,13 @@ describe("providerNotes", () => {
     expect(notes).toEqual({ sku: "7", buyer_receipt: "r-2" });
   });
 
+  it("redacts a note number that may be a card number as the evidence does, before it becomes the string the provider gets", () => {
+    // A Luhn-valid 19-digit card number, which JSON.parse rounds to 6212345678901235000: as a
+    // string it failed Luhn and reached the provider nearly whole, while the entry said [redacted].
+    const notes = providerNotes(JSON.parse('{"notes": {"card": 6212345678901234569, "minus": -6212345678901234569, "visa": 4111111111111111, "qty": 7}}'));
+    expect(notes).toEqual({ card: "[redacted]", minus: "[redacted]", visa: "[redacted]", qty: "7" });
+  });
+
   it("replaces whole a value at R0's limit that scrubbing made longer, so the provider does not refuse it", () => {
     const url = `https://u:p@h.example/${"z".repeat(255 - "https://u:p@h.example/".length)}`;
     expect(url).toHaveLength(255);

@@ -16,6 +16,8 @@ describe("argumentProblem", () => {
     ["two bad notes: the least key is named", "create_order", { amount: 1000, currency: "INR", notes: { b: [], a: {} } }, 'notes key "a" must hold a string or number'],
     ["the note the receipt travels as", "create_order", { amount: 1000, currency: "INR", receipt: "B", notes: { buyer_receipt: "A" } }, 'notes key "buyer_receipt" is taken: Bursar puts the receipt there; send your reference as receipt'],
     ["a notes key a JSON parser refuses", "create_order", JSON.parse('{"amount":1000,"currency":"INR","notes":{"__proto__":"x","a":"1"}}') as Record<string, unknown>, 'notes key "__proto__" is not taken: the provider\'s JSON parser may refuse a body holding it'],
+    // A Luhn-valid 19-digit card number: JSON.parse rounds it to 6212345678901235000, whose first 15 digits were shown.
+    ["an integer past 2^53 is not shown", "create_order", JSON.parse('{"amount":6212345678901234569,"currency":"INR"}') as Record<string, unknown>, "amount must be a safe integer of minor units, got an integer past 2^53 (not shown: JSON.parse rounds it)"],
     ["a capture's bad fields", "capture_payment", { currency: "XYZ", amount: 1.5, payment_id: "p" }, "payment_id must match ^pay_[A-Za-z0-9]{1,40}$"],
   ];
   for (const [name, tool, args, reason] of cases) {
