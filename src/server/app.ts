@@ -169,6 +169,13 @@ export function listenFailure(error: unknown, names: { address: string; host: st
   return undefined;
 }
 
+/** How many Authorization headers a request carries, in any letter case (rawHeaders lists names and values in turn). */
+function authorizationHeaders(raw: readonly string[]): number {
+  let count = 0;
+  for (let at = 0; at < raw.length; at += 2) if (raw[at]!.length === 13 && raw[at]!.toLowerCase() === "authorization") count++;
+  return count;
+}
+
 /**
  * A body over its route's limit, answered naming the limit (Fastify's own message names none).
  * routeOptions.bodyLimit is the limit the body was read under: the route's own, or the server's
@@ -216,6 +223,12 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
   // runs for every request, and an async one costs a promise each.)
   app.addHook("onRequest", (request, reply, done) => {
     if (over_pipelined.has(request.raw)) reply.hijack();
+    // Node keeps the first of two Authorization headers, where a gateway in front may read the
+    // last: the two would take the request for two principals. RFC 9110 allows one. (Answered
+    // here, the hook does not go on.)
+    else if (authorizationHeaders(request.raw.rawHeaders) > 1) {
+      return void reply.status(400).send(errorBody("malformed", "the request has more than one Authorization header; send one credential"));
+    }
     done();
   });
   answerHalfClosed(app, options.half_closed_timeout_ms ?? half_closed_timeout_ms);
