@@ -141,6 +141,18 @@ describe("POST /webhooks/razorpay", () => {
     expect(await log_size()).toBe(before);
   });
 
+  it("signed JSON that writes a key twice in one object → 400, no state change: which payment it reports is not clear", async () => {
+    const { agent, order_id } = await heldOrder(10_000);
+    // JSON.parse keeps the last status and amount (a capture that settles); a reader taking the first sees a failed payment of 100.
+    const raw = JSON.stringify(paymentEvent("payment.captured", { id: "pay_Twice1", order_id, amount: 10_000, currency: "INR", status: "captured" })).replace('"id":"pay_Twice1"', '"id":"pay_Twice1","amount":100,"status":"failed"');
+    const before = await log_size();
+    const response = await post(raw, { "x-razorpay-signature": signWebhookBody(secret, raw), "x-razorpay-event-id": "evt_twice" });
+    expect(response.status).toBe(400);
+    expect(JSON.stringify(response.body)).toContain("payload.payment.entity.amount twice");
+    expect(await block(agent.block_id)).toMatchObject({ held: 10_000, spent: 0, frozen: false });
+    expect(await log_size()).toBe(before);
+  });
+
   it("a body of 1 MiB + 1 byte → 413 before parsing or checking the signature", async () => {
     const raw = new Uint8Array(1_048_577).fill(0x20);
     const response = await post(raw, { "x-razorpay-signature": "0".repeat(64), "x-razorpay-event-id": "evt_big" });

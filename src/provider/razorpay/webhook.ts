@@ -6,6 +6,7 @@ import { z } from "zod";
 import type { ParsedWebhook, PaymentEventName, WebhookCheck, WebhookVerifyError } from "../port.js";
 import { scrub } from "../../evidence/scrub.js";
 import { toProviderOrder, toProviderPayment } from "./transformers.js";
+import { firstDuplicateKeyPath } from "../../ingest/duplicate-keys.js";
 
 export const signature_header_name = "x-razorpay-signature";
 export const event_id_header_name = "x-razorpay-event-id";
@@ -104,12 +105,17 @@ function entityOf(payload: Record<string, unknown>, name: string): unknown {
 /** Parses a body whose signature has already been verified. */
 export function parseRazorpayWebhook(raw_body: Buffer): ParsedWebhook | { error: string } {
   if (raw_body.length > webhook_body_max_bytes) return { error: `body over ${webhook_body_max_bytes} bytes` };
+  const text = raw_body.toString("utf8");
   let json: unknown;
   try {
-    json = JSON.parse(raw_body.toString("utf8"));
+    json = JSON.parse(text);
   } catch {
     return { error: "body is not JSON" };
   }
+  // JSON.parse keeps the last of two equal keys ("status":"failed",…,"status":"captured"), a
+  // reader of the same signed bytes may take the first: which payment they report is not clear.
+  const twice = firstDuplicateKeyPath(text, json);
+  if (twice !== undefined) return { error: `body writes the key ${twice} twice in one object` };
   const envelope = envelope_schema.safeParse(json);
   if (!envelope.success) return { error: "body is not a Razorpay event envelope" };
   const { event, payload, created_at } = envelope.data;
