@@ -252,7 +252,12 @@ class BodyTap {
     if (!this.readable || this.overflowed || this.bytes === 0) return undefined;
     const parsed = parseJson(this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks));
     if (parsed === undefined && this.is_request) this.countHeld();
-    if (parsed !== undefined && this.is_request) this.written_twice = firstDuplicateKeyPath(parsed.text, parsed.value);
+    if (parsed !== undefined && this.is_request) {
+      this.written_twice = firstDuplicateKeyPath(parsed.text, parsed.value);
+      // Which of its messages are tools/calls is then up to the reader ("method" written twice):
+      // they are counted as written too, for the calls a server reading the first may have run.
+      if (this.written_twice !== undefined) this.countHeld();
+    }
     this.release();
     return parsed?.value;
   }
@@ -357,6 +362,10 @@ class Exchange {
       return;
     }
     const calls = toolCalls(parsed);
+    // More written than parsed: a server reading the first of two equal keys ran calls that
+    // JSON.parse does not see ({"method":"tools/call",…,"method":"ping"}). Counted in the gap.
+    const written = tap.written_twice === undefined ? 0 : (tap.counter?.calls ?? 0);
+    if (written > calls.length) this.context.recorder.unrecorded(written - calls.length, "keys_written_twice", this.source.source_id);
     // A batch of tiny calls would otherwise write an entry per call, filling the queue all
     // sources share: past the limit, calls are counted in the gap instead.
     const kept = calls.slice(0, observed_calls_per_request_max);

@@ -98,7 +98,7 @@ export function logSink(driver: SqlDriver, log: EvidenceLog, runs?: ObserverRuns
   };
 }
 
-export type GapReason = "queue_full" | "store_unavailable" | "unrecordable" | "too_large" | "unparsed";
+export type GapReason = "queue_full" | "store_unavailable" | "unrecordable" | "too_large" | "unparsed" | "keys_written_twice";
 
 export interface RecorderOptions {
   sink: EvidenceSink;

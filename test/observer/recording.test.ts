@@ -11,7 +11,7 @@ import type { AppendInput } from "../../src/evidence/index.js";
 import { tool_name_chars_max } from "../../src/observer/calls.js";
 import type { DeferredInput } from "../../src/observer/recorder.js";
 import { harness, type Harness } from "../ingest/support.js";
-import { LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, toolCall } from "./support.js";
+import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawSession, recorded as recordedCalls, toolCall } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
 import { waitUntil } from "../support/wait.js";
 
@@ -153,5 +153,17 @@ describe("a request body that writes a key twice", () => {
       [2, { amount: 100 }, undefined],
     ]);
     expect(bodies[1]).not.toHaveProperty("key_written_twice");
+  });
+
+  it("counts in the gap the tools/calls written in a body that JSON.parse does not see: \"method\" written twice", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const token = { "x-bursar-observer-token": source.observer_token };
+    const headers = { ...token, "mcp-session-id": await rawSession(source.observer_url, token), "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
+    // JSON.parse reads a ping; a server that reads the first "method" runs a tools/call.
+    const twice = '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"charge","arguments":{"amount":900000}},"method":"ping"}';
+    expect((await raw(source.observer_url, "POST", headers, new TextEncoder().encode(twice))).status).toBe(200);
+    expect(await recorded(source.id)).toEqual([]);
+    const gaps = (await h.entries("system.evidence_gap")).map((stored) => stored.entry.body).filter((body) => gapCalls(body, source.id) !== undefined);
+    expect(gaps.map((body) => [gapCalls(body, source.id), body.reasons])).toEqual([[1, ["keys_written_twice"]]]);
   });
 });
