@@ -6,7 +6,7 @@
 
 import { shown_segments_max, shownPath } from "../policy/text.js";
 import { stringEnd, writesKeyTwice } from "../json-text.js";
-import { keptExactly, numberEnd, startsNumber } from "./numbers.js";
+import { holdsInexactNumber, keptExactly, numberEnd, startsNumber } from "./numbers.js";
 
 interface Frame {
   /** Keys seen so far in this object; null for an array. */
@@ -49,6 +49,18 @@ export function firstDuplicateKeyPath(text: string, value: unknown): string | un
  *  last, and decide on an amount the call did not carry for Bursar. */
 export function writtenTwiceReason(path: string): string {
   return `it writes the key ${path} twice in one object, and JSON readers differ on which one counts (JSON.parse keeps the last), so neither is read`;
+}
+
+/**
+ * Why a JSON-RPC message is refused when JSON.parse would read one of its numbers as another
+ * (99.99999999999999999 as 100, 12345678901234567891 rounded), or undefined when it reads them
+ * all as sent: a reader in front that keeps decimals exactly would see other arguments than
+ * Bursar decides on. `text` is valid JSON.
+ */
+export function inexactNumberReason(text: string): string | undefined {
+  if (!holdsInexactNumber(text)) return undefined;
+  const place = unkeptPlaces(text, duplicate_keys_reported_max).find((found) => found.problem === "inexact_number");
+  return `it writes the number at ${place?.path ?? "(the body)"} with more digits than JSON.parse keeps, so the value read would not be the one sent`;
 }
 
 /** Duplicates reported per text at most: one per record of the largest delivery is enough. */

@@ -17,7 +17,7 @@ import type { ToolResult } from "../gate/results.js";
 import { declaredToolName, tool_declarations } from "../gate/tools.js";
 import { whenAnswerOver, type RoutePlugin } from "./app.js";
 import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
-import { firstDuplicateKeyPath, writtenTwiceReason } from "../ingest/duplicate-keys.js";
+import { firstDuplicateKeyPath, inexactNumberReason, writtenTwiceReason } from "../ingest/duplicate-keys.js";
 import { errorBody } from "./errors.js";
 import { isToolCallEnvelope, not_utf8, notJsonRpc, parseError, toolCallRequest, utf8Text, withoutBom } from "./jsonrpc.js";
 import { version } from "../version.js";
@@ -99,10 +99,11 @@ class NotJson {
  * JSON for /mcp, parsed as JSON.parse does: a "__proto__" or "constructor" key stays an own
  * property (JSON.parse never sets a prototype), so the policy sees it and refuses it with
  * evidence, where Fastify's default parser answered 400 and nothing was recorded. A leading BOM
- * is skipped, as the stdio bridge skips it. Text that is not JSON, or that writes a key twice in
- * one object (which key counts is up to the reader), becomes a NotJson, which the route answers
- * as JSON-RPC does (-32700, id null): nothing is decided, so nothing is recorded. Fastify enforces the body limit before the
- * parser runs, and a POST reaches it only once authenticated.
+ * is skipped, as the stdio bridge skips it. Text that is not JSON, that writes a key twice in one
+ * object (which key counts is up to the reader), or that writes a number JSON.parse reads as
+ * another, becomes a NotJson, which the route answers as JSON-RPC does (-32700, id null):
+ * nothing is decided, so nothing is recorded. Fastify enforces the body limit before the parser
+ * runs, and a POST reaches it only once authenticated.
  */
 function parseJsonAsIs(request: FastifyRequest, body: Buffer, done: (error: Error | null, value?: unknown) => void): void {
   // GET and DELETE are answered 405 whatever they carry; an empty JSON body must not turn that into a 400.
@@ -117,7 +118,9 @@ function parseJsonAsIs(request: FastifyRequest, body: Buffer, done: (error: Erro
     return done(null, new NotJson(`the body is not valid JSON: ${(error as Error).message}`));
   }
   const twice = firstDuplicateKeyPath(json, parsed);
-  done(null, twice === undefined ? parsed : new NotJson(`the body is refused: ${writtenTwiceReason(twice)}`));
+  if (twice !== undefined) return done(null, new NotJson(`the body is refused: ${writtenTwiceReason(twice)}`));
+  const inexact = inexactNumberReason(json);
+  done(null, inexact === undefined ? parsed : new NotJson(`the body is refused: ${inexact}`));
 }
 
 /** Whether `host` (a Host header) is a host and optional port and nothing else: the SDK's

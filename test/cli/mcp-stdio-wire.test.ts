@@ -138,20 +138,23 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
     expect(answers.find((answer) => answer.id === 32)?.result?.structuredContent).toMatchObject({ held: 0 });
   });
 
-  it("answers a line that writes a key twice in one object with -32700 and id null, naming the key, and forwards nothing of it", async () => {
-    const agent = await server.agent("key-twice-line");
-    // Forwarded, the SDK would write the message again with the last amount only.
-    const twice = '{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"name":"create_order","arguments":{"amount":100,"currency":"INR","amount":900}}}';
-    const piped = await pipe(`${twice}\n${JSON.stringify(call(34, "get_block"))}\n`, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
-    const answers = piped.stdout.trim().split("\n").map((text) => JSON.parse(text) as { id: unknown; error?: { code: number; message: string }; result?: { structuredContent?: Record<string, unknown> } });
-    expect(answers.find((answer) => answer.id === null)).toEqual({
-      jsonrpc: "2.0",
-      id: null,
-      error: { code: -32700, message: expect.stringContaining("writes the key params.arguments.amount twice") },
+  // Forwarded, the SDK would write either message again as JSON.parse read it: the last amount
+  // only, or an amount of 100, which the gate would allow.
+  const unread_lines: Array<[string, string, string]> = [
+    ["writes a key twice in one object", '"amount":100,"currency":"INR","amount":900', "writes the key params.arguments.amount twice"],
+    ["holds a number JSON.parse reads as another", '"amount":99.99999999999999999,"currency":"INR"', "writes the number at params.arguments.amount with more digits than JSON.parse keeps"],
+  ];
+  for (const [what, args, message] of unread_lines) {
+    it(`answers a line that ${what} with -32700 and id null, naming the place, and forwards nothing of it`, async () => {
+      const agent = await server.agent("unread-line");
+      const line = `{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"name":"create_order","arguments":{${args}}}}`;
+      const piped = await pipe(`${line}\n${JSON.stringify(call(34, "get_block"))}\n`, { BURSAR_URL: server.url, BURSAR_AGENT_TOKEN: agent.token });
+      const answers = piped.stdout.trim().split("\n").map((text) => JSON.parse(text) as { id: unknown; error?: { code: number; message: string }; result?: { structuredContent?: Record<string, unknown> } });
+      expect(answers.find((answer) => answer.id === null)).toEqual({ jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining(message) } });
+      expect(answers.find((answer) => answer.id === 34)?.result?.structuredContent).toMatchObject({ held: 0 });
+      expect(piped.ids).not.toContain(33);
     });
-    expect(answers.find((answer) => answer.id === 34)?.result?.structuredContent).toMatchObject({ held: 0 });
-    expect(piped.ids).not.toContain(33);
-  });
+  }
 
   it("answers a line whose id is no id, or that is no message, with -32600 and id null, as the gate's /mcp does", async () => {
     const agent = await server.agent("no-id");

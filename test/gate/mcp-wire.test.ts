@@ -230,6 +230,32 @@ describe("bodies that are not a JSON-RPC message (answered as the stdio bridge a
   });
 });
 
+describe("numbers JSON.parse reads as others", () => {
+  it("refuses a body holding one with 400 and -32700 naming its place, and takes the exact forms of an integer", async () => {
+    // A reader in front that keeps decimals exactly would see a non-integer amount, or another note.
+    const agent = await server.agent("inexact-number");
+    const before = await treeSize();
+    const call = (id: number, args: string) => `{"jsonrpc": "2.0", "id": ${id}, "method": "tools/call", "params": {"name": "create_order", "arguments": ${args}}}`;
+    for (const [id, args, path] of [
+      [11, '{"amount": 99.99999999999999999, "currency": "INR"}', "params.arguments.amount"],
+      [12, '{"amount": 1000, "currency": "INR", "notes": {"sku": 12345678901234567891}}', "params.arguments.notes.sku"],
+    ] as const) {
+      const answer = await rawMcpPost(server.url, agent.token, call(id, args));
+      expect({ status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
+        status: 400,
+        reply: { jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining(`writes the number at ${path} with more digits than JSON.parse keeps`) } },
+      });
+    }
+    expect(await treeSize()).toBe(before);
+    // 100.0, 1e2 and 0.1e3 are exactly 100: decided as 100.
+    for (const [id, amount] of [[13, "100.0"], [14, "1e2"], [15, "0.1e3"]] as const) {
+      const answer = await rawMcpPost(server.url, agent.token, call(id, `{"amount": ${amount}, "currency": "INR", "idempotency_key": "exact-${id}"}`));
+      expect(answer.status).toBe(200);
+      expect((JSON.parse(answer.text) as { result: { structuredContent: Structured } }).result.structuredContent).toMatchObject({ effect: "ALLOW", order: { amount: 100 } });
+    }
+  });
+});
+
 describe("the /mcp body limit, 128 KiB", () => {
   it("answers a body over 131,072 bytes 413 before reading it: nothing is decided, held or recorded", async () => {
     const agent = await server.agent("big-body");

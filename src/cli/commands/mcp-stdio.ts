@@ -9,7 +9,7 @@ import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError } from "../../config.js";
 import { deadline } from "../../deadline.js";
-import { firstDuplicateKeyPath, writtenTwiceReason } from "../../ingest/duplicate-keys.js";
+import { firstDuplicateKeyPath, inexactNumberReason, writtenTwiceReason } from "../../ingest/duplicate-keys.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, not_utf8, notJsonRpc, parseError, requestId, utf8Text, type JsonRpcError } from "../../server/jsonrpc.js";
 import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
@@ -251,13 +251,13 @@ interface Refusal {
 type Sorted = { refusal: Refusal } | { forward: JSONRPCMessage };
 
 /**
- * How a stdin line that the SDK's reader would drop is handled: a line that is not JSON, or that
- * writes a key twice in one object, is answered -32700 (id null, as the gate answers either); a
- * batch gets an array with one -32600 per request in it; a tools/call whose params the SDK's
- * schema refuses (a malformed `_meta`, params that are not an object) is forwarded to the gate,
- * whose policy decides every call with evidence (the gate's /mcp takes it: see
- * toolCallRequest); any other object with an id the schema refuses gets -32600 for that id.
- * Undefined for every other line, which goes on to the SDK.
+ * How a stdin line that the SDK's reader would drop is handled: a line that is not JSON, that
+ * writes a key twice in one object or a number JSON.parse reads as another, is answered -32700
+ * (id null, as the gate answers each); a batch gets an array with one -32600 per request in it;
+ * a tools/call whose params the SDK's schema refuses (a malformed `_meta`, params that are not
+ * an object) is forwarded to the gate, whose policy decides every call with evidence (the gate's
+ * /mcp takes it: see toolCallRequest); any other object with an id the schema refuses gets
+ * -32600 for that id. Undefined for every other line, which goes on to the SDK.
  */
 function sortLine(line: string): Sorted | undefined {
   let parsed: unknown;
@@ -271,6 +271,12 @@ function sortLine(line: string): Sorted | undefined {
   const twice = firstDuplicateKeyPath(line, parsed);
   if (twice !== undefined) {
     const why = `the line is refused: ${writtenTwiceReason(twice)}`;
+    return { refusal: { reply: parseError(why), why } };
+  }
+  // Forwarded, the number would be written again as JSON.parse read it.
+  const inexact = inexactNumberReason(line);
+  if (inexact !== undefined) {
+    const why = `the line is refused: ${inexact}`;
     return { refusal: { reply: parseError(why), why } };
   }
   if (Array.isArray(parsed)) {
