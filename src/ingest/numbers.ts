@@ -12,8 +12,8 @@ const quote = 0x22;
 
 /** A double holds any decimal of this many significant digits exactly enough to give it back. */
 const digits_always_kept = 15;
-/** What a double needs to be written exactly: a decimal of up to this many significant digits
- *  reads as the double its writer meant (C's %.17g, for one, writes 1/3 as 0.33333333333333331). */
+/** What a double needs to be written exactly: its decimal to this many significant digits reads
+ *  as the double its writer meant (C's %.17g, for one, writes 1/3 as 0.33333333333333331). */
 const digits_of_a_double = 17;
 
 const isDigit = (code: number) => code >= 0x30 && code <= 0x39;
@@ -39,7 +39,11 @@ function decimalForm(token: string): { digits: string; exponent: number } {
   if (!match) return { digits: token, exponent: 0 };
   const [, whole, fraction = "", exponent = "0"] = match;
   const digits = `${whole}${fraction}`.replace(/^0+/, "");
-  const significant = digits.replace(/0+$/, "");
+  // Trailing zeros trimmed by a loop: /0+$/ tried every run of zeros to the end, quadratic in a
+  // number of 100,000 zeros and a 1 (one /mcp body of 128 KiB held the event loop 14 s).
+  let end = digits.length;
+  while (end > 0 && digits.charCodeAt(end - 1) === 0x30) end--;
+  const significant = digits.slice(0, end);
   if (significant === "") return { digits: "0", exponent: 0 };
   return { digits: significant, exponent: Number(exponent) - fraction.length + (digits.length - significant.length) };
 }
@@ -47,8 +51,9 @@ function decimalForm(token: string): { digits: string; exponent: number } {
 /**
  * True when JSON.parse keeps the number text[start, end) as its sender meant it: it reads back in
  * the same digits (the double's shortest form, as the log writes it: an int64 id of 19 digits
- * does not), or, written with a fraction or exponent, it has at most 17 significant digits, as
- * many as a double needs; and it does not read as 0 unless it is 0. A number out of range (1e400
+ * does not), or, written with a fraction or exponent, it is the double's own 17 significant
+ * digits (as %.17g writes it; 99.999999999999999, 17 digits that read as 100, is not); and it
+ * does not read as 0 unless it is 0. A number out of range (1e400
  * parses to Infinity) counts as kept: it is refused as such elsewhere.
  */
 export function keptExactly(text: string, start: number, end: number): boolean {
@@ -65,7 +70,10 @@ export function keptExactly(text: string, start: number, end: number): boolean {
   if (!Number.isFinite(value)) return true;
   const sent = decimalForm(token);
   if (value === 0) return sent.digits === "0";
-  if ((fraction || exponent) && sent.digits.length <= digits_of_a_double) return true;
+  if (fraction || exponent) {
+    const written = decimalForm(Math.abs(value).toPrecision(digits_of_a_double));
+    if (sent.digits === written.digits && sent.exponent === written.exponent) return true;
+  }
   const read = decimalForm(String(Math.abs(value)));
   return sent.digits === read.digits && sent.exponent === read.exponent;
 }

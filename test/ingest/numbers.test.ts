@@ -30,6 +30,14 @@ describe("keptExactly", () => {
       ["4.3499999999999996", true],
       ["5.6843418860808015e-14", true],
       ["12345678901234567", false],
+      // 17 digits that are not a double's own: they read as 100, 5e-324 and 9007199254740992.
+      ["99.999999999999999", false],
+      ["2.4703282292062328e-324", false],
+      ["9007199254740993.0", false],
+      // A hundred thousand zeros: read in linear time (the trailing zeros were trimmed by a regex
+      // that took seconds), and judged as any other number.
+      [`1.${"0".repeat(100_000)}1`, false],
+      [`1.${"0".repeat(100_000)}`, true],
       ["12345678901234567891.0", false],
       ["1.00000000000000000001e3", false],
       ["5e-324", true],
@@ -40,10 +48,13 @@ describe("keptExactly", () => {
     for (const [token, expected] of cases) expect(kept(token), token).toBe(expected);
   });
 
-  it("keeps every double as JSON.stringify writes it", () => {
+  it("keeps every double as JSON.stringify writes it, and as %.17g writes it with a fraction or exponent", () => {
     fc.assert(
       fc.property(fc.double({ noNaN: true, noDefaultInfinity: true }), (value) => {
         expect(kept(JSON.stringify(value))).toBe(true);
+        // An integer's 17 digits are judged as any integer's: only its shortest form is kept (above).
+        const written = value.toPrecision(17);
+        if (/[.e]/.test(written)) expect(kept(written), written).toBe(true);
       }),
       { numRuns: 20_000 },
     );
