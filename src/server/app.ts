@@ -169,6 +169,11 @@ export function listenFailure(error: unknown, names: { address: string; host: st
   return undefined;
 }
 
+/** Whether the request's route relays it untouched (the observer's: see routes/observe.ts). */
+function isRelayed(request: FastifyRequest): boolean {
+  return (request.routeOptions.config as { relayed?: boolean } | undefined)?.relayed === true;
+}
+
 /** How many Authorization headers a request carries, in any letter case (rawHeaders lists names and values in turn). */
 function authorizationHeaders(raw: readonly string[]): number {
   let count = 0;
@@ -225,8 +230,9 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     if (over_pipelined.has(request.raw)) reply.hijack();
     // Node keeps the first of two Authorization headers, where a gateway in front may read the
     // last: the two would take the request for two principals. RFC 9110 allows one. (Answered
-    // here, the hook does not go on.)
-    else if (authorizationHeaders(request.raw.rawHeaders) > 1) {
+    // here, the hook does not go on.) The observer's routes relay them untouched: Bursar takes
+    // no principal from them there.
+    else if (!isRelayed(request) && authorizationHeaders(request.raw.rawHeaders) > 1) {
       return void reply.status(400).send(errorBody("malformed", "the request has more than one Authorization header; send one credential"));
     }
     done();

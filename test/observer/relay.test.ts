@@ -165,6 +165,18 @@ describe("byte-for-byte relay", () => {
     expect(upstream.seen.length).toBe(before);
   });
 
+  it("relays a request with two Authorization headers: they are the upstream's to judge (Bursar's own routes refuse such a request)", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const before = upstream.seen.length;
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" });
+    const head = ["POST /observe HTTP/1.1", "host: 127.0.0.1", `x-bursar-observer-token: ${source.observer_token}`, "authorization: Bearer first", "Authorization: Bearer second"];
+    const sent = [...head, "content-type: application/json", "accept: application/json, text/event-stream", `content-length: ${body.length}`, "connection: close", "", body].join("\r\n");
+    const answer = await rawRequest(h.url, sent);
+    expect(answer).not.toContain("more than one Authorization header");
+    expect(upstream.seen.length).toBe(before + 1);
+    expect(upstream.seen.at(-1)?.headers.authorization).toBe("Bearer first");
+  });
+
   it("refuses a missing or wrong token without forwarding", async () => {
     const before = upstream.seen.length;
     expect((await raw(`${h.url}/observe`, "POST", {}, toolCall(1, "echo", {}))).status).toBe(401);

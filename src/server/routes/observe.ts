@@ -17,8 +17,9 @@ export function observeRoutes(observer: Observer): RoutePlugin {
         reply.hijack();
         observer.relay(target, request.raw, reply.raw);
       };
-      // A hijacked reply ends the request's lifecycle at its onRequest hook: the handler is never reached.
-      const routed = { onRequest: relayRequest, handler: unreachable };
+      // A hijacked reply ends the request's lifecycle at its onRequest hook: the handler is never
+      // reached. Headers are the upstream's to judge, two Authorization headers too (app.ts).
+      const routed = { onRequest: relayRequest, handler: unreachable, config: { relayed: true } };
       scope.all("/observe", routed);
       scope.all("/observe/*", routed);
       // preClose runs before the server's own onClose closes the database: the observer records
