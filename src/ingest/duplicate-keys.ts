@@ -60,7 +60,7 @@ export function writtenTwiceReason(path: string): string {
 export function inexactNumberReason(text: string): string | undefined {
   if (!holdsInexactNumber(text)) return undefined;
   const place = unkeptPlaces(text, duplicate_keys_reported_max).find((found) => found.problem === "inexact_number");
-  return `it writes the number at ${place?.path ?? "(the body)"} with more digits than JSON.parse keeps, so the value read would not be the one sent`;
+  return `it writes the number at ${place?.path ?? "(the body)"} with digits no double holds, so JSON.parse would read another number than the one sent`;
 }
 
 /** Duplicates reported per text at most: one per record of the largest delivery is enough. */

@@ -48,34 +48,46 @@ function decimalForm(token: string): { digits: string; exponent: number } {
   return { digits: significant, exponent: Number(exponent) - fraction.length + (digits.length - significant.length) };
 }
 
+/** A double's exact value has at most this many digits before its decimal point (2^1024 has 309). */
+const integer_digits_max = 309;
+
 /**
- * True when JSON.parse keeps the number text[start, end) as its sender meant it: it reads back in
- * the same digits (the double's shortest form, as the log writes it: an int64 id of 19 digits
- * does not), or, written with a fraction or exponent, it is the double's own 17 significant
- * digits (as %.17g writes it; 99.999999999999999, 17 digits that read as 100, is not); and it
- * does not read as 0 unless it is 0. A number out of range (1e400
- * parses to Infinity) counts as kept: it is refused as such elsewhere.
+ * True when JSON.parse keeps the number text[start, end) as its sender meant it: the digits sent
+ * are the double it reads, rounded to as many significant digits (or its shortest form). So a
+ * double is kept however its writer wrote it: shortest (JSON.stringify, Python, Java), or to 15,
+ * 16 or 17 digits (C's %.15g, %.16g, %.17g: 0.07000000000000001, 0.33333333333333331), with
+ * any spelling (1.50, 1E21, 100.000). Digits no double holds are not: 99.999999999999999 reads
+ * as 100 and 12345678901234567891 as 12345678901234567168, while a reader that keeps decimals
+ * exactly sees what was sent. More than 17 digits are kept only as a double's exact integer
+ * value (2^56 written whole by %.17g is; an int64 id of 19 digits is not). A number that reads
+ * as 0 is kept only if it is 0; one out of range (1e400 parses to Infinity) counts as kept: it
+ * is refused as such elsewhere.
  */
 export function keptExactly(text: string, start: number, end: number): boolean {
-  let fraction = false;
   let exponent = false;
-  for (let i = start; i < end; i++) {
-    const code = text.charCodeAt(i);
-    if (code === 0x2e) fraction = true;
-    else if ((code | 0x20) === 0x65) exponent = true;
-  }
+  for (let i = start; i < end; i++) if ((text.charCodeAt(i) | 0x20) === 0x65) exponent = true;
   if (!exponent && end - start <= digits_always_kept) return true;
   const token = text.slice(start, end);
   const value = Number(token);
   if (!Number.isFinite(value)) return true;
   const sent = decimalForm(token);
   if (value === 0) return sent.digits === "0";
-  if (fraction || exponent) {
-    const written = decimalForm(Math.abs(value).toPrecision(digits_of_a_double));
-    if (sent.digits === written.digits && sent.exponent === written.exponent) return true;
+  const magnitude = Math.abs(value);
+  if (sameDecimal(sent, decimalForm(String(magnitude)))) return true;
+  if (sent.digits.length <= digits_of_a_double) {
+    if (sameDecimal(sent, decimalForm(magnitude.toPrecision(sent.digits.length)))) return true;
+    // Halfway between the digits sent and the next ones up: toPrecision rounds such a tie up,
+    // C's printf to even, and either is the double's own. Its exact value (toPrecision(100) has
+    // room for any that ends this soon) is then the digits sent with a 5 after them.
+    return sameDecimal({ digits: `${sent.digits}5`, exponent: sent.exponent - 1 }, decimalForm(magnitude.toPrecision(100)));
   }
-  const read = decimalForm(String(Math.abs(value)));
-  return sent.digits === read.digits && sent.exponent === read.exponent;
+  // Longer digits (bounded, so BigInt never parses megabytes) name an integer exactly or not at all.
+  if (!Number.isInteger(value) || sent.exponent < 0 || sent.digits.length + sent.exponent > integer_digits_max) return false;
+  return BigInt(sent.digits) * 10n ** BigInt(sent.exponent) === BigInt(magnitude);
+}
+
+function sameDecimal(a: { digits: string; exponent: number }, b: { digits: string; exponent: number }): boolean {
+  return a.digits === b.digits && a.exponent === b.exponent;
 }
 
 /** Whether `text` (valid JSON) holds a number JSON.parse does not keep as sent; strings are skipped whole. */

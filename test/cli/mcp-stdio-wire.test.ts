@@ -142,7 +142,7 @@ describe("bursar mcp-stdio: unusual input and broken connections", () => {
   // only, or an amount of 100, which the gate would allow.
   const unread_lines: Array<[string, string, string]> = [
     ["writes a key twice in one object", '"amount":100,"currency":"INR","amount":900', "writes the key params.arguments.amount twice"],
-    ["holds a number JSON.parse reads as another", '"amount":99.99999999999999999,"currency":"INR"', "writes the number at params.arguments.amount with more digits than JSON.parse keeps"],
+    ["holds a number JSON.parse reads as another", '"amount":99.999999999999999,"currency":"INR"', "writes the number at params.arguments.amount with digits no double holds"],
   ];
   for (const [what, args, message] of unread_lines) {
     it(`answers a line that ${what} with -32700 and id null, naming the place, and forwards nothing of it`, async () => {

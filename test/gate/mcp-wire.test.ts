@@ -238,18 +238,20 @@ describe("numbers JSON.parse reads as others", () => {
     const call = (id: number, args: string) => `{"jsonrpc": "2.0", "id": ${id}, "method": "tools/call", "params": {"name": "create_order", "arguments": ${args}}}`;
     for (const [id, args, path] of [
       [11, '{"amount": 99.99999999999999999, "currency": "INR"}', "params.arguments.amount"],
+      // 17 digits, but not a double's own: they read as 100.
+      [16, '{"amount": 99.999999999999999, "currency": "INR"}', "params.arguments.amount"],
       [12, '{"amount": 1000, "currency": "INR", "notes": {"sku": 12345678901234567891}}', "params.arguments.notes.sku"],
     ] as const) {
       const answer = await rawMcpPost(server.url, agent.token, call(id, args));
       expect({ status: answer.status, reply: JSON.parse(answer.text) as unknown }).toEqual({
         status: 400,
-        reply: { jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining(`writes the number at ${path} with more digits than JSON.parse keeps`) } },
+        reply: { jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.stringContaining(`writes the number at ${path} with digits no double holds`) } },
       });
     }
     expect(await treeSize()).toBe(before);
-    // 100.0, 1e2 and 0.1e3 are exactly 100: decided as 100.
+    // 100.0, 1e2 and 0.1e3 are exactly 100: decided as 100. A note as C's %.16g writes 0.07 is taken too.
     for (const [id, amount] of [[13, "100.0"], [14, "1e2"], [15, "0.1e3"]] as const) {
-      const answer = await rawMcpPost(server.url, agent.token, call(id, `{"amount": ${amount}, "currency": "INR", "idempotency_key": "exact-${id}"}`));
+      const answer = await rawMcpPost(server.url, agent.token, call(id, `{"amount": ${amount}, "currency": "INR", "idempotency_key": "exact-${id}", "notes": {"rate": 0.07000000000000001}}`));
       expect(answer.status).toBe(200);
       expect((JSON.parse(answer.text) as { result: { structuredContent: Structured } }).result.structuredContent).toMatchObject({ effect: "ALLOW", order: { amount: 100 } });
     }

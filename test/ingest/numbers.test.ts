@@ -30,6 +30,16 @@ describe("keptExactly", () => {
       ["4.3499999999999996", true],
       ["5.6843418860808015e-14", true],
       ["12345678901234567", false],
+      // A double written to fewer digits than its shortest form's, or more: C's %.16g and %.15g,
+      // Java's Double.toString (Jackson's default), and %.17g of an integer-valued double.
+      ["0.07000000000000001", true],
+      ["0.5600000000000001", true],
+      ["4.9E-324", true],
+      ["9.999999999999999E22", true],
+      ["5.049999999999999E21", true],
+      ["6.83658539674212e-310", true],
+      ["72057594037927936", true],
+      ["96857284816701856", true],
       // 17 digits that are not a double's own: they read as 100, 5e-324 and 9007199254740992.
       ["99.999999999999999", false],
       ["2.4703282292062328e-324", false],
@@ -48,13 +58,14 @@ describe("keptExactly", () => {
     for (const [token, expected] of cases) expect(kept(token), token).toBe(expected);
   });
 
-  it("keeps every double as JSON.stringify writes it, and as %.17g writes it with a fraction or exponent", () => {
+  it("keeps every double as JSON.stringify writes it, and as %.15g, %.16g and %.17g write it when that reads back as the double", () => {
     fc.assert(
       fc.property(fc.double({ noNaN: true, noDefaultInfinity: true }), (value) => {
         expect(kept(JSON.stringify(value))).toBe(true);
-        // An integer's 17 digits are judged as any integer's: only its shortest form is kept (above).
-        const written = value.toPrecision(17);
-        if (/[.e]/.test(written)) expect(kept(written), written).toBe(true);
+        for (const digits of [15, 16, 17]) {
+          const written = value.toPrecision(digits);
+          if (Number(written) === value) expect(kept(written), written).toBe(true);
+        }
       }),
       { numRuns: 20_000 },
     );
