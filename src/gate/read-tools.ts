@@ -44,14 +44,27 @@ async function ownOrderId(context: GateContext, agent_id: string, order_id: unkn
   return order_id;
 }
 
-export async function fetchOrder(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
+/** Asks the provider about one of the agent's orders, as one of its look-ups: the answer, or what
+ *  the agent is told instead (a refusal, rate_limited, the provider's problem). */
+async function askAboutOwnOrder<T>(
+  context: GateContext,
+  agent_id: string,
+  args: Record<string, unknown>,
+  tool: string,
+  ask: (order_id: string) => Promise<ProviderOutcome<T>>,
+): Promise<{ order_id: string; value: T } | ToolResult> {
   const order_id = await ownOrderId(context, agent_id, args.order_id);
   if (typeof order_id !== "string") return order_id;
-  const spent = lookupSpent(context, agent_id, "fetch_order");
+  const spent = lookupSpent(context, agent_id, tool);
   if (spent) return spent;
-  const outcome = await context.provider.fetchOrder(order_id);
-  if (outcome.kind !== "ok") return providerProblem(outcome);
-  const order = orderView(outcome.value);
+  const outcome = await ask(order_id);
+  return outcome.kind === "ok" ? { order_id, value: outcome.value } : providerProblem(outcome);
+}
+
+export async function fetchOrder(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const asked = await askAboutOwnOrder(context, agent_id, args, "fetch_order", (order_id) => context.provider.fetchOrder(order_id));
+  if ("content" in asked) return asked;
+  const order = orderView(asked.value);
   return readResult(`Order ${order.id as string}: ${String(order.amount)} ${String(order.currency)}, ${String(order.status)}.`, { order });
 }
 
@@ -61,13 +74,10 @@ export async function fetchOrder(context: GateContext, agent_id: string, args: R
  * shown: one the provider lists with another order is not this agent's to see.
  */
 export async function fetchOrderPayments(context: GateContext, agent_id: string, args: Record<string, unknown>): Promise<ToolResult> {
-  const order_id = await ownOrderId(context, agent_id, args.order_id);
-  if (typeof order_id !== "string") return order_id;
-  const spent = lookupSpent(context, agent_id, "fetch_order_payments");
-  if (spent) return spent;
-  const outcome = await context.provider.fetchOrderPayments(order_id);
-  if (outcome.kind !== "ok") return providerProblem(outcome);
-  const payments = outcome.value.filter((payment) => payment.order_id === order_id).map(paymentView);
+  const asked = await askAboutOwnOrder(context, agent_id, args, "fetch_order_payments", (order_id) => context.provider.fetchOrderPayments(order_id));
+  if ("content" in asked) return asked;
+  const { order_id } = asked;
+  const payments = asked.value.filter((payment) => payment.order_id === order_id).map(paymentView);
   const listed = payments.map((payment) => `${payment.id} ${payment.amount} ${payment.currency} ${payment.status}`).join("; ");
   const text = payments.length === 0 ? `Order ${order_id} has no payments yet.` : `Order ${order_id} has ${payments.length} payment${payments.length === 1 ? "" : "s"}: ${listed}.`;
   return readResult(text, { order_id, count: payments.length, payments });

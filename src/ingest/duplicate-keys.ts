@@ -44,22 +44,19 @@ export function firstDuplicateKeyPath(text: string, value: unknown): string | un
   return duplicateKeyPaths(text, 1)[0];
 }
 
-/** Why a JSON-RPC message writing a key twice is refused (at /mcp and by the stdio bridge): a
- *  reader in front of Bursar (a gateway, an observer) may take the first where Bursar took the
- *  last, and decide on an amount the call did not carry for Bursar. */
-export function writtenTwiceReason(path: string): string {
-  return `it writes the key ${path} twice in one object, and JSON readers differ on which one counts (JSON.parse keeps the last), so neither is read`;
-}
-
 /**
- * Why a JSON-RPC message is refused when JSON.parse would read one of its numbers as another
- * (99.99999999999999999 as 100, 12345678901234567891 rounded), or undefined when it reads them
- * all as sent: a reader in front that keeps decimals exactly would see other arguments than
- * Bursar decides on. `text` is valid JSON.
+ * Why a JSON-RPC message is not read (at /mcp and by the stdio bridge), or undefined when JSON.parse
+ * keeps it as sent: a key written twice in one object (JSON.parse keeps the last, a reader in
+ * front of Bursar may take the first), or a number JSON.parse reads as another
+ * (99.999999999999999 as 100), where a reader that keeps decimals exactly sees what was sent.
+ * Either way the two would decide on other arguments. `text` is the valid JSON that parsed to `value`.
  */
-export function inexactNumberReason(text: string): string | undefined {
+export function unreadMessageReason(text: string, value: unknown): string | undefined {
+  const twice = firstDuplicateKeyPath(text, value);
+  if (twice !== undefined) return `it writes the key ${twice} twice in one object, and JSON readers differ on which one counts (JSON.parse keeps the last), so neither is read`;
   if (!holdsInexactNumber(text)) return undefined;
-  const place = unkeptPlaces(text, duplicate_keys_reported_max).find((found) => found.problem === "inexact_number");
+  // No key is written twice, so the first place found is the number.
+  const [place] = unkeptPlaces(text, 1);
   return `it writes the number at ${place?.path ?? "(the body)"} with digits no double holds, so JSON.parse would read another number than the one sent`;
 }
 

@@ -17,7 +17,7 @@ import type { ToolResult } from "../gate/results.js";
 import { declaredToolName, tool_declarations } from "../gate/tools.js";
 import { whenAnswerOver, type RoutePlugin } from "./app.js";
 import { auditor_only_reads, bearer, isAuditor, type Access } from "./auth.js";
-import { firstDuplicateKeyPath, inexactNumberReason, writtenTwiceReason } from "../ingest/duplicate-keys.js";
+import { unreadMessageReason } from "../ingest/duplicate-keys.js";
 import { errorBody } from "./errors.js";
 import { isToolCallEnvelope, not_utf8, notJsonRpc, parseError, toolCallRequest, utf8Text, withoutBom } from "./jsonrpc.js";
 import { version } from "../version.js";
@@ -117,10 +117,8 @@ function parseJsonAsIs(request: FastifyRequest, body: Buffer, done: (error: Erro
   } catch (error) {
     return done(null, new NotJson(`the body is not valid JSON: ${(error as Error).message}`));
   }
-  const twice = firstDuplicateKeyPath(json, parsed);
-  if (twice !== undefined) return done(null, new NotJson(`the body is refused: ${writtenTwiceReason(twice)}`));
-  const inexact = inexactNumberReason(json);
-  done(null, inexact === undefined ? parsed : new NotJson(`the body is refused: ${inexact}`));
+  const unread = unreadMessageReason(json, parsed);
+  done(null, unread === undefined ? parsed : new NotJson(`the body is refused: ${unread}`));
 }
 
 /** Whether `host` (a Host header) is a host and optional port and nothing else: the SDK's

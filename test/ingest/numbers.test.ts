@@ -44,8 +44,8 @@ describe("keptExactly", () => {
       ["99.999999999999999", false],
       ["2.4703282292062328e-324", false],
       ["9007199254740993.0", false],
-      // A hundred thousand zeros: read in linear time (the trailing zeros were trimmed by a regex
-      // that took seconds), and judged as any other number.
+      // A hundred thousand zeros, judged as any other number (no timing is asserted: the regex
+      // that once trimmed them took seconds on this, see decimalForm).
       [`1.${"0".repeat(100_000)}1`, false],
       [`1.${"0".repeat(100_000)}`, true],
       ["12345678901234567891.0", false],

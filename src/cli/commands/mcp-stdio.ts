@@ -9,7 +9,7 @@ import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError } from "../../config.js";
 import { deadline } from "../../deadline.js";
-import { firstDuplicateKeyPath, inexactNumberReason, writtenTwiceReason } from "../../ingest/duplicate-keys.js";
+import { unreadMessageReason } from "../../ingest/duplicate-keys.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, not_utf8, notJsonRpc, parseError, requestId, utf8Text, type JsonRpcError } from "../../server/jsonrpc.js";
 import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
@@ -267,16 +267,11 @@ function sortLine(line: string): Sorted | undefined {
     const why = `the line is not valid JSON: ${(error as Error).message}`;
     return { refusal: { reply: parseError(why), why } };
   }
-  // Forwarded, the message would be written again with one of the two: the gate would refuse the line as sent.
-  const twice = firstDuplicateKeyPath(line, parsed);
-  if (twice !== undefined) {
-    const why = `the line is refused: ${writtenTwiceReason(twice)}`;
-    return { refusal: { reply: parseError(why), why } };
-  }
-  // Forwarded, the number would be written again as JSON.parse read it.
-  const inexact = inexactNumberReason(line);
-  if (inexact !== undefined) {
-    const why = `the line is refused: ${inexact}`;
+  // Forwarded, the message would be written again as JSON.parse read it (the last of two keys,
+  // a rounded number), which the gate would take where it refuses the line as sent.
+  const unread = unreadMessageReason(line, parsed);
+  if (unread !== undefined) {
+    const why = `the line is refused: ${unread}`;
     return { refusal: { reply: parseError(why), why } };
   }
   if (Array.isArray(parsed)) {
