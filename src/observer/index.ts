@@ -18,7 +18,6 @@ export { observer_lost_kind, observer_resumed_kind, ObserverRuns } from "./runs.
 export { observer_token_header } from "./proxy.js";
 export { shadow_settings_schema, shadowVerdict, type ShadowSettings } from "./shadow.js";
 
-export const observe_path_prefix = "/observe";
 /**
  * Idle kept-alive upstream sockets kept per host. The number in use is not capped here: every
  * MCP session holds a GET stream open for its life, so a cap would queue new requests behind
@@ -86,6 +85,8 @@ export function upstreamTarget(upstream: URL, rest: string, query: string): URL 
 
 /**
  * Splits `/observe[/{token}]/rest?query`: without the header, the first segment is the token.
+ * The router reads the `observe` segment percent-decoded (`/%6Fbserve/…` routes here as well),
+ * so what lies below it starts at the path's second "/", whatever that segment's spelling.
  * With it, a first segment shaped like an observer token is still taken as one and never
  * forwarded: the same token is dropped from the path, and a different one is refused (a gateway
  * that puts its token in the path and passes its clients' headers through would otherwise let
@@ -95,7 +96,8 @@ export function tokenAndRest(url: string, header_token: string | undefined): { t
   const query_at = url.indexOf("?");
   const path = query_at === -1 ? url : url.slice(0, query_at);
   const query = query_at === -1 ? "" : url.slice(query_at);
-  const below = path.slice(observe_path_prefix.length);
+  const second_slash = path.indexOf("/", 1);
+  const below = second_slash === -1 ? "" : path.slice(second_slash);
   const match = /^\/([^/]+)(\/.*)?$/.exec(below);
   const segment = match ? decodeURIComponent(match[1]!) : undefined;
   const after = match?.[2] ?? "";

@@ -64,6 +64,14 @@ describe("byte-for-byte relay", () => {
     expect(session).toMatch(/^[0-9a-f-]{36}$/);
   });
 
+  it("reads the path as the router does: a percent-encoded observe segment (/%6Fbserve) takes the token and the rest as /observe does", async () => {
+    const source = await observerSource(h, upstream.url);
+    await rawSession(`${h.url}/%6Fbserve/${source.observer_token}/mcp-json`);
+    expect(upstream.seen.at(-1)?.path).toBe("/mcp-json");
+    await rawSession(`${h.url}/obs%65rve/mcp-json`, { "x-bursar-observer-token": source.observer_token });
+    expect(upstream.seen.at(-1)?.path).toBe("/mcp-json");
+  });
+
   it("sends a chunked DELETE body framed as chunked: its bytes never reach the upstream as a request of their own", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
     const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
