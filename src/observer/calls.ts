@@ -150,7 +150,8 @@ export function toolCalls(parsed: unknown): Array<{ id: JsonRpcId; tool: string;
     if (!isObject(message) || message.method !== "tools/call" || !isId(message.id)) continue;
     const params = isObject(message.params) ? message.params : {};
     const tool = typeof params.name === "string" ? (representable(params.name) as string) : "(unnamed)";
-    calls.push({ id: message.id, tool, args: params.arguments ?? {} });
+    // As sent: only a call without arguments (MCP's are optional) is recorded as calling with none.
+    calls.push({ id: message.id, tool, args: params.arguments === undefined ? {} : params.arguments });
   }
   return calls;
 }

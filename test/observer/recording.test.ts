@@ -134,6 +134,26 @@ describe("evidence canonical JSON cannot write as received", () => {
   });
 });
 
+describe("a call's arguments", () => {
+  it("are recorded as sent, null and a list too; a call without any is recorded as calling with {}", async () => {
+    const source = await observerSource(h, `${upstream.url}/mcp-json`);
+    const token = { "x-bursar-observer-token": source.observer_token };
+    const headers = { ...token, "mcp-session-id": await rawSession(source.observer_url, token), "mcp-protocol-version": LATEST_PROTOCOL_VERSION };
+    const sent: Array<[number, Record<string, unknown>]> = [
+      [1, { name: "echo", arguments: null }],
+      [2, { name: "echo", arguments: [1, 2] }],
+      [3, { name: "echo" }],
+    ];
+    for (const [id, params] of sent) expect((await raw(source.observer_url, "POST", headers, { jsonrpc: "2.0", id, method: "tools/call", params })).status).toBe(200);
+    const bodies = await recorded(source.id);
+    expect(bodies.map((body) => [body.jsonrpc_id, body.args])).toEqual([
+      [1, null],
+      [2, [1, 2]],
+      [3, {}],
+    ]);
+  });
+});
+
 describe("a request body that writes a key twice", () => {
   it("is relayed as sent, and each of its calls' entries names the first key written twice; a body without one has no such field", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
