@@ -98,13 +98,29 @@ export function tokenAndRest(url: string, header_token: string | undefined): { t
   const query = query_at === -1 ? "" : url.slice(query_at);
   const second_slash = path.indexOf("/", 1);
   const below = second_slash === -1 ? "" : path.slice(second_slash);
-  const match = /^\/([^/]+)(\/.*)?$/.exec(below);
-  const segment = match ? decodeURIComponent(match[1]!) : undefined;
-  const after = match?.[2] ?? "";
+  const named = firstNamedSegment(below);
+  const segment = named.text === undefined ? undefined : decodeURIComponent(named.text);
+  const after = named.after;
   if (!header_token) return { token: segment, rest: after, query };
   if (!segment?.startsWith(observer_token_prefix)) return { token: header_token, rest: below, query };
   if (segment !== header_token) throw new HttpError(400, "token_conflict", `the ${observer_token_header} header and the path name different observer tokens`);
   return { token: header_token, rest: after, query };
+}
+
+/**
+ * The first segment of a path below /observe that names something, and the path after it: empty
+ * and "." segments before it are passed over, as the upstream URL's own resolution drops them
+ * (`/observe/./{token}/mcp` would otherwise forward the token as the upstream path's first segment).
+ */
+function firstNamedSegment(below: string): { text: string | undefined; after: string } {
+  for (let at = 0; below[at] === "/"; ) {
+    const end = below.indexOf("/", at + 1);
+    const text = below.slice(at + 1, end === -1 ? below.length : end);
+    if (end === -1) return { text: text === "" ? undefined : text, after: "" };
+    if (text !== "" && text !== "." && text.toLowerCase() !== "%2e") return { text, after: below.slice(end) };
+    at = end;
+  }
+  return { text: undefined, after: "" };
 }
 
 export class Observer {

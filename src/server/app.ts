@@ -105,8 +105,9 @@ function percentDecoded(url: string): string {
   return text;
 }
 
-/** A URL to the observer, percent-decoded: its query is the upstream's, where a gateway may put credentials. */
-const observe_url = /^\/+observe(?:[/?]|$)/i;
+/** A URL to the observer, percent-decoded: its query is the upstream's, where a gateway may put
+ *  credentials. The router ends a path at a "#" too (such a request is refused, but logged first). */
+const observe_url = /^\/+observe(?:[/?#]|$)/i;
 
 /** The query's parameter names kept, their values (or a part with no `=`, whole) redacted. */
 function queryValuesRedacted(url: string): string {
@@ -193,6 +194,8 @@ function bodyTooLarge(request: FastifyRequest): ErrorBody {
 
 export async function buildServer(options: ServerOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
+    // Every hook, route and log line reads the request target as its path (see originForm).
+    rewriteUrl: (request) => originForm(request.url ?? "/"),
     logger: options.logger === undefined ? loggerOptions() : options.logger,
     bodyLimit: body_limit_default_bytes,
     requestTimeout: request_timeout_ms,
@@ -234,6 +237,11 @@ export async function buildServer(options: ServerOptions = {}): Promise<FastifyI
     // no principal from them there.
     else if (!isRelayed(request) && authorizationHeaders(request.raw.rawHeaders) > 1) {
       return void reply.status(400).send(errorBody("malformed", "the request has more than one Authorization header; send one credential"));
+    }
+    // The router ends the path at a "#", where code reading the target (the observer's relay, the
+    // log's redaction) would read on: the two must not disagree on where the path ends.
+    else if (request.url.includes("#")) {
+      return void reply.status(400).send(errorBody("malformed", 'the request target holds a "#": a fragment is never part of an HTTP request (RFC 9112, section 3.2); send the path and query alone'));
     }
     done();
   });
@@ -318,13 +326,36 @@ function routeMethods(app: FastifyInstance): { allowedOn(url: string): string[] 
   });
   return {
     allowedOn(url) {
-      const path = url.split("?")[0] ?? "";
+      // As the router reads it: "%61pi" is "api" (no route path holds an escape of its own).
+      const path = (url.split("?")[0] ?? "").replace(/%([0-9a-f]{2})/gi, (escape, hex: string) => {
+        const character = String.fromCharCode(parseInt(hex, 16));
+        return unreserved.test(character) ? character : escape;
+      });
       const allowed = new Set<string>();
       for (const { pattern, methods } of paths.values()) if (pattern.test(path)) for (const method of methods) allowed.add(method);
       return [...allowed].sort();
     },
   };
 }
+
+/** The characters a URI path may hold unescaped that name no delimiter (RFC 3986, section 2.3). */
+const unreserved = /^[A-Za-z0-9._~-]$/;
+
+/**
+ * The request target as a path: a target in absolute form (`POST http://host/mcp`, which an
+ * HTTP/1.1 server must take, RFC 9112 section 3.2.2) without its scheme and authority, as the
+ * router reads it. Code that reads the target as text (the observer's relay, the log's redaction,
+ * the 405 answer) would otherwise take "http:" for its first segment.
+ */
+export function originForm(url: string): string {
+  if (url.startsWith("/")) return url;
+  const authority = absolute_form_authority.exec(url);
+  if (!authority) return url;
+  const rest = url.slice(authority[0].length);
+  return rest.startsWith("/") ? rest : `/${rest}`;
+}
+
+const absolute_form_authority = /^https?:\/\/[^/?#]*/i;
 
 const api_prefix = "/api/v1";
 

@@ -72,6 +72,40 @@ describe("byte-for-byte relay", () => {
     expect(upstream.seen.at(-1)?.path).toBe("/mcp-json");
   });
 
+  it("reads a target in absolute form as its path: the token in it is taken, never forwarded", async () => {
+    const source = await observerSource(h, upstream.url);
+    const other = await observerSource(h, upstream.url);
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" });
+    const post = (target: string, token?: string) =>
+      rawRequest(
+        h.url,
+        [`POST ${target} HTTP/1.1`, "host: 127.0.0.1", ...(token ? [`x-bursar-observer-token: ${token}`] : []), "content-type: application/json", "accept: application/json, text/event-stream", `content-length: ${body.length}`, "connection: close", "", body].join("\r\n"),
+      );
+    for (const token of [undefined, source.observer_token]) {
+      const before = upstream.seen.length;
+      // The upstream's own answer (a ping outside a session), relayed.
+      expect(await post(`http://example.test/observe/${source.observer_token}/mcp-json`, token)).toContain("Server not initialized");
+      expect(upstream.seen.slice(before).map((seen) => seen.path)).toEqual(["/mcp-json"]);
+    }
+    const before = upstream.seen.length;
+    expect(await post(`http://example.test/observe/${source.observer_token}/mcp-json`, other.observer_token)).toContain("token_conflict");
+    expect(upstream.seen.length).toBe(before);
+  });
+
+  it("passes over empty and '.' segments before a token in the path, as the upstream URL drops them: the token is never forwarded", async () => {
+    const source = await observerSource(h, upstream.url);
+    const other = await observerSource(h, upstream.url);
+    for (const lead of ["/", "/.", "/%2e", "/./"]) {
+      for (const header of [{}, { "x-bursar-observer-token": source.observer_token }]) {
+        await rawSession(`${h.url}/observe${lead}/${source.observer_token}/mcp-json`, header);
+        expect(upstream.seen.at(-1)?.path, lead).toBe("/mcp-json");
+      }
+      const conflict = await raw(`${h.url}/observe${lead}/${source.observer_token}/mcp-json`, "POST", { "x-bursar-observer-token": other.observer_token }, toolCall(1, "echo", {}));
+      expect(conflict.bytes.toString(), lead).toContain("token_conflict");
+    }
+    expect(upstream.seen.map((seen) => seen.path).join(" ")).not.toContain("bsr_obs_");
+  });
+
   it("sends a chunked DELETE body framed as chunked: its bytes never reach the upstream as a request of their own", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
     const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";

@@ -18,6 +18,9 @@ describe("redactUrl", () => {
     ["/observe?api_key=QSECRET&access_token=QTOK&&flag", "/observe?api_key=[redacted]&access_token=[redacted]&&[redacted]"],
     ["/OBSERVE/x/mcp?q=sk_live_abcdefghijklmnop1234", "/OBSERVE/[redacted]/mcp?q=[redacted]"],
     ["/%6Fbserve?key=QSECRET", "/%6Fbserve?key=[redacted]"],
+    // The router ends the observe segment at a "#" too (the request is refused, after it is logged).
+    ["/observe#?api_key=QSECRET", "/observe#?api_key=[redacted]"],
+    ["/obs%65rve#/mcp?api_key=QSECRET", "/obs%65rve#/mcp?api_key=[redacted]"],
     ["/observer?x=1", "/observer?x=1"],
     [`/Observe/${token}`, "/Observe/[redacted]"],
     [`/OBSERVE/${token}/mcp`, "/OBSERVE/[redacted]/mcp"],
