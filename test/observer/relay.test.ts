@@ -96,7 +96,7 @@ describe("byte-for-byte relay", () => {
     const source = await observerSource(h, upstream.url);
     const other = await observerSource(h, upstream.url);
     for (const lead of ["/", "/.", "/%2e", "/./"]) {
-      for (const header of [{}, { "x-bursar-observer-token": source.observer_token }]) {
+      for (const header of [{}, { "x-bursar-observer-token": source.observer_token }] as Array<Record<string, string>>) {
         await rawSession(`${h.url}/observe${lead}/${source.observer_token}/mcp-json`, header);
         expect(upstream.seen.at(-1)?.path, lead).toBe("/mcp-json");
       }
