@@ -76,13 +76,16 @@ function internalError(log: FastifyBaseLogger, agent_id: string, tool: unknown, 
 }
 
 /** One MCP server per request, bound to the authenticated agent: nothing is kept between requests. */
-export function mcpServerFor(gate: Gate, agent_id: string, log: FastifyBaseLogger): Server {
+export function mcpServerFor(gate: Gate, agent_id: string, log: FastifyBaseLogger, during: (work: Promise<unknown>) => void = () => undefined): Server {
   const server = new Server(server_info, { capabilities: { tools: {} }, jsonSchemaValidator: json_schema_validator });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tool_declarations }));
   handleToolCalls(server, async (request) => {
     const { name, arguments: args } = request.params;
     try {
-      return await gate.callToolAs(agent_id, name, args === undefined ? {} : args);
+      // The call goes on when its client leaves (a money call is never abandoned half way).
+      const work = gate.callToolAs(agent_id, name, args === undefined ? {} : args);
+      during(work);
+      return await work;
     } catch (error) {
       throw internalError(log, agent_id, name, error);
     }
@@ -236,9 +239,14 @@ function notJsonMediaType(request: FastifyRequest, reply: FastifyReply): Fastify
  */
 export const agent_requests_in_flight_max = 128;
 
-/** Counts each agent's /mcp requests from their authentication until their responses close. */
+/**
+ * Counts each agent's /mcp requests from their authentication until their responses close and
+ * the gate's work on them (busyUntil) has ended: a client that resets its connection closes it at
+ * once, while the gate goes on deciding and forwarding its call with its arguments in memory.
+ */
 export class RequestsInFlight {
   private readonly counts = new Map<string, number>();
+  private readonly open = new WeakMap<object, { working: number; answered: boolean; release: () => void }>();
 
   /** Counts one for `agent_id` until its answer is over (whenAnswerOver); false (nothing counted) at the limit. */
   take(agent_id: string, reply: FastifyReply): boolean {
@@ -248,12 +256,33 @@ export class RequestsInFlight {
     const count = this.counts.get(agent_id) ?? 0;
     if (count >= agent_requests_in_flight_max) return false;
     this.counts.set(agent_id, count + 1);
+    const state = {
+      working: 0,
+      answered: false,
+      release: () => {
+        const left = (this.counts.get(agent_id) ?? 1) - 1;
+        if (left === 0) this.counts.delete(agent_id);
+        else this.counts.set(agent_id, left);
+      },
+    };
+    this.open.set(reply.raw, state);
     whenAnswerOver(reply, () => {
-      const left = (this.counts.get(agent_id) ?? 1) - 1;
-      if (left === 0) this.counts.delete(agent_id);
-      else this.counts.set(agent_id, left);
+      state.answered = true;
+      if (state.working === 0) state.release();
     });
     return true;
+  }
+
+  /** Keeps the request's count until `work` has settled too, whenever its answer is over. */
+  busyUntil(reply: FastifyReply, work: Promise<unknown>): void {
+    const state = this.open.get(reply.raw);
+    if (!state) return;
+    state.working += 1;
+    const settled = () => {
+      state.working -= 1;
+      if (state.answered && state.working === 0) state.release();
+    };
+    work.then(settled, settled);
   }
 }
 
@@ -296,7 +325,8 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
         const call = isToolCallEnvelope(body);
         const refused = call ? undefined : notJsonRpc(body);
         if (refused) return reply.status(400).send(refused.reply);
-        return answerStateless(mcpServerFor(gate, agent_id, request.log), request, reply, call ? toolCallRequest(body) : body);
+        const server = mcpServerFor(gate, agent_id, request.log, (work) => in_flight.busyUntil(reply, work));
+        return answerStateless(server, request, reply, call ? toolCallRequest(body) : body);
       });
       const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>
         reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));

@@ -54,6 +54,52 @@ describe("requests in flight per agent on /mcp", () => {
     expect(in_flight.take("agt_left", fakeReply(false).reply)).toBe(true);
   });
 
+  it("keeps counting a request whose client left while the gate's work on it goes on, until that work ends", async () => {
+    const in_flight = new RequestsInFlight();
+    const live = Array.from({ length: agent_requests_in_flight_max }, () => fakeReply(false));
+    let finish = () => undefined as void;
+    const work = new Promise<void>((resolve) => (finish = resolve));
+    for (const { reply } of live) expect(in_flight.take("agt_gone", reply)).toBe(true);
+    in_flight.busyUntil(live[0]!.reply, work);
+    live[0]!.close();
+    expect(in_flight.take("agt_gone", fakeReply(false).reply)).toBe(false);
+    finish();
+    await work;
+    await Promise.resolve();
+    expect(in_flight.take("agt_gone", fakeReply(false).reply)).toBe(true);
+  });
+
+  it("counts money calls whose clients reset their connections until the gate has finished them", async () => {
+    const agent = await server.agent("in-flight-reset");
+    const provider_latency_ms = 6_000;
+    server.started.simulator!.faults.set({ latency_ms: provider_latency_ms, only_routes: ["POST /v1/orders"] });
+    const connections: RawConnection[] = [];
+    try {
+      for (let i = 0; i < agent_requests_in_flight_max; i++) {
+        const body = JSON.stringify({ jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "create_order", arguments: { amount: 100, currency: "INR", idempotency_key: `reset-${i}` } } });
+        const connection = await RawConnection.open(server.url);
+        connection.writeHead(
+          `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${agent.token}\ncontent-length: ${Buffer.byteLength(body)}`,
+        );
+        connection.write(body);
+        connections.push(connection);
+      }
+      // Every call is held and waiting for the provider: then each client resets its connection.
+      await waitUntil("every call to be held", async () => (await server.api<{ held: number }>("GET", `/api/v1/blocks/${agent.block_id}`)).body.held === 100 * agent_requests_in_flight_max, { interval_ms: 50 });
+      for (const connection of connections) connection.socket.resetAndDestroy();
+      await Promise.all(connections.map((connection) => connection.closed));
+      // The server hears of the resets at once; the calls are still with the provider for seconds.
+      for (const started = Date.now(); Date.now() - started < 1_500; await new Promise((resolve) => setTimeout(resolve, 100))) {
+        expect((await listTools(agent.token)).status).toBe(429);
+      }
+      await waitUntil("the gate to finish the calls", async () => (await listTools(agent.token)).status === 200, { interval_ms: 100, timeout_ms: 4 * provider_latency_ms });
+      expect((await server.api<{ held: number }>("GET", `/api/v1/blocks/${agent.block_id}`)).body.held).toBe(100 * agent_requests_in_flight_max);
+    } finally {
+      server.started.simulator!.faults.reset();
+      for (const connection of connections) connection.destroy();
+    }
+  });
+
   it(`answers 429 past ${agent_requests_in_flight_max} of one agent's requests in flight, and frees a place when one ends`, async () => {
     const busy = await server.agent("in-flight-busy");
     const other = await server.agent("in-flight-other");
