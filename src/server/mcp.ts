@@ -242,47 +242,47 @@ export const agent_requests_in_flight_max = 128;
 /**
  * Counts each agent's /mcp requests from their authentication until their responses close and
  * the gate's work on them (busyUntil) has ended: a client that resets its connection closes it at
- * once, while the gate goes on deciding and forwarding its call with its arguments in memory.
+ * once, while the gate goes on deciding and forwarding its call with its arguments in memory. A
+ * request is counted once, for as long as anything holds it: its open answer, or work on it.
  */
 export class RequestsInFlight {
   private readonly counts = new Map<string, number>();
-  private readonly open = new WeakMap<object, { working: number; answered: boolean; release: () => void }>();
+  private readonly open = new WeakMap<object, { agent_id: string; holds: number }>();
 
   /** Counts one for `agent_id` until its answer is over (whenAnswerOver); false (nothing counted) at the limit. */
   take(agent_id: string, reply: FastifyReply): boolean {
     // A client that left while it was being authenticated: its close has fired already, so a
     // count taken now would never be given back. Nothing more is done for it anyway.
     if (reply.raw.destroyed) return true;
-    const count = this.counts.get(agent_id) ?? 0;
-    if (count >= agent_requests_in_flight_max) return false;
-    this.counts.set(agent_id, count + 1);
-    const state = {
-      working: 0,
-      answered: false,
-      release: () => {
-        const left = (this.counts.get(agent_id) ?? 1) - 1;
-        if (left === 0) this.counts.delete(agent_id);
-        else this.counts.set(agent_id, left);
-      },
-    };
-    this.open.set(reply.raw, state);
-    whenAnswerOver(reply, () => {
-      state.answered = true;
-      if (state.working === 0) state.release();
-    });
+    if ((this.counts.get(agent_id) ?? 0) >= agent_requests_in_flight_max) return false;
+    const request = { agent_id, holds: 0 };
+    this.open.set(reply.raw, request);
+    this.hold(request);
+    whenAnswerOver(reply, () => this.letGo(request));
     return true;
   }
 
-  /** Keeps the request's count until `work` has settled too, whenever its answer is over. */
+  /**
+   * Keeps the request counted until `work` has settled too, whenever its answer is over: counted
+   * again if its client left before the work began (the work is there all the same).
+   */
   busyUntil(reply: FastifyReply, work: Promise<unknown>): void {
-    const state = this.open.get(reply.raw);
-    if (!state) return;
-    state.working += 1;
-    const settled = () => {
-      state.working -= 1;
-      if (state.answered && state.working === 0) state.release();
-    };
+    const request = this.open.get(reply.raw);
+    if (!request) return;
+    this.hold(request);
+    const settled = () => this.letGo(request);
     work.then(settled, settled);
+  }
+
+  private hold(request: { agent_id: string; holds: number }): void {
+    if (request.holds++ === 0) this.counts.set(request.agent_id, (this.counts.get(request.agent_id) ?? 0) + 1);
+  }
+
+  private letGo(request: { agent_id: string; holds: number }): void {
+    if (--request.holds > 0) return;
+    const left = (this.counts.get(request.agent_id) ?? 1) - 1;
+    if (left === 0) this.counts.delete(request.agent_id);
+    else this.counts.set(request.agent_id, left);
   }
 }
 
@@ -310,23 +310,34 @@ export function mcpRoutes(access: Access, gate: Gate): RoutePlugin {
         if (!in_flight.take(agent_id, reply)) return tooManyInFlight(reply);
         return notJsonMediaType(request, reply) ?? encodedBody(request, reply);
       };
-      scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
+      /** What the POST asks for, once its agent is authenticated again: the server to answer it and the message; undefined once refused (answered). */
+      const prepared = async (request: FastifyRequest, reply: FastifyReply): Promise<{ server: Server; message: unknown } | undefined> => {
         const agent_id = await authenticate(access, request, reply);
-        if (!agent_id) return reply;
+        if (!agent_id) return undefined;
         if (!hostUsable(request.headers.host)) {
-          return reply.status(400).send(errorBody("malformed", "the Host header is missing or is not a host with an optional port (the MCP transport builds the request's URL from it)"));
+          return void reply.status(400).send(errorBody("malformed", "the Host header is missing or is not a host with an optional port (the MCP transport builds the request's URL from it)"));
         }
         const body = request.body;
-        if (body instanceof NotJson) return reply.status(400).send(parseError(body.reason));
-        if (Array.isArray(body)) return reply.status(400).send(batch_refusal);
+        if (body instanceof NotJson) return void reply.status(400).send(parseError(body.reason));
+        if (Array.isArray(body)) return void reply.status(400).send(batch_refusal);
         // Every tools/call reaches the gate, whatever its params hold; any other message the SDK
         // would refuse is refused here with its own id (the SDK answered -32700 with id null).
         // (A rebuilt tools/call is a valid request by construction: the money path skips the check.)
         const call = isToolCallEnvelope(body);
         const refused = call ? undefined : notJsonRpc(body);
-        if (refused) return reply.status(400).send(refused.reply);
+        if (refused) return void reply.status(400).send(refused.reply);
         const server = mcpServerFor(gate, agent_id, request.log, (work) => in_flight.busyUntil(reply, work));
-        return answerStateless(server, request, reply, call ? toolCallRequest(body) : body);
+        return { server, message: call ? toolCallRequest(body) : body };
+      };
+      scope.post("/mcp", { onRequest: refusedEarly }, async (request, reply) => {
+        // Counted while the agent is authenticated again (a client may leave meanwhile), then
+        // while a tool call runs (mcpServerFor): the transport's own answer may never settle for
+        // a client that left, so it holds no count.
+        const preparing = prepared(request, reply);
+        in_flight.busyUntil(reply, preparing);
+        const ready = await preparing;
+        if (!ready) return reply;
+        return answerStateless(ready.server, request, reply, ready.message);
       });
       const stateless = async (_request: FastifyRequest, reply: FastifyReply) =>
         reply.status(405).header("allow", "POST").send(errorBody("method_not_allowed", "the gate's /mcp is stateless: POST only"));

@@ -69,6 +69,25 @@ describe("requests in flight per agent on /mcp", () => {
     expect(in_flight.take("agt_gone", fakeReply(false).reply)).toBe(true);
   });
 
+  it("counts a request once while its answer or the work on it lasts: a client gone before the work began is counted again, never twice", async () => {
+    const in_flight = new RequestsInFlight();
+    const live = Array.from({ length: agent_requests_in_flight_max }, () => fakeReply(false));
+    for (const { reply } of live) expect(in_flight.take("agt_early", reply)).toBe(true);
+    const works = live.slice(0, 10).map(({ reply, close }) => {
+      close();
+      let finish = () => undefined as void;
+      const work = new Promise<void>((resolve) => (finish = resolve));
+      in_flight.busyUntil(reply, work);
+      return { work, finish };
+    });
+    expect(in_flight.take("agt_early", fakeReply(false).reply)).toBe(false);
+    for (const { finish } of works) finish();
+    await Promise.all(works.map(({ work }) => work));
+    await Promise.resolve();
+    for (let i = 0; i < works.length; i++) expect(in_flight.take("agt_early", fakeReply(false).reply)).toBe(true);
+    expect(in_flight.take("agt_early", fakeReply(false).reply)).toBe(false);
+  });
+
   it("counts money calls whose clients reset their connections until the gate has finished them", async () => {
     const agent = await server.agent("in-flight-reset");
     const provider_latency_ms = 6_000;
