@@ -8,6 +8,7 @@ import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import { HttpError } from "../errors.js";
 import { observer_cache_ttl_ms, observer_token_prefix, type ObserverSource, type SourceStore } from "../sources/store.js";
+import { percentDecoded } from "../url-text.js";
 import { callEvidence, Correlator } from "./calls.js";
 import { HeldBytes, observer_token_header, relay, type RelayContext } from "./proxy.js";
 import { Recorder, type EvidenceSink, type GapReason } from "./recorder.js";
@@ -101,10 +102,20 @@ export function tokenAndRest(url: string, header_token: string | undefined): { t
   const named = firstNamedSegment(below);
   const segment = named.text === undefined ? undefined : decodeURIComponent(named.text);
   const after = named.after;
-  if (!header_token) return { token: segment, rest: after, query };
-  if (!segment?.startsWith(observer_token_prefix)) return { token: header_token, rest: below, query };
+  if (!header_token) return { token: segment, rest: forwardable(after), query };
+  if (!segment?.startsWith(observer_token_prefix)) return { token: header_token, rest: forwardable(below), query };
   if (segment !== header_token) throw new HttpError(400, "token_conflict", `the ${observer_token_header} header and the path name different observer tokens`);
-  return { token: header_token, rest: after, query };
+  return { token: header_token, rest: forwardable(after), query };
+}
+
+/**
+ * The path below the token, refused when it still names an observer token however it is written
+ * (`x/../{token}`, `..%2f{token}`, `bsr%5Fobs_…`): the upstream, or a server on the way that
+ * decodes and resolves paths, would read one there, and no observer token is ever forwarded.
+ */
+function forwardable(rest: string): string {
+  if (!percentDecoded(rest).toLowerCase().includes(observer_token_prefix)) return rest;
+  throw new HttpError(400, "token_in_path", "the path below /observe names an observer token (bsr_obs_…) past the token's own place: an observer token is never forwarded to the upstream");
 }
 
 /**

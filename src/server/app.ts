@@ -11,6 +11,7 @@ import { errorCode } from "../datadir.js";
 import { within } from "../deadline.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { signature_header_name } from "../provider/razorpay/webhook.js";
+import { percentDecoded } from "../url-text.js";
 import { BearerRequired, HttpError, errorBody, type ErrorBody } from "./errors.js";
 import { message_bytes_max } from "./jsonrpc.js";
 
@@ -91,19 +92,6 @@ const bursar_tokens = new RegExp(bursar_token_pattern.source, "g");
 
 /** After percent-decoding: an `observe` path segment followed by one not yet redacted, or a token anywhere. */
 const decoded_suspect = new RegExp(`/observe/+(?!\\[redacted\\])[^/?]|${bursar_token_source}`, "i");
-/** Rounds of percent-decoding before looking again: `%252F` is `/` after two. */
-const decode_rounds_max = 4;
-
-/** Percent-decodes byte by byte, tolerating malformed escapes, until stable or out of rounds. */
-function percentDecoded(url: string): string {
-  let text = url;
-  for (let round = 0; round < decode_rounds_max && text.includes("%"); round++) {
-    const next = text.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-    if (next === text) break;
-    text = next;
-  }
-  return text;
-}
 
 /** A URL to the observer, percent-decoded: its query is the upstream's, where a gateway may put
  *  credentials. The router ends a path at a "#" too (such a request is refused, but logged first). */

@@ -106,6 +106,25 @@ describe("byte-for-byte relay", () => {
     expect(upstream.seen.map((seen) => seen.path).join(" ")).not.toContain("bsr_obs_");
   });
 
+  it("refuses a path that still names an observer token past the token's place, however it is written: the token is never forwarded", async () => {
+    const source = await observerSource(h, upstream.url);
+    const other = await observerSource(h, upstream.url);
+    const before = upstream.seen.length;
+    const cases: Array<[string, Record<string, string>]> = [
+      [`/observe/x/../${other.observer_token}/mcp-json`, { "x-bursar-observer-token": source.observer_token }],
+      [`/observe/x/%2e%2e/${source.observer_token}/mcp-json`, { "x-bursar-observer-token": source.observer_token }],
+      [`/observe/x/..%2f${other.observer_token}/mcp-json`, { "x-bursar-observer-token": source.observer_token }],
+      [`/observe/${source.observer_token}/x/../${other.observer_token.replace("_obs_", "%5Fobs%5F")}`, {}],
+      [`/observe/${source.observer_token}/a%252F${other.observer_token}`, {}],
+    ];
+    for (const [path, headers] of cases) {
+      const answer = await rawPath(h.url, path, headers);
+      expect(answer.status, path).toBe(400);
+      expect(answer.text, path).toContain("token_in_path");
+    }
+    expect(upstream.seen.length).toBe(before);
+  });
+
   it("sends a chunked DELETE body framed as chunked: its bytes never reach the upstream as a request of their own", async () => {
     const source = await observerSource(h, `${upstream.url}/mcp-json`);
     const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
