@@ -20,10 +20,10 @@ afterAll(async () => server.close());
 const tools_list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
 
 /** A POST /mcp whose head is sent and whose body is not: it stays in flight until closed. */
-async function stalled(token: string): Promise<RawConnection> {
+async function stalled(token: string, content_length = 1000): Promise<RawConnection> {
   const connection = await RawConnection.open(server.url);
   connection.writeHead(
-    `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${token}\ncontent-length: 1000`,
+    `POST /mcp HTTP/1.1\ncontent-type: application/json\naccept: application/json, text/event-stream\nauthorization: Bearer ${token}\ncontent-length: ${content_length}`,
   );
   return connection;
 }
@@ -86,6 +86,34 @@ describe("requests in flight per agent on /mcp", () => {
     await Promise.resolve();
     for (let i = 0; i < works.length; i++) expect(in_flight.take("agt_early", fakeReply(false).reply)).toBe(true);
     expect(in_flight.take("agt_early", fakeReply(false).reply)).toBe(false);
+  });
+
+  it("counts a request whose client resets while the handler authenticates its agent again", async () => {
+    const agent = await server.agent("in-flight-second-auth");
+    const ledger = server.started.bursar.ledger;
+    const authenticate = ledger.authenticateAgent.bind(ledger);
+    let slow = false;
+    ledger.authenticateAgent = async (token) => {
+      if (slow) await new Promise((resolve) => setTimeout(resolve, 1_500));
+      return authenticate(token);
+    };
+    const connections: RawConnection[] = [];
+    try {
+      for (let i = 0; i < agent_requests_in_flight_max; i++) connections.push(await stalled(agent.token, tools_list.length));
+      await waitUntil("every request to be counted", async () => (await listTools(agent.token)).status === 429, { interval_ms: 20 });
+      // Each body arrives, its handler authenticates the agent again (slowly), and its client resets.
+      slow = true;
+      for (const connection of connections) connection.write(tools_list);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      for (const connection of connections) connection.socket.resetAndDestroy();
+      await Promise.all(connections.map((connection) => connection.closed));
+      slow = false;
+      expect((await listTools(agent.token)).status).toBe(429);
+      await waitUntil("the handlers to end", async () => (await listTools(agent.token)).status === 200, { interval_ms: 50 });
+    } finally {
+      ledger.authenticateAgent = authenticate;
+      for (const connection of connections) connection.destroy();
+    }
   });
 
   it("counts money calls whose clients reset their connections until the gate has finished them", async () => {
