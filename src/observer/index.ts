@@ -111,10 +111,11 @@ export function tokenAndRest(url: string, header_token: string | undefined): { t
 /**
  * The path below the token, refused when it still names an observer token however it is written
  * (`x/../{token}`, `..%2f{token}`, `bsr%5Fobs_…`): the upstream, or a server on the way that
- * decodes and resolves paths, would read one there, and no observer token is ever forwarded.
+ * decodes and resolves paths, would read one there, and no observer token is forwarded in a path.
+ * (The URL parser drops tabs and line breaks from a path, as Node's HTTP parser refuses them.)
  */
 function forwardable(rest: string): string {
-  if (!percentDecoded(rest).toLowerCase().includes(observer_token_prefix)) return rest;
+  if (!percentDecoded(rest).replace(/[\t\r\n]/g, "").toLowerCase().includes(observer_token_prefix)) return rest;
   throw new HttpError(400, "token_in_path", "the path below /observe names an observer token (bsr_obs_…) past the token's own place: an observer token is never forwarded to the upstream");
 }
 

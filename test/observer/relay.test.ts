@@ -4,7 +4,7 @@
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalSha256Hex } from "../../src/evidence/index.js";
-import { upstream_sockets_idle_max } from "../../src/observer/index.js";
+import { tokenAndRest, upstream_sockets_idle_max } from "../../src/observer/index.js";
 import { harness, type Harness } from "../ingest/support.js";
 import { gapCalls, LATEST_PROTOCOL_VERSION, observerSource, raw, rawRequest, rawSession, sdkClient, toolCall, type ObserverSourceCreated } from "./support.js";
 import { startUpstream, type Upstream } from "./upstream.js";
@@ -123,6 +123,8 @@ describe("byte-for-byte relay", () => {
       expect(answer.text, path).toContain("token_in_path");
     }
     expect(upstream.seen.length).toBe(before);
+    // A tab or line break, which the URL parser drops from a path (Node's HTTP parser refuses them in a request line).
+    expect(() => tokenAndRest(`/observe/${source.observer_token}/x/bsr_\tobs_${"b".repeat(32)}`, undefined)).toThrow(/names an observer token/);
   });
 
   it("sends a chunked DELETE body framed as chunked: its bytes never reach the upstream as a request of their own", async () => {
