@@ -37,6 +37,30 @@ async function listTools(token: string): Promise<{ status: number; body: string;
   return { status: response.status, body: await response.text(), retry_after: response.headers.get("retry-after") };
 }
 
+/** Calls that wait at a gate the test opens (release), counted as they arrive; then they run as ever. */
+function heldBack() {
+  let release = () => undefined as void;
+  const opened = new Promise<void>((resolve) => (release = resolve));
+  const held = {
+    waiting: 0,
+    release: () => release(),
+    async pass<T>(call: () => Promise<T>): Promise<T> {
+      held.waiting += 1;
+      await opened;
+      return call();
+    },
+  };
+  return held;
+}
+
+/** Resets every connection, and returns once the server has seen them all close. */
+async function resetAll(connections: readonly RawConnection[]): Promise<void> {
+  const open = () => new Promise<number>((resolve, reject) => server.started.app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+  const before = await open();
+  for (const connection of connections) connection.socket.resetAndDestroy();
+  await waitUntil("the server to see the resets", async () => (await open()) <= before - connections.length);
+}
+
 /** A reply as RequestsInFlight sees it: its raw response's close, and whether it is destroyed. */
 function fakeReply(destroyed: boolean): { reply: FastifyReply; close(): void } {
   const raw = Object.assign(new EventEmitter(), { destroyed });
@@ -92,25 +116,24 @@ describe("requests in flight per agent on /mcp", () => {
     const agent = await server.agent("in-flight-second-auth");
     const ledger = server.started.bursar.ledger;
     const authenticate = ledger.authenticateAgent.bind(ledger);
-    let slow = false;
-    ledger.authenticateAgent = async (token) => {
-      if (slow) await new Promise((resolve) => setTimeout(resolve, 1_500));
-      return authenticate(token);
-    };
+    const held = heldBack();
+    let holding = false;
+    ledger.authenticateAgent = async (token) => (holding ? held.pass(() => authenticate(token)) : authenticate(token));
     const connections: RawConnection[] = [];
     try {
       for (let i = 0; i < agent_requests_in_flight_max; i++) connections.push(await stalled(agent.token, tools_list.length));
       await waitUntil("every request to be counted", async () => (await listTools(agent.token)).status === 429, { interval_ms: 20 });
-      // Each body arrives, its handler authenticates the agent again (slowly), and its client resets.
-      slow = true;
+      // Each body arrives and its handler authenticates the agent again, held back; then its client resets.
+      holding = true;
       for (const connection of connections) connection.write(tools_list);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      for (const connection of connections) connection.socket.resetAndDestroy();
-      await Promise.all(connections.map((connection) => connection.closed));
-      slow = false;
+      await waitUntil("every handler to authenticate again", () => held.waiting === agent_requests_in_flight_max);
+      holding = false;
+      await resetAll(connections);
       expect((await listTools(agent.token)).status).toBe(429);
+      held.release();
       await waitUntil("the handlers to end", async () => (await listTools(agent.token)).status === 200, { interval_ms: 50 });
     } finally {
+      held.release();
       ledger.authenticateAgent = authenticate;
       for (const connection of connections) connection.destroy();
     }
@@ -118,8 +141,10 @@ describe("requests in flight per agent on /mcp", () => {
 
   it("counts money calls whose clients reset their connections until the gate has finished them", async () => {
     const agent = await server.agent("in-flight-reset");
-    const provider_latency_ms = 6_000;
-    server.started.simulator!.faults.set({ latency_ms: provider_latency_ms, only_routes: ["POST /v1/orders"] });
+    const provider = server.started.bursar.gate.gateContext.provider;
+    const createOrder = provider.createOrder.bind(provider);
+    const held = heldBack();
+    provider.createOrder = (input) => held.pass(() => createOrder(input));
     const connections: RawConnection[] = [];
     try {
       for (let i = 0; i < agent_requests_in_flight_max; i++) {
@@ -131,18 +156,16 @@ describe("requests in flight per agent on /mcp", () => {
         connection.write(body);
         connections.push(connection);
       }
-      // Every call is held and waiting for the provider: then each client resets its connection.
-      await waitUntil("every call to be held", async () => (await server.api<{ held: number }>("GET", `/api/v1/blocks/${agent.block_id}`)).body.held === 100 * agent_requests_in_flight_max, { interval_ms: 50 });
-      for (const connection of connections) connection.socket.resetAndDestroy();
-      await Promise.all(connections.map((connection) => connection.closed));
-      // The server hears of the resets at once; the calls are still with the provider for seconds.
-      for (const started = Date.now(); Date.now() - started < 1_500; await new Promise((resolve) => setTimeout(resolve, 100))) {
-        expect((await listTools(agent.token)).status).toBe(429);
-      }
-      await waitUntil("the gate to finish the calls", async () => (await listTools(agent.token)).status === 200, { interval_ms: 100, timeout_ms: 4 * provider_latency_ms });
+      // Every call is held and on its way to the provider, held back: then each client resets.
+      await waitUntil("every call to reach the provider", () => held.waiting === agent_requests_in_flight_max);
+      await resetAll(connections);
+      expect((await listTools(agent.token)).status).toBe(429);
+      held.release();
+      await waitUntil("the gate to finish the calls", async () => (await listTools(agent.token)).status === 200, { interval_ms: 50 });
       expect((await server.api<{ held: number }>("GET", `/api/v1/blocks/${agent.block_id}`)).body.held).toBe(100 * agent_requests_in_flight_max);
     } finally {
-      server.started.simulator!.faults.reset();
+      held.release();
+      provider.createOrder = createOrder;
       for (const connection of connections) connection.destroy();
     }
   });
