@@ -14,3 +14,15 @@ export function percentDecoded(url: string): string {
   }
   return text;
 }
+
+/** The characters a URI may hold unescaped that name no delimiter (RFC 3986, section 2.3). */
+const unreserved = /^[A-Za-z0-9._~-]$/;
+
+/** The escapes of unreserved characters decoded, once ("%61pi" is "api"), every other escape kept:
+ *  what a router reads before it matches a path. */
+export function unreservedDecoded(path: string): string {
+  return path.replace(/%([0-9a-f]{2})/gi, (escape, hex: string) => {
+    const character = String.fromCharCode(parseInt(hex, 16));
+    return unreserved.test(character) ? character : escape;
+  });
+}

@@ -11,7 +11,7 @@ import { errorCode } from "../datadir.js";
 import { within } from "../deadline.js";
 import { bursar_token_pattern, bursar_token_source } from "../evidence/scrub.js";
 import { signature_header_name } from "../provider/razorpay/webhook.js";
-import { percentDecoded } from "../url-text.js";
+import { percentDecoded, unreservedDecoded } from "../url-text.js";
 import { BearerRequired, HttpError, errorBody, type ErrorBody } from "./errors.js";
 import { message_bytes_max } from "./jsonrpc.js";
 
@@ -315,19 +315,13 @@ function routeMethods(app: FastifyInstance): { allowedOn(url: string): string[] 
   return {
     allowedOn(url) {
       // As the router reads it: "%61pi" is "api" (no route path holds an escape of its own).
-      const path = (url.split("?")[0] ?? "").replace(/%([0-9a-f]{2})/gi, (escape, hex: string) => {
-        const character = String.fromCharCode(parseInt(hex, 16));
-        return unreserved.test(character) ? character : escape;
-      });
+      const path = unreservedDecoded(url.split("?")[0] ?? "");
       const allowed = new Set<string>();
       for (const { pattern, methods } of paths.values()) if (pattern.test(path)) for (const method of methods) allowed.add(method);
       return [...allowed].sort();
     },
   };
 }
-
-/** The characters a URI path may hold unescaped that name no delimiter (RFC 3986, section 2.3). */
-const unreserved = /^[A-Za-z0-9._~-]$/;
 
 /**
  * The request target as a path: a target in absolute form (`POST http://host/mcp`, which an
