@@ -124,7 +124,7 @@ it(`answers one past ${in_flight_max} requests in flight with an error instead o
     child.stdin.write('{"jsonrpc":"2.0","id":999,"method":"tools/call","params":"x"}\n');
     // It was never answered: the bridge wrote the refusal only for a request the SDK's schema takes.
     await waitUntil("the answer to id 999", () => answers().some((answer) => answer.id === 999));
-    expect(answers().find((answer) => answer.id === 999)?.error).toMatchObject({ code: bridge_error_code, message: `more than ${in_flight_max} requests in flight` });
+    expect(answers().find((answer) => answer.id === 999)?.error).toMatchObject({ code: bridge_error_code, message: `more than ${in_flight_max} requests in flight; it was not sent (nothing was carried out): send it again once an answer arrives` });
     gate.release();
     child.stdin.end();
     expect(await exited).toBe(0);

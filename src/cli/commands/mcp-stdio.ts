@@ -1,15 +1,17 @@
 // `bursar mcp-stdio`: a stdio↔HTTP bridge, so stdio-only MCP clients (Claude Desktop, IDEs)
 // reach a running gate's /mcp. It holds only the agent token and never opens the data directory.
 
+import { AsyncLocalStorage } from "node:async_hooks";
 import { setMaxListeners } from "node:events";
 import { Transform, type Readable, type TransformCallback, type Writable } from "node:stream";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { mediaTypeEssence } from "@modelcontextprotocol/sdk/shared/mediaType.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { ConfigError } from "../../config.js";
 import { deadline } from "../../deadline.js";
-import { unreadMessageReason } from "../../ingest/duplicate-keys.js";
+import { unkeptPlaces, unreadMessageReason } from "../../ingest/duplicate-keys.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, not_utf8, notJsonRpc, parseError, requestId, utf8Text, type JsonRpcError } from "../../server/jsonrpc.js";
 import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
@@ -20,6 +22,9 @@ export const gate_url_default = "http://127.0.0.1:8787";
 export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
+/** How long a request waits for its reply once its answer's body has ended (an SSE stream's last
+ *  events are still being parsed): past it, the request is answered that no reply came. */
+export const reply_after_body_ms = 1_000;
 /** Abort listeners the HTTP transport's one long-lived signal may hold: each request holds one
  *  (fetchWithTimeout's deadline) until its answer is read, and the GET stream one; twice the
  *  in-flight bound leaves room for answers still being read after their request left the count.
@@ -39,14 +44,19 @@ export const mcp_stdio_options = { url: { type: "string" } } as const;
 export const help = `usage: bursar mcp-stdio [--url URL]
 
 A stdio MCP server for clients that only speak stdio (Claude Desktop, IDEs). It forwards
-every JSON-RPC message unchanged to a running gate's /mcp (Streamable HTTP) with
-Authorization: Bearer $BURSAR_AGENT_TOKEN, and writes the gate's answers to stdout.
+every JSON-RPC message to a running gate's /mcp (Streamable HTTP) with
+Authorization: Bearer $BURSAR_AGENT_TOKEN, as the MCP SDK reads it (written again as JSON),
+and writes the gate's answers to stdout: each request gets exactly one answer, the gate's or
+the bridge's own error, and an answer for no request it is waiting on is dropped (a line on
+stderr).
 A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error, and
 so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
 null): its bytes are dropped up to its newline, and the bridge reads on. A message over the
 gate's body limit (${message_bytes_max} bytes as JSON) is answered "not sent" (code
-${bridge_error_code}) without being sent. A line that is not
-JSON gets a -32700 error with id null; a UTF-8 BOM at a line's start is skipped, and a blank
+${bridge_error_code}) without being sent, and so is a request past ${in_flight_max} in flight or
+one read once the bridge is stopping. A line that is not
+JSON gets a -32700 error with id null (a JSON line refused for a key written twice or a
+number JSON.parse would change gets it with its id, when that is readable as sent); a UTF-8 BOM at a line's start is skipped, and a blank
 line is ignored. A tools/call is always forwarded, whatever its params hold: the gate decides it.
 
 It holds only the agent token: it never opens the data directory or the database.
@@ -57,8 +67,9 @@ gate refuses the token (401/403). A request the gate answered with an HTTP error
 with a JSON-RPC error (code ${bridge_error_code}) whose data.http_status is that status (401 or 403: the
 token was refused). An unreachable gate is answered per request with a
 JSON-RPC error (code ${bridge_error_code}) naming the URL; the bridge keeps running. A
-connection that breaks after a request was sent is answered as "may have been carried out":
-repeat the call with the same idempotency_key, never a new one.
+connection that breaks after a request was sent, or an answer that ends without a reply to
+it, is answered as "may have been carried out": repeat the call with the same
+idempotency_key, never a new one.
 
 Options:
   --url URL   the gate's base URL, or its /mcp endpoint (default: BURSAR_URL, else ${gate_url_default});
@@ -89,8 +100,11 @@ export function mcpEndpoint(raw: string): URL {
  * fetch with a limit on the whole exchange, body included, or until the transport's own signal
  * aborts. The limit is let go once the SDK has read the body, cancelled it (a notification's 202)
  * or met its error: the bridge makes a request per message for as long as the agent runs.
+ * `onBody` hears of each answer that is an SSE stream, with a promise that settles once its body
+ * has ended (read to its end, failed or cancelled): the SDK reads such a body after send()
+ * returns, where it has read any other before.
  */
-export function fetchWithTimeout(timeout_ms: number): FetchLike {
+export function fetchWithTimeout(timeout_ms: number, onBody: (ended: Promise<void>) => void = () => undefined): FetchLike {
   return async (url, init) => {
     if (init?.signal) setMaxListeners(transport_signal_listeners_max, init.signal);
     const limit = deadline(timeout_ms, `no answer within ${timeout_ms / 1000} s`, init?.signal ?? undefined);
@@ -106,21 +120,27 @@ export function fetchWithTimeout(timeout_ms: number): FetchLike {
       limit.release();
       return response;
     }
+    let ended = () => undefined as void;
+    if (mediaTypeEssence(response.headers.get("content-type") ?? "") === "text/event-stream") onBody(new Promise<void>((resolve) => (ended = resolve)));
+    const end = () => {
+      limit.release();
+      ended();
+    };
     const reader = response.body.getReader();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
         try {
           const { done, value } = await reader.read();
           if (!done) return controller.enqueue(value);
-          limit.release();
+          end();
           controller.close();
         } catch (error) {
-          limit.release();
+          end();
           controller.error(error);
         }
       },
       cancel(reason) {
-        limit.release();
+        end();
         return reader.cancel(reason);
       },
     });
@@ -193,6 +213,9 @@ export function describeFailure(error: unknown, endpoint: URL): Failure {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   if ((error as Error).name === "TimeoutError") return { message: `${where} did not answer within ${request_timeout_ms} ms; ${may_have_run}`, fatal: false };
   const reason = cause?.code ?? cause?.message ?? (error as Error).message;
+  if (cause?.code !== undefined && tls_failure.test(cause.code)) {
+    return { message: `cannot reach ${where} over TLS (${reason}): is it an https:// URL for a server that speaks plain HTTP, or one whose certificate is not trusted? It was not sent`, fatal: false };
+  }
   if (notSent(cause)) {
     return { message: `cannot reach ${where} (${reason}); is \`bursar serve\` running?`, fatal: false };
   }
@@ -251,9 +274,22 @@ interface Refusal {
 type Sorted = { refusal: Refusal } | { forward: JSONRPCMessage };
 
 /**
+ * The id of a request whose line is refused unread (a key written twice, a number JSON.parse
+ * changes) when its id is not among what JSON.parse did not keep as sent, else null: over stdio,
+ * unlike over HTTP, an answer with id null is tied to no request, and its client waited for ever.
+ */
+function idReadAsSent(line: string, parsed: unknown): RequestId | null {
+  if (!isPlainObject(parsed) || typeof parsed.method !== "string") return null;
+  const id = requestId(parsed);
+  if (id === undefined || unkeptPlaces(line, Number.MAX_SAFE_INTEGER).some((place) => place.path === "id")) return null;
+  return id;
+}
+
+/**
  * How a stdin line that the SDK's reader would drop is handled: a line that is not JSON, that
  * writes a key twice in one object or a number JSON.parse reads as another, is answered -32700
- * (id null, as the gate answers each); a batch gets an array with one -32600 per request in it;
+ * (id null, as the gate answers each, but a request's own id when it is read as sent: see
+ * idReadAsSent); a batch gets an array with one -32600 per request in it;
  * a tools/call whose params the SDK's schema refuses (a malformed `_meta`, params that are not
  * an object) is forwarded to the gate, whose policy decides every call with evidence (the gate's
  * /mcp takes it: see toolCallRequest); any other object with an id the schema refuses gets
@@ -272,7 +308,7 @@ function sortLine(line: string): Sorted | undefined {
   const unread = unreadMessageReason(line, parsed);
   if (unread !== undefined) {
     const why = `the line is refused: ${unread}`;
-    return { refusal: { reply: parseError(why), why } };
+    return { refusal: { reply: { ...parseError(why), id: idReadAsSent(line, parsed) }, why } };
   }
   if (Array.isArray(parsed)) {
     if (parsed.length === 0) return { refusal: { reply: invalidRequest(null, "an empty batch"), why: "an empty batch" } };
@@ -410,6 +446,20 @@ interface BridgeOptions {
   stderr: NodeJS.WritableStream;
 }
 
+/** A request's id as a key: 1 and "1" are two ids. */
+const replyKey = (id: RequestId): string => `${typeof id}:${String(id)}`;
+
+/** One forwarded message's exchange with the gate: the ends of the SSE streams its send opened. */
+interface Exchange {
+  streams: Array<Promise<void>>;
+}
+
+/** A forwarded request's one answer: settled by the gate's reply or the bridge's own error. */
+interface Awaited {
+  answered: boolean;
+  settled: Promise<void>;
+}
+
 /** One bridge process: stdio on one side, the gate's /mcp on the other. */
 class Bridge {
   private readonly stdio: StdioServerTransport;
@@ -417,6 +467,15 @@ class Bridge {
   private readonly sorted: LineSorter;
   private readonly http: StreamableHTTPClientTransport;
   private readonly in_flight = new Set<Promise<void>>();
+  /** The exchange a fetch belongs to: the SDK's send() makes it within forward()'s context. */
+  private readonly exchange = new AsyncLocalStorage<Exchange>();
+  /**
+   * Requests forwarded and not answered yet, by replyKey: what each one's reply settles, in the
+   * order they were sent (a client that reuses an id while it waits gets its replies in turn).
+   * A reply for none of them (an id never sent, or a late second one) is dropped: every request
+   * gets exactly one answer.
+   */
+  private readonly waiting = new Map<string, Array<() => void>>();
   private readonly initialize_ids = new Set<RequestId>();
   /** Errors the SDK already passed to onerror before throwing them into forward(). */
   private readonly reported = new WeakSet<object>();
@@ -436,7 +495,7 @@ class Bridge {
     this.stdio = new StdioServerTransport(this.sorted, options.stdout, { maxBufferSize: stdin_buffer_max_bytes });
     this.http = new StreamableHTTPClientTransport(options.endpoint, {
       requestInit: { headers: { authorization: `Bearer ${options.token}` } },
-      fetch: fetchWithTimeout(request_timeout_ms),
+      fetch: fetchWithTimeout(request_timeout_ms, (ended) => this.exchange.getStore()?.streams.push(ended)),
     });
   }
 
@@ -485,46 +544,110 @@ class Bridge {
     println(this.options.stderr, `bursar mcp-stdio: ${oneLine(this.redacted(line))}`);
   }
 
-  /** Error texts from fetch may quote the Authorization header: the token never leaves the bridge. */
+  /**
+   * Error texts from fetch may quote the Authorization header, and a gate's may quote the URL's
+   * query (its 404 names the path it was sent): neither the token nor the query leaves the bridge.
+   */
   private redacted(text: string): string {
-    return redacted(text, [this.options.token]);
+    const query = this.options.endpoint.search.slice(1);
+    let decoded: string | undefined;
+    try {
+      decoded = decodeURIComponent(query);
+    } catch {
+      decoded = undefined;
+    }
+    return redacted(text, [this.options.token, query, decoded]);
+  }
+
+  /** Writes the bridge's own error answer to a request, unless the request has had one. */
+  private async refuseRequest(id: RequestId, message: string, http_status?: number): Promise<void> {
+    if (!this.settle(id)) return;
+    await this.stdio.send(errorReply(id, this.redacted(message), http_status)).catch(() => undefined);
+  }
+
+  /** Takes the first forwarded request with this id off the waiting list; false when none waits. */
+  private settle(id: RequestId): boolean {
+    const key = replyKey(id);
+    const waiters = this.waiting.get(key);
+    const first = waiters?.shift();
+    if (waiters?.length === 0) this.waiting.delete(key);
+    first?.();
+    return first !== undefined;
   }
 
   private accept(message: JSONRPCMessage): void {
-    if (this.finishing) return;
-    if (this.in_flight.size >= in_flight_max) {
-      const id = requestIdOf(message);
-      if (id !== undefined) void this.stdio.send(errorReply(id, `more than ${in_flight_max} requests in flight`));
+    const id = requestIdOf(message);
+    if (this.finishing || this.in_flight.size >= in_flight_max) {
+      const why = this.finishing
+        ? "the bridge is stopping; it was not sent (nothing was carried out)"
+        : `more than ${in_flight_max} requests in flight; it was not sent (nothing was carried out): send it again once an answer arrives`;
+      this.warn(`refused a message: ${why}`);
+      if (id !== undefined) void this.stdio.send(errorReply(id, why)).catch(() => undefined);
       return;
     }
-    const pending = this.forward(message).finally(() => this.in_flight.delete(pending));
+    let reply: Awaited | undefined;
+    if (id !== undefined) {
+      const key = replyKey(id);
+      const awaited: Awaited = { answered: false, settled: Promise.resolve() };
+      awaited.settled = new Promise<void>((resolve) => {
+        const settle = () => {
+          awaited.answered = true;
+          resolve();
+        };
+        this.waiting.set(key, [...(this.waiting.get(key) ?? []), settle]);
+      });
+      reply = awaited;
+    }
+    const pending = this.forward(message, reply).finally(() => this.in_flight.delete(pending));
     this.in_flight.add(pending);
   }
 
-  private async forward(message: JSONRPCMessage): Promise<void> {
+  /** Forwards one message; a request is in flight until it has its one answer (`reply`). */
+  private async forward(message: JSONRPCMessage, reply: Awaited | undefined): Promise<void> {
     if (isJSONRPCRequest(message) && message.method === "initialize") this.initialize_ids.add(message.id);
     const id = requestIdOf(message);
     const bytes = sentBytes(message);
     if (bytes > message_bytes_max) {
       const why = `a message of ${bytes} bytes is over the gate's limit of ${message_bytes_max} bytes; it was not sent (nothing was carried out)`;
       this.warn(why);
-      if (id !== undefined) await this.stdio.send(errorReply(id, why));
+      if (id !== undefined) await this.refuseRequest(id, why);
       return;
     }
+    const exchange: Exchange = { streams: [] };
     try {
-      await this.http.send(message);
+      await this.exchange.run(exchange, () => this.http.send(message));
     } catch (error) {
       const failure = describeFailure(error, this.options.endpoint);
       if (!this.reported.has(error as object)) this.warn(failure.message);
-      if (id !== undefined) await this.stdio.send(errorReply(id, this.redacted(failure.message), failure.http_status));
+      if (id !== undefined) await this.refuseRequest(id, failure.message, failure.http_status);
       if (failure.fatal) {
         this.token_refused = true;
         void this.finish(1);
       }
+      return;
     }
+    if (id === undefined || reply === undefined || reply.answered) return;
+    // A JSON answer was read before send() returned; an SSE one is still arriving: its reply, or
+    // the end of its stream (and a moment for its last events to be parsed), whichever comes first.
+    if (exchange.streams.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const streams_over = Promise.all(exchange.streams).then(() => {
+        if (!reply.answered) return new Promise<void>((resolve) => (timer = setTimeout(resolve, reply_after_body_ms)));
+      });
+      await Promise.race([reply.settled, streams_over]);
+      clearTimeout(timer);
+    }
+    if (reply.answered) return;
+    await this.refuseRequest(id, `the gate's answer at ${shownEndpoint(this.options.endpoint)} ended without a reply to this request; ${may_have_run}`);
   }
 
   private answer(message: JSONRPCMessage): void {
+    const id = "method" in message ? undefined : requestId(message);
+    // A reply no forwarded request waits on: an id never sent, or one already answered.
+    if (id !== undefined && !this.settle(id)) {
+      this.warn(`dropped an answer for id ${JSON.stringify(id)}, which no request sent waits on (never sent, or answered already)`);
+      return;
+    }
     // The gate is stateless (no session id), but later requests should name the negotiated version.
     if (isJSONRPCResultResponse(message) && this.initialize_ids.delete(message.id)) {
       const version = (message.result as { protocolVersion?: unknown }).protocolVersion;
