@@ -52,6 +52,19 @@ export function idKey(id: JsonRpcId): string {
   return long(id) ? `hash:${sha256Hex(id)}` : `${typeof id}:${String(id)}`;
 }
 
+/**
+ * The keys (idKey) of the calls a response's id answers, tried in order: its own, then, for a
+ * string, the number JavaScript reads it as, since the MCP SDK's client matches a response to its
+ * request by Number(response.id) (its requests' ids are numbers): it takes `"id":"1"` for the
+ * answer to request 1, and so must Bursar.
+ */
+export function responseKeys(id: JsonRpcId): string[] {
+  const own = idKey(id);
+  if (typeof id !== "string") return [own];
+  const read = Number(id);
+  return Number.isFinite(read) ? [own, idKey(read)] : [own];
+}
+
 export function heldId(id: JsonRpcId): HeldId {
   if (long(id)) {
     const hash = sha256Hex(id);

@@ -10,7 +10,7 @@ import { mediaTypeEssence } from "@modelcontextprotocol/sdk/shared/mediaType.js"
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../clock.js";
 import type { ObserverSource } from "../sources/store.js";
-import { call_overhead_bytes, callEvidence, resumable_event_id_chars_max, heldArguments, heldBytes, heldId, idKey, repeatedRequestIds, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
+import { call_overhead_bytes, callEvidence, resumable_event_id_chars_max, heldArguments, heldBytes, heldId, repeatedRequestIds, responseKeys, responses, toolCalls, type Correlator, type Outcome, type PendingCall } from "./calls.js";
 import { firstDuplicateKeyPath } from "../ingest/duplicate-keys.js";
 import { ToolCallCounter } from "./count.js";
 import type { Recorder } from "./recorder.js";
@@ -412,22 +412,26 @@ class Exchange {
     const found = responses(parsed, status, transport === "json");
     if (found === undefined) return false;
     for (const { id, outcome } of found) {
-      const key = idKey(id);
-      if (!on_get) {
-        const call = correlator.takeOwn(this.number, key);
-        if (call) this.record(call, outcome, transport);
-        continue;
-      }
-      if (this.resumed_from !== undefined) {
-        this.answerResumed(key, outcome, transport);
-        continue;
-      }
-      const taken = correlator.takeInSession(this.source.source_id, this.session, key);
-      if (taken === undefined) continue;
-      if ("call" in taken) this.record(taken.call, outcome, transport);
-      // Calls of several requests of the session shared the id: the response may be any one's.
-      else for (const call of taken.unattributed) this.record(call, { type: "unattributed", reason: "duplicate_id" }, transport);
+      // Its own id's call first, then the one the MCP SDK's client would give it (responseKeys).
+      for (const key of responseKeys(id)) if (this.answerWith(key, outcome, transport, on_get)) break;
     }
+    return true;
+  }
+
+  /** Records `outcome` for the call (or calls) a response with this id key answers; false when none does. */
+  private answerWith(key: string, outcome: Outcome, transport: string, on_get: boolean): boolean {
+    const correlator = this.context.correlator;
+    if (!on_get) {
+      const call = correlator.takeOwn(this.number, key);
+      if (call) this.record(call, outcome, transport);
+      return call !== undefined;
+    }
+    if (this.resumed_from !== undefined) return this.answerResumed(key, outcome, transport);
+    const taken = correlator.takeInSession(this.source.source_id, this.session, key);
+    if (taken === undefined) return false;
+    if ("call" in taken) this.record(taken.call, outcome, transport);
+    // Calls of several requests of the session shared the id: the response may be any one's.
+    else for (const call of taken.unattributed) this.record(call, { type: "unattributed", reason: "duplicate_id" }, transport);
     return true;
   }
 
@@ -438,17 +442,17 @@ class Exchange {
    * upstream then replays, say), makes the response no call's own: the session's calls with its
    * id awaiting a resumed stream are recorded as unattributed.
    */
-  private answerResumed(key: string, outcome: Outcome, transport: string): void {
+  private answerResumed(key: string, outcome: Outcome, transport: string): boolean {
     const correlator = this.context.correlator;
     const stream = this.streamOf();
     if (stream !== undefined) {
       const call = correlator.takeOwn(stream, key);
       if (call) this.record(call, outcome, transport);
-      return;
+      return call !== undefined;
     }
-    for (const call of correlator.takeAwaitingWithId(this.source.source_id, this.session, key)) {
-      this.record(call, { type: "unattributed", reason: "unknown_stream" }, transport);
-    }
+    const awaiting = correlator.takeAwaitingWithId(this.source.source_id, this.session, key);
+    for (const call of awaiting) this.record(call, { type: "unattributed", reason: "unknown_stream" }, transport);
+    return awaiting.length > 0;
   }
 
   /**
@@ -684,31 +688,58 @@ function relayEarlyHints(request: IncomingMessage, response: ServerResponse, raw
   }
 }
 
+/**
+ * Whether an answer's body ends only with its connection (RFC 9112 §6.3): one that may have a
+ * body, framed neither by Content-Length nor by chunked coding (an HTTP/1.0 server's, say).
+ */
+function endsWithConnection(method: string | undefined, upstream: IncomingMessage): boolean {
+  const status = upstream.statusCode ?? 0;
+  if (method === "HEAD" || status === 204 || status === 304 || (status >= 100 && status <= 199)) return false;
+  if (upstream.headers["content-length"] !== undefined) return false;
+  const coding = upstream.headers["transfer-encoding"];
+  return coding === undefined || coding.split(",").at(-1)!.trim().toLowerCase() !== "chunked";
+}
+
 /** Relays the upstream's answer and taps it; false when its status line cannot be written (nothing was). */
 function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: ServerResponse, context: RelayContext): boolean {
   if (!writeUpstreamHead(exchange.request, response, upstream)) return false;
   const tap = responseTap(exchange, upstream, context);
   if (upstream.headers["content-length"] === undefined) response.flushHeaders();
+  // Node's parser takes any close of a connection for the end of a body that ends with it, a
+  // reset or a cut from this side too (complete, and an end event): such a body is whole only
+  // when the upstream closed its side in order (FIN) and nothing cut the exchange.
+  const by_connection = endsWithConnection(exchange.request.method, upstream);
+  let closed_in_order = false;
+  if (by_connection) upstream.socket.once("end", () => (closed_in_order = !exchange.cancelled));
+  const whole = () => upstream.complete && (!by_connection || (closed_in_order && !exchange.cancelled));
+  let over = false;
   upstream.on("data", (chunk: Buffer) => {
     if (!response.write(chunk)) upstream.pause();
     tap.push(chunk);
   });
   response.on("drain", () => upstream.resume());
+  // Cut before its end: by the upstream (a reset) or from this side. The client's answer is cut
+  // too, so it cannot take the part it got for the whole.
+  const cut = () => {
+    over = true;
+    response.destroy();
+    const outcome: Outcome = { type: "no_response", reason: exchange.cancelled ? "cancelled" : "response_cut", status: upstream.statusCode ?? 0 };
+    tap.finish();
+    exchange.whenRegistered(() => tap.cut(outcome));
+  };
   upstream.on("end", () => {
+    if (over) return;
+    if (!whole()) return cut();
+    over = true;
     // Node writes trailers after a chunked body only (the Trailer header goes with the others).
     if (upstream.rawTrailers.length > 0) response.addTrailers(writableTrailers(upstream.rawTrailers));
     response.end();
     tap.finish();
     exchange.whenRegistered(() => tap.end());
   });
-  // Cut before its end: by the upstream (a reset) or from this side. The client's answer is cut
-  // too, so it cannot take the part it got for the whole.
+  // A whole answer's close follows its end, which recorded it.
   upstream.on("close", () => {
-    if (upstream.complete) return;
-    response.destroy();
-    const outcome: Outcome = { type: "no_response", reason: exchange.cancelled ? "cancelled" : "response_cut", status: upstream.statusCode ?? 0 };
-    tap.finish();
-    exchange.whenRegistered(() => tap.cut(outcome));
+    if (!over && !whole()) cut();
   });
   // The cut's error (ECONNRESET, "aborted") is what its close, above, records.
   upstream.on("error", () => undefined);

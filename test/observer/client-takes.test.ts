@@ -5,9 +5,10 @@
 // it does not read) answers nothing; on an SSE stream a malformed event is skipped and the
 // well-formed answer after it is the one the client takes.
 
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { createServer, type Server } from "node:http";
+import { LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harness, type Harness } from "../ingest/support.js";
 import { listenLoopback, observerSource, recorded, toolCall } from "./support.js";
@@ -31,8 +32,30 @@ const answers: Record<string, { type: string; body: string }> = {
   "/json-with-parameters": { type: "Application/JSON; charset=utf-8", body: JSON.stringify(good) },
 };
 
+/**
+ * An MCP server that writes every response's id as a string (`"id":"1"` for request 1), in JSON
+ * answers (`/string-ids`) or on SSE streams (`/string-ids-sse`).
+ */
+function stringIds(request: IncomingMessage, response: ServerResponse): void {
+  let text = "";
+  request.on("data", (chunk: Buffer) => (text += chunk.toString()));
+  request.on("end", () => {
+    if (request.method !== "POST") return void response.writeHead(405).end();
+    const message = JSON.parse(text) as { id?: number; method: string };
+    if (message.id === undefined) return void response.writeHead(202).end();
+    const result =
+      message.method === "initialize"
+        ? { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: { tools: {} }, serverInfo: { name: "string-ids", version: "1" } }
+        : { content: [{ type: "text", text: "paid 500000" }] };
+    const answer = JSON.stringify({ jsonrpc: "2.0", id: String(message.id), result });
+    if (request.url === "/string-ids") return void response.writeHead(200, { "content-type": "application/json" }).end(answer);
+    response.writeHead(200, { "content-type": "text/event-stream" }).end(`event: message\ndata: ${answer}\n\n`);
+  });
+}
+
 beforeAll(async () => {
   upstream = createServer((request, response) => {
+    if (request.url?.startsWith("/string-ids")) return stringIds(request, response);
     request.resume();
     request.on("end", () => {
       const { type, body } = answers[request.url ?? ""]!;
@@ -101,5 +124,25 @@ describe("what the observer records is what the SDK's client took", () => {
     expect({ took, refused }).toEqual({ took: [JSON.stringify(good)], refused: false });
     const [body] = await recorded(h, source_id);
     expect(body!.outcome).toEqual({ type: "result", is_error: false });
+  });
+});
+
+describe("a response whose id is the request's written as a string", () => {
+  it.each([["/string-ids", "json"], ["/string-ids-sse", "sse"]])("is the answer the SDK's client takes (it reads ids as numbers), so the result on %s is recorded", async (path, transport) => {
+    const source = await observerSource(h, `${upstream_url}${path}`);
+    const client = new Client({ name: "string-ids", version: "1" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(source.observer_url), { requestInit: { headers: { "x-bursar-observer-token": source.observer_token } } }));
+    try {
+      expect(await client.callTool({ name: "pay", arguments: { amount: 5 } })).toMatchObject({ content: [{ type: "text", text: "paid 500000" }] });
+    } finally {
+      await client.close();
+    }
+    const [body] = await recorded(h, source.id);
+    // It was no_response (http_status, or stream_ended on SSE): the result the agent got was not in the log.
+    expect({ outcome: body!.outcome, result: body!.result, transport: body!.transport }).toEqual({
+      outcome: { type: "result", is_error: false },
+      result: { content: [{ type: "text", text: "paid 500000" }] },
+      transport,
+    });
   });
 });

@@ -3,6 +3,7 @@
 // its headers. Each call gets the outcome of what happened, not a 502 nobody sent or a timeout.
 
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harness, type Harness } from "../ingest/support.js";
 import { listenLoopback, observerSource, toolCall, type ObserverSourceCreated } from "./support.js";
@@ -50,6 +51,20 @@ function reusedId(request: IncomingMessage, response: ServerResponse, body: stri
 }
 
 /**
+ * Answers framed neither by Content-Length nor by chunks, which end with their connection (as an
+ * HTTP/1.0 server's do): `/unframed-json-whole` closes it in order after the whole answer,
+ * `/unframed-json-cut` resets it part way, `/unframed-sse-hang` sends a comment and waits.
+ */
+function unframed(path: string, socket: Socket): void {
+  const media = path.includes("sse") ? "text/event-stream" : "application/json";
+  const head = `HTTP/1.1 200 OK\r\ncontent-type: ${media}\r\nconnection: close\r\n\r\n`;
+  if (path === "/unframed-json-whole") return void socket.end(head + answer_json);
+  if (path === "/unframed-sse-hang") return void socket.write(`${head}: working\n\n`);
+  socket.write(head + answer_json.slice(0, 1000));
+  setTimeout(() => socket.resetAndDestroy(), 50);
+}
+
+/**
  * `/early` answers 401 at once, reading nothing, and `/status-099` answers status 099 so; `/cut-json` sends part of a JSON answer, then
  * resets the connection; `/hang-json` sends part and waits; `/cut-sse` (session "S1") sends a
  * resumable SSE event then resets, and answers call 7 on the GET that resumes the stream.
@@ -63,6 +78,7 @@ function upstreamAnswer(request: IncomingMessage, response: ServerResponse): voi
   request.on("data", (chunk: Buffer) => chunks.push(chunk));
   request.on("end", () => {
     if (path === "/reused-id") return reusedId(request, response, Buffer.concat(chunks).toString("utf8"));
+    if (path.startsWith("/unframed-")) return unframed(path, request.socket);
     if (path === "/cut-sse" && request.method === "GET") return void response.writeHead(200, { "content-type": "text/event-stream" }).end(`id: ev2\ndata: ${answer_json}\n\n`);
     if (path === "/cut-sse") response.writeHead(200, { "content-type": "text/event-stream", "mcp-session-id": "S1" }).write("id: ev1\ndata: \n\n");
     else response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer_json) }).write(answer_json.slice(0, 1000));
@@ -152,6 +168,36 @@ describe("answers out of step with their request", () => {
     expect(answered.status).toBe(200);
     controller.abort();
     expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "cancelled", status: 200 }]);
+    expect(h.evidence.observer.held.bytes).toBe(0);
+  });
+
+  it("records an answer that ends with its connection, closed in order after the whole of it, as its result", async () => {
+    const source = await observerSource(h, `${upstream_url}/unframed-json-whole`);
+    const answered = await fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", {})) });
+    expect(await answered.text()).toBe(answer_json);
+    expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "result", is_error: false }]);
+  });
+
+  it("cuts the client's answer, and records response_cut, when an answer that ends with its connection is reset part way", async () => {
+    const source = await observerSource(h, `${upstream_url}/unframed-json-cut`);
+    const answered = await fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", {})) });
+    expect(answered.status).toBe(200);
+    // The client got its first 1,000 bytes in a chunked answer ended neatly, as if whole.
+    await expect(answered.text()).rejects.toThrow();
+    expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "response_cut", status: 200 }]);
+    expect(h.evidence.observer.held.bytes).toBe(0);
+  });
+
+  it("records an answer that ends with its connection as cancelled at once when the gateway gives up on it", async () => {
+    const source = await observerSource(h, `${upstream_url}/unframed-sse-hang`);
+    const controller = new AbortController();
+    // Without a session: no GET stream can resume the call (with one, it would wait for one).
+    const { "mcp-session-id": _session, ...sessionless } = headers(source);
+    const answered = await fetch(source.observer_url, { method: "POST", headers: sessionless, body: JSON.stringify(toolCall(7, "pay", {})), signal: controller.signal });
+    expect(answered.status).toBe(200);
+    controller.abort();
+    // Nothing was recorded until the call's 2 s here (15 minutes by default) ran out: a timeout.
+    expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "cancelled", status: 200 }, "sse"]]);
     expect(h.evidence.observer.held.bytes).toBe(0);
   });
 
