@@ -586,9 +586,20 @@ function unreadableTap(exchange: Exchange, status: number): ResponseTap {
   return { push: () => undefined, finish: () => undefined, end: () => exchange.settle(outcome, "json"), cut: (cut) => exchange.settle(cut, "json") };
 }
 
+/**
+ * An answer's Content-Type as fetch, and so the MCP SDK's client, reads it: each field of the
+ * name, joined with ", " (Node's headers keep only the first). Two fields, even alike, are one
+ * value the client takes for no media type it reads.
+ */
+function fetchedContentType(upstream: IncomingMessage): string | undefined {
+  const values: string[] = [];
+  for (let i = 0; i < upstream.rawHeaders.length; i += 2) if (upstream.rawHeaders[i]!.toLowerCase() === "content-type") values.push(upstream.rawHeaders[i + 1]!);
+  return values.length === 0 ? undefined : values.join(", ");
+}
+
 /** The tap for an upstream answer, by its media type as the MCP SDK's client reads it (mediaTypeEssence). */
 function responseTap(exchange: Exchange, upstream: IncomingMessage, context: RelayContext): ResponseTap {
-  const media = mediaTypeEssence(upstream.headers["content-type"]);
+  const media = mediaTypeEssence(fetchedContentType(upstream));
   const status = upstream.statusCode ?? 0;
   const form = bodyForm(upstream.headers, false);
   const held = context.held.forSource(exchange.source.source_id);

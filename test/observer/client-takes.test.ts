@@ -22,14 +22,15 @@ const good = { jsonrpc: "2.0", id: 2, result: { content: [{ type: "text", text: 
 const bad_meta = { jsonrpc: "2.0", id: 2, result: { _meta: 5, content: [{ type: "text", text: "the client refused this" }] } };
 const sse = (...messages: unknown[]) => messages.map((message) => `event: message\ndata: ${JSON.stringify(message)}\n\n`).join("");
 
-/** Each path's answer: its media type and bytes. */
-const answers: Record<string, { type: string; body: string }> = {
+/** Each path's answer: its media type (each Content-Type field of it) and bytes. */
+const answers: Record<string, { type: string | string[]; body: string }> = {
   "/sse-bad-then-good": { type: "text/event-stream", body: sse(bad_meta, good) },
   "/sse-array": { type: "text/event-stream", body: `event: message\ndata: ${JSON.stringify([good])}\n\n` },
   "/json-bad-meta": { type: "application/json", body: JSON.stringify(bad_meta) },
   "/json-batch-one-bad": { type: "application/json", body: JSON.stringify([good, { bad: 1 }]) },
   "/json-as-text": { type: "text/plain", body: JSON.stringify(good) },
   "/json-with-parameters": { type: "Application/JSON; charset=utf-8", body: JSON.stringify(good) },
+  "/json-two-content-types": { type: ["application/json", "application/json"], body: JSON.stringify(good) },
 };
 
 /**
@@ -59,7 +60,8 @@ beforeAll(async () => {
     request.resume();
     request.on("end", () => {
       const { type, body } = answers[request.url ?? ""]!;
-      response.writeHead(200, { "content-type": type, "content-length": Buffer.byteLength(body) }).end(body);
+      const types = (Array.isArray(type) ? type : [type]).flatMap((value) => ["content-type", value]);
+      response.writeHead(200, [...types, "content-length", String(Buffer.byteLength(body))]).end(body);
     });
   });
   upstream_url = await listenLoopback(upstream);
@@ -103,6 +105,7 @@ describe("what the observer records is what the SDK's client took", () => {
     ["/json-bad-meta", "a JSON answer whose result's _meta is no object"],
     ["/json-batch-one-bad", "a JSON batch with one malformed member beside the answer"],
     ["/json-as-text", "a JSON answer labelled text/plain"],
+    ["/json-two-content-types", "a JSON answer with two Content-Type fields, which fetch reads as one"],
   ];
   it.each(refused_whole)("takes nothing from %s (%s): the call is recorded as unreadable, not answered", async (path) => {
     const { source_id, took, refused } = await throughClient(path);
