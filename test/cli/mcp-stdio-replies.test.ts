@@ -1,13 +1,15 @@
-// `bursar mcp-stdio` (the compiled bridge) gives every request it forwards exactly one answer,
-// whatever the server at --url does with it (a gateway in front of the gate may answer over SSE),
-// and keeps the URL's query out of what it prints even when that server quotes it back.
+// `bursar mcp-stdio` (the compiled bridge) passes on a reply only for the request it came with,
+// answers a request whose answer held no reply, waits for replies still arriving on SSE streams
+// (resumed ones too) when stdin closes, whatever the server at --url does (a gateway in front of
+// the gate may answer over SSE), and keeps the URL's query out of what it prints even when that
+// server quotes it back.
 
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bridge_error_code } from "../../src/cli/commands/mcp-stdio.js";
+import { bridge_error_code, in_flight_max } from "../../src/cli/commands/mcp-stdio.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 import { waitUntil } from "../support/wait.js";
@@ -34,10 +36,35 @@ const sse = (response: ServerResponse, messages: unknown[]) => {
   response.end();
 };
 
-/** A server in the gate's place, answering each request as its path's first segment says. */
-function answerAs(mode: string, request: IncomingMessage, response: ServerResponse, message: { id?: unknown }): void {
+/** Replies a resumed stream (a GET with Last-Event-ID) sends, by event id. */
+const resumable = new Map<string, unknown>();
+/** The gate's pings waiting on the client's answer, by their id: each ends a stream with a reply. */
+const pinging = new Map<string, () => void>();
+
+/** A server in the gate's place, answering each request as its path's first segment says ("by-name": as its tool's name says). */
+function answerAs(mode: string, request: IncomingMessage, response: ServerResponse, message: { id?: unknown; params?: { name?: string } }): void {
+  if (mode === "by-name") mode = String(message.params?.name);
   const reply = { jsonrpc: "2.0", id: message.id, result: { content: [], late: true } };
   switch (mode) {
+    case "json":
+      return void response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ...reply, result: { content: [], json: true } }));
+    case "string-id":
+      return void response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ...reply, id: String(message.id) }));
+    case "resume": {
+      // A stream that ends after an event id only: the SDK resumes it with a GET (MCP 2025-11-25
+      // lets servers close so), after its default delay of 1 s, as no `retry` field sets another.
+      const event = `ev-${String(message.id)}`;
+      resumable.set(event, { ...reply, result: { content: [], resumed: true } });
+      return void response.writeHead(200, { "content-type": "text/event-stream" }).end(`id: ${event}\ndata: \n\n`);
+    }
+    case "ask": {
+      // The gate asks the client something first (a ping on the request's stream) and replies once it has its answer.
+      const ping = `srv-${String(message.id)}`;
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: ping, method: "ping" })}\n\n`);
+      pinging.set(ping, () => sse(response, [{ ...reply, result: { content: [], asked: true } }]));
+      return;
+    }
     case "sse-late":
       response.writeHead(200, { "content-type": "text/event-stream" });
       response.flushHeaders();
@@ -60,6 +87,19 @@ function answerAs(mode: string, request: IncomingMessage, response: ServerRespon
   }
 }
 
+/** A bridge to `url` whose stdin the test writes; what it has written to stdout so far. */
+function bridgeTo(url: string): { child: ChildProcessWithoutNullStreams; stdout: () => string } {
+  const child = spawn(process.execPath, [bursar_bin, "mcp-stdio", "--url", url], {
+    env: { ...process.env, BURSAR_AGENT_TOKEN: token },
+    stdio: ["pipe", "pipe", "pipe"],
+    timeout: 15_000,
+    killSignal: "SIGKILL",
+  });
+  let stdout = "";
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  return { child, stdout: () => stdout };
+}
+
 describe("bursar mcp-stdio: exactly one answer per request", () => {
   let server: Server;
   let base: string;
@@ -70,10 +110,16 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
       let body = "";
       request.on("data", (chunk: Buffer) => (body += chunk.toString()));
       request.on("end", () => {
+        const resumed = resumable.get(String(request.headers["last-event-id"]));
+        if (request.method === "GET" && resumed !== undefined) {
+          response.writeHead(200, { "content-type": "text/event-stream" });
+          return sse(response, [resumed]);
+        }
         if (request.method !== "POST") return void response.writeHead(405).end();
-        const message = JSON.parse(body) as { id?: unknown };
+        const message = JSON.parse(body) as { id?: unknown; method?: string };
         received.push(`${String(request.url)} ${String(message.id)}`);
-        if (message.id === undefined) return void response.writeHead(202).end();
+        if (message.method === undefined) pinging.get(String(message.id))?.();
+        if (message.id === undefined || message.method === undefined) return void response.writeHead(202).end();
         answerAs(String(request.url).split("/")[1]!, request, response, message);
       });
     });
@@ -96,36 +142,71 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
   it.each([
     ["an empty 202", "accepted"],
     ["another id's reply", "other-id"],
-    ["an SSE stream holding only a notification", "notification-only"],
   ])("answers a request whose answer is %s as one that may have been carried out", async (_what, mode) => {
     const piped = await runBursar(["mcp-stdio", "--url", `${base}/${mode}`], { BURSAR_AGENT_TOKEN: token }, `${call(2)}\n`, 15_000);
-    const answers = answersOf(piped.stdout).filter((answer) => answer.id !== undefined);
     // No answer for id 2 (and, for another id's reply, an answer for id 999, which was never sent).
-    expect(answers).toEqual([
+    expect(answersOf(piped.stdout)).toEqual([
       {
         jsonrpc: "2.0",
         id: 2,
-        error: { code: bridge_error_code, message: expect.stringMatching(new RegExp(`^the gate's answer at ${base}/${mode}/mcp ended without a reply to this request; the call may have been carried out`)) },
+        error: { code: bridge_error_code, message: expect.stringMatching(new RegExp(`^the gate's answer at ${base}/${mode}/mcp held no reply to this request; the call may have been carried out`)) },
       },
     ]);
-    if (mode === "other-id") expect(piped.stderr).toContain("dropped an answer for id 999, which no request sent waits on");
+    if (mode === "other-id") expect(piped.stderr).toContain("dropped an answer for id 999: it came with request 2");
+    expect(piped.code).toBe(0);
+  });
+
+  it("passes on notifications from an SSE stream that ends without the reply, leaves the request as the gate left it, and exits", async () => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/notification-only`], { BURSAR_AGENT_TOKEN: token }, `${call(12)}\n`, 15_000);
+    expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", method: "notifications/message", params: { level: "info", data: "working" } }]);
     expect(piped.code).toBe(0);
   });
 
   it("writes one answer for a request the server answered twice, and says it dropped the other", async () => {
     const piped = await runBursar(["mcp-stdio", "--url", `${base}/twice`], { BURSAR_AGENT_TOKEN: token }, `${call(3)}\n`, 15_000);
     expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: 3, result: { content: [], late: true } }]);
-    expect(piped.stderr).toContain("dropped an answer for id 3");
+    expect(piped.stderr).toContain("dropped an answer for id 3: the request it came with (id 3) had its answer");
   });
 
-  it("keeps the URL's query out of its answers and stderr when the server quotes it back", async () => {
-    const secret = "SECRETKEY123";
-    const piped = await runBursar(["mcp-stdio", "--url", `${base}/nope?code=${secret}`], { BURSAR_AGENT_TOKEN: token }, `${call(4)}\n`, 15_000);
+  it("gives two requests sent with the same id each its own reply, the quicker one first", async () => {
+    const named = (name: string) => JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name, arguments: {} } });
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/by-name`], { BURSAR_AGENT_TOKEN: token }, `${named("sse-late")}\n${named("json")}\n`, 15_000);
+    // The JSON reply was taken for the SSE request's: it got a made-up "ended without a reply", and its own reply was dropped.
+    expect(answersOf(piped.stdout)).toEqual([
+      { jsonrpc: "2.0", id: 7, result: { content: [], json: true } },
+      { jsonrpc: "2.0", id: 7, result: { content: [], late: true } },
+    ]);
+    expect(piped.stderr).toBe("");
+  });
+
+  it("passes on a reply whose id is the request's written as a string, as the MCP SDK's client takes it", async () => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/string-id`], { BURSAR_AGENT_TOKEN: token }, `${call(8)}\n`, 15_000);
+    expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: "8", result: { content: [], late: true } }]);
+    expect(piped.stderr).toBe("");
+  });
+
+  it("answers a request whose SSE stream the SDK resumes (a GET with Last-Event-ID) with the reply the resumed stream brings, after stdin closed", async () => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/resume`], { BURSAR_AGENT_TOKEN: token }, `${call(9)}\n`, 15_000);
+    expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: 9, result: { content: [], resumed: true } }]);
+    expect(piped.code).toBe(0);
+  });
+
+  it.each([["code=SECRETKEY123", "SECRETKEY123"], ["k=ab1", "k=ab1"]])("keeps the URL's query (?%s) out of its answers and stderr when the server quotes it back", async (query, secret) => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/nope?${query}`], { BURSAR_AGENT_TOKEN: token }, `${call(4)}\n`, 15_000);
     // Printed: `… answered HTTP 404: not_found: no route POST /nope/mcp?code=SECRETKEY123`.
     expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: 4, error: expect.objectContaining({ message: expect.stringContaining("answered HTTP 404") }) }]);
     expect(piped.stdout).not.toContain(secret);
     expect(piped.stderr).not.toContain(secret);
     expect(piped.stdout).toContain("no route POST /nope/mcp?[redacted]");
+  });
+
+  it("takes a query out only where it stands as the query, not from other text that holds its letters", async () => {
+    const port = (server.address() as AddressInfo).port;
+    // The query's text is the host's: it was cut out of the host in every message.
+    const piped = await runBursar(["mcp-stdio", "--url", `http://127.0.0.1:${port}/nope?127.0.0.1`], { BURSAR_AGENT_TOKEN: token }, `${call(13)}\n`, 15_000);
+    expect(answersOf(piped.stdout)).toEqual([
+      { jsonrpc: "2.0", id: 13, error: expect.objectContaining({ message: `the gate at http://127.0.0.1:${port}/nope/mcp?… answered HTTP 404: not_found: no route POST /nope/mcp?[redacted]` }) },
+    ]);
   });
 
   it("says a TLS URL for a server that speaks plain HTTP failed over TLS and was not sent", async () => {
@@ -137,15 +218,37 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     expect(received).not.toContain("/mcp 11");
   });
 
+  it("sends the client's answer to a request of the gate's while it stops, so the request in flight that waits on it gets its reply", async () => {
+    const { child, stdout } = bridgeTo(`${base}/ask`);
+    child.stdin.write(`${call(14)}\n`);
+    await waitUntil("the gate's ping", () => stdout().includes('"method":"ping"'));
+    child.kill("SIGTERM");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: "srv-14", result: {} })}\n`);
+    const [code] = (await once(child, "exit")) as [number | null];
+    // The answer was refused as "not sent", and the bridge waited 150 s for a reply that waited on it.
+    expect(answersOf(stdout())).toEqual([
+      { jsonrpc: "2.0", id: "srv-14", method: "ping" },
+      { jsonrpc: "2.0", id: 14, result: { content: [], asked: true } },
+    ]);
+    expect(code).toBe(0);
+  });
+
+  it(`sends the client's answers to the gate's requests with ${in_flight_max} requests in flight that wait on them`, async () => {
+    const { child, stdout } = bridgeTo(`${base}/ask`);
+    const ids = Array.from({ length: in_flight_max }, (_, i) => 100 + i);
+    child.stdin.write(ids.map((id) => `${call(id)}\n`).join(""));
+    await waitUntil("the gate's pings", () => answersOf(stdout()).length === in_flight_max);
+    // Each was refused as one more than 64 in flight, and the requests waited on them until their time ran out.
+    child.stdin.end(ids.map((id) => `${JSON.stringify({ jsonrpc: "2.0", id: `srv-${id}`, result: {} })}\n`).join(""));
+    const [code] = (await once(child, "exit")) as [number | null];
+    expect(answersOf(stdout()).filter((answer) => answer.result?.asked === true).map((answer) => answer.id)).toEqual(expect.arrayContaining(ids));
+    expect(answersOf(stdout())).toHaveLength(2 * in_flight_max);
+    expect(code).toBe(0);
+  });
+
   it("answers a request read after SIGTERM as not sent, and the one in flight with its reply", async () => {
-    const child = spawn(process.execPath, [bursar_bin, "mcp-stdio", "--url", `${base}/sse-late`], {
-      env: { ...process.env, BURSAR_AGENT_TOKEN: token },
-      stdio: ["pipe", "pipe", "pipe"],
-      timeout: 15_000,
-      killSignal: "SIGKILL",
-    });
-    let stdout = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const { child, stdout } = bridgeTo(`${base}/sse-late`);
     child.stdin.write(`${call(5)}\n`);
     await waitUntil("the server to receive id 5", () => received.includes("/sse-late/mcp 5"));
     child.kill("SIGTERM");
@@ -154,7 +257,7 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     child.stdin.write(`${call(6)}\n`);
     const [code] = (await once(child, "exit")) as [number | null];
     // Id 6 got no answer at all.
-    expect(answersOf(stdout).sort((a, b) => Number(a.id) - Number(b.id))).toEqual([
+    expect(answersOf(stdout()).sort((a, b) => Number(a.id) - Number(b.id))).toEqual([
       { jsonrpc: "2.0", id: 5, result: { content: [], late: true } },
       { jsonrpc: "2.0", id: 6, error: { code: bridge_error_code, message: "the bridge is stopping; it was not sent (nothing was carried out)" } },
     ]);

@@ -14,7 +14,7 @@ import { deadline } from "../../deadline.js";
 import { unkeptPlaces, unreadMessageReason } from "../../ingest/duplicate-keys.js";
 import { isPlainObject } from "../../policy/index.js";
 import { invalidRequest, isToolCallEnvelope, message_bytes_max, not_utf8, notJsonRpc, parseError, requestId, utf8Text, type JsonRpcError } from "../../server/jsonrpc.js";
-import { bearerToken, httpUrl, parseOptions, println, redacted, UsageError, type CliIo } from "../command.js";
+import { bearerToken, httpUrl, parseOptions, println, redacted, redaction, UsageError, type CliIo } from "../command.js";
 
 export const gate_url_default = "http://127.0.0.1:8787";
 /** Longer than the gate's longest provider timeout (BURSAR_PROVIDER_TIMEOUT_MS ≤ 120 s), so the
@@ -22,9 +22,9 @@ export const gate_url_default = "http://127.0.0.1:8787";
 export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
-/** How long a request waits for its reply once its answer's body has ended (an SSE stream's last
- *  events are still being parsed): past it, the request is answered that no reply came. */
-export const reply_after_body_ms = 1_000;
+/** How long a request answered over SSE stays in flight once its streams have ended without its
+ *  reply: the SDK resumes such a stream after 1 s by default (a server's `retry` may say less). */
+export const reply_after_streams_ms = 3_000;
 /** Abort listeners the HTTP transport's one long-lived signal may hold: each request holds one
  *  (fetchWithTimeout's deadline) until its answer is read, and the GET stream one; twice the
  *  in-flight bound leaves room for answers still being read after their request left the count.
@@ -46,9 +46,9 @@ export const help = `usage: bursar mcp-stdio [--url URL]
 A stdio MCP server for clients that only speak stdio (Claude Desktop, IDEs). It forwards
 every JSON-RPC message to a running gate's /mcp (Streamable HTTP) with
 Authorization: Bearer $BURSAR_AGENT_TOKEN, as the MCP SDK reads it (written again as JSON),
-and writes the gate's answers to stdout: each request gets exactly one answer, the gate's or
-the bridge's own error, and an answer for no request it is waiting on is dropped (a line on
-stderr).
+and writes the gate's answers to stdout. A reply goes on only for the request it came with (one
+for another id, or a second one, is dropped with a line on stderr); a request whose answer held
+no reply to it (an empty 202, a reply to another id) gets the bridge's own error.
 A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error, and
 so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
 null): its bytes are dropped up to its newline, and the bridge reads on. A message over the
@@ -67,9 +67,9 @@ gate refuses the token (401/403). A request the gate answered with an HTTP error
 with a JSON-RPC error (code ${bridge_error_code}) whose data.http_status is that status (401 or 403: the
 token was refused). An unreachable gate is answered per request with a
 JSON-RPC error (code ${bridge_error_code}) naming the URL; the bridge keeps running. A
-connection that breaks after a request was sent, or an answer that ends without a reply to
-it, is answered as "may have been carried out": repeat the call with the same
-idempotency_key, never a new one.
+connection that breaks after a request was sent, or an answer that held no reply to it, is
+answered as "may have been carried out": repeat the call with the same idempotency_key,
+never a new one.
 
 Options:
   --url URL   the gate's base URL, or its /mcp endpoint (default: BURSAR_URL, else ${gate_url_default});
@@ -446,18 +446,44 @@ interface BridgeOptions {
   stderr: NodeJS.WritableStream;
 }
 
-/** A request's id as a key: 1 and "1" are two ids. */
-const replyKey = (id: RequestId): string => `${typeof id}:${String(id)}`;
-
-/** One forwarded message's exchange with the gate: the ends of the SSE streams its send opened. */
-interface Exchange {
-  streams: Array<Promise<void>>;
+/**
+ * Whether a response's id answers a request's id as the MCP SDK's client matches them: the same
+ * id, or, for its numeric ids, a string the client reads as that number (Number(id): a gateway
+ * that writes `"1"` for 1 answers request 1).
+ */
+function answersId(reply: RequestId, request: RequestId): boolean {
+  return reply === request || (typeof reply === "string" && typeof request === "number" && Number(reply) === request);
 }
 
-/** A forwarded request's one answer: settled by the gate's reply or the bridge's own error. */
-interface Awaited {
-  answered: boolean;
-  settled: Promise<void>;
+/**
+ * One forwarded message's exchange with the gate. The SDK's send() makes its fetches, and hands
+ * on the answers they carry, within forward()'s async context (a resumed SSE stream's too), so
+ * the answers are tied to the request they came with, never matched by id alone.
+ */
+class Exchange {
+  /** Set once the request has its one answer: the gate's reply, or the bridge's own error. */
+  answered = false;
+  /** Settles when `answered` is set. */
+  readonly replied: Promise<void>;
+  /** The ends of the SSE streams its send opened, a resumed stream's included. */
+  readonly streams: Array<Promise<void>> = [];
+  private settle: () => void = () => undefined;
+
+  constructor(
+    /** The forwarded request's id; undefined for a notification or the client's response. */
+    readonly request: RequestId | undefined,
+    readonly initialize: boolean,
+  ) {
+    this.replied = new Promise<void>((resolve) => (this.settle = resolve));
+  }
+
+  /** Takes the request's one answer; false when it has had one. */
+  take(): boolean {
+    if (this.answered) return false;
+    this.answered = true;
+    this.settle();
+    return true;
+  }
 }
 
 /** One bridge process: stdio on one side, the gate's /mcp on the other. */
@@ -467,16 +493,10 @@ class Bridge {
   private readonly sorted: LineSorter;
   private readonly http: StreamableHTTPClientTransport;
   private readonly in_flight = new Set<Promise<void>>();
-  /** The exchange a fetch belongs to: the SDK's send() makes it within forward()'s context. */
+  /** Of those, the requests and notifications: what in_flight_max bounds (the client's answers to the gate's requests are never refused). */
+  private counted_in_flight = 0;
+  /** The exchange a fetch, and each answer the SDK hands on, belongs to. */
   private readonly exchange = new AsyncLocalStorage<Exchange>();
-  /**
-   * Requests forwarded and not answered yet, by replyKey: what each one's reply settles, in the
-   * order they were sent (a client that reuses an id while it waits gets its replies in turn).
-   * A reply for none of them (an id never sent, or a late second one) is dropped: every request
-   * gets exactly one answer.
-   */
-  private readonly waiting = new Map<string, Array<() => void>>();
-  private readonly initialize_ids = new Set<RequestId>();
   /** Errors the SDK already passed to onerror before throwing them into forward(). */
   private readonly reported = new WeakSet<object>();
   private finishing = false;
@@ -546,111 +566,105 @@ class Bridge {
 
   /**
    * Error texts from fetch may quote the Authorization header, and a gate's may quote the URL's
-   * query (its 404 names the path it was sent): neither the token nor the query leaves the bridge.
+   * query (its 404 names the path it was sent, `?` and all): neither the token nor the query
+   * leaves the bridge.
    */
   private redacted(text: string): string {
-    const query = this.options.endpoint.search.slice(1);
-    let decoded: string | undefined;
+    let shown = redacted(text, [this.options.token]);
+    const query = this.options.endpoint.search;
+    if (query.length <= 1) return shown;
+    let decoded = query;
     try {
       decoded = decodeURIComponent(query);
     } catch {
-      decoded = undefined;
+      // Not UTF-8 once decoded: only the form sent is looked for.
     }
-    return redacted(text, [this.options.token, query, decoded]);
+    for (const form of new Set([query, decoded])) shown = shown.split(form).join(`?${redaction}`);
+    return shown;
   }
 
-  /** Writes the bridge's own error answer to a request, unless the request has had one. */
-  private async refuseRequest(id: RequestId, message: string, http_status?: number): Promise<void> {
-    if (!this.settle(id)) return;
-    await this.stdio.send(errorReply(id, this.redacted(message), http_status)).catch(() => undefined);
-  }
-
-  /** Takes the first forwarded request with this id off the waiting list; false when none waits. */
-  private settle(id: RequestId): boolean {
-    const key = replyKey(id);
-    const waiters = this.waiting.get(key);
-    const first = waiters?.shift();
-    if (waiters?.length === 0) this.waiting.delete(key);
-    first?.();
-    return first !== undefined;
+  /** Writes the bridge's own error answer to the exchange's request, unless it has had one. */
+  private async refuseRequest(exchange: Exchange, message: string, http_status?: number): Promise<void> {
+    if (exchange.request === undefined || !exchange.take()) return;
+    await this.stdio.send(errorReply(exchange.request, this.redacted(message), http_status)).catch(() => undefined);
   }
 
   private accept(message: JSONRPCMessage): void {
     const id = requestIdOf(message);
-    if (this.finishing || this.in_flight.size >= in_flight_max) {
+    // The client's answer to a request of the gate's: the gate may wait on it before it replies to
+    // a request of the client's, so it is neither bounded nor refused while the bridge stops.
+    const counted = "method" in message;
+    if (counted && (this.finishing || this.counted_in_flight >= in_flight_max)) {
       const why = this.finishing
         ? "the bridge is stopping; it was not sent (nothing was carried out)"
         : `more than ${in_flight_max} requests in flight; it was not sent (nothing was carried out): send it again once an answer arrives`;
+      if (id === undefined) return this.warn(`dropped a notification: ${why}`);
       this.warn(`refused a message: ${why}`);
-      if (id !== undefined) void this.stdio.send(errorReply(id, why)).catch(() => undefined);
+      void this.stdio.send(errorReply(id, why)).catch(() => undefined);
       return;
     }
-    let reply: Awaited | undefined;
-    if (id !== undefined) {
-      const key = replyKey(id);
-      const awaited: Awaited = { answered: false, settled: Promise.resolve() };
-      awaited.settled = new Promise<void>((resolve) => {
-        const settle = () => {
-          awaited.answered = true;
-          resolve();
-        };
-        this.waiting.set(key, [...(this.waiting.get(key) ?? []), settle]);
-      });
-      reply = awaited;
-    }
-    const pending = this.forward(message, reply).finally(() => this.in_flight.delete(pending));
+    if (counted) this.counted_in_flight++;
+    const pending = this.forward(message).finally(() => {
+      this.in_flight.delete(pending);
+      if (counted) this.counted_in_flight--;
+    });
     this.in_flight.add(pending);
   }
 
-  /** Forwards one message; a request is in flight until it has its one answer (`reply`). */
-  private async forward(message: JSONRPCMessage, reply: Awaited | undefined): Promise<void> {
-    if (isJSONRPCRequest(message) && message.method === "initialize") this.initialize_ids.add(message.id);
-    const id = requestIdOf(message);
+  /** Forwards one message; a request is in flight until it has its one answer, or its answer is over. */
+  private async forward(message: JSONRPCMessage): Promise<void> {
+    const exchange = new Exchange(requestIdOf(message), isJSONRPCRequest(message) && message.method === "initialize");
     const bytes = sentBytes(message);
     if (bytes > message_bytes_max) {
       const why = `a message of ${bytes} bytes is over the gate's limit of ${message_bytes_max} bytes; it was not sent (nothing was carried out)`;
       this.warn(why);
-      if (id !== undefined) await this.refuseRequest(id, why);
+      await this.refuseRequest(exchange, why);
       return;
     }
-    const exchange: Exchange = { streams: [] };
     try {
       await this.exchange.run(exchange, () => this.http.send(message));
     } catch (error) {
       const failure = describeFailure(error, this.options.endpoint);
       if (!this.reported.has(error as object)) this.warn(failure.message);
-      if (id !== undefined) await this.refuseRequest(id, failure.message, failure.http_status);
+      await this.refuseRequest(exchange, failure.message, failure.http_status);
       if (failure.fatal) {
         this.token_refused = true;
         void this.finish(1);
       }
       return;
     }
-    if (id === undefined || reply === undefined || reply.answered) return;
-    // A JSON answer was read before send() returned; an SSE one is still arriving: its reply, or
-    // the end of its stream (and a moment for its last events to be parsed), whichever comes first.
-    if (exchange.streams.length > 0) {
+    if (exchange.request === undefined || exchange.answered) return;
+    // An SSE answer is read after send() returns: it, and any stream the SDK resumes it on, may
+    // still bring the reply (a client that closed stdin meanwhile gets it too). Such a stream's
+    // end leaves the request unanswered, as the SDK's client would be left by the gate itself.
+    if (exchange.streams.length > 0) return this.streamsOver(exchange);
+    // Any other answer was read whole before send() returned: an empty 202, or a reply to another id.
+    await this.refuseRequest(exchange, `the gate's answer at ${shownEndpoint(this.options.endpoint)} held no reply to this request; ${may_have_run}`);
+  }
+
+  /** Resolves once the exchange has its reply, or its SSE streams have ended and no other opened within reply_after_streams_ms. */
+  private async streamsOver(exchange: Exchange): Promise<void> {
+    for (let seen = -1; !exchange.answered && seen !== exchange.streams.length; ) {
+      seen = exchange.streams.length;
+      await Promise.race([exchange.replied, Promise.all(exchange.streams)]);
       let timer: NodeJS.Timeout | undefined;
-      const streams_over = Promise.all(exchange.streams).then(() => {
-        if (!reply.answered) return new Promise<void>((resolve) => (timer = setTimeout(resolve, reply_after_body_ms)));
-      });
-      await Promise.race([reply.settled, streams_over]);
+      await Promise.race([exchange.replied, new Promise<void>((resolve) => (timer = setTimeout(resolve, reply_after_streams_ms)))]);
       clearTimeout(timer);
     }
-    if (reply.answered) return;
-    await this.refuseRequest(id, `the gate's answer at ${shownEndpoint(this.options.endpoint)} ended without a reply to this request; ${may_have_run}`);
   }
 
   private answer(message: JSONRPCMessage): void {
+    const exchange = this.exchange.getStore();
     const id = "method" in message ? undefined : requestId(message);
-    // A reply no forwarded request waits on: an id never sent, or one already answered.
-    if (id !== undefined && !this.settle(id)) {
-      this.warn(`dropped an answer for id ${JSON.stringify(id)}, which no request sent waits on (never sent, or answered already)`);
-      return;
-    }
-    // The gate is stateless (no session id), but later requests should name the negotiated version.
-    if (isJSONRPCResultResponse(message) && this.initialize_ids.delete(message.id)) {
-      const version = (message.result as { protocolVersion?: unknown }).protocolVersion;
+    if (id !== undefined && exchange?.request !== undefined) {
+      // On a request's own answer, a reply to another id, or a second reply, answers nothing.
+      if (!answersId(id, exchange.request) || !exchange.take()) {
+        const why = exchange.answered ? `the request it came with (id ${JSON.stringify(exchange.request)}) had its answer` : `it came with request ${JSON.stringify(exchange.request)}`;
+        this.warn(`dropped an answer for id ${JSON.stringify(id)}: ${why}`);
+        return;
+      }
+      // The gate is stateless (no session id), but later requests should name the negotiated version.
+      const version = exchange.initialize && isJSONRPCResultResponse(message) ? (message.result as { protocolVersion?: unknown }).protocolVersion : undefined;
       if (typeof version === "string") this.http.setProtocolVersion(version);
     }
     void this.stdio.send(message);
@@ -661,8 +675,9 @@ class Bridge {
     this.finishing = true;
     process.off("SIGINT", this.onSignal);
     process.off("SIGTERM", this.onSignal);
-    // Answer what was already sent before closing: a piped client may close stdin at once.
-    await Promise.allSettled([...this.in_flight]);
+    // Answer what was already sent before closing: a piped client may close stdin at once. The
+    // client's answers to the gate's requests, forwarded meanwhile, are waited for too.
+    while (this.in_flight.size > 0) await Promise.allSettled([...this.in_flight]);
     await this.http.close();
     await this.stdio.close();
     this.options.stdin.destroy();
