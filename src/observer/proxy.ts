@@ -718,7 +718,9 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
   if (upstream.headers["content-length"] === undefined) response.flushHeaders();
   // Node's parser takes any close of a connection for the end of a body that ends with it, a
   // reset or a cut from this side too (complete, and an end event): such a body is whole only
-  // when the upstream closed its side in order (FIN) and nothing cut the exchange.
+  // when the upstream closed its side in order (FIN) and nothing cut the exchange. (As far as the
+  // socket shows: a reset that finds much of the answer still unread can end it as a FIN does,
+  // and a TLS connection closed without close_notify ends so too.)
   const by_connection = endsWithConnection(exchange.request.method, upstream);
   let closed_in_order = false;
   if (by_connection) upstream.socket.once("end", () => (closed_in_order = !exchange.cancelled));
@@ -733,6 +735,9 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
   // too, so it cannot take the part it got for the whole.
   const cut = () => {
     over = true;
+    // An answer the client reads to its connection's close (an HTTP/1.0 client's: neither a
+    // length nor chunks) ends with a reset, not a close in order, which would read as its end.
+    if (!response.chunkedEncoding && !response.hasHeader("content-length")) response.socket?.resetAndDestroy();
     response.destroy();
     const outcome: Outcome = { type: "no_response", reason: exchange.cancelled ? "cancelled" : "response_cut", status: upstream.statusCode ?? 0 };
     tap.finish();

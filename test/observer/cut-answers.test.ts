@@ -3,7 +3,7 @@
 // its headers. Each call gets the outcome of what happened, not a 502 nobody sent or a timeout.
 
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { Socket } from "node:net";
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harness, type Harness } from "../ingest/support.js";
 import { listenLoopback, observerSource, toolCall, type ObserverSourceCreated } from "./support.js";
@@ -186,6 +186,27 @@ describe("answers out of step with their request", () => {
     await expect(answered.text()).rejects.toThrow();
     expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "response_cut", status: 200 }]);
     expect(h.evidence.observer.held.bytes).toBe(0);
+  });
+
+  it("resets an HTTP/1.0 gateway's connection when its answer is cut, so that it cannot take the part it got for the whole", async () => {
+    const source = await observerSource(h, `${upstream_url}/unframed-json-cut`);
+    const url = new URL(source.observer_url);
+    const body = JSON.stringify(toolCall(7, "pay", {}));
+    const socket = connect(Number(url.port), url.hostname);
+    socket.write(
+      `POST ${url.pathname} HTTP/1.0\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\n` +
+        `accept: application/json, text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+    let received = "";
+    socket.on("data", (chunk: Buffer) => (received += chunk.toString("latin1")));
+    // Its answer has neither a length nor chunks: a close in order read as the end of a whole answer.
+    const ended = await new Promise<string>((resolve) => {
+      socket.on("end", () => resolve("end"));
+      socket.on("error", (error: NodeJS.ErrnoException) => resolve(String(error.code)));
+    });
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    expect(ended).toBe("ECONNRESET");
+    expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "response_cut", status: 200 }]);
   });
 
   it("records an answer that ends with its connection as cancelled at once when the gateway gives up on it", async () => {
