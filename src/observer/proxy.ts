@@ -711,6 +711,16 @@ function endsWithConnection(method: string | undefined, upstream: IncomingMessag
   return coding === undefined || coding.split(",").at(-1)!.trim().toLowerCase() !== "chunked";
 }
 
+/** Ends a TCP connection with a reset; any other (a Unix socket's, one already closed) is left to the destroy that follows. */
+function resetConnection(socket: Socket | null): void {
+  if (socket === null || socket.destroyed) return;
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    // Not a TCP handle: Node resets only those.
+  }
+}
+
 /** Relays the upstream's answer and taps it; false when its status line cannot be written (nothing was). */
 function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: ServerResponse, context: RelayContext): boolean {
   if (!writeUpstreamHead(exchange.request, response, upstream)) return false;
@@ -737,7 +747,7 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
     over = true;
     // An answer the client reads to its connection's close (an HTTP/1.0 client's: neither a
     // length nor chunks) ends with a reset, not a close in order, which would read as its end.
-    if (!response.chunkedEncoding && !response.hasHeader("content-length")) response.socket?.resetAndDestroy();
+    if (!response.chunkedEncoding && !response.hasHeader("content-length")) resetConnection(response.socket);
     response.destroy();
     const outcome: Outcome = { type: "no_response", reason: exchange.cancelled ? "cancelled" : "response_cut", status: upstream.statusCode ?? 0 };
     tap.finish();
