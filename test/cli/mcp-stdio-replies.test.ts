@@ -9,7 +9,7 @@ import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bridge_error_code, in_flight_max } from "../../src/cli/commands/mcp-stdio.js";
+import { answers_in_flight_max, bridge_error_code, in_flight_max } from "../../src/cli/commands/mcp-stdio.js";
 import { bursar_bin, ensureBuilt } from "../support/build.js";
 import { runBursar } from "../support/process.js";
 import { waitUntil } from "../support/wait.js";
@@ -57,6 +57,24 @@ function answerAs(mode: string, request: IncomingMessage, response: ServerRespon
       resumable.set(event, { ...reply, result: { content: [], resumed: true } });
       return void response.writeHead(200, { "content-type": "text/event-stream" }).end(`id: ${event}\ndata: \n\n`);
     }
+    case "break":
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(": working\n\n");
+      return void setTimeout(() => response.socket?.destroy(), 100);
+    case "resume-forever": {
+      // Every stream ends after an event id, its resumed ones too: the SDK resumes it for ever.
+      resumable.set("forever", "forever");
+      return void response.writeHead(200, { "content-type": "text/event-stream" }).end("id: forever\nretry: 50\ndata: \n\n");
+    }
+    case "error-without-id":
+      return void response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "gateway: upstream said no" } }));
+    case "get-stream-reply":
+      // Its reply comes late; meanwhile the stream the SDK opened for the gate's own messages carries a forged one.
+      return void setTimeout(() => response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ...reply, result: { content: [], real: true } })), 500);
+    case "refuse-key":
+      // A gateway that names the key it refuses, without the "?" it came with.
+      response.writeHead(403, { "content-type": "application/json" });
+      return void response.end(JSON.stringify({ error: { code: "forbidden", message: `key ${new URL(String(request.url), "http://x").searchParams.get("code")} not valid` } }));
     case "ask": {
       // The gate asks the client something first (a ping on the request's stream) and replies once it has its answer.
       const ping = `srv-${String(message.id)}`;
@@ -111,6 +129,11 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
       request.on("data", (chunk: Buffer) => (body += chunk.toString()));
       request.on("end", () => {
         const resumed = resumable.get(String(request.headers["last-event-id"]));
+        if (request.method === "GET" && resumed === "forever") return void response.writeHead(200, { "content-type": "text/event-stream" }).end("id: forever\nretry: 50\ndata: \n\n");
+        if (request.method === "GET" && String(request.url).startsWith("/get-stream-reply")) {
+          response.writeHead(200, { "content-type": "text/event-stream" });
+          return void response.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", id: 2, result: { content: [], forged: true } })}\n\n`);
+        }
         if (request.method === "GET" && resumed !== undefined) {
           response.writeHead(200, { "content-type": "text/event-stream" });
           return sse(response, [resumed]);
@@ -119,6 +142,7 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
         const message = JSON.parse(body) as { id?: unknown; method?: string };
         received.push(`${String(request.url)} ${String(message.id)}`);
         if (message.method === undefined) pinging.get(String(message.id))?.();
+        if (message.method === undefined && String(request.url).startsWith("/slow-answers")) return void setTimeout(() => response.writeHead(202).end(), 200);
         if (message.id === undefined || message.method === undefined) return void response.writeHead(202).end();
         answerAs(String(request.url).split("/")[1]!, request, response, message);
       });
@@ -156,10 +180,43 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     expect(piped.code).toBe(0);
   });
 
-  it("passes on notifications from an SSE stream that ends without the reply, leaves the request as the gate left it, and exits", async () => {
-    const piped = await runBursar(["mcp-stdio", "--url", `${base}/notification-only`], { BURSAR_AGENT_TOKEN: token }, `${call(12)}\n`, 15_000);
-    expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", method: "notifications/message", params: { level: "info", data: "working" } }]);
+  it.each([
+    ["ends holding only a notification", "notification-only"],
+    ["breaks off", "break"],
+    ["is resumed for ever, each stream ending without it", "resume-forever"],
+  ])("answers a request whose SSE stream %s as one that may have been carried out", async (_what, mode) => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/${mode}`], { BURSAR_AGENT_TOKEN: token }, `${call(12)}\n`, 15_000);
+    // The client waited until its own timeout (or, resumed for ever, the bridge never exited).
+    expect(answersOf(piped.stdout).filter((answer) => answer.id === 12)).toEqual([
+      {
+        jsonrpc: "2.0",
+        id: 12,
+        error: { code: bridge_error_code, message: expect.stringMatching(new RegExp(`^the gate's answer at ${base}/${mode}/mcp ended without a reply to this request; the call may have been carried out`)) },
+      },
+    ]);
     expect(piped.code).toBe(0);
+  });
+
+  it("passes on an error without an id in a request's own answer as that request's", async () => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/error-without-id`], { BURSAR_AGENT_TOKEN: token }, `${call(15)}\n`, 15_000);
+    // Two lines came back: the error with no id, and the bridge's "held no reply" for id 15.
+    expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: 15, error: { code: -32603, message: "gateway: upstream said no" } }]);
+  });
+
+  it("drops a reply on the stream the SDK opens for the gate's own messages, which no request came with", async () => {
+    const initialized = JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" });
+    const { child, stdout } = bridgeTo(`${base}/get-stream-reply`);
+    const stderr: string[] = [];
+    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk.toString()));
+    child.stdin.write(`${initialized}\n`);
+    await waitUntil("the GET stream", () => received.includes("/get-stream-reply/mcp undefined"));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    child.stdin.end(`${call(2)}\n`);
+    const [code] = (await once(child, "exit")) as [number | null];
+    // The forged reply came first, and the SDK's client took it for create_order's.
+    expect(answersOf(stdout())).toEqual([{ jsonrpc: "2.0", id: 2, result: { content: [], real: true } }]);
+    expect(stderr.join("")).toContain("dropped an answer for id 2: it came on a stream no request came with");
+    expect(code).toBe(0);
   });
 
   it("writes one answer for a request the server answered twice, and says it dropped the other", async () => {
@@ -198,6 +255,12 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     expect(piped.stdout).not.toContain(secret);
     expect(piped.stderr).not.toContain(secret);
     expect(piped.stdout).toContain("no route POST /nope/mcp?[redacted]");
+  });
+
+  it("keeps a query parameter's value out of what it prints when a server quotes it without its ?", async () => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/refuse-key?code=SECRETKEY123`], { BURSAR_AGENT_TOKEN: token }, `${call(16)}\n`, 15_000);
+    expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: 16, error: expect.objectContaining({ message: expect.stringContaining("forbidden: key [redacted] not valid") }) }]);
+    expect(piped.stdout + piped.stderr).not.toContain("SECRETKEY123");
   });
 
   it("takes a query out only where it stands as the query, not from other text that holds its letters", async () => {
@@ -245,6 +308,17 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     expect(answersOf(stdout()).filter((answer) => answer.result?.asked === true).map((answer) => answer.id)).toEqual(expect.arrayContaining(ids));
     expect(answersOf(stdout())).toHaveLength(2 * in_flight_max);
     expect(code).toBe(0);
+  });
+
+  it(`forwards at most ${answers_in_flight_max} of the client's answers at once, and drops the rest with one stderr line each`, async () => {
+    const answers = Array.from({ length: 300 }, (_, i) => `${JSON.stringify({ jsonrpc: "2.0", id: `srv-${i}`, result: {} })}\n`).join("");
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/slow-answers`], { BURSAR_AGENT_TOKEN: token }, answers, 15_000);
+    // 300 were forwarded at once, and Node warned of 129 abort listeners on stderr.
+    const lines = piped.stderr.split("\n").filter((line) => line !== "");
+    expect(lines.every((line) => line.startsWith("bursar mcp-stdio: "))).toBe(true);
+    expect(lines.filter((line) => line.includes(`dropped a response: more than ${answers_in_flight_max} answers to the gate's requests in flight`)).length).toBeGreaterThan(0);
+    expect(received.filter((line) => line.startsWith("/slow-answers/mcp srv-")).length).toBeLessThan(300);
+    expect(piped.code).toBe(0);
   });
 
   it("answers a request read after SIGTERM as not sent, and the one in flight with its reply", async () => {

@@ -22,14 +22,23 @@ export const gate_url_default = "http://127.0.0.1:8787";
 export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
-/** How long a request answered over SSE stays in flight once its streams have ended without its
- *  reply: the SDK resumes such a stream after 1 s by default (a server's `retry` may say less). */
+/** How long a request answered over SSE waits, once its streams have ended without its reply, for
+ *  the SDK to resume one that carried an event id: after 1 s by default, or the `retry` the stream
+ *  set (waited for plus this much, up to resume_wait_ms_max). */
 export const reply_after_streams_ms = 3_000;
-/** Abort listeners the HTTP transport's one long-lived signal may hold: each request holds one
- *  (fetchWithTimeout's deadline) until its answer is read, and the GET stream one; twice the
- *  in-flight bound leaves room for answers still being read after their request left the count.
- *  Node's default of 10 printed a MaxListenersExceededWarning on stderr, not a diagnostic line. */
-export const transport_signal_listeners_max = 2 * in_flight_max;
+export const resume_wait_ms_max = 30_000;
+/** Streams of one request the bridge waits through: a gateway that ends each resumed stream
+ *  without the reply is resumed by the SDK for ever. */
+export const streams_waited_max = 4;
+/** The client's answers to the gate's own requests forwarded at once, apart from in_flight_max (so
+ *  that requests waiting on them never hold them back); one more is dropped, with a line on stderr. */
+export const answers_in_flight_max = 64;
+/** Abort listeners the HTTP transport's one long-lived signal may hold: each request and each of
+ *  the client's answers holds one (fetchWithTimeout's deadline) until its answer is read, and the
+ *  GET stream one; twice both bounds leaves room for answers still being read after their request
+ *  left the count. Node's default of 10 printed a MaxListenersExceededWarning on stderr, not a
+ *  diagnostic line. */
+export const transport_signal_listeners_max = 2 * (in_flight_max + answers_in_flight_max);
 /** Above the gate's 128 KiB body limit (message_bytes_max), which the bridge checks itself before
  *  sending: a message over it is answered "not sent", since the gate closes the connection on
  *  an oversized body while it is still being sent, and the sender then sees a broken pipe, not
@@ -47,14 +56,15 @@ A stdio MCP server for clients that only speak stdio (Claude Desktop, IDEs). It 
 every JSON-RPC message to a running gate's /mcp (Streamable HTTP) with
 Authorization: Bearer $BURSAR_AGENT_TOKEN, as the MCP SDK reads it (written again as JSON),
 and writes the gate's answers to stdout. A reply goes on only for the request it came with (one
-for another id, or a second one, is dropped with a line on stderr); a request whose answer held
-no reply to it (an empty 202, a reply to another id) gets the bridge's own error.
+for another id, a second one, or one on a stream no request came with, is dropped with a line
+on stderr); a request whose answer held no reply to it (an empty 202, a reply to another id, an
+SSE stream that ended without it and was not resumed) gets the bridge's own error.
 A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error, and
 so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
 null): its bytes are dropped up to its newline, and the bridge reads on. A message over the
 gate's body limit (${message_bytes_max} bytes as JSON) is answered "not sent" (code
 ${bridge_error_code}) without being sent, and so is a request past ${in_flight_max} in flight or
-one read once the bridge is stopping. A line that is not
+one read once the bridge is stopping (a second SIGINT/SIGTERM ends it at once). A line that is not
 JSON gets a -32700 error with id null (a JSON line refused for a key written twice or a
 number JSON.parse would change gets it with its id, when that is readable as sent); a UTF-8 BOM at a line's start is skipped, and a blank
 line is ignored. A tools/call is always forwarded, whatever its params hold: the gate decides it.
@@ -100,11 +110,10 @@ export function mcpEndpoint(raw: string): URL {
  * fetch with a limit on the whole exchange, body included, or until the transport's own signal
  * aborts. The limit is let go once the SDK has read the body, cancelled it (a notification's 202)
  * or met its error: the bridge makes a request per message for as long as the agent runs.
- * `onBody` hears of each answer that is an SSE stream, with a promise that settles once its body
- * has ended (read to its end, failed or cancelled): the SDK reads such a body after send()
- * returns, where it has read any other before.
+ * `onStream` hears of each answer that is an SSE stream (SseStream): the SDK reads such a body
+ * after send() returns, where it has read any other before.
  */
-export function fetchWithTimeout(timeout_ms: number, onBody: (ended: Promise<void>) => void = () => undefined): FetchLike {
+export function fetchWithTimeout(timeout_ms: number, onStream: (stream: SseStream) => void = () => undefined): FetchLike {
   return async (url, init) => {
     if (init?.signal) setMaxListeners(transport_signal_listeners_max, init.signal);
     const limit = deadline(timeout_ms, `no answer within ${timeout_ms / 1000} s`, init?.signal ?? undefined);
@@ -121,7 +130,11 @@ export function fetchWithTimeout(timeout_ms: number, onBody: (ended: Promise<voi
       return response;
     }
     let ended = () => undefined as void;
-    if (mediaTypeEssence(response.headers.get("content-type") ?? "") === "text/event-stream") onBody(new Promise<void>((resolve) => (ended = resolve)));
+    let scanner: SseFields | undefined;
+    if (mediaTypeEssence(response.headers.get("content-type") ?? "") === "text/event-stream") {
+      scanner = new SseFields();
+      onStream({ ended: new Promise<void>((resolve) => (ended = resolve)), fields: scanner });
+    }
     const end = () => {
       limit.release();
       ended();
@@ -131,6 +144,7 @@ export function fetchWithTimeout(timeout_ms: number, onBody: (ended: Promise<voi
       async pull(controller) {
         try {
           const { done, value } = await reader.read();
+          scanner?.push(value);
           if (!done) return controller.enqueue(value);
           end();
           controller.close();
@@ -156,6 +170,46 @@ export function fetchWithTimeout(timeout_ms: number, onBody: (ended: Promise<voi
     Object.defineProperty(relayed, "url", { value: response.url });
     return relayed;
   };
+}
+
+/** An SSE answer as the bridge watches it: when its body ends, and what it said of resuming it. */
+export interface SseStream {
+  ended: Promise<void>;
+  fields: SseFields;
+}
+
+/**
+ * The fields of an SSE stream that decide whether the MCP SDK resumes it when it ends without
+ * a request's reply: an event id (its client then GETs with Last-Event-ID) and `retry`, the delay
+ * it waits first. Lines are read as the SSE parser reads them (CR, LF or CRLF ends one); only
+ * the start of each is kept, so memory stays bounded whatever the stream holds.
+ */
+export class SseFields {
+  /** Set once a line `id:` with a value has passed. */
+  event_id = false;
+  /** The last `retry:` in milliseconds, when one passed. */
+  retry_ms: number | undefined;
+  private line = "";
+  private decoder = new TextDecoder();
+
+  push(chunk: Uint8Array | undefined): void {
+    const text = chunk === undefined ? this.decoder.decode() : this.decoder.decode(chunk, { stream: true });
+    let start = 0;
+    for (let at = text.search(/[\r\n]/); at !== -1; at = text.slice(start).search(/[\r\n]/)) {
+      this.field(this.line + text.slice(start, start + at));
+      this.line = "";
+      start += at + 1;
+    }
+    // A line's start is enough to know its field: a long data line is not kept.
+    this.line = (this.line + text.slice(start)).slice(0, 64);
+    if (chunk === undefined && this.line !== "") this.field(this.line);
+  }
+
+  private field(line: string): void {
+    if (/^id: ?[^\s]/.test(line)) this.event_id = true;
+    const retry = /^retry: ?(\d{1,9})$/.exec(line);
+    if (retry) this.retry_ms = Number(retry[1]);
+  }
 }
 
 /** The gate's `{"error":{code,message}}` body, when the SDK's error message carries one. */
@@ -465,9 +519,10 @@ class Exchange {
   answered = false;
   /** Settles when `answered` is set. */
   readonly replied: Promise<void>;
-  /** The ends of the SSE streams its send opened, a resumed stream's included. */
-  readonly streams: Array<Promise<void>> = [];
+  /** The SSE streams its send opened, a resumed stream's included. */
+  readonly streams: SseStream[] = [];
   private settle: () => void = () => undefined;
+  private streamed: () => void = () => undefined;
 
   constructor(
     /** The forwarded request's id; undefined for a notification or the client's response. */
@@ -475,6 +530,17 @@ class Exchange {
     readonly initialize: boolean,
   ) {
     this.replied = new Promise<void>((resolve) => (this.settle = resolve));
+  }
+
+  /** Adds a stream the SDK opened for it (a resumed one too). */
+  opened(stream: SseStream): void {
+    this.streams.push(stream);
+    this.streamed();
+  }
+
+  /** Resolves when another stream opens for it. */
+  nextStream(): Promise<void> {
+    return new Promise<void>((resolve) => (this.streamed = resolve));
   }
 
   /** Takes the request's one answer; false when it has had one. */
@@ -486,6 +552,15 @@ class Exchange {
   }
 }
 
+/** Part of a query percent-decoded (and `+` read as a space), or as it is when it does not decode. */
+function decodedQueryPart(part: string): string {
+  try {
+    return decodeURIComponent(part.replaceAll("+", " "));
+  } catch {
+    return part;
+  }
+}
+
 /** One bridge process: stdio on one side, the gate's /mcp on the other. */
 class Bridge {
   private readonly stdio: StdioServerTransport;
@@ -493,8 +568,9 @@ class Bridge {
   private readonly sorted: LineSorter;
   private readonly http: StreamableHTTPClientTransport;
   private readonly in_flight = new Set<Promise<void>>();
-  /** Of those, the requests and notifications: what in_flight_max bounds (the client's answers to the gate's requests are never refused). */
-  private counted_in_flight = 0;
+  /** Of those, the requests and notifications (in_flight_max bounds them), and the client's answers
+   *  to the gate's requests (answers_in_flight_max), counted apart so that neither holds back the other. */
+  private readonly counted = { requests: 0, answers: 0 };
   /** The exchange a fetch, and each answer the SDK hands on, belongs to. */
   private readonly exchange = new AsyncLocalStorage<Exchange>();
   /** Errors the SDK already passed to onerror before throwing them into forward(). */
@@ -515,7 +591,7 @@ class Bridge {
     this.stdio = new StdioServerTransport(this.sorted, options.stdout, { maxBufferSize: stdin_buffer_max_bytes });
     this.http = new StreamableHTTPClientTransport(options.endpoint, {
       requestInit: { headers: { authorization: `Bearer ${options.token}` } },
-      fetch: fetchWithTimeout(request_timeout_ms, (ended) => this.exchange.getStore()?.streams.push(ended)),
+      fetch: fetchWithTimeout(request_timeout_ms, (stream) => this.exchange.getStore()?.opened(stream)),
     });
   }
 
@@ -531,8 +607,11 @@ class Bridge {
       this.reported.add(error);
       // finish() closing the transport aborts what it still has open, which is no call: finish()
       // waits for the forwarded ones first. Only the GET the SDK opens after notifications/initialized
-      // can be cut so, and it carries nothing to repeat.
-      if (this.finishing && error.name === "AbortError") return;
+      // can be cut so, and it carries nothing to repeat. (The SDK wraps a stream's error in its own.)
+      if (this.finishing && (error.name === "AbortError" || /\bAbortError\b/.test(error.message))) return;
+      // A stream no request of the client's came with (the GET the SDK opens for the gate's own messages).
+      const exchange = this.exchange.getStore();
+      if (exchange !== undefined && exchange.request === undefined) return this.warn(`a stream of the gate's own messages at ${shownEndpoint(this.options.endpoint)} ended (${error.message}); no request was on it`);
       this.warn(describeFailure(error, this.options.endpoint).message);
     };
     this.sorted.once("end", () => void this.finish(0));
@@ -566,21 +645,22 @@ class Bridge {
 
   /**
    * Error texts from fetch may quote the Authorization header, and a gate's may quote the URL's
-   * query (its 404 names the path it was sent, `?` and all): neither the token nor the query
-   * leaves the bridge.
+   * query (its 404 names the path it was sent, `?` and all, and a gateway may name a key it
+   * refuses): neither the token, nor the query where it stands after `?`, nor a parameter's value
+   * of redacted_token_chars_min characters or more anywhere leaves the bridge. (A shorter value,
+   * or a query without `=`, is taken out only after `?`: taken out anywhere, `?127.0.0.1` took the
+   * host out of every message.)
    */
   private redacted(text: string): string {
-    let shown = redacted(text, [this.options.token]);
     const query = this.options.endpoint.search;
-    if (query.length <= 1) return shown;
-    let decoded = query;
-    try {
-      decoded = decodeURIComponent(query);
-    } catch {
-      // Not UTF-8 once decoded: only the form sent is looked for.
-    }
-    for (const form of new Set([query, decoded])) shown = shown.split(form).join(`?${redaction}`);
-    return shown;
+    const values = query
+      .slice(1)
+      .split("&")
+      .filter((part) => part.includes("="))
+      .map((part) => part.slice(part.indexOf("=") + 1));
+    let shown = text;
+    if (query.length > 1) for (const form of new Set([query, `?${decodedQueryPart(query.slice(1))}`])) shown = shown.split(form).join(`?${redaction}`);
+    return redacted(shown, [this.options.token, ...values, ...values.map(decodedQueryPart)]);
   }
 
   /** Writes the bridge's own error answer to the exchange's request, unless it has had one. */
@@ -592,21 +672,27 @@ class Bridge {
   private accept(message: JSONRPCMessage): void {
     const id = requestIdOf(message);
     // The client's answer to a request of the gate's: the gate may wait on it before it replies to
-    // a request of the client's, so it is neither bounded nor refused while the bridge stops.
-    const counted = "method" in message;
-    if (counted && (this.finishing || this.counted_in_flight >= in_flight_max)) {
-      const why = this.finishing
+    // a request of the client's, so it has slots of its own, and is sent while the bridge stops for
+    // as long as a request of the client's is still in flight.
+    const kind = "method" in message ? "requests" : "answers";
+    const why =
+      kind === "requests" && this.finishing
         ? "the bridge is stopping; it was not sent (nothing was carried out)"
-        : `more than ${in_flight_max} requests in flight; it was not sent (nothing was carried out): send it again once an answer arrives`;
-      if (id === undefined) return this.warn(`dropped a notification: ${why}`);
+        : kind === "answers" && this.finishing && this.counted.requests === 0
+          ? "the bridge is stopping, and no request is waiting on it; it was not sent"
+          : this.counted[kind] >= (kind === "requests" ? in_flight_max : answers_in_flight_max)
+            ? `more than ${kind === "requests" ? `${in_flight_max} requests` : `${answers_in_flight_max} answers to the gate's requests`} in flight; it was not sent (nothing was carried out): send it again once an answer arrives`
+            : undefined;
+    if (why !== undefined) {
+      if (id === undefined) return this.warn(`dropped a ${kind === "requests" ? "notification" : "response"}: ${why}`);
       this.warn(`refused a message: ${why}`);
       void this.stdio.send(errorReply(id, why)).catch(() => undefined);
       return;
     }
-    if (counted) this.counted_in_flight++;
+    this.counted[kind]++;
     const pending = this.forward(message).finally(() => {
       this.in_flight.delete(pending);
-      if (counted) this.counted_in_flight--;
+      this.counted[kind]--;
     });
     this.in_flight.add(pending);
   }
@@ -635,38 +721,50 @@ class Bridge {
     }
     if (exchange.request === undefined || exchange.answered) return;
     // An SSE answer is read after send() returns: it, and any stream the SDK resumes it on, may
-    // still bring the reply (a client that closed stdin meanwhile gets it too). Such a stream's
-    // end leaves the request unanswered, as the SDK's client would be left by the gate itself.
-    if (exchange.streams.length > 0) return this.streamsOver(exchange);
+    // still bring the reply (a client that closed stdin meanwhile gets it too).
+    if (exchange.streams.length > 0) await this.streamsOver(exchange);
     // Any other answer was read whole before send() returned: an empty 202, or a reply to another id.
-    await this.refuseRequest(exchange, `the gate's answer at ${shownEndpoint(this.options.endpoint)} held no reply to this request; ${may_have_run}`);
+    const what = exchange.streams.length > 0 ? "ended without a reply to this request" : "held no reply to this request";
+    await this.refuseRequest(exchange, `the gate's answer at ${shownEndpoint(this.options.endpoint)} ${what}; ${may_have_run}`);
   }
 
-  /** Resolves once the exchange has its reply, or its SSE streams have ended and no other opened within reply_after_streams_ms. */
+  /**
+   * Resolves once the exchange has its reply, or its SSE streams have ended and none that the SDK
+   * resumes (it carried an event id) was resumed within its wait, or streams_waited_max of them
+   * have ended so.
+   */
   private async streamsOver(exchange: Exchange): Promise<void> {
-    for (let seen = -1; !exchange.answered && seen !== exchange.streams.length; ) {
+    for (let seen = 0; !exchange.answered && seen < exchange.streams.length && seen < streams_waited_max; ) {
       seen = exchange.streams.length;
-      await Promise.race([exchange.replied, Promise.all(exchange.streams)]);
+      await Promise.race([exchange.replied, Promise.all(exchange.streams.map((stream) => stream.ended))]);
+      const last = exchange.streams.at(-1)!.fields;
+      if (exchange.answered || !last.event_id) return;
+      if (exchange.streams.length > seen) continue;
+      const wait_ms = Math.min(resume_wait_ms_max, (last.retry_ms ?? 0) + reply_after_streams_ms);
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([exchange.replied, new Promise<void>((resolve) => (timer = setTimeout(resolve, reply_after_streams_ms)))]);
+      await Promise.race([exchange.replied, exchange.nextStream(), new Promise<void>((resolve) => (timer = setTimeout(resolve, wait_ms)))]);
       clearTimeout(timer);
     }
   }
 
   private answer(message: JSONRPCMessage): void {
     const exchange = this.exchange.getStore();
-    const id = "method" in message ? undefined : requestId(message);
-    if (id !== undefined && exchange?.request !== undefined) {
-      // On a request's own answer, a reply to another id, or a second reply, answers nothing.
-      if (!answersId(id, exchange.request) || !exchange.take()) {
-        const why = exchange.answered ? `the request it came with (id ${JSON.stringify(exchange.request)}) had its answer` : `it came with request ${JSON.stringify(exchange.request)}`;
-        this.warn(`dropped an answer for id ${JSON.stringify(id)}: ${why}`);
-        return;
-      }
-      // The gate is stateless (no session id), but later requests should name the negotiated version.
-      const version = exchange.initialize && isJSONRPCResultResponse(message) ? (message.result as { protocolVersion?: unknown }).protocolVersion : undefined;
-      if (typeof version === "string") this.http.setProtocolVersion(version);
+    if ("method" in message || exchange === undefined) return void this.stdio.send(message);
+    const id = requestId(message);
+    // A response on a stream no request came with (the GET the SDK opens for the gate's own
+    // messages, which MCP gives none) answers nothing.
+    if (exchange.request === undefined) return this.warn(`dropped an answer for id ${JSON.stringify(id ?? null)}: it came on a stream no request came with`);
+    // An error without an id (one the gate could not tie to a request) in a request's own answer is that request's.
+    if (id === undefined && "error" in message && exchange.take()) return void this.stdio.send({ ...message, id: exchange.request } as JSONRPCMessage);
+    // On a request's own answer, a reply to another id, or a second reply, answers nothing.
+    if (id === undefined || !answersId(id, exchange.request) || !exchange.take()) {
+      const why = exchange.answered ? `the request it came with (id ${JSON.stringify(exchange.request)}) had its answer` : `it came with request ${JSON.stringify(exchange.request)}`;
+      this.warn(`dropped an answer for id ${JSON.stringify(id ?? null)}: ${why}`);
+      return;
     }
+    // The gate is stateless (no session id), but later requests should name the negotiated version.
+    const version = exchange.initialize && isJSONRPCResultResponse(message) ? (message.result as { protocolVersion?: unknown }).protocolVersion : undefined;
+    if (typeof version === "string") this.http.setProtocolVersion(version);
     void this.stdio.send(message);
   }
 
