@@ -747,7 +747,9 @@ function relayResponse(exchange: Exchange, upstream: IncomingMessage, response: 
     over = true;
     // An answer the client reads to its connection's close (an HTTP/1.0 client's: neither a
     // length nor chunks) ends with a reset, not a close in order, which would read as its end.
-    if (!response.chunkedEncoding && !response.hasHeader("content-length")) resetConnection(response.socket);
+    // (Its head went out as a raw list, which Node does not keep: the upstream's says whether it
+    // carried a length.)
+    if (!response.chunkedEncoding && upstream.headers["content-length"] === undefined) resetConnection(response.socket);
     response.destroy();
     const outcome: Outcome = { type: "no_response", reason: exchange.cancelled ? "cancelled" : "response_cut", status: upstream.statusCode ?? 0 };
     tap.finish();

@@ -64,6 +64,14 @@ function unframed(path: string, socket: Socket): void {
   setTimeout(() => socket.resetAndDestroy(), 50);
 }
 
+/** `/whole-then-cut` answers call 1 whole (3 MB, with its length) and cuts call 2's answer, which has a length too, part way. */
+function wholeThenCut(call: { id: number }, response: ServerResponse): void {
+  const whole = JSON.stringify({ jsonrpc: "2.0", id: call.id, result: { content: [{ type: "text", text: "w".repeat(3_000_000) }] } });
+  if (call.id === 1) return void response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(whole) }).end(whole);
+  response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer_json) }).write(answer_json.slice(0, 1000));
+  setTimeout(() => response.socket?.resetAndDestroy(), 50);
+}
+
 /**
  * `/early` answers 401 at once, reading nothing, and `/status-099` answers status 099 so; `/cut-json` sends part of a JSON answer, then
  * resets the connection; `/hang-json` sends part and waits; `/cut-sse` (session "S1") sends a
@@ -79,6 +87,7 @@ function upstreamAnswer(request: IncomingMessage, response: ServerResponse): voi
   request.on("end", () => {
     if (path === "/reused-id") return reusedId(request, response, Buffer.concat(chunks).toString("utf8"));
     if (path.startsWith("/unframed-")) return unframed(path, request.socket);
+    if (path === "/whole-then-cut") return wholeThenCut(JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id: number }, response);
     if (path === "/cut-sse" && request.method === "GET") return void response.writeHead(200, { "content-type": "text/event-stream" }).end(`id: ev2\ndata: ${answer_json}\n\n`);
     if (path === "/cut-sse") response.writeHead(200, { "content-type": "text/event-stream", "mcp-session-id": "S1" }).write("id: ev1\ndata: \n\n");
     else response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer_json) }).write(answer_json.slice(0, 1000));
@@ -207,6 +216,33 @@ describe("answers out of step with their request", () => {
     expect(received).toMatch(/^HTTP\/1\.1 200 /);
     expect(ended).toBe("ECONNRESET");
     expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "response_cut", status: 200 }]);
+  });
+
+  it("ends a cut answer that has a length with a close, so that a gateway reading slowly still gets the whole answer before it", async () => {
+    const source = await observerSource(h, `${upstream_url}/whole-then-cut`);
+    const url = new URL(source.observer_url);
+    const post = (id: number) => {
+      const body = JSON.stringify(toolCall(id, "pay", {}));
+      return `POST ${url.pathname} HTTP/1.1\r\nhost: x\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+    };
+    const socket = connect(Number(url.port), url.hostname);
+    socket.write(post(1) + post(2));
+    // A gateway that does not read for a while: the first answer waits in the connection's buffers.
+    socket.pause();
+    await sleep(1_000);
+    let received = 0;
+    socket.on("data", (chunk: Buffer) => (received += chunk.length));
+    socket.resume();
+    const ended = await new Promise<string>((resolve) => {
+      socket.on("end", () => resolve("end"));
+      socket.on("error", (error: NodeJS.ErrnoException) => resolve(String(error.code)));
+    });
+    // A reset threw away what the gateway had not read: 193,584 bytes of the 3 MB answer came.
+    expect(ended).toBe("end");
+    expect(received).toBeGreaterThan(3_000_000);
+    expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual(
+      expect.arrayContaining([{ type: "result", is_error: false }, { type: "no_response", reason: "response_cut", status: 200 }]),
+    );
   });
 
   it("records an answer that ends with its connection as cancelled at once when the gateway gives up on it", async () => {
