@@ -128,6 +128,7 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
       let body = "";
       request.on("data", (chunk: Buffer) => (body += chunk.toString()));
       request.on("end", () => {
+        if (request.method === "GET") received.push(`GET ${String(request.url)} ${String(request.headers["last-event-id"])}`);
         const resumed = resumable.get(String(request.headers["last-event-id"]));
         if (request.method === "GET" && resumed === "forever") return void response.writeHead(200, { "content-type": "text/event-stream" }).end("id: forever\nretry: 50\ndata: \n\n");
         if (request.method === "GET" && String(request.url).startsWith("/get-stream-reply")) {
@@ -242,9 +243,13 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     expect(piped.stderr).toBe("");
   });
 
-  it("answers a request whose SSE stream the SDK resumes (a GET with Last-Event-ID) with the reply the resumed stream brings, after stdin closed", async () => {
+  it("resumes no SSE stream: a request whose stream ends after an event id, without its reply, is answered at once, and the bridge exits", async () => {
     const piped = await runBursar(["mcp-stdio", "--url", `${base}/resume`], { BURSAR_AGENT_TOKEN: token }, `${call(9)}\n`, 15_000);
-    expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: 9, result: { content: [], resumed: true } }]);
+    expect(answersOf(piped.stdout)).toEqual([
+      { jsonrpc: "2.0", id: 9, error: { code: bridge_error_code, message: expect.stringContaining("ended without a reply to this request; the call may have been carried out") } },
+    ]);
+    expect(piped.stderr).toBe("");
+    expect(received).not.toContain("GET /resume/mcp ev-9");
     expect(piped.code).toBe(0);
   });
 

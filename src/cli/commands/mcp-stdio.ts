@@ -22,14 +22,19 @@ export const gate_url_default = "http://127.0.0.1:8787";
 export const request_timeout_ms = 150_000;
 /** Requests forwarded at once; a client that floods the bridge gets JSON-RPC errors, not a queue. */
 export const in_flight_max = 64;
-/** How long a request answered over SSE waits, once its streams have ended without its reply, for
- *  the SDK to resume one that carried an event id: after 1 s by default, or the `retry` the stream
- *  set (waited for plus this much, up to resume_wait_ms_max). */
-export const reply_after_streams_ms = 3_000;
-export const resume_wait_ms_max = 30_000;
-/** Streams of one request the bridge waits through: a gateway that ends each resumed stream
- *  without the reply is resumed by the SDK for ever. */
-export const streams_waited_max = 4;
+/** How long a request answered over SSE waits for its reply once its stream has ended (the SDK
+ *  parses a stream's last events after its body has ended): past it, no reply is coming. */
+export const reply_after_stream_ms = 100;
+/**
+ * The SDK's reconnection to SSE streams, off: a stream that ends or breaks without its request's
+ * reply is answered at once, and no timer of the SDK's outlives the bridge. Predicting when the
+ * SDK resumes a stream (its parser's id and retry rules, a retry shared by the transport, GET
+ * streams resumed whatever they carried) left the bridge hung on exit or answering before a reply
+ * it then dropped; the gate answers in JSON and never needs it.
+ */
+const no_reconnection = { maxRetries: 0, initialReconnectionDelay: 1_000, maxReconnectionDelay: 30_000, reconnectionDelayGrowFactor: 1.5 };
+/** The SDK's word that a stream ended without a reply and reconnection is off: forward() answers the request. */
+const reconnection_off = /^Maximum reconnection attempts \(0\) exceeded/;
 /** The client's answers to the gate's own requests forwarded at once, apart from in_flight_max (so
  *  that requests waiting on them never hold them back); one more is dropped, with a line on stderr. */
 export const answers_in_flight_max = 64;
@@ -58,7 +63,7 @@ Authorization: Bearer $BURSAR_AGENT_TOKEN, as the MCP SDK reads it (written agai
 and writes the gate's answers to stdout. A reply goes on only for the request it came with (one
 for another id, a second one, or one on a stream no request came with, is dropped with a line
 on stderr); a request whose answer held no reply to it (an empty 202, a reply to another id, an
-SSE stream that ended without it and was not resumed) gets the bridge's own error.
+SSE stream that ended or broke without it: no stream is resumed) gets the bridge's own error.
 A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600 error, and
 so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
 null): its bytes are dropped up to its newline, and the bridge reads on. A message over the
@@ -110,10 +115,11 @@ export function mcpEndpoint(raw: string): URL {
  * fetch with a limit on the whole exchange, body included, or until the transport's own signal
  * aborts. The limit is let go once the SDK has read the body, cancelled it (a notification's 202)
  * or met its error: the bridge makes a request per message for as long as the agent runs.
- * `onStream` hears of each answer that is an SSE stream (SseStream): the SDK reads such a body
- * after send() returns, where it has read any other before.
+ * `onStream` hears of each answer that is an SSE stream, with a promise that settles once its body
+ * has ended (read to its end, failed or cancelled): the SDK reads such a body after send()
+ * returns, where it has read any other before.
  */
-export function fetchWithTimeout(timeout_ms: number, onStream: (stream: SseStream) => void = () => undefined): FetchLike {
+export function fetchWithTimeout(timeout_ms: number, onStream: (ended: Promise<void>) => void = () => undefined): FetchLike {
   return async (url, init) => {
     if (init?.signal) setMaxListeners(transport_signal_listeners_max, init.signal);
     const limit = deadline(timeout_ms, `no answer within ${timeout_ms / 1000} s`, init?.signal ?? undefined);
@@ -130,11 +136,7 @@ export function fetchWithTimeout(timeout_ms: number, onStream: (stream: SseStrea
       return response;
     }
     let ended = () => undefined as void;
-    let scanner: SseFields | undefined;
-    if (mediaTypeEssence(response.headers.get("content-type") ?? "") === "text/event-stream") {
-      scanner = new SseFields();
-      onStream({ ended: new Promise<void>((resolve) => (ended = resolve)), fields: scanner });
-    }
+    if (mediaTypeEssence(response.headers.get("content-type") ?? "") === "text/event-stream") onStream(new Promise<void>((resolve) => (ended = resolve)));
     const end = () => {
       limit.release();
       ended();
@@ -144,7 +146,6 @@ export function fetchWithTimeout(timeout_ms: number, onStream: (stream: SseStrea
       async pull(controller) {
         try {
           const { done, value } = await reader.read();
-          scanner?.push(value);
           if (!done) return controller.enqueue(value);
           end();
           controller.close();
@@ -170,46 +171,6 @@ export function fetchWithTimeout(timeout_ms: number, onStream: (stream: SseStrea
     Object.defineProperty(relayed, "url", { value: response.url });
     return relayed;
   };
-}
-
-/** An SSE answer as the bridge watches it: when its body ends, and what it said of resuming it. */
-export interface SseStream {
-  ended: Promise<void>;
-  fields: SseFields;
-}
-
-/**
- * The fields of an SSE stream that decide whether the MCP SDK resumes it when it ends without
- * a request's reply: an event id (its client then GETs with Last-Event-ID) and `retry`, the delay
- * it waits first. Lines are read as the SSE parser reads them (CR, LF or CRLF ends one); only
- * the start of each is kept, so memory stays bounded whatever the stream holds.
- */
-export class SseFields {
-  /** Set once a line `id:` with a value has passed. */
-  event_id = false;
-  /** The last `retry:` in milliseconds, when one passed. */
-  retry_ms: number | undefined;
-  private line = "";
-  private decoder = new TextDecoder();
-
-  push(chunk: Uint8Array | undefined): void {
-    const text = chunk === undefined ? this.decoder.decode() : this.decoder.decode(chunk, { stream: true });
-    let start = 0;
-    for (let at = text.search(/[\r\n]/); at !== -1; at = text.slice(start).search(/[\r\n]/)) {
-      this.field(this.line + text.slice(start, start + at));
-      this.line = "";
-      start += at + 1;
-    }
-    // A line's start is enough to know its field: a long data line is not kept.
-    this.line = (this.line + text.slice(start)).slice(0, 64);
-    if (chunk === undefined && this.line !== "") this.field(this.line);
-  }
-
-  private field(line: string): void {
-    if (/^id: ?[^\s]/.test(line)) this.event_id = true;
-    const retry = /^retry: ?(\d{1,9})$/.exec(line);
-    if (retry) this.retry_ms = Number(retry[1]);
-  }
 }
 
 /** The gate's `{"error":{code,message}}` body, when the SDK's error message carries one. */
@@ -511,18 +472,17 @@ function answersId(reply: RequestId, request: RequestId): boolean {
 
 /**
  * One forwarded message's exchange with the gate. The SDK's send() makes its fetches, and hands
- * on the answers they carry, within forward()'s async context (a resumed SSE stream's too), so
- * the answers are tied to the request they came with, never matched by id alone.
+ * on the answers they carry, within forward()'s async context, so the answers are tied to the
+ * request they came with, never matched by id alone.
  */
 class Exchange {
   /** Set once the request has its one answer: the gate's reply, or the bridge's own error. */
   answered = false;
   /** Settles when `answered` is set. */
   readonly replied: Promise<void>;
-  /** The SSE streams its send opened, a resumed stream's included. */
-  readonly streams: SseStream[] = [];
+  /** The ends of the SSE streams its send opened. */
+  readonly streams: Array<Promise<void>> = [];
   private settle: () => void = () => undefined;
-  private streamed: () => void = () => undefined;
 
   constructor(
     /** The forwarded request's id; undefined for a notification or the client's response. */
@@ -530,17 +490,6 @@ class Exchange {
     readonly initialize: boolean,
   ) {
     this.replied = new Promise<void>((resolve) => (this.settle = resolve));
-  }
-
-  /** Adds a stream the SDK opened for it (a resumed one too). */
-  opened(stream: SseStream): void {
-    this.streams.push(stream);
-    this.streamed();
-  }
-
-  /** Resolves when another stream opens for it. */
-  nextStream(): Promise<void> {
-    return new Promise<void>((resolve) => (this.streamed = resolve));
   }
 
   /** Takes the request's one answer; false when it has had one. */
@@ -591,7 +540,8 @@ class Bridge {
     this.stdio = new StdioServerTransport(this.sorted, options.stdout, { maxBufferSize: stdin_buffer_max_bytes });
     this.http = new StreamableHTTPClientTransport(options.endpoint, {
       requestInit: { headers: { authorization: `Bearer ${options.token}` } },
-      fetch: fetchWithTimeout(request_timeout_ms, (stream) => this.exchange.getStore()?.opened(stream)),
+      reconnectionOptions: no_reconnection,
+      fetch: fetchWithTimeout(request_timeout_ms, (ended) => this.exchange.getStore()?.streams.push(ended)),
     });
   }
 
@@ -609,6 +559,7 @@ class Bridge {
       // waits for the forwarded ones first. Only the GET the SDK opens after notifications/initialized
       // can be cut so, and it carries nothing to repeat. (The SDK wraps a stream's error in its own.)
       if (this.finishing && (error.name === "AbortError" || /\bAbortError\b/.test(error.message))) return;
+      if (reconnection_off.test(error.message)) return;
       // A stream no request of the client's came with (the GET the SDK opens for the gate's own messages).
       const exchange = this.exchange.getStore();
       if (exchange !== undefined && exchange.request === undefined) return this.warn(`a stream of the gate's own messages at ${shownEndpoint(this.options.endpoint)} ended (${error.message}); no request was on it`);
@@ -720,31 +671,17 @@ class Bridge {
       return;
     }
     if (exchange.request === undefined || exchange.answered) return;
-    // An SSE answer is read after send() returns: it, and any stream the SDK resumes it on, may
-    // still bring the reply (a client that closed stdin meanwhile gets it too).
-    if (exchange.streams.length > 0) await this.streamsOver(exchange);
+    // An SSE answer is read after send() returns: its reply may still be on the way (a client that
+    // closed stdin meanwhile gets it too), until the stream ends and its last events are parsed.
+    if (exchange.streams.length > 0) {
+      await Promise.race([exchange.replied, Promise.all(exchange.streams)]);
+      let timer: NodeJS.Timeout | undefined;
+      if (!exchange.answered) await Promise.race([exchange.replied, new Promise<void>((resolve) => (timer = setTimeout(resolve, reply_after_stream_ms)))]);
+      clearTimeout(timer);
+    }
     // Any other answer was read whole before send() returned: an empty 202, or a reply to another id.
     const what = exchange.streams.length > 0 ? "ended without a reply to this request" : "held no reply to this request";
     await this.refuseRequest(exchange, `the gate's answer at ${shownEndpoint(this.options.endpoint)} ${what}; ${may_have_run}`);
-  }
-
-  /**
-   * Resolves once the exchange has its reply, or its SSE streams have ended and none that the SDK
-   * resumes (it carried an event id) was resumed within its wait, or streams_waited_max of them
-   * have ended so.
-   */
-  private async streamsOver(exchange: Exchange): Promise<void> {
-    for (let seen = 0; !exchange.answered && seen < exchange.streams.length && seen < streams_waited_max; ) {
-      seen = exchange.streams.length;
-      await Promise.race([exchange.replied, Promise.all(exchange.streams.map((stream) => stream.ended))]);
-      const last = exchange.streams.at(-1)!.fields;
-      if (exchange.answered || !last.event_id) return;
-      if (exchange.streams.length > seen) continue;
-      const wait_ms = Math.min(resume_wait_ms_max, (last.retry_ms ?? 0) + reply_after_streams_ms);
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([exchange.replied, exchange.nextStream(), new Promise<void>((resolve) => (timer = setTimeout(resolve, wait_ms)))]);
-      clearTimeout(timer);
-    }
   }
 
   private answer(message: JSONRPCMessage): void {
