@@ -68,11 +68,12 @@ A batch (MCP 2025-06-18 has none) or an invalid message with an id gets a -32600
 so does a line over ${stdin_buffer_max_bytes} bytes (with its id when the line starts with it, else
 null): its bytes are dropped up to its newline, and the bridge reads on. A message over the
 gate's body limit (${message_bytes_max} bytes as JSON) is answered "not sent" (code
-${bridge_error_code}) without being sent, and so is a request past ${in_flight_max} in flight or
-one read once the bridge is stopping (a second SIGINT/SIGTERM ends it at once). A line that is not
-JSON gets a -32700 error with id null (a JSON line refused for a key written twice or a
-number JSON.parse would change gets it with its id, when that is readable as sent); a UTF-8 BOM at a line's start is skipped, and a blank
-line is ignored. A tools/call is always forwarded, whatever its params hold: the gate decides it.
+${bridge_error_code}) without being sent, and so is a request past ${in_flight_max} in flight
+or one read once the bridge is stopping (a second SIGINT/SIGTERM ends it at once). A line
+that is not JSON gets a -32700 error with id null (a JSON line refused for a key written
+twice or a number JSON.parse would change gets it with its id, when that is read as sent);
+a UTF-8 BOM at a line's start is skipped, and a blank line is ignored. A tools/call is
+always forwarded, whatever its params hold: the gate decides it.
 
 It holds only the agent token: it never opens the data directory or the database.
 stdout carries nothing but MCP messages; diagnostics go to stderr, one line each (control
