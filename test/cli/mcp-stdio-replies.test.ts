@@ -66,6 +66,12 @@ function answerAs(mode: string, request: IncomingMessage, response: ServerRespon
       resumable.set("forever", "forever");
       return void response.writeHead(200, { "content-type": "text/event-stream" }).end("id: forever\nretry: 50\ndata: \n\n");
     }
+    case "reply-then-break":
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.write(`event: message\ndata: ${JSON.stringify(reply)}\n\n`);
+      return void setTimeout(() => response.socket?.destroy(), 30);
+    case "null-id-error":
+      return void response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "bad" } }));
     case "error-without-id":
       return void response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32603, message: "gateway: upstream said no" } }));
     case "get-stream-reply":
@@ -130,6 +136,7 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
       request.on("end", () => {
         if (request.method === "GET") received.push(`GET ${String(request.url)} ${String(request.headers["last-event-id"])}`);
         const resumed = resumable.get(String(request.headers["last-event-id"]));
+        if (request.method === "GET" && String(request.url).startsWith("/get-404")) return void response.writeHead(404, { "content-type": "application/json" }).end('{"error":"no session"}');
         if (request.method === "GET" && resumed === "forever") return void response.writeHead(200, { "content-type": "text/event-stream" }).end("id: forever\nretry: 50\ndata: \n\n");
         if (request.method === "GET" && String(request.url).startsWith("/get-stream-reply")) {
           response.writeHead(200, { "content-type": "text/event-stream" });
@@ -202,6 +209,48 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     const piped = await runBursar(["mcp-stdio", "--url", `${base}/error-without-id`], { BURSAR_AGENT_TOKEN: token }, `${call(15)}\n`, 15_000);
     // Two lines came back: the error with no id, and the bridge's "held no reply" for id 15.
     expect(answersOf(piped.stdout)).toEqual([{ jsonrpc: "2.0", id: 15, error: { code: -32603, message: "gateway: upstream said no" } }]);
+  });
+
+  it("says nothing of a stream broken after its request had its reply: nothing is in doubt", async () => {
+    const { child, stdout } = bridgeTo(`${base}/reply-then-break`);
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdin.write(`${call(17)}\n`);
+    // stdin stays open until the stream has broken, 30 ms after the reply.
+    await waitUntil("the reply", () => answersOf(stdout()).length === 1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    child.stdin.end();
+    await once(child, "exit");
+    expect(answersOf(stdout())).toEqual([{ jsonrpc: "2.0", id: 17, result: { content: [], late: true } }]);
+    // stderr said the connection "broke before its answer; the call may have been carried out".
+    expect(stderr).toBe("");
+  });
+
+  it("answers a request whose answer the MCP SDK does not read as JSON-RPC (an error with id null) in one short line, not as a broken connection", async () => {
+    const piped = await runBursar(["mcp-stdio", "--url", `${base}/null-id-error`], { BURSAR_AGENT_TOKEN: token }, `${call(18)}\n`, 15_000);
+    // It said the connection broke, and quoted the SDK's schema error whole (3,589 characters).
+    expect(answersOf(piped.stdout)).toEqual([
+      {
+        jsonrpc: "2.0",
+        id: 18,
+        error: { code: bridge_error_code, message: `the gate at ${base}/null-id-error/mcp answered with a message the MCP SDK does not read as JSON-RPC (an error with "id": null, say); the call may have been carried out: repeat it with the same idempotency_key to learn its outcome, never with a new one` },
+      },
+    ]);
+    expect(piped.stderr.split("\n").filter((line) => line !== "")).toHaveLength(1);
+  });
+
+  it("says once that a stream of the gate's own messages could not be opened", async () => {
+    const initialized = JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" });
+    const { child } = bridgeTo(`${base}/get-404`);
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdin.write(`${initialized}\n`);
+    await waitUntil("the GET", () => received.includes("GET /get-404/mcp undefined"));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    child.stdin.end();
+    await once(child, "exit");
+    // The line came twice: the SDK reports a failed GET as it fails and again as send() catches it.
+    expect(stderr.split("\n").filter((line) => line.includes("a stream of the gate's own messages"))).toHaveLength(1);
   });
 
   it("drops a reply on the stream the SDK opens for the gate's own messages, which no request came with", async () => {

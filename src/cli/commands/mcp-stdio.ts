@@ -115,7 +115,9 @@ export function mcpEndpoint(raw: string): URL {
 /**
  * fetch with a limit on the whole exchange, body included, or until the transport's own signal
  * aborts. The limit is let go once the SDK has read the body, cancelled it (a notification's 202)
- * or met its error: the bridge makes a request per message for as long as the agent runs.
+ * or met its error: the bridge makes a request per message for as long as the agent runs. A GET
+ * (the stream the SDK opens for the gate's own messages, open for the whole session) has no
+ * limit but the transport's own signal: cut after 150 s, it was never opened again.
  * `onStream` hears of each answer that is an SSE stream, with a promise that settles once its body
  * has ended (read to its end, failed or cancelled): the SDK reads such a body after send()
  * returns, where it has read any other before.
@@ -123,7 +125,10 @@ export function mcpEndpoint(raw: string): URL {
 export function fetchWithTimeout(timeout_ms: number, onStream: (ended: Promise<void>) => void = () => undefined): FetchLike {
   return async (url, init) => {
     if (init?.signal) setMaxListeners(transport_signal_listeners_max, init.signal);
-    const limit = deadline(timeout_ms, `no answer within ${timeout_ms / 1000} s`, init?.signal ?? undefined);
+    const limit =
+      init?.method === "GET"
+        ? { signal: init.signal ?? undefined, release: () => undefined }
+        : deadline(timeout_ms, `no answer within ${timeout_ms / 1000} s`, init?.signal ?? undefined);
     let response: Response;
     try {
       response = await fetch(url, { ...init, signal: limit.signal });
@@ -219,6 +224,10 @@ export function shownEndpoint(endpoint: URL): string {
 
 export function describeFailure(error: unknown, endpoint: URL): Failure {
   const where = `the gate at ${shownEndpoint(endpoint)}`;
+  // The SDK's schema refused what came back (`"id": null` on an error, say): the answer arrived.
+  if ((error as { name?: unknown }).name === "ZodError") {
+    return { message: `${where} answered with a message the MCP SDK does not read as JSON-RPC (an error with "id": null, say); ${may_have_run}`, fatal: false };
+  }
   if (error instanceof StreamableHTTPError && typeof error.code === "number" && error.code > 0) {
     const detail = gateErrorText(error.message) ?? error.message;
     return { message: `${where} answered HTTP ${error.code}: ${detail}`, fatal: error.code === 401 || error.code === 403, http_status: error.code };
@@ -555,14 +564,18 @@ class Bridge {
     this.stdio.onclose = () => void this.finish(1);
     this.http.onmessage = (message) => this.answer(message);
     this.http.onerror = (error) => {
+      // The SDK reports a failed GET twice (once as it fails, once as send() catches it again).
+      if (this.reported.has(error)) return;
       this.reported.add(error);
       // finish() closing the transport aborts what it still has open, which is no call: finish()
       // waits for the forwarded ones first. Only the GET the SDK opens after notifications/initialized
       // can be cut so, and it carries nothing to repeat. (The SDK wraps a stream's error in its own.)
       if (this.finishing && (error.name === "AbortError" || /\bAbortError\b/.test(error.message))) return;
       if (reconnection_off.test(error.message)) return;
-      // A stream no request of the client's came with (the GET the SDK opens for the gate's own messages).
       const exchange = this.exchange.getStore();
+      // A stream broken after its request had its answer: nothing is in doubt.
+      if (exchange?.answered) return;
+      // A stream no request of the client's came with (the GET the SDK opens for the gate's own messages).
       if (exchange !== undefined && exchange.request === undefined) return this.warn(`a stream of the gate's own messages at ${shownEndpoint(this.options.endpoint)} ended (${error.message}); no request was on it`);
       this.warn(describeFailure(error, this.options.endpoint).message);
     };
