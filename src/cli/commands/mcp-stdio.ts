@@ -534,6 +534,10 @@ class Bridge {
   private readonly exchange = new AsyncLocalStorage<Exchange>();
   /** Errors the SDK already passed to onerror before throwing them into forward(). */
   private readonly reported = new WeakSet<object>();
+  /** The query as messages may quote it after its `?` (as sent, and decoded), and what redacted()
+   *  takes out wherever it stands: the token and the query's parameter values. */
+  private readonly query_forms: string[];
+  private readonly secrets: string[];
   private finishing = false;
   /** A refused token fails the run even when stdin closed first (a piped client). */
   private token_refused = false;
@@ -541,6 +545,14 @@ class Bridge {
   private readonly onSignal = () => void this.finish(0);
 
   constructor(private readonly options: BridgeOptions) {
+    const query = options.endpoint.search;
+    const values = query
+      .slice(1)
+      .split("&")
+      .filter((part) => part.includes("="))
+      .map((part) => part.slice(part.indexOf("=") + 1));
+    this.query_forms = query.length > 1 ? [...new Set([query, `?${decodedQueryPart(query.slice(1))}`])] : [];
+    this.secrets = [options.token, ...values, ...values.map(decodedQueryPart)];
     this.sorted = options.stdin.pipe(
       new LineSorter(
         (refusal) => this.refuse(refusal),
@@ -617,15 +629,9 @@ class Bridge {
    * host out of every message.)
    */
   private redacted(text: string): string {
-    const query = this.options.endpoint.search;
-    const values = query
-      .slice(1)
-      .split("&")
-      .filter((part) => part.includes("="))
-      .map((part) => part.slice(part.indexOf("=") + 1));
     let shown = text;
-    if (query.length > 1) for (const form of new Set([query, `?${decodedQueryPart(query.slice(1))}`])) shown = shown.split(form).join(`?${redaction}`);
-    return redacted(shown, [this.options.token, ...values, ...values.map(decodedQueryPart)]);
+    for (const form of this.query_forms) shown = shown.split(form).join(`?${redaction}`);
+    return redacted(shown, this.secrets);
   }
 
   /** Writes the bridge's own error answer to the exchange's request, unless it has had one. */
@@ -640,14 +646,7 @@ class Bridge {
     // a request of the client's, so it has slots of its own, and is sent while the bridge stops for
     // as long as a request of the client's is still in flight.
     const kind = "method" in message ? "requests" : "answers";
-    const why =
-      kind === "requests" && this.finishing
-        ? "the bridge is stopping; it was not sent (nothing was carried out)"
-        : kind === "answers" && this.finishing && this.counted.requests === 0
-          ? "the bridge is stopping, and no request is waiting on it; it was not sent"
-          : this.counted[kind] >= (kind === "requests" ? in_flight_max : answers_in_flight_max)
-            ? `more than ${kind === "requests" ? `${in_flight_max} requests` : `${answers_in_flight_max} answers to the gate's requests`} in flight; it was not sent (nothing was carried out): send it again once an answer arrives`
-            : undefined;
+    const why = this.notForwarded(kind);
     if (why !== undefined) {
       if (id === undefined) return this.warn(`dropped a ${kind === "requests" ? "notification" : "response"}: ${why}`);
       this.warn(`refused a message: ${why}`);
@@ -660,6 +659,15 @@ class Bridge {
       this.counted[kind]--;
     });
     this.in_flight.add(pending);
+  }
+
+  /** Why a message of this kind is not forwarded now (the bridge is stopping, or its slots are full); undefined when it is. */
+  private notForwarded(kind: "requests" | "answers"): string | undefined {
+    if (kind === "requests" && this.finishing) return "the bridge is stopping; it was not sent (nothing was carried out)";
+    if (kind === "answers" && this.finishing && this.counted.requests === 0) return "the bridge is stopping, and no request is waiting on it; it was not sent";
+    const [max, what] = kind === "requests" ? [in_flight_max, "requests"] : [answers_in_flight_max, "answers to the gate's requests"];
+    if (this.counted[kind] < max) return undefined;
+    return `more than ${max} ${what} in flight; it was not sent (nothing was carried out): send it again once an answer arrives`;
   }
 
   /** Forwards one message; a request is in flight until it has its one answer, or its answer is over. */
