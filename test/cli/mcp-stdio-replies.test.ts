@@ -111,8 +111,8 @@ function answerAs(mode: string, request: IncomingMessage, response: ServerRespon
   }
 }
 
-/** A bridge to `url` whose stdin the test writes; what it has written to stdout so far. */
-function bridgeTo(url: string): { child: ChildProcessWithoutNullStreams; stdout: () => string } {
+/** A bridge to `url` whose stdin the test writes; what it has written to stdout and stderr so far. */
+function bridgeTo(url: string): { child: ChildProcessWithoutNullStreams; stdout: () => string; stderr: () => string } {
   const child = spawn(process.execPath, [bursar_bin, "mcp-stdio", "--url", url], {
     env: { ...process.env, BURSAR_AGENT_TOKEN: token },
     stdio: ["pipe", "pipe", "pipe"],
@@ -120,8 +120,10 @@ function bridgeTo(url: string): { child: ChildProcessWithoutNullStreams; stdout:
     killSignal: "SIGKILL",
   });
   let stdout = "";
+  let stderr = "";
   child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-  return { child, stdout: () => stdout };
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  return { child, stdout: () => stdout, stderr: () => stderr };
 }
 
 describe("bursar mcp-stdio: exactly one answer per request", () => {
@@ -212,9 +214,7 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
   });
 
   it("says nothing of a stream broken after its request had its reply: nothing is in doubt", async () => {
-    const { child, stdout } = bridgeTo(`${base}/reply-then-break`);
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const { child, stdout, stderr } = bridgeTo(`${base}/reply-then-break`);
     child.stdin.write(`${call(17)}\n`);
     // stdin stays open until the stream has broken, 30 ms after the reply.
     await waitUntil("the reply", () => answersOf(stdout()).length === 1);
@@ -223,7 +223,7 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     await once(child, "exit");
     expect(answersOf(stdout())).toEqual([{ jsonrpc: "2.0", id: 17, result: { content: [], late: true } }]);
     // stderr said the connection "broke before its answer; the call may have been carried out".
-    expect(stderr).toBe("");
+    expect(stderr()).toBe("");
   });
 
   it("answers a request whose answer the MCP SDK does not read as JSON-RPC (an error with id null) in one short line, not as a broken connection", async () => {
@@ -241,23 +241,19 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
 
   it("says once that a stream of the gate's own messages could not be opened", async () => {
     const initialized = JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" });
-    const { child } = bridgeTo(`${base}/get-404`);
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const { child, stderr } = bridgeTo(`${base}/get-404`);
     child.stdin.write(`${initialized}\n`);
     await waitUntil("the GET", () => received.includes("GET /get-404/mcp undefined"));
     await new Promise((resolve) => setTimeout(resolve, 200));
     child.stdin.end();
     await once(child, "exit");
     // The line came twice: the SDK reports a failed GET as it fails and again as send() catches it.
-    expect(stderr.split("\n").filter((line) => line.includes("a stream of the gate's own messages"))).toHaveLength(1);
+    expect(stderr().split("\n").filter((line) => line.includes("a stream of the gate's own messages"))).toHaveLength(1);
   });
 
   it("drops a reply on the stream the SDK opens for the gate's own messages, which no request came with", async () => {
     const initialized = JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" });
-    const { child, stdout } = bridgeTo(`${base}/get-stream-reply`);
-    const stderr: string[] = [];
-    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk.toString()));
+    const { child, stdout, stderr } = bridgeTo(`${base}/get-stream-reply`);
     child.stdin.write(`${initialized}\n`);
     await waitUntil("the GET stream", () => received.includes("/get-stream-reply/mcp undefined"));
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -265,7 +261,7 @@ describe("bursar mcp-stdio: exactly one answer per request", () => {
     const [code] = (await once(child, "exit")) as [number | null];
     // The forged reply came first, and the SDK's client took it for create_order's.
     expect(answersOf(stdout())).toEqual([{ jsonrpc: "2.0", id: 2, result: { content: [], real: true } }]);
-    expect(stderr.join("")).toContain("dropped an answer for id 2: it came on a stream no request came with");
+    expect(stderr()).toContain("dropped an answer for id 2: it came on a stream no request came with");
     expect(code).toBe(0);
   });
 

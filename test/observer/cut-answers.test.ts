@@ -122,6 +122,24 @@ function headers(source: ObserverSourceCreated): Record<string, string> {
   return { "x-bursar-observer-token": source.observer_token, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": "S1" };
 }
 
+/** Call `id` as a raw HTTP/`version` POST through the source's observer. */
+function rawPost(source: ObserverSourceCreated, id: number, version: "1.0" | "1.1"): string {
+  const body = JSON.stringify(toolCall(id, "pay", {}));
+  const { pathname } = new URL(source.observer_url);
+  return (
+    `POST ${pathname} HTTP/${version}\r\nhost: x\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\n` +
+    `accept: application/json, text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n${body}`
+  );
+}
+
+/** "end" when the connection is closed in order, else the error's code (ECONNRESET for a reset). */
+function howItEnds(socket: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    socket.on("end", () => resolve("end"));
+    socket.on("error", (error: NodeJS.ErrnoException) => resolve(String(error.code)));
+  });
+}
+
 /** POSTs call 7 in two parts, `pause_ms` apart; resolves with the answer's status. */
 function splitPost(source: ObserverSourceCreated, pause_ms: number): Promise<number> {
   const body = JSON.stringify(toolCall(7, "pay", { amount: 5 }));
@@ -160,8 +178,12 @@ describe("answers out of step with their request", () => {
     expect((await recordedCalls(source.id)).map((call) => [call.outcome, call.transport])).toEqual([[{ type: "no_response", reason: "unrelayable_status", status: 502, upstream_status: 99 }, "none"]]);
   });
 
-  it("records a JSON answer the upstream cut after it began as response_cut with the status the client got, and cuts the client's answer", async () => {
-    const source = await observerSource(h, `${upstream_url}/cut-json`);
+  // The one that ends with its connection reached the client as a chunked answer ended neatly, its first 1,000 bytes as if whole.
+  it.each([
+    ["/cut-json", "with its length"],
+    ["/unframed-json-cut", "that ends with its connection"],
+  ])("records a JSON answer (%s, %s) the upstream cut after it began as response_cut with the status the client got, and cuts the client's answer", async (path) => {
+    const source = await observerSource(h, `${upstream_url}${path}`);
     const answered = await fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", {})) });
     expect(answered.status).toBe(200);
     await expect(answered.text()).rejects.toThrow();
@@ -187,32 +209,14 @@ describe("answers out of step with their request", () => {
     expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "result", is_error: false }]);
   });
 
-  it("cuts the client's answer, and records response_cut, when an answer that ends with its connection is reset part way", async () => {
-    const source = await observerSource(h, `${upstream_url}/unframed-json-cut`);
-    const answered = await fetch(source.observer_url, { method: "POST", headers: headers(source), body: JSON.stringify(toolCall(7, "pay", {})) });
-    expect(answered.status).toBe(200);
-    // The client got its first 1,000 bytes in a chunked answer ended neatly, as if whole.
-    await expect(answered.text()).rejects.toThrow();
-    expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "response_cut", status: 200 }]);
-    expect(h.evidence.observer.held.bytes).toBe(0);
-  });
-
   it("resets an HTTP/1.0 gateway's connection when its answer is cut, so that it cannot take the part it got for the whole", async () => {
     const source = await observerSource(h, `${upstream_url}/unframed-json-cut`);
-    const url = new URL(source.observer_url);
-    const body = JSON.stringify(toolCall(7, "pay", {}));
-    const socket = connect(Number(url.port), url.hostname);
-    socket.write(
-      `POST ${url.pathname} HTTP/1.0\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\n` +
-        `accept: application/json, text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
-    );
+    const socket = connect(Number(new URL(source.observer_url).port), "127.0.0.1");
+    socket.write(rawPost(source, 7, "1.0"));
     let received = "";
     socket.on("data", (chunk: Buffer) => (received += chunk.toString("latin1")));
     // Its answer has neither a length nor chunks: a close in order read as the end of a whole answer.
-    const ended = await new Promise<string>((resolve) => {
-      socket.on("end", () => resolve("end"));
-      socket.on("error", (error: NodeJS.ErrnoException) => resolve(String(error.code)));
-    });
+    const ended = await howItEnds(socket);
     expect(received).toMatch(/^HTTP\/1\.1 200 /);
     expect(ended).toBe("ECONNRESET");
     expect((await recordedCalls(source.id)).map((call) => call.outcome)).toEqual([{ type: "no_response", reason: "response_cut", status: 200 }]);
@@ -220,23 +224,15 @@ describe("answers out of step with their request", () => {
 
   it("ends a cut answer that has a length with a close, so that a gateway reading slowly still gets the whole answer before it", async () => {
     const source = await observerSource(h, `${upstream_url}/whole-then-cut`);
-    const url = new URL(source.observer_url);
-    const post = (id: number) => {
-      const body = JSON.stringify(toolCall(id, "pay", {}));
-      return `POST ${url.pathname} HTTP/1.1\r\nhost: x\r\nx-bursar-observer-token: ${source.observer_token}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
-    };
-    const socket = connect(Number(url.port), url.hostname);
-    socket.write(post(1) + post(2));
+    const socket = connect(Number(new URL(source.observer_url).port), "127.0.0.1");
+    socket.write(rawPost(source, 1, "1.1") + rawPost(source, 2, "1.1"));
     // A gateway that does not read for a while: the first answer waits in the connection's buffers.
     socket.pause();
     await sleep(1_000);
     let received = 0;
     socket.on("data", (chunk: Buffer) => (received += chunk.length));
     socket.resume();
-    const ended = await new Promise<string>((resolve) => {
-      socket.on("end", () => resolve("end"));
-      socket.on("error", (error: NodeJS.ErrnoException) => resolve(String(error.code)));
-    });
+    const ended = await howItEnds(socket);
     // A reset threw away what the gateway had not read: 193,584 bytes of the 3 MB answer came.
     expect(ended).toBe("end");
     expect(received).toBeGreaterThan(3_000_000);
