@@ -1,7 +1,8 @@
 // Secret scrubbing for evidence bodies: a deep copy in which values under secret-looking
 // keys, values that look like credentials or card numbers, and objects with a key that looks
-// like one, become "[redacted]"; a URL's password and secret-named query parameters are
-// replaced in place; and the RFC 8785 text of that copy written in one walk, without making the copy.
+// like one, become "[redacted]"; a URL's password, secret-named query parameters and a secret
+// written after its name in text ("password: hunter2") are replaced in place; and the RFC 8785
+// text of that copy written in one walk, without making the copy.
 
 import { stringEnd, writesKeyTwice } from "../json-text.js";
 import { CanonicalJsonError, canonicalJson, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
@@ -381,10 +382,12 @@ export function withoutSecretKeys(record: Record<string, unknown>): Record<strin
 
 /**
  * A string as stored: "[redacted]" when it holds a credential, private key or card number; else
- * with each URL password and secret query value replaced by "[redacted]" in place (the scheme,
- * host, path and other parameters are kept), each counted; else unchanged. Replacing a URL's
- * secrets cannot make a credential or card number of what is left: each replaced stretch lies
- * between an "=" or ":" and an "&", "#", "@", white space or the end.
+ * with each URL password, secret query value and secret written after its name replaced by
+ * "[redacted]" in place (the scheme, host, path, other parameters and the rest of the text are
+ * kept), each counted; else unchanged. Replacing them cannot make a credential or card number
+ * of what is left: each replaced stretch lies between characters no credential, card group or
+ * JWT holds (an "=", ":", quote or white space before; a character such as "&", "#", "@", ",",
+ * "}", ";", a quote, white space or the line's end after).
  */
 function scrubbedString(value: string, state: ScrubState, depth = 0): string {
   if (isSecretText(value)) return redact(state);
@@ -392,7 +395,7 @@ function scrubbedString(value: string, state: ScrubState, depth = 0): string {
   if (json === too_deep) return redact(state);
   if (json !== undefined) return scrubbedJsonString(value, json, state, depth);
   const before = state.redactions;
-  const text = urlSecretsRedacted(value, state);
+  const text = inPlaceSecretsRedacted(value, state);
   // Only text with a "%" decodes; the replacements add none.
   if (!value.includes("%") || !hasEncodedSecret(value, text)) return text;
   state.redactions = before;
@@ -460,7 +463,7 @@ function hasEncodedSecret(value: string, text: string): boolean {
   const value_decodings = percentDecodings(value);
   if (value_decodings.some(isSecretText)) return true;
   const text_decodings = text === value ? value_decodings : percentDecodings(text);
-  return text_decodings.some((decoded) => urlSecretsRedacted(decoded, { redactions: 0 }) !== decoded);
+  return text_decodings.some((decoded) => inPlaceSecretsRedacted(decoded, { redactions: 0 }) !== decoded);
 }
 
 /** The text decoded once, twice and three times, while it holds escapes that decode. */
@@ -501,6 +504,12 @@ function isSecretText(value: string): boolean {
     return true;
   }
   return containsCardNumber(value);
+}
+
+/** The text with every URL password, secret query value and secret written after its name
+ *  replaced, each counted in `state`. */
+function inPlaceSecretsRedacted(text: string, state: ScrubState): string {
+  return labelledSecretsRedacted(urlSecretsRedacted(text, state), state);
 }
 
 /** The text with every URL password and secret query value replaced, each counted in `state`. */
@@ -573,6 +582,222 @@ function queryValuesRedacted(text: string, state: ScrubState): string {
       state.redactions += 1;
     }
     query_name_pattern.lastIndex = value_end;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/**
+ * Words that name a secret as key names do, but are ordinary words too ("Token: reservation for
+ * Diwali", "PIN: the blue one", "Cookie: oatmeal"): after one of these alone, a value is a
+ * secret only when its first word looks like a credential, as after an Authorization scheme.
+ */
+const ordinary_word_labels = new Set(["token", "auth", "authorization", "pin", "otp", "cookie", "cookies", "credential", "credentials", "pass"]);
+/** The second word of a two-word name that makes it a secret's when the first word alone already is
+ *  one ("Secret key", "Auth token", "PIN number"); "Secret Santa" and "Password manager" are not. */
+const credential_nouns = new Set(["key", "token", "secret", "id", "code", "phrase", "number", "value"]);
+const label_chars_max = 64;
+/** Every name judged secret contains one of these (case aside): only a ":" or "=" shortly after
+ *  one (label_span_max) can follow such a name. */
+const label_keyword_pattern = /pass|pw|secret|token|key|auth|cookie|cv[vcnd]|csc|cav2|code|credential|session|pin|otp|verification/gi;
+/** From the end of a keyword in a name to its ":" or "=", at most: two names, the spaces between, and a quote and spaces after. */
+const label_span_max = 2 * label_chars_max + 8;
+const label_separator_pattern = /[:=]/g;
+const line_end_pattern = /[\r\n]/g;
+/** Where a value ends after "=" (an environment line, a form or cookie pair) or after a quoted name
+ *  (JSON or a dict written in text): white space, or what ends a pair. */
+const assigned_value_end_pattern = /[\s&;,"'<>]/g;
+const member_value_end_pattern = /[\s,}\]]/g;
+
+/** A character of a name in text: "X-Api-Key", "db.password", "client_secret". */
+function isLabelChar(code: number): boolean {
+  return isAsciiLetter(code) || isAsciiDigit(code) || code === 0x5f || code === 0x2e || code === 0x2d;
+}
+
+/** The start of the name that ends just before `end` (a run of label characters), or -1 when
+ *  there is none or it is longer than any name. */
+function labelStart(text: string, end: number): number {
+  let start = end;
+  while (start > 0 && end - start <= label_chars_max && isLabelChar(text.charCodeAt(start - 1))) start -= 1;
+  return start === end || end - start > label_chars_max ? -1 : start;
+}
+
+/** Skips spaces and tabs leftwards from `at` (exclusive), at most four. */
+function spacesBefore(text: string, at: number): number {
+  let start = at;
+  while (start > 0 && at - start < 4 && (text[start - 1] === " " || text[start - 1] === "\t")) start -= 1;
+  return start;
+}
+
+/**
+ * The name written before a ":" or "=" at `separator` when it is a secret's, normalized, or
+ * undefined: one word ("password", "X-Api-Key"), two ("API key", "Session ID", "Secret key"),
+ * or one in quotes ('"api_key"', "'pin'"), as JSON or a dict printed in text writes it.
+ */
+function secretLabel(text: string, separator: number): { name: string; quoted: boolean } | undefined {
+  let end = spacesBefore(text, separator);
+  let quote = "";
+  if (text[end - 1] === '"' || text[end - 1] === "'") {
+    quote = text[end - 1]!;
+    end -= 1;
+    if (text[end - 1] === "\\") end -= 1; // JSON inside a JSON string: \"password\":
+  }
+  const start = labelStart(text, end);
+  if (start === -1) return undefined;
+  const name = text.slice(start, end);
+  if (quote !== "") {
+    const opened = text[start - 1] === quote || (text[start - 1] === "\\" && text[start - 2] === quote);
+    return opened && isSecretKeyName(name) ? { name: normalizedKeyName(name), quoted: true } : undefined;
+  }
+  if (isSecretKeyName(name)) return { name: normalizedKeyName(name), quoted: false };
+  const first_end = spacesBefore(text, start);
+  if (first_end === start || first_end < start - 2) return undefined;
+  const first_start = labelStart(text, first_end);
+  if (first_start === -1) return undefined;
+  const first = text.slice(first_start, first_end);
+  const joined = normalizedKeyName(`${first}${name}`);
+  if (!isSecretNormalizedName(joined)) return undefined;
+  return !isSecretKeyName(first) || credential_nouns.has(normalizedKeyName(name)) ? { name: joined, quoted: false } : undefined;
+}
+
+/** The first index at or after `from` that `pattern` (global) matches, or the text's length. */
+function indexOf(pattern: RegExp, text: string, from: number): number {
+  pattern.lastIndex = from;
+  return pattern.exec(text)?.index ?? text.length;
+}
+
+/**
+ * Where a text's lines end, and where their text ends before trailing white space, each found once
+ * however many values on a line ask: a 1 MiB line of "Token: word Token: word …" would otherwise
+ * be scanned to its end once for every name on it.
+ */
+class LineEnds {
+  private line_end = -1;
+  private text_end = -1;
+
+  constructor(private readonly text: string) {}
+
+  /** The end of the line `at` is on (a "\r" or "\n", or the text's end). */
+  lineEnd(at: number): number {
+    if (this.line_end < at) {
+      this.line_end = indexOf(line_end_pattern, this.text, at);
+      this.text_end = -1;
+    }
+    return this.line_end;
+  }
+
+  /** lineEnd(at), less the line's trailing white space; never before `at`. */
+  textEnd(at: number): number {
+    const line_end = this.lineEnd(at);
+    if (this.text_end === -1) {
+      this.text_end = line_end;
+      while (this.text_end > 0 && /\s/.test(this.text[this.text_end - 1]!)) this.text_end -= 1;
+    }
+    return Math.max(at, this.text_end);
+  }
+}
+
+/** Where a value quoted with `quote` ends: its closing quote, or `limit`; "\\" escapes a character. */
+function quotedEnd(text: string, from: number, limit: number, quote: string): number {
+  for (let at = from; at < limit; at++) {
+    if (text[at] === quote) return at;
+    if (text[at] === "\\") at += 1;
+  }
+  return limit;
+}
+
+/**
+ * Where a string ends in JSON written inside a JSON string's text, whose quotes are written \"
+ * and backslashes \\ there (the value hun"ter is \"hun\\\"ter\"): at the next \" that no inner
+ * backslash escapes, or at `limit`.
+ */
+function escapedStringEnd(text: string, from: number, limit: number): number {
+  for (let at = from; at < limit; ) {
+    if (text[at] !== "\\") at += 1;
+    else if (text[at + 1] === '"') return at;
+    else if (text[at + 1] === "\\") at += text[at + 2] === "\\" ? 4 : 3; // an inner backslash and what it escapes
+    else at += 2;
+  }
+  return limit;
+}
+
+/** Where the value after a name starts and ends: a quoted value to its closing quote on its line;
+ *  after a quoted name, to the member's end; after "=", to the pair's end; after ":", to the
+ *  line's end. */
+function labelledValue(text: string, separator: number, quoted_name: boolean, lines: LineEnds): { start: number; end: number } {
+  let start = separator + 1;
+  while (text[start] === " " || text[start] === "\t") start += 1;
+  const escaped = text[start] === "\\" && text[start + 1] === '"';
+  const quote = escaped ? '"' : text[start];
+  if (quote === '"' || quote === "'" || quote === "`") {
+    const opened = start + (escaped ? 2 : 1);
+    const line_end = lines.lineEnd(opened);
+    const end = escaped ? escapedStringEnd(text, opened, line_end) : quotedEnd(text, opened, line_end, quote);
+    return { start: opened, end };
+  }
+  if (quoted_name) return { start, end: indexOf(member_value_end_pattern, text, start) };
+  if (text[separator] === "=") return { start, end: indexOf(assigned_value_end_pattern, text, start) };
+  return { start, end: lines.textEnd(start) };
+}
+
+/**
+ * Whether the value written after a secret's name is the secret: any value but a count of a
+ * model's tokens ("max_tokens: 4096, temperature: 0.2"), and after an ordinary word (ordinary_word_labels) only one
+ * whose first word looks like a credential. Reads no further into the value than it must: many
+ * names on one long line each have a value to the line's end.
+ */
+function isLabelledSecret(name: string, text: string, start: number, end: number): boolean {
+  if (start >= end || text.startsWith(redacted, start)) return false;
+  if (name.endsWith("tokens") && startsWithCount(text, start, end)) return false;
+  if (!ordinary_word_labels.has(name)) return true;
+  const first_word = text.slice(start, Math.min(end, start + credential_chars_min)).split(/\s/, 1)[0]!;
+  return first_word.length >= credential_chars_min || credential_mark.test(first_word);
+}
+
+/** True when the first word of text[start, end) is digits, grouped by "," or "_" ("4096",
+ *  "1,200", "4096, temperature: 0.2"). */
+function startsWithCount(text: string, start: number, end: number): boolean {
+  if (!isAsciiDigit(text.charCodeAt(start))) return false;
+  for (let at = start + 1; at < end; at++) {
+    const code = text.charCodeAt(at);
+    if (code === 0x20 || code === 0x09) return true;
+    if (!isAsciiDigit(code) && code !== 0x2c && code !== 0x5f) return false;
+  }
+  return true;
+}
+
+/**
+ * Each secret written after its name in text replaced in place: "password: hunter2",
+ * "X-Api-Key: 3f9a…", "Cookie: sid=…", "DB_PASSWORD=hunter2", '"client_secret": "…"'. A name is
+ * judged as a key's (isSecretKeyName). Each ":" or "=" is looked at once, with a bounded look
+ * back, the search goes on after a replaced value, and a kept value is read no further than its
+ * first word: linear in the text.
+ */
+function labelledSecretsRedacted(text: string, state: ScrubState): string {
+  if (!text.includes(":") && !text.includes("=")) return text;
+  label_keyword_pattern.lastIndex = 0;
+  let keyword = label_keyword_pattern.exec(text);
+  if (keyword === null) return text;
+  let keyword_end = -1; // where the last keyword before the separator ends
+  const lines = new LineEnds(text);
+  let out = "";
+  let copied = 0;
+  label_separator_pattern.lastIndex = 0;
+  for (let match = label_separator_pattern.exec(text); match !== null; match = label_separator_pattern.exec(text)) {
+    const separator = match.index;
+    while (keyword !== null && keyword.index < separator) {
+      keyword_end = keyword.index + keyword[0].length;
+      keyword = label_keyword_pattern.exec(text);
+    }
+    if (keyword_end === -1 || separator - keyword_end > label_span_max) continue; // no name of a secret's ends here
+    if (text.startsWith("//", separator + 1)) continue; // a URL's scheme
+    const label = secretLabel(text, separator);
+    if (label === undefined) continue;
+    const value = labelledValue(text, separator, label.quoted, lines);
+    if (!isLabelledSecret(label.name, text, value.start, value.end)) continue;
+    out += `${text.slice(copied, value.start)}${redacted}`;
+    copied = value.end;
+    state.redactions += 1;
+    label_separator_pattern.lastIndex = value.end;
   }
   return copied === 0 ? text : out + text.slice(copied);
 }

@@ -52,7 +52,7 @@ describe("isSecretKeyName", () => {
 describe("scrubbedCanonicalJson", () => {
   it("is canonicalJson(scrub(value)) with the same redaction count, on values full of secrets", () => {
     const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom("password", "Api_Key", "cvv", "token", "__proto__", "amount", "toJSON"));
-    const secret = fc.constantFrom("Bearer abcdefgh12345678", "rzp_test_abc", "4111 1111 1111 1111", "eyJabcd.efgh1234.x", "-----BEGIN PRIVATE KEY-----", "sk-0123456789abcdefXY");
+    const secret = fc.constantFrom("Bearer abcdefgh12345678", "rzp_test_abc", "4111 1111 1111 1111", "eyJabcd.efgh1234.x", "-----BEGIN PRIVATE KEY-----", "sk-0123456789abcdefXY", "password: hunter2", 'X-Api-Key: k1\nnote: {"pin": 1234}');
     const leaf = fc.oneof(
       fc.string(),
       secret,
@@ -525,7 +525,7 @@ describe("scrub", () => {
       password: "[redacted]",
       note: JSON.stringify({ client_secret: "[redacted]", link: "https://u:[redacted]@h.example/a" }),
     });
-    for (const plain of ['{ "sku": "A-1", "qty": 2 }', " [1, 2] ", "[not json", '{"a": "left open}', "{}", '"{\"password\":1}"']) expect(scrub({ plain })).toEqual({ plain });
+    for (const plain of ['{ "sku": "A-1", "qty": 2 }', " [1, 2] ", "[not json", '{"a": "left open}', "{}", '"{\"sku\":1}"']) expect(scrub({ plain })).toEqual({ plain });
     // A member written twice parses to the last one only: what the first held was never looked at.
     const repeated = '{"creds": {"password": "hunter2", "access_token": "ya29.AbC"}, "creds": "ok", "n": 1}';
     for (const scrubbed of [scrub({ repeated }).repeated, JSON.parse(scrubbedCanonicalJson({ repeated }).text).repeated]) expect(scrubbed).toBe('{"creds":"ok","n":1}');
@@ -549,6 +549,76 @@ describe("scrub", () => {
     const credentials = ["Bearer ya29.a0AfH6SMBx", "Basic dXNlcjpwYXNz", "token: 3f9a0c1d2e4b5a6f", "Token abcdEfghijkl", "Bearer: abc-def-ghi", "Bearer abcdefghijklmnop", "Bearer ABCDEFGHIJKLMNOPQRSTUVWXYZ"];
     for (const value of credentials) expect(scrub({ value }), value).toEqual({ value: "[redacted]" });
     expect(scrub({ access_tokens: ["t1"], tokens: "abc", token_count: "12" })).toEqual({ access_tokens: "[redacted]", tokens: "[redacted]", token_count: "[redacted]" });
+  });
+
+  it("replaces a secret written after its name in text in place: headers, YAML, environment lines, JSON and dicts in prose", () => {
+    const cases: Array<[string, string, number]> = [
+      ["password: hunter2", "password: [redacted]", 1],
+      ["login as ann, password: letmein\nthen pay", "login as ann, password: [redacted]\nthen pay", 1],
+      ["X-Api-Key: 3f9a8b7c6d5e\r\nAccept: */*", "X-Api-Key: [redacted]\r\nAccept: */*", 1],
+      ["Cookie: sid=abc123; theme=dark", "Cookie: [redacted]", 1],
+      ["db:\n  host: db.internal\n  password: hunter2  \n  port: 5432", "db:\n  host: db.internal\n  password: [redacted]  \n  port: 5432", 1],
+      ["DB_PASSWORD=hunter2 PORT=5432", "DB_PASSWORD=[redacted] PORT=5432", 1],
+      ['export AWS_SECRET_ACCESS_KEY="wJalrXUtnFEMI/K7MDENG" # prod', 'export AWS_SECRET_ACCESS_KEY="[redacted]" # prod', 1],
+      ['config {"api_key": "k-123", "region": "in"} end', 'config {"api_key": "[redacted]", "region": "in"} end', 1],
+      ["{'client_secret': 'cs_9f8e', 'user': 'asha'}", "{'client_secret': '[redacted]', 'user': 'asha'}", 1],
+      ['note: {\\"pin\\": 1234, \\"qty\\": 1}', 'note: {\\"pin\\": [redacted], \\"qty\\": 1}', 1],
+      ['note: {\\"password\\": \\"hun\\\\\\"ter\\"}', 'note: {\\"password\\": \\"[redacted]\\"}', 1],
+      // JSON in a JSON string's text, not parsed as an object: read as text, as any other.
+      ['"{\"password\":1}"', '"{\"password\":[redacted]}"', 1],
+      // Two words read as one name, as key names are ("API key" is apikey).
+      ["API key: AbC123xyz", "API key: [redacted]", 1],
+      ["Secret key: plain words too", "Secret key: [redacted]", 1],
+      ["Session ID: 9f8e7d", "Session ID: [redacted]", 1],
+      ["Enter UPI PIN: 1234 to pay", "Enter UPI PIN: [redacted]", 1],
+      ["OTP: 482913", "OTP: [redacted]", 1],
+      ["passphrase: correct horse battery staple", "passphrase: [redacted]", 1],
+      ["password: a\nX-Api-Key: b", "password: [redacted]\nX-Api-Key: [redacted]", 2],
+      // A URL's password is replaced first; its name is not taken for a label again.
+      ["https://token:abc@h.example/x", "https://token:[redacted]@h.example/x", 1],
+    ];
+    for (const [sent, stored, redactions] of cases) {
+      expect(scrubCounting({ note: sent }), sent).toEqual({ value: { note: stored }, redactions });
+      expect(scrubbedCanonicalJson({ note: sent }), sent).toEqual({ text: canonicalJson({ note: stored }), redactions });
+      // Scrubbing what was stored changes nothing more.
+      expect(scrubCounting({ note: stored }).redactions, stored).toBe(0);
+    }
+    // A name that is an ordinary word too, alone, takes only a value that looks like a credential;
+    // a name that only starts with a secret's word is not one; token counts and other names keep theirs.
+    const kept = [
+      "Token: reservation for Diwali sale",
+      "Cookie: oatmeal raisin",
+      "Auth: pending",
+      "Secret Santa: gift wrap included",
+      "Password manager: 1 year licence",
+      "PIN code: 560001",
+      "Pincode: 560001",
+      "Shipping: 2 days",
+      "max_tokens: 4096, temperature: 0.2",
+      "input tokens: 1,200",
+      "Order id: order_Abc123",
+      "Idempotency-Key: k-1",
+      "https://shop.example:8443/p?sku=A-1",
+      "time: 10:30",
+      "password:",
+      "password: \n",
+    ];
+    for (const note of kept) expect(scrubCounting({ note }), note).toEqual({ value: { note }, redactions: 0 });
+    // Percent-encoded, it cannot be replaced in place: the value is, whole.
+    expect(scrub({ note: "q=password%3A%20hunter2" }).note).toBe("[redacted]");
+    // A key holding one: its object is replaced whole, as for any secret in a key.
+    expect(scrub({ links: { "password: hunter2": 1 }, amount: 5 })).toEqual({ links: "[redacted]", amount: 5 });
+  });
+
+  it("scrubs 1 MiB lines full of names, kept values and unclosed quotes in one pass", () => {
+    const mib = 1 << 20;
+    const fill = (unit: string) => unit.repeat(Math.ceil(mib / unit.length));
+    // Each kept whole (compared by a flag: a failing diff of 1 MiB is unreadable).
+    for (const kept of [fill("Token: word "), `${fill("PIN: ab ")}${" ".repeat(mib)}`, fill("max_tokens: 1 "), fill("pin: 'ab ")]) {
+      expect(scrub({ kept }).kept === kept, kept.slice(0, 12)).toBe(true);
+    }
+    expect(scrubCounting({ open: `password: "${"x".repeat(mib)}` })).toEqual({ value: { open: 'password: "[redacted]' }, redactions: 1 });
+    expect(scrubCounting({ glued: fill("key:key=") }).redactions).toBe(0);
   });
 
   it("keeps ordinary evidence: amounts, ids, currencies, idempotency keys, non-Luhn digit runs", () => {
