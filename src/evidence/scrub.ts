@@ -31,13 +31,26 @@ const secret_key_fragments = [
   "credential",
   "sessionid",
   "accesskey",
+  "secretkey",
 ] as const;
+/** The end of a name, where a fragment anywhere would take an id for the key (`signing_key_id`,
+ *  `master_key_id`): `X-Auth-Key`, an Azure connection string's `AccountKey=`,
+ *  `Ocp-Apim-Subscription-Key`, `x-functions-key`. */
+const secret_key_endings = ["authkey", "accountkey", "subscriptionkey", "functionskey", "encryptionkey", "masterkey", "signingkey"] as const;
 /** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`, `otp_code`): as a fragment,
  *  "pin" would take `shipping` and `pincode` (a postal code) for secrets. */
 const secret_key_suffixes = ["pin", "otp", "otpcode", "pinnumber", "otpvalue", "verificationcode", "verificationvalue"] as const;
 /** Whole names only: as an ending, "pass" would take `bypass` and `compass`, and "pw" `top_w`
  *  (a width), for secrets, as "pwd" would take any name ending in it. */
-const secret_key_names = new Set(["auth", "pwd", "pw", "pass", "keysecret", "signingkey", "masterkey", "xapikey", "csc", "cvn", "cvn2", "cvd", "cav2"]);
+const secret_key_names = new Set(["auth", "pwd", "pw", "pass", "keysecret", "xapikey", "csc", "cvn", "cvn2", "cvd", "cav2"]);
+/** The last part of a name split at "-", "_", "." or white space, that names a password
+ *  (`MYSQL_PWD`, `smtp-pw`): as an ending without a break before it, "pwd" would be any word's. */
+const secret_name_last_parts = new Set(["pwd", "pw"]);
+/** What a last part "pass" follows when it is a password's (`DB_PASS`, `SMTP_PASS`), and not
+ *  a ticket's (`boarding_pass`, `season_pass`) or a step's (`first_pass`). */
+const password_owners = new Set(["db", "database", "mysql", "postgres", "pg", "redis", "smtp", "ftp", "sftp", "ssh", "imap", "pop", "mail", "ldap", "proxy", "vpn", "wifi", "admin", "root", "user", "login", "app", "api",
+  "vault", "sudo", "become", "keystore", "truststore", "ssl", "tls", "key", "bind", "mongo", "mongodb", "rabbitmq", "amqp", "mq", "kafka", "elastic",
+  "jdbc", "oracle", "mssql", "sql", "git", "registry", "docker", "npm", "service", "svc", "bot", "master", "replica", "backup", "aws", "gcp", "azure"]);
 /** A URL's `?key=` holds an API key by convention (Google's `?key=AIza…`); an object's `key` is
  *  most often the name half of a name/value pair (`{"key": "colour", "value": "red"}`), so
  *  this name is secret in a query only. */
@@ -166,6 +179,8 @@ const card_prefilter = /\d(?:[\p{Zs}\p{Pd}\p{Cf}\u2212\t./_+]{0,4}\d){12}/u;
  *  senders', and 10,000 of a megabyte each would be kept for the life of the process. */
 const key_verdicts = new Map<string, boolean>();
 const key_text_verdicts = new Map<string, boolean>();
+/** The same for names written in text before a ":" or "=" (isSecretLabelName). */
+const label_verdicts = new Map<string, boolean>();
 const key_verdicts_max = 10_000;
 const key_verdict_chars_max = 64;
 
@@ -198,7 +213,7 @@ function containsKnownSecret(value: string): boolean {
 
 /** How many key names are remembered (for the test that long ones are not). */
 export function rememberedKeyNames(): number {
-  return key_verdicts.size + key_text_verdicts.size;
+  return key_verdicts.size + key_text_verdicts.size + label_verdicts.size;
 }
 
 function remembered(verdicts: Map<string, boolean>, key: string, judge: (key: string) => boolean): boolean {
@@ -220,7 +235,24 @@ function redactedUnder(key: string, item: unknown): boolean {
 }
 
 export function isSecretKeyName(key: string): boolean {
-  return remembered(key_verdicts, key, (name) => isSecretNormalizedName(normalizedKeyName(name)));
+  return remembered(key_verdicts, key, (name) => isSecretNormalizedName(normalizedKeyName(name)) || namesPassword(name));
+}
+
+/** The parts of a name split at "-", "_", "." or white space, lower-cased ("DB_PASS": db, pass). */
+function nameParts(name: string): string[] {
+  return name.toLowerCase().split(/[-_.\s]+/).filter((part) => part !== "");
+}
+
+/** The last part of a name, lower-cased ("DB_PASS": "pass"). */
+function lastNamePart(name: string): string {
+  return nameParts(name).at(-1) ?? "";
+}
+
+/** Whether a name's last parts name a password: `MYSQL_PWD`, `smtp-pw`, `DB_PASS`. */
+function namesPassword(name: string): boolean {
+  const parts = nameParts(name);
+  const last = parts.at(-1) ?? "";
+  return secret_name_last_parts.has(last) || (last === "pass" && parts.length > 1 && password_owners.has(parts.at(-2)!));
 }
 
 /** True when a key name holds a credential or card number as text (isSecretValue of the name). */
@@ -236,6 +268,7 @@ function isSecretNormalizedName(normalized: string): boolean {
   return (
     secret_key_names.has(normalized) ||
     secret_key_fragments.some((fragment) => normalized.includes(fragment)) ||
+    secret_key_endings.some((ending) => normalized.endsWith(ending)) ||
     secret_key_suffixes.some((suffix) => normalized.endsWith(suffix))
   );
 }
@@ -463,7 +496,7 @@ function hasEncodedSecret(value: string, text: string): boolean {
   const value_decodings = percentDecodings(value);
   if (value_decodings.some(isSecretText)) return true;
   const text_decodings = text === value ? value_decodings : percentDecodings(text);
-  return text_decodings.some((decoded) => inPlaceSecretsRedacted(decoded, { redactions: 0 }) !== decoded);
+  return text_decodings.some((decoded) => urlSecretsRedacted(decoded, { redactions: 0 }) !== decoded);
 }
 
 /** The text decoded once, twice and three times, while it holds escapes that decode. */
@@ -509,7 +542,9 @@ function isSecretText(value: string): boolean {
 /** The text with every URL password, secret query value and secret written after its name
  *  replaced, each counted in `state`. */
 function inPlaceSecretsRedacted(text: string, state: ScrubState): string {
-  return labelledSecretsRedacted(urlSecretsRedacted(text, state), state);
+  // Names in text before query parameters: a quoted value after "=" is the name rule's to end
+  // ("PASSWORD='correct horse'"), where the query rule would end it at the first space.
+  return queryValuesRedacted(labelledSecretsRedacted(urlPasswordsRedacted(text, state), state), state);
 }
 
 /** The text with every URL password and secret query value replaced, each counted in `state`. */
@@ -576,7 +611,11 @@ function queryValuesRedacted(text: string, state: ScrubState): string {
     query_value_end_pattern.lastIndex = value_start;
     const value_end = query_value_end_pattern.exec(text)?.index ?? text.length;
     const value = text.slice(value_start, value_end);
-    if (value !== "" && value !== redacted) {
+    // A value replaced already (by the name rule), or a count of a model's tokens (`?max_tokens=4096`), stays.
+    const count = normalizedKeyName(match[1]!).endsWith("tokens") && startsWithCount(text, value_start, value_end);
+    // Only a name at the text's start can be the name rule's too (after ?, & or # it is this rule's).
+    const pair = match.index === 0 && !"?&#".includes(match[0][0]!);
+    if (value !== "" && !isRedactedAlready(text, value_start, value_end, pair) && !count) {
       out += `${text.slice(copied, value_start)}${redacted}`;
       copied = value_end;
       state.redactions += 1;
@@ -587,26 +626,61 @@ function queryValuesRedacted(text: string, state: ScrubState): string {
 }
 
 /**
- * Words that name a secret as key names do, but are ordinary words too ("Token: reservation for
- * Diwali", "PIN: the blue one", "Cookie: oatmeal"): after one of these alone, a value is a
- * secret only when its first word looks like a credential, as after an Authorization scheme.
+ * Names of a secret that are ordinary words too ("Token: reservation for Diwali", "Secret: Clinical
+ * Strength deodorant", "Fortune cookie: 3 pieces", "Season pass: $99"): after one of these, or a
+ * name ending in "tokens", a value is a secret only when one of its first two words looks like a
+ * credential (looksLikeCredential), or, after a PIN's, OTP's or card code's name, its first word
+ * is 3 to 8 digits.
  */
-const ordinary_word_labels = new Set(["token", "auth", "authorization", "pin", "otp", "cookie", "cookies", "credential", "credentials", "pass"]);
+const ordinary_word_labels = new Set(["token", "auth", "authorization", "pin", "otp", "cookie", "cookies", "credential", "credentials", "pass", "secret", "secrets", "cvv", "cvc", "csc", "cvn", "cvn2", "cvd", "cav2"]);
+const numeric_secret_labels = new Set(["pin", "otp", "cvv", "cvc", "csc", "cvn", "cvn2", "cvd", "cav2"]);
+/** Words that make an ordinary word before them a credential's name: "Client secret", "Access
+ *  token", "Auth token", "Session cookie", "UPI PIN". */
+const credential_qualifiers = new Set(["client", "app", "api", "shared", "webhook", "signing", "consumer", "access", "refresh", "auth", "bearer", "session", "id", "csrf", "private", "personal", "upi", "card", "atm", "debit", "login", "admin", "root", "user", "db", "database", "smtp", "ftp", "key", "razorpay", "stripe"]);
+/** The ordinary words a qualifier makes a credential's name ("Card PIN", but not "Card authorization: declined"). */
+const qualified_words = new Set(["secret", "token", "key", "pin", "otp", "pass", "cookie"]);
 /** The second word of a two-word name that makes it a secret's when the first word alone already is
- *  one ("Secret key", "Auth token", "PIN number"); "Secret Santa" and "Password manager" are not. */
+ *  one ("Secret key", "PIN number"); "Secret Santa" and "Password manager" are not. */
 const credential_nouns = new Set(["key", "token", "secret", "id", "code", "phrase", "number", "value"]);
+/** Words between a name and its ":" that say nothing ("Your password is: …"). */
+const label_fillers = new Set(["is", "are", "was", "were"]);
 const label_chars_max = 64;
-/** Every name judged secret contains one of these (case aside): only a ":" or "=" shortly after
+/** Spaces, tabs and no-break spaces (French typography puts one before a colon) around a name's separator, at most. */
+const label_spaces_max = 32;
+/** Quotes and markup between a name and its separator (`**Password**:`, "`password`:", `['password'] =`), at most. */
+const label_closers_max = 4;
+/** A parenthesis between a name and its separator ("Password (case sensitive):"), at most this long. */
+const label_aside_chars_max = 80;
+/** Every name judged secret contains one of these (case aside): only a separator shortly after
  *  one (label_span_max) can follow such a name. */
 const label_keyword_pattern = /pass|pw|secret|token|key|auth|cookie|cv[vcnd]|csc|cav2|code|credential|session|pin|otp|verification/gi;
-/** From the end of a keyword in a name to its ":" or "=", at most: two names, the spaces between, and a quote and spaces after. */
-const label_span_max = 2 * label_chars_max + 8;
-const label_separator_pattern = /[:=]/g;
+/** From the end of a keyword in a name to its separator, at most: three names and what may stand between them and it. */
+const label_span_max = 3 * (label_chars_max + 2) + label_spaces_max + label_closers_max + label_aside_chars_max;
+/** A name's separator: ":", "=" or a full-width colon ("=>", "==", "===" and ":=" are read
+ *  whole), or the "|" after a Markdown table's cell that holds the name alone. */
+const label_separator_pattern = /[:=\uff1a|]/g;
+/** A value that says there is none ("Password: not required", "api_key: null", "<your key>"), or
+ *  a schema's type or flag ("| password | string | yes |"): no secret. */
+const placeholder_pattern =
+  /^(?:\(?(?:none|null|nil|n\/a|empty|unset|missing|hidden|redacted|not (?:set|required|configured|provided|needed|available))\)?|\*+|•+|x{3,}|-+|<[a-z _-]+>|\[[a-z _-]+\]|yes|no|true|false|optional|required|string|integer|int|number|boolean|bool|object|array|[✓✔✗✘])\.?$/i;
+const placeholder_chars_max = 24;
 const line_end_pattern = /[\r\n]/g;
 /** Where a value ends after "=" (an environment line, a form or cookie pair) or after a quoted name
- *  (JSON or a dict written in text): white space, or what ends a pair. */
+ *  (JSON or a dict written in text): white space, or what ends a pair or member. */
 const assigned_value_end_pattern = /[\s&;,"'<>]/g;
 const member_value_end_pattern = /[\s,}\]]/g;
+/** What may follow a quoted value that ends it there: anything else means the quote was part of it ("'don't-tell'"). */
+const after_quoted_value = /^(?:[\s,;:}\])>&]|$)/;
+/** What a line may hold after a name whose value is on the lines below (YAML): nothing, a tag
+ *  ("!!str") or anchor ("&creds"), a block scalar's indicator ("|", ">-"), a comment ("# rotated monthly"). */
+const yaml_value_below = /^(?:[!&]\S*\s*){0,2}(?:[|>][-+]?[1-9]?[-+]?)?\s*(?:#.*)?$/;
+/** A longer rest of the line is a value of its own (and not read again for every name on a long line). */
+const yaml_rest_chars_max = 120;
+const cell_end_pattern = /[|\r\n]/g;
+
+function isLabelSpace(code: number): boolean {
+  return code === 0x20 || code === 0x09 || code === 0xa0 || code === 0x202f;
+}
 
 /** A character of a name in text: "X-Api-Key", "db.password", "client_secret". */
 function isLabelChar(code: number): boolean {
@@ -621,42 +695,122 @@ function labelStart(text: string, end: number): number {
   return start === end || end - start > label_chars_max ? -1 : start;
 }
 
-/** Skips spaces and tabs leftwards from `at` (exclusive), at most four. */
-function spacesBefore(text: string, at: number): number {
+/** Skips label spaces leftwards from `at` (exclusive), at most `most`. */
+function spacesBefore(text: string, at: number, most = label_spaces_max): number {
   let start = at;
-  while (start > 0 && at - start < 4 && (text[start - 1] === " " || text[start - 1] === "\t")) start -= 1;
+  while (start > 0 && at - start < most && isLabelSpace(text.charCodeAt(start - 1))) start -= 1;
   return start;
 }
 
 /**
- * The name written before a ":" or "=" at `separator` when it is a secret's, normalized, or
- * undefined: one word ("password", "X-Api-Key"), two ("API key", "Session ID", "Secret key"),
- * or one in quotes ('"api_key"', "'pin'"), as JSON or a dict printed in text writes it.
+ * Whether a name in text is a secret's: as a key's name (isSecretKeyName), but only where it ends
+ * in the secret's word (`api_key`, `DB_PASSWORD`, `X-Auth-Key`), a trailing "s" aside, so that
+ * `password_reset`, `tokenizer`, `cookie_policy` and `cvc_check` are not; and a PIN's or OTP's
+ * name only as its own part (`UPI PIN`, `card_pin`), so that `Spin` and `Chopin` are not.
  */
-function secretLabel(text: string, separator: number): { name: string; quoted: boolean } | undefined {
-  let end = spacesBefore(text, separator);
+function isSecretLabelName(name: string): boolean {
+  return remembered(label_verdicts, name, judgeLabelName);
+}
+
+function judgeLabelName(name: string): boolean {
+  const normalized = normalizedKeyName(name);
+  const ending = normalized.endsWith("s") ? normalized.slice(0, -1) : normalized;
+  if (secret_key_names.has(normalized) || secret_key_names.has(ending) || namesPassword(name)) return true;
+  if ([...secret_key_fragments, ...secret_key_endings].some((fragment) => normalized.endsWith(fragment) || ending.endsWith(fragment))) return true;
+  const part = lastNamePart(name);
+  return secret_key_suffixes.some((suffix) => (suffix.length > 3 ? normalized.endsWith(suffix) : part === suffix));
+}
+
+interface Label {
+  /** The name, normalized (normalizedKeyName). */
+  name: string;
+  /** Whether one of ordinary_word_labels, or a name ending in "tokens", before a ":" and not
+   *  quoted: its value must look like a credential. */
+  ordinary: boolean;
+  /** Written in quotes ("api_key", 'pin'), as JSON or a dict printed in text writes a key. */
+  quoted: boolean;
+  /** Where the name starts. */
+  start: number;
+}
+
+/** One word of a name, ending at `end`: where it starts, or -1. */
+function wordBefore(text: string, end: number): { start: number; word: string } | undefined {
+  const start = labelStart(text, end);
+  return start === -1 ? undefined : { start, word: text.slice(start, end) };
+}
+
+/**
+ * The name written before the separator at `separator` when it is a secret's, or undefined: one
+ * word ("password", "X-Api-Key"), or two ("API key", "Session ID", "Client secret"), perhaps in
+ * quotes or markup ('"api_key"', "`password`", "**Password**", "['password']"), perhaps followed
+ * by a parenthesis ("Password (case sensitive)") or by "is" ("Your password is").
+ */
+function secretLabel(text: string, separator: number): Label | undefined {
+  let end = asideBefore(text, spacesBefore(text, separator));
+  if (end === -1) return undefined;
   let quote = "";
-  if (text[end - 1] === '"' || text[end - 1] === "'") {
-    quote = text[end - 1]!;
+  for (let closers = 0; closers < label_closers_max && "*`'\"]".includes(text[end - 1] ?? "x"); closers++) {
+    if (quote === "" && (text[end - 1] === '"' || text[end - 1] === "'" || text[end - 1] === "`")) quote = text[end - 1]!;
     end -= 1;
     if (text[end - 1] === "\\") end -= 1; // JSON inside a JSON string: \"password\":
   }
-  const start = labelStart(text, end);
-  if (start === -1) return undefined;
-  const name = text.slice(start, end);
-  if (quote !== "") {
-    const opened = text[start - 1] === quote || (text[start - 1] === "\\" && text[start - 2] === quote);
-    return opened && isSecretKeyName(name) ? { name: normalizedKeyName(name), quoted: true } : undefined;
+  let last = wordBefore(text, end);
+  if (last === undefined) return undefined;
+  let first_end = spacesBefore(text, last.start, 3);
+  let first = first_end === last.start ? undefined : wordBefore(text, first_end);
+  if (label_fillers.has(last.word.toLowerCase())) {
+    // "Your password is:", "Password (temp) is:".
+    const before_filler = asideBefore(text, spacesBefore(text, last.start, 3));
+    const named = before_filler === -1 || before_filler === last.start ? undefined : wordBefore(text, before_filler);
+    if (named === undefined) return undefined;
+    last = named;
+    first_end = spacesBefore(text, last.start, 3);
+    first = first_end === last.start ? undefined : wordBefore(text, first_end);
   }
-  if (isSecretKeyName(name)) return { name: normalizedKeyName(name), quoted: false };
-  const first_end = spacesBefore(text, start);
-  if (first_end === start || first_end < start - 2) return undefined;
-  const first_start = labelStart(text, first_end);
-  if (first_start === -1) return undefined;
-  const first = text.slice(first_start, first_end);
-  const joined = normalizedKeyName(`${first}${name}`);
-  if (!isSecretNormalizedName(joined)) return undefined;
-  return !isSecretKeyName(first) || credential_nouns.has(normalizedKeyName(name)) ? { name: joined, quoted: false } : undefined;
+  const label = labelOf(first?.word, last.word);
+  if (label === undefined) return undefined;
+  const start = label.whole && first !== undefined ? first.start : last.start;
+  const quoted = quote !== "" && (text[start - 1] === quote || (text[start - 1] === "\\" && text[start - 2] === quote));
+  // A table's cell holds the name alone: "| password | hunter2 |".
+  if (text[separator] === "|" && !startsCell(text, start)) return undefined;
+  // A quoted name or one assigned with "=" is a key, and judged as one: whatever its value.
+  return { name: label.name, ordinary: label.ordinary && !quoted && text[separator] !== "=", quoted, start };
+}
+
+/** Where the text before a parenthesis that ends at `end` ends ("Password (case sensitive)"), looked
+ *  for back to label_aside_chars_max on its line; `end` when no parenthesis ends there, -1 when
+ *  none opens close enough. */
+function asideBefore(text: string, end: number): number {
+  if (text[end - 1] !== ")") return end;
+  for (let at = end - 2; at >= 0 && end - at <= label_aside_chars_max; at--) {
+    const char = text[at];
+    if (char === "(") return spacesBefore(text, at);
+    if (char === "\n" || char === "\r") return -1;
+  }
+  return -1;
+}
+
+/** Whether a Markdown table's cell starts shortly before `start`, with nothing but words, spaces,
+ *  quotes, markup and a parenthesis between ("| password |", "| Admin password |", "| `pin` |"). */
+function startsCell(text: string, start: number): boolean {
+  let at = start;
+  while (at > 0 && start - at < label_aside_chars_max && /[\w .*`'"()-]/.test(text[at - 1]!)) at -= 1;
+  return text[at - 1] === "|";
+}
+
+/** The name two words make ("API key", "Client secret"), or the last alone, when a secret's. */
+function labelOf(first: string | undefined, last: string): { name: string; ordinary: boolean; whole: boolean } | undefined {
+  if (first !== undefined && isSecretLabelName(`${first} ${last}`)) {
+    const first_name = normalizedKeyName(first);
+    const last_name = normalizedKeyName(last);
+    const qualified = isSecretLabelName(last)
+      ? qualified_words.has(last_name) && credential_qualifiers.has(first_name)
+      : !isSecretLabelName(first) || credential_nouns.has(last_name);
+    if (qualified) return { name: `${first_name}${last_name}`, ordinary: false, whole: true };
+  }
+  if (!isSecretLabelName(last)) return undefined;
+  const name = normalizedKeyName(last);
+  return { name, ordinary: ordinary_word_labels.has(name) || name.endsWith("tokens"), whole: false };
 }
 
 /** The first index at or after `from` that `pattern` (global) matches, or the text's length. */
@@ -665,12 +819,22 @@ function indexOf(pattern: RegExp, text: string, from: number): number {
   return pattern.exec(text)?.index ?? text.length;
 }
 
+/** indexOf, reading no further than `limit` (returned when nothing matches before it). */
+function indexWithin(pattern: RegExp, text: string, from: number, limit: number): number {
+  if (limit >= text.length) return indexOf(pattern, text, from);
+  pattern.lastIndex = 0;
+  const found = pattern.exec(text.slice(from, limit));
+  return found === null ? limit : from + found.index;
+}
+
 /**
  * Where a text's lines end, and where their text ends before trailing white space, each found once
  * however many values on a line ask: a 1 MiB line of "Token: word Token: word …" would otherwise
  * be scanned to its end once for every name on it.
  */
 class LineEnds {
+  /** No line break lies between these two: any position from `from` to `line_end` has that line end. */
+  private from = 0;
   private line_end = -1;
   private text_end = -1;
 
@@ -678,7 +842,8 @@ class LineEnds {
 
   /** The end of the line `at` is on (a "\r" or "\n", or the text's end). */
   lineEnd(at: number): number {
-    if (this.line_end < at) {
+    if (at < this.from || at > this.line_end) {
+      this.from = at;
       this.line_end = indexOf(line_end_pattern, this.text, at);
       this.text_end = -1;
     }
@@ -720,60 +885,198 @@ function escapedStringEnd(text: string, from: number, limit: number): number {
   return limit;
 }
 
-/** Where the value after a name starts and ends: a quoted value to its closing quote on its line;
- *  after a quoted name, to the member's end; after "=", to the pair's end; after ":", to the
- *  line's end. */
-function labelledValue(text: string, separator: number, quoted_name: boolean, lines: LineEnds): { start: number; end: number } {
-  let start = separator + 1;
-  while (text[start] === " " || text[start] === "\t") start += 1;
+/** Where a list or object that opens at `from` closes (after its matching bracket), or `limit`. */
+function bracketedEnd(text: string, from: number, limit: number): number {
+  const open = text[from]!;
+  const close = open === "[" ? "]" : "}";
+  let depth = 0;
+  for (let at = from; at < limit; at++) {
+    if (text[at] === open) depth += 1;
+    else if (text[at] === close && --depth === 0) return at + 1;
+  }
+  return limit;
+}
+
+/** Where the block below the line that ends at `line_end` ends (blockBelow): the lines indented
+ *  deeper than the name's, and a list's items at its indentation, blank lines among them. */
+function indentedBlockEnd(text: string, line_end: number, block: YamlBlock): number {
+  const { indent, list } = block;
+  let end = line_end;
+  for (let at = line_end; at < text.length; ) {
+    at += text.startsWith("\r\n", at) ? 2 : 1;
+    let spaces = 0;
+    while (text[at + spaces] === " " || text[at + spaces] === "\t") spaces += 1;
+    const next = indexOf(line_end_pattern, text, at);
+    if (next === at + spaces || (text[at + spaces] === "#" && spaces <= indent)) {
+      at = next; // a blank line or a comment: the block may go on below it
+      continue;
+    }
+    if (spaces < indent || (spaces === indent && !(list && text.startsWith("- ", at + spaces)))) break;
+    end = next;
+    at = next;
+  }
+  return end;
+}
+
+/** A value on the lines below a name (YAML): where it starts, the name's indentation, and whether it is a list at that indentation. */
+interface YamlBlock {
+  start: number;
+  indent: number;
+  list: boolean;
+}
+
+/** How far the line holding `at` is indented. */
+function indentOf(text: string, at: number): number {
+  // Back to the line's start, char by char: lastIndexOf("\r") would read the whole text back for a line break it holds none of.
+  let line_start = at;
+  while (line_start > 0 && text[line_start - 1] !== "\n" && text[line_start - 1] !== "\r") line_start -= 1;
+  let spaces = 0;
+  while (text[line_start + spaces] === " " || text[line_start + spaces] === "\t") spaces += 1;
+  return spaces;
+}
+
+/** Blank and comment lines looked past for a value on the lines below its name, at most. */
+const lines_skipped_max = 8;
+
+/** How much of a value is read to judge it: past this, it is no placeholder and no count. */
+const value_probe_chars = 128;
+
+/** Skips spaces and tabs rightwards from `at`. */
+function spacesAfter(text: string, at: number): number {
+  let end = at;
+  while (isLabelSpace(text.charCodeAt(end))) end += 1;
+  return end;
+}
+
+/** Where the value after a name starts and ends (see labelledSecretsRedacted), reading no more than `read_chars` of it. */
+function labelledValue(text: string, separator: number, label: Label, lines: LineEnds, read_chars: number): { start: number; end: number; below?: YamlBlock } {
+  let after = separator + 1;
+  while (text[after] === "=" || text[after] === ">") after += 1; // "=>", "==", "===", ":="
+  let start = after;
+  while (isLabelSpace(text.charCodeAt(start))) start += 1;
+  if (text[start] === "*") {
+    // The end of the name's markup: "**Password:** hunter2".
+    while (text[start] === "*") start += 1;
+    while (isLabelSpace(text.charCodeAt(start))) start += 1;
+  }
+  const limit = Math.min(text.length, start + read_chars);
+  const assigned = text[separator] === "=";
+  /** Where the value goes on to when it is not quoted, or its quote was part of it. */
+  const plainEnd = (from: number) =>
+    label.quoted ? indexWithin(member_value_end_pattern, text, from, limit) : assigned ? indexWithin(assigned_value_end_pattern, text, from, limit) : Math.min(limit, lines.textEnd(from));
   const escaped = text[start] === "\\" && text[start + 1] === '"';
   const quote = escaped ? '"' : text[start];
   if (quote === '"' || quote === "'" || quote === "`") {
     const opened = start + (escaped ? 2 : 1);
-    const line_end = lines.lineEnd(opened);
+    const line_end = Math.min(limit, lines.lineEnd(opened));
     const end = escaped ? escapedStringEnd(text, opened, line_end) : quotedEnd(text, opened, line_end, quote);
-    return { start: opened, end };
+    const close_end = end + (escaped ? 2 : 1);
+    if (end === line_end || after_quoted_value.test(text.slice(close_end, close_end + 1))) return { start: opened, end };
+    return { start: opened, end: Math.max(end, plainEnd(close_end)) };
   }
-  if (quoted_name) return { start, end: indexOf(member_value_end_pattern, text, start) };
-  if (text[separator] === "=") return { start, end: indexOf(assigned_value_end_pattern, text, start) };
-  return { start, end: lines.textEnd(start) };
+  // A list or object after a quoted name or "=", to its close. (After ":" the value runs to the
+  // line's end, which holds it, and a password that starts with a bracket too: "[2024]Summer!".)
+  if ((label.quoted || assigned) && (text[start] === "[" || text[start] === "{")) {
+    const close_end = bracketedEnd(text, start, Math.min(limit, lines.lineEnd(start)));
+    // A value that only starts with a bracket ("=[2024]Summer!") goes on.
+    return { start, end: after_quoted_value.test(text.slice(close_end, close_end + 1)) ? close_end : Math.max(close_end, plainEnd(close_end)) };
+  }
+  if (text[separator] === "|") {
+    // A table's next cell.
+    let end = Math.min(lines.lineEnd(start), indexWithin(cell_end_pattern, text, start, limit));
+    while (end > start && isLabelSpace(text.charCodeAt(end - 1))) end -= 1;
+    return { start, end };
+  }
+  const end = plainEnd(start);
+  if (assigned || label.quoted || end - start > yaml_rest_chars_max || !yaml_value_below.test(text.slice(start, end))) return { start, end };
+  // "password:" with its value on the lines below (YAML): indented deeper, or a list's items at
+  // the name's own indentation; what the line holds (a block indicator, a tag, a comment) stays.
+  const line_end = lines.lineEnd(start);
+  const block = blockBelow(text, line_end, indentOf(text, separator));
+  return block === undefined ? { start, end } : { start: block.start, end: line_end, below: block };
 }
+
+/** The first line of the block below the line that ends at `line_end`, up to lines_skipped_max blank
+ *  and comment lines aside, when it is indented deeper than `indent` or is a list's item at that
+ *  indentation ("- hunter2"). The bound keeps the search linear: each of many commented-out
+ *  names ("#password:") would otherwise read all the comment lines below it. */
+function blockBelow(text: string, line_end: number, indent: number): YamlBlock | undefined {
+  for (let at = line_end, skipped = 0; at < text.length && skipped <= lines_skipped_max; skipped++) {
+    at += text.startsWith("\r\n", at) ? 2 : 1;
+    let spaces = 0;
+    while (text[at + spaces] === " " || text[at + spaces] === "\t") spaces += 1;
+    const next = indexOf(line_end_pattern, text, at);
+    if (next === at + spaces || text[at + spaces] === "#") {
+      at = next; // a blank line or a comment: the block may start below it
+      continue;
+    }
+    if (spaces > indent) return { start: at + spaces, indent, list: false };
+    // A list's items are replaced after the first one's "- ", which says again, when read again, that the value is below.
+    return spaces === indent && text.startsWith("- ", at + spaces) ? { start: at + spaces + 2, indent, list: true } : undefined;
+  }
+  return undefined;
+}
+
+/** Whether text[start, end) is a replacement this scrubbing made: "[redacted]" alone or quoted
+ *  ("password='[redacted]'"); with `pair_end`, also before a "," or ";" that ends the name rule's
+ *  pair ("password=[redacted],user=bob", as the query rule meets it). "[redacted]hunter2" and
+ *  "[redacted] hunter2" are values of their own. */
+function isRedactedAlready(text: string, start: number, end: number, pair_end = false): boolean {
+  const quote = `'"\``.includes(text[start] ?? "x") ? text[start]! : "";
+  const after = start + quote.length + redacted.length;
+  if (!text.startsWith(redacted, start + quote.length)) return false;
+  // Quoted, or after an opening quote alone: the name rule's replacement of a value whose quote was part of it.
+  if (quote !== "") return after === end || (text[after] === quote && after + 1 === end);
+  return after === end || (pair_end && (text[after] === "," || text[after] === ";"));
+}
+
+/** Whether a word looks like a credential: 16 characters or more, or 6 or more holding a digit,
+ *  one of `._~+/=` or a lower-case letter followed by a capital. */
+function looksLikeCredential(word: string): boolean {
+  return word.length >= credential_chars_min || (word.length >= 6 && ordinary_value_mark.test(word));
+}
+
+/** credential_mark without "-": a hyphen joins words ("oatmeal-raisin", "session-token") as often as a token's parts. */
+const ordinary_value_mark = /[0-9._~+/=]|[a-z][A-Z]/;
 
 /**
- * Whether the value written after a secret's name is the secret: any value but a count of a
- * model's tokens ("max_tokens: 4096, temperature: 0.2"), and after an ordinary word (ordinary_word_labels) only one
- * whose first word looks like a credential. Reads no further into the value than it must: many
- * names on one long line each have a value to the line's end.
+ * Whether the value written after a secret's name is the secret: any value, but after an ordinary
+ * word (Label.ordinary) only one whose first or second word looks like a credential, or, after a
+ * PIN's, OTP's or card code's name, whose first word is 3 to 8 digits; a count of a model's
+ * tokens ("max_tokens: 4096") never. Reads no more than the value's first words: many names on
+ * one long line each have a value to the line's end.
  */
-function isLabelledSecret(name: string, text: string, start: number, end: number): boolean {
-  if (start >= end || text.startsWith(redacted, start)) return false;
-  if (name.endsWith("tokens") && startsWithCount(text, start, end)) return false;
-  if (!ordinary_word_labels.has(name)) return true;
-  const first_word = text.slice(start, Math.min(end, start + credential_chars_min)).split(/\s/, 1)[0]!;
-  return first_word.length >= credential_chars_min || credential_mark.test(first_word);
+function isLabelledSecret(label: Label, text: string, start: number, end: number, below = false): boolean {
+  if (start >= end || isRedactedAlready(text, start, end)) return false;
+  if (label.name.endsWith("tokens") && startsWithCount(text, start, end)) return false;
+  // A block below is judged by its first line, which does not say the lines after it hold nothing.
+  if (!below && end - start <= placeholder_chars_max && placeholder_pattern.test(text.slice(start, end).trim())) return false;
+  if (!label.ordinary) return true;
+  const words = text.slice(start, Math.min(end, start + 2 * credential_chars_min + 1)).split(/\s+/, 2);
+  if (numeric_secret_labels.has(label.name) && /^\d{3,8}$/.test(words[0]!)) return true;
+  return words.some(looksLikeCredential);
 }
 
-/** True when the first word of text[start, end) is digits, grouped by "," or "_" ("4096",
- *  "1,200", "4096, temperature: 0.2"). */
+/** True when the first word of text[start, end) is a count: digits, grouped by "," or "_" ("4096",
+ *  "1,200"), perhaps with "~" before, a "k" or "M" after, and a "," or "." ending it. */
 function startsWithCount(text: string, start: number, end: number): boolean {
-  if (!isAsciiDigit(text.charCodeAt(start))) return false;
-  for (let at = start + 1; at < end; at++) {
-    const code = text.charCodeAt(at);
-    if (code === 0x20 || code === 0x09) return true;
-    if (!isAsciiDigit(code) && code !== 0x2c && code !== 0x5f) return false;
-  }
-  return true;
+  const word_end = Math.min(end, start + 32);
+  const word = text.slice(start, word_end).split(/\s/, 1)[0]!;
+  return /^~?\d[\d,_]*(?:\.\d+)?[kKmM]?[.,;]?$/.test(word);
 }
 
 /**
  * Each secret written after its name in text replaced in place: "password: hunter2",
- * "X-Api-Key: 3f9a…", "Cookie: sid=…", "DB_PASSWORD=hunter2", '"client_secret": "…"'. A name is
- * judged as a key's (isSecretKeyName). Each ":" or "=" is looked at once, with a bounded look
- * back, the search goes on after a replaced value, and a kept value is read no further than its
- * first word: linear in the text.
+ * "X-Api-Key: 3f9a…", "Cookie: sid=…", "DB_PASSWORD=hunter2", '"client_secret": "…"',
+ * "'password' => 'hunter2'". A value runs: quoted, to its closing quote (on, when the quote was
+ * part of it); a list or object, to its closing bracket; after a quoted name, to the member's
+ * end; after "=", to the pair's end; after ":", to the line's end, or over the indented lines
+ * below when the line holds none (YAML). Each separator is looked at once, with a bounded look
+ * back, and only shortly after a keyword a secret's name holds; the search goes on after a
+ * replaced value, and a kept value is read no further than its first words: linear in the text.
  */
 function labelledSecretsRedacted(text: string, state: ScrubState): string {
-  if (!text.includes(":") && !text.includes("=")) return text;
+  if (!text.includes(":") && !text.includes("=") && !text.includes("|") && !text.includes("\uff1a")) return text;
   label_keyword_pattern.lastIndex = 0;
   let keyword = label_keyword_pattern.exec(text);
   if (keyword === null) return text;
@@ -792,8 +1095,16 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
     if (text.startsWith("//", separator + 1)) continue; // a URL's scheme
     const label = secretLabel(text, separator);
     if (label === undefined) continue;
-    const value = labelledValue(text, separator, label.quoted, lines);
-    if (!isLabelledSecret(label.name, text, value.start, value.end)) continue;
+    if (label.start >= 3 && text.startsWith("://", label.start - 3)) continue; // a URL's user ("https://token:…@host"): its password is the URL rule's
+    // A query's parameter is queryValuesRedacted's, but for a quoted value, which the name rule ends.
+    if (text[separator] === "=" && label.start > 0 && "?&#".includes(text[label.start - 1]!) && !/['"`]/.test(text[spacesAfter(text, separator + 1)] ?? "")) continue;
+    // Judged on its first characters; read to its end only when replaced (and the search goes on
+    // after it): a kept value read to its end would be read again for every name before that end.
+    const probe = labelledValue(text, separator, label, lines, value_probe_chars);
+    const judged_end = probe.below ? Math.min(probe.start + value_probe_chars, lines.lineEnd(probe.start)) : probe.end;
+    if (!isLabelledSecret(label, text, probe.start, judged_end, probe.below !== undefined)) continue;
+    const value = labelledValue(text, separator, label, lines, Number.POSITIVE_INFINITY);
+    if (value.below) value.end = indentedBlockEnd(text, value.end, value.below);
     out += `${text.slice(copied, value.start)}${redacted}`;
     copied = value.end;
     state.redactions += 1;

@@ -470,6 +470,12 @@ describe("scrub", () => {
       expect(scrub({ [name]: "1234" })[name], name).toBe("[redacted]");
     }
     for (const name of ["bypass", "cache_bypass", "compass", "passenger", "passport_country", "top_w", "pwm", "pass_count", "otp_sent_at"]) expect(isSecretKeyName(name), name).toBe(false);
+    // A password's name as the last part of a longer one, and the names of keys in headers and connection strings.
+    for (const name of ["DB_PASS", "smtp-pass", "MYSQL_PWD", "ftp.pw", "X-Auth-Key", "AccountKey", "Ocp-Apim-Subscription-Key", "x-functions-key", "encryption_key", "X-Master-Key"]) {
+      expect(isSecretKeyName(name), name).toBe(true);
+    }
+    // A ticket or a step is no password; an id or fingerprint is no key.
+    for (const name of ["boarding_pass", "season_pass", "first_pass", "signing_key_id", "master_key_id", "encryption_key_fingerprint"]) expect(isSecretKeyName(name), name).toBe(false);
   });
 
   it("scrubs 1 MiB adversarial strings for each new rule correctly (each scanned once, no backtracking blow-up)", () => {
@@ -576,6 +582,77 @@ describe("scrub", () => {
       ["password: a\nX-Api-Key: b", "password: [redacted]\nX-Api-Key: [redacted]", 2],
       // A URL's password is replaced first; its name is not taken for a label again.
       ["https://token:abc@h.example/x", "https://token:[redacted]@h.example/x", 1],
+      // Code: "=>", "==", "===", subscripts; markup, a parenthesis or "is" between the name and its ":".
+      ["'password' => 'hunter2'", "'password' => '[redacted]'", 1],
+      [':password => "hunter2"', ':password => "[redacted]"', 1],
+      ['if password == "hunter2":', 'if password == "[redacted]":', 1],
+      ["password === 'hunter2'", "password === '[redacted]'", 1],
+      ["config['password'] = 'hunter2'", "config['password'] = '[redacted]'", 1],
+      ['os.environ["API_KEY"] = "abc123"', 'os.environ["API_KEY"] = "[redacted]"', 1],
+      ["**Password**: hunter2", "**Password**: [redacted]", 1],
+      ["**Password:** hunter2", "**Password:** [redacted]", 1],
+      ["- **API Key**: abc123", "- **API Key**: [redacted]", 1],
+      ["`password`: hunter2", "`password`: [redacted]", 1],
+      ["Password (case sensitive): hunter2", "Password (case sensitive): [redacted]", 1],
+      ["Your password is: hunter2", "Your password is: [redacted]", 1],
+      // Aligned columns, a no-break space before the colon, a full-width colon.
+      ["username       = admin\npassword       = hunter2", "username       = admin\npassword       = [redacted]", 1],
+      ["Secret   Key: abc", "Secret   Key: [redacted]", 1],
+      ["password\u00a0: hunter2", "password\u00a0: [redacted]", 1],
+      ["password\uff1ahunter2", "password\uff1a[redacted]", 1],
+      // Any Authorization header, whatever its scheme; a quoted name of two words.
+      ["Authorization: OAuth ya29.a0AfH6SMBxyz", "Authorization: [redacted]", 1],
+      ["Authorization: Apikey abc123def456", "Authorization: [redacted]", 1],
+      ['Config: {"API Key": "abc123"}', 'Config: {"API Key": "[redacted]"}', 1],
+      ["{'Client Secret': 'abc123'} ok", "{'Client Secret': '[redacted]'} ok", 1],
+      // Names of passwords and keys in .env files and headers.
+      ["DB_PASS=hunter2\nSMTP_PASS: hunter2\nDB_PWD: hunter2", "DB_PASS=[redacted]\nSMTP_PASS: [redacted]\nDB_PWD: [redacted]", 3],
+      ["Server=x;AccountKey=abc123==;EndpointSuffix=core", "Server=x;AccountKey=[redacted];EndpointSuffix=core", 1],
+      ["Ocp-Apim-Subscription-Key: 0123abcd\nX-Auth-Key: k\nX-Master-Key: m", "Ocp-Apim-Subscription-Key: [redacted]\nX-Auth-Key: [redacted]\nX-Master-Key: [redacted]", 3],
+      // YAML: the value on the indented lines below, plain or a block scalar.
+      ["password:\n  hunter2\nnext: 1", "password:\n  [redacted]\nnext: 1", 1],
+      ["db:\n  password:\n    hunter2\n\n    more\n  host: x", "db:\n  password:\n    [redacted]\n  host: x", 1],
+      ["api_key: >-\n  abc123secret\n  more\nother: x", "api_key: >-\n  [redacted]\nother: x", 1],
+      // A list, and quotes that are part of the value, taken whole.
+      ['{"api_keys": ["k1secret", "k2secret"]}  noted', '{"api_keys": [redacted]}  noted', 1],
+      ["password: 'don't-tell-anyone'", "password: '[redacted]", 1],
+      ['password: "k9#Lm"2pQ', 'password: "[redacted]', 1],
+      // An ordinary word names a credential after a qualifier, or when the value looks like one.
+      ["Client secret: hunter2\nAccess token: abcdefgh\nAuth token: letmein", "Client secret: [redacted]\nAccess token: [redacted]\nAuth token: [redacted]", 3],
+      ["secret: hunter2", "secret: [redacted]", 1],
+      ["PIN: 1234\nCVV: 123", "PIN: [redacted]\nCVV: [redacted]", 2],
+      ["Key Secret: abcdefgh\nSession cookie: abc", "Key Secret: [redacted]\nSession cookie: [redacted]", 2],
+      // A quoted value after "=" at the start of the text, and a pair ending at ",".
+      ["PASSWORD='correct horse battery staple'", "PASSWORD='[redacted]'", 1],
+      ["password=hunter2,user=bob", "password=[redacted],user=bob", 1],
+      // YAML: blank lines, a comment or a tag before the value below; a list at the name's indentation.
+      ["password:\n\n  hunter2", "password:\n\n  [redacted]", 1],
+      ["password: # rotated monthly\n  hunter2\nx: 1", "password: # rotated monthly\n  [redacted]\nx: 1", 1],
+      ["password: !!str |\n  hunter2", "password: !!str |\n  [redacted]", 1],
+      ["passwords:\n- hunter2\n- swordfish\nother: 1", "passwords:\n- [redacted]\nother: 1", 1],
+      // A Markdown table's row; a long parenthesis; a parenthesis then "is".
+      ["| Name | Value |\n|---|---|\n| password | hunter2 |\n| user | bob |", "| Name | Value |\n|---|---|\n| password | [redacted] |\n| user | bob |", 1],
+      ["API key (found in the Razorpay Dashboard, Settings, API Keys): abc123def", "API key (found in the Razorpay Dashboard, Settings, API Keys): [redacted]", 1],
+      ["Password (temp) is: hunter2", "Password (temp) is: [redacted]", 1],
+      ["| Admin Password (temp) | hunter2 |\n| `pin` | 1234 |", "| Admin Password (temp) | [redacted] |\n| `pin` | [redacted] |", 2],
+      // A quoted value in a query; a value that only starts with the replacement's text.
+      ["url?x=1&PASSWORD='correct horse'", "url?x=1&PASSWORD='[redacted]'", 1],
+      ["?password=hunter2[redacted]&x=1", "?password=[redacted]&x=1", 1],
+      ['password: "[redacted]hunter2"', 'password: "[redacted]"', 1],
+      ["password: [redacted] correct horse", "password: [redacted]", 1],
+      ["| password | [redacted] hunter2 |", "| password | [redacted] |", 1],
+      // A password that starts with a bracket, or with what reads as a placeholder.
+      ["password: [2024]Summer!", "password: [redacted]", 1],
+      ["PASSWORD=[2024]Summer! x", "PASSWORD=[redacted] x", 1],
+      ["password: [none] hunter2", "password: [redacted]", 1],
+      ["password: |\n  ***\n  hunter2", "password: |\n  [redacted]", 1],
+      // A list's items keep the first "- ", so that scrubbing again changes nothing.
+      ["password: # note\n- hunter2\n- swordfish", "password: # note\n- [redacted]", 1],
+      // YAML: an anchor, a comment line before the value below.
+      ["password: &creds\n  hunter2", "password: &creds\n  [redacted]", 1],
+      ["password:\n# rotated monthly\n  hunter2", "password:\n# rotated monthly\n  [redacted]", 1],
+      ["ANSIBLE_BECOME_PASS=hunter2\nvault_pass: x", "ANSIBLE_BECOME_PASS=[redacted]\nvault_pass: [redacted]", 2],
+      ['{"secret": "abc"} in text', '{"secret": "[redacted]"} in text', 1],
     ];
     for (const [sent, stored, redactions] of cases) {
       expect(scrubCounting({ note: sent }), sent).toEqual({ value: { note: stored }, redactions });
@@ -588,7 +665,36 @@ describe("scrub", () => {
     const kept = [
       "Token: reservation for Diwali sale",
       "Cookie: oatmeal raisin",
+      "Cookie: 2 dozen chocolate chip",
+      "Fortune cookie: 3 pieces",
       "Auth: pending",
+      "Season pass: $99 until March",
+      "Day pass: 2 adults, 1 child",
+      "Spin: 1400 rpm, Capacity: 8kg",
+      "Chopin: Nocturnes Op. 9 (vinyl)",
+      "Rolling pin: 45cm beech",
+      "Bobby pin: 12 pack",
+      "Victoria's Secret: Bombshell 50ml",
+      "Secret: Clinical Strength deodorant",
+      "Here's the secret: nobody reads the docs.",
+      "Otp: 1 unit",
+      "CVV: M",
+      "cvc_check: pass",
+      "password_reset: sent",
+      "tokens: ~4k",
+      "max_tokens: 4096.",
+      "max_tokens=4096",
+      "https://x.example/v1?max_tokens=4096",
+      "Authorization: approved",
+      "Card authorization: declined (insufficient funds)",
+      "Password: not required",
+      "password: null",
+      "API Key: <your key>",
+      "boarding_pass: 12A",
+      "cat token | grep x",
+      "| Field | Type | Required |\n| password | string | yes |\n| api_key | string | no |",
+      "| token | The session-token returned by /login |",
+      "Cookie: oatmeal-raisin",
       "Secret Santa: gift wrap included",
       "Password manager: 1 year licence",
       "PIN code: 560001",
@@ -604,10 +710,16 @@ describe("scrub", () => {
       "password: \n",
     ];
     for (const note of kept) expect(scrubCounting({ note }), note).toEqual({ value: { note }, redactions: 0 });
-    // Percent-encoded, it cannot be replaced in place: the value is, whole.
-    expect(scrub({ note: "q=password%3A%20hunter2" }).note).toBe("[redacted]");
-    // A key holding one: its object is replaced whole, as for any secret in a key.
+    // A name and value percent-encoded together are not read (a URL's path or query holds
+    // "secret%3A+santa" and "cookies%3A-12-pack" as words).
+    for (const note of ["q=password%3A%20hunter2", "https://shop.example/search?q=secret%3A+santa+gifts see results", "https://shop.example/p/cookies%3A-12-pack"]) {
+      expect(scrub({ note }).note, note).toBe(note);
+    }
+    // A key holding one: its object is replaced whole, as for any secret in a key. A key that
+    // merely reads "name: value" keeps its object (its value goes by the key-name rule, as before).
     expect(scrub({ links: { "password: hunter2": 1 }, amount: 5 })).toEqual({ links: "[redacted]", amount: 5 });
+    const counts = { cache: { "password_reset:user:42": 1, "orders:user:42": 7 }, items: { "Cookie: 2 dozen": 499, "pin: 2": 3 } };
+    expect(scrub(counts)).toEqual({ cache: { "password_reset:user:42": "[redacted]", "orders:user:42": 7 }, items: { "Cookie: 2 dozen": "[redacted]", "pin: 2": 3 } });
   });
 
   it("scrubs 1 MiB lines full of names, kept values and unclosed quotes in one pass", () => {
@@ -619,6 +731,18 @@ describe("scrub", () => {
     }
     expect(scrubCounting({ open: `password: "${"x".repeat(mib)}` })).toEqual({ value: { open: 'password: "[redacted]' }, redactions: 1 });
     expect(scrubCounting({ glued: fill("key:key=") }).redactions).toBe(0);
+    // Lists left open, quotes of every kind left open, parentheses never opened, blank lines,
+    // table cells, names on lines indented ever deeper.
+    const kept_shapes = [fill("token: [a "), fill("token: 'a token: \"a token: `a "), fill("Cookie: {x "), fill("password ):"), fill("password ) :\n")];
+    // Values kept after reading far: a replacement's text, counts.
+    kept_shapes.push(fill("#password:\n"), fill("  # api_key:\r\n"), fill(`max_tokens=${"1".repeat(34)}`), fill(`"max_tokens":${"1".repeat(34)}`), fill("max_tokens=1_000_000_000_000_000_000_000_000_0"));
+    for (const kept of [...kept_shapes, `token:${"\n".repeat(mib)}x`, fill("token:\n\n\n\n"), fill("| token | a "), fill("token: # c\n")]) {
+      expect(scrub({ kept }).kept === kept, kept.slice(0, 12)).toBe(true);
+    }
+    const deeper = Array.from({ length: 2000 }, (_, depth) => `${" ".repeat(depth)}token:`).join("\n");
+    expect(scrub({ deeper }).deeper === deeper).toBe(true);
+    expect(scrubCounting({ nested: fill("api_key: [[{ ") }).redactions).toBe(1);
+    expect(scrubCounting({ glued: fill("password=`[redacted]`") }).redactions).toBe(1);
   });
 
   it("keeps ordinary evidence: amounts, ids, currencies, idempotency keys, non-Luhn digit runs", () => {
