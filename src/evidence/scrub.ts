@@ -949,7 +949,7 @@ function spacesAfter(text: string, at: number): number {
 }
 
 /** Where the value after a name starts and ends (see labelledSecretsRedacted), reading no more than `read_chars` of it. */
-function labelledValue(text: string, separator: number, label: Label, lines: LineEnds, read_chars: number): { start: number; end: number; below?: YamlBlock } {
+function labelledValue(text: string, separator: number, label: Label, lines: LineEnds, read_chars: number, blocks: BlocksBelow): { start: number; end: number; below?: YamlBlock } {
   let after = separator + 1;
   while (text[after] === "=" || text[after] === ">") after += 1; // "=>", "==", "===", ":="
   let start = after;
@@ -992,8 +992,26 @@ function labelledValue(text: string, separator: number, label: Label, lines: Lin
   // "password:" with its value on the lines below (YAML): indented deeper, or a list's items at
   // the name's own indentation; what the line holds (a block indicator, a tag, a comment) stays.
   const line_end = lines.lineEnd(start);
-  const block = blockBelow(text, line_end, indentOf(text, separator));
+  const block = blocks.below(text, line_end, separator);
   return block === undefined ? { start, end } : { start: block.start, end: line_end, below: block };
+}
+
+/**
+ * The block below a line (blockBelow), found once for all the names on that line: each of many
+ * names with nothing after them on one long line ("#otp:#otp:#otp:…") would otherwise walk back
+ * to the line's start for its indentation and read the lines below again.
+ */
+class BlocksBelow {
+  private line_end = -1;
+  private block: YamlBlock | undefined;
+
+  below(text: string, line_end: number, at: number): YamlBlock | undefined {
+    if (line_end !== this.line_end) {
+      this.line_end = line_end;
+      this.block = blockBelow(text, line_end, indentOf(text, at));
+    }
+    return this.block;
+  }
 }
 
 /** The first line of the block below the line that ends at `line_end`, up to lines_skipped_max blank
@@ -1082,6 +1100,7 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
   if (keyword === null) return text;
   let keyword_end = -1; // where the last keyword before the separator ends
   const lines = new LineEnds(text);
+  const blocks = new BlocksBelow();
   let out = "";
   let copied = 0;
   label_separator_pattern.lastIndex = 0;
@@ -1100,10 +1119,11 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
     if (text[separator] === "=" && label.start > 0 && "?&#".includes(text[label.start - 1]!) && !/['"`]/.test(text[spacesAfter(text, separator + 1)] ?? "")) continue;
     // Judged on its first characters; read to its end only when replaced (and the search goes on
     // after it): a kept value read to its end would be read again for every name before that end.
-    const probe = labelledValue(text, separator, label, lines, value_probe_chars);
-    const judged_end = probe.below ? Math.min(probe.start + value_probe_chars, lines.lineEnd(probe.start)) : probe.end;
+    const probe = labelledValue(text, separator, label, lines, value_probe_chars, blocks);
+    // (The first line below is read apart from `lines`, which stays on the names' line.)
+    const judged_end = probe.below ? indexWithin(line_end_pattern, text, probe.start, Math.min(text.length, probe.start + value_probe_chars)) : probe.end;
     if (!isLabelledSecret(label, text, probe.start, judged_end, probe.below !== undefined)) continue;
-    const value = labelledValue(text, separator, label, lines, Number.POSITIVE_INFINITY);
+    const value = labelledValue(text, separator, label, lines, Number.POSITIVE_INFINITY, blocks);
     if (value.below) value.end = indentedBlockEnd(text, value.end, value.below);
     out += `${text.slice(copied, value.start)}${redacted}`;
     copied = value.end;

@@ -735,7 +735,7 @@ describe("scrub", () => {
     // table cells, names on lines indented ever deeper.
     const kept_shapes = [fill("token: [a "), fill("token: 'a token: \"a token: `a "), fill("Cookie: {x "), fill("password ):"), fill("password ) :\n")];
     // Values kept after reading far: a replacement's text, counts.
-    kept_shapes.push(fill("#password:\n"), fill("  # api_key:\r\n"), fill(`max_tokens=${"1".repeat(34)}`), fill(`"max_tokens":${"1".repeat(34)}`), fill("max_tokens=1_000_000_000_000_000_000_000_000_0"));
+    kept_shapes.push(fill("#password:\n"), fill("  # api_key:\r\n"), fill(`#${"#otp:".repeat(22)}${" ".repeat(2000)}\n  hello\n`), fill(`max_tokens=${"1".repeat(34)}`), fill(`"max_tokens":${"1".repeat(34)}`), fill("max_tokens=1_000_000_000_000_000_000_000_000_0"));
     for (const kept of [...kept_shapes, `token:${"\n".repeat(mib)}x`, fill("token:\n\n\n\n"), fill("| token | a "), fill("token: # c\n")]) {
       expect(scrub({ kept }).kept === kept, kept.slice(0, 12)).toBe(true);
     }
