@@ -657,7 +657,7 @@ const label_keyword_pattern = /pass|pw|secret|token|key|auth|cookie|cv[vcnd]|csc
 /** From the end of a keyword in a name to its separator, at most: three names and what may stand between them and it. */
 const label_span_max = 3 * (label_chars_max + 2) + label_spaces_max + label_closers_max + label_aside_chars_max;
 /** A name's separator: ":", "=" or a full-width colon ("=>", "==", "===" and ":=" are read
- *  whole), or the "|" after a Markdown table's cell that holds the name alone. */
+ *  whole), or the "|" that closes a Markdown table's cell holding the name (startsCell). */
 const label_separator_pattern = /[:=\uff1a|]/g;
 /** A value that says there is none ("Password: not required", "api_key: null", "<your key>"), or
  *  a schema's type or flag ("| password | string | yes |"): no secret. */
@@ -733,7 +733,7 @@ interface Label {
   start: number;
 }
 
-/** One word of a name, ending at `end`: where it starts, or -1. */
+/** One word of a name, ending at `end`, and where it starts; undefined when none ends there. */
 function wordBefore(text: string, end: number): { start: number; word: string } | undefined {
   const start = labelStart(text, end);
   return start === -1 ? undefined : { start, word: text.slice(start, end) };
