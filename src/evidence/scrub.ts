@@ -567,8 +567,7 @@ function urlPasswordsRedacted(text: string, state: ScrubState): string {
   let copied = 0;
   for (let at = text.indexOf("://"); at !== -1; ) {
     const start = at + 3;
-    authority_end_pattern.lastIndex = start;
-    const end = authority_end_pattern.exec(text)?.index ?? text.length;
+    const end = indexOf(authority_end_pattern, text, start);
     const authority = text.slice(start, end);
     const userinfo_end = authority.lastIndexOf("@");
     const colon = authority.indexOf(":");
@@ -608,8 +607,7 @@ function queryValuesRedacted(text: string, state: ScrubState): string {
   for (let match = query_name_pattern.exec(text); match !== null; match = query_name_pattern.exec(text)) {
     const value_start = query_name_pattern.lastIndex;
     if (!isSecretQueryName(match[1]!)) continue;
-    query_value_end_pattern.lastIndex = value_start;
-    const value_end = query_value_end_pattern.exec(text)?.index ?? text.length;
+    const value_end = indexOf(query_value_end_pattern, text, value_start);
     const value = text.slice(value_start, value_end);
     // A value replaced already (by the name rule), or a count of a model's tokens (`?max_tokens=4096`), stays.
     const count = normalizedKeyName(match[1]!).endsWith("tokens") && startsWithCount(text, value_start, value_end);
@@ -716,10 +714,13 @@ function judgeLabelName(name: string): boolean {
   const normalized = normalizedKeyName(name);
   const ending = normalized.endsWith("s") ? normalized.slice(0, -1) : normalized;
   if (secret_key_names.has(normalized) || secret_key_names.has(ending) || namesPassword(name)) return true;
-  if ([...secret_key_fragments, ...secret_key_endings].some((fragment) => normalized.endsWith(fragment) || ending.endsWith(fragment))) return true;
+  if (label_name_endings.some((fragment) => normalized.endsWith(fragment) || ending.endsWith(fragment))) return true;
   const part = lastNamePart(name);
   return secret_key_suffixes.some((suffix) => (suffix.length > 3 ? normalized.endsWith(suffix) : part === suffix));
 }
+
+/** What a name in text ends in when it is a secret's (judgeLabelName). */
+const label_name_endings: readonly string[] = [...secret_key_fragments, ...secret_key_endings];
 
 interface Label {
   /** The name, normalized (normalizedKeyName). */
@@ -903,19 +904,29 @@ function indentedBlockEnd(text: string, line_end: number, block: YamlBlock): num
   const { indent, list } = block;
   let end = line_end;
   for (let at = line_end; at < text.length; ) {
-    at += text.startsWith("\r\n", at) ? 2 : 1;
-    let spaces = 0;
-    while (text[at + spaces] === " " || text[at + spaces] === "\t") spaces += 1;
-    const next = indexOf(line_end_pattern, text, at);
-    if (next === at + spaces || (text[at + spaces] === "#" && spaces <= indent)) {
-      at = next; // a blank line or a comment: the block may go on below it
-      continue;
-    }
-    if (spaces < indent || (spaces === indent && !(list && text.startsWith("- ", at + spaces)))) break;
-    end = next;
-    at = next;
+    const line = lineAfter(text, at);
+    at = line.end;
+    // A blank line or a comment: the block may go on below it.
+    if (line.text_start === line.end || (text[line.text_start] === "#" && line.indent <= indent)) continue;
+    if (line.indent < indent || (line.indent === indent && !(list && text.startsWith("- ", line.text_start)))) break;
+    end = line.end;
   }
   return end;
+}
+
+/** The line after the one that ends at `line_end`: where its text starts, past its indentation,
+ *  how deep that is, and where it ends. */
+function lineAfter(text: string, line_end: number): { text_start: number; indent: number; end: number } {
+  const start = line_end + (text.startsWith("\r\n", line_end) ? 2 : 1);
+  const indent = indentAt(text, start);
+  return { text_start: start + indent, indent, end: indexOf(line_end_pattern, text, start) };
+}
+
+/** The spaces and tabs a line that starts at `line_start` is indented by. */
+function indentAt(text: string, line_start: number): number {
+  let spaces = 0;
+  while (text[line_start + spaces] === " " || text[line_start + spaces] === "\t") spaces += 1;
+  return spaces;
 }
 
 /** A value on the lines below a name (YAML): where it starts, the name's indentation, and whether it is a list at that indentation. */
@@ -930,9 +941,7 @@ function indentOf(text: string, at: number): number {
   // Back to the line's start, char by char: lastIndexOf("\r") would read the whole text back for a line break it holds none of.
   let line_start = at;
   while (line_start > 0 && text[line_start - 1] !== "\n" && text[line_start - 1] !== "\r") line_start -= 1;
-  let spaces = 0;
-  while (text[line_start + spaces] === " " || text[line_start + spaces] === "\t") spaces += 1;
-  return spaces;
+  return indentAt(text, line_start);
 }
 
 /** Blank and comment lines looked past for a value on the lines below its name, at most. */
@@ -952,12 +961,11 @@ function spacesAfter(text: string, at: number): number {
 function labelledValue(text: string, separator: number, label: Label, lines: LineEnds, read_chars: number, blocks: BlocksBelow): { start: number; end: number; below?: YamlBlock } {
   let after = separator + 1;
   while (text[after] === "=" || text[after] === ">") after += 1; // "=>", "==", "===", ":="
-  let start = after;
-  while (isLabelSpace(text.charCodeAt(start))) start += 1;
+  let start = spacesAfter(text, after);
   if (text[start] === "*") {
     // The end of the name's markup: "**Password:** hunter2".
     while (text[start] === "*") start += 1;
-    while (isLabelSpace(text.charCodeAt(start))) start += 1;
+    start = spacesAfter(text, start);
   }
   const limit = Math.min(text.length, start + read_chars);
   const assigned = text[separator] === "=";
@@ -1020,17 +1028,13 @@ class BlocksBelow {
  *  names ("#password:") would otherwise read all the comment lines below it. */
 function blockBelow(text: string, line_end: number, indent: number): YamlBlock | undefined {
   for (let at = line_end, skipped = 0; at < text.length && skipped <= lines_skipped_max; skipped++) {
-    at += text.startsWith("\r\n", at) ? 2 : 1;
-    let spaces = 0;
-    while (text[at + spaces] === " " || text[at + spaces] === "\t") spaces += 1;
-    const next = indexOf(line_end_pattern, text, at);
-    if (next === at + spaces || text[at + spaces] === "#") {
-      at = next; // a blank line or a comment: the block may start below it
-      continue;
-    }
-    if (spaces > indent) return { start: at + spaces, indent, list: false };
+    const line = lineAfter(text, at);
+    at = line.end;
+    // A blank line or a comment: the block may start below it.
+    if (line.text_start === line.end || text[line.text_start] === "#") continue;
+    if (line.indent > indent) return { start: line.text_start, indent, list: false };
     // A list's items are replaced after the first one's "- ", which says again, when read again, that the value is below.
-    return spaces === indent && text.startsWith("- ", at + spaces) ? { start: at + spaces + 2, indent, list: true } : undefined;
+    return line.indent === indent && text.startsWith("- ", line.text_start) ? { start: line.text_start + 2, indent, list: true } : undefined;
   }
   return undefined;
 }
