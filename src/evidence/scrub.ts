@@ -1,6 +1,7 @@
 // Secret scrubbing for evidence bodies: a deep copy in which values under secret-looking
-// keys, values that look like credentials or card numbers, and objects with a key that looks
-// like one, become "[redacted]"; a URL's password, secret-named query parameters and a secret
+// keys or beside a secret's name held apart ({"name": "DB_PASSWORD", "value": …}), values that
+// look like credentials or card numbers, and objects with a key that looks like one, become
+// "[redacted]"; a URL's password, secret-named query parameters and a secret
 // written after its name in text ("password: hunter2") are replaced in place; and the RFC 8785
 // text of that copy written in one walk, without making the copy.
 
@@ -51,6 +52,16 @@ const secret_name_last_parts = new Set(["pwd", "pw"]);
 const password_owners = new Set(["db", "database", "mysql", "postgres", "pg", "redis", "smtp", "ftp", "sftp", "ssh", "imap", "pop", "mail", "ldap", "proxy", "vpn", "wifi", "admin", "root", "user", "login", "app", "api",
   "vault", "sudo", "become", "keystore", "truststore", "ssl", "tls", "key", "bind", "mongo", "mongodb", "rabbitmq", "amqp", "mq", "kafka", "elastic",
   "jdbc", "oracle", "mssql", "sql", "git", "registry", "docker", "npm", "service", "svc", "bot", "master", "replica", "backup", "aws", "gcp", "azure"]);
+/** A name/value pair held apart: an object whose member under one of these names holds a
+ *  secret's name has the values under pair_value_keys redacted, as if they sat under that name
+ *  (`{"name": "DB_PASSWORD", "value": "…"}`: a Kubernetes or ECS env entry, a HAR header;
+ *  `{"key": "API_TOKEN", "value": "…"}`: Vercel's and Terraform's variables, Postman's auth;
+ *  CloudFormation's `ParameterKey`/`ParameterValue`, Elastic Beanstalk's `OptionName`/`Value`;
+ *  a form field's `{"name"|"label": "Password", "value": "…"}` and a browser tool's
+ *  `{"element": "Password field", "text": "…"}`). Compared as key names are (normalizedKeyName). */
+const pair_name_keys = new Set(["name", "key", "type", "parameterkey", "parametername", "optionname", "variable", "varname", "field", "fieldname", "label", "header", "headername", "element"]);
+const pair_value_keys = new Set(["value", "val", "parametervalue", "optionvalue", "text"]);
+
 /** A URL's `?key=` holds an API key by convention (Google's `?key=AIza…`); an object's `key` is
  *  most often the name half of a name/value pair (`{"key": "colour", "value": "red"}`), so
  *  this name is secret in a query only. */
@@ -174,11 +185,12 @@ const joint_with_format_units_max = 8;
 const card_prefilter = /\d(?:[\p{Zs}\p{Pd}\p{Cf}\u2212\t./_+]{0,4}\d){12}/u;
 
 /** Key names repeat across entries; remembering the verdicts keeps scrubbing cheap: whether the
- *  name is a secret's (its value is redacted), and whether the name itself holds a secret (its
- *  object is replaced). Only names up to key_verdict_chars_max are remembered: the names are the
- *  senders', and 10,000 of a megabyte each would be kept for the life of the process. */
+ *  name is a secret's (its value is redacted), and what else it tells (keyFacts: whether the
+ *  name itself holds a secret, so its object is replaced, and its part in a name/value pair).
+ *  Only names up to key_verdict_chars_max are remembered: the names are the senders', and
+ *  10,000 of a megabyte each would be kept for the life of the process. */
 const key_verdicts = new Map<string, boolean>();
-const key_text_verdicts = new Map<string, boolean>();
+const key_facts = new Map<string, number>();
 /** The same for names written in text before a ":" or "=" (isSecretLabelName). */
 const label_verdicts = new Map<string, boolean>();
 const key_verdicts_max = 10_000;
@@ -203,7 +215,7 @@ export function rememberSecretValues(values: Iterable<string | undefined>): void
     added = true;
   }
   // A key name judged before may hold one of them.
-  if (added) key_text_verdicts.clear();
+  if (added) key_facts.clear();
 }
 
 function containsKnownSecret(value: string): boolean {
@@ -213,10 +225,10 @@ function containsKnownSecret(value: string): boolean {
 
 /** How many key names are remembered (for the test that long ones are not). */
 export function rememberedKeyNames(): number {
-  return key_verdicts.size + key_text_verdicts.size + label_verdicts.size;
+  return key_verdicts.size + key_facts.size + label_verdicts.size;
 }
 
-function remembered(verdicts: Map<string, boolean>, key: string, judge: (key: string) => boolean): boolean {
+function remembered<T>(verdicts: Map<string, T>, key: string, judge: (key: string) => T): T {
   const known = verdicts.get(key);
   if (known !== undefined) return known;
   const verdict = judge(key);
@@ -230,12 +242,75 @@ function remembered(verdicts: Map<string, boolean>, key: string, judge: (key: st
  * language model's tokens, and is kept.
  */
 function redactedUnder(key: string, item: unknown): boolean {
-  if (item === null || item === undefined || !isSecretKeyName(key)) return false;
-  return !(typeof item === "number" && normalizedKeyName(key).endsWith("tokens"));
+  return item !== null && item !== undefined && isSecretKeyName(key) && !countsTokens(key, item);
+}
+
+function countsTokens(name: string, item: unknown): boolean {
+  return typeof item === "number" && normalizedKeyName(name).endsWith("tokens");
+}
+
+/** What a key's name tells of its object, as flags (keyFacts). */
+const key_holds_secret = 1;
+const key_names_pair = 2;
+const key_holds_pair_value = 4;
+const key_pair = key_names_pair | key_holds_pair_value;
+
+/**
+ * Whether a key holds a credential or card number as text (isSecretValue of the name: its object
+ * is replaced whole), and whether it is the name's or the value's member of a name/value pair
+ * held apart (pair_name_keys, pair_value_keys), as flags, remembered: one look-up per key.
+ */
+function keyFacts(key: string): number {
+  return remembered(key_facts, key, judgeKeyFacts);
+}
+
+function judgeKeyFacts(key: string): number {
+  const normalized = normalizedKeyName(key);
+  const holds_secret = isSecretValue(key) ? key_holds_secret : 0;
+  return holds_secret | (pair_name_keys.has(normalized) ? key_names_pair : 0) | (pair_value_keys.has(normalized) ? key_holds_pair_value : 0);
+}
+
+/** An object with a key that holds a secret: it is replaced whole, as renaming the key could
+ *  collide with another ({"4111 1111 1111 1111": "visa"}). */
+const replaced_whole = Symbol("replaced whole");
+
+/**
+ * What an object's keys decide before its values are read: replaced_whole when a key holds a
+ * secret; else the secret's name its name/value pair holds (`{"name": "DB_PASSWORD", "value":
+ * "…"}`: "DB_PASSWORD"), so the pair's value is redacted as if it sat under that name; else
+ * undefined. The names are data, not keys, so their verdicts are not remembered: a list of a
+ * million users' names would fill the memo that keeps key names cheap.
+ */
+function keysVerdict(object: Record<string, unknown>, keys: readonly string[]): typeof replaced_whole | string | undefined {
+  let facts = 0;
+  for (const key of keys) {
+    const fact = keyFacts(key);
+    if ((fact & key_holds_secret) !== 0) return replaced_whole;
+    facts |= fact;
+  }
+  if ((facts & key_pair) !== key_pair) return undefined;
+  for (const key of keys) {
+    const name = object[key];
+    if ((keyFacts(key) & key_names_pair) !== 0 && typeof name === "string" && namesSecret(name)) return name;
+  }
+  return undefined;
+}
+
+/** Whether the value under `key` of an object whose pair names `pair_secret` is replaced whole
+ *  (redactedUnder), by its own name or, for a pair's value, by the pair's. */
+function redactedIn(key: string, item: unknown, pair_secret: string | undefined): boolean {
+  if (redactedUnder(key, item)) return true;
+  if (pair_secret === undefined || item === null || item === undefined) return false;
+  return (keyFacts(key) & key_holds_pair_value) !== 0 && !countsTokens(pair_secret, item);
 }
 
 export function isSecretKeyName(key: string): boolean {
-  return remembered(key_verdicts, key, (name) => isSecretNormalizedName(normalizedKeyName(name)) || namesPassword(name));
+  return remembered(key_verdicts, key, namesSecret);
+}
+
+/** Whether a name is a secret's (isSecretKeyName), not remembered. */
+function namesSecret(name: string): boolean {
+  return isSecretNormalizedName(normalizedKeyName(name)) || namesPassword(name);
 }
 
 /** The parts of a name split at "-", "_", "." or white space, lower-cased ("DB_PASS": db, pass). */
@@ -253,11 +328,6 @@ function namesPassword(name: string): boolean {
   const parts = nameParts(name);
   const last = parts.at(-1) ?? "";
   return secret_name_last_parts.has(last) || (last === "pass" && parts.length > 1 && password_owners.has(parts.at(-2)!));
-}
-
-/** True when a key name holds a credential or card number as text (isSecretValue of the name). */
-function keyHoldsSecret(key: string): boolean {
-  return remembered(key_text_verdicts, key, isSecretValue);
 }
 
 function normalizedKeyName(key: string): string {
@@ -1171,11 +1241,12 @@ function scrubValue(value: unknown, depth: number, state: ScrubState): unknown {
   const source = value as { toJSON?: () => unknown };
   if (typeof source.toJSON === "function") return scrubValue(source.toJSON(), depth + 1, state);
   const keys = Object.keys(value);
-  if (keys.some(keyHoldsSecret)) return redact(state);
+  const pair_secret = keysVerdict(value as Record<string, unknown>, keys);
+  if (pair_secret === replaced_whole) return redact(state);
   const copy: Record<string, unknown> = {};
   for (const key of keys) {
     const item = (value as Record<string, unknown>)[key];
-    const scrubbed = redactedUnder(key, item) ? redact(state) : scrubValue(item, depth + 1, state);
+    const scrubbed = redactedIn(key, item, pair_secret) ? redact(state) : scrubValue(item, depth + 1, state);
     // JSON.parse makes "__proto__" an own key; assigning it would set the copy's prototype
     // instead, dropping the key from the stored body and its hash, so that one key is defined.
     if (key === "__proto__") Object.defineProperty(copy, key, { value: scrubbed, enumerable: true, writable: true, configurable: true });
@@ -1240,15 +1311,14 @@ function scrubbedText(value: unknown, depth: number, state: ScrubState): string 
   if ("toJSON" in value) throw new NotPlainData();
   const object = value as Record<string, unknown>;
   const keys = Object.keys(object);
-  // A key can carry a secret too ({"4111 1111 1111 1111": "visa"}): renaming it could collide
-  // with another key, so the object is replaced whole.
-  if (keys.some(keyHoldsSecret)) return redactedText(state);
+  const pair_secret = keysVerdict(object, keys);
+  if (pair_secret === replaced_whole) return redactedText(state);
   sortKeys(keys);
   let out = "{";
   let first = true;
   for (const key of keys) {
     const item = object[key];
-    const text = redactedUnder(key, item) ? redactedText(state) : scrubbedText(item, depth + 1, state);
+    const text = redactedIn(key, item, pair_secret) ? redactedText(state) : scrubbedText(item, depth + 1, state);
     if (text === undefined) continue;
     out += `${first ? "" : ","}${canonicalKey(key)}:${text}`;
     first = false;

@@ -51,8 +51,8 @@ describe("isSecretKeyName", () => {
 
 describe("scrubbedCanonicalJson", () => {
   it("is canonicalJson(scrub(value)) with the same redaction count, on values full of secrets", () => {
-    const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom("password", "Api_Key", "cvv", "token", "__proto__", "amount", "toJSON"));
-    const secret = fc.constantFrom("Bearer abcdefgh12345678", "rzp_test_abc", "4111 1111 1111 1111", "eyJabcd.efgh1234.x", "-----BEGIN PRIVATE KEY-----", "sk-0123456789abcdefXY", "password: hunter2", 'X-Api-Key: k1\nnote: {"pin": 1234}');
+    const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom("password", "Api_Key", "cvv", "token", "__proto__", "amount", "toJSON", "name", "Value", "text"));
+    const secret = fc.constantFrom("Bearer abcdefgh12345678", "rzp_test_abc", "4111 1111 1111 1111", "eyJabcd.efgh1234.x", "-----BEGIN PRIVATE KEY-----", "sk-0123456789abcdefXY", "password: hunter2", 'X-Api-Key: k1\nnote: {"pin": 1234}', "DB_PASSWORD", "max_tokens");
     const leaf = fc.oneof(
       fc.string(),
       secret,
@@ -138,6 +138,46 @@ describe("scrub", () => {
       expect(isSecretKeyName(name), name).toBe(true);
     }
     for (const name of ["pincode", "shipping", "pin_code", "spinner", "otp_sent_at", "option"]) expect(isSecretKeyName(name), name).toBe(false);
+  });
+
+  it("redacts the value of a name/value pair held apart whose name is a secret's, and keeps the name", () => {
+    const cases: [string, unknown, unknown][] = [
+      ["a Kubernetes env list", { env: [{ name: "DB_PASSWORD", value: "hunter2" }, { name: "LOG_LEVEL", value: "debug" }] }, { env: [{ name: "DB_PASSWORD", value: "[redacted]" }, { name: "LOG_LEVEL", value: "debug" }] }],
+      ["Vercel's env variable", { key: "API_TOKEN", value: "abc", type: "encrypted", target: ["production"] }, { key: "API_TOKEN", value: "[redacted]", type: "encrypted", target: ["production"] }],
+      ["CloudFormation's parameter", { ParameterKey: "DbPassword", ParameterValue: "x1" }, { ParameterKey: "DbPassword", ParameterValue: "[redacted]" }],
+      ["Elastic Beanstalk's option", { Namespace: "aws:elasticbeanstalk:application:environment", OptionName: "DB_PASS", Value: "x1" }, { Namespace: "aws:elasticbeanstalk:application:environment", OptionName: "DB_PASS", Value: "[redacted]" }],
+      ["a HAR header", { name: "Cookie", value: "sid=abc" }, { name: "Cookie", value: "[redacted]" }],
+      ["a form field", { name: "Password", type: "textbox", ref: "e12", value: "hunter2" }, { name: "Password", type: "textbox", ref: "e12", value: "[redacted]" }],
+      ["a browser tool's typing", { element: "Password input", ref: "e5", text: "hunter2" }, { element: "Password input", ref: "e5", text: "[redacted]" }],
+      ["an input's type", { type: "password", val: 1234 }, { type: "password", val: "[redacted]" }],
+      ["a pair in JSON text", { content: '[{"name":"DB_PASSWORD","value":"hunter2"}]' }, { content: '[{"name":"DB_PASSWORD","value":"[redacted]"}]' }],
+    ];
+    for (const [what, input, stored] of cases) {
+      expect(scrubCounting(input), what).toEqual({ value: stored, redactions: 1 });
+      expect(scrubbedCanonicalJson(input), what).toEqual({ text: canonicalJson(stored), redactions: 1 });
+    }
+  });
+
+  it("keeps a pair's value when its name is no secret's, it holds nothing or a count of tokens, or the object has no value member", () => {
+    const kept: [string, unknown][] = [
+      ["an ordinary setting", { name: "colour", value: "red" }],
+      ["a count of a model's tokens", { name: "max_tokens", value: 4096 }],
+      ["a null value", { name: "DB_PASSWORD", value: null }],
+      ["an MCP text block", { type: "text", text: "hello" }],
+      ["an MCP tools/call's params", { name: "rotate_secret", arguments: { id: "k1" } }],
+      ["a name that is no member's name", { title: "password", value: "shown" }],
+      ["a name that is not text", { name: ["password"], value: "shown" }],
+    ];
+    for (const [what, input] of kept) {
+      expect(scrubCounting(input), what).toEqual({ value: input, redactions: 0 });
+      expect(scrubbedCanonicalJson(input).redactions, what).toBe(0);
+    }
+  });
+
+  it("does not remember the names pairs hold, only their keys", () => {
+    const before = rememberedKeyNames();
+    for (let i = 0; i < 100; i++) scrub({ name: `user ${process.hrtime.bigint()} ${i}`, value: "v" });
+    expect(rememberedKeyNames()).toBeLessThanOrEqual(before + 2);
   });
 
   it("keeps a \"__proto__\" key as data, so the stored body and its hash keep what was sent", () => {
