@@ -1,9 +1,10 @@
 // Secret scrubbing for evidence bodies: a deep copy in which values under secret-looking
 // keys or beside a secret's name held apart ({"name": "DB_PASSWORD", "value": …}), values that
 // look like credentials or card numbers, and objects with a key that looks like one, become
-// "[redacted]"; a URL's password, secret-named query parameters and a secret
-// written after its name in text ("password: hunter2") are replaced in place; and the RFC 8785
-// text of that copy written in one walk, without making the copy.
+// "[redacted]"; a URL's password, secret-named query parameters, a secret written after its
+// name in text ("password: hunter2") and a YAML pair's value beside a secret's name are
+// replaced in place; and the RFC 8785 text of that copy written in one walk, without making
+// the copy.
 
 import { stringEnd, writesKeyTwice } from "../json-text.js";
 import { CanonicalJsonError, canonicalJson, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
@@ -485,9 +486,9 @@ export function withoutSecretKeys(record: Record<string, unknown>): Record<strin
 
 /**
  * A string as stored: "[redacted]" when it holds a credential, private key or card number; else
- * with each URL password, secret query value and secret written after its name replaced by
- * "[redacted]" in place (the scheme, host, path, other parameters and the rest of the text are
- * kept), each counted; else unchanged. Replacing them cannot make a credential or card number
+ * with each URL password, secret query value, secret written after its name and YAML pair's
+ * value beside a secret's name replaced by "[redacted]" in place (the scheme, host, path, other
+ * parameters and the rest of the text are kept), each counted; else unchanged. Replacing them cannot make a credential or card number
  * of what is left: each replaced stretch lies between characters no credential, card group or
  * JWT holds (an "=", ":", quote or white space before; a character such as "&", "#", "@", ",",
  * "}", ";", a quote, white space or the line's end after).
@@ -614,7 +615,7 @@ function isSecretText(value: string): boolean {
 function inPlaceSecretsRedacted(text: string, state: ScrubState): string {
   // Names in text before query parameters: a quoted value after "=" is the name rule's to end
   // ("PASSWORD='correct horse'"), where the query rule would end it at the first space.
-  return queryValuesRedacted(labelledSecretsRedacted(urlPasswordsRedacted(text, state), state), state);
+  return queryValuesRedacted(yamlPairsRedacted(labelledSecretsRedacted(urlPasswordsRedacted(text, state), state), state), state);
 }
 
 /** The text with every URL password and secret query value replaced, each counted in `state`. */
@@ -1205,6 +1206,98 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
     label_separator_pattern.lastIndex = value.end;
   }
   return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** A YAML line naming a pair (`- name: DB_PASSWORD`, `key: API_TOKEN`): its indentation, a list
+ *  item's dash, and what follows the member's ":". The members are pair_name_keys'. */
+const yaml_pair_name_line =
+  /^([ \t]*)(-[ \t]+)?(?:name|key|type|label|field|field[-_]?name|variable|var[-_]?name|header|header[-_]?name|element|parameter[-_]?key|parameter[-_]?name|option[-_]?name)[ \t]*:([^\r\n]*)/gim;
+/** The member beside it holding the pair's value, at the mapping's indentation: pair_value_keys'. */
+const yaml_pair_value_member = /^(?:value|val|text|parameter[-_]?value|option[-_]?value)[ \t]*:/i;
+/** Lines read below a pair's name for its value, at most (the mapping's other members, what is
+ *  nested under them, blank and comment lines): the bound keeps the search linear. */
+const yaml_pair_lines_max = 16;
+/** A YAML block scalar's indicator, its value on the lines below ("|", ">-", "|2+"). */
+const yaml_block_indicator = /^[|>][-+1-9]{0,2}$/;
+
+/** A YAML scalar as written after a ":": unquoted, its comment left out. */
+function yamlScalar(written: string): string {
+  const text = written.trim();
+  const quote = text[0];
+  if ((quote === '"' || quote === "'") && text.length > 1 && text.endsWith(quote)) return text.slice(1, -1);
+  const comment = text.search(/\s#/);
+  return comment === -1 ? text : text.slice(0, comment).trimEnd();
+}
+
+/**
+ * Where the value of the pair whose name's line ends at `line_end` is written: the value member
+ * at the mapping's indentation `indent`, within yaml_pair_lines_max lines, on its line (inside its
+ * quotes, without its comment) or, after a block indicator or nothing, the block below it; or
+ * undefined when the mapping ends first.
+ */
+function yamlPairValue(text: string, line_end: number, indent: number): { start: number; end: number; block: boolean } | undefined {
+  for (let at = line_end, read = 0; at < text.length && read < yaml_pair_lines_max; read++) {
+    const line = lineAfter(text, at);
+    at = line.end;
+    if (line.text_start === line.end || text[line.text_start] === "#") continue; // blank, or a comment
+    if (line.indent < indent) return undefined; // the mapping has ended
+    // Nested under another member, or that member's list ("ports:\n- 80" at the same indentation).
+    if (line.indent > indent || text[line.text_start] === "-") continue;
+    const member = yaml_pair_value_member.exec(text.slice(line.text_start, Math.min(line.end, line.text_start + 32)));
+    if (member === null) continue;
+    const start = spacesAfter(text, line.text_start + member[0].length);
+    let end = line.end;
+    while (end > start && /\s/.test(text[end - 1]!)) end -= 1;
+    const written = text.slice(start, end);
+    if (written === "" || yaml_block_indicator.test(written)) {
+      const below = blockBelow(text, line.end, indent);
+      if (below === undefined || below.list) return undefined;
+      return { start: below.start, end: indentedBlockEnd(text, line.end, below), block: true };
+    }
+    const quote = text[start];
+    if ((quote === '"' || quote === "'") && end - start > 1 && text[end - 1] === quote) return { start: start + 1, end: end - 1, block: false };
+    const comment = written.search(/\s#/);
+    return { start, end: comment === -1 ? end : start + written.slice(0, comment).trimEnd().length, block: false };
+  }
+  return undefined;
+}
+
+/**
+ * Each value of a YAML name/value pair whose name is a secret's replaced in place, as in data
+ * (pair_name_keys): a Kubernetes env entry written as text ("- name: DB_PASSWORD\n  value:
+ * hunter2"), a CloudFormation parameter ("ParameterKey: DbPassword\n  ParameterValue: …").
+ * Each name's line reads at most yaml_pair_lines_max lines below it, and a name inside a block
+ * value already replaced is not read at all, so no line is read more than a bounded number of
+ * times: linear in the text.
+ */
+function yamlPairsRedacted(text: string, state: ScrubState): string {
+  if (!text.includes("\n") && !text.includes("\r")) return text;
+  const found: { start: number; end: number }[] = [];
+  /** Block values found: a name inside one is not read (its value would lie inside too). */
+  let blocks: { start: number; end: number }[] = [];
+  yaml_pair_name_line.lastIndex = 0;
+  for (let match = yaml_pair_name_line.exec(text); match !== null; match = yaml_pair_name_line.exec(text)) {
+    const at = match.index;
+    blocks = blocks.filter((block) => block.end > at);
+    if (blocks.some((block) => block.start <= at)) continue;
+    const name = yamlScalar(match[3]!);
+    if (name === "" || !namesSecret(name)) continue;
+    const value = yamlPairValue(text, at + match[0].length, match[1]!.length + (match[2]?.length ?? 0));
+    if (value === undefined || isRedactedAlready(text, value.start, value.end)) continue;
+    found.push(value);
+    if (value.block) blocks.push(value);
+  }
+  if (found.length === 0) return text;
+  found.sort((a, b) => a.start - b.start);
+  let out = "";
+  let copied = 0;
+  for (const { start, end } of found) {
+    if (start < copied) continue; // inside a value replaced already
+    out += `${text.slice(copied, start)}${redacted}`;
+    copied = end;
+    state.redactions += 1;
+  }
+  return out + text.slice(copied);
 }
 
 interface ScrubState {

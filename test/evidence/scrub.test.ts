@@ -174,6 +174,48 @@ describe("scrub", () => {
     }
   });
 
+  it("redacts the value of a YAML name/value pair whose name is a secret's, written as text", () => {
+    const manifest = [
+      "spec:",
+      "  containers:",
+      "  - name: api",
+      "    env:",
+      "    - name: LOG_LEVEL",
+      "      value: debug",
+      "    - name: DB_PASSWORD # from the vault",
+      "      value: hunter2 # rotated monthly",
+      "    - name: \"API_TOKEN\"",
+      "      type: plain",
+      "      value: 'tok en'",
+      "    - name: DB_PASS",
+      "      valueFrom:",
+      "        configMapKeyRef: {name: db, key: user}",
+      "    - name: TLS_PRIVATE_KEY",
+      "      value: |",
+      "        line one",
+      "        line two",
+      "    - name: SMTP_PASSWORD",
+      "    - value: not the pair's",
+      "  - ParameterKey: DbPassword\r\n    ParameterValue: s3cret\r\n",
+    ].join("\n");
+    const stored = manifest
+      .replace("value: hunter2 # rotated monthly", "value: [redacted] # rotated monthly")
+      .replace("value: 'tok en'", "value: '[redacted]'")
+      .replace("value: |\n        line one\n        line two", "value: |\n        [redacted]")
+      .replace("ParameterValue: s3cret", "ParameterValue: [redacted]");
+    expect(scrubCounting({ manifest })).toEqual({ value: { manifest: stored }, redactions: 4 });
+    expect(scrubbedCanonicalJson({ manifest })).toEqual({ text: canonicalJson({ manifest: stored }), redactions: 4 });
+  });
+
+  it("reads YAML pairs in linear time: names with no value below, and block values nested in block values", () => {
+    const size = 1 << 20;
+    const unanswered = "- name: password\n  # nothing\n".repeat(size / 30);
+    expect(scrubCounting({ note: unanswered }).redactions).toBe(0);
+    let nested = "";
+    for (let depth = 0; nested.length < size; depth++) nested += `${"  ".repeat(depth)}name: password\n${"  ".repeat(depth)}value:\n`;
+    expect(scrubCounting({ note: `${nested}${" ".repeat(nested.length)}x` }).redactions).toBe(1);
+  });
+
   it("does not remember the names pairs hold, only their keys", () => {
     const before = rememberedKeyNames();
     for (let i = 0; i < 100; i++) scrub({ name: `user ${process.hrtime.bigint()} ${i}`, value: "v" });
