@@ -2,9 +2,9 @@
 // keys or beside a secret's name held apart ({"name": "DB_PASSWORD", "value": …}), values that
 // look like credentials or card numbers, and objects with a key that looks like one, become
 // "[redacted]"; a URL's password, secret-named query parameters, a secret written after its
-// name in text ("password: hunter2") and a YAML pair's value beside a secret's name are
-// replaced in place; and the RFC 8785 text of that copy written in one walk, without making
-// the copy.
+// name in text ("password: hunter2") and a YAML pair's or HTML tag's value beside a secret's
+// name are replaced in place; and the RFC 8785 text of that copy written in one walk, without
+// making the copy.
 
 import { stringEnd, writesKeyTwice } from "../json-text.js";
 import { CanonicalJsonError, canonicalJson, canonicalKey, canonicalNumber, canonicalString, sortKeys } from "./canonical.js";
@@ -54,14 +54,29 @@ const password_owners = new Set(["db", "database", "mysql", "postgres", "pg", "r
   "vault", "sudo", "become", "keystore", "truststore", "ssl", "tls", "key", "bind", "mongo", "mongodb", "rabbitmq", "amqp", "mq", "kafka", "elastic",
   "jdbc", "oracle", "mssql", "sql", "git", "registry", "docker", "npm", "service", "svc", "bot", "master", "replica", "backup", "aws", "gcp", "azure"]);
 /** A name/value pair held apart: an object whose member under one of these names holds a
- *  secret's name has the values under pair_value_keys redacted, as if they sat under that name
+ *  secret's name (namesPairSecret) has the values under pair_value_keys redacted
  *  (`{"name": "DB_PASSWORD", "value": "…"}`: a Kubernetes or ECS env entry, a HAR header;
  *  `{"key": "API_TOKEN", "value": "…"}`: Vercel's and Terraform's variables, Postman's auth;
- *  CloudFormation's `ParameterKey`/`ParameterValue`, Elastic Beanstalk's `OptionName`/`Value`;
- *  a form field's `{"name"|"label": "Password", "value": "…"}` and a browser tool's
- *  `{"element": "Password field", "text": "…"}`). Compared as key names are (normalizedKeyName). */
-const pair_name_keys = new Set(["name", "key", "type", "parameterkey", "parametername", "optionname", "variable", "varname", "field", "fieldname", "label", "header", "headername", "element"]);
-const pair_value_keys = new Set(["value", "val", "parametervalue", "optionvalue", "text"]);
+ *  CloudFormation's `ParameterKey`/`ParameterValue` and `OutputKey`/`OutputValue`, Elastic
+ *  Beanstalk's `OptionName`/`Value`, AWS SSM's `Type: SecureString`; a form field's
+ *  `{"name"|"label": "Password", "value": "…"}`, a browser tool's `{"element": "Password
+ *  field", "text": "…"}` or `{"selector": "#password", "value": "…"}`). Compared as key names
+ *  are (normalizedKeyName). */
+const pair_name_keys = new Set(["name", "key", "type", "parameterkey", "parametername", "optionname", "outputkey", "variable", "varname", "field", "fieldname", "label", "header", "headername", "element", "selector"]);
+const pair_value_keys = new Set(["value", "val", "parametervalue", "optionvalue", "outputvalue", "text"]);
+/** Members that mark the value beside them secret when they hold `true`, whatever its name:
+ *  GitLab's `masked` and `hidden`, Terraform's `sensitive`, Azure DevOps' `isSecret`. */
+const pair_flag_keys = new Set(["masked", "hidden", "sensitive", "issensitive", "secret", "issecret"]);
+/** What a name held as data ends with when it is a secret's (namesPairSecret): the key-name
+ *  rule's words, a one-time code's and AWS SSM's encrypted type. */
+const pair_secret_name_endings: readonly string[] = [
+  "password", "passwd", "passphrase", "passcode", "secret", "secrets", "token", "apikey", "authorization", "cookie", "cvv", "cvc", "securitycode",
+  "cardcode", "privatekey", "credential", "credentials", "sessionid", "accesskey", "secretkey", "authkey", "accountkey", "subscriptionkey",
+  "functionskey", "encryptionkey", "masterkey", "signingkey", "pin", "otp", "otpcode", "pinnumber", "otpvalue", "verificationcode",
+  "verificationvalue", "onetimecode", "authenticationcode", "securestring",
+];
+/** Words a form field's description ends with after what it holds ("Password input"). */
+const field_words = new Set(["input", "field", "textbox", "box", "text", "entry", "area", "textarea"]);
 
 /** A URL's `?key=` holds an API key by convention (Google's `?key=AIza…`); an object's `key` is
  *  most often the name half of a name/value pair (`{"key": "colour", "value": "red"}`), so
@@ -243,18 +258,15 @@ function remembered<T>(verdicts: Map<string, T>, key: string, judge: (key: strin
  * language model's tokens, and is kept.
  */
 function redactedUnder(key: string, item: unknown): boolean {
-  return item !== null && item !== undefined && isSecretKeyName(key) && !countsTokens(key, item);
-}
-
-function countsTokens(name: string, item: unknown): boolean {
-  return typeof item === "number" && normalizedKeyName(name).endsWith("tokens");
+  if (item === null || item === undefined || !isSecretKeyName(key)) return false;
+  return !(typeof item === "number" && normalizedKeyName(key).endsWith("tokens"));
 }
 
 /** What a key's name tells of its object, as flags (keyFacts). */
 const key_holds_secret = 1;
 const key_names_pair = 2;
 const key_holds_pair_value = 4;
-const key_pair = key_names_pair | key_holds_pair_value;
+const key_flags_pair = 8;
 
 /**
  * Whether a key holds a credential or card number as text (isSecretValue of the name: its object
@@ -268,7 +280,8 @@ function keyFacts(key: string): number {
 function judgeKeyFacts(key: string): number {
   const normalized = normalizedKeyName(key);
   const holds_secret = isSecretValue(key) ? key_holds_secret : 0;
-  return holds_secret | (pair_name_keys.has(normalized) ? key_names_pair : 0) | (pair_value_keys.has(normalized) ? key_holds_pair_value : 0);
+  const pair = (pair_name_keys.has(normalized) ? key_names_pair : 0) | (pair_value_keys.has(normalized) ? key_holds_pair_value : 0);
+  return holds_secret | pair | (pair_flag_keys.has(normalized) ? key_flags_pair : 0);
 }
 
 /** An object with a key that holds a secret: it is replaced whole, as renaming the key could
@@ -278,9 +291,10 @@ const replaced_whole = Symbol("replaced whole");
 /**
  * What an object's keys decide before its values are read: replaced_whole when a key holds a
  * secret; else the secret's name its name/value pair holds (`{"name": "DB_PASSWORD", "value":
- * "…"}`: "DB_PASSWORD"), so the pair's value is redacted as if it sat under that name; else
- * undefined. The names are data, not keys, so their verdicts are not remembered: a list of a
- * million users' names would fill the memo that keeps key names cheap.
+ * "…"}`: "DB_PASSWORD"), or the flag that marks its value secret (`{"masked": true, "value":
+ * "…"}`: "masked"), so the pair's value is redacted; else undefined. The names are data, not
+ * keys, so their verdicts are not remembered: a list of a million users' names would fill the
+ * memo that keeps key names cheap.
  */
 function keysVerdict(object: Record<string, unknown>, keys: readonly string[]): typeof replaced_whole | string | undefined {
   let facts = 0;
@@ -289,20 +303,37 @@ function keysVerdict(object: Record<string, unknown>, keys: readonly string[]): 
     if ((fact & key_holds_secret) !== 0) return replaced_whole;
     facts |= fact;
   }
-  if ((facts & key_pair) !== key_pair) return undefined;
+  if ((facts & key_holds_pair_value) === 0 || (facts & (key_names_pair | key_flags_pair)) === 0) return undefined;
   for (const key of keys) {
-    const name = object[key];
-    if ((keyFacts(key) & key_names_pair) !== 0 && typeof name === "string" && namesSecret(name)) return name;
+    const fact = keyFacts(key);
+    const item = object[key];
+    if ((fact & key_flags_pair) !== 0 && item === true) return key;
+    if ((fact & key_names_pair) !== 0 && typeof item === "string" && namesPairSecret(item)) return item;
   }
   return undefined;
 }
 
-/** Whether the value under `key` of an object whose pair names `pair_secret` is replaced whole
- *  (redactedUnder), by its own name or, for a pair's value, by the pair's. */
+/**
+ * Whether a name held as data (a pair's name, a YAML pair's, an HTML tag's) is a secret's: read
+ * lower-cased as letters and digits only, it ends with a secret's word (pair_secret_name_endings,
+ * after a form field's word such as "input"), or is one of the key-name rule's whole names, or
+ * names a password as the key-name rule's last parts do. Only the end counts, where the key-name
+ * rule takes a word anywhere: such names are often prose ("API token top-up", "Secret Santa",
+ * "password_min_length", "gen_ai.client.token.usage"), and a value beside them is no secret; so
+ * a count of a model's tokens ("max_tokens") is no secret's name here.
+ */
+function namesPairSecret(name: string): boolean {
+  const words = name.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((word) => word !== "");
+  while (words.length > 1 && field_words.has(words.at(-1)!)) words.pop();
+  const joined = words.join("");
+  return secret_key_names.has(joined) || pair_secret_name_endings.some((ending) => joined.endsWith(ending)) || namesPassword(name);
+}
+
+/** Whether the value under `key` is replaced whole: by its own name (redactedUnder) or, when
+ *  the object's pair holds a secret (`pair_secret`: keysVerdict), as the pair's value. */
 function redactedIn(key: string, item: unknown, pair_secret: string | undefined): boolean {
   if (redactedUnder(key, item)) return true;
-  if (pair_secret === undefined || item === null || item === undefined) return false;
-  return (keyFacts(key) & key_holds_pair_value) !== 0 && !countsTokens(pair_secret, item);
+  return pair_secret !== undefined && item !== null && item !== undefined && (keyFacts(key) & key_holds_pair_value) !== 0;
 }
 
 export function isSecretKeyName(key: string): boolean {
@@ -486,8 +517,8 @@ export function withoutSecretKeys(record: Record<string, unknown>): Record<strin
 
 /**
  * A string as stored: "[redacted]" when it holds a credential, private key or card number; else
- * with each URL password, secret query value, secret written after its name and YAML pair's
- * value beside a secret's name replaced by "[redacted]" in place (the scheme, host, path, other
+ * with each URL password, secret query value, secret written after its name and YAML pair's or
+ * HTML tag's value beside a secret's name replaced by "[redacted]" in place (the scheme, host, path, other
  * parameters and the rest of the text are kept), each counted; else unchanged. Replacing them cannot make a credential or card number
  * of what is left: each replaced stretch lies between characters no credential, card group or
  * JWT holds (an "=", ":", quote or white space before; a character such as "&", "#", "@", ",",
@@ -615,7 +646,8 @@ function isSecretText(value: string): boolean {
 function inPlaceSecretsRedacted(text: string, state: ScrubState): string {
   // Names in text before query parameters: a quoted value after "=" is the name rule's to end
   // ("PASSWORD='correct horse'"), where the query rule would end it at the first space.
-  return queryValuesRedacted(yamlPairsRedacted(labelledSecretsRedacted(urlPasswordsRedacted(text, state), state), state), state);
+  const named = yamlPairsRedacted(labelledSecretsRedacted(urlPasswordsRedacted(text, state), state), state);
+  return queryValuesRedacted(htmlPairsRedacted(named, state), state);
 }
 
 /** The text with every URL password and secret query value replaced, each counted in `state`. */
@@ -1211,9 +1243,9 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
 /** A YAML line naming a pair (`- name: DB_PASSWORD`, `key: API_TOKEN`): its indentation, a list
  *  item's dash, and what follows the member's ":". The members are pair_name_keys'. */
 const yaml_pair_name_line =
-  /^([ \t]*)(-[ \t]+)?(?:name|key|type|label|field|field[-_]?name|variable|var[-_]?name|header|header[-_]?name|element|parameter[-_]?key|parameter[-_]?name|option[-_]?name)[ \t]*:([^\r\n]*)/gim;
+  /^([ \t]*)(-[ \t]+)?(?:name|key|type|label|field|field[-_]?name|variable|var[-_]?name|header|header[-_]?name|element|selector|parameter[-_]?key|parameter[-_]?name|option[-_]?name|output[-_]?key)[ \t]*:([^\r\n]*)/gim;
 /** The member beside it holding the pair's value, at the mapping's indentation: pair_value_keys'. */
-const yaml_pair_value_member = /^(?:value|val|text|parameter[-_]?value|option[-_]?value)[ \t]*:/i;
+const yaml_pair_value_member = /^(?:value|val|text|parameter[-_]?value|option[-_]?value|output[-_]?value)[ \t]*:/i;
 /** Lines read below a pair's name for its value, at most (the mapping's other members, what is
  *  nested under them, blank and comment lines): the bound keeps the search linear. */
 const yaml_pair_lines_max = 16;
@@ -1281,7 +1313,7 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
     blocks = blocks.filter((block) => block.end > at);
     if (blocks.some((block) => block.start <= at)) continue;
     const name = yamlScalar(match[3]!);
-    if (name === "" || !namesSecret(name)) continue;
+    if (name === "" || !namesPairSecret(name)) continue;
     const value = yamlPairValue(text, at + match[0].length, match[1]!.length + (match[2]?.length ?? 0));
     if (value === undefined || isRedactedAlready(text, value.start, value.end)) continue;
     found.push(value);
@@ -1298,6 +1330,55 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
     state.redactions += 1;
   }
   return out + text.slice(copied);
+}
+
+/** An HTML tag, to its ">": each is read from its "<" to the next "<" or ">" at most, so the tags
+ *  of a text are read once however many "<" it holds. */
+const html_tag_pattern = /<[A-Za-z][^<>]*>/g;
+/** A tag's attribute with its value, quoted or not. */
+const html_attribute_pattern = /([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'=<>`]+)/g;
+/** The attributes that name what a tag's value is: a form field's name, id, type, autocomplete
+ *  hint and label, a meta tag's name. */
+const html_name_attributes = new Set(["name", "id", "type", "autocomplete", "aria-label", "property"]);
+/** The attributes holding the value: an input's, a meta tag's. */
+const html_value_attributes = new Set(["value", "content"]);
+const html_value_prefilter = /(?:value|content)\s*=/i;
+
+/**
+ * Each value an HTML tag holds beside a secret's name replaced in place: a form's hidden
+ * `<input type="hidden" name="authenticity_token" value="…">`, a prefilled
+ * `<input type="password" value="…">`, `<meta name="csrf-token" content="…">`. The rest of the
+ * tag and of the page is kept.
+ */
+function htmlPairsRedacted(text: string, state: ScrubState): string {
+  if (!text.includes("<") || !html_value_prefilter.test(text)) return text;
+  let out = "";
+  let copied = 0;
+  html_tag_pattern.lastIndex = 0;
+  for (let tag = html_tag_pattern.exec(text); tag !== null; tag = html_tag_pattern.exec(text)) {
+    const values: { start: number; end: number }[] = [];
+    let names_secret = false;
+    html_attribute_pattern.lastIndex = 0;
+    for (let attribute = html_attribute_pattern.exec(tag[0]); attribute !== null; attribute = html_attribute_pattern.exec(tag[0])) {
+      const name = attribute[1]!.toLowerCase();
+      const written = attribute[2]!;
+      const quoted = written[0] === '"' || written[0] === "'";
+      const value = quoted ? written.slice(1, -1) : written;
+      if (html_name_attributes.has(name)) names_secret ||= namesPairSecret(value);
+      else if (html_value_attributes.has(name) && value !== "") {
+        const start = tag.index + attribute.index + attribute[0].length - written.length + (quoted ? 1 : 0);
+        values.push({ start, end: start + value.length });
+      }
+    }
+    if (!names_secret) continue;
+    for (const { start, end } of values) {
+      if (isRedactedAlready(text, start, end)) continue;
+      out += `${text.slice(copied, start)}${redacted}`;
+      copied = end;
+      state.redactions += 1;
+    }
+  }
+  return copied === 0 ? text : out + text.slice(copied);
 }
 
 interface ScrubState {

@@ -38,6 +38,17 @@ function outcome(run: () => { text: string; redactions: number }): string {
   }
 }
 
+/** Both scrubbing paths store `input` as `stored`, with `redactions` values replaced. */
+function expectScrubbed(input: unknown, stored: unknown, redactions: number, what?: string): void {
+  expect(scrubCounting(input), what).toEqual({ value: stored, redactions });
+  expect(scrubbedCanonicalJson(input), what).toEqual({ text: canonicalJson(stored), redactions });
+}
+
+/** `text` with each of `replaced` (what was sent, what is stored) replaced once. */
+function storedAs(text: string, replaced: [string, string][]): string {
+  return replaced.reduce((stored, [sent, kept]) => stored.replace(sent, kept), text);
+}
+
 describe("isSecretKeyName", () => {
   it("judges a key name of any length, and remembers only short ones (the names are the senders')", () => {
     const before = rememberedKeyNames();
@@ -151,11 +162,15 @@ describe("scrub", () => {
       ["a browser tool's typing", { element: "Password input", ref: "e5", text: "hunter2" }, { element: "Password input", ref: "e5", text: "[redacted]" }],
       ["an input's type", { type: "password", val: 1234 }, { type: "password", val: "[redacted]" }],
       ["a pair in JSON text", { content: '[{"name":"DB_PASSWORD","value":"hunter2"}]' }, { content: '[{"name":"DB_PASSWORD","value":"[redacted]"}]' }],
+      ["CloudFormation's output", { OutputKey: "DBPassword", OutputValue: "x1" }, { OutputKey: "DBPassword", OutputValue: "[redacted]" }],
+      ["AWS SSM's encrypted parameter", { Name: "/prod/app/db", Type: "SecureString", Value: "plain-pw" }, { Name: "/prod/app/db", Type: "SecureString", Value: "[redacted]" }],
+      ["a fill tool's selector", { selector: "input[name=api_key]", value: "k1" }, { selector: "input[name=api_key]", value: "[redacted]" }],
+      ["GitLab's masked variable", { key: "STRIPE", value: "plain", masked: true }, { key: "STRIPE", value: "[redacted]", masked: true }],
+      ["a one-time code's field", { label: "One-time code", value: "482913" }, { label: "One-time code", value: "[redacted]" }],
+      ["Django's CSRF field", { name: "csrfmiddlewaretoken", value: "q1w2" }, { name: "csrfmiddlewaretoken", value: "[redacted]" }],
+      ["a count's name beside a PIN's, in either order", { label: "max_tokens", name: "PIN", value: 1234 }, { label: "max_tokens", name: "PIN", value: "[redacted]" }],
     ];
-    for (const [what, input, stored] of cases) {
-      expect(scrubCounting(input), what).toEqual({ value: stored, redactions: 1 });
-      expect(scrubbedCanonicalJson(input), what).toEqual({ text: canonicalJson(stored), redactions: 1 });
-    }
+    for (const [what, input, stored] of cases) expectScrubbed(input, stored, 1, what);
   });
 
   it("keeps a pair's value when its name is no secret's, it holds nothing or a count of tokens, or the object has no value member", () => {
@@ -167,11 +182,19 @@ describe("scrub", () => {
       ["an MCP tools/call's params", { name: "rotate_secret", arguments: { id: "k1" } }],
       ["a name that is no member's name", { title: "password", value: "shown" }],
       ["a name that is not text", { name: ["password"], value: "shown" }],
+      ["a flag that is not true", { key: "STRIPE", value: "plain", masked: false }],
+      // A name held as data is a secret's only by its end: such names are often prose.
+      ["a note's description", { type: "API token top-up", value: "500k tokens for the support bot" }],
+      ["a product", { name: "Fortune cookies", value: "12 boxes, office party" }],
+      ["a gift", { label: "Secret Santa", text: "gift for Priya" }],
+      ["a consent", { key: "cookie_consent", value: "accepted" }],
+      ["a role", { label: "Secretary", value: "Jane Doe" }],
+      ["a setting about passwords", { name: "password_min_length", value: 12 }],
+      ["a metric", { name: "gen_ai.client.token.usage", value: 1234 }],
+      ["a search", { element: "Search for tokens", text: "how do I rotate my key" }],
+      ["a file", { name: "tokenizer.py", text: "def tokenize(): ..." }],
     ];
-    for (const [what, input] of kept) {
-      expect(scrubCounting(input), what).toEqual({ value: input, redactions: 0 });
-      expect(scrubbedCanonicalJson(input).redactions, what).toBe(0);
-    }
+    for (const [what, input] of kept) expectScrubbed(input, input, 0, what);
   });
 
   it("redacts the value of a YAML name/value pair whose name is a secret's, written as text", () => {
@@ -198,13 +221,32 @@ describe("scrub", () => {
       "    - value: not the pair's",
       "  - ParameterKey: DbPassword\r\n    ParameterValue: s3cret\r\n",
     ].join("\n");
-    const stored = manifest
-      .replace("value: hunter2 # rotated monthly", "value: [redacted] # rotated monthly")
-      .replace("value: 'tok en'", "value: '[redacted]'")
-      .replace("value: |\n        line one\n        line two", "value: |\n        [redacted]")
-      .replace("ParameterValue: s3cret", "ParameterValue: [redacted]");
-    expect(scrubCounting({ manifest })).toEqual({ value: { manifest: stored }, redactions: 4 });
-    expect(scrubbedCanonicalJson({ manifest })).toEqual({ text: canonicalJson({ manifest: stored }), redactions: 4 });
+    const stored = storedAs(manifest, [
+      ["value: hunter2 # rotated monthly", "value: [redacted] # rotated monthly"],
+      ["value: 'tok en'", "value: '[redacted]'"],
+      ["value: |\n        line one\n        line two", "value: |\n        [redacted]"],
+      ["ParameterValue: s3cret", "ParameterValue: [redacted]"],
+    ]);
+    expectScrubbed({ manifest }, { manifest: stored }, 4);
+  });
+
+  it("redacts the value an HTML tag holds beside a secret's name, and keeps the rest of the page", () => {
+    const page = [
+      '<form action="/session" method="post">',
+      '<input type="hidden" name="authenticity_token" value="Zm9vYmFyYmF6cXV4" autocomplete="off">',
+      '<input type="text" name="login" value="asha">',
+      "<input type=password id=pw value=hunter2>",
+      '<input aria-label="API key" value=\'k-123\'>',
+      '<meta name="csrf-token" content="q1w2e3r4">',
+      '<meta name="description" content="Set your password here">',
+      "</form>",
+    ].join("\n");
+    const secrets = ["Zm9vYmFyYmF6cXV4", "hunter2", "k-123", "q1w2e3r4"];
+    expectScrubbed({ page }, { page: storedAs(page, secrets.map((secret) => [secret, "[redacted]"])) }, 4);
+    const size = 1 << 20;
+    for (const text of ["<a value=".repeat(size / 9), `<input name=password value=${"x".repeat(size)}>`, "<i value=1 ".repeat(size / 11)]) {
+      expect(scrubCounting({ text }).redactions, text.slice(0, 20)).toBeLessThanOrEqual(1);
+    }
   });
 
   it("reads YAML pairs in linear time: names with no value below, and block values nested in block values", () => {
