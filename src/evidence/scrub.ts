@@ -42,6 +42,8 @@ const secret_key_endings = ["authkey", "accountkey", "subscriptionkey", "functio
 /** Whole names, or the end of one (`upi_pin`, `card_pin`, `sms_otp`, `otp_code`): as a fragment,
  *  "pin" would take `shipping` and `pincode` (a postal code) for secrets. */
 const secret_key_suffixes = ["pin", "otp", "otpcode", "pinnumber", "otpvalue", "verificationcode", "verificationvalue"] as const;
+/** What a name ends in when it ends in a secret's word (endsInSecretWord). */
+const secret_word_endings: readonly string[] = [...secret_key_fragments, ...secret_key_endings];
 /** Whole names only: as an ending, "pass" would take `bypass` and `compass`, and "pw" `top_w`
  *  (a width), for secrets, as "pwd" would take any name ending in it. */
 const secret_key_names = new Set(["auth", "pwd", "pw", "pass", "keysecret", "xapikey", "csc", "cvn", "cvn2", "cvd", "cav2"]);
@@ -67,14 +69,9 @@ const pair_value_keys = new Set(["value", "val", "parametervalue", "optionvalue"
 /** Members that mark the value beside them secret when they hold `true`, whatever its name:
  *  GitLab's `masked` and `hidden`, Terraform's `sensitive`, Azure DevOps' `isSecret`. */
 const pair_flag_keys = new Set(["masked", "hidden", "sensitive", "issensitive", "secret", "issecret"]);
-/** What a name held as data ends with when it is a secret's (namesPairSecret): the key-name
- *  rule's words, a one-time code's and AWS SSM's encrypted type. */
-const pair_secret_name_endings: readonly string[] = [
-  "password", "passwd", "passphrase", "passcode", "secret", "secrets", "token", "apikey", "authorization", "cookie", "cvv", "cvc", "securitycode",
-  "cardcode", "privatekey", "credential", "credentials", "sessionid", "accesskey", "secretkey", "authkey", "accountkey", "subscriptionkey",
-  "functionskey", "encryptionkey", "masterkey", "signingkey", "pin", "otp", "otpcode", "pinnumber", "otpvalue", "verificationcode",
-  "verificationvalue", "onetimecode", "authenticationcode", "securestring",
-];
+/** What a name held as data may end with when it is a secret's besides a secret's word
+ *  (namesPairSecret): plurals, a one-time code's names and AWS SSM's encrypted type. */
+const pair_secret_name_endings: readonly string[] = ["secrets", "credentials", "onetimecode", "authenticationcode", "securestring"];
 /** Words a form field's description ends with after what it holds ("Password input"). */
 const field_words = new Set(["input", "field", "textbox", "box", "text", "entry", "area", "textarea"]);
 
@@ -326,7 +323,19 @@ function namesPairSecret(name: string): boolean {
   const words = name.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((word) => word !== "");
   while (words.length > 1 && field_words.has(words.at(-1)!)) words.pop();
   const joined = words.join("");
-  return secret_key_names.has(joined) || pair_secret_name_endings.some((ending) => joined.endsWith(ending)) || namesPassword(name);
+  if (secret_key_names.has(joined) || namesPassword(name)) return true;
+  return endsInSecretWord(joined, words.at(-1) ?? "") || pair_secret_name_endings.some((ending) => joined.endsWith(ending));
+}
+
+/**
+ * Whether a name, normalized (`joined`), ends in a secret's word: a fragment of the key-name
+ * rule or one of its endings (`api_key`, `DB_PASSWORD`, `X-Auth-Key`), or a PIN's or OTP's name,
+ * as its own last part (`last_part`: `UPI PIN`, `card_pin`, so that `Spin` and `Chopin` are not)
+ * where the name is that short.
+ */
+function endsInSecretWord(joined: string, last_part: string): boolean {
+  if (secret_word_endings.some((ending) => joined.endsWith(ending))) return true;
+  return secret_key_suffixes.some((suffix) => (suffix.length > 3 ? joined.endsWith(suffix) : last_part === suffix));
 }
 
 /** Whether the value under `key` is replaced whole: by its own name (redactedUnder) or, when
@@ -817,13 +826,8 @@ function judgeLabelName(name: string): boolean {
   const normalized = normalizedKeyName(name);
   const ending = normalized.endsWith("s") ? normalized.slice(0, -1) : normalized;
   if (secret_key_names.has(normalized) || secret_key_names.has(ending) || namesPassword(name)) return true;
-  if (label_name_endings.some((fragment) => normalized.endsWith(fragment) || ending.endsWith(fragment))) return true;
-  const part = lastNamePart(name);
-  return secret_key_suffixes.some((suffix) => (suffix.length > 3 ? normalized.endsWith(suffix) : part === suffix));
+  return endsInSecretWord(normalized, lastNamePart(name)) || secret_word_endings.some((fragment) => ending.endsWith(fragment));
 }
-
-/** What a name in text ends in when it is a secret's (judgeLabelName). */
-const label_name_endings: readonly string[] = [...secret_key_fragments, ...secret_key_endings];
 
 interface Label {
   /** The name, normalized (normalizedKeyName). */

@@ -168,6 +168,7 @@ describe("scrub", () => {
       ["GitLab's masked variable", { key: "STRIPE", value: "plain", masked: true }, { key: "STRIPE", value: "[redacted]", masked: true }],
       ["a one-time code's field", { label: "One-time code", value: "482913" }, { label: "One-time code", value: "[redacted]" }],
       ["Django's CSRF field", { name: "csrfmiddlewaretoken", value: "q1w2" }, { name: "csrfmiddlewaretoken", value: "[redacted]" }],
+      ["a PIN's name as its own word", { label: "UPI PIN", value: "1234" }, { label: "UPI PIN", value: "[redacted]" }],
       ["a count's name beside a PIN's, in either order", { label: "max_tokens", name: "PIN", value: 1234 }, { label: "max_tokens", name: "PIN", value: "[redacted]" }],
     ];
     for (const [what, input, stored] of cases) expectScrubbed(input, stored, 1, what);
@@ -193,6 +194,7 @@ describe("scrub", () => {
       ["a metric", { name: "gen_ai.client.token.usage", value: 1234 }],
       ["a search", { element: "Search for tokens", text: "how do I rotate my key" }],
       ["a file", { name: "tokenizer.py", text: "def tokenize(): ..." }],
+      ["a word ending in pin", { label: "Spin", value: "fast" }],
     ];
     for (const [what, input] of kept) expectScrubbed(input, input, 0, what);
   });
