@@ -67,8 +67,9 @@ const password_owners = new Set(["db", "database", "mysql", "postgres", "pg", "r
 const pair_name_keys = new Set(["name", "key", "type", "parameterkey", "parametername", "optionname", "outputkey", "variable", "varname", "field", "fieldname", "label", "header", "headername", "element", "selector"]);
 const pair_value_keys = new Set(["value", "val", "parametervalue", "optionvalue", "outputvalue", "text"]);
 /** Members that mark the value beside them secret when they hold `true`, whatever its name:
- *  GitLab's `masked` and `hidden`, Terraform's `sensitive`, Azure DevOps' `isSecret`. */
-const pair_flag_keys = new Set(["masked", "hidden", "sensitive", "issensitive", "secret", "issecret"]);
+ *  GitLab's `masked`, Terraform's `sensitive`, Azure DevOps' `isSecret` (not `hidden`: a grid's
+ *  hidden column is no secret). */
+const pair_flag_keys = new Set(["masked", "sensitive", "issensitive", "secret", "issecret"]);
 /** What a name held as data may end with when it is a secret's besides a secret's word
  *  (namesPairSecret): plurals, a one-time code's names and AWS SSM's encrypted type. */
 const pair_secret_name_endings: readonly string[] = ["secrets", "credentials", "onetimecode", "authenticationcode", "securestring"];
@@ -655,8 +656,10 @@ function isSecretText(value: string): boolean {
 function inPlaceSecretsRedacted(text: string, state: ScrubState): string {
   // Names in text before query parameters: a quoted value after "=" is the name rule's to end
   // ("PASSWORD='correct horse'"), where the query rule would end it at the first space.
-  const named = yamlPairsRedacted(labelledSecretsRedacted(urlPasswordsRedacted(text, state), state), state);
-  return queryValuesRedacted(htmlPairsRedacted(named, state), state);
+  // Pairs first: a pair's value is replaced whole, so a URL password or a name in text inside it
+  // is not counted again.
+  const paired = htmlPairsRedacted(yamlPairsRedacted(text, state), state);
+  return queryValuesRedacted(labelledSecretsRedacted(urlPasswordsRedacted(paired, state), state), state);
 }
 
 /** The text with every URL password and secret query value replaced, each counted in `state`. */
@@ -1248,13 +1251,17 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
  *  item's dash, and what follows the member's ":". The members are pair_name_keys'. */
 const yaml_pair_name_line =
   /^([ \t]*)(-[ \t]+)?(?:name|key|type|label|field|field[-_]?name|variable|var[-_]?name|header|header[-_]?name|element|selector|parameter[-_]?key|parameter[-_]?name|option[-_]?name|output[-_]?key)[ \t]*:([^\r\n]*)/gim;
-/** The member beside it holding the pair's value, at the mapping's indentation: pair_value_keys'. */
-const yaml_pair_value_member = /^(?:value|val|text|parameter[-_]?value|option[-_]?value|output[-_]?value)[ \t]*:/i;
+/** The member beside it holding the pair's value, at the mapping's indentation: pair_value_keys'
+ *  but `text`, which in YAML holds a form's prose ("text: Enter your password here") far more
+ *  often than a secret. */
+const yaml_pair_value_member = /^(?:value|val|parameter[-_]?value|option[-_]?value|output[-_]?value)[ \t]*:/i;
 /** Lines read below a pair's name for its value, at most (the mapping's other members, what is
  *  nested under them, blank and comment lines): the bound keeps the search linear. */
 const yaml_pair_lines_max = 16;
-/** A YAML block scalar's indicator, its value on the lines below ("|", ">-", "|2+"). */
-const yaml_block_indicator = /^[|>][-+1-9]{0,2}$/;
+/** A block indicator, a comment, both or nothing: no value on the line. */
+const yaml_indicator_only = /^(?:[|>][-+]?[1-9]?[-+]?)?\s*(?:#.*)?$/;
+/** A YAML document's start or end: no mapping goes on past it. */
+const yaml_document_marker = /^(?:---|\.\.\.)(?:\s|$)/;
 
 /** A YAML scalar as written after a ":": unquoted, its comment left out. */
 function yamlScalar(written: string): string {
@@ -1265,37 +1272,68 @@ function yamlScalar(written: string): string {
   return comment === -1 ? text : text.slice(0, comment).trimEnd();
 }
 
+/** Where a YAML pair's value is written; `spans_lines` when it goes on below its member's line
+ *  (a block, a quoted or plain value continued), so names inside it are not read. */
+interface YamlPairValue {
+  start: number;
+  end: number;
+  spans_lines: boolean;
+}
+
 /**
  * Where the value of the pair whose name's line ends at `line_end` is written: the value member
- * at the mapping's indentation `indent`, within yaml_pair_lines_max lines, on its line (inside its
- * quotes, without its comment) or, after a block indicator or nothing, the block below it; or
- * undefined when the mapping ends first.
+ * at the mapping's indentation `indent`, within yaml_pair_lines_max lines; or undefined when the
+ * mapping or the document ends first, or the value is empty.
  */
-function yamlPairValue(text: string, line_end: number, indent: number): { start: number; end: number; block: boolean } | undefined {
+function yamlPairValue(text: string, line_end: number, indent: number): YamlPairValue | undefined {
   for (let at = line_end, read = 0; at < text.length && read < yaml_pair_lines_max; read++) {
     const line = lineAfter(text, at);
     at = line.end;
     if (line.text_start === line.end || text[line.text_start] === "#") continue; // blank, or a comment
-    if (line.indent < indent) return undefined; // the mapping has ended
+    if (line.indent < indent || (line.indent === 0 && yaml_document_marker.test(text.slice(line.text_start, line.text_start + 4)))) return undefined;
     // Nested under another member, or that member's list ("ports:\n- 80" at the same indentation).
     if (line.indent > indent || text[line.text_start] === "-") continue;
     const member = yaml_pair_value_member.exec(text.slice(line.text_start, Math.min(line.end, line.text_start + 32)));
-    if (member === null) continue;
-    const start = spacesAfter(text, line.text_start + member[0].length);
-    let end = line.end;
-    while (end > start && /\s/.test(text[end - 1]!)) end -= 1;
-    const written = text.slice(start, end);
-    if (written === "" || yaml_block_indicator.test(written)) {
-      const below = blockBelow(text, line.end, indent);
-      if (below === undefined || below.list) return undefined;
-      return { start: below.start, end: indentedBlockEnd(text, line.end, below), block: true };
-    }
-    const quote = text[start];
-    if ((quote === '"' || quote === "'") && end - start > 1 && text[end - 1] === quote) return { start: start + 1, end: end - 1, block: false };
-    const comment = written.search(/\s#/);
-    return { start, end: comment === -1 ? end : start + written.slice(0, comment).trimEnd().length, block: false };
+    if (member !== null) return yamlValueAfter(text, spacesAfter(text, line.text_start + member[0].length), line.end, indent);
   }
   return undefined;
+}
+
+/**
+ * The value written from `start`, on a member's line that ends at `line_end`, in a mapping at
+ * `indent`: quoted, inside its quotes, wherever the closing one is (a comment after it, a " #"
+ * inside it and lines it goes on over are the quote's business); a block below, after nothing
+ * but a block indicator, an anchor, a tag or a comment (`|`, `>- # folded`, `&tok |`,
+ * `!!binary |`); else plain, up to its comment, and on over the lines below indented deeper.
+ */
+function yamlValueAfter(text: string, start: number, line_end: number, indent: number): YamlPairValue | undefined {
+  const quote = text[start];
+  if (quote === '"' || quote === "'") {
+    const close = quote === "'" ? singleQuotedEnd(text, start + 1) : quotedEnd(text, start + 1, text.length, quote);
+    if (close === start + 1) return undefined;
+    return { start: start + 1, end: close, spans_lines: close > line_end };
+  }
+  let end = line_end;
+  while (end > start && /\s/.test(text[end - 1]!)) end -= 1;
+  const written = text.slice(start, end);
+  const below = blockBelow(text, line_end, indent);
+  const block = below === undefined || below.list ? undefined : { start: below.start, end: indentedBlockEnd(text, line_end, below), spans_lines: true };
+  // Nothing but a block indicator, anchor, tag or comment: the value is the block below. With no
+  // block, an anchor or tag is read as the value ("!hunter2" is one in text that is not YAML).
+  if (written.length <= yaml_rest_chars_max && yaml_value_below.test(written) && (block !== undefined || yaml_indicator_only.test(written))) return block;
+  const comment = written.search(/(?:^|\s)#/);
+  if (comment !== -1) return { start, end: start + written.slice(0, comment).trimEnd().length, spans_lines: false };
+  // A plain value goes on over the lines below indented deeper.
+  return block === undefined ? { start, end, spans_lines: false } : { start, end: block.end, spans_lines: true };
+}
+
+/** Where a YAML single-quoted value that opened before `from` ends: at its closing quote, a
+ *  doubled quote ('it''s') being one quote of the value; or at the text's end. */
+function singleQuotedEnd(text: string, from: number): number {
+  for (let at = text.indexOf("'", from); at !== -1; at = text.indexOf("'", at + 2)) {
+    if (text[at + 1] !== "'") return at;
+  }
+  return text.length;
 }
 
 /**
@@ -1308,9 +1346,9 @@ function yamlPairValue(text: string, line_end: number, indent: number): { start:
  */
 function yamlPairsRedacted(text: string, state: ScrubState): string {
   if (!text.includes("\n") && !text.includes("\r")) return text;
-  const found: { start: number; end: number }[] = [];
-  /** Block values found: a name inside one is not read (its value would lie inside too). */
-  let blocks: { start: number; end: number }[] = [];
+  const found: YamlPairValue[] = [];
+  /** Values found over several lines: a name inside one is not read (its value would lie inside too). */
+  let blocks: YamlPairValue[] = [];
   yaml_pair_name_line.lastIndex = 0;
   for (let match = yaml_pair_name_line.exec(text); match !== null; match = yaml_pair_name_line.exec(text)) {
     const at = match.index;
@@ -1321,7 +1359,7 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
     const value = yamlPairValue(text, at + match[0].length, match[1]!.length + (match[2]?.length ?? 0));
     if (value === undefined || isRedactedAlready(text, value.start, value.end)) continue;
     found.push(value);
-    if (value.block) blocks.push(value);
+    if (value.spans_lines) blocks.push(value);
   }
   if (found.length === 0) return text;
   found.sort((a, b) => a.start - b.start);
@@ -1339,8 +1377,11 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
 /** An HTML tag, to its ">": each is read from its "<" to the next "<" or ">" at most, so the tags
  *  of a text are read once however many "<" it holds. */
 const html_tag_pattern = /<[A-Za-z][^<>]*>/g;
-/** A tag's attribute with its value, quoted or not. */
-const html_attribute_pattern = /([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'=<>`]+)/g;
+/** A tag's attribute, with its value, quoted or not, when it has one. Each match takes a whole
+ *  word, with or without a value, so no word is read again from each of its characters (which
+ *  took 19 s for a 128 KiB word that no "=" followed). An unquoted value runs to white space, as a
+ *  browser reads it (`href=/cb?state=…`); one in braces (JSX's `value={…}`) is not HTML's. */
+const html_attribute_pattern = /([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>`{][^\s"'<>`]*))?/g;
 /** The attributes that name what a tag's value is: a form field's name, id, type, autocomplete
  *  hint and label, a meta tag's name. */
 const html_name_attributes = new Set(["name", "id", "type", "autocomplete", "aria-label", "property"]);
@@ -1365,7 +1406,8 @@ function htmlPairsRedacted(text: string, state: ScrubState): string {
     html_attribute_pattern.lastIndex = 0;
     for (let attribute = html_attribute_pattern.exec(tag[0]); attribute !== null; attribute = html_attribute_pattern.exec(tag[0])) {
       const name = attribute[1]!.toLowerCase();
-      const written = attribute[2]!;
+      const written = attribute[2];
+      if (written === undefined) continue;
       const quoted = written[0] === '"' || written[0] === "'";
       const value = quoted ? written.slice(1, -1) : written;
       if (html_name_attributes.has(name)) names_secret ||= namesPairSecret(value);

@@ -184,6 +184,7 @@ describe("scrub", () => {
       ["a name that is no member's name", { title: "password", value: "shown" }],
       ["a name that is not text", { name: ["password"], value: "shown" }],
       ["a flag that is not true", { key: "STRIPE", value: "plain", masked: false }],
+      ["a grid's hidden column", { text: "Name", value: "name", hidden: true }],
       // A name held as data is a secret's only by its end: such names are often prose.
       ["a note's description", { type: "API token top-up", value: "500k tokens for the support bot" }],
       ["a product", { name: "Fortune cookies", value: "12 boxes, office party" }],
@@ -232,6 +233,29 @@ describe("scrub", () => {
     expectScrubbed({ manifest }, { manifest: stored }, 4);
   });
 
+  it("replaces a YAML pair's whole value, however it is written, counting it once", () => {
+    const pair = (value: string) => `- name: api_token\n  value: ${value}\nnext: kept`;
+    const cases: [string, string, string, number][] = [
+      ["a folded block with a comment", ">- # folded\n    s3cr3t\n    more", ">- # folded\n    [redacted]", 1],
+      ["a block with an anchor", "&tok |\n    s3cr3t", "&tok |\n    [redacted]", 1],
+      ["a block with a tag", "!!binary |\n    c2VjcmV0", "!!binary |\n    [redacted]", 1],
+      ["a quoted value holding ' #'", '"hunter2 #tail" # rotated', '"[redacted]" # rotated', 1],
+      ["a quoted value before a comment holding quotes", '"hunter2" # was "old"', '"[redacted]" # was "old"', 1],
+      ["a single-quoted value holding a quote", "'pa''ss' # c", "'[redacted]' # c", 1],
+      ["a plain value over two lines", "abc\n    def", "[redacted]", 1],
+      ["a quoted value over two lines", '"abc\n    def"', '"[redacted]"', 1],
+      ["a value that looks like a tag", "!hunter2", "[redacted]", 1],
+      ["a URL with a password", "postgres://u:pw123456@h/db", "[redacted]", 1],
+      ["a name and value in text", '"password: hunter2"', '"[redacted]"', 1],
+      ["an empty value", '""', '""', 0],
+      ["an empty block", "|", "|", 0],
+    ];
+    for (const [what, value, stored, redactions] of cases) expectScrubbed({ note: pair(value) }, { note: pair(stored) }, redactions, what);
+    for (const kept of ["name: DB_PASSWORD\n---\nvalue: next document", "- type: password\n  label: Password\n  text: Enter your password here"]) {
+      expectScrubbed({ note: kept }, { note: kept }, 0, kept);
+    }
+  });
+
   it("redacts the value an HTML tag holds beside a secret's name, and keeps the rest of the page", () => {
     const page = [
       '<form action="/session" method="post">',
@@ -246,9 +270,20 @@ describe("scrub", () => {
     const secrets = ["Zm9vYmFyYmF6cXV4", "hunter2", "k-123", "q1w2e3r4"];
     expectScrubbed({ page }, { page: storedAs(page, secrets.map((secret) => [secret, "[redacted]"])) }, 4);
     const size = 1 << 20;
-    for (const text of ["<a value=".repeat(size / 9), `<input name=password value=${"x".repeat(size)}>`, "<i value=1 ".repeat(size / 11)]) {
-      expect(scrubCounting({ text }).redactions, text.slice(0, 20)).toBeLessThanOrEqual(1);
-    }
+    const adversarial = [
+      "<a value=".repeat(size / 9),
+      `<input name=password value=${"x".repeat(size)}>`,
+      "<i value=1 ".repeat(size / 11),
+      // A long word no "=" follows, inside a tag (it was read again from each of its characters).
+      `value=\n<a ${"a".repeat(size)}>`,
+      `<input name=csrf value=x><a href=/cb?state=${"0f".repeat(size / 2)}>`,
+    ];
+    for (const text of adversarial) expect(scrubCounting({ text }).redactions, text.slice(0, 20)).toBeLessThanOrEqual(1);
+    expectScrubbed({ page: "<input name=password value= class=x>" }, { page: "<input name=password value= [redacted]>" }, 1);
+    expectScrubbed({ page: '<input type="password" value="https://u:pw123456@h/">' }, { page: '<input type="password" value="[redacted]">' }, 1);
+    // JSX is not HTML: its braces are kept as they are, not cut through.
+    expectScrubbed({ page: '<Input type="password" value={"x"} />' }, { page: '<Input type="password" value={"x"} />' }, 0);
+    expectScrubbed({ page: '<input id="spin" type="range" value="0.5">' }, { page: '<input id="spin" type="range" value="0.5">' }, 0);
   });
 
   it("reads YAML pairs in linear time: names with no value below, and block values nested in block values", () => {
