@@ -1299,41 +1299,75 @@ function yamlPairValue(text: string, line_end: number, indent: number): YamlPair
   return undefined;
 }
 
+/** A YAML null: no value to replace. */
+const yaml_null = /^(?:~|null|Null|NULL)$/;
+
 /**
  * The value written from `start`, on a member's line that ends at `line_end`, in a mapping at
- * `indent`: quoted, inside its quotes, wherever the closing one is (a comment after it, a " #"
- * inside it and lines it goes on over are the quote's business); a block below, after nothing
- * but a block indicator, an anchor, a tag or a comment (`|`, `>- # folded`, `&tok |`,
- * `!!binary |`); else plain, up to its comment, and on over the lines below indented deeper.
+ * `indent`: quoted, inside its quotes (a " #" inside it and a comment after it are the quote's
+ * business), over the lines it goes on over; a block below, after nothing but a block indicator,
+ * an anchor, a tag or a comment (`|`, `>- # folded`, `&tok |`, `!!binary |`); else plain, up to
+ * its comment, or, with none, over the lines below indented deeper. Empty or null: undefined.
  */
 function yamlValueAfter(text: string, start: number, line_end: number, indent: number): YamlPairValue | undefined {
   const quote = text[start];
   if (quote === '"' || quote === "'") {
-    const close = quote === "'" ? singleQuotedEnd(text, start + 1) : quotedEnd(text, start + 1, text.length, quote);
-    if (close === start + 1) return undefined;
-    return { start: start + 1, end: close, spans_lines: close > line_end };
+    const end = yamlQuotedEnd(text, start + 1, line_end, indent, quote);
+    return end === start + 1 ? undefined : { start: start + 1, end, spans_lines: end > line_end };
   }
   let end = line_end;
   while (end > start && /\s/.test(text[end - 1]!)) end -= 1;
   const written = text.slice(start, end);
-  const below = blockBelow(text, line_end, indent);
-  const block = below === undefined || below.list ? undefined : { start: below.start, end: indentedBlockEnd(text, line_end, below), spans_lines: true };
+  const comment = written.search(/(?:^|\s)#/);
+  const head = comment === -1 ? written : written.slice(0, comment).trimEnd();
   // Nothing but a block indicator, anchor, tag or comment: the value is the block below. With no
   // block, an anchor or tag is read as the value ("!hunter2" is one in text that is not YAML).
-  if (written.length <= yaml_rest_chars_max && yaml_value_below.test(written) && (block !== undefined || yaml_indicator_only.test(written))) return block;
-  const comment = written.search(/(?:^|\s)#/);
-  if (comment !== -1) return { start, end: start + written.slice(0, comment).trimEnd().length, spans_lines: false };
+  if (head.length <= yaml_rest_chars_max && yaml_value_below.test(head)) {
+    const block = yamlBlockBelow(text, line_end, indent);
+    if (block !== undefined || yaml_indicator_only.test(head)) return block;
+  }
+  if (head === "" || yaml_null.test(head)) return undefined;
+  if (comment !== -1) return { start, end: start + head.length, spans_lines: false };
   // A plain value goes on over the lines below indented deeper.
-  return block === undefined ? { start, end, spans_lines: false } : { start, end: block.end, spans_lines: true };
+  const continued = yamlBlockBelow(text, line_end, indent);
+  return continued === undefined ? { start, end, spans_lines: false } : { start, end: continued.end, spans_lines: true };
 }
 
-/** Where a YAML single-quoted value that opened before `from` ends: at its closing quote, a
- *  doubled quote ('it''s') being one quote of the value; or at the text's end. */
-function singleQuotedEnd(text: string, from: number): number {
-  for (let at = text.indexOf("'", from); at !== -1; at = text.indexOf("'", at + 2)) {
-    if (text[at + 1] !== "'") return at;
+/** The block below a member's line that ends at `line_end`, lines indented deeper than `indent`. */
+function yamlBlockBelow(text: string, line_end: number, indent: number): YamlPairValue | undefined {
+  const below = blockBelow(text, line_end, indent);
+  return below === undefined || below.list ? undefined : { start: below.start, end: indentedBlockEnd(text, line_end, below), spans_lines: true };
+}
+
+/**
+ * Where a YAML value quoted with `quote`, opened before `from` on a line that ends at `line_end`,
+ * ends: at its closing quote (`\` escapes a character in double quotes, a doubled quote is one
+ * in single quotes), on its line or a line below it indented deeper than the mapping (`indent`);
+ * left open, at the end of its last such line, never past a line of the mapping's own.
+ */
+function yamlQuotedEnd(text: string, from: number, line_end: number, indent: number, quote: string): number {
+  let value_end = line_end;
+  for (let at = from, end = line_end; ; ) {
+    const close = quote === "'" ? singleQuotedEnd(text, at, end) : quotedEnd(text, at, end, quote);
+    if (close < end) return close;
+    if (at < end) value_end = end;
+    if (end >= text.length) return value_end;
+    const line = lineAfter(text, end);
+    if (line.text_start !== line.end && line.indent <= indent) return value_end;
+    at = line.text_start;
+    end = line.end;
   }
-  return text.length;
+}
+
+/** Where a YAML single-quoted value ends, looked for from `from` up to `limit`: at its closing
+ *  quote, a doubled quote ('it''s') being one quote of the value; else `limit`. */
+function singleQuotedEnd(text: string, from: number, limit: number): number {
+  for (let at = from; at < limit; at++) {
+    if (text[at] !== "'") continue;
+    if (text[at + 1] !== "'") return at;
+    at += 1;
+  }
+  return limit;
 }
 
 /**
@@ -1357,9 +1391,10 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
     const name = yamlScalar(match[3]!);
     if (name === "" || !namesPairSecret(name)) continue;
     const value = yamlPairValue(text, at + match[0].length, match[1]!.length + (match[2]?.length ?? 0));
-    if (value === undefined || isRedactedAlready(text, value.start, value.end)) continue;
-    found.push(value);
+    if (value === undefined) continue;
+    // Names inside a value over several lines are not read again, whether or not it is replaced.
     if (value.spans_lines) blocks.push(value);
+    if (!isRedactedAlready(text, value.start, value.end)) found.push(value);
   }
   if (found.length === 0) return text;
   found.sort((a, b) => a.start - b.start);
@@ -1379,9 +1414,10 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
 const html_tag_pattern = /<[A-Za-z][^<>]*>/g;
 /** A tag's attribute, with its value, quoted or not, when it has one. Each match takes a whole
  *  word, with or without a value, so no word is read again from each of its characters (which
- *  took 19 s for a 128 KiB word that no "=" followed). An unquoted value runs to white space, as a
- *  browser reads it (`href=/cb?state=…`); one in braces (JSX's `value={…}`) is not HTML's. */
-const html_attribute_pattern = /([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>`{][^\s"'<>`]*))?/g;
+ *  took 19 s for a 128 KiB word that no "=" followed). An unquoted value runs to white space or
+ *  the tag's end, as a browser reads it (`href=/cb?state=…`, `value=hun"ter2`); one in braces
+ *  (JSX's `value={…}`) is not HTML's. */
+const html_attribute_pattern = /([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>{][^\s<>]*))?/g;
 /** The attributes that name what a tag's value is: a form field's name, id, type, autocomplete
  *  hint and label, a meta tag's name. */
 const html_name_attributes = new Set(["name", "id", "type", "autocomplete", "aria-label", "property"]);

@@ -247,8 +247,13 @@ describe("scrub", () => {
       ["a value that looks like a tag", "!hunter2", "[redacted]", 1],
       ["a URL with a password", "postgres://u:pw123456@h/db", "[redacted]", 1],
       ["a name and value in text", '"password: hunter2"', '"[redacted]"', 1],
+      ["a block under a long comment", `|  # ${"rotated every 90 days by the platform team, ".repeat(3)}\n    c2VjcmV0`, `|  # ${"rotated every 90 days by the platform team, ".repeat(3)}\n    [redacted]`, 1],
+      ["a block under a long comment alone", `# ${"c".repeat(130)}\n    c2VjcmV0`, `# ${"c".repeat(130)}\n    [redacted]`, 1],
+      ["a quoted value left open", '"hunter2\n    more\nnext: "kept"', '"[redacted]\nnext: "kept"', 1],
       ["an empty value", '""', '""', 0],
       ["an empty block", "|", "|", 0],
+      ["a null", "~", "~", 0],
+      ["nothing but a long comment", `# ${"c".repeat(130)}`, `# ${"c".repeat(130)}`, 0],
     ];
     for (const [what, value, stored, redactions] of cases) expectScrubbed({ note: pair(value) }, { note: pair(stored) }, redactions, what);
     for (const kept of ["name: DB_PASSWORD\n---\nvalue: next document", "- type: password\n  label: Password\n  text: Enter your password here"]) {
@@ -280,6 +285,7 @@ describe("scrub", () => {
     ];
     for (const text of adversarial) expect(scrubCounting({ text }).redactions, text.slice(0, 20)).toBeLessThanOrEqual(1);
     expectScrubbed({ page: "<input name=password value= class=x>" }, { page: "<input name=password value= [redacted]>" }, 1);
+    expectScrubbed({ page: "<input name=password value=hun\"ter'2>" }, { page: "<input name=password value=[redacted]>" }, 1);
     expectScrubbed({ page: '<input type="password" value="https://u:pw123456@h/">' }, { page: '<input type="password" value="[redacted]">' }, 1);
     // JSX is not HTML: its braces are kept as they are, not cut through.
     expectScrubbed({ page: '<Input type="password" value={"x"} />' }, { page: '<Input type="password" value={"x"} />' }, 0);
@@ -293,6 +299,13 @@ describe("scrub", () => {
     let nested = "";
     for (let depth = 0; nested.length < size; depth++) nested += `${"  ".repeat(depth)}name: password\n${"  ".repeat(depth)}value:\n`;
     expect(scrubCounting({ note: `${nested}${" ".repeat(nested.length)}x` }).redactions).toBe(1);
+    // Plain values with a comment, or replaced already, nested 500 deep over a tail of blank lines:
+    // each level's block below was found again by every level inside it.
+    for (const value of ["a #c", "[redacted]"]) {
+      let levels = "";
+      for (let depth = 0; depth < 500; depth++) levels += `${" ".repeat(depth)}name: password\n${" ".repeat(depth)}value: ${value}\n`;
+      expect(scrubCounting({ note: `${levels}${" ".repeat(500)}x\n${"\n".repeat(size - levels.length)}` }).redactions).toBeLessThanOrEqual(500);
+    }
   });
 
   it("does not remember the names pairs hold, only their keys", () => {
