@@ -63,7 +63,7 @@ describe("isSecretKeyName", () => {
 describe("scrubbedCanonicalJson", () => {
   it("is canonicalJson(scrub(value)) with the same redaction count, on values full of secrets", () => {
     const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom("password", "Api_Key", "cvv", "token", "__proto__", "amount", "toJSON", "name", "Value", "text"));
-    const secret = fc.constantFrom("Bearer abcdefgh12345678", "rzp_test_abc", "4111 1111 1111 1111", "eyJabcd.efgh1234.x", "-----BEGIN PRIVATE KEY-----", "sk-0123456789abcdefXY", "password: hunter2", 'X-Api-Key: k1\nnote: {"pin": 1234}', "DB_PASSWORD", "max_tokens");
+    const secret = fc.constantFrom("Bearer abcdefgh12345678", "rzp_test_abc", "4111 1111 1111 1111", "eyJabcd.efgh1234.x", "-----BEGIN PRIVATE KEY-----", "sk-0123456789abcdefXY", "password: hunter2", 'X-Api-Key: k1\nnote: {"pin": 1234}', "DB_PASSWORD", "max_tokens", "- name: DB_PASSWORD\n  value: |\n    hunter2", '<input type="password" value="x">');
     const leaf = fc.oneof(
       fc.string(),
       secret,
