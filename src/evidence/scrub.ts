@@ -313,10 +313,10 @@ function keysVerdict(object: Record<string, unknown>, keys: readonly string[]): 
 
 /**
  * Whether a name held as data (a pair's name, a YAML pair's, an HTML tag's) is a secret's: read
- * lower-cased as letters and digits only, it ends with a secret's word (pair_secret_name_endings,
- * after a form field's word such as "input"), or is one of the key-name rule's whole names, or
- * names a password as the key-name rule's last parts do. Only the end counts, where the key-name
- * rule takes a word anywhere: such names are often prose ("API token top-up", "Secret Santa",
+ * lower-cased as letters and digits only, and without a form field's word after it ("input"), it
+ * ends with a secret's word (endsInSecretWord, pair_secret_name_endings), is one of the key-name
+ * rule's whole names, or names a password as the key-name rule's last parts do. Only the end
+ * counts, where the key-name rule takes a word anywhere: such names are often prose ("API token top-up", "Secret Santa",
  * "password_min_length", "gen_ai.client.token.usage"), and a value beside them is no secret; so
  * a count of a model's tokens ("max_tokens") is no secret's name here.
  */
@@ -528,9 +528,9 @@ export function withoutSecretKeys(record: Record<string, unknown>): Record<strin
 /**
  * A string as stored: "[redacted]" when it holds a credential, private key or card number; else
  * with each URL password, secret query value, secret written after its name and YAML pair's or
- * HTML tag's value beside a secret's name replaced by "[redacted]" in place (the scheme, host, path, other
- * parameters and the rest of the text are kept), each counted; else unchanged. Replacing them cannot make a credential or card number
- * of what is left: each replaced stretch lies between characters no credential, card group or
+ * HTML tag's value beside a secret's name replaced by "[redacted]" in place (the scheme, host,
+ * path, other parameters and the rest of the text are kept), each counted; else unchanged.
+ * Replacing them cannot make a credential or card number of what is left: each replaced stretch lies between characters no credential, card group or
  * JWT holds (an "=", ":", quote or white space before; a character such as "&", "#", "@", ",",
  * "}", ";", a quote, white space or the line's end after).
  */
@@ -1374,8 +1374,8 @@ function singleQuotedEnd(text: string, from: number, limit: number): number {
  * Each value of a YAML name/value pair whose name is a secret's replaced in place, as in data
  * (pair_name_keys): a Kubernetes env entry written as text ("- name: DB_PASSWORD\n  value:
  * hunter2"), a CloudFormation parameter ("ParameterKey: DbPassword\n  ParameterValue: …").
- * Each name's line reads at most yaml_pair_lines_max lines below it, and a name inside a block
- * value already replaced is not read at all, so no line is read more than a bounded number of
+ * Each name's line reads at most yaml_pair_lines_max lines below it, and a name inside a value
+ * found over several lines is not read at all, so no line is read more than a bounded number of
  * times: linear in the text.
  */
 function yamlPairsRedacted(text: string, state: ScrubState): string {
