@@ -653,12 +653,15 @@ function isSecretText(value: string): boolean {
 
 /** The text with every URL password, secret query value and secret written after its name
  *  replaced, each counted in `state`. */
+/** Shorter text holds no YAML pair (the shortest: "key:pw\nval:1") and no HTML one. */
+const pair_text_chars_min = 12;
+
 function inPlaceSecretsRedacted(text: string, state: ScrubState): string {
   // Names in text before query parameters: a quoted value after "=" is the name rule's to end
   // ("PASSWORD='correct horse'"), where the query rule would end it at the first space.
   // Pairs first: a pair's value is replaced whole, so a URL password or a name in text inside it
   // is not counted again.
-  const paired = htmlPairsRedacted(yamlPairsRedacted(text, state), state);
+  const paired = text.length < pair_text_chars_min ? text : htmlPairsRedacted(yamlPairsRedacted(text, state), state);
   return queryValuesRedacted(labelledSecretsRedacted(urlPasswordsRedacted(paired, state), state), state);
 }
 

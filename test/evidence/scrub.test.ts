@@ -257,6 +257,7 @@ describe("scrub", () => {
       ["nothing but a long comment", `# ${"c".repeat(130)}`, `# ${"c".repeat(130)}`, 0],
     ];
     for (const [what, value, stored, redactions] of cases) expectScrubbed({ note: pair(value) }, { note: pair(stored) }, redactions, what);
+    expectScrubbed({ note: "key:pw\nval:1" }, { note: "key:pw\nval:[redacted]" }, 1, "the shortest pair");
     for (const kept of ["name: DB_PASSWORD\n---\nvalue: next document", "- type: password\n  label: Password\n  text: Enter your password here"]) {
       expectScrubbed({ note: kept }, { note: kept }, 0, kept);
     }
