@@ -651,11 +651,11 @@ function isSecretText(value: string): boolean {
   return containsCardNumber(value);
 }
 
-/** The text with every URL password, secret query value and secret written after its name
- *  replaced, each counted in `state`. */
 /** Shorter text holds no YAML pair (the shortest: "key:pw\nval:1") and no HTML one. */
 const pair_text_chars_min = 12;
 
+/** The text with every URL password, secret query value, secret written after its name and
+ *  pair's value beside a secret's name replaced, each counted in `state`. */
 function inPlaceSecretsRedacted(text: string, state: ScrubState): string {
   // Names in text before query parameters: a quoted value after "=" is the name rule's to end
   // ("PASSWORD='correct horse'"), where the query rule would end it at the first space.
@@ -1414,63 +1414,21 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
   return out + text.slice(copied);
 }
 
-/** Where an HTML tag may start: "<" and a letter. */
-const html_tag_start = /<[A-Za-z]/g;
-/** A tag's attribute at a position (sticky), with its value when it has one: quoted, ">" and "<"
- *  and line breaks in it included (a quote left open runs to its line's end: a browser would read
- *  on to the text's end, taking every tag after it for this one's value), or unquoted, to white
- *  space or the tag's end (`href=/cb?state=…`, `value=hun"ter2`); one in braces (JSX's
- *  `value={…}`) is not HTML's. Each match takes a whole word, so no word is read again from each
- *  of its characters (a pattern that could start inside one took 19 s for a 128 KiB word that
- *  no "=" followed). */
-const html_attribute_pattern = /([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|"[^"\r\n]*|'[^']*'|'[^'\r\n]*|[^\s"'<>{][^\s<>]*))?/y;
+/** An HTML tag, to its ">": each is read from its "<" to the next "<" or ">" at most, so the tags
+ *  of a text are read once however many "<" it holds. */
+const html_tag_pattern = /<[A-Za-z][^<>]*>/g;
+/** A tag's attribute, with its value, quoted or not, when it has one. Each match takes a whole
+ *  word, with or without a value, so no word is read again from each of its characters (which
+ *  took 19 s for a 128 KiB word that no "=" followed). An unquoted value runs to white space or
+ *  the tag's end, as a browser reads it (`href=/cb?state=…`, `value=hun"ter2`); one in braces
+ *  (JSX's `value={…}`) is not HTML's. */
+const html_attribute_pattern = /([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>{][^\s<>]*))?/g;
 /** The attributes that name what a tag's value is: a form field's name, id, type, autocomplete
  *  hint and label, a meta tag's name. */
 const html_name_attributes = new Set(["name", "id", "type", "autocomplete", "aria-label", "property"]);
 /** The attributes holding the value: an input's, a meta tag's. */
 const html_value_attributes = new Set(["value", "content"]);
 const html_value_prefilter = /(?:value|content)\s*=/i;
-
-/** What a tag holds: its values' places, whether an attribute names a secret, and where it ends. */
-interface HtmlTag {
-  values: { start: number; end: number }[];
-  names_secret: boolean;
-  end: number;
-}
-
-/**
- * The tag whose name starts at `from` (after its "<"), read attribute by attribute to its ">"
- * (a quoted value may hold ">" and "<"), or to a "<" where an attribute would start (text that
- * is not HTML, "a<b and c<d", starts a tag there), or to the text's end. Each character is read
- * a bounded number of times: a closing quote is looked for up to the next quote of its kind, and
- * a quote left open is read again to its line's end.
- */
-function htmlTag(text: string, from: number): HtmlTag {
-  const tag: HtmlTag = { values: [], names_secret: false, end: text.length };
-  for (let at = from; at < text.length; ) {
-    const code = text.charCodeAt(at);
-    if (code === 0x3e || code === 0x3c) {
-      tag.end = code === 0x3e ? at + 1 : at; // its ">", or a "<" that starts another tag
-      return tag;
-    }
-    html_attribute_pattern.lastIndex = at;
-    const attribute = html_attribute_pattern.exec(text);
-    if (attribute === null) {
-      at += 1; // white space, "/", or a quote or "=" where a name would be
-      continue;
-    }
-    at = html_attribute_pattern.lastIndex;
-    const written = attribute[2];
-    if (written === undefined) continue;
-    const name = attribute[1]!.toLowerCase();
-    const quote = written[0] === '"' || written[0] === "'" ? written[0] : "";
-    const value_start = at - written.length + quote.length;
-    const value_end = quote !== "" && written.length > 1 && written.endsWith(quote) ? at - 1 : at;
-    if (html_name_attributes.has(name)) tag.names_secret ||= namesPairSecret(text.slice(value_start, value_end));
-    else if (html_value_attributes.has(name) && value_end > value_start) tag.values.push({ start: value_start, end: value_end });
-  }
-  return tag;
-}
 
 /**
  * Each value an HTML tag holds beside a secret's name replaced in place: a form's hidden
@@ -1482,17 +1440,30 @@ function htmlPairsRedacted(text: string, state: ScrubState): string {
   if (!text.includes("<") || !html_value_prefilter.test(text)) return text;
   let out = "";
   let copied = 0;
-  for (let start = indexOf(html_tag_start, text, 0); start < text.length; ) {
-    const tag = htmlTag(text, start + 1);
-    if (tag.names_secret) {
-      for (const { start: value_start, end } of tag.values) {
-        if (isRedactedAlready(text, value_start, end)) continue;
-        out += `${text.slice(copied, value_start)}${redacted}`;
-        copied = end;
-        state.redactions += 1;
+  html_tag_pattern.lastIndex = 0;
+  for (let tag = html_tag_pattern.exec(text); tag !== null; tag = html_tag_pattern.exec(text)) {
+    const values: { start: number; end: number }[] = [];
+    let names_secret = false;
+    html_attribute_pattern.lastIndex = 0;
+    for (let attribute = html_attribute_pattern.exec(tag[0]); attribute !== null; attribute = html_attribute_pattern.exec(tag[0])) {
+      const name = attribute[1]!.toLowerCase();
+      const written = attribute[2];
+      if (written === undefined) continue;
+      const quoted = written[0] === '"' || written[0] === "'";
+      const value = quoted ? written.slice(1, -1) : written;
+      if (html_name_attributes.has(name)) names_secret ||= namesPairSecret(value);
+      else if (html_value_attributes.has(name) && value !== "") {
+        const start = tag.index + attribute.index + attribute[0].length - written.length + (quoted ? 1 : 0);
+        values.push({ start, end: start + value.length });
       }
     }
-    start = indexOf(html_tag_start, text, tag.end);
+    if (!names_secret) continue;
+    for (const { start, end } of values) {
+      if (isRedactedAlready(text, start, end)) continue;
+      out += `${text.slice(copied, start)}${redacted}`;
+      copied = end;
+      state.redactions += 1;
+    }
   }
   return copied === 0 ? text : out + text.slice(copied);
 }
