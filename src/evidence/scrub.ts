@@ -651,6 +651,39 @@ function isSecretText(value: string): boolean {
   return containsCardNumber(value);
 }
 
+/**
+ * A text being rebuilt with stretches of it replaced by "[redacted]", each counted in `state`:
+ * the text rules' one way of writing what they replace. Stretches are replaced in order.
+ */
+class Redacting {
+  private out = "";
+  /** Where the last replaced stretch ends: the text is copied from here on. */
+  private copied = 0;
+  private replaced = false;
+
+  constructor(
+    private readonly text: string,
+    private readonly state: ScrubState,
+  ) {}
+
+  /** Whether a stretch starting at `start` lies inside one replaced already. */
+  replacedPast(start: number): boolean {
+    return start < this.copied;
+  }
+
+  replace(start: number, end: number): void {
+    this.out += `${this.text.slice(this.copied, start)}${redacted}`;
+    this.copied = end;
+    this.replaced = true;
+    this.state.redactions += 1;
+  }
+
+  /** The text with the stretches replaced; the text itself when none was. */
+  result(): string {
+    return this.replaced ? this.out + this.text.slice(this.copied) : this.text;
+  }
+}
+
 /** Shorter text holds no YAML pair (the shortest: "key:pw\nval:1") and no HTML one. */
 const pair_text_chars_min = 12;
 
@@ -681,9 +714,10 @@ const authority_end_pattern = /[/?#\\\s"<>]/g;
  * for from its last character on: linear in the text.
  */
 function urlPasswordsRedacted(text: string, state: ScrubState): string {
-  let out = "";
-  let copied = 0;
-  for (let at = text.indexOf("://"); at !== -1; ) {
+  let at = text.indexOf("://");
+  if (at === -1) return text;
+  const redacting = new Redacting(text, state);
+  while (at !== -1) {
     const start = at + 3;
     const end = indexOf(authority_end_pattern, text, start);
     const authority = text.slice(start, end);
@@ -691,16 +725,12 @@ function urlPasswordsRedacted(text: string, state: ScrubState): string {
     const colon = authority.indexOf(":");
     if (colon !== -1 && colon < userinfo_end) {
       const password = authority.slice(colon + 1, userinfo_end);
-      if (password !== "" && password !== redacted) {
-        out += `${text.slice(copied, start + colon + 1)}${redacted}`;
-        copied = start + userinfo_end;
-        state.redactions += 1;
-      }
+      if (password !== "" && password !== redacted) redacting.replace(start + colon + 1, start + userinfo_end);
     }
     // The authority's last character may be the ":" of the next "://" ("a://host://u:p@h").
     at = text.indexOf("://", Math.max(start, end - 1));
   }
-  return copied === 0 ? text : out + text.slice(copied);
+  return redacting.result();
 }
 
 /**
@@ -719,8 +749,7 @@ const query_value_end_pattern = /[&#\s"<>]/g;
  */
 function queryValuesRedacted(text: string, state: ScrubState): string {
   if (!text.includes("=")) return text;
-  let out = "";
-  let copied = 0;
+  const redacting = new Redacting(text, state);
   query_name_pattern.lastIndex = 0;
   for (let match = query_name_pattern.exec(text); match !== null; match = query_name_pattern.exec(text)) {
     const value_start = query_name_pattern.lastIndex;
@@ -731,14 +760,10 @@ function queryValuesRedacted(text: string, state: ScrubState): string {
     const count = normalizedKeyName(match[1]!).endsWith("tokens") && startsWithCount(text, value_start, value_end);
     // Only a name at the text's start can be the name rule's too (after ?, & or # it is this rule's).
     const pair = match.index === 0 && !"?&#".includes(match[0][0]!);
-    if (value !== "" && !isRedactedAlready(text, value_start, value_end, pair) && !count) {
-      out += `${text.slice(copied, value_start)}${redacted}`;
-      copied = value_end;
-      state.redactions += 1;
-    }
+    if (value !== "" && !isRedactedAlready(text, value_start, value_end, pair) && !count) redacting.replace(value_start, value_end);
     query_name_pattern.lastIndex = value_end;
   }
-  return copied === 0 ? text : out + text.slice(copied);
+  return redacting.result();
 }
 
 /**
@@ -870,17 +895,15 @@ function secretLabel(text: string, separator: number): Label | undefined {
   }
   let last = wordBefore(text, end);
   if (last === undefined) return undefined;
-  let first_end = spacesBefore(text, last.start, 3);
-  let first = first_end === last.start ? undefined : wordBefore(text, first_end);
   if (label_fillers.has(last.word.toLowerCase())) {
     // "Your password is:", "Password (temp) is:".
     const before_filler = asideBefore(text, spacesBefore(text, last.start, 3));
     const named = before_filler === -1 || before_filler === last.start ? undefined : wordBefore(text, before_filler);
     if (named === undefined) return undefined;
     last = named;
-    first_end = spacesBefore(text, last.start, 3);
-    first = first_end === last.start ? undefined : wordBefore(text, first_end);
   }
+  const first_end = spacesBefore(text, last.start, 3);
+  const first = first_end === last.start ? undefined : wordBefore(text, first_end);
   const label = labelOf(first?.word, last.word);
   if (label === undefined) return undefined;
   const start = label.whole && first !== undefined ? first.start : last.start;
@@ -1218,8 +1241,7 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
   let keyword_end = -1; // where the last keyword before the separator ends
   const lines = new LineEnds(text);
   const blocks = new BlocksBelow();
-  let out = "";
-  let copied = 0;
+  const redacting = new Redacting(text, state);
   label_separator_pattern.lastIndex = 0;
   for (let match = label_separator_pattern.exec(text); match !== null; match = label_separator_pattern.exec(text)) {
     const separator = match.index;
@@ -1242,12 +1264,10 @@ function labelledSecretsRedacted(text: string, state: ScrubState): string {
     if (!isLabelledSecret(label, text, probe.start, judged_end, probe.below !== undefined)) continue;
     const value = labelledValue(text, separator, label, lines, Number.POSITIVE_INFINITY, blocks);
     if (value.below) value.end = indentedBlockEnd(text, value.end, value.below);
-    out += `${text.slice(copied, value.start)}${redacted}`;
-    copied = value.end;
-    state.redactions += 1;
+    redacting.replace(value.start, value.end);
     label_separator_pattern.lastIndex = value.end;
   }
-  return copied === 0 ? text : out + text.slice(copied);
+  return redacting.result();
 }
 
 /** A YAML line naming a pair (`- name: DB_PASSWORD`, `key: API_TOKEN`): its indentation, a list
@@ -1401,17 +1421,11 @@ function yamlPairsRedacted(text: string, state: ScrubState): string {
     if (value.spans_lines) blocks.push(value);
     if (!isRedactedAlready(text, value.start, value.end)) found.push(value);
   }
-  if (found.length === 0) return text;
   found.sort((a, b) => a.start - b.start);
-  let out = "";
-  let copied = 0;
-  for (const { start, end } of found) {
-    if (start < copied) continue; // inside a value replaced already
-    out += `${text.slice(copied, start)}${redacted}`;
-    copied = end;
-    state.redactions += 1;
-  }
-  return out + text.slice(copied);
+  const redacting = new Redacting(text, state);
+  // A value inside one replaced already goes with it.
+  for (const { start, end } of found) if (!redacting.replacedPast(start)) redacting.replace(start, end);
+  return redacting.result();
 }
 
 /** An HTML tag, to its ">": each is read from its "<" to the next "<" or ">" at most, so the tags
@@ -1438,8 +1452,7 @@ const html_value_prefilter = /(?:value|content)\s*=/i;
  */
 function htmlPairsRedacted(text: string, state: ScrubState): string {
   if (!text.includes("<") || !html_value_prefilter.test(text)) return text;
-  let out = "";
-  let copied = 0;
+  const redacting = new Redacting(text, state);
   html_tag_pattern.lastIndex = 0;
   for (let tag = html_tag_pattern.exec(text); tag !== null; tag = html_tag_pattern.exec(text)) {
     const values: { start: number; end: number }[] = [];
@@ -1458,14 +1471,9 @@ function htmlPairsRedacted(text: string, state: ScrubState): string {
       }
     }
     if (!names_secret) continue;
-    for (const { start, end } of values) {
-      if (isRedactedAlready(text, start, end)) continue;
-      out += `${text.slice(copied, start)}${redacted}`;
-      copied = end;
-      state.redactions += 1;
-    }
+    for (const { start, end } of values) if (!isRedactedAlready(text, start, end)) redacting.replace(start, end);
   }
-  return copied === 0 ? text : out + text.slice(copied);
+  return redacting.result();
 }
 
 interface ScrubState {
