@@ -169,7 +169,8 @@ describe("scrub", () => {
       ["a one-time code's field", { label: "One-time code", value: "482913" }, { label: "One-time code", value: "[redacted]" }],
       ["Django's CSRF field", { name: "csrfmiddlewaretoken", value: "q1w2" }, { name: "csrfmiddlewaretoken", value: "[redacted]" }],
       ["a PIN's name as its own word", { label: "UPI PIN", value: "1234" }, { label: "UPI PIN", value: "[redacted]" }],
-      ["a count's name beside a PIN's, in either order", { label: "max_tokens", name: "PIN", value: 1234 }, { label: "max_tokens", name: "PIN", value: "[redacted]" }],
+      ["a count's name before a PIN's", { label: "max_tokens", name: "PIN", value: 1234 }, { label: "max_tokens", name: "PIN", value: "[redacted]" }],
+      ["a count's name after a PIN's", { name: "PIN", label: "max_tokens", value: 1234 }, { name: "PIN", label: "max_tokens", value: "[redacted]" }],
     ];
     for (const [what, input, stored] of cases) expectScrubbed(input, stored, 1, what);
   });
